@@ -1,0 +1,1 @@
+//! Flash management and block-device FTLs (see issue "Block-device FTLs").

@@ -1,0 +1,420 @@
+//! Where page contents and device state live: RAM, a file-backed image, or metadata only.
+//!
+//! The device owns the rules; a store only keeps bytes. The device answers reads of erased pages
+//! itself (0xFF), so a store is asked only about pages that were programmed since their erase.
+//!
+//! Image file format (all integers little-endian), version 1:
+//!
+//! | offset                  | size              | content                                   |
+//! |-------------------------|-------------------|-------------------------------------------|
+//! | 0                       | 8                 | magic `NOFTLIMG`                          |
+//! | 8                       | 4                 | format version (1)                        |
+//! | 12                      | 4                 | length of the config TOML in bytes        |
+//! | 16                      | 8                 | device clock (virtual ns) at last flush   |
+//! | 24                      | 8                 | clean-shutdown flag (1 = flushed cleanly) |
+//! | 64                      | config length     | the device config as TOML                 |
+//! | HEADER = 64 KiB         | 32 x blocks       | block table (below)                       |
+//! | after the block table   | 1 x pages         | page states (below)                       |
+//! | next 4 KiB boundary     | oob x pages       | OOB bytes, page after page                |
+//! | next 4 KiB boundary     | page x pages      | data bytes, page after page (sparse file) |
+//!
+//! Block table entry (32 bytes):
+//!
+//! | bytes  | field                                                                  |
+//! |--------|------------------------------------------------------------------------|
+//! | 0..4   | erase count                                                            |
+//! | 4..12  | wear, in 10^-12 of rated life (each erase adds 10^12 / cycles of mode) |
+//! | 12     | mode: 0 slc, 1 mlc, 2 tlc, 3 pslc                                      |
+//! | 13     | state: 0 good, 1 factory bad, 2 grown bad, 3 needs erase               |
+//! | 14..16 | next programmable page                                                 |
+//! | 16..24 | virtual time of the first program since the last erase (ns)           |
+//! | 24..32 | zero                                                                   |
+//!
+//! Page state (1 byte): bits 0..3 programs since erase (0 = erased), bit 7 unreadable (torn).
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+
+use memmap2::MmapMut;
+
+use crate::config::{CellMode, DeviceConfig};
+use crate::error::NandError;
+use crate::geometry::{Geometry, Pbn, Ppn};
+
+/// The state of one block, as the device tracks and the image persists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockMeta {
+    pub erase_count: u32,
+    /// Wear in 10^-12 of rated life: fine enough that every rated cycle below 10^6 is delivered.
+    pub wear_ppt: u64,
+    pub mode: CellMode,
+    pub state: BlockState,
+    pub next_page: u16,
+    pub programmed_at_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockState {
+    Good,
+    FactoryBad,
+    GrownBad,
+    NeedsErase,
+}
+
+impl BlockMeta {
+    pub const ENCODED_BYTES: usize = 32;
+
+    pub fn encode(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[0..4].copy_from_slice(&self.erase_count.to_le_bytes());
+        b[4..12].copy_from_slice(&self.wear_ppt.to_le_bytes());
+        b[12] = match self.mode {
+            CellMode::Slc => 0,
+            CellMode::Mlc => 1,
+            CellMode::Tlc => 2,
+            CellMode::Pslc => 3,
+        };
+        b[13] = match self.state {
+            BlockState::Good => 0,
+            BlockState::FactoryBad => 1,
+            BlockState::GrownBad => 2,
+            BlockState::NeedsErase => 3,
+        };
+        b[14..16].copy_from_slice(&self.next_page.to_le_bytes());
+        b[16..24].copy_from_slice(&self.programmed_at_ns.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, String> {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut t = [0u8; 8];
+            t.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(t)
+        };
+        let mode = match b[12] {
+            0 => CellMode::Slc,
+            1 => CellMode::Mlc,
+            2 => CellMode::Tlc,
+            3 => CellMode::Pslc,
+            m => return Err(format!("unknown block mode byte {m}")),
+        };
+        let state = match b[13] {
+            0 => BlockState::Good,
+            1 => BlockState::FactoryBad,
+            2 => BlockState::GrownBad,
+            3 => BlockState::NeedsErase,
+            s => return Err(format!("unknown block state byte {s}")),
+        };
+        Ok(BlockMeta {
+            erase_count: u32_at(0),
+            wear_ppt: u64_at(4),
+            mode,
+            state,
+            next_page: u16::from_le_bytes([b[14], b[15]]),
+            programmed_at_ns: u64_at(16),
+        })
+    }
+}
+
+/// Page state bits.
+pub const PAGE_PROGRAMS_MASK: u8 = 0x0f;
+pub const PAGE_TORN: u8 = 0x80;
+
+/// A programmed page's bytes, when the store keeps them.
+#[derive(Debug)]
+pub struct PageView<'a> {
+    pub data: Option<&'a [u8]>,
+    pub oob: &'a [u8],
+}
+
+/// The seam between the device and where its bytes live.
+pub trait Store: Send + std::fmt::Debug {
+    fn kind(&self) -> &'static str;
+    /// The bytes of a programmed page.
+    fn page(&self, ppn: Ppn) -> PageView<'_>;
+    /// Programs bytes. With `fresh` the page was erased, and bytes outside the given ranges become
+    /// 0xFF; otherwise the stored bytes in the ranges become `stored AND new`.
+    fn program(&mut self, ppn: Ppn, fresh: bool, data_off: usize, data: &[u8], oob_off: usize, oob: &[u8]);
+    fn save_block(&mut self, _pbn: Pbn, _meta: &BlockMeta) {}
+    fn save_page_state(&mut self, _ppn: Ppn, _state: u8) {}
+    fn save_clock(&mut self, _ns: u64, _clean: bool) {}
+    fn flush(&mut self) -> Result<(), NandError> {
+        Ok(())
+    }
+}
+
+fn apply(dst: &mut [u8], fresh: bool, off: usize, src: &[u8]) {
+    if fresh {
+        dst.fill(0xFF);
+        dst[off..off + src.len()].copy_from_slice(src);
+    } else {
+        for (d, s) in dst[off..off + src.len()].iter_mut().zip(src) {
+            *d &= *s;
+        }
+    }
+}
+
+/// Contents in memory, allocated per block when the block is first programmed.
+#[derive(Debug)]
+pub struct RamStore {
+    page_bytes: usize,
+    oob_bytes: usize,
+    pages_per_block: usize,
+    keep_data: bool,
+    blocks: Vec<Option<Box<[u8]>>>,
+}
+
+impl RamStore {
+    pub fn new(g: &Geometry, keep_data: bool) -> Self {
+        RamStore {
+            page_bytes: g.page_size_bytes as usize,
+            oob_bytes: g.oob_size_bytes as usize,
+            pages_per_block: g.pages_per_block as usize,
+            keep_data,
+            blocks: (0..g.blocks()).map(|_| None).collect(),
+        }
+    }
+
+    fn block_bytes(&self) -> usize {
+        let data = if self.keep_data { self.page_bytes } else { 0 };
+        self.pages_per_block * (data + self.oob_bytes)
+    }
+
+    fn split(&self, ppn: Ppn) -> (usize, usize, usize) {
+        let block = (ppn.0 / self.pages_per_block as u64) as usize;
+        let page = (ppn.0 % self.pages_per_block as u64) as usize;
+        let data_bytes = if self.keep_data { self.page_bytes } else { 0 };
+        let data_at = page * data_bytes;
+        let oob_at = self.pages_per_block * data_bytes + page * self.oob_bytes;
+        (block, data_at, oob_at)
+    }
+}
+
+impl Store for RamStore {
+    fn kind(&self) -> &'static str {
+        if self.keep_data {
+            "ram"
+        } else {
+            "meta"
+        }
+    }
+
+    fn page(&self, ppn: Ppn) -> PageView<'_> {
+        let (b, d, o) = self.split(ppn);
+        let buf = self.blocks[b].as_deref().expect("a programmed page's block is allocated");
+        PageView {
+            data: if self.keep_data { Some(&buf[d..d + self.page_bytes]) } else { None },
+            oob: &buf[o..o + self.oob_bytes],
+        }
+    }
+
+    fn program(&mut self, ppn: Ppn, fresh: bool, data_off: usize, data: &[u8], oob_off: usize, oob: &[u8]) {
+        let (b, d, o) = self.split(ppn);
+        let (page_bytes, oob_bytes, keep) = (self.page_bytes, self.oob_bytes, self.keep_data);
+        let size = self.block_bytes();
+        // Zeroed allocations are lazy (the OS maps zero pages), so an unwritten block costs nothing.
+        let buf = self.blocks[b].get_or_insert_with(|| vec![0u8; size].into_boxed_slice());
+        if keep {
+            apply(&mut buf[d..d + page_bytes], fresh, data_off, data);
+        }
+        apply(&mut buf[o..o + oob_bytes], fresh, oob_off, oob);
+    }
+}
+
+const IMAGE_MAGIC: &[u8; 8] = b"NOFTLIMG";
+const IMAGE_VERSION: u32 = 1;
+const IMAGE_HEADER_BYTES: usize = 64 * 1024;
+
+fn align4k(n: u64) -> u64 {
+    n.div_ceil(4096) * 4096
+}
+
+/// The whole device state in one memory-mapped file (format in the module documentation).
+#[derive(Debug)]
+pub struct ImageStore {
+    map: MmapMut,
+    _file: File,
+    page_bytes: usize,
+    oob_bytes: usize,
+    blocks_at: usize,
+    states_at: usize,
+    oob_at: usize,
+    data_at: usize,
+}
+
+/// What an image holds besides page bytes: enough to rebuild the device.
+#[derive(Debug)]
+pub struct ImageState {
+    pub config: DeviceConfig,
+    pub blocks: Vec<BlockMeta>,
+    pub page_states: Vec<u8>,
+    pub clock_ns: u64,
+    pub clean: bool,
+}
+
+impl ImageStore {
+    fn layout(g: &Geometry) -> (usize, usize, usize, usize, u64) {
+        let blocks_at = IMAGE_HEADER_BYTES as u64;
+        let states_at = blocks_at + u64::from(g.blocks()) * BlockMeta::ENCODED_BYTES as u64;
+        let oob_at = align4k(states_at + g.pages());
+        let data_at = align4k(oob_at + g.pages() * u64::from(g.oob_size_bytes));
+        let len = data_at + g.pages() * u64::from(g.page_size_bytes);
+        (blocks_at as usize, states_at as usize, oob_at as usize, data_at as usize, len)
+    }
+
+    fn io(path: &Path, what: &str, e: std::io::Error) -> NandError {
+        NandError::Image(format!("{what} {}: {e}", path.display()))
+    }
+
+    /// Creates a new image for a device whose initial state is given.
+    pub fn create(path: &Path, cfg: &DeviceConfig, blocks: &[BlockMeta]) -> Result<Self, NandError> {
+        let g = &cfg.geometry;
+        let (blocks_at, states_at, oob_at, data_at, len) = Self::layout(g);
+        let config_text = toml::to_string(cfg).map_err(|e| NandError::Image(format!("cannot encode config: {e}")))?;
+        if 64 + config_text.len() > IMAGE_HEADER_BYTES {
+            return Err(NandError::Image("device config too large for the image header".into()));
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| Self::io(path, "cannot create image", e))?;
+        file.set_len(len).map_err(|e| Self::io(path, "cannot size image", e))?;
+        // SAFETY: the file is ours, opened read-write, sized above; no other mapping of it is made
+        // by this process while the store lives.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| Self::io(path, "cannot map image", e))?;
+        let mut s = ImageStore {
+            map,
+            _file: file,
+            page_bytes: g.page_size_bytes as usize,
+            oob_bytes: g.oob_size_bytes as usize,
+            blocks_at,
+            states_at,
+            oob_at,
+            data_at,
+        };
+        s.map[0..8].copy_from_slice(IMAGE_MAGIC);
+        s.map[8..12].copy_from_slice(&IMAGE_VERSION.to_le_bytes());
+        s.map[12..16].copy_from_slice(&(config_text.len() as u32).to_le_bytes());
+        s.map[64..64 + config_text.len()].copy_from_slice(config_text.as_bytes());
+        for (i, m) in blocks.iter().enumerate() {
+            s.save_block(Pbn(i as u32), m);
+        }
+        s.save_clock(0, true);
+        Ok(s)
+    }
+
+    /// Opens an existing image, returning the store and the state it holds.
+    pub fn open(path: &Path) -> Result<(Self, ImageState), NandError> {
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|e| Self::io(path, "cannot open image", e))?;
+        let file_len = file.metadata().map_err(|e| Self::io(path, "cannot stat image", e))?.len();
+        if file_len < IMAGE_HEADER_BYTES as u64 {
+            return Err(NandError::Image(format!("{} is too short to be a device image", path.display())));
+        }
+        // SAFETY: as in `create`.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| Self::io(path, "cannot map image", e))?;
+        if &map[0..8] != IMAGE_MAGIC {
+            return Err(NandError::Image(format!("{} is not a noftl device image (bad magic)", path.display())));
+        }
+        let version = u32::from_le_bytes([map[8], map[9], map[10], map[11]]);
+        if version != IMAGE_VERSION {
+            return Err(NandError::Image(format!("image format version {version}, this build reads {IMAGE_VERSION}")));
+        }
+        let config_len = u32::from_le_bytes([map[12], map[13], map[14], map[15]]) as usize;
+        if 64 + config_len > IMAGE_HEADER_BYTES {
+            return Err(NandError::Image("corrupt image header (config length)".into()));
+        }
+        let text = std::str::from_utf8(&map[64..64 + config_len]).map_err(|_| NandError::Image("corrupt image config (not UTF-8)".into()))?;
+        let config = DeviceConfig::from_toml(text, &[]).map_err(|e| NandError::Image(format!("image config: {e}")))?;
+        let g = &config.geometry;
+        let (blocks_at, states_at, oob_at, data_at, len) = Self::layout(g);
+        if file_len != len {
+            return Err(NandError::Image(format!("image is {file_len} bytes, its geometry needs {len}")));
+        }
+        let mut clock = [0u8; 8];
+        clock.copy_from_slice(&map[16..24]);
+        let clean = map[24] == 1;
+        let mut blocks = Vec::with_capacity(g.blocks() as usize);
+        for i in 0..g.blocks() as usize {
+            let at = blocks_at + i * BlockMeta::ENCODED_BYTES;
+            blocks.push(BlockMeta::decode(&map[at..at + BlockMeta::ENCODED_BYTES]).map_err(|e| NandError::Image(format!("block {i}: {e}")))?);
+        }
+        let page_states = map[states_at..states_at + g.pages() as usize].to_vec();
+        let store = ImageStore {
+            map,
+            _file: file,
+            page_bytes: g.page_size_bytes as usize,
+            oob_bytes: g.oob_size_bytes as usize,
+            blocks_at,
+            states_at,
+            oob_at,
+            data_at,
+        };
+        Ok((store, ImageState { config, blocks, page_states, clock_ns: u64::from_le_bytes(clock), clean }))
+    }
+}
+
+impl Store for ImageStore {
+    fn kind(&self) -> &'static str {
+        "image"
+    }
+
+    fn page(&self, ppn: Ppn) -> PageView<'_> {
+        let p = ppn.0 as usize;
+        let d = self.data_at + p * self.page_bytes;
+        let o = self.oob_at + p * self.oob_bytes;
+        PageView { data: Some(&self.map[d..d + self.page_bytes]), oob: &self.map[o..o + self.oob_bytes] }
+    }
+
+    fn program(&mut self, ppn: Ppn, fresh: bool, data_off: usize, data: &[u8], oob_off: usize, oob: &[u8]) {
+        let p = ppn.0 as usize;
+        let d = self.data_at + p * self.page_bytes;
+        let o = self.oob_at + p * self.oob_bytes;
+        let (pb, ob) = (self.page_bytes, self.oob_bytes);
+        apply(&mut self.map[d..d + pb], fresh, data_off, data);
+        apply(&mut self.map[o..o + ob], fresh, oob_off, oob);
+    }
+
+    fn save_block(&mut self, pbn: Pbn, meta: &BlockMeta) {
+        let at = self.blocks_at + pbn.0 as usize * BlockMeta::ENCODED_BYTES;
+        self.map[at..at + BlockMeta::ENCODED_BYTES].copy_from_slice(&meta.encode());
+    }
+
+    fn save_page_state(&mut self, ppn: Ppn, state: u8) {
+        self.map[self.states_at + ppn.0 as usize] = state;
+    }
+
+    fn save_clock(&mut self, ns: u64, clean: bool) {
+        self.map[16..24].copy_from_slice(&ns.to_le_bytes());
+        self.map[24] = u8::from(clean);
+    }
+
+    fn flush(&mut self) -> Result<(), NandError> {
+        self.map.flush().map_err(|e| NandError::Image(format!("cannot flush image: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_meta_round_trips_through_its_encoding() {
+        let m = BlockMeta {
+            erase_count: 123_456,
+            wear_ppt: 999,
+            mode: CellMode::Pslc,
+            state: BlockState::NeedsErase,
+            next_page: 77,
+            programmed_at_ns: u64::MAX - 5,
+        };
+        assert_eq!(BlockMeta::decode(&m.encode()).unwrap(), m);
+        let mut bad = m.encode();
+        bad[13] = 9;
+        assert!(BlockMeta::decode(&bad).is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! The transactional storage engine (see issue "storage engine").

@@ -1,1 +1,15 @@
-//! Flash management and block-device FTLs (see issue "Block-device FTLs").
+//! `ftl`: flash management written once, used in two places: inside a device behind a block
+//! interface (the FTLs of a conventional SSD) and inside the database engine (NoFTL).
+//!
+//! The block interface every FTL implements is [`BlockDevice`]: logical 4 KiB pages, each
+//! request carrying its virtual submit time and returning its completion time. [`ByteDevice`]
+//! adapts any block device to byte offsets with 512-byte sectors (what NBD and file systems send),
+//! by read-modify-write at the edges.
+
+pub mod block_device;
+pub mod bytes;
+pub mod memdisk;
+
+pub use block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES};
+pub use bytes::ByteDevice;
+pub use memdisk::MemDisk;

@@ -1,0 +1,115 @@
+//! The block interface: what a conventional SSD offers its host.
+//!
+//! Contract (every implementation; tests in each FTL check it):
+//! 1. Logical pages are `LOGICAL_PAGE_BYTES` long and numbered `0..capacity_pages()`. A request
+//!    out of range, or whose buffer is not a whole number of pages, is refused with an error and
+//!    changes nothing.
+//! 2. A page never written, or trimmed since its last write, reads as zeros.
+//! 3. A multi-page request is issued at `at_ns` as a whole (the FTL may spread it over dies); the
+//!    returned time is when its last page completes.
+//! 4. A write is durable once a later `flush` has returned, or at once when written with `fua`.
+//!    After a power cut and recovery, every durable write reads back, and no trimmed data
+//!    returns.
+
+use nand::{Nanos, Nand, NandError};
+use serde::{Deserialize, Serialize};
+
+pub const LOGICAL_PAGE_BYTES: usize = 4096;
+pub const SECTOR_BYTES: usize = 512;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FtlError {
+    #[error("logical pages {start}..{end} are beyond the device's {capacity} pages")]
+    OutOfRange { start: u64, end: u64, capacity: u64 },
+    #[error("request of {bytes} bytes at offset {offset} is not aligned to {align}-byte units")]
+    Misaligned { offset: u64, bytes: usize, align: usize },
+    #[error("the device is full: no free flash block left for {0}")]
+    NoSpace(&'static str),
+    #[error("logical page {lpn} cannot be overwritten: {why}")]
+    Overwrite { lpn: u64, why: String },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("flash: {0}")]
+    Flash(#[from] NandError),
+    #[error("recovery failed: {0}")]
+    Recovery(String),
+    #[error("invalid FTL configuration: {0}")]
+    Config(String),
+}
+
+/// Host requests, in logical pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCounts {
+    pub reads: u64,
+    pub writes: u64,
+    pub trims: u64,
+    pub flushes: u64,
+}
+
+/// Work the FTL did on its own behalf.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcCounts {
+    /// Valid pages copied by garbage collection (and merges).
+    pub migrations: u64,
+    /// Blocks erased by garbage collection (and merges).
+    pub erases: u64,
+    /// Pages moved and blocks erased by wear levelling.
+    pub wl_migrations: u64,
+    pub wl_erases: u64,
+}
+
+/// What an FTL reports about itself: the stable field names of `noftl io` JSON (`host`, `gc`,
+/// `waf`, `ftl {...}`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FtlReport {
+    pub name: String,
+    pub host: HostCounts,
+    pub gc: GcCounts,
+    /// Flash page programs (all purposes) per host page written.
+    pub waf: f64,
+    /// Controller RAM taken by mapping structures, bytes.
+    pub mapping_bytes: u64,
+    /// DFTL only: hits of the cached mapping table over lookups.
+    pub cmt_hit_ratio: Option<f64>,
+    pub translation_reads: u64,
+    pub translation_writes: u64,
+    /// Controller CPU time spent on mapping work, microseconds.
+    pub controller_busy_us: f64,
+}
+
+/// A device with a block interface. Times are virtual nanoseconds (see the contract above).
+pub trait BlockDevice: Send {
+    /// Short name as it appears in results ("page", "dftl-2%", ...).
+    fn name(&self) -> String;
+    /// Number of logical pages.
+    fn capacity_pages(&self) -> u64;
+    /// Reads `buf.len() / LOGICAL_PAGE_BYTES` pages starting at `lpn`.
+    fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError>;
+    /// Writes whole pages starting at `lpn`; with `fua` they are durable when this returns.
+    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError>;
+    /// Discards `pages` pages starting at `lpn`: they read as zeros afterwards.
+    fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError>;
+    /// Makes every write acknowledged so far durable.
+    fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError>;
+    fn report(&self) -> FtlReport;
+    /// The flash under the FTL, if it has one (a plain file or RAM disk has none).
+    fn nand(&self) -> Option<&Nand>;
+    fn nand_mut(&mut self) -> Option<&mut Nand>;
+}
+
+/// Checks contract item 1 for a request of `bytes` bytes at `lpn`; returns the page count.
+pub fn check_request(lpn: u64, bytes: usize, capacity: u64) -> Result<u64, FtlError> {
+    if bytes % LOGICAL_PAGE_BYTES != 0 {
+        return Err(FtlError::Misaligned { offset: lpn * LOGICAL_PAGE_BYTES as u64, bytes, align: LOGICAL_PAGE_BYTES });
+    }
+    let pages = (bytes / LOGICAL_PAGE_BYTES) as u64;
+    check_range(lpn, pages, capacity)?;
+    Ok(pages)
+}
+
+pub fn check_range(lpn: u64, pages: u64, capacity: u64) -> Result<(), FtlError> {
+    match lpn.checked_add(pages) {
+        Some(end) if end <= capacity => Ok(()),
+        _ => Err(FtlError::OutOfRange { start: lpn, end: lpn.saturating_add(pages), capacity }),
+    }
+}

@@ -113,3 +113,33 @@ pub fn check_range(lpn: u64, pages: u64, capacity: u64) -> Result<(), FtlError> 
         _ => Err(FtlError::OutOfRange { start: lpn, end: lpn.saturating_add(pages), capacity }),
     }
 }
+
+impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn capacity_pages(&self) -> u64 {
+        (**self).capacity_pages()
+    }
+    fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
+        (**self).read(at_ns, lpn, buf)
+    }
+    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
+        (**self).write(at_ns, lpn, data, fua)
+    }
+    fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
+        (**self).trim(at_ns, lpn, pages)
+    }
+    fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        (**self).flush(at_ns)
+    }
+    fn report(&self) -> FtlReport {
+        (**self).report()
+    }
+    fn nand(&self) -> Option<&Nand> {
+        (**self).nand()
+    }
+    fn nand_mut(&mut self) -> Option<&mut Nand> {
+        (**self).nand_mut()
+    }
+}

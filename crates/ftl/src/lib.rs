@@ -7,9 +7,11 @@
 //! by read-modify-write at the edges.
 
 pub mod block_device;
+pub mod controller;
 pub mod bytes;
 pub mod memdisk;
 
 pub use block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES};
 pub use bytes::ByteDevice;
+pub use controller::{Controller, ControllerConfig};
 pub use memdisk::MemDisk;

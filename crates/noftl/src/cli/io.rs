@@ -1,0 +1,2 @@
+pub fn run(_a: IoArgs) -> anyhow::Result<()> { Ok(()) }
+#[derive(Debug, clap::Args)] pub struct IoArgs {}

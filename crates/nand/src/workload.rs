@@ -106,7 +106,7 @@ pub struct RawWorkload {
 impl RawWorkload {
     pub fn new(nand: &Nand, pattern: RawPattern, request_bytes: u64, seed: u64) -> Result<Self, String> {
         let page = u64::from(nand.geometry().page_size_bytes);
-        if request_bytes == 0 || request_bytes % page != 0 {
+        if request_bytes == 0 || !request_bytes.is_multiple_of(page) {
             return Err(format!("--bs must be a positive multiple of the {page}-byte flash page"));
         }
         let pages = request_bytes / page;

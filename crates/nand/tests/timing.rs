@@ -1,4 +1,5 @@
 //! The timing model: latency of one operation, die parallelism, channel saturation, determinism.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 use common::*;

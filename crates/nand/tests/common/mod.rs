@@ -1,4 +1,5 @@
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Helpers shared by the nand integration tests.
 
 use nand::{CellMode, DeviceConfig, Nand, Pbn, Ppn, Purpose};

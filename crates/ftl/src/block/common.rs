@@ -425,9 +425,6 @@ impl FreePool {
         self.per_die[die as usize].push_back(pbn);
         self.count += 1;
     }
-    pub fn len(&self) -> usize {
-        self.count
-    }
     /// A block from `prefer_die`, else from the die with the most free blocks (lowest index on ties).
     pub fn pop(&mut self, prefer_die: u32) -> Option<u32> {
         let d = prefer_die as usize % self.per_die.len();

@@ -136,3 +136,21 @@ fn mapping_memory_matches_seed_001() {
     let d = fresh(&[]);
     assert_eq!(d.report().mapping_bytes, 4 * 119);
 }
+
+#[test]
+fn random_writes_after_a_fill_cost_a_block_rewrite_each() {
+    // Uniform random 4 KiB overwrites after a sequential fill: every write merges its block, so
+    // WAF ~ pages per block (16 on tiny) for the block FTL.
+    let mut d = fresh(&[]);
+    let cap = d.capacity_pages();
+    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false).unwrap();
+    let mut rng = Rng::new(5);
+    let mut now = 0;
+    for _ in 0..2 * cap {
+        now = d.write(now, rng.below(cap), &vec![2u8; PAGE], false).unwrap();
+    }
+    let r = d.report();
+    let random_waf = (r.waf * (3 * cap) as f64 - cap as f64) / (2 * cap) as f64;
+    eprintln!("block: fill+2x random: waf {:.2} (random part {:.2}), merges {}, migrations {}, erases {}, cpu {:.0} us, {} ns", r.waf, random_waf, d.merges(), r.gc.migrations, r.gc.erases, r.controller_busy_us, now);
+    assert!((14.0..=16.5).contains(&random_waf), "{random_waf}");
+}

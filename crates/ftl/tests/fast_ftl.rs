@@ -167,3 +167,22 @@ fn mapping_memory_reproduces_seed_001_with_the_stated_log_share() {
     // The same share gives 192 MiB at 1 TiB; the slides say 186 MB (they imply 17.4% there).
     assert_eq!(mapping_bytes_for(1024 * GIB, 4096, 128, SEED_001_LOG_SHARE), 192 * MIB);
 }
+
+#[test]
+fn random_write_amplification_is_reported() {
+    for rw in [None, Some(8), Some(16)] {
+        let opts = FastOptions { rw_log_blocks: rw, spare_factor: 0.2, ..FastOptions::default() };
+        let mut d = Fast::new(tiny(&[]), &opts).unwrap();
+        let cap = d.capacity_pages();
+        d.write(0, 0, &vec![1u8; cap as usize * PAGE], false).unwrap();
+        let mut rng = Rng::new(5);
+        let mut now = 0;
+        for _ in 0..2 * cap {
+            now = d.write(now, rng.below(cap), &vec![2u8; PAGE], false).unwrap();
+        }
+        let r = d.report();
+        let random_waf = (r.waf * (3 * cap) as f64 - cap as f64) / (2 * cap) as f64;
+        eprintln!("fast rw={rw:?}: fill+2x random: waf {:.2} (random part {:.2}), {:?}, migrations {}, erases {}, cpu {:.0} us, {} ns", r.waf, random_waf, d.merges(), r.gc.migrations, r.gc.erases, r.controller_busy_us, now);
+        assert!(random_waf > 1.0 && random_waf < 17.0);
+    }
+}

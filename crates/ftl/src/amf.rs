@@ -43,19 +43,13 @@ use crate::block_device::{check_range, check_request, BlockDevice, FtlError, Ftl
 use crate::controller::{Controller, ControllerConfig};
 
 /// Options of AMF's AFTL.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AmfOptions {
     /// Spare blocks per die for bad-block remapping. Default (`None`): 2% of the die's blocks,
     /// at least 1 — NAND datasheets promise at least 98% valid blocks over the part's life (e.g.
     /// Micron MT29F16G08ABABA: NVB >= 4016 of 4096).
     pub spare_blocks_per_die: Option<u32>,
     pub controller: ControllerConfig,
-}
-
-impl Default for AmfOptions {
-    fn default() -> Self {
-        AmfOptions { spare_blocks_per_die: None, controller: ControllerConfig::default() }
-    }
 }
 
 impl AmfOptions {

@@ -362,6 +362,7 @@ impl Fast {
 
     /// Programs `data` as logical page `lpn` at page `page` of `pbn` (padding skipped pages on
     /// MLC/TLC), with a fresh sequence number.
+    #[allow(clippy::too_many_arguments)]
     fn program_page(&mut self, t: Nanos, pbn: u32, page: u32, lpn: u64, data: Option<&[u8]>, flags: u8, purpose: Purpose) -> Result<(Nanos, u64), FtlError> {
         let version = self.pb[pbn as usize].version;
         let mut nf = self.pb[pbn as usize].next_free;

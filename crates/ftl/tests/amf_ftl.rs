@@ -1,4 +1,5 @@
 //! Behaviour of Application-Managed Flash's AFTL (`ftl::amf`).
+#![allow(clippy::unwrap_used)]
 
 mod block_harness;
 

@@ -1,4 +1,5 @@
 //! Behaviour of the block-level mapping FTL (`ftl::block`).
+#![allow(clippy::unwrap_used)]
 
 mod block_harness;
 

@@ -1,4 +1,5 @@
 //! Behaviour of the FAST hybrid log-block FTL (`ftl::fast`).
+#![allow(clippy::unwrap_used)]
 
 mod block_harness;
 

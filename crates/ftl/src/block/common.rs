@@ -310,6 +310,7 @@ impl Flash {
 
     /// Programs pad pages from `*next_free` up to (not including) `page` when the chip forbids
     /// skipping pages (invariant 2); advances `*next_free` to `page + 1` in any case.
+    #[allow(clippy::too_many_arguments)]
     pub fn pad_to(&mut self, at_ns: Nanos, pbn: u32, next_free: &mut u32, page: u32, lpn_base: u64, seq: u64, aux: u64, purpose: Purpose) -> Result<Nanos, FtlError> {
         let mut done = at_ns;
         if self.strict {

@@ -37,9 +37,9 @@
 use nand::{Nand, NandError, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block::common::{scan_device, BlockScan, Counters, Flash, Kind, Tag, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE, FLAG_COMMIT};
+use crate::block::common::{shared_block_device_methods, scan_device, BlockScan, Counters, Flash, Kind, Tag, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE, FLAG_COMMIT};
 use crate::block::is_block_failure;
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 /// Options of AMF's AFTL.
@@ -432,23 +432,8 @@ impl BlockDevice for Amf {
         Ok(done)
     }
 
-    fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        // Invariant 5: nothing is buffered.
-        self.c.host.flushes += 1;
-        Ok(self.ctrl.charge(at_ns, CYC_REQUEST))
-    }
-
-    fn report(&self) -> FtlReport {
-        self.c.report(self.name(), &self.f.nand, self.mapping_bytes(), &self.ctrl)
-    }
-
-    fn nand(&self) -> Option<&Nand> {
-        Some(&self.f.nand)
-    }
-
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        Some(&mut self.f.nand)
-    }
+    // flush (invariant 5: nothing is buffered), report, nand, nand_mut.
+    shared_block_device_methods!();
 }
 
 /// Mapping memory of AFTL: one 4-byte entry per block, as for a block-level FTL (seed 001:

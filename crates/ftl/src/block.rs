@@ -24,12 +24,12 @@
 use nand::{Nand, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 pub(crate) mod common;
 
-use common::{
+use common::{shared_block_device_methods, 
     check_spare_factor, chunks, scan_device, Bits, Counters, Flash, FreePool, Kind, Tag, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST,
     CYC_UPDATE, FLAG_COMMIT, NONE,
 };
@@ -386,23 +386,8 @@ impl BlockDevice for BlockFtl {
         Ok(done)
     }
 
-    fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        // Invariant 6: nothing is buffered.
-        self.c.host.flushes += 1;
-        Ok(self.ctrl.charge(at_ns, CYC_REQUEST))
-    }
-
-    fn report(&self) -> FtlReport {
-        self.c.report(self.name(), &self.f.nand, self.mapping_bytes(), &self.ctrl)
-    }
-
-    fn nand(&self) -> Option<&Nand> {
-        Some(&self.f.nand)
-    }
-
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        Some(&mut self.f.nand)
-    }
+    // flush (invariant 6: nothing is buffered), report, nand, nand_mut.
+    shared_block_device_methods!();
 }
 
 /// Mapping memory of a block-level FTL (and of AMF's AFTL) for a device of `capacity_bytes`:

@@ -44,12 +44,12 @@ use std::hash::BuildHasherDefault;
 use nand::{Nand, Nanos, Pbn, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block::common::{
+use crate::block::common::{shared_block_device_methods, 
     chunks, scan_device, Bits, Counters, Flash, FreePool, Kind, Tag, CYC_HASH, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE,
     FLAG_RW_LOG, NONE,
 };
 use crate::block::{is_block_failure, logical_blocks};
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 /// Options of FAST.
@@ -660,23 +660,8 @@ impl BlockDevice for Fast {
         Ok(done)
     }
 
-    fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        // Invariant 5: nothing is buffered.
-        self.c.host.flushes += 1;
-        Ok(self.ctrl.charge(at_ns, CYC_REQUEST))
-    }
-
-    fn report(&self) -> FtlReport {
-        self.c.report(self.name(), &self.f.nand, self.mapping_bytes(), &self.ctrl)
-    }
-
-    fn nand(&self) -> Option<&Nand> {
-        Some(&self.f.nand)
-    }
-
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        Some(&mut self.f.nand)
-    }
+    // flush (invariant 5: nothing is buffered), report, nand, nand_mut.
+    shared_block_device_methods!();
 }
 
 /// Mapping memory of a hybrid (log-block) FTL for `capacity_bytes`: a 4-byte entry per block

@@ -49,13 +49,9 @@ fn geometry_of_segments_and_capacity() {
 #[test]
 fn append_only_workload_matches_the_model() {
     for seed in 1..=4 {
-        let mut d = fresh(&[]);
+        let d = fresh(&[]);
         let (seg, segs) = (d.segment_pages(), u64::from(d.segments()));
-        let mut m = Model::new(d.capacity_pages());
-        let mut now = 0;
-        run(&mut d, &mut m, &mut Rng::new(seed), 2000, &mut now, &mut log_structured_host(seg, segs));
-        verify_all(&mut d, &m, now);
-        let r = d.report();
+        let (_, r, _) = checked_run(d, seed, 2000, &mut log_structured_host(seg, segs));
         assert_eq!(r.gc.migrations, 0, "AMF has no device-side GC");
         assert!((r.waf - 1.0).abs() < 1e-9, "waf {}", r.waf);
     }
@@ -196,12 +192,10 @@ fn power_loss_at_many_cut_points_loses_nothing_acknowledged() {
 #[test]
 fn same_seed_same_report() {
     let go = || {
-        let mut d = fresh(&[]);
+        let d = fresh(&[]);
         let (seg, segs) = (d.segment_pages(), u64::from(d.segments()));
-        let mut m = Model::new(d.capacity_pages());
-        let mut now = 0;
-        run(&mut d, &mut m, &mut Rng::new(11), 700, &mut now, &mut log_structured_host(seg, segs));
-        (d.report(), d.nand().unwrap().now_ns())
+        let (_, report, ns) = checked_run(d, 11, 700, &mut log_structured_host(seg, segs));
+        (report, ns)
     };
     assert_eq!(go(), go());
 }

@@ -13,14 +13,9 @@ fn fresh(overrides: &[&str]) -> BlockFtl {
 
 #[test]
 fn random_workload_matches_the_model() {
+    let cap = fresh(&[]).capacity_pages();
     for seed in 1..=4 {
-        let mut d = fresh(&[]);
-        let cap = d.capacity_pages();
-        let mut m = Model::new(cap);
-        let mut rng = Rng::new(seed);
-        let mut now = 0;
-        run(&mut d, &mut m, &mut rng, 1500, &mut now, &mut |r, _| random_op(r, cap));
-        verify_all(&mut d, &m, now);
+        checked_run(fresh(&[]), seed, 1500, &mut random_ops(cap));
     }
 }
 
@@ -118,13 +113,10 @@ fn reopening_a_cleanly_stopped_device_keeps_everything() {
 
 #[test]
 fn same_seed_same_report() {
+    let cap = fresh(&[]).capacity_pages();
     let go = || {
-        let mut d = fresh(&[]);
-        let cap = d.capacity_pages();
-        let mut m = Model::new(cap);
-        let mut now = 0;
-        run(&mut d, &mut m, &mut Rng::new(7), 500, &mut now, &mut |r, _| random_op(r, cap));
-        (d.report(), d.nand().unwrap().now_ns())
+        let (_, report, ns) = checked_run(fresh(&[]), 7, 500, &mut random_ops(cap));
+        (report, ns)
     };
     assert_eq!(go(), go());
 }

@@ -13,14 +13,9 @@ fn fresh(overrides: &[&str]) -> Fast {
 
 #[test]
 fn random_workload_matches_the_model() {
+    let cap = fresh(&[]).capacity_pages();
     for seed in 1..=4 {
-        let mut d = fresh(&[]);
-        let cap = d.capacity_pages();
-        let mut m = Model::new(cap);
-        let mut rng = Rng::new(seed);
-        let mut now = 0;
-        run(&mut d, &mut m, &mut rng, 2000, &mut now, &mut |r, _| random_op(r, cap));
-        verify_all(&mut d, &m, now);
+        checked_run(fresh(&[]), seed, 2000, &mut random_ops(cap));
     }
 }
 
@@ -149,13 +144,10 @@ fn power_loss_during_sequential_runs_and_switches() {
 
 #[test]
 fn same_seed_same_report() {
+    let cap = fresh(&[]).capacity_pages();
     let go = || {
-        let mut d = fresh(&[]);
-        let cap = d.capacity_pages();
-        let mut m = Model::new(cap);
-        let mut now = 0;
-        run(&mut d, &mut m, &mut Rng::new(7), 800, &mut now, &mut |r, _| random_op(r, cap));
-        (d.report(), d.merges(), d.nand().unwrap().now_ns())
+        let (d, report, ns) = checked_run(fresh(&[]), 7, 800, &mut random_ops(cap));
+        (report, d.merges(), ns)
     };
     assert_eq!(go(), go());
 }

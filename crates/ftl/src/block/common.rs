@@ -443,6 +443,33 @@ impl FreePool {
     }
 }
 
+// ----- the BlockDevice methods all three share -----------------------------------------------
+
+/// `flush`, `report`, `nand` and `nand_mut` of an FTL with fields `f: Flash`, `c: Counters`,
+/// `ctrl: Controller` and a `mapping_bytes()` method. None of these FTLs caches writes, so a
+/// flush only costs the controller's request overhead.
+macro_rules! shared_block_device_methods {
+    () => {
+        fn flush(&mut self, at_ns: nand::Nanos) -> Result<nand::Nanos, $crate::block_device::FtlError> {
+            self.c.host.flushes += 1;
+            Ok(self.ctrl.charge(at_ns, $crate::block::common::CYC_REQUEST))
+        }
+
+        fn report(&self) -> $crate::block_device::FtlReport {
+            self.c.report(self.name(), &self.f.nand, self.mapping_bytes(), &self.ctrl)
+        }
+
+        fn nand(&self) -> Option<&nand::Nand> {
+            Some(&self.f.nand)
+        }
+
+        fn nand_mut(&mut self) -> Option<&mut nand::Nand> {
+            Some(&mut self.f.nand)
+        }
+    };
+}
+pub(crate) use shared_block_device_methods;
+
 // ----- counters and report -------------------------------------------------------------------
 
 /// Host and merge counters plus the device's program count when this FTL instance started (so

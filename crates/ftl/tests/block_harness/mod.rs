@@ -167,6 +167,23 @@ pub fn random_op(rng: &mut Rng, capacity: u64) -> Op {
     }
 }
 
+/// `random_op` over a device of `capacity` pages, as a generator for `run`.
+pub fn random_ops(capacity: u64) -> impl FnMut(&mut Rng, &Model) -> Op {
+    move |r, _| random_op(r, capacity)
+}
+
+/// Runs `ops` operations of `gen` from `seed` on `dev`, checks every page against the model,
+/// and returns the device with its report and virtual time (for determinism checks).
+pub fn checked_run<D: BlockDevice>(mut dev: D, seed: u64, ops: usize, gen: &mut dyn FnMut(&mut Rng, &Model) -> Op) -> (D, ftl::FtlReport, u64) {
+    let mut m = Model::new(dev.capacity_pages());
+    let mut now = 0;
+    run(&mut dev, &mut m, &mut Rng::new(seed), ops, &mut now, gen);
+    verify_all(&mut dev, &m, now);
+    let report = dev.report();
+    let virtual_ns = dev.nand().map_or(0, |n| n.now_ns());
+    (dev, report, virtual_ns)
+}
+
 /// Runs `ops` operations from `gen`, checking reads against the model; panics on any error.
 pub fn run<D: BlockDevice>(dev: &mut D, m: &mut Model, rng: &mut Rng, ops: usize, now: &mut u64, gen: &mut dyn FnMut(&mut Rng, &Model) -> Op) {
     for _ in 0..ops {

@@ -37,8 +37,7 @@
 use nand::{Nand, NandError, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block::common::{shared_block_device_methods, scan_device, BlockScan, Counters, Flash, Kind, Tag, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE, FLAG_COMMIT};
-use crate::block::is_block_failure;
+use crate::block::common::{is_block_failure, shared_block_device_methods, scan_device, BlockScan, Counters, Flash, Kind, Tag, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE, FLAG_COMMIT};
 use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
@@ -193,14 +192,9 @@ impl Amf {
                 if s.bad || me.map.contains(&pbn) {
                     continue;
                 }
-                if !s.is_clean() {
-                    match me.f.erase(t, pbn, Purpose::Recovery) {
-                        Ok(_) => {}
-                        Err(e) if is_block_failure(&e) => continue,
-                        Err(e) => return Err(e),
-                    }
+                if me.f.make_clean(t, pbn, s)? {
+                    me.spares[d as usize].push(pbn);
                 }
-                me.spares[d as usize].push(pbn);
             }
         }
         for s in 0..me.segments {

@@ -29,7 +29,7 @@ use crate::controller::{Controller, ControllerConfig};
 
 pub(crate) mod common;
 
-use common::{shared_block_device_methods, 
+use common::{is_block_failure, shared_block_device_methods, 
     check_spare_factor, chunks, scan_device, Bits, Counters, Flash, FreePool, Kind, Tag, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST,
     CYC_UPDATE, FLAG_COMMIT, NONE,
 };
@@ -179,15 +179,10 @@ impl BlockFtl {
             if mapped || s.bad {
                 continue;
             }
-            if !s.is_clean() {
-                // Superseded versions, uncommitted merges, torn pages, interrupted erases.
-                match me.f.erase(t, pbn, Purpose::Recovery) {
-                    Ok(_) => {}
-                    Err(e) if is_block_failure(&e) => continue,
-                    Err(e) => return Err(e),
-                }
+            // Superseded versions, uncommitted merges, torn pages, interrupted erases.
+            if me.f.make_clean(t, pbn, s)? {
+                me.free.push(me.f.die_of(pbn), pbn);
             }
-            me.free.push(me.f.die_of(pbn), pbn);
         }
         me.c = Counters::new(&me.f.nand);
         Ok(me)
@@ -327,10 +322,6 @@ impl BlockFtl {
         // `merge` with nothing left to copy just erases the block and unmaps it.
         self.merge(t, lbn, None, Some((off, n)))
     }
-}
-
-pub(crate) fn is_block_failure(e: &FtlError) -> bool {
-    matches!(e, FtlError::Flash(nand::NandError::EraseFailed(_) | nand::NandError::WornOut { .. } | nand::NandError::BadBlock(_)))
 }
 
 impl BlockDevice for BlockFtl {

@@ -44,11 +44,11 @@ use std::hash::BuildHasherDefault;
 use nand::{Nand, Nanos, Pbn, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block::common::{shared_block_device_methods, 
+use crate::block::common::{is_block_failure, shared_block_device_methods, 
     chunks, scan_device, Bits, Counters, Flash, FreePool, Kind, Tag, CYC_HASH, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE,
     FLAG_RW_LOG, NONE,
 };
-use crate::block::{is_block_failure, logical_blocks};
+use crate::block::logical_blocks;
 use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 

@@ -147,3 +147,21 @@ fn random_writes_after_a_fill_cost_a_block_rewrite_each() {
     eprintln!("block: fill+2x random: waf {:.2} (random part {:.2}), merges {}, migrations {}, erases {}, cpu {:.0} us, {} ns", r.waf, random_waf, d.merges(), r.gc.migrations, r.gc.erases, r.controller_busy_us, now);
     assert!((14.0..=16.5).contains(&random_waf), "{random_waf}");
 }
+
+#[test]
+fn the_32_byte_oob_of_noftl13_is_enough_for_all_three() {
+    let nand = || nand::Nand::new(nand::DeviceConfig::preset("noftl13", &["geometry.blocks_per_plane=64".into()]).unwrap()).unwrap();
+    let cap = BlockFtl::new(nand(), &BlockOptions::default()).unwrap().capacity_pages();
+    let (d, _, _) = checked_run(BlockFtl::new(nand(), &BlockOptions::default()).unwrap(), 1, 300, &mut random_ops(cap));
+    let mut d = BlockFtl::open(d.into_nand(), &BlockOptions::default()).unwrap();
+    d.write(0, 0, &vec![1u8; PAGE], false).unwrap();
+    let f = ftl::fast::Fast::new(nand(), &ftl::fast::FastOptions::default()).unwrap();
+    let cap = f.capacity_pages();
+    let (f, _, _) = checked_run(f, 2, 300, &mut random_ops(cap));
+    ftl::fast::Fast::open(f.into_nand(), &ftl::fast::FastOptions::default()).unwrap();
+    let mut a = ftl::amf::Amf::new(nand(), &ftl::amf::AmfOptions::default()).unwrap();
+    a.write(0, 0, &vec![1u8; 3 * PAGE], false).unwrap();
+    let mut a = ftl::amf::Amf::open(a.into_nand(), &ftl::amf::AmfOptions::default()).unwrap();
+    assert_eq!(a.write_pointer(0), Some(3));
+    assert!(matches!(a.write(0, 2, &vec![1u8; PAGE], false), Err(FtlError::Overwrite { .. })));
+}

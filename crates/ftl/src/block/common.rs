@@ -326,6 +326,19 @@ impl Flash {
         Ok(done)
     }
 
+    /// Makes a block that recovery found unneeded ready for reuse: erases it unless the scan
+    /// found it clean. `Ok(false)` if it went bad on the erase (it must not be used).
+    pub fn make_clean(&mut self, at_ns: Nanos, pbn: u32, scan: &BlockScan) -> Result<bool, FtlError> {
+        if scan.is_clean() {
+            return Ok(true);
+        }
+        match self.erase(at_ns, pbn, Purpose::Recovery) {
+            Ok(_) => Ok(true),
+            Err(e) if is_block_failure(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Erases every block that holds anything (format); leaves bad blocks alone.
     pub fn format(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
         let mut done = at_ns;
@@ -334,13 +347,19 @@ impl Flash {
                 match self.erase(at_ns, pbn, Purpose::Meta) {
                     Ok(t) => done = done.max(t),
                     // A block that fails its erase is now bad; the FTL will not use it.
-                    Err(FtlError::Flash(NandError::EraseFailed(_) | NandError::WornOut { .. })) => {}
+                    Err(e) if is_block_failure(&e) => {}
                     Err(e) => return Err(e),
                 }
             }
         }
         Ok(done)
     }
+}
+
+/// The block went bad (erase or program status fail, worn out, or already bad): the FTL stops
+/// using it and carries on.
+pub(crate) fn is_block_failure(e: &FtlError) -> bool {
+    matches!(e, FtlError::Flash(NandError::EraseFailed(_) | NandError::WornOut { .. } | NandError::BadBlock(_)))
 }
 
 // ----- recovery scan -------------------------------------------------------------------------

@@ -10,6 +10,9 @@ pub mod block_device;
 pub mod controller;
 pub mod bytes;
 pub mod memdisk;
+pub mod block;
+pub mod fast;
+pub mod amf;
 
 pub use block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES};
 pub use bytes::ByteDevice;

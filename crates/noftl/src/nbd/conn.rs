@@ -290,3 +290,233 @@ fn send_reply(w: &mut impl Write, r: &Reply) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The connection driven over in-memory streams: arbitrary bytes must never panic or hang
+    //! it, and well-formed requests must behave like a plain byte array (the reference model).
+    use super::*;
+    use ftl::MemDisk;
+    use nand::ClockMode;
+    use proptest::prelude::*;
+
+    const PAGES: u64 = 16;
+    const SIZE: usize = PAGES as usize * 4096;
+
+    fn export() -> Export {
+        Export::new(Box::new(MemDisk::new(PAGES)), ClockMode::None)
+    }
+
+    fn run(input: Vec<u8>) -> (Result<Ended, ProtoError>, Vec<u8>) {
+        let ex = export();
+        let mut out = Vec::new();
+        let res = serve(&ex, std::io::Cursor::new(input), &mut out, &|| {});
+        (res, out)
+    }
+
+    /// Client side of a GO handshake asking for no infos.
+    fn go_handshake() -> Vec<u8> {
+        let mut c = Vec::new();
+        c.extend_from_slice(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes());
+        c.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        c.extend_from_slice(&OPT_GO.to_be_bytes());
+        c.extend_from_slice(&6u32.to_be_bytes());
+        c.extend_from_slice(&0u32.to_be_bytes());
+        c.extend_from_slice(&0u16.to_be_bytes());
+        c
+    }
+
+    /// Skips the server's greeting and option replies up to the final ACK of GO; returns the
+    /// offset of the transmission phase in `out`.
+    fn skip_handshake(out: &[u8]) -> usize {
+        let mut p = 18;
+        loop {
+            let kind = be_u32(&out[p + 12..p + 16]);
+            let len = be_u32(&out[p + 16..p + 20]) as usize;
+            p += 20 + len;
+            if kind == REP_ACK {
+                return p;
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    struct Req {
+        kind: u16,
+        flags: u16,
+        offset: u64,
+        length: u32,
+        fill: u8,
+    }
+
+    fn req() -> impl Strategy<Value = Req> {
+        let kind = prop_oneof![8 => 0u16..7, 1 => Just(7u16), 1 => any::<u16>()];
+        let flags = prop_oneof![6 => Just(0u16), 2 => Just(CMD_FLAG_FUA), 2 => Just(CMD_FLAG_NO_HOLE), 1 => any::<u16>()];
+        let sector = 0u64..(SIZE as u64 / 512 + 8);
+        let length = prop_oneof![8 => (0u32..40).prop_map(|s| s * 512), 1 => 0u32..20_000, 1 => Just(MAX_PAYLOAD_BYTES + 512)];
+        (kind, flags, sector, any::<bool>(), length, any::<u8>()).prop_map(|(kind, flags, sector, odd, length, fill)| {
+            // Keep writes small enough to send: an oversized WRITE is a hard disconnect, tested apart.
+            let length = if kind == CMD_WRITE { length.min(64 << 10) } else { length };
+            // DISC ends the stream; the test sends it last.
+            let kind = if kind == CMD_DISC { CMD_FLUSH } else { kind };
+            Req { kind, flags, offset: sector * 512 + if odd { 100 } else { 0 }, length, fill }
+        })
+    }
+
+    /// What the reference model says a request returns, applying it to `model`.
+    fn expect(model: &mut [u8], r: &Req) -> (u32, Option<Vec<u8>>) {
+        let allowed = if r.kind == CMD_WRITE_ZEROES { CMD_FLAG_FUA | CMD_FLAG_NO_HOLE } else { CMD_FLAG_FUA };
+        if r.flags & !allowed != 0 || !matches!(r.kind, 0 | 1 | 3 | 4 | 6) {
+            return (EINVAL, None);
+        }
+        if matches!(r.kind, CMD_READ | CMD_WRITE) && r.length > MAX_PAYLOAD_BYTES {
+            return (EINVAL, None);
+        }
+        if r.kind == CMD_FLUSH {
+            return (0, None);
+        }
+        let (off, len) = (r.offset as usize, r.length as usize);
+        if off % 512 != 0 || len % 512 != 0 {
+            return (EINVAL, None);
+        }
+        if off + len > SIZE {
+            let writes = matches!(r.kind, CMD_WRITE | CMD_WRITE_ZEROES);
+            return (if writes { ENOSPC } else { EINVAL }, None);
+        }
+        match r.kind {
+            CMD_READ => (0, Some(model[off..off + len].to_vec())),
+            CMD_WRITE => {
+                model[off..off + len].fill(r.fill);
+                (0, None)
+            }
+            CMD_WRITE_ZEROES => {
+                model[off..off + len].fill(0);
+                (0, None)
+            }
+            _ => {
+                // TRIM discards the whole pages inside the range; they read as zeros.
+                let first = off.div_ceil(4096) * 4096;
+                let last = (off + len) / 4096 * 4096;
+                if last > first {
+                    model[first..last].fill(0);
+                }
+                (0, None)
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Any byte stream from the start: no panic, and the connection ends.
+        #[test]
+        fn arbitrary_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = run(input);
+        }
+
+        /// A valid handshake, then arbitrary bytes: no panic, and the connection ends.
+        #[test]
+        fn arbitrary_requests_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..1024), magic_every in 0usize..4) {
+            let mut input = go_handshake();
+            // Plant request magics now and then so that the fuzz reaches past the magic check.
+            let mut t = tail;
+            if magic_every > 0 {
+                for chunk in t.chunks_mut(28 * magic_every) {
+                    if chunk.len() >= 4 {
+                        chunk[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
+                    }
+                }
+            }
+            input.extend_from_slice(&t);
+            let _ = run(input);
+        }
+
+        /// Well-formed and malformed requests against the reference model: one reply per
+        /// request with its handle, the expected error, and the expected data.
+        #[test]
+        fn requests_match_the_reference_model(reqs in proptest::collection::vec(req(), 1..40)) {
+            let mut input = go_handshake();
+            for (i, r) in reqs.iter().enumerate() {
+                let h = RequestHeader { flags: r.flags, kind: r.kind, handle: i as u64 ^ 0xabcd_0000, offset: r.offset, length: r.length };
+                input.extend_from_slice(&h.encode());
+                if r.kind == CMD_WRITE {
+                    input.extend(std::iter::repeat_n(r.fill, r.length as usize));
+                }
+            }
+            let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
+            input.extend_from_slice(&disc.encode());
+            let (res, out) = run(input);
+            prop_assert_eq!(res.ok(), Some(Ended::Disconnect));
+            let mut model = vec![0u8; SIZE];
+            let mut p = skip_handshake(&out);
+            for (i, r) in reqs.iter().enumerate() {
+                let (errno, data) = expect(&mut model, r);
+                prop_assert_eq!(be_u32(&out[p..p + 4]), SIMPLE_REPLY_MAGIC);
+                prop_assert_eq!(be_u32(&out[p + 4..p + 8]), errno, "request {} {:?}", i, r);
+                prop_assert_eq!(be_u64(&out[p + 8..p + 16]), i as u64 ^ 0xabcd_0000);
+                p += 16;
+                if let Some(d) = data {
+                    prop_assert!(out[p..p + d.len()] == d[..], "read data of request {} {:?}", i, r);
+                    p += d.len();
+                }
+            }
+            prop_assert_eq!(p, out.len());
+        }
+    }
+
+    #[test]
+    fn oversized_write_is_a_hard_disconnect() {
+        let mut input = go_handshake();
+        let h = RequestHeader { flags: 0, kind: CMD_WRITE, handle: 1, offset: 0, length: MAX_PAYLOAD_BYTES + 1 };
+        input.extend_from_slice(&h.encode());
+        let (res, _) = run(input);
+        assert!(matches!(res, Err(ProtoError::PayloadTooLarge(_))));
+    }
+
+    #[test]
+    fn bad_client_flags_and_option_lengths_disconnect() {
+        let (res, _) = run(0x8000_0000u32.to_be_bytes().to_vec());
+        assert!(matches!(res, Err(ProtoError::ClientFlags(_))));
+        let mut input = FLAG_C_FIXED_NEWSTYLE.to_be_bytes().to_vec();
+        input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        input.extend_from_slice(&OPT_GO.to_be_bytes());
+        input.extend_from_slice(&u32::MAX.to_be_bytes());
+        let (res, _) = run(input);
+        assert!(matches!(res, Err(ProtoError::OptionTooLong { .. })));
+    }
+
+    #[test]
+    fn unknown_options_are_refused_and_haggling_goes_on() {
+        let mut input = FLAG_C_FIXED_NEWSTYLE.to_be_bytes().to_vec();
+        for opt in [99u32, 8, 5, 3] {
+            input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+            input.extend_from_slice(&opt.to_be_bytes());
+            input.extend_from_slice(&0u32.to_be_bytes());
+        }
+        input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        input.extend_from_slice(&OPT_ABORT.to_be_bytes());
+        input.extend_from_slice(&0u32.to_be_bytes());
+        let (res, out) = run(input);
+        assert_eq!(res.ok(), Some(Ended::Handshake));
+        let mut p = 18;
+        let mut kinds = Vec::new();
+        while p < out.len() {
+            kinds.push(be_u32(&out[p + 12..p + 16]));
+            p += 20 + be_u32(&out[p + 16..p + 20]) as usize;
+        }
+        assert_eq!(kinds, vec![REP_ERR_UNSUP, REP_ERR_UNSUP, REP_ERR_POLICY, REP_SERVER, REP_ACK, REP_ACK]);
+    }
+
+    #[test]
+    fn export_name_gets_size_flags_and_zeroes() {
+        let mut input = FLAG_C_FIXED_NEWSTYLE.to_be_bytes().to_vec();
+        input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        input.extend_from_slice(&OPT_EXPORT_NAME.to_be_bytes());
+        input.extend_from_slice(&3u32.to_be_bytes());
+        input.extend_from_slice(b"foo");
+        let (res, out) = run(input);
+        assert_eq!(res.ok(), Some(Ended::Closed));
+        assert_eq!(out.len(), 18 + 8 + 2 + 124);
+        assert_eq!(be_u64(&out[18..26]), SIZE as u64);
+    }
+}

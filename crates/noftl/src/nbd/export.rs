@@ -11,6 +11,9 @@
 //! 3. Under `--clock none`, a request is submitted at the device's virtual now (the latest
 //!    completion it has reported) and replied to at once; device time is still counted.
 //! 4. Every request gets exactly one outcome: success or one protocol error value.
+//! 5. Any byte range inside the export can be read and written; ranges that are not
+//!    sector-aligned are served by a sector read-modify-write under the lock (atomic with
+//!    respect to every other request, on every connection).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -38,11 +41,91 @@ struct DeviceState {
     dev: ByteDevice<Box<dyn BlockDevice>>,
     /// The latest completion time the device has reported (`--clock none` submits here).
     virtual_now_ns: Nanos,
+    /// Reused buffer for sub-sector read-modify-write.
+    scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for DeviceState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceState").field("device", &self.dev.inner().name()).field("virtual_now_ns", &self.virtual_now_ns).finish()
+    }
+}
+
+const SECTOR: u64 = ftl::SECTOR_BYTES as u64;
+
+/// The sector-aligned span `[start, end)` that covers `[offset, offset + len)`.
+fn sector_span(offset: u64, len: usize) -> (u64, u64) {
+    (offset / SECTOR * SECTOR, (offset + len as u64).div_ceil(SECTOR) * SECTOR)
+}
+
+fn is_aligned(offset: u64, len: usize) -> bool {
+    offset % SECTOR == 0 && len as u64 % SECTOR == 0
+}
+
+/// Byte-granular access on top of the sector-granular [`ByteDevice`]: clients (ext2fs through
+/// nbdfuse, for one) write single bytes of a superblock, so a request that is not
+/// sector-aligned is served by reading the sectors it touches, merging and writing them back,
+/// all under the device lock so that it is atomic with respect to other requests. The caller
+/// has checked the range; sizes are whole pages, so the rounded span stays inside.
+impl DeviceState {
+    fn read(&mut self, at: Nanos, offset: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
+        if is_aligned(offset, buf.len()) {
+            return self.dev.read(at, offset, buf);
+        }
+        let (start, end) = sector_span(offset, buf.len());
+        self.scratch.resize((end - start) as usize, 0);
+        let done = self.dev.read(at, start, &mut self.scratch)?;
+        let skip = (offset - start) as usize;
+        buf.copy_from_slice(&self.scratch[skip..skip + buf.len()]);
+        Ok(done)
+    }
+
+    fn write(&mut self, at: Nanos, offset: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
+        if is_aligned(offset, data.len()) {
+            return self.dev.write(at, offset, data, fua);
+        }
+        self.rmw(at, offset, data.len(), fua, |span| span.copy_from_slice(data))
+    }
+
+    /// Reads the sectors around `[offset, offset + len)`, lets `merge` change that part, and
+    /// writes them back; the write is issued when the read completes.
+    fn rmw(&mut self, at: Nanos, offset: u64, len: usize, fua: bool, merge: impl FnOnce(&mut [u8])) -> Result<Nanos, FtlError> {
+        let (start, end) = sector_span(offset, len);
+        self.scratch.resize((end - start) as usize, 0);
+        let read_done = self.dev.read(at, start, &mut self.scratch)?;
+        let skip = (offset - start) as usize;
+        merge(&mut self.scratch[skip..skip + len]);
+        self.dev.write(read_done, start, &self.scratch, fua)
+    }
+
+    fn write_zeroes(&mut self, at: Nanos, offset: u64, len: usize, may_trim: bool, fua: bool) -> Result<Nanos, FtlError> {
+        let end = offset + len as u64;
+        let inner_start = offset.div_ceil(SECTOR) * SECTOR;
+        let inner_end = end / SECTOR * SECTOR;
+        if inner_end <= inner_start {
+            // No whole sector inside: one read-modify-write of the (at most two) sectors touched.
+            return if len == 0 { Ok(at) } else { self.rmw(at, offset, len, fua, |s| s.fill(0)) };
+        }
+        let mut done = self.dev.write_zeroes(at, inner_start, (inner_end - inner_start) as usize, may_trim, fua)?;
+        if offset < inner_start {
+            done = done.max(self.rmw(at, offset, (inner_start - offset) as usize, fua, |s| s.fill(0))?);
+        }
+        if inner_end < end {
+            done = done.max(self.rmw(at, inner_end, (end - inner_end) as usize, fua, |s| s.fill(0))?);
+        }
+        Ok(done)
+    }
+
+    /// A trim is advisory: only the whole sectors inside the range are passed on (and the
+    /// device discards only the whole pages among them).
+    fn trim(&mut self, at: Nanos, offset: u64, len: usize, fua: bool) -> Result<Nanos, FtlError> {
+        let start = offset.div_ceil(SECTOR) * SECTOR;
+        let end = (offset + len as u64) / SECTOR * SECTOR;
+        let done = if end > start { self.dev.trim(at, start, (end - start) as usize)? } else { at };
+        if fua {
+            return self.dev.flush(done);
+        }
+        Ok(done)
     }
 }
 
@@ -94,7 +177,7 @@ impl Export {
         let size_bytes = dev.size_bytes();
         let name = dev.inner().name();
         Export {
-            dev: Mutex::new(DeviceState { dev, virtual_now_ns: 0 }),
+            dev: Mutex::new(DeviceState { dev, virtual_now_ns: 0, scratch: Vec::new() }),
             clock: RealClock::new(),
             mode,
             size_bytes,
@@ -112,9 +195,6 @@ impl Export {
     }
     pub fn clock(&self) -> &RealClock {
         &self.clock
-    }
-    pub fn mode(&self) -> ClockMode {
-        self.mode
     }
     /// The clock's name as on the command line.
     pub fn clock_name(&self) -> &'static str {
@@ -152,12 +232,12 @@ impl Export {
             Command::Read { offset, len } => {
                 c.reads.fetch_add(1, Ordering::Relaxed);
                 c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
-                st.dev.read(submit_ns, offset, &mut buf[..len]).map_err(|e| errno(&e, false))
+                self.check_range(offset, len, false).and_then(|_| st.read(submit_ns, offset, &mut buf[..len]).map_err(|e| errno(&e, false)))
             }
             Command::Write { offset, len, fua } => {
                 c.writes.fetch_add(1, Ordering::Relaxed);
                 c.bytes_written.fetch_add(len as u64, Ordering::Relaxed);
-                st.dev.write(submit_ns, offset, &buf[..len], fua).map_err(|e| errno(&e, true))
+                self.check_range(offset, len, true).and_then(|_| st.write(submit_ns, offset, &buf[..len], fua).map_err(|e| errno(&e, true)))
             }
             Command::Flush => {
                 c.flushes.fetch_add(1, Ordering::Relaxed);
@@ -165,16 +245,11 @@ impl Export {
             }
             Command::Trim { offset, len, fua } => {
                 c.trims.fetch_add(1, Ordering::Relaxed);
-                let r = st.dev.trim(submit_ns, offset, len);
-                match r {
-                    Ok(done) if fua => st.dev.flush(done),
-                    r => r,
-                }
-                .map_err(|e| errno(&e, false))
+                self.check_range(offset, len, false).and_then(|_| st.trim(submit_ns, offset, len, fua).map_err(|e| errno(&e, false)))
             }
             Command::WriteZeroes { offset, len, fua, may_trim } => {
                 c.write_zeroes.fetch_add(1, Ordering::Relaxed);
-                st.dev.write_zeroes(submit_ns, offset, len, may_trim, fua).map_err(|e| errno(&e, true))
+                self.check_range(offset, len, true).and_then(|_| st.write_zeroes(submit_ns, offset, len, may_trim, fua).map_err(|e| errno(&e, true)))
             }
             Command::Disc => Ok(submit_ns),
         };
@@ -189,6 +264,15 @@ impl Export {
         drop(st);
         let due_ns = if self.waits() { done_ns } else { 0 };
         Scheduled { errno, model_ns: done_ns - submit_ns, due_ns }
+    }
+
+    /// Requests reaching past the end: ENOSPC for writes, EINVAL otherwise (the spec's values).
+    fn check_range(&self, offset: u64, len: usize, writing: bool) -> Result<(), u32> {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.size_bytes => Ok(()),
+            _ if writing => Err(proto::ENOSPC),
+            _ => Err(proto::EINVAL),
+        }
     }
 
     /// Records the latencies of a request whose reply is going out now.

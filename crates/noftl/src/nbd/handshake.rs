@@ -111,8 +111,8 @@ fn error_reply(w: &mut impl Write, option: u32, kind: u32, msg: &str) -> std::io
 fn send_info(export: &Export, w: &mut impl Write, option: u32, req: &InfoRequest<'_>) -> std::io::Result<()> {
     let tflags = export.transmission_flags();
     write_option_reply(w, option, REP_INFO, &[&INFO_EXPORT.to_be_bytes(), &export.size_bytes().to_be_bytes(), &tflags.to_be_bytes()])?;
-    // Block sizes are sent whether asked for or not: clients that honour them send only
-    // 512-byte-aligned requests, which the device serves (by read-modify-write below 4 KiB).
+    // Block sizes are sent whether asked for or not (the spec allows it): any byte, 4 KiB
+    // preferred (the logical page; smaller writes cost a read-modify-write), 32 MiB at most.
     write_option_reply(
         w,
         option,

@@ -78,8 +78,10 @@ pub const ENOSPC: u32 = 28;
 /// Largest READ or WRITE payload served, bytes: the protocol's default maximum payload, and
 /// what we advertise in `INFO_BLOCK_SIZE`.
 pub const MAX_PAYLOAD_BYTES: u32 = 32 << 20;
-/// Smallest unit a request may address (offsets and lengths are multiples of it).
-pub const MIN_BLOCK_BYTES: u32 = 512;
+/// Smallest unit a request may address: any byte (see `export`: sub-sector requests are
+/// served by read-modify-write, since libnbd clients refuse to send requests finer than the
+/// advertised minimum, and file systems write single superblock fields).
+pub const MIN_BLOCK_BYTES: u32 = 1;
 /// Preferred request unit: the logical page of the block device.
 pub const PREFERRED_BLOCK_BYTES: u32 = 4096;
 /// Largest option payload accepted during the handshake. Strings are at most 4096 bytes by the

@@ -297,6 +297,7 @@ mod tests {
     //! it, and well-formed requests must behave like a plain byte array (the reference model).
     use super::*;
     use ftl::MemDisk;
+    use std::io::{Read, Write};
     use nand::ClockMode;
     use proptest::prelude::*;
 
@@ -515,5 +516,133 @@ mod tests {
         assert_eq!(res.ok(), Some(Ended::Closed));
         assert_eq!(out.len(), 18 + 8 + 2 + 124);
         assert_eq!(be_u64(&out[18..26]), SIZE as u64);
+    }
+
+    /// A memdisk whose every request takes a fixed modelled time: enough to check the
+    /// real-clock plumbing (the FTL targets bring the real models).
+    struct FixedLatency {
+        inner: MemDisk,
+        latency_ns: u64,
+    }
+
+    impl ftl::BlockDevice for FixedLatency {
+        fn name(&self) -> String {
+            "fixed-latency".into()
+        }
+        fn capacity_pages(&self) -> u64 {
+            self.inner.capacity_pages()
+        }
+        fn read(&mut self, at: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, ftl::FtlError> {
+            self.inner.read(at, lpn, buf).map(|d| d + self.latency_ns)
+        }
+        fn write(&mut self, at: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, ftl::FtlError> {
+            self.inner.write(at, lpn, data, fua).map(|d| d + self.latency_ns)
+        }
+        fn trim(&mut self, at: Nanos, lpn: u64, pages: u64) -> Result<Nanos, ftl::FtlError> {
+            self.inner.trim(at, lpn, pages)
+        }
+        fn flush(&mut self, at: Nanos) -> Result<Nanos, ftl::FtlError> {
+            self.inner.flush(at)
+        }
+        fn report(&self) -> ftl::FtlReport {
+            self.inner.report()
+        }
+        fn nand(&self) -> Option<&nand::Nand> {
+            None
+        }
+        fn nand_mut(&mut self) -> Option<&mut nand::Nand> {
+            None
+        }
+    }
+
+    /// Runs `client` against a real-clock export of a device with `latency_ns` per request,
+    /// over a socket pair.
+    fn with_real_clock_server(latency_ns: u64, client: impl FnOnce(&mut std::os::unix::net::UnixStream)) -> Export {
+        use std::os::unix::net::UnixStream;
+        let ex = Export::new(Box::new(FixedLatency { inner: MemDisk::new(PAGES), latency_ns }), ClockMode::Real);
+        let (server_end, mut client_end) = UnixStream::pair().expect("socket pair");
+        std::thread::scope(|s| {
+            let ex = &ex;
+            s.spawn(move || {
+                let w = server_end.try_clone().expect("clone");
+                let closer = server_end.try_clone().expect("clone");
+                let _ = serve(ex, server_end, w, &move || {
+                    let _ = closer.shutdown(std::net::Shutdown::Both);
+                });
+            });
+            client_end.write_all(&go_handshake()).expect("handshake");
+            let mut greeting = [0u8; 18];
+            client_end.read_exact(&mut greeting).expect("greeting");
+            loop {
+                let mut head = [0u8; 20];
+                client_end.read_exact(&mut head).expect("option reply");
+                let mut data = vec![0u8; be_u32(&head[16..20]) as usize];
+                client_end.read_exact(&mut data).expect("option data");
+                if be_u32(&head[12..16]) == REP_ACK {
+                    break;
+                }
+            }
+            client(&mut client_end);
+            let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
+            client_end.write_all(&disc.encode()).expect("disc");
+        });
+        ex
+    }
+
+    fn read_request(handle: u64) -> [u8; REQUEST_HEADER_BYTES] {
+        RequestHeader { flags: 0, kind: CMD_READ, handle, offset: (handle % PAGES) * 4096, length: 4096 }.encode()
+    }
+
+    /// `--clock real` at QD1: no reply before its modelled time, and the median latency a
+    /// client sees within 5% of the model (the goal for the export).
+    #[test]
+    fn real_clock_qd1_latency_follows_the_model() {
+        const MODEL_NS: u64 = 1_000_000;
+        let mut seen_ns = Vec::new();
+        let ex = with_real_clock_server(MODEL_NS, |c| {
+            let mut reply = vec![0u8; SIMPLE_REPLY_BYTES + 4096];
+            for i in 0..200 {
+                let t = std::time::Instant::now();
+                c.write_all(&read_request(i)).expect("request");
+                c.read_exact(&mut reply).expect("reply");
+                seen_ns.push(t.elapsed().as_nanos() as u64);
+                assert_eq!(be_u32(&reply[4..8]), 0);
+            }
+        });
+        seen_ns.sort_unstable();
+        let median = seen_ns[seen_ns.len() / 2];
+        assert!(seen_ns[0] >= MODEL_NS, "a reply came {} ns early", MODEL_NS - seen_ns[0]);
+        assert!(median as f64 <= MODEL_NS as f64 * 1.05, "median {median} ns vs model {MODEL_NS} ns");
+        let report = ex.report(1.0);
+        let served_p50_us = report["latency_us"]["served"]["p50"].as_f64().unwrap_or(0.0);
+        eprintln!("real clock QD1: client median {median} ns, min {} ns, server p50 {served_p50_us} us, model {MODEL_NS} ns", seen_ns[0]);
+        assert!((served_p50_us - 1000.0).abs() <= 20.0, "server-side p50 {served_p50_us} us vs model 1000 us");
+    }
+
+    /// `--clock real` with requests in flight: they overlap as the model says (a fixed-latency
+    /// device completes them all one latency after submission), not one after another.
+    #[test]
+    fn real_clock_pipelines_requests_in_flight() {
+        const MODEL_NS: u64 = 2_000_000;
+        let mut elapsed_ns = 0;
+        with_real_clock_server(MODEL_NS, |c| {
+            let mut batch = Vec::new();
+            for i in 0..16 {
+                batch.extend_from_slice(&read_request(i));
+            }
+            let t = std::time::Instant::now();
+            c.write_all(&batch).expect("requests");
+            let mut reply = vec![0u8; SIMPLE_REPLY_BYTES + 4096];
+            let mut handles = Vec::new();
+            for _ in 0..16 {
+                c.read_exact(&mut reply).expect("reply");
+                handles.push(be_u64(&reply[8..16]));
+            }
+            elapsed_ns = t.elapsed().as_nanos() as u64;
+            handles.sort_unstable();
+            assert_eq!(handles, (0..16).collect::<Vec<_>>());
+        });
+        assert!(elapsed_ns >= MODEL_NS, "replies came early: {elapsed_ns} ns");
+        assert!(elapsed_ns < 3 * MODEL_NS, "16 requests in flight took {elapsed_ns} ns: not overlapped");
     }
 }

@@ -44,3 +44,14 @@ fn fio_randwrite_then_verify_qd1_and_qd16() {
     let stats = server.stop();
     assert_eq!(stats["requests"]["errors"], 0, "{stats}");
 }
+
+/// The same through the real-clock pipeline (reader and reply-writer threads).
+#[test]
+fn fio_verify_through_the_real_clock_pipeline() {
+    let Ok(()) = require(&["fio"]).map_err(skip) else { return };
+    let server = Server::start(&[MEMDISK_64M, &["--clock", "real"]].concat());
+    let job = fio_verify(&server, "real-qd16", "4k", 16, "16m");
+    assert_eq!(job["write"]["io_bytes"], job["read"]["io_bytes"]);
+    let stats = server.stop();
+    assert_eq!(stats["requests"]["errors"], 0, "{stats}");
+}

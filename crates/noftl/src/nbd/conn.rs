@@ -1,6 +1,8 @@
-//! One client connection: handshake, then the transmission phase as a pipeline of two threads.
+//! One client connection: handshake, then the transmission phase.
 //!
-//! The *reader* (the connection's own thread) reads a request, schedules it on the export (the
+//! Under `--clock none` nothing waits, so the connection's thread reads, runs and replies in
+//! order, flushing its replies when no further request is buffered. Under `--clock real` it is a
+//! pipeline of two threads. The *reader* (the connection's own thread) reads a request, schedules it on the export (the
 //! device lock is held only for that), and hands the reply to the *writer*, then reads the next
 //! request at once. The writer sends each reply when its modelled completion time comes (at
 //! once under `--clock none`), the earliest first, so a client with many requests in flight
@@ -155,6 +157,9 @@ pub fn serve<R: Read, W: Write + Send>(export: &Export, reader: R, writer: W, sh
     if negotiate(export, &mut r, &mut w)? == Handshake::Ended {
         return Ok(Ended::Handshake);
     }
+    if !export.waits() {
+        return serve_inline(export, &mut r, &mut w);
+    }
     let budget = Budget::default();
     let (tx, rx) = mpsc::channel::<Reply>();
     std::thread::scope(|s| {
@@ -182,51 +187,105 @@ pub fn serve<R: Read, W: Write + Send>(export: &Export, reader: R, writer: W, sh
     })
 }
 
-/// The reader: reads and schedules requests until DISC, end of stream or a violation.
-fn read_requests(export: &Export, r: &mut impl Read, tx: mpsc::Sender<Reply>, budget: &Budget) -> Result<Ended, ProtoError> {
+/// What the next message on the socket turned out to be.
+enum Next {
+    Request(Reply),
+    Ended(Ended),
+}
+
+/// Reads one request and schedules it. `get_buf(bytes)` supplies a buffer of at least `bytes`
+/// (waiting for room in the budget); `None` means the writer is gone.
+fn next_request(export: &Export, r: &mut impl Read, seq: u64, get_buf: &mut impl FnMut(usize) -> Option<Vec<u8>>) -> Result<Next, ProtoError> {
     let mut head = [0u8; REQUEST_HEADER_BYTES];
-    let mut seq = 0u64;
-    loop {
-        if !read_exact_or_eof(r, &mut head)? {
-            return Ok(Ended::Closed);
+    if !read_exact_or_eof(r, &mut head)? {
+        return Ok(Next::Ended(Ended::Closed));
+    }
+    let h = RequestHeader::decode(&head)?;
+    let payload = h.payload_bytes();
+    if payload > MAX_PAYLOAD_BYTES {
+        // We cannot stay in step without reading it all; the client broke the advertised
+        // maximum, so this is a hard disconnect (the spec allows it).
+        return Err(ProtoError::PayloadTooLarge(payload));
+    }
+    let cmd = h.command();
+    if cmd == Ok(Command::Disc) {
+        return Ok(Next::Ended(Ended::Disconnect));
+    }
+    let bytes = match cmd {
+        Ok(Command::Read { len, .. }) => len,
+        _ => payload as usize,
+    };
+    let Some(mut buf) = get_buf(bytes) else {
+        return Ok(Next::Ended(Ended::WriteFailed));
+    };
+    read_full(r, &mut buf[..payload as usize])?;
+    let arrived_ns = export.clock().now_ns();
+    let (sched, data_len) = match cmd {
+        Ok(c) => {
+            let s = export.schedule(&c, &mut buf);
+            let data = if let Command::Read { len, .. } = c { len } else { 0 };
+            (s, if s.errno == 0 { data } else { 0 })
         }
-        let h = RequestHeader::decode(&head)?;
-        let payload = h.payload_bytes();
-        if payload > MAX_PAYLOAD_BYTES {
-            // We cannot stay in step without reading it all; the client broke the advertised
-            // maximum, so this is a hard disconnect (the spec allows it).
-            return Err(ProtoError::PayloadTooLarge(payload));
+        Err(errno) => {
+            export.counters.errors.fetch_add(1, Ordering::Relaxed);
+            // Due on arrival, which keeps it behind the requests before it (invariant 3).
+            let due_ns = if export.waits() { arrived_ns } else { 0 };
+            (super::export::Scheduled { errno, model_ns: 0, due_ns }, 0)
         }
-        let cmd = h.command();
-        if cmd == Ok(Command::Disc) {
-            return Ok(Ended::Disconnect);
-        }
-        let bytes = match cmd {
-            Ok(Command::Read { len, .. }) => len,
-            _ => payload as usize,
-        };
-        let Some(mut buf) = budget.acquire(bytes) else {
-            return Ok(Ended::WriteFailed);
-        };
-        read_full(r, &mut buf[..payload as usize])?;
-        let arrived_ns = export.clock().now_ns();
-        let (sched, data_len) = match cmd {
-            Ok(c) => {
-                let s = export.schedule(&c, &mut buf);
-                let data = if let Command::Read { len, .. } = c { len } else { 0 };
-                (s, if s.errno == 0 { data } else { 0 })
+    };
+    Ok(Next::Request(Reply { due_ns: sched.due_ns, seq, handle: h.handle, errno: sched.errno, buf, data_len, model_ns: sched.model_ns, arrived_ns, reserved: bytes }))
+}
+
+/// The reader of the real-clock pipeline: reads and schedules requests until DISC, end of
+/// stream or a violation, handing each reply to the writer.
+fn read_requests(export: &Export, r: &mut impl Read, tx: mpsc::Sender<Reply>, budget: &Budget) -> Result<Ended, ProtoError> {
+    let mut get_buf = |bytes| budget.acquire(bytes);
+    for seq in 0.. {
+        match next_request(export, r, seq, &mut get_buf)? {
+            Next::Request(reply) => {
+                if tx.send(reply).is_err() {
+                    return Ok(Ended::WriteFailed);
+                }
             }
-            Err(errno) => {
-                export.counters.errors.fetch_add(1, Ordering::Relaxed);
-                (super::export::Scheduled { errno, model_ns: 0, due_ns: 0 }, 0)
-            }
-        };
-        seq += 1;
-        let reply = Reply { due_ns: sched.due_ns, seq, handle: h.handle, errno: sched.errno, buf, data_len, model_ns: sched.model_ns, arrived_ns, reserved: bytes };
-        if tx.send(reply).is_err() {
-            return Ok(Ended::WriteFailed);
+            Next::Ended(e) => return Ok(e),
         }
     }
+    Ok(Ended::Closed)
+}
+
+/// `--clock none`: nothing waits, so one thread reads, runs and replies in order, and flushes
+/// the replies only when no further request is already buffered (replies to a burst of
+/// requests go out in one write). One reusable buffer; no thread hand-off per request.
+fn serve_inline<R: Read>(export: &Export, r: &mut BufReader<R>, w: &mut impl Write) -> Result<Ended, ProtoError> {
+    let mut spare: Option<Vec<u8>> = Some(Vec::new());
+    for seq in 0.. {
+        let mut get_buf = |bytes: usize| {
+            let mut b = spare.take().unwrap_or_default();
+            if b.len() < bytes {
+                b.resize(bytes, 0);
+            }
+            Some(b)
+        };
+        let reply = match next_request(export, r, seq, &mut get_buf)? {
+            Next::Request(reply) => reply,
+            Next::Ended(e) => {
+                return Ok(if w.flush().is_err() { Ended::WriteFailed } else { e });
+            }
+        };
+        let mut sent = send_reply(w, &reply);
+        export.record(reply.model_ns, reply.arrived_ns);
+        if sent.is_ok() && r.buffer().is_empty() {
+            sent = w.flush();
+        }
+        if sent.is_err() {
+            return Ok(Ended::WriteFailed);
+        }
+        // Large buffers are not kept, as in the pipeline's pool.
+        if reply.buf.capacity() <= POOL_MAX_BUFFER_BYTES {
+            spare = Some(reply.buf);
+        }
+    }
+    Ok(Ended::Closed)
 }
 
 /// The writer: sends replies when due, earliest first (invariant 3), flushing the socket
@@ -304,12 +363,15 @@ mod tests {
     const PAGES: u64 = 16;
     const SIZE: usize = PAGES as usize * 4096;
 
-    fn export() -> Export {
-        Export::new(Box::new(MemDisk::new(PAGES)), ClockMode::None)
+    fn run(input: Vec<u8>) -> (Result<Ended, ProtoError>, Vec<u8>) {
+        run_with(ClockMode::None, input)
     }
 
-    fn run(input: Vec<u8>) -> (Result<Ended, ProtoError>, Vec<u8>) {
-        let ex = export();
+    /// Serves `input` (the whole client side) on a fresh memdisk export; returns the result and
+    /// everything the server sent. `ClockMode::Real` exercises the reader/writer pipeline
+    /// (the memdisk models no time, so nothing actually waits).
+    fn run_with(mode: ClockMode, input: Vec<u8>) -> (Result<Ended, ProtoError>, Vec<u8>) {
+        let ex = Export::new(Box::new(MemDisk::new(PAGES)), mode);
         let mut out = Vec::new();
         let res = serve(&ex, std::io::Cursor::new(input), &mut out, &|| {});
         (res, out)
@@ -404,7 +466,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
         /// Any byte stream from the start: no panic, and the connection ends.
         #[test]
@@ -414,7 +476,7 @@ mod tests {
 
         /// A valid handshake, then arbitrary bytes: no panic, and the connection ends.
         #[test]
-        fn arbitrary_requests_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..1024), magic_every in 0usize..4) {
+        fn arbitrary_requests_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..1024), magic_every in 0usize..4, real in any::<bool>()) {
             let mut input = go_handshake();
             // Plant request magics now and then so that the fuzz reaches past the magic check.
             let mut t = tail;
@@ -426,13 +488,13 @@ mod tests {
                 }
             }
             input.extend_from_slice(&t);
-            let _ = run(input);
+            let _ = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
         }
 
         /// Well-formed and malformed requests against the reference model: one reply per
         /// request with its handle, the expected error, and the expected data.
         #[test]
-        fn requests_match_the_reference_model(reqs in proptest::collection::vec(req(), 1..40)) {
+        fn requests_match_the_reference_model(reqs in proptest::collection::vec(req(), 1..40), real in any::<bool>()) {
             let mut input = go_handshake();
             for (i, r) in reqs.iter().enumerate() {
                 let h = RequestHeader { flags: r.flags, kind: r.kind, handle: i as u64 ^ 0xabcd_0000, offset: r.offset, length: r.length };
@@ -443,18 +505,23 @@ mod tests {
             }
             let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
             input.extend_from_slice(&disc.encode());
-            let (res, out) = run(input);
+            let (res, out) = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
             prop_assert_eq!(res.ok(), Some(Ended::Disconnect));
+            // Expectations in request order (requests run in order); replies may come in
+            // any order (the spec allows it), so they are matched by handle.
             let mut model = vec![0u8; SIZE];
+            let mut expected: Vec<Option<(u32, Option<Vec<u8>>)>> = reqs.iter().map(|r| Some(expect(&mut model, r))).collect();
             let mut p = skip_handshake(&out);
-            for (i, r) in reqs.iter().enumerate() {
-                let (errno, data) = expect(&mut model, r);
+            for _ in 0..reqs.len() {
                 prop_assert_eq!(be_u32(&out[p..p + 4]), SIMPLE_REPLY_MAGIC);
-                prop_assert_eq!(be_u32(&out[p + 4..p + 8]), errno, "request {} {:?}", i, r);
-                prop_assert_eq!(be_u64(&out[p + 8..p + 16]), i as u64 ^ 0xabcd_0000);
+                let i = (be_u64(&out[p + 8..p + 16]) ^ 0xabcd_0000) as usize;
+                let Some((errno, data)) = expected.get_mut(i).and_then(Option::take) else {
+                    return Err(TestCaseError::fail(format!("reply with unknown or repeated handle {i}")));
+                };
+                prop_assert_eq!(be_u32(&out[p + 4..p + 8]), errno, "request {} {:?}", i, reqs[i]);
                 p += 16;
                 if let Some(d) = data {
-                    prop_assert!(out[p..p + d.len()] == d[..], "read data of request {} {:?}", i, r);
+                    prop_assert!(out[p..p + d.len()] == d[..], "read data of request {} {:?}", i, reqs[i]);
                     p += d.len();
                 }
             }

@@ -187,3 +187,25 @@ fn hostile_clients_are_cut_off_and_others_keep_working() {
     let end = server.stop();
     assert_eq!(end["ftl"]["name"], "memdisk");
 }
+
+#[test]
+fn tcp_listener_on_loopback_serves_nbdinfo() {
+    use std::io::BufRead;
+    let Ok(()) = require(&["nbdinfo"]).map_err(skip) else { return };
+    // Port 0: the system picks a free port, and the ready line tells which.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["serve", "--target", "memdisk", "--preset", "tiny", "--clock", "none", "--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn noftl serve");
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let ready = lines.next().and_then(Result::ok).unwrap_or_default();
+    let addr = ready.split(" on ").nth(1).and_then(|t| t.strip_suffix("; ready")).unwrap_or_default().to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "ready line: {ready}");
+    let out = Command::new("nbdinfo").arg("--size").arg(format!("nbd://{addr}")).output().expect("nbdinfo");
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let status = reap(&mut child, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "8388608", "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(status.is_some_and(|s| s.success()));
+}

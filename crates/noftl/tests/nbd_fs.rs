@@ -50,15 +50,10 @@ impl Mount {
             let _ = Command::new("fusermount3").arg("-u").arg(&self.dir).status();
         }
         // Wait for the process itself: fuse2fs writes its last metadata after the unmount.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if reap(&mut self.child, Duration::from_secs(30)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -86,9 +86,9 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
 
     let mut next_id = 0u64;
     loop {
-        let accepted: std::io::Result<Box<dyn FnOnce(&Export, u64) + Send>> = match &listener {
-            Listener::Unix(l) => l.accept().map(|(s, _)| Box::new(move |e: &Export, id| serve_unix(e, s, id)) as Box<dyn FnOnce(&Export, u64) + Send>),
-            Listener::Tcp(l) => l.accept().map(|(s, _)| Box::new(move |e: &Export, id| serve_tcp(e, s, id)) as Box<dyn FnOnce(&Export, u64) + Send>),
+        let accepted = match &listener {
+            Listener::Unix(l) => l.accept().map(|(s, _)| job(s)),
+            Listener::Tcp(l) => l.accept().map(|(s, _)| job(s)),
         };
         let job = match accepted {
             Ok(j) => j,
@@ -128,36 +128,46 @@ fn endpoint_text(e: &Endpoint) -> String {
     }
 }
 
-fn serve_unix(export: &Export, s: UnixStream, id: u64) {
-    let (r, w) = match s.try_clone() {
-        Ok(w) => (s, w),
-        Err(e) => return eprintln!("noftl serve: connection {id}: {e}"),
-    };
-    let closer = match r.try_clone() {
-        Ok(c) => c,
-        Err(e) => return eprintln!("noftl serve: connection {id}: {e}"),
-    };
-    let shutdown = move || {
-        let _ = closer.shutdown(std::net::Shutdown::Both);
-    };
-    log_end(export, id, conn::serve(export, r, w, &shutdown));
+/// What the server needs of a connected socket: a second handle for the reply writer, and a
+/// way to wake a reader blocked on it.
+trait Socket: std::io::Read + Write + Send + Sync + Sized + 'static {
+    fn clone_handle(&self) -> std::io::Result<Self>;
+    fn shut(&self);
 }
 
-fn serve_tcp(export: &Export, s: TcpStream, id: u64) {
-    // Replies are batched by our own buffer; Nagle would only add delay.
-    let _ = s.set_nodelay(true);
-    let (r, w) = match s.try_clone() {
-        Ok(w) => (s, w),
+impl Socket for UnixStream {
+    fn clone_handle(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
+    fn shut(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl Socket for TcpStream {
+    fn clone_handle(&self) -> std::io::Result<Self> {
+        // Replies are batched by our own buffer; Nagle would only add delay.
+        let _ = self.set_nodelay(true);
+        self.try_clone()
+    }
+    fn shut(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+type Job = Box<dyn FnOnce(&Export, u64) + Send>;
+
+fn job<S: Socket>(s: S) -> Job {
+    Box::new(move |export, id| serve_socket(export, s, id))
+}
+
+fn serve_socket<S: Socket>(export: &Export, s: S, id: u64) {
+    let handles = s.clone_handle().and_then(|w| Ok((w, s.clone_handle()?)));
+    let (w, closer) = match handles {
+        Ok(h) => h,
         Err(e) => return eprintln!("noftl serve: connection {id}: {e}"),
     };
-    let closer = match r.try_clone() {
-        Ok(c) => c,
-        Err(e) => return eprintln!("noftl serve: connection {id}: {e}"),
-    };
-    let shutdown = move || {
-        let _ = closer.shutdown(std::net::Shutdown::Both);
-    };
-    log_end(export, id, conn::serve(export, r, w, &shutdown));
+    log_end(export, id, conn::serve(export, s, w, &move || closer.shut()));
 }
 
 fn log_end(export: &Export, id: u64, end: Result<conn::Ended, super::proto::ProtoError>) {

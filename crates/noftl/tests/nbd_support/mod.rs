@@ -65,6 +65,19 @@ pub fn skip(reason: String) {
     eprintln!("SKIPPED: {reason}");
 }
 
+/// Waits up to `timeout` for `child` to exit; returns its status, or `None` if it is still
+/// running.
+pub fn reap(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
+    }
+}
+
 /// A running `noftl serve`, stopped with SIGTERM on drop.
 pub struct Server {
     child: Child,
@@ -136,16 +149,9 @@ impl Server {
     /// Stops with SIGTERM and returns the exit status and the statistics JSON.
     pub fn stop(mut self) -> serde_json::Value {
         self.signal("TERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match self.child.try_wait().expect("wait") {
-                Some(status) => {
-                    assert!(status.success(), "noftl serve exited with {status}: {}", self.log());
-                    break;
-                }
-                None if Instant::now() > deadline => panic!("noftl serve did not stop on SIGTERM"),
-                None => std::thread::sleep(Duration::from_millis(20)),
-            }
+        match reap(&mut self.child, Duration::from_secs(30)) {
+            Some(status) => assert!(status.success(), "noftl serve exited with {status}: {}", self.log()),
+            None => panic!("noftl serve did not stop on SIGTERM"),
         }
         let text = std::fs::read_to_string(&self.stats).expect("stats file written at shutdown");
         serde_json::from_str(&text).expect("stats file is JSON")
@@ -156,15 +162,10 @@ impl Drop for Server {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            if reap(&mut self.child, Duration::from_secs(10)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
             }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
         }
     }
 }

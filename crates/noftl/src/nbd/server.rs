@@ -75,7 +75,7 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
 
     let where_ = match &listener {
         Listener::Unix(_) => format!("unix socket {}", endpoint_text(&cfg.endpoint)),
-        Listener::Tcp(l) => format!("{}", l.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| endpoint_text(&cfg.endpoint))),
+        Listener::Tcp(l) => l.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| endpoint_text(&cfg.endpoint)),
     };
     eprintln!(
         "noftl serve: exporting {} ({} bytes, clock {}) on {where_}; ready",
@@ -111,7 +111,11 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
         c.connections_active.fetch_add(1, Ordering::Relaxed);
         let ex = export.clone();
         let spawned = std::thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
-            job(&ex, id);
+            // A bug below (in an FTL, say) must cost this connection only (invariant 1); the
+            // device mutex survives poisoning.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&ex, id))).is_err() {
+                eprintln!("noftl serve: connection {id} ended by an internal error (see the panic above)");
+            }
             ex.counters.connections_active.fetch_sub(1, Ordering::Relaxed);
         });
         if let Err(e) = spawned {

@@ -1,0 +1,715 @@
+//! One client connection: handshake, then the transmission phase.
+//!
+//! Under `--clock none` nothing waits, so the connection's thread reads, runs and replies in
+//! order, flushing its replies when no further request is buffered. Under `--clock real` it is a
+//! pipeline of two threads. The *reader* (the connection's own thread) reads a request, schedules it on the export (the
+//! device lock is held only for that), and hands the reply to the *writer*, then reads the next
+//! request at once. The writer sends each reply when its modelled completion time comes (at
+//! once under `--clock none`), the earliest first, so a client with many requests in flight
+//! sees them complete as the device model says, not one after another.
+//!
+//! Invariants:
+//! 1. Requests of a connection are scheduled in the order they arrive.
+//! 2. Every request except DISC gets exactly one reply, carrying its handle; a READ reply
+//!    carries data only on success.
+//! 3. A reply is not sent before its due time (real clock); replies due at the same time go
+//!    out in arrival order.
+//! 4. Memory per connection is bounded: at most `MAX_IN_FLIGHT` requests and
+//!    `MAX_IN_FLIGHT_BYTES` of payload wait for the writer; the reader stops reading until the
+//!    writer catches up. Buffers are reused (no allocation per request once warm).
+//! 5. A protocol violation, or an I/O error on either side, ends this connection only.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::BinaryHeap;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use nand::Nanos;
+
+use super::export::Export;
+use super::handshake::{negotiate, Handshake};
+use super::proto::*;
+
+/// Requests that may wait for the writer at once, per connection.
+pub const MAX_IN_FLIGHT: usize = 64;
+/// Payload bytes that may wait for the writer at once, per connection (two maximal requests).
+pub const MAX_IN_FLIGHT_BYTES: usize = 2 * MAX_PAYLOAD_BYTES as usize;
+/// Buffers kept for reuse, and the largest one kept.
+const POOL_BUFFERS: usize = MAX_IN_FLIGHT;
+const POOL_MAX_BUFFER_BYTES: usize = 1 << 20;
+/// Socket buffer sizes: a few maximal-QD 4 KiB requests or one 128 KiB request per syscall.
+const IO_BUFFER_BYTES: usize = 256 << 10;
+/// Below this much time before a reply is due, the writer spins instead of sleeping.
+const SPIN_WINDOW_NS: u64 = 200_000;
+
+/// How a connection ended, for the log.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// NBD_OPT_ABORT, or the client left during the handshake.
+    Handshake,
+    /// NBD_CMD_DISC.
+    Disconnect,
+    /// The client closed the socket between requests.
+    Closed,
+    /// The writer could not send (the client went away).
+    WriteFailed,
+}
+
+/// A reply waiting for its due time.
+struct Reply {
+    due_ns: Nanos,
+    seq: u64,
+    handle: u64,
+    errno: u32,
+    /// The read data (`len` bytes of `buf`) or a buffer to give back.
+    buf: Vec<u8>,
+    data_len: usize,
+    model_ns: Nanos,
+    arrived_ns: Nanos,
+    /// Payload bytes reserved in the budget for this request.
+    reserved: usize,
+}
+
+impl PartialEq for Reply {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due_ns, self.seq) == (o.due_ns, o.seq)
+    }
+}
+impl Eq for Reply {}
+impl PartialOrd for Reply {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Reply {
+    /// Reversed, so that `BinaryHeap` (a max-heap) yields the earliest due first.
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        (o.due_ns, o.seq).cmp(&(self.due_ns, self.seq))
+    }
+}
+
+/// The in-flight budget shared by reader and writer (invariant 4), and the buffer pool.
+#[derive(Default)]
+struct Budget {
+    state: Mutex<BudgetState>,
+    freed: Condvar,
+}
+
+#[derive(Default)]
+struct BudgetState {
+    requests: usize,
+    bytes: usize,
+    writer_gone: bool,
+    pool: Vec<Vec<u8>>,
+}
+
+impl Budget {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BudgetState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for room for one request of `bytes` and returns a buffer of at least that size;
+    /// `None` if the writer is gone.
+    fn acquire(&self, bytes: usize) -> Option<Vec<u8>> {
+        let mut st = self.lock();
+        // A request always fits when nothing is in flight, whatever its size.
+        while !st.writer_gone && st.requests > 0 && (st.requests >= MAX_IN_FLIGHT || st.bytes + bytes > MAX_IN_FLIGHT_BYTES) {
+            st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if st.writer_gone {
+            return None;
+        }
+        st.requests += 1;
+        st.bytes += bytes;
+        let mut buf = st.pool.pop().unwrap_or_default();
+        drop(st);
+        if buf.len() < bytes {
+            buf.resize(bytes, 0); // zeroing happens once per buffer growth, not per request
+        }
+        Some(buf)
+    }
+
+    fn release(&self, bytes: usize, buf: Vec<u8>) {
+        let mut st = self.lock();
+        st.requests -= 1;
+        st.bytes -= bytes;
+        if st.pool.len() < POOL_BUFFERS && buf.capacity() <= POOL_MAX_BUFFER_BYTES {
+            st.pool.push(buf);
+        }
+        drop(st);
+        self.freed.notify_one();
+    }
+
+    fn writer_gone(&self) {
+        self.lock().writer_gone = true;
+        self.freed.notify_all();
+    }
+}
+
+/// Serves one connection from handshake to end. `shutdown` is called when the writer fails so
+/// that a reader blocked on the socket wakes up (a no-op for in-memory streams).
+pub fn serve<R: Read, W: Write + Send>(export: &Export, reader: R, writer: W, shutdown: &(dyn Fn() + Sync)) -> Result<Ended, ProtoError> {
+    let mut r = BufReader::with_capacity(IO_BUFFER_BYTES, reader);
+    let mut w = BufWriter::with_capacity(IO_BUFFER_BYTES, writer);
+    if negotiate(export, &mut r, &mut w)? == Handshake::Ended {
+        return Ok(Ended::Handshake);
+    }
+    if !export.waits() {
+        return serve_inline(export, &mut r, &mut w);
+    }
+    let budget = Budget::default();
+    let (tx, rx) = mpsc::channel::<Reply>();
+    std::thread::scope(|s| {
+        let writer = std::thread::Builder::new()
+            .name("nbd-writer".into())
+            .spawn_scoped(s, || {
+                let res = write_replies(export, &mut w, rx, &budget);
+                budget.writer_gone();
+                if res.is_err() {
+                    shutdown();
+                }
+                res
+            });
+        let writer = match writer {
+            Ok(h) => h,
+            Err(e) => return Err(ProtoError::Io(e)),
+        };
+        let read_result = read_requests(export, &mut r, tx, &budget);
+        let write_result = writer.join().unwrap_or_else(|_| Err(std::io::Error::other("reply writer panicked")));
+        match (read_result, write_result) {
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(_)) => Ok(Ended::WriteFailed),
+            (Ok(end), Ok(())) => Ok(end),
+        }
+    })
+}
+
+/// What the next message on the socket turned out to be.
+enum Next {
+    Request(Reply),
+    Ended(Ended),
+}
+
+/// Reads one request and schedules it. `get_buf(bytes)` supplies a buffer of at least `bytes`
+/// (waiting for room in the budget); `None` means the writer is gone.
+fn next_request(export: &Export, r: &mut impl Read, seq: u64, get_buf: &mut impl FnMut(usize) -> Option<Vec<u8>>) -> Result<Next, ProtoError> {
+    let mut head = [0u8; REQUEST_HEADER_BYTES];
+    if !read_exact_or_eof(r, &mut head)? {
+        return Ok(Next::Ended(Ended::Closed));
+    }
+    let h = RequestHeader::decode(&head)?;
+    let payload = h.payload_bytes();
+    if payload > MAX_PAYLOAD_BYTES {
+        // We cannot stay in step without reading it all; the client broke the advertised
+        // maximum, so this is a hard disconnect (the spec allows it).
+        return Err(ProtoError::PayloadTooLarge(payload));
+    }
+    let cmd = h.command();
+    if cmd == Ok(Command::Disc) {
+        return Ok(Next::Ended(Ended::Disconnect));
+    }
+    let bytes = match cmd {
+        Ok(Command::Read { len, .. }) => len,
+        _ => payload as usize,
+    };
+    let Some(mut buf) = get_buf(bytes) else {
+        return Ok(Next::Ended(Ended::WriteFailed));
+    };
+    read_full(r, &mut buf[..payload as usize])?;
+    let arrived_ns = export.clock().now_ns();
+    let (sched, data_len) = match cmd {
+        Ok(c) => {
+            let s = export.schedule(&c, &mut buf);
+            let data = if let Command::Read { len, .. } = c { len } else { 0 };
+            (s, if s.errno == 0 { data } else { 0 })
+        }
+        Err(errno) => {
+            export.counters.errors.fetch_add(1, Ordering::Relaxed);
+            // Due on arrival, which keeps it behind the requests before it (invariant 3).
+            let due_ns = if export.waits() { arrived_ns } else { 0 };
+            (super::export::Scheduled { errno, model_ns: 0, due_ns }, 0)
+        }
+    };
+    Ok(Next::Request(Reply { due_ns: sched.due_ns, seq, handle: h.handle, errno: sched.errno, buf, data_len, model_ns: sched.model_ns, arrived_ns, reserved: bytes }))
+}
+
+/// The reader of the real-clock pipeline: reads and schedules requests until DISC, end of
+/// stream or a violation, handing each reply to the writer.
+fn read_requests(export: &Export, r: &mut impl Read, tx: mpsc::Sender<Reply>, budget: &Budget) -> Result<Ended, ProtoError> {
+    let mut get_buf = |bytes| budget.acquire(bytes);
+    for seq in 0.. {
+        match next_request(export, r, seq, &mut get_buf)? {
+            Next::Request(reply) => {
+                if tx.send(reply).is_err() {
+                    return Ok(Ended::WriteFailed);
+                }
+            }
+            Next::Ended(e) => return Ok(e),
+        }
+    }
+    Ok(Ended::Closed)
+}
+
+/// `--clock none`: nothing waits, so one thread reads, runs and replies in order, and flushes
+/// the replies only when no further request is already buffered (replies to a burst of
+/// requests go out in one write). One reusable buffer; no thread hand-off per request.
+fn serve_inline<R: Read>(export: &Export, r: &mut BufReader<R>, w: &mut impl Write) -> Result<Ended, ProtoError> {
+    let mut spare: Option<Vec<u8>> = Some(Vec::new());
+    for seq in 0.. {
+        let mut get_buf = |bytes: usize| {
+            let mut b = spare.take().unwrap_or_default();
+            if b.len() < bytes {
+                b.resize(bytes, 0);
+            }
+            Some(b)
+        };
+        let reply = match next_request(export, r, seq, &mut get_buf)? {
+            Next::Request(reply) => reply,
+            Next::Ended(e) => {
+                return Ok(if w.flush().is_err() { Ended::WriteFailed } else { e });
+            }
+        };
+        let mut sent = send_reply(w, &reply);
+        export.record(reply.model_ns, reply.arrived_ns);
+        if sent.is_ok() && r.buffer().is_empty() {
+            sent = w.flush();
+        }
+        if sent.is_err() {
+            return Ok(Ended::WriteFailed);
+        }
+        // Large buffers are not kept, as in the pipeline's pool.
+        if reply.buf.capacity() <= POOL_MAX_BUFFER_BYTES {
+            spare = Some(reply.buf);
+        }
+    }
+    Ok(Ended::Closed)
+}
+
+/// The writer: sends replies when due, earliest first (invariant 3), flushing the socket
+/// whenever nothing else is ready to go.
+fn write_replies(export: &Export, w: &mut impl Write, rx: mpsc::Receiver<Reply>, budget: &Budget) -> std::io::Result<()> {
+    let clock = export.clock();
+    let mut heap: BinaryHeap<Reply> = BinaryHeap::new();
+    let mut open = true;
+    let mut dirty = false;
+    loop {
+        // Take everything already queued, without blocking.
+        while open {
+            match rx.try_recv() {
+                Ok(r) => heap.push(r),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
+        }
+        let now = clock.now_ns();
+        let next_due = heap.peek().map(|r| r.due_ns);
+        if dirty && next_due.map_or(true, |d| d > now) {
+            w.flush()?;
+            dirty = false;
+        }
+        let Some(due) = next_due else {
+            if !open {
+                return Ok(());
+            }
+            match rx.recv() {
+                Ok(r) => heap.push(r),
+                Err(_) => open = false,
+            }
+            continue;
+        };
+        if due > now {
+            let left = due - now;
+            if open && left > SPIN_WINDOW_NS {
+                // Sleep until nearly due, but wake for a new reply that may be due earlier.
+                match rx.recv_timeout(Duration::from_nanos(left - SPIN_WINDOW_NS)) {
+                    Ok(r) => heap.push(r),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => open = false,
+                }
+                continue;
+            }
+            clock.wait_until(due);
+        }
+        let Some(r) = heap.pop() else { continue };
+        let sent = send_reply(w, &r);
+        export.record(r.model_ns, r.arrived_ns);
+        budget.release(r.reserved, r.buf);
+        sent?;
+        dirty = true;
+    }
+}
+
+fn send_reply(w: &mut impl Write, r: &Reply) -> std::io::Result<()> {
+    w.write_all(&simple_reply(r.errno, r.handle))?;
+    if r.data_len > 0 {
+        w.write_all(&r.buf[..r.data_len])?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The connection driven over in-memory streams: arbitrary bytes must never panic or hang
+    //! it, and well-formed requests must behave like a plain byte array (the reference model).
+    use super::*;
+    use ftl::MemDisk;
+    use std::io::{Read, Write};
+    use nand::ClockMode;
+    use proptest::prelude::*;
+
+    const PAGES: u64 = 16;
+    const SIZE: usize = PAGES as usize * 4096;
+
+    fn run(input: Vec<u8>) -> (Result<Ended, ProtoError>, Vec<u8>) {
+        run_with(ClockMode::None, input)
+    }
+
+    /// Serves `input` (the whole client side) on a fresh memdisk export; returns the result and
+    /// everything the server sent. `ClockMode::Real` exercises the reader/writer pipeline
+    /// (the memdisk models no time, so nothing actually waits).
+    fn run_with(mode: ClockMode, input: Vec<u8>) -> (Result<Ended, ProtoError>, Vec<u8>) {
+        let ex = Export::new(Box::new(MemDisk::new(PAGES)), mode);
+        let mut out = Vec::new();
+        let res = serve(&ex, std::io::Cursor::new(input), &mut out, &|| {});
+        (res, out)
+    }
+
+    /// Client side of a GO handshake asking for no infos.
+    fn go_handshake() -> Vec<u8> {
+        let mut c = Vec::new();
+        c.extend_from_slice(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes());
+        c.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        c.extend_from_slice(&OPT_GO.to_be_bytes());
+        c.extend_from_slice(&6u32.to_be_bytes());
+        c.extend_from_slice(&0u32.to_be_bytes());
+        c.extend_from_slice(&0u16.to_be_bytes());
+        c
+    }
+
+    /// Skips the server's greeting and option replies up to the final ACK of GO; returns the
+    /// offset of the transmission phase in `out`.
+    fn skip_handshake(out: &[u8]) -> usize {
+        let mut p = 18;
+        loop {
+            let kind = be_u32(&out[p + 12..p + 16]);
+            let len = be_u32(&out[p + 16..p + 20]) as usize;
+            p += 20 + len;
+            if kind == REP_ACK {
+                return p;
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    struct Req {
+        kind: u16,
+        flags: u16,
+        offset: u64,
+        length: u32,
+        fill: u8,
+    }
+
+    fn req() -> impl Strategy<Value = Req> {
+        let kind = prop_oneof![8 => 0u16..7, 1 => Just(7u16), 1 => any::<u16>()];
+        let flags = prop_oneof![6 => Just(0u16), 2 => Just(CMD_FLAG_FUA), 2 => Just(CMD_FLAG_NO_HOLE), 1 => any::<u16>()];
+        let sector = 0u64..(SIZE as u64 / 512 + 8);
+        let length = prop_oneof![8 => (0u32..40).prop_map(|s| s * 512), 1 => 0u32..20_000, 1 => Just(MAX_PAYLOAD_BYTES + 512)];
+        (kind, flags, sector, any::<bool>(), length, any::<u8>()).prop_map(|(kind, flags, sector, odd, length, fill)| {
+            // Keep writes small enough to send: an oversized WRITE is a hard disconnect, tested apart.
+            let length = if kind == CMD_WRITE { length.min(64 << 10) } else { length };
+            // DISC ends the stream; the test sends it last.
+            let kind = if kind == CMD_DISC { CMD_FLUSH } else { kind };
+            Req { kind, flags, offset: sector * 512 + if odd { 100 } else { 0 }, length, fill }
+        })
+    }
+
+    /// What the reference model says a request returns, applying it to `model`.
+    fn expect(model: &mut [u8], r: &Req) -> (u32, Option<Vec<u8>>) {
+        let allowed = if r.kind == CMD_WRITE_ZEROES { CMD_FLAG_FUA | CMD_FLAG_NO_HOLE } else { CMD_FLAG_FUA };
+        if r.flags & !allowed != 0 || !matches!(r.kind, 0 | 1 | 3 | 4 | 6) {
+            return (EINVAL, None);
+        }
+        if matches!(r.kind, CMD_READ | CMD_WRITE) && r.length > MAX_PAYLOAD_BYTES {
+            return (EINVAL, None);
+        }
+        if r.kind == CMD_FLUSH {
+            return (0, None);
+        }
+        let (off, len) = (r.offset as usize, r.length as usize);
+        if off + len > SIZE {
+            let writes = matches!(r.kind, CMD_WRITE | CMD_WRITE_ZEROES);
+            return (if writes { ENOSPC } else { EINVAL }, None);
+        }
+        match r.kind {
+            CMD_READ => (0, Some(model[off..off + len].to_vec())),
+            CMD_WRITE => {
+                model[off..off + len].fill(r.fill);
+                (0, None)
+            }
+            CMD_WRITE_ZEROES => {
+                model[off..off + len].fill(0);
+                (0, None)
+            }
+            _ => {
+                // TRIM discards the whole pages inside the range; they read as zeros.
+                let first = off.div_ceil(4096) * 4096;
+                let last = (off + len) / 4096 * 4096;
+                if last > first {
+                    model[first..last].fill(0);
+                }
+                (0, None)
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Any byte stream from the start: no panic, and the connection ends.
+        #[test]
+        fn arbitrary_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = run(input);
+        }
+
+        /// A valid handshake, then arbitrary bytes: no panic, and the connection ends.
+        #[test]
+        fn arbitrary_requests_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..1024), magic_every in 0usize..4, real in any::<bool>()) {
+            let mut input = go_handshake();
+            // Plant request magics now and then so that the fuzz reaches past the magic check.
+            let mut t = tail;
+            if magic_every > 0 {
+                for chunk in t.chunks_mut(28 * magic_every) {
+                    if chunk.len() >= 4 {
+                        chunk[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
+                    }
+                }
+            }
+            input.extend_from_slice(&t);
+            let _ = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
+        }
+
+        /// Well-formed and malformed requests against the reference model: one reply per
+        /// request with its handle, the expected error, and the expected data.
+        #[test]
+        fn requests_match_the_reference_model(reqs in proptest::collection::vec(req(), 1..40), real in any::<bool>()) {
+            let mut input = go_handshake();
+            for (i, r) in reqs.iter().enumerate() {
+                let h = RequestHeader { flags: r.flags, kind: r.kind, handle: i as u64 ^ 0xabcd_0000, offset: r.offset, length: r.length };
+                input.extend_from_slice(&h.encode());
+                if r.kind == CMD_WRITE {
+                    input.extend(std::iter::repeat(r.fill).take(r.length as usize));
+                }
+            }
+            let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
+            input.extend_from_slice(&disc.encode());
+            let (res, out) = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
+            prop_assert_eq!(res.ok(), Some(Ended::Disconnect));
+            // Expectations in request order (requests run in order); replies may come in
+            // any order (the spec allows it), so they are matched by handle.
+            let mut model = vec![0u8; SIZE];
+            let mut expected: Vec<Option<(u32, Option<Vec<u8>>)>> = reqs.iter().map(|r| Some(expect(&mut model, r))).collect();
+            let mut p = skip_handshake(&out);
+            for _ in 0..reqs.len() {
+                prop_assert_eq!(be_u32(&out[p..p + 4]), SIMPLE_REPLY_MAGIC);
+                let i = (be_u64(&out[p + 8..p + 16]) ^ 0xabcd_0000) as usize;
+                let Some((errno, data)) = expected.get_mut(i).and_then(Option::take) else {
+                    return Err(TestCaseError::fail(format!("reply with unknown or repeated handle {i}")));
+                };
+                prop_assert_eq!(be_u32(&out[p + 4..p + 8]), errno, "request {} {:?}", i, reqs[i]);
+                p += 16;
+                if let Some(d) = data {
+                    prop_assert!(out[p..p + d.len()] == d[..], "read data of request {} {:?}", i, reqs[i]);
+                    p += d.len();
+                }
+            }
+            prop_assert_eq!(p, out.len());
+        }
+    }
+
+    #[test]
+    fn oversized_write_is_a_hard_disconnect() {
+        let mut input = go_handshake();
+        let h = RequestHeader { flags: 0, kind: CMD_WRITE, handle: 1, offset: 0, length: MAX_PAYLOAD_BYTES + 1 };
+        input.extend_from_slice(&h.encode());
+        let (res, _) = run(input);
+        assert!(matches!(res, Err(ProtoError::PayloadTooLarge(_))));
+    }
+
+    #[test]
+    fn bad_client_flags_and_option_lengths_disconnect() {
+        let (res, _) = run(0x8000_0000u32.to_be_bytes().to_vec());
+        assert!(matches!(res, Err(ProtoError::ClientFlags(_))));
+        let mut input = FLAG_C_FIXED_NEWSTYLE.to_be_bytes().to_vec();
+        input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        input.extend_from_slice(&OPT_GO.to_be_bytes());
+        input.extend_from_slice(&u32::MAX.to_be_bytes());
+        let (res, _) = run(input);
+        assert!(matches!(res, Err(ProtoError::OptionTooLong { .. })));
+    }
+
+    #[test]
+    fn unknown_options_are_refused_and_haggling_goes_on() {
+        let mut input = FLAG_C_FIXED_NEWSTYLE.to_be_bytes().to_vec();
+        for opt in [99u32, 8, 5, 3] {
+            input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+            input.extend_from_slice(&opt.to_be_bytes());
+            input.extend_from_slice(&0u32.to_be_bytes());
+        }
+        input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        input.extend_from_slice(&OPT_ABORT.to_be_bytes());
+        input.extend_from_slice(&0u32.to_be_bytes());
+        let (res, out) = run(input);
+        assert_eq!(res.ok(), Some(Ended::Handshake));
+        let mut p = 18;
+        let mut kinds = Vec::new();
+        while p < out.len() {
+            kinds.push(be_u32(&out[p + 12..p + 16]));
+            p += 20 + be_u32(&out[p + 16..p + 20]) as usize;
+        }
+        assert_eq!(kinds, vec![REP_ERR_UNSUP, REP_ERR_UNSUP, REP_ERR_POLICY, REP_SERVER, REP_ACK, REP_ACK]);
+    }
+
+    #[test]
+    fn export_name_gets_size_flags_and_zeroes() {
+        let mut input = FLAG_C_FIXED_NEWSTYLE.to_be_bytes().to_vec();
+        input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        input.extend_from_slice(&OPT_EXPORT_NAME.to_be_bytes());
+        input.extend_from_slice(&3u32.to_be_bytes());
+        input.extend_from_slice(b"foo");
+        let (res, out) = run(input);
+        assert_eq!(res.ok(), Some(Ended::Closed));
+        assert_eq!(out.len(), 18 + 8 + 2 + 124);
+        assert_eq!(be_u64(&out[18..26]), SIZE as u64);
+    }
+
+    /// A memdisk whose every request takes a fixed modelled time: enough to check the
+    /// real-clock plumbing (the FTL targets bring the real models).
+    struct FixedLatency {
+        inner: MemDisk,
+        latency_ns: u64,
+    }
+
+    impl ftl::BlockDevice for FixedLatency {
+        fn name(&self) -> String {
+            "fixed-latency".into()
+        }
+        fn capacity_pages(&self) -> u64 {
+            self.inner.capacity_pages()
+        }
+        fn read(&mut self, at: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, ftl::FtlError> {
+            self.inner.read(at, lpn, buf).map(|d| d + self.latency_ns)
+        }
+        fn write(&mut self, at: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, ftl::FtlError> {
+            self.inner.write(at, lpn, data, fua).map(|d| d + self.latency_ns)
+        }
+        fn trim(&mut self, at: Nanos, lpn: u64, pages: u64) -> Result<Nanos, ftl::FtlError> {
+            self.inner.trim(at, lpn, pages)
+        }
+        fn flush(&mut self, at: Nanos) -> Result<Nanos, ftl::FtlError> {
+            self.inner.flush(at)
+        }
+        fn report(&self) -> ftl::FtlReport {
+            self.inner.report()
+        }
+        fn nand(&self) -> Option<&nand::Nand> {
+            None
+        }
+        fn nand_mut(&mut self) -> Option<&mut nand::Nand> {
+            None
+        }
+    }
+
+    /// Runs `client` against a real-clock export of a device with `latency_ns` per request,
+    /// over a socket pair.
+    fn with_real_clock_server(latency_ns: u64, client: impl FnOnce(&mut std::os::unix::net::UnixStream)) -> Export {
+        use std::os::unix::net::UnixStream;
+        let ex = Export::new(Box::new(FixedLatency { inner: MemDisk::new(PAGES), latency_ns }), ClockMode::Real);
+        let (server_end, mut client_end) = UnixStream::pair().expect("socket pair");
+        std::thread::scope(|s| {
+            let ex = &ex;
+            s.spawn(move || {
+                let w = server_end.try_clone().expect("clone");
+                let closer = server_end.try_clone().expect("clone");
+                let _ = serve(ex, server_end, w, &move || {
+                    let _ = closer.shutdown(std::net::Shutdown::Both);
+                });
+            });
+            client_end.write_all(&go_handshake()).expect("handshake");
+            let mut greeting = [0u8; 18];
+            client_end.read_exact(&mut greeting).expect("greeting");
+            loop {
+                let mut head = [0u8; 20];
+                client_end.read_exact(&mut head).expect("option reply");
+                let mut data = vec![0u8; be_u32(&head[16..20]) as usize];
+                client_end.read_exact(&mut data).expect("option data");
+                if be_u32(&head[12..16]) == REP_ACK {
+                    break;
+                }
+            }
+            client(&mut client_end);
+            let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
+            client_end.write_all(&disc.encode()).expect("disc");
+        });
+        ex
+    }
+
+    fn read_request(handle: u64) -> [u8; REQUEST_HEADER_BYTES] {
+        RequestHeader { flags: 0, kind: CMD_READ, handle, offset: (handle % PAGES) * 4096, length: 4096 }.encode()
+    }
+
+    /// `--clock real` at QD1: no reply before its modelled time, and the median latency a
+    /// client sees within 5% of the model (the goal for the export).
+    #[test]
+    fn real_clock_qd1_latency_follows_the_model() {
+        const MODEL_NS: u64 = 1_000_000;
+        let mut seen_ns = Vec::new();
+        let ex = with_real_clock_server(MODEL_NS, |c| {
+            let mut reply = vec![0u8; SIMPLE_REPLY_BYTES + 4096];
+            for i in 0..200 {
+                let t = std::time::Instant::now();
+                c.write_all(&read_request(i)).expect("request");
+                c.read_exact(&mut reply).expect("reply");
+                seen_ns.push(t.elapsed().as_nanos() as u64);
+                assert_eq!(be_u32(&reply[4..8]), 0);
+            }
+        });
+        seen_ns.sort_unstable();
+        let median = seen_ns[seen_ns.len() / 2];
+        assert!(seen_ns[0] >= MODEL_NS, "a reply came {} ns early", MODEL_NS - seen_ns[0]);
+        assert!(median as f64 <= MODEL_NS as f64 * 1.05, "median {median} ns vs model {MODEL_NS} ns");
+        let report = ex.report(1.0);
+        let served_p50_us = report["latency_us"]["served"]["p50"].as_f64().unwrap_or(0.0);
+        eprintln!("real clock QD1: client median {median} ns, min {} ns, server p50 {served_p50_us} us, model {MODEL_NS} ns", seen_ns[0]);
+        assert!((served_p50_us - 1000.0).abs() <= 20.0, "server-side p50 {served_p50_us} us vs model 1000 us");
+    }
+
+    /// `--clock real` with requests in flight: they overlap as the model says (a fixed-latency
+    /// device completes them all one latency after submission), not one after another.
+    #[test]
+    fn real_clock_pipelines_requests_in_flight() {
+        const MODEL_NS: u64 = 2_000_000;
+        let mut elapsed_ns = 0;
+        with_real_clock_server(MODEL_NS, |c| {
+            let mut batch = Vec::new();
+            for i in 0..16 {
+                batch.extend_from_slice(&read_request(i));
+            }
+            let t = std::time::Instant::now();
+            c.write_all(&batch).expect("requests");
+            let mut reply = vec![0u8; SIMPLE_REPLY_BYTES + 4096];
+            let mut handles = Vec::new();
+            for _ in 0..16 {
+                c.read_exact(&mut reply).expect("reply");
+                handles.push(be_u64(&reply[8..16]));
+            }
+            elapsed_ns = t.elapsed().as_nanos() as u64;
+            handles.sort_unstable();
+            assert_eq!(handles, (0..16).collect::<Vec<_>>());
+        });
+        assert!(elapsed_ns >= MODEL_NS, "replies came early: {elapsed_ns} ns");
+        assert!(elapsed_ns < 3 * MODEL_NS, "16 requests in flight took {elapsed_ns} ns: not overlapped");
+    }
+}

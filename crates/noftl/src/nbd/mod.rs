@@ -1,0 +1,26 @@
+//! A Network Block Device server for any [`ftl::BlockDevice`], written from the upstream NBD
+//! protocol document: the fixed newstyle handshake (EXPORT_NAME, INFO, GO, LIST, ABORT) and the
+//! transmission phase with simple replies (READ, WRITE, DISC, FLUSH, TRIM, WRITE_ZEROES, FUA).
+//! See `docs/nbd.md` for the subset, the limits and the error mapping.
+//!
+//! - [`proto`]: wire format (pure, fuzzed);
+//! - [`handshake`]: option haggling;
+//! - [`conn`]: one connection, a reader that schedules and a writer that replies when due;
+//! - [`export`]: the shared device, the clock, counters and latency;
+//! - [`server`]: listeners, signals, statistics.
+//!
+//! Invariants of the whole (each module lists its own):
+//! 1. No input from a client panics the server or affects other connections: a malformed
+//!    request gets an error reply, a protocol violation closes that connection only.
+//! 2. The device lock is held only while a request is scheduled, never while it waits.
+//! 3. Acknowledged writes follow the device's durability contract: a FLUSH reply or a FUA
+//!    write's reply is sent only after the device's flush/FUA write has returned.
+
+pub mod conn;
+pub mod export;
+pub mod handshake;
+pub mod proto;
+pub mod server;
+
+pub use export::Export;
+pub use server::{Endpoint, ServerConfig};

@@ -1,0 +1,192 @@
+//! Shared by the `nbd_*` integration tests: starting `noftl serve` on a temporary unix socket,
+//! making sure the real clients are installed, and skipping (with a printed reason) only when
+//! a tool cannot be had.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+
+/// The memdisk export used by most tests: the tiny preset grown to 64 MiB.
+pub const MEMDISK_64M: &[&str] = &["--target", "memdisk", "--preset", "tiny", "--set", "geometry.blocks_per_plane=128"];
+pub const MEMDISK_64M_BYTES: u64 = 64 << 20;
+
+static INSTALL: Once = Once::new();
+
+fn have(tool: &str) -> bool {
+    if Command::new("sh").arg("-c").arg(format!("command -v {tool}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success()) {
+        return true;
+    }
+    ["/sbin", "/usr/sbin"].iter().any(|d| Path::new(d).join(tool).exists())
+}
+
+/// Full path of a tool (e2fsck and mkfs live in /sbin, which a non-root PATH may lack).
+pub fn tool(name: &str) -> String {
+    for d in ["/usr/sbin", "/sbin"] {
+        let p = Path::new(d).join(name);
+        if p.exists() && !have_on_path(name) {
+            return p.display().to_string();
+        }
+    }
+    name.to_string()
+}
+
+fn have_on_path(tool: &str) -> bool {
+    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// Makes sure `tools` exist, running scripts/install-test-deps.sh once if any is missing.
+/// `Err(reason)` means the test must skip.
+pub fn require(tools: &[&str]) -> Result<(), String> {
+    if tools.iter().all(|t| have(t)) {
+        return Ok(());
+    }
+    INSTALL.call_once(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-test-deps.sh");
+        eprintln!("installing missing test tools with {}", script.display());
+        match Command::new("bash").arg(&script).status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => eprintln!("install-test-deps.sh exited with {s}"),
+            Err(e) => eprintln!("cannot run install-test-deps.sh: {e}"),
+        }
+    });
+    let missing: Vec<_> = tools.iter().filter(|t| !have(t)).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("missing {missing:?} and scripts/install-test-deps.sh could not install them"))
+    }
+}
+
+/// Prints why a test is skipped; use as `let Ok(()) = require(..).map_err(skip) else { return };`.
+pub fn skip(reason: String) {
+    eprintln!("SKIPPED: {reason}");
+}
+
+/// Waits up to `timeout` for `child` to exit; returns its status, or `None` if it is still
+/// running.
+pub fn reap(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
+    }
+}
+
+/// A running `noftl serve`, stopped with SIGTERM on drop.
+pub struct Server {
+    child: Child,
+    pub socket: PathBuf,
+    pub stats: PathBuf,
+    log: Arc<Mutex<String>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// Starts the server on a fresh socket in a fresh temporary directory.
+    pub fn start(args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("nbd.sock");
+        let stats = dir.path().join("stats.json");
+        let mut s = Self::start_at(&socket, &stats, args);
+        s._dir = Some(dir);
+        s
+    }
+
+    /// Starts the server on `socket`, writing statistics to `stats`.
+    pub fn start_at(socket: &Path, stats: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_noftl"))
+            .arg("serve")
+            .args(args)
+            .arg("--socket")
+            .arg(socket)
+            .arg("--stats-file")
+            .arg(stats)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn noftl serve");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("; ready") {
+                    let _ = tx.send(());
+                }
+                let mut l = log2.lock().unwrap_or_else(|p| p.into_inner());
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("noftl serve did not become ready: {}", log.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        Server { child, socket: socket.to_path_buf(), stats: stats.to_path_buf(), log, _dir: None }
+    }
+
+    pub fn uri(&self) -> String {
+        format!("nbd+unix:///?socket={}", self.socket.display())
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().is_ok_and(|s| s.success());
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    /// Stops with SIGTERM and returns the exit status and the statistics JSON.
+    pub fn stop(mut self) -> serde_json::Value {
+        self.signal("TERM");
+        match reap(&mut self.child, Duration::from_secs(30)) {
+            Some(status) => assert!(status.success(), "noftl serve exited with {status}: {}", self.log()),
+            None => panic!("noftl serve did not stop on SIGTERM"),
+        }
+        let text = std::fs::read_to_string(&self.stats).expect("stats file written at shutdown");
+        serde_json::from_str(&text).expect("stats file is JSON")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+            if reap(&mut self.child, Duration::from_secs(10)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}
+
+/// Runs a command, panicking with its output if it fails; returns stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed with {}:\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
+pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs the real NBD clients and file-system tools the integration tests of `noftl serve`
+# use, when they are missing. Idempotent: each tool is checked with `command -v`; apt-get update
+# runs once, and only if something is missing; only the missing Debian packages are installed.
+#
+#   tool        Debian package   used by
+#   fio         fio              tests/nbd_fio.rs (nbd engine, verify), docs/perf-nbd.md
+#   nbdcopy     libnbd-bin       tests/nbd_clients.rs (copy round trip)
+#   nbdinfo     libnbd-bin       tests/nbd_clients.rs (handshake, export info)
+#   nbdfuse     libnbd-bin       tests/nbd_fs.rs (the export as a file through FUSE)
+#   fusermount3 fuse3            tests/nbd_fs.rs (unmounting)
+#   fuse2fs     fuse2fs          tests/nbd_fs.rs (ext4 in userspace, no kernel nbd module)
+#   mkfs.ext4   e2fsprogs        tests/nbd_fs.rs
+#   e2fsck      e2fsprogs        tests/nbd_fs.rs
+#   nbdkit      nbdkit           docs/perf-nbd.md (the `memory` plugin for comparison)
+#
+# Needs root (or sudo) on Debian/Ubuntu. Exits non-zero only if an install fails; the tests
+# skip with a printed reason when a tool is still missing (e.g. no /dev/fuse in a container).
+set -euo pipefail
+
+declare -A PKG=(
+  [fio]=fio
+  [nbdcopy]=libnbd-bin
+  [nbdinfo]=libnbd-bin
+  [nbdfuse]=libnbd-bin
+  [fusermount3]=fuse3
+  [fuse2fs]=fuse2fs
+  [mkfs.ext4]=e2fsprogs
+  [e2fsck]=e2fsprogs
+  [nbdkit]=nbdkit
+)
+
+missing=()
+for tool in "${!PKG[@]}"; do
+  if ! command -v "$tool" >/dev/null 2>&1 && ! [ -x "/sbin/$tool" ] && ! [ -x "/usr/sbin/$tool" ]; then
+    missing+=("${PKG[$tool]}")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-test-deps: all tools present"
+  exit 0
+fi
+
+# Unique package names, sorted for a stable log line.
+mapfile -t pkgs < <(printf '%s\n' "${missing[@]}" | sort -u)
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-test-deps: missing ${pkgs[*]}, and no apt-get to install them" >&2
+  exit 1
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-test-deps: missing ${pkgs[*]}; run as root to install them" >&2
+    exit 1
+  fi
+fi
+
+echo "install-test-deps: installing ${pkgs[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}"

@@ -7,11 +7,21 @@
 //! by read-modify-write at the edges.
 
 pub mod block_device;
-pub mod controller;
 pub mod bytes;
+pub mod controller;
+pub mod dftl;
+pub mod journal;
 pub mod memdisk;
+pub mod memory;
+pub mod oob;
+pub mod options;
+pub mod page;
+pub mod space;
+pub mod testkit;
 
 pub use block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES};
 pub use bytes::ByteDevice;
 pub use controller::{Controller, ControllerConfig};
 pub use memdisk::MemDisk;
+pub use options::{build, open, FtlOptions};
+pub use space::{FlashSpace, GcPolicy, LivePage, Move, SpaceConfig, SpaceCounts};

@@ -296,10 +296,26 @@ impl FlashSpace {
                 used.push((stamps[b as usize], b));
             }
         }
-        // Oldest first, so that FIFO collection keeps the order the data was written in.
+        // Oldest first, so that FIFO collection keeps the order the data was written in. A
+        // partly written block with valid data becomes its stream's frontier on its die again
+        // (its next page is erased: a torn page counts as written), so that the space the cut
+        // left behind is not lost; for unstriped streams only one, where the cursor then points.
         used.sort_unstable();
         for (_, b) in used {
-            s.close_block(b);
+            let blk = s.blocks[b as usize];
+            let die = s.geo.die_of_block(Pbn(b)).0 as usize;
+            let st = blk.stream as usize;
+            let striped = s.cfg.striped & (1u64 << st.min(63)) != 0;
+            let free_frontier = if striped { s.frontiers[st].open[die] == NIL } else { s.frontiers[st].open.iter().all(|&o| o == NIL) };
+            if blk.valid > 0 && blk.written < s.ppb && free_frontier {
+                s.blocks[b as usize].usage = BlockUse::Open;
+                s.frontiers[st].open[die] = b;
+                if !striped {
+                    s.frontiers[st].cursor = s.die_order.iter().position(|&d| d as usize == die).unwrap_or(0);
+                }
+            } else {
+                s.close_block(b);
+            }
         }
         s.finish_setup()?;
         let t = s.evacuate(t)?;
@@ -536,7 +552,16 @@ impl FlashSpace {
                 return Ok((ppn, t));
             }
         }
-        let b = self.take_free(die).ok_or(FtlError::NoSpace(if for_gc { "garbage collection" } else { "a write" }))?;
+        let Some(b) = self.take_free(die) else {
+            // No free block at all (GC dipped into the whole reserve): any open block of this
+            // stream with room will do, on whatever die.
+            for d in 0..dies {
+                if let Some(ppn) = self.take_from_open(s, d) {
+                    return Ok((ppn, t));
+                }
+            }
+            return Err(FtlError::NoSpace(if for_gc { "garbage collection" } else { "a write" }));
+        };
         let blk = &mut self.blocks[b as usize];
         debug_assert!(blk.usage == BlockUse::Free && blk.written == 0 && blk.valid == 0);
         blk.usage = BlockUse::Open;

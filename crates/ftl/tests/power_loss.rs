@@ -47,11 +47,23 @@ fn page_ftl_recovers_with_fifo_and_random_gc_too() {
 }
 
 #[test]
+fn dftl_recovers_flushed_data_and_durable_trims_after_power_cuts_at_many_points() {
+    for cache in [0.02, 0.35] {
+        cut_everywhere("dftl", FtlOptions { cache_fraction: cache, ..opts() }, 25);
+    }
+    cut_everywhere("dftl", FtlOptions { cache_fraction: 1.0, gc: ftl::GcPolicy::CostBenefit, ..opts() }, 10);
+}
+
+#[test]
 fn a_clean_shutdown_and_reopen_keeps_everything() {
     let opts = opts();
     let make = || ftl::build("page", device(), &opts);
     let reopen = |n: Nand| ftl::open("page", n, &opts);
     // A cut point past the end of the run: the run ends, power goes off between operations.
+    let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, true).unwrap();
+    assert_eq!(out.cut_after_ops, 0);
+    let make = || ftl::build("dftl", device(), &opts);
+    let reopen = |n: Nand| ftl::open("dftl", n, &opts);
     let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, true).unwrap();
     assert_eq!(out.cut_after_ops, 0);
 }

@@ -237,6 +237,7 @@ pub struct Dftl {
     translation_reads: u64,
     translation_writes: u64,
     dirty_evictions: u64,
+    gc_fix_writes: u64,
 }
 
 /// Counters of DFTL's own work, beyond `FtlReport`.
@@ -247,6 +248,8 @@ pub struct DftlCounts {
     pub translation_reads: u64,
     pub translation_writes: u64,
     pub dirty_evictions: u64,
+    /// Translation pages rewritten by lazy GC mapping fixes (`settle`).
+    pub gc_fix_writes: u64,
     pub cached_entries: u64,
     pub cmt_capacity: u64,
 }
@@ -275,6 +278,7 @@ impl Dftl {
             translation_reads: 0,
             translation_writes: 0,
             dirty_evictions: 0,
+            gc_fix_writes: 0,
         }
     }
 
@@ -355,6 +359,7 @@ impl Dftl {
             translation_reads: self.translation_reads,
             translation_writes: self.translation_writes,
             dirty_evictions: self.dirty_evictions,
+            gc_fix_writes: self.gc_fix_writes,
             cached_entries: self.cmt.len() as u64,
             cmt_capacity: self.cmt.capacity as u64,
         }
@@ -414,6 +419,7 @@ impl Dftl {
                 false
             });
             let t = self.ctrl.charge(at_ns, n * WRITEBACK_ENTRY_CYCLES);
+            self.gc_fix_writes += 1;
             end = end.max(self.write_tpage(t, v, true)?);
         }
         Ok(end)

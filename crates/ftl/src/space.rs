@@ -221,7 +221,7 @@ pub struct FlashSpace {
 }
 
 /// Erases between two checks of the erase-count spread (a scan of the closed blocks).
-const WL_CHECK_EVERY_ERASES: u32 = 32;
+const WL_CHECK_EVERY_ERASES: u32 = 16;
 
 impl FlashSpace {
     /// Takes over a device and erases every good block that is not erased yet (a fresh device
@@ -747,7 +747,7 @@ impl FlashSpace {
 
     fn collect(&mut self, at_ns: Nanos, victim: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
         self.leave_closed(victim);
-        let t = self.migrate_block(at_ns, victim, purpose)?;
+        let t = if purpose == Purpose::WearLevel { self.migrate_cold(at_ns, victim)? } else { self.migrate_block(at_ns, victim, purpose)? };
         if purpose == Purpose::WearLevel {
             self.counts.wl_erases += 1;
         } else {
@@ -794,6 +794,64 @@ impl FlashSpace {
         }
         debug_assert_eq!(self.blocks[b as usize].valid, 0);
         Ok(done)
+    }
+
+    /// Static wear levelling's copy: the cold block's valid pages go, in order, to the *most*
+    /// worn free block (not to the stream's frontier, whose blocks are the least worn), so that
+    /// cold data rests on worn blocks and the little-worn block joins the hot rotation. One
+    /// destination suffices: a block never holds more valid pages than a block has.
+    fn migrate_cold(&mut self, at_ns: Nanos, b: u32) -> Result<Nanos, FtlError> {
+        let stream = self.blocks[b as usize].stream;
+        let Some(dest) = self.take_most_worn_free() else {
+            return self.migrate_block(at_ns, b, Purpose::WearLevel);
+        };
+        {
+            let d = &mut self.blocks[dest as usize];
+            d.usage = BlockUse::Open;
+            d.stream = stream;
+        }
+        let first = self.geo.first_page(Pbn(b)).0;
+        let mut done = at_ns;
+        for page in 0..self.blocks[b as usize].written {
+            let from = Ppn(first + u64::from(page));
+            let key = self.rmap[from.0 as usize];
+            if key == NO_KEY {
+                continue;
+            }
+            let r = self.nand.read(at_ns, from, &mut self.mig_data, &mut self.mig_oob, Purpose::WearLevel)?;
+            let written = self.blocks[dest as usize].written;
+            let to = self.geo.ppn_in_block(Pbn(dest), written);
+            self.blocks[dest as usize].written = written + 1;
+            match self.nand.program(r.done_ns, to, &self.mig_data, &self.mig_oob, Purpose::WearLevel) {
+                Ok(d) => done = done.max(d.done_ns),
+                Err(NandError::ProgramFailed(_)) => {
+                    // Rare: give up on the cold destination and finish through the frontier.
+                    self.retire(Pbn(dest));
+                    let t = self.evacuate(done)?;
+                    return Ok(t.max(self.migrate_block(done, b, Purpose::WearLevel)?));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            self.note_written(to, key);
+            self.invalidate(from);
+            self.moves.push(Move { key, stream, from, to, purpose: Purpose::WearLevel });
+            self.counts.wl_migrations += 1;
+        }
+        self.close_block(dest);
+        Ok(done)
+    }
+
+    /// Removes and returns the most worn free block (a scan: wear levelling is rare).
+    fn take_most_worn_free(&mut self) -> Option<u32> {
+        let (die, b) = self
+            .free
+            .iter()
+            .enumerate()
+            .flat_map(|(d, h)| h.iter().map(move |r| (d, r.0 .1)))
+            .max_by_key(|&(_, b)| (self.blocks[b as usize].erase_count, std::cmp::Reverse(b)))?;
+        self.free[die].retain(|r| r.0 .1 != b);
+        self.free_count -= 1;
+        Some(b)
     }
 
     /// Erases block `pbn` into the free pool, or retires it if the erase fails.

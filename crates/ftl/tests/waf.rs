@@ -23,6 +23,9 @@ fn lambert_w0(x: f64) -> f64 {
     assert!((-1.0 / std::f64::consts::E..=0.0).contains(&x), "W0 argument {x} out of range");
     // Start from the branch-point series near -1/e, else from x itself.
     let p = (2.0 * (std::f64::consts::E * x + 1.0)).sqrt();
+    if p < 1e-9 {
+        return -1.0; // the branch point, where Halley's step is 0/0
+    }
     let mut w = if x < -0.25 { -1.0 + p - p * p / 3.0 } else { x };
     for _ in 0..100 {
         let e = w.exp();
@@ -100,10 +103,14 @@ fn lambert_w_is_right() {
     for &x in &[-1.0 / std::f64::consts::E, -0.3, -0.2, -0.05, -1e-6, 0.0] {
         let w = lambert_w0(x);
         assert!((w * w.exp() - x).abs() < 1e-12, "W0({x}) = {w}");
+        assert!(w.is_finite());
         assert!(w >= -1.0);
     }
-    // a = 1 / 0.8: the FIFO model's textbook figure.
-    assert!((fifo_wa(1.25, 1.0) - 3.0).abs() < 0.3, "{}", fifo_wa(1.25, 1.0));
+    // a = 1.25: W0(-1.25 e^-1.25) = W0(-0.3581) = -0.7855 (by hand: -0.7855 e^-0.7855 =
+    // -0.3581), so WA = 1.25 / (1.25 - 0.7855) = 2.691; FIFO beats random victims (5.0).
+    assert!((fifo_wa(1.25, 1.0) - 2.691).abs() < 0.002, "{}", fifo_wa(1.25, 1.0));
+    assert!(fifo_wa(1.25, 1.0) < random_wa(1.25, 1.0));
+    assert!((fifo_wa(100.0, 1.0) - 1.0).abs() < 1e-6, "no GC cost with nearly empty flash");
 }
 
 #[test]

@@ -110,7 +110,7 @@ pub trait BlockDevice: Send {
 
 /// Checks contract item 1 for a request of `bytes` bytes at `lpn`; returns the page count.
 pub fn check_request(lpn: u64, bytes: usize, capacity: u64) -> Result<u64, FtlError> {
-    if bytes % LOGICAL_PAGE_BYTES != 0 {
+    if !bytes.is_multiple_of(LOGICAL_PAGE_BYTES) {
         return Err(FtlError::Misaligned { offset: lpn * LOGICAL_PAGE_BYTES as u64, bytes, align: LOGICAL_PAGE_BYTES });
     }
     let pages = (bytes / LOGICAL_PAGE_BYTES) as u64;

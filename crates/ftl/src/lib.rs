@@ -6,10 +6,13 @@
 //! adapts any block device to byte offsets with 512-byte sectors (what NBD and file systems send),
 //! by read-modify-write at the edges.
 
+pub mod amf;
+pub mod block;
 pub mod block_device;
 pub mod bytes;
 pub mod controller;
 pub mod dftl;
+pub mod fast;
 pub mod journal;
 pub mod memdisk;
 pub mod memory;

@@ -140,8 +140,10 @@ pub fn build(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockD
     match kind {
         "page" => Ok(Box::new(crate::page::PageFtl::new(nand, opts)?)),
         "dftl" => Ok(Box::new(crate::dftl::Dftl::new(nand, opts)?)),
-        // "fast", "block" and "amf" are added here by their modules.
-        other => Err(FtlError::Config(format!("unknown FTL '{other}' (page, dftl)"))),
+        "fast" => Ok(Box::new(crate::fast::Fast::new(nand, &fast_options(opts))?)),
+        "block" => Ok(Box::new(crate::block::BlockFtl::new(nand, &block_options(opts))?)),
+        "amf" => Ok(Box::new(crate::amf::Amf::new(nand, &amf_options(opts))?)),
+        other => Err(unknown(other)),
     }
 }
 
@@ -151,7 +153,27 @@ pub fn open(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDe
     match kind {
         "page" => Ok(Box::new(crate::page::PageFtl::open(nand, opts)?)),
         "dftl" => Ok(Box::new(crate::dftl::Dftl::open(nand, opts)?)),
-        // "fast", "block" and "amf" are added here by their modules.
-        other => Err(FtlError::Config(format!("unknown FTL '{other}' (page, dftl)"))),
+        "fast" => Ok(Box::new(crate::fast::Fast::open(nand, &fast_options(opts))?)),
+        "block" => Ok(Box::new(crate::block::BlockFtl::open(nand, &block_options(opts))?)),
+        "amf" => Ok(Box::new(crate::amf::Amf::open(nand, &amf_options(opts))?)),
+        other => Err(unknown(other)),
     }
+}
+
+/// The FTL kinds `build` and `open` know.
+pub const KINDS: [&str; 5] = ["page", "dftl", "fast", "block", "amf"];
+
+fn unknown(kind: &str) -> FtlError {
+    FtlError::Config(format!("unknown FTL '{kind}' ({})", KINDS.join(", ")))
+}
+
+// The block-mapped FTLs have their own option types; the shared knobs carry over.
+fn fast_options(o: &FtlOptions) -> crate::fast::FastOptions {
+    crate::fast::FastOptions { spare_factor: o.spare_factor, controller: o.controller.clone(), ..Default::default() }
+}
+fn block_options(o: &FtlOptions) -> crate::block::BlockOptions {
+    crate::block::BlockOptions { spare_factor: o.spare_factor, controller: o.controller.clone() }
+}
+fn amf_options(o: &FtlOptions) -> crate::amf::AmfOptions {
+    crate::amf::AmfOptions { controller: o.controller.clone(), ..Default::default() }
 }

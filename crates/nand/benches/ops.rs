@@ -1,1 +1,56 @@
-fn main() {}
+//! Virtual-time flash operations per second on one core: the emulator's own speed.
+//!
+//! Run: cargo bench -p nand --bench ops
+//! Each iteration is one 4 KiB page operation on the `noftl13` device (seed 000's layout). Reads
+//! hit programmed pages (data copied out, bit errors sampled); programs walk the device, erasing
+//! each block before reuse, so their figure includes the erases (1 per 64 programs).
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use nand::{DeviceConfig, Nand, Ppn, Purpose};
+
+fn device(store: &str) -> Nand {
+    let cfg = DeviceConfig::preset("noftl13", &[format!("store=\"{store}\"")]).expect("preset");
+    let mut n = Nand::new(cfg).expect("device");
+    let data = vec![0x5Au8; 4096];
+    let mut at = 0;
+    for p in 0..n.geometry().pages() {
+        at = n.program(at, Ppn(p), &data, &[], Purpose::Host).expect("fill").done_ns;
+    }
+    n
+}
+
+fn bench(c: &mut Criterion) {
+    for store in ["ram", "meta"] {
+        let mut g = c.benchmark_group(format!("nand_{store}"));
+        g.throughput(Throughput::Elements(1));
+        let mut n = device(store);
+        let pages = n.geometry().pages();
+        let mut buf = vec![0u8; 4096];
+        let mut i = 0u64;
+        let mut at = n.now_ns();
+        g.bench_function("read_4k", |b| {
+            b.iter(|| {
+                // A multiplicative stride visits pages in a scattered but cheap order.
+                i = i.wrapping_add(0x9E37_79B9) % pages;
+                at = n.read(at, Ppn(i), &mut buf, &mut [], Purpose::Host).expect("read").done_ns;
+            })
+        });
+        let data = vec![0xA5u8; 4096];
+        let mut p = 0u64;
+        g.bench_function("program_4k_with_erase_ahead", |b| {
+            b.iter(|| {
+                let ppn = Ppn(p);
+                if p % 64 == 0 {
+                    let pbn = n.geometry().block_of(ppn);
+                    at = n.erase(at, pbn, nand::CellMode::Slc, Purpose::Host).expect("erase").done_ns;
+                }
+                at = n.program(at, ppn, &data, &[], Purpose::Host).expect("program").done_ns;
+                p = (p + 1) % pages;
+            })
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

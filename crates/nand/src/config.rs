@@ -246,7 +246,7 @@ impl DeviceConfig {
         if self.cell.nop == 0 {
             return Err(ConfigError::invalid("cell.nop", "must be at least 1 (one program per page)"));
         }
-        if self.geometry.pages_per_block % native.bits_per_cell() != 0 {
+        if !self.geometry.pages_per_block.is_multiple_of(native.bits_per_cell()) {
             return Err(ConfigError::invalid(
                 "geometry.pages_per_block",
                 format!("must be a multiple of {} for {native} (whole word lines)", native.bits_per_cell()),
@@ -306,7 +306,7 @@ impl DeviceConfig {
         if !(0.0..1.0).contains(&r.factory_bad_block_ratio) {
             return Err(ConfigError::invalid("reliability.factory_bad_block_ratio", "must be in [0, 1)"));
         }
-        if r.ecc_codeword_bytes == 0 || self.geometry.page_size_bytes % r.ecc_codeword_bytes != 0 {
+        if r.ecc_codeword_bytes == 0 || !self.geometry.page_size_bytes.is_multiple_of(r.ecc_codeword_bytes) {
             return Err(ConfigError::invalid("reliability.ecc_codeword_bytes", "must be at least 1 and divide the page size"));
         }
         for (field, v) in [
@@ -370,7 +370,7 @@ impl DeviceConfig {
         match mode {
             CellMode::Slc | CellMode::Pslc => PageType::Slc,
             CellMode::Mlc => {
-                if page % 2 == 0 {
+                if page.is_multiple_of(2) {
                     PageType::Lower
                 } else {
                     PageType::Upper

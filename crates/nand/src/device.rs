@@ -468,7 +468,7 @@ impl Nand {
             OpKind::Program | OpKind::PartialProgram | OpKind::OobWrite => e.program_ma,
             OpKind::Erase => e.erase_ma,
         };
-        let bus_ns = (p.bus_in_ns + p.bus_out_ns) as f64;
+        let bus_ns = (p.cmd_ns + p.bus_in_ns + p.bus_out_ns) as f64;
         self.stats.active_joules += e.vcc_volts * (array_ma * p.array_ns as f64 + e.bus_ma * bus_ns) * 1e-12;
         self.stats.count(op, purpose, slot.done_ns - at_ns);
         if self.cfg.trace_entries > self.trace.len() {
@@ -592,7 +592,7 @@ impl Nand {
         } else {
             (OpKind::Read, self.times.read(m.mode, self.cfg.page_type(m.mode, page)))
         };
-        let p = Phases { bus_in_ns: self.times.cmd_ns, array_ns, bus_out_ns: self.times.bus_ns(data.len() + oob.len()) };
+        let p = Phases { cmd_ns: self.times.cmd_ns, bus_in_ns: 0, array_ns, bus_out_ns: self.times.bus_ns(data.len() + oob.len()) };
         let die = self.geo.die_of_block(pbn);
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let result = match fate {
@@ -694,7 +694,7 @@ impl Nand {
             (OpKind::OobWrite, Some(t)) => t,
             _ => self.times.program(mode, self.cfg.page_type(mode, page)),
         };
-        let p = Phases { bus_in_ns: self.times.cmd_ns + self.times.bus_ns(data.len() + oob.len()), array_ns, bus_out_ns: 0 };
+        let p = Phases { cmd_ns: self.times.cmd_ns, bus_in_ns: self.times.bus_ns(data.len() + oob.len()), array_ns, bus_out_ns: 0 };
         let die = self.geo.die_of_block(pbn);
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let result = match fate {
@@ -727,7 +727,7 @@ impl Nand {
     pub fn erase(&mut self, at_ns: Nanos, pbn: Pbn, mode: CellMode, purpose: Purpose) -> Result<Done, NandError> {
         self.check_powered()?;
         self.check_erase(pbn, mode)?;
-        let p = Phases { bus_in_ns: self.times.cmd_ns, array_ns: self.times.erase(mode), bus_out_ns: 0 };
+        let p = Phases { cmd_ns: self.times.cmd_ns, bus_in_ns: 0, array_ns: self.times.erase(mode), bus_out_ns: 0 };
         let die = self.geo.die_of_block(pbn);
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let result = self.erase_outcome(pbn, mode, fate);
@@ -830,6 +830,7 @@ impl Nand {
         let page_index = self.geo.page_in_block(pages[0].0);
         let mut array_ns = 0;
         let mut bus_ns = 0;
+        let mut cmd_ns = 0;
         for &(ppn, data, oob) in pages {
             let (pbn, page) = self.locate(ppn)?;
             if page != page_index {
@@ -842,9 +843,10 @@ impl Nand {
             self.check_program(ppn, pbn, page, None)?;
             let mode = self.blocks[pbn.0 as usize].mode;
             array_ns = array_ns.max(self.times.program(mode, self.cfg.page_type(mode, page)));
-            bus_ns += self.times.cmd_ns + self.times.bus_ns(data.len() + oob.len());
+            cmd_ns += self.times.cmd_ns;
+            bus_ns += self.times.bus_ns(data.len() + oob.len());
         }
-        let p = Phases { bus_in_ns: bus_ns, array_ns, bus_out_ns: 0 };
+        let p = Phases { cmd_ns, bus_in_ns: bus_ns, array_ns, bus_out_ns: 0 };
         let (slot, fate) = self.begin(at_ns, die, p)?;
         if fate == Fate::Interrupted {
             for &(ppn, _, _) in pages {
@@ -896,7 +898,7 @@ impl Nand {
             bus_in += self.times.cmd_ns;
             bus_out += self.times.bus_ns(data.len() + oob.len());
         }
-        let p = Phases { bus_in_ns: bus_in, array_ns, bus_out_ns: bus_out };
+        let p = Phases { cmd_ns: bus_in, bus_in_ns: 0, array_ns, bus_out_ns: bus_out };
         let (slot, fate) = self.begin(at_ns, die, p)?;
         if fate == Fate::Interrupted {
             self.lose_power();
@@ -927,7 +929,7 @@ impl Nand {
         for &pbn in pbns {
             self.check_erase(pbn, mode)?;
         }
-        let p = Phases { bus_in_ns: self.times.cmd_ns * pbns.len() as u64, array_ns: self.times.erase(mode), bus_out_ns: 0 };
+        let p = Phases { cmd_ns: self.times.cmd_ns * pbns.len() as u64, bus_in_ns: 0, array_ns: self.times.erase(mode), bus_out_ns: 0 };
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let mut result = Ok(());
         for (i, &pbn) in pbns.iter().enumerate() {
@@ -1063,8 +1065,18 @@ fn first_set_over_cleared(old: &[u8], new: &[u8]) -> Option<usize> {
 /// The pattern a metadata-only store returns for programmed data: the page number, repeated.
 fn fill_pattern(data: &mut [u8], ppn: Ppn) {
     let word = ppn.0.to_le_bytes();
-    for chunk in data.chunks_mut(8) {
-        chunk.copy_from_slice(&word[..chunk.len()]);
+    // Seed one cache line with plain stores, then double it with copy_within: libc's memmove is
+    // vectorised for the machine it runs on, a per-word loop is not (this is the whole cost of a
+    // metadata-only read).
+    let seed = data.len().min(64);
+    for (i, b) in data[..seed].iter_mut().enumerate() {
+        *b = word[i % 8];
+    }
+    let mut filled = seed;
+    while filled < data.len() {
+        let n = filled.min(data.len() - filled);
+        data.copy_within(0..n, filled);
+        filled += n;
     }
 }
 

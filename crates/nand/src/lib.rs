@@ -17,6 +17,7 @@ pub mod geometry;
 pub mod stats;
 pub mod store;
 pub mod timing;
+pub mod workload;
 
 pub use clock::{ClockMode, RealClock, RealTimeNand};
 pub use config::{CellMode, DeviceConfig, PageType, StoreKind, DEFAULT_PRESET, PRESETS};

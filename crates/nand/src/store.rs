@@ -156,39 +156,59 @@ fn apply(dst: &mut [u8], fresh: bool, off: usize, src: &[u8]) {
     }
 }
 
-/// Contents in memory, allocated per block when the block is first programmed.
+/// Contents in memory, in arenas of whole blocks allocated when one of their blocks is first
+/// programmed. Arenas are anonymous mappings of about 32 MiB advised for transparent huge pages:
+/// random reads over a large device then miss the TLB far less than with one allocation per
+/// block, and untouched memory still costs nothing (the kernel maps it on first write).
 #[derive(Debug)]
 pub struct RamStore {
     page_bytes: usize,
     oob_bytes: usize,
     pages_per_block: usize,
     keep_data: bool,
-    blocks: Vec<Option<Box<[u8]>>>,
+    block_bytes: usize,
+    blocks_per_arena: usize,
+    arenas: Vec<Option<MmapMut>>,
 }
+
+const ARENA_BYTES: usize = 32 << 20;
 
 impl RamStore {
     pub fn new(g: &Geometry, keep_data: bool) -> Self {
-        RamStore {
-            page_bytes: g.page_size_bytes as usize,
-            oob_bytes: g.oob_size_bytes as usize,
-            pages_per_block: g.pages_per_block as usize,
-            keep_data,
-            blocks: (0..g.blocks()).map(|_| None).collect(),
-        }
+        let page_bytes = g.page_size_bytes as usize;
+        let oob_bytes = g.oob_size_bytes as usize;
+        let pages_per_block = g.pages_per_block as usize;
+        let block_bytes = pages_per_block * (if keep_data { page_bytes } else { 0 } + oob_bytes);
+        let blocks_per_arena = (ARENA_BYTES / block_bytes).clamp(1, g.blocks() as usize);
+        let arenas = (0..(g.blocks() as usize).div_ceil(blocks_per_arena)).map(|_| None).collect();
+        RamStore { page_bytes, oob_bytes, pages_per_block, keep_data, block_bytes, blocks_per_arena, arenas }
     }
 
-    fn block_bytes(&self) -> usize {
-        let data = if self.keep_data { self.page_bytes } else { 0 };
-        self.pages_per_block * (data + self.oob_bytes)
-    }
-
+    /// (arena, offset of the page's data, offset of its OOB) within the arena.
+    #[inline]
     fn split(&self, ppn: Ppn) -> (usize, usize, usize) {
         let block = (ppn.0 / self.pages_per_block as u64) as usize;
         let page = (ppn.0 % self.pages_per_block as u64) as usize;
+        let base = (block % self.blocks_per_arena) * self.block_bytes;
         let data_bytes = if self.keep_data { self.page_bytes } else { 0 };
-        let data_at = page * data_bytes;
-        let oob_at = self.pages_per_block * data_bytes + page * self.oob_bytes;
-        (block, data_at, oob_at)
+        let data_at = base + page * data_bytes;
+        let oob_at = base + self.pages_per_block * data_bytes + page * self.oob_bytes;
+        (block / self.blocks_per_arena, data_at, oob_at)
+    }
+
+    fn arena(&mut self, i: usize) -> &mut MmapMut {
+        let len = self.blocks_per_arena * self.block_bytes;
+        self.arenas[i].get_or_insert_with(|| {
+            // An anonymous mapping failing means the machine is out of address space or memory:
+            // there is no way to go on emulating, and no caller could act on an error.
+            let map = MmapMut::map_anon(len).unwrap_or_else(|e| panic!("cannot map {len} bytes of device memory: {e}"));
+            #[cfg(target_os = "linux")]
+            {
+                // Advice only: without transparent huge pages the arena works the same, slower.
+                let _ = map.advise(memmap2::Advice::HugePage);
+            }
+            map
+        })
     }
 }
 
@@ -202,8 +222,8 @@ impl Store for RamStore {
     }
 
     fn page(&self, ppn: Ppn) -> PageView<'_> {
-        let (b, d, o) = self.split(ppn);
-        let buf = self.blocks[b].as_deref().expect("a programmed page's block is allocated");
+        let (a, d, o) = self.split(ppn);
+        let buf = self.arenas[a].as_deref().expect("a programmed page's arena is mapped");
         PageView {
             data: if self.keep_data { Some(&buf[d..d + self.page_bytes]) } else { None },
             oob: &buf[o..o + self.oob_bytes],
@@ -211,11 +231,9 @@ impl Store for RamStore {
     }
 
     fn program(&mut self, ppn: Ppn, fresh: bool, data_off: usize, data: &[u8], oob_off: usize, oob: &[u8]) {
-        let (b, d, o) = self.split(ppn);
+        let (a, d, o) = self.split(ppn);
         let (page_bytes, oob_bytes, keep) = (self.page_bytes, self.oob_bytes, self.keep_data);
-        let size = self.block_bytes();
-        // Zeroed allocations are lazy (the OS maps zero pages), so an unwritten block costs nothing.
-        let buf = self.blocks[b].get_or_insert_with(|| vec![0u8; size].into_boxed_slice());
+        let buf = self.arena(a);
         if keep {
             apply(&mut buf[d..d + page_bytes], fresh, data_off, data);
         }

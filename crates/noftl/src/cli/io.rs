@@ -1,2 +1,504 @@
-pub fn run(_a: IoArgs) -> anyhow::Result<()> { Ok(()) }
-#[derive(Debug, clap::Args)] pub struct IoArgs {}
+//! `noftl io`: a fio-like workload in virtual time, on the raw flash (`--target raw`) or on any
+//! block-device target (an FTL, or the plain memory disk).
+//!
+//! Input generation is kept apart from execution: the request stream depends only on the
+//! pattern, sizes and seed, and the closed-loop driver (nand::workload) decides when each request
+//! is submitted. Only the measured phase is reported: with `--precondition` the device is first
+//! filled sequentially, and the counters are taken as differences across the workload.
+//!
+//! The JSON output holds virtual-time figures only, so the same command gives byte-identical
+//! JSON; wall-clock speed of the emulator goes to the human output.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use ftl::{BlockDevice, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES};
+use indicatif::{ProgressBar, ProgressStyle};
+use nand::workload::{run_closed_loop, LoopResult, RawPattern, RawWorkload};
+use nand::{FlashCounts, LatencySummary, Nand, Nanos};
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+
+use super::common::parse_size;
+use crate::targets::{self, TargetArgs};
+
+#[derive(Debug, Args)]
+pub struct IoArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Access pattern: read | randread | write (raw and block targets); randwrite | randrw | trim
+    /// (block targets). Default: randread on raw, randwrite on block targets.
+    #[arg(long)]
+    pub rw: Option<String>,
+    /// Request size (a multiple of the flash page on raw, of 4 KiB on block targets).
+    #[arg(long, default_value = "4k", value_parser = parse_size)]
+    pub bs: u64,
+    /// Requests kept outstanding.
+    #[arg(long, default_value_t = 1)]
+    pub qd: u32,
+    /// Number of requests (default 100000 unless --io-bytes is given).
+    #[arg(long, conflicts_with = "io_bytes")]
+    pub ops: Option<u64>,
+    /// Total bytes to transfer instead of a request count.
+    #[arg(long, value_parser = parse_size)]
+    pub io_bytes: Option<u64>,
+    /// Seed of the request stream.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Block targets: fill the device sequentially first, then run and report the workload only.
+    #[arg(long)]
+    pub precondition: bool,
+    /// randrw: percentage of reads.
+    #[arg(long, default_value_t = 50)]
+    pub rwmixread: u32,
+    /// virtual (default): device time only; real: each request also takes its modelled time on
+    /// the wall clock (QD 1), and the clock's error (actual minus modelled latency) is reported.
+    #[arg(long, default_value = "virtual")]
+    pub clock: nand::ClockMode,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct LatencyUs {
+    mean: f64,
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct FtlInfo {
+    name: String,
+    mapping_bytes: u64,
+    cmt_hit_ratio: Option<f64>,
+    translation_reads: u64,
+    translation_writes: u64,
+    controller_busy_us: f64,
+}
+
+/// The result of one run: the stable field names other tools read.
+#[derive(Debug, Serialize)]
+struct IoResult {
+    target: String,
+    device: String,
+    rw: String,
+    bs: u64,
+    qd: u32,
+    seed: u64,
+    ops: u64,
+    iops: f64,
+    mib_per_s: f64,
+    virtual_seconds: f64,
+    latency_us: LatencyUs,
+    flash: FlashCounts,
+    energy_joules: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clock_error_us: Option<LatencyUs>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<HostCounts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gc: Option<GcCounts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waf: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ftl: Option<FtlInfo>,
+}
+
+/// Progress for runs that last longer than a second of wall-clock time.
+struct Progress {
+    total: u64,
+    started: Instant,
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        Progress { total, started: Instant::now(), bar: None }
+    }
+    fn tick(&mut self, done: u64) {
+        if done % 4096 != 0 && done != self.total {
+            return;
+        }
+        if self.bar.is_none() && self.started.elapsed().as_secs_f64() > 1.0 {
+            let bar = ProgressBar::new(self.total);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} requests ({eta})")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+        }
+    }
+    fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn summary(l: &LoopResult) -> LatencyUs {
+    let s = LatencySummary::from_ns_histogram(&l.latency_ns);
+    LatencyUs { mean: s.mean, p50: s.p50, p99: s.p99, max: s.max }
+}
+
+fn request_count(args: &IoArgs) -> anyhow::Result<u64> {
+    let ops = match (args.ops, args.io_bytes) {
+        (Some(n), _) => n,
+        (None, Some(bytes)) => bytes.div_ceil(args.bs),
+        (None, None) => 100_000,
+    };
+    if ops == 0 {
+        bail!("--ops (or --io-bytes) must ask for at least one request");
+    }
+    if args.qd == 0 {
+        bail!("--qd must be at least 1");
+    }
+    Ok(ops)
+}
+
+pub fn run(args: IoArgs) -> anyhow::Result<()> {
+    let ops = request_count(&args)?;
+    let wall = Instant::now();
+    let result = if args.target.target == "raw" {
+        run_raw(&args, ops)?
+    } else {
+        run_block(&args, ops)?
+    };
+    let wall_s = wall.elapsed().as_secs_f64();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print_human(&result, wall_s);
+    }
+    Ok(())
+}
+
+fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
+    if args.target.image.is_some() {
+        bail!("--image is for block targets; the raw target runs on a fresh device");
+    }
+    let rw = args.rw.clone().unwrap_or_else(|| "randread".into());
+    let pattern: RawPattern = rw.parse().map_err(anyhow::Error::msg)?;
+    let cfg = args.target.device.load()?;
+    let mut nand = Nand::new(cfg)?;
+    if args.precondition {
+        // Program every page once (stripe order, all dies busy) so that reads return real data.
+        let mut fill = RawWorkload::new(&nand, RawPattern::Write, u64::from(nand.geometry().page_size_bytes), args.seed ^ 0xF111)
+            .map_err(anyhow::Error::msg)?;
+        let pages = nand.geometry().pages();
+        let dies = nand.geometry().dies();
+        let mut progress = Progress::new(pages);
+        run_closed_loop(0, dies, pages, |_, at| fill.submit(&mut nand, at), |d| progress.tick(d)).context("precondition failed")?;
+        progress.finish();
+        nand.reset_stats();
+    }
+    let mut w = RawWorkload::new(&nand, pattern, args.bs, args.seed).map_err(anyhow::Error::msg)?;
+    let mut progress = Progress::new(ops);
+    let start = nand.now_ns();
+    let energy_before = nand.report().energy.total_joules;
+    let mut clock_error_us = None;
+    let l = match args.clock {
+        nand::ClockMode::Virtual | nand::ClockMode::None => {
+            run_closed_loop(start, args.qd, ops, |_, at| w.submit(&mut nand, at), |d| progress.tick(d)).context("flash operation failed")?
+        }
+        nand::ClockMode::Real => {
+            if args.qd != 1 {
+                bail!("--clock real runs at QD 1 here (one thread waits per request); use noftl serve for concurrency");
+            }
+            let (l, err) = run_real_time(&mut nand, &mut w, ops, &mut progress)?;
+            clock_error_us = Some(err);
+            l
+        }
+    };
+    progress.finish();
+    let report = nand.report();
+    Ok(IoResult {
+        target: "raw".into(),
+        device: nand.config().name.clone(),
+        rw,
+        bs: args.bs,
+        qd: args.qd,
+        seed: args.seed,
+        ops,
+        iops: l.ops_per_second(),
+        mib_per_s: l.ops_per_second() * args.bs as f64 / f64::from(1 << 20),
+        virtual_seconds: l.elapsed_ns() as f64 / 1e9,
+        latency_us: summary(&l),
+        flash: report.flash,
+        energy_joules: report.energy.total_joules - energy_before,
+        clock_error_us,
+        host: None,
+        gc: None,
+        waf: None,
+        ftl: None,
+    })
+}
+
+/// Runs QD-1 requests on the wall clock: each is submitted at the real clock's now and waited
+/// for until its modelled completion. Returns the modelled latencies and the clock's error
+/// (actual minus modelled latency) in microseconds.
+fn run_real_time(nand: &mut Nand, w: &mut RawWorkload, ops: u64, progress: &mut Progress) -> anyhow::Result<(LoopResult, LatencyUs)> {
+    let clock = nand::RealClock::new();
+    // The device's virtual time must run on the wall clock: start it where the device stands.
+    let offset = nand.now_ns();
+    let mut error_ns = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut negative = 0u64;
+    let start = offset + clock.now_ns();
+    let l = run_closed_loop(
+        start,
+        1,
+        ops,
+        |_, _| -> anyhow::Result<Nanos> {
+            let at = offset + clock.now_ns();
+            let done = w.submit(nand, at)?;
+            clock.wait_until(done - offset);
+            let actual = offset + clock.now_ns() - at;
+            let modelled = done - at;
+            match actual.checked_sub(modelled) {
+                Some(e) => error_ns.record(e.max(1))?,
+                None => negative += 1,
+            }
+            Ok(offset + clock.now_ns())
+        },
+        |d| progress.tick(d),
+    )?;
+    debug_assert_eq!(negative, 0, "wait_until never returns early");
+    let us = |q: f64| error_ns.value_at_quantile(q) as f64 / 1000.0;
+    Ok((l, LatencyUs { mean: error_ns.mean() / 1000.0, p50: us(0.5), p99: us(0.99), max: error_ns.max() as f64 / 1000.0 }))
+}
+
+/// Block-device access patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockPattern {
+    Read,
+    Randread,
+    Write,
+    Randwrite,
+    Randrw,
+    Trim,
+}
+
+impl BlockPattern {
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "read" => BlockPattern::Read,
+            "randread" => BlockPattern::Randread,
+            "write" => BlockPattern::Write,
+            "randwrite" => BlockPattern::Randwrite,
+            "randrw" => BlockPattern::Randrw,
+            "trim" => BlockPattern::Trim,
+            other => bail!("unknown --rw '{other}' (read, randread, write, randwrite, randrw, trim)"),
+        })
+    }
+}
+
+/// The request stream for a block target: what each request does, from the seed alone.
+struct BlockStream {
+    pattern: BlockPattern,
+    pages_per_request: u64,
+    slots: u64,
+    cursor: u64,
+    rng: Xoshiro256PlusPlus,
+    read_percent: u32,
+}
+
+#[derive(Clone, Copy)]
+enum Req {
+    Read(u64),
+    Write(u64),
+    Trim(u64),
+}
+
+impl BlockStream {
+    fn next(&mut self) -> Req {
+        let seq = |s: &mut Self| {
+            let slot = s.cursor % s.slots;
+            s.cursor += 1;
+            slot * s.pages_per_request
+        };
+        let rand = |s: &mut Self| (s.rng.next_u64() % s.slots) * s.pages_per_request;
+        match self.pattern {
+            BlockPattern::Read => Req::Read(seq(self)),
+            BlockPattern::Write => Req::Write(seq(self)),
+            BlockPattern::Randread => Req::Read(rand(self)),
+            BlockPattern::Randwrite => Req::Write(rand(self)),
+            BlockPattern::Trim => Req::Trim(rand(self)),
+            BlockPattern::Randrw => {
+                let read = (self.rng.next_u64() % 100) < u64::from(self.read_percent);
+                let lpn = rand(self);
+                if read {
+                    Req::Read(lpn)
+                } else {
+                    Req::Write(lpn)
+                }
+            }
+        }
+    }
+}
+
+fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
+    let rw = args.rw.clone().unwrap_or_else(|| "randwrite".into());
+    let pattern = BlockPattern::parse(&rw)?;
+    if args.clock != nand::ClockMode::Virtual {
+        bail!("block targets run in virtual time here; noftl serve --clock real runs them on the wall clock");
+    }
+    if args.bs == 0 || args.bs % LOGICAL_PAGE_BYTES as u64 != 0 {
+        bail!("--bs must be a positive multiple of {LOGICAL_PAGE_BYTES} bytes on block targets");
+    }
+    if args.rwmixread > 100 {
+        bail!("--rwmixread is a percentage (0..=100)");
+    }
+    let mut dev = targets::build(&args.target)?;
+    let pages_per_request = args.bs / LOGICAL_PAGE_BYTES as u64;
+    let capacity = dev.capacity_pages();
+    if pages_per_request > capacity {
+        bail!("--bs {} is larger than the device ({} pages)", args.bs, capacity);
+    }
+    let mut data = vec![0u8; args.bs as usize];
+    Xoshiro256PlusPlus::seed_from_u64(args.seed ^ 0xDA7A).fill_bytes(&mut data);
+    let mut buf = vec![0u8; args.bs as usize];
+    let mut now = 0;
+    if args.precondition {
+        now = precondition(dev.as_mut(), &data)?;
+    }
+    let before = (dev.report(), flash_counts(dev.as_ref()), energy(dev.as_ref()));
+    let mut stream = BlockStream {
+        pattern,
+        pages_per_request,
+        slots: capacity / pages_per_request,
+        cursor: 0,
+        rng: Xoshiro256PlusPlus::seed_from_u64(args.seed),
+        read_percent: args.rwmixread,
+    };
+    let mut progress = Progress::new(ops);
+    let l = run_closed_loop(
+        now,
+        args.qd,
+        ops,
+        |_, at| -> Result<Nanos, ftl::FtlError> {
+            match stream.next() {
+                Req::Read(lpn) => dev.read(at, lpn, &mut buf),
+                Req::Write(lpn) => dev.write(at, lpn, &data, false),
+                Req::Trim(lpn) => dev.trim(at, lpn, pages_per_request),
+            }
+        },
+        |d| progress.tick(d),
+    )
+    .with_context(|| format!("request to {} failed", dev.name()))?;
+    progress.finish();
+    let after = dev.report();
+    let flash = flash_counts(dev.as_ref()).saturating_sub(&before.1);
+    Ok(block_result(args, rw, ops, &l, &before.0, &after, flash, energy(dev.as_ref()) - before.2, dev.as_ref()))
+}
+
+/// Fills every logical page once, sequentially, in large requests.
+fn precondition(dev: &mut dyn BlockDevice, pattern: &[u8]) -> anyhow::Result<Nanos> {
+    let chunk_pages = 64u64;
+    let mut chunk = vec![0u8; chunk_pages as usize * LOGICAL_PAGE_BYTES];
+    for piece in chunk.chunks_mut(pattern.len()) {
+        piece.copy_from_slice(&pattern[..piece.len()]);
+    }
+    let capacity = dev.capacity_pages();
+    let mut progress = Progress::new(capacity.div_ceil(chunk_pages));
+    let mut lpn = 0;
+    let mut now = 0;
+    let mut i = 0;
+    while lpn < capacity {
+        let n = chunk_pages.min(capacity - lpn);
+        now = dev.write(now, lpn, &chunk[..n as usize * LOGICAL_PAGE_BYTES], false).context("precondition write failed")?;
+        lpn += n;
+        i += 1;
+        progress.tick(i);
+    }
+    progress.finish();
+    Ok(dev.flush(now)?)
+}
+
+fn flash_counts(dev: &dyn BlockDevice) -> FlashCounts {
+    dev.nand().map(|n| n.stats().flash_counts()).unwrap_or_default()
+}
+
+fn energy(dev: &dyn BlockDevice) -> f64 {
+    dev.nand().map_or(0.0, |n| n.report().energy.total_joules)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn block_result(args: &IoArgs, rw: String, ops: u64, l: &LoopResult, before: &FtlReport, after: &FtlReport, flash: FlashCounts, energy_joules: f64, dev: &dyn BlockDevice) -> IoResult {
+    let host = HostCounts {
+        reads: after.host.reads - before.host.reads,
+        writes: after.host.writes - before.host.writes,
+        trims: after.host.trims - before.host.trims,
+        flushes: after.host.flushes - before.host.flushes,
+    };
+    let gc = GcCounts {
+        migrations: after.gc.migrations - before.gc.migrations,
+        erases: after.gc.erases - before.gc.erases,
+        wl_migrations: after.gc.wl_migrations - before.gc.wl_migrations,
+        wl_erases: after.gc.wl_erases - before.gc.wl_erases,
+    };
+    let waf = if host.writes == 0 { 0.0 } else { (flash.programs + flash.partial_programs) as f64 / host.writes as f64 };
+    IoResult {
+        target: args.target.target.clone(),
+        device: dev.nand().map_or_else(|| "none".to_string(), |n| n.config().name.clone()),
+        rw,
+        bs: args.bs,
+        qd: args.qd,
+        seed: args.seed,
+        ops,
+        iops: l.ops_per_second(),
+        mib_per_s: l.ops_per_second() * args.bs as f64 / f64::from(1 << 20),
+        virtual_seconds: l.elapsed_ns() as f64 / 1e9,
+        latency_us: summary(l),
+        flash,
+        energy_joules,
+        clock_error_us: None,
+        host: Some(host),
+        gc: Some(gc),
+        waf: Some(waf),
+        ftl: Some(FtlInfo {
+            name: after.name.clone(),
+            mapping_bytes: after.mapping_bytes,
+            cmt_hit_ratio: after.cmt_hit_ratio,
+            translation_reads: after.translation_reads - before.translation_reads,
+            translation_writes: after.translation_writes - before.translation_writes,
+            controller_busy_us: after.controller_busy_us - before.controller_busy_us,
+        }),
+    }
+}
+
+fn print_human(r: &IoResult, wall_s: f64) {
+    println!("{} on {} ({}), {} x {} B at QD {}, seed {}", r.rw, r.target, r.device, r.ops, r.bs, r.qd, r.seed);
+    println!("  throughput  {:.0} IOPS, {:.2} MiB/s over {:.6} s of device time", r.iops, r.mib_per_s, r.virtual_seconds);
+    println!("  latency us  mean {:.2}  p50 {:.2}  p99 {:.2}  max {:.2}", r.latency_us.mean, r.latency_us.p50, r.latency_us.p99, r.latency_us.max);
+    let f = &r.flash;
+    println!(
+        "  flash       {} reads, {} programs, {} partial programs, {} erases, {} OOB reads, {} OOB writes",
+        f.reads, f.programs, f.partial_programs, f.erases, f.oob_reads, f.oob_writes
+    );
+    if let (Some(h), Some(g), Some(waf), Some(x)) = (&r.host, &r.gc, r.waf, &r.ftl) {
+        println!("  host        {} reads, {} writes, {} trims (pages)", h.reads, h.writes, h.trims);
+        println!("  gc          {} migrations, {} erases; WAF {waf:.3}", g.migrations, g.erases);
+        println!(
+            "  ftl         {}: mapping {} B, translation {} reads / {} writes{}, controller {:.1} us",
+            x.name,
+            x.mapping_bytes,
+            x.translation_reads,
+            x.translation_writes,
+            x.cmt_hit_ratio.map(|h| format!(", CMT hit {:.1}%", h * 100.0)).unwrap_or_default(),
+            x.controller_busy_us
+        );
+    }
+    if let Some(e) = &r.clock_error_us {
+        println!("  real clock  actual - modelled latency: p50 {:.2} us, p99 {:.2} us, max {:.2} us", e.p50, e.p99, e.max);
+    }
+    println!("  energy      {:.6} J", r.energy_joules);
+    if wall_s > 0.0 {
+        println!("  emulator    {:.2} s wall clock, {:.0} requests/s", wall_s, r.ops as f64 / wall_s);
+    }
+}

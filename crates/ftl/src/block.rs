@@ -1,0 +1,389 @@
+//! `block`: the block-level mapping FTL. Logical block `L` (pages `L * ppb .. (L + 1) * ppb`)
+//! lives in one physical block, page `i` of `L` in page `i` of that block. A write to a page at
+//! or beyond the block's next free page is programmed in place ("append"); any other write, and
+//! a trim that leaves some pages of the block valid, rewrites the block into a fresh one, copying
+//! the other valid pages (the classic read-modify-write merge), then erases the old block.
+//!
+//! On-flash metadata: only the OOB record of every page (`common::Tag`): kind, flags, `lpn`, and
+//! in `seq` the *version* of the physical block (a global counter taken when the block is
+//! allocated; every page of one physical incarnation carries the same version).
+//!
+//! Invariants:
+//! 1. `map[L]` is the physical block of `L` or `NONE`; a physical block serves at most one `L`.
+//! 2. Page `i` of a mapped block is valid (bit set in `valid`) iff it holds the newest data of
+//!    logical page `L * ppb + i`; unmapped logical pages and invalid pages read as zeros.
+//! 3. Pages of a block are programmed in increasing order: appends only at or beyond `next_free`.
+//! 4. A merge programs its pages in order and sets the commit flag on its last page only; a page
+//!    programmed into a fresh block or appended carries the commit flag itself. The old block is
+//!    erased only after the merge's commit page is programmed.
+//! 5. On flash, the newest committed version of `L` holds exactly the valid pages of `L` (a
+//!    trim that invalidates a page rewrites or erases the block before it returns), so recovery
+//!    (`open`) picks, per `L`, the committed block with the highest version and erases the rest.
+//! 6. Every write is on flash when it returns (there is no write cache), so `flush` only counts.
+
+use nand::{Nand, Nanos, Purpose};
+use serde::{Deserialize, Serialize};
+
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
+use crate::controller::{Controller, ControllerConfig};
+
+pub(crate) mod common;
+
+use common::{is_block_failure, shared_block_device_methods, 
+    check_spare_factor, chunks, scan_device, Bits, Counters, Flash, FreePool, Kind, Tag, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST,
+    CYC_UPDATE, FLAG_COMMIT, NONE,
+};
+
+/// Options of the block-level FTL.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockOptions {
+    /// Fraction of physical blocks not exposed as capacity (merge targets, bad-block reserve).
+    /// Default 0.07: the usual consumer-SSD over-provisioning (GiB sold as GB).
+    pub spare_factor: f64,
+    pub controller: ControllerConfig,
+}
+
+impl Default for BlockOptions {
+    fn default() -> Self {
+        BlockOptions { spare_factor: 0.07, controller: ControllerConfig::default() }
+    }
+}
+
+/// Fewest spare blocks that keep merges going: one merge target plus one block of slack.
+const MIN_SPARE_BLOCKS: u32 = 2;
+
+/// RAM state of one physical block.
+#[derive(Clone, Copy, Debug, Default)]
+struct Phys {
+    next_free: u32,
+    version: u64,
+}
+
+/// The block-level mapping FTL.
+#[derive(Debug)]
+pub struct BlockFtl {
+    f: Flash,
+    ctrl: Controller,
+    c: Counters,
+    logical_blocks: u32,
+    map: Vec<u32>,
+    pb: Vec<Phys>,
+    valid: Bits,
+    free: FreePool,
+    seq: u64,
+    merges: u64,
+}
+
+/// Logical blocks exposed for a geometry and spare factor (independent of bad blocks, so that
+/// capacity does not change across a restart).
+pub(crate) fn logical_blocks(f: &Flash, spare_factor: f64, min_spare: u32) -> Result<u32, FtlError> {
+    check_spare_factor(spare_factor)?;
+    let blocks = f.geo.blocks();
+    let logical = (f64::from(blocks) * (1.0 - spare_factor)).floor() as u32;
+    let good = (0..blocks).filter(|&b| !f.is_bad(b)).count() as u32;
+    if logical == 0 || good < logical + min_spare {
+        return Err(FtlError::Config(format!(
+            "{good} good blocks cannot hold {logical} logical blocks plus {min_spare} spare; raise the spare factor ({spare_factor})"
+        )));
+    }
+    Ok(logical)
+}
+
+impl BlockFtl {
+    /// Formats `nand` (erases whatever it holds) and starts an empty device.
+    pub fn new(nand: Nand, opts: &BlockOptions) -> Result<Self, FtlError> {
+        let mut f = Flash::new(nand)?;
+        let logical = logical_blocks(&f, opts.spare_factor, MIN_SPARE_BLOCKS)?;
+        let now = f.nand.now_ns();
+        f.format(now)?;
+        let mut me = Self::empty(f, opts, logical);
+        for pbn in 0..me.f.geo.blocks() {
+            if !me.f.is_bad(pbn) {
+                me.free.push(me.f.die_of(pbn), pbn);
+            }
+        }
+        me.c = Counters::new(&me.f.nand);
+        Ok(me)
+    }
+
+    fn empty(f: Flash, opts: &BlockOptions, logical: u32) -> Self {
+        let blocks = f.geo.blocks();
+        BlockFtl {
+            ctrl: Controller::new(&opts.controller),
+            c: Counters::new(&f.nand),
+            logical_blocks: logical,
+            map: vec![NONE; logical as usize],
+            pb: vec![Phys::default(); blocks as usize],
+            valid: Bits::new(f.geo.pages()),
+            free: FreePool::new(f.geo.dies()),
+            seq: 0,
+            merges: 0,
+            f,
+        }
+    }
+
+    /// Rebuilds the FTL from what is on `nand` (after a power cut: call `nand.power_on()` first).
+    pub fn open(nand: Nand, opts: &BlockOptions) -> Result<Self, FtlError> {
+        let mut f = Flash::new(nand)?;
+        check_spare_factor(opts.spare_factor)?;
+        let logical = (f64::from(f.geo.blocks()) * (1.0 - opts.spare_factor)).floor() as u32;
+        let mut ctrl = Controller::new(&opts.controller);
+        let now = f.nand.now_ns();
+        let (scan, t) = scan_device(&mut f, &mut ctrl, now)?;
+        let ppb = u64::from(f.ppb);
+        // Per logical block: (version, pbn) of the newest committed block (invariant 5).
+        let mut best: Vec<(u64, u32)> = vec![(0, NONE); logical as usize];
+        let mut max_seq = 0;
+        for (pbn, s) in scan.iter().enumerate() {
+            let Some(&(_, first)) = s.tags.first() else { continue };
+            let lbn = first.lpn / ppb;
+            let mut committed = false;
+            for &(page, tag) in &s.tags {
+                if tag.lpn / ppb != lbn || tag.lpn % ppb != u64::from(page) || tag.seq != first.seq || tag.kind == Kind::Trim {
+                    return Err(FtlError::Recovery(format!(
+                        "block {pbn} holds pages of another layout (lpn {} at page {page}); not a block-FTL device",
+                        tag.lpn
+                    )));
+                }
+                committed |= tag.kind == Kind::Data && tag.commit();
+            }
+            max_seq = max_seq.max(first.seq);
+            if lbn >= u64::from(logical) {
+                return Err(FtlError::Recovery(format!(
+                    "block {pbn} holds logical block {lbn}, beyond the {logical} this spare factor exposes; open with the options it was formatted with"
+                )));
+            }
+            if committed && (best[lbn as usize].1 == NONE || first.seq > best[lbn as usize].0) {
+                best[lbn as usize] = (first.seq, pbn as u32);
+            }
+        }
+        let mut me = Self::empty(f, opts, logical);
+        me.ctrl = ctrl;
+        me.seq = max_seq;
+        for (lbn, &(version, pbn)) in best.iter().enumerate() {
+            if pbn == NONE {
+                continue;
+            }
+            me.map[lbn] = pbn;
+            let s = &scan[pbn as usize];
+            me.pb[pbn as usize] = Phys { next_free: s.next_free, version };
+            for &(page, tag) in &s.tags {
+                if tag.kind == Kind::Data {
+                    me.valid.set(me.f.ppn(pbn, page).0);
+                }
+            }
+        }
+        for (pbn, s) in scan.iter().enumerate() {
+            let pbn = pbn as u32;
+            let mapped = s.tags.first().is_some_and(|(_, t)| best[(t.lpn / ppb) as usize].1 == pbn);
+            if mapped || s.bad {
+                continue;
+            }
+            // Superseded versions, uncommitted merges, torn pages, interrupted erases.
+            if me.f.make_clean(t, pbn, s)? {
+                me.free.push(me.f.die_of(pbn), pbn);
+            }
+        }
+        me.c = Counters::new(&me.f.nand);
+        Ok(me)
+    }
+
+    /// Merges done so far (each rewrote one block).
+    pub fn merges(&self) -> u64 {
+        self.merges
+    }
+
+    /// Mapping-table bytes: one 4-byte physical block number per logical block.
+    pub fn mapping_bytes(&self) -> u64 {
+        4 * u64::from(self.logical_blocks)
+    }
+
+    pub fn into_nand(self) -> Nand {
+        self.f.nand
+    }
+
+    fn alloc(&mut self, lbn: u64) -> Result<u32, FtlError> {
+        let pbn = self.free.pop((lbn % u64::from(self.f.geo.dies())) as u32).ok_or(FtlError::NoSpace("a block merge"))?;
+        self.seq += 1;
+        self.pb[pbn as usize] = Phys { next_free: 0, version: self.seq };
+        Ok(pbn)
+    }
+
+    /// Programs host pages `off..` of `data` into `pbn` (fresh or append), each page committed.
+    fn program_host(&mut self, t: Nanos, lbn: u64, pbn: u32, off: u32, data: &[u8]) -> Result<Nanos, FtlError> {
+        let ppb = u64::from(self.f.ppb);
+        let version = self.pb[pbn as usize].version;
+        let mut done = t;
+        for (i, page_data) in data.chunks(LOGICAL_PAGE_BYTES).enumerate() {
+            let page = off + i as u32;
+            let lpn_base = lbn * ppb;
+            let mut nf = self.pb[pbn as usize].next_free;
+            let padded = self.f.pad_to(t, pbn, &mut nf, page, lpn_base, version, 0, Purpose::Host);
+            self.pb[pbn as usize].next_free = nf;
+            done = done.max(padded?);
+            let ppn = self.f.ppn(pbn, page);
+            let tag = Tag::data(lpn_base + u64::from(page), version, 0, FLAG_COMMIT);
+            done = done.max(self.f.program(t, ppn, page_data, &tag, Purpose::Host)?);
+            self.valid.set(ppn.0);
+        }
+        Ok(done)
+    }
+
+    /// Rewrites logical block `lbn` into a fresh block: host pages `new` (offset, data) replace
+    /// theirs, pages in `drop` (offset, count) are left out (trim), other valid pages are copied.
+    fn merge(&mut self, t: Nanos, lbn: u64, new: Option<(u32, &[u8])>, drop: Option<(u32, u32)>) -> Result<Nanos, FtlError> {
+        let ppb = self.f.ppb;
+        let old = self.map[lbn as usize];
+        let t = self.ctrl.charge(t, CYC_MERGE_PAGE * u64::from(ppb));
+        let covers = |r: Option<(u32, u32)>, p: u32| r.is_some_and(|(o, n)| p >= o && p < o + n);
+        let new_range = new.map(|(o, d)| (o, (d.len() / LOGICAL_PAGE_BYTES) as u32));
+        let source = |me: &Self, p: u32| -> bool {
+            covers(new_range, p) || (!covers(drop, p) && me.valid.get(me.f.ppn(old, p).0))
+        };
+        let last = (0..ppb).rev().find(|&p| source(self, p));
+        let mut done = t;
+        if let Some(last) = last {
+            let dst = self.alloc(lbn)?;
+            let version = self.pb[dst as usize].version;
+            let lpn_base = lbn * u64::from(ppb);
+            for p in 0..=last {
+                if !source(self, p) {
+                    continue;
+                }
+                let mut nf = self.pb[dst as usize].next_free;
+                let padded = self.f.pad_to(t, dst, &mut nf, p, lpn_base, version, 0, Purpose::Gc);
+                self.pb[dst as usize].next_free = nf;
+                done = done.max(padded?);
+                let flags = if p == last { FLAG_COMMIT } else { 0 };
+                let tag = Tag::data(lpn_base + u64::from(p), version, 0, flags);
+                let ppn = self.f.ppn(dst, p);
+                match new {
+                    Some((o, d)) if covers(new_range, p) => {
+                        let at = (p - o) as usize * LOGICAL_PAGE_BYTES;
+                        done = done.max(self.f.program(t, ppn, &d[at..at + LOGICAL_PAGE_BYTES], &tag, Purpose::Host)?);
+                    }
+                    _ => {
+                        let r = self.f.read_buf(t, self.f.ppn(old, p), Purpose::Gc)?;
+                        done = done.max(self.f.program_buf(r, ppn, &tag, Purpose::Gc)?);
+                        self.c.gc.migrations += 1;
+                    }
+                }
+                self.valid.set(ppn.0);
+            }
+            self.map[lbn as usize] = dst;
+        } else {
+            self.map[lbn as usize] = NONE;
+        }
+        self.merges += u64::from(last.is_some());
+        // The old block goes only now that the new one is committed (invariant 4). The host
+        // request does not wait for this erase; later operations on the die queue behind it.
+        self.valid.clear_range(self.f.geo.first_page(nand::Pbn(old)).0, u64::from(ppb));
+        self.retire(done, old)?;
+        Ok(done)
+    }
+
+    /// Erases a block the FTL no longer needs and returns it to the pool (unless it went bad).
+    fn retire(&mut self, at: Nanos, pbn: u32) -> Result<(), FtlError> {
+        match self.f.erase(at, pbn, Purpose::Gc) {
+            Ok(_) => {
+                self.c.gc.erases += 1;
+                self.free.push(self.f.die_of(pbn), pbn);
+                Ok(())
+            }
+            Err(e) if is_block_failure(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn write_chunk(&mut self, t: Nanos, lbn: u64, off: u32, data: &[u8]) -> Result<Nanos, FtlError> {
+        let n = (data.len() / LOGICAL_PAGE_BYTES) as u64;
+        let cur = self.map[lbn as usize];
+        let t = self.ctrl.charge(t, CYC_UPDATE * n);
+        if cur == NONE {
+            let dst = self.alloc(lbn)?;
+            self.map[lbn as usize] = dst;
+            return self.program_host(t, lbn, dst, off, data);
+        }
+        if off >= self.pb[cur as usize].next_free && !self.f.is_bad(cur) {
+            return self.program_host(t, lbn, cur, off, data);
+        }
+        self.merge(t, lbn, Some((off, data)), None)
+    }
+
+    fn trim_chunk(&mut self, t: Nanos, lbn: u64, off: u32, n: u32) -> Result<Nanos, FtlError> {
+        let cur = self.map[lbn as usize];
+        if cur == NONE {
+            return Ok(t);
+        }
+        let base = self.f.geo.first_page(nand::Pbn(cur)).0;
+        if self.valid.count_range(base + u64::from(off), u64::from(n)) == 0 {
+            return Ok(t);
+        }
+        // `merge` with nothing left to copy just erases the block and unmaps it.
+        self.merge(t, lbn, None, Some((off, n)))
+    }
+}
+
+impl BlockDevice for BlockFtl {
+    fn name(&self) -> String {
+        "block".into()
+    }
+
+    fn capacity_pages(&self) -> u64 {
+        u64::from(self.logical_blocks) * u64::from(self.f.ppb)
+    }
+
+    fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
+        let pages = check_request(lpn, buf.len(), self.capacity_pages())?;
+        let t = self.ctrl.charge(at_ns, CYC_REQUEST + CYC_LOOKUP * pages);
+        let ppb = u64::from(self.f.ppb);
+        let mut done = t;
+        for (i, chunk) in buf.chunks_mut(LOGICAL_PAGE_BYTES).enumerate() {
+            let l = lpn + i as u64;
+            let pbn = self.map[(l / ppb) as usize];
+            let ppn = if pbn == NONE { None } else { Some(self.f.ppn(pbn, (l % ppb) as u32)) };
+            match ppn {
+                Some(ppn) if self.valid.get(ppn.0) => done = done.max(self.f.read(t, ppn, chunk, Purpose::Host)?),
+                _ => chunk.fill(0),
+            }
+        }
+        self.c.host.reads += pages;
+        Ok(done)
+    }
+
+    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+        let pages = check_request(lpn, data.len(), self.capacity_pages())?;
+        let t = self.ctrl.charge(at_ns, CYC_REQUEST);
+        let mut done = t;
+        let mut at = 0;
+        for (lbn, off, n) in chunks(lpn, pages, self.f.ppb) {
+            let len = n as usize * LOGICAL_PAGE_BYTES;
+            done = done.max(self.write_chunk(t, lbn, off, &data[at..at + len])?);
+            at += len;
+            self.c.host.writes += u64::from(n);
+        }
+        Ok(done)
+    }
+
+    fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
+        check_range(lpn, pages, self.capacity_pages())?;
+        let t = self.ctrl.charge(at_ns, CYC_REQUEST);
+        let mut done = t;
+        for (lbn, off, n) in chunks(lpn, pages, self.f.ppb) {
+            let t = self.ctrl.charge(t, CYC_LOOKUP);
+            done = done.max(self.trim_chunk(t, lbn, off, n)?);
+        }
+        self.c.host.trims += pages;
+        Ok(done)
+    }
+
+    // flush (invariant 6: nothing is buffered), report, nand, nand_mut.
+    shared_block_device_methods!();
+}
+
+/// Mapping memory of a block-level FTL (and of AMF's AFTL) for a device of `capacity_bytes`:
+/// one 4-byte entry per block of `pages_per_block` pages of `page_bytes`. Seed 001's table:
+/// 512 GiB with 128 x 4 KiB blocks gives 4 MiB; 1 TiB gives 8 MiB.
+pub fn mapping_bytes_for(capacity_bytes: u64, page_bytes: u64, pages_per_block: u64) -> u64 {
+    4 * capacity_bytes.div_ceil(page_bytes * pages_per_block)
+}

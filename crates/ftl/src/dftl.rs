@@ -52,14 +52,14 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use nand::{Nand, NandError, Nanos, OpKind, Ppn, Purpose};
+use nand::{Nand, NandError, Nanos, Ppn, Purpose};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
 use crate::controller::Controller;
 use crate::journal::{scan, Journal, UNMAPPED};
 use crate::oob::{OobRecord, PageKind};
-use crate::options::{page_mapped_capacity, FtlOptions, COST_BENEFIT_CYCLES_PER_CANDIDATE, DRAM_ACCESS_CYCLES, LOOKUP_CYCLES, MOVE_CYCLES, VICTIM_CYCLES};
-use crate::space::{FlashSpace, GcPolicy, LivePage, Move, SpaceCounts};
+use crate::options::{charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report, FtlOptions, DRAM_ACCESS_CYCLES, LOOKUP_CYCLES};
+use crate::space::{FlashSpace, LivePage, Move, SpaceCounts};
 
 const DATA: u8 = 0;
 const TRANSLATION: u8 = 1;
@@ -487,15 +487,7 @@ impl Dftl {
     }
 
     fn charge_background(&mut self, at_ns: Nanos) {
-        let now = self.space.counts();
-        let moves = (now.gc_migrations + now.wl_migrations) - (self.charged.gc_migrations + self.charged.wl_migrations);
-        let victims = (now.gc_victims + now.wl_erases) - (self.charged.gc_victims + self.charged.wl_erases);
-        if moves + victims > 0 {
-            let per_victim = VICTIM_CYCLES
-                + if self.space.config().gc == GcPolicy::CostBenefit { COST_BENEFIT_CYCLES_PER_CANDIDATE * u64::from(self.space.geometry().blocks()) } else { 0 };
-            self.ctrl.charge(at_ns, moves * MOVE_CYCLES + victims * per_victim);
-        }
-        self.charged = now;
+        charge_gc_work(&mut self.ctrl, &self.space, &mut self.charged, at_ns);
     }
 
     /// The current mapping of `lpn` without touching the CMT's order (for checkpoints).
@@ -593,13 +585,7 @@ impl BlockDevice for Dftl {
         let mut end = at_ns;
         for (i, chunk) in buf.chunks_exact_mut(LOGICAL_PAGE_BYTES).enumerate() {
             let (s, t) = self.lookup(at_ns, lpn + i as u64)?;
-            let p = self.cmt.entries[s as usize].ppn;
-            let done = if p == UNMAPPED {
-                chunk.fill(0);
-                t
-            } else {
-                self.space.read(t, Ppn(u64::from(p)), chunk, &mut [], Purpose::Host)?
-            };
+            let done = read_mapped(&mut self.space, t, self.cmt.entries[s as usize].ppn, chunk)?;
             end = end.max(done);
             self.host.reads += 1;
         }
@@ -707,31 +693,13 @@ impl BlockDevice for Dftl {
     }
 
     fn report(&self) -> FtlReport {
-        let c = self.space.counts();
-        let programs = self.space.nand().stats().total(OpKind::Program);
         FtlReport {
-            name: self.name(),
-            host: self.host,
-            gc: GcCounts { migrations: c.gc_migrations, erases: c.gc_erases, wl_migrations: c.wl_migrations, wl_erases: c.wl_erases },
-            waf: if self.host.writes == 0 { 0.0 } else { programs as f64 / self.host.writes as f64 },
-            mapping_bytes: self.mapping_bytes(),
             cmt_hit_ratio: Some(if self.lookups == 0 { 0.0 } else { self.hits as f64 / self.lookups as f64 }),
             translation_reads: self.translation_reads,
             translation_writes: self.translation_writes,
-            controller_busy_us: self.ctrl.busy_us(),
+            ..space_report(self.name(), &self.space, self.host, &self.ctrl, self.mapping_bytes())
         }
     }
 
-    fn nand(&self) -> Option<&Nand> {
-        Some(self.space.nand())
-    }
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        Some(self.space.nand_mut())
-    }
-    fn into_nand(self: Box<Self>) -> Option<Nand> {
-        Some(self.space.into_nand())
-    }
-    fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
-        Dftl::background(self, at_ns, max_victims)
-    }
+    space_device_methods!();
 }

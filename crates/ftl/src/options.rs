@@ -20,12 +20,12 @@
 //!
 //! DFTL's costs are in `dftl.rs`.
 
-use nand::Nand;
+use nand::{Nand, OpKind};
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{BlockDevice, FtlError};
-use crate::controller::ControllerConfig;
-use crate::space::{GcPolicy, SpaceConfig};
+use crate::block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts};
+use crate::controller::{Controller, ControllerConfig};
+use crate::space::{FlashSpace, GcPolicy, SpaceConfig, SpaceCounts};
 
 pub const DRAM_ACCESS_CYCLES: u64 = 40;
 pub const LOOKUP_CYCLES: u64 = 20 + DRAM_ACCESS_CYCLES;
@@ -134,6 +134,67 @@ pub(crate) fn page_mapped_capacity(nand: &Nand, opts: &FtlOptions, extra_open_bl
     }
     Ok(u)
 }
+
+/// Charges the controller for the GC and wear-levelling work `space` did since `charged` (which
+/// is then brought up to date): a move per page copied, a victim selection per block collected.
+pub(crate) fn charge_gc_work(ctrl: &mut Controller, space: &FlashSpace, charged: &mut SpaceCounts, at_ns: nand::Nanos) {
+    let now = space.counts();
+    let moves = (now.gc_migrations + now.wl_migrations) - (charged.gc_migrations + charged.wl_migrations);
+    let victims = (now.gc_victims + now.wl_erases) - (charged.gc_victims + charged.wl_erases);
+    if moves + victims > 0 {
+        let scan = if space.config().gc == GcPolicy::CostBenefit { COST_BENEFIT_CYCLES_PER_CANDIDATE * u64::from(space.geometry().blocks()) } else { 0 };
+        ctrl.charge(at_ns, moves * MOVE_CYCLES + victims * (VICTIM_CYCLES + scan));
+    }
+    *charged = now;
+}
+
+/// Serves one logical page of a host read: the flash page `p` (a map entry), or zeros if it is
+/// unmapped (contract item 2: no flash operation for a page that holds nothing).
+pub(crate) fn read_mapped(space: &mut FlashSpace, at_ns: nand::Nanos, p: u32, page: &mut [u8]) -> Result<nand::Nanos, FtlError> {
+    if p == crate::journal::UNMAPPED {
+        page.fill(0);
+        Ok(at_ns)
+    } else {
+        space.read(at_ns, nand::Ppn(u64::from(p)), page, &mut [], nand::Purpose::Host)
+    }
+}
+
+/// The report fields every FTL built on a `FlashSpace` fills the same way.
+pub(crate) fn space_report(name: String, space: &FlashSpace, host: HostCounts, ctrl: &Controller, mapping_bytes: u64) -> FtlReport {
+    let c = space.counts();
+    let programs = space.nand().stats().total(OpKind::Program);
+    FtlReport {
+        name,
+        host,
+        gc: GcCounts { migrations: c.gc_migrations, erases: c.gc_erases, wl_migrations: c.wl_migrations, wl_erases: c.wl_erases },
+        waf: if host.writes == 0 { 0.0 } else { programs as f64 / host.writes as f64 },
+        mapping_bytes,
+        cmt_hit_ratio: None,
+        translation_reads: 0,
+        translation_writes: 0,
+        controller_busy_us: ctrl.busy_us(),
+    }
+}
+
+/// The `BlockDevice` methods of an FTL whose flash is its field `space` and whose inherent
+/// `background` does its idle-time work.
+macro_rules! space_device_methods {
+    () => {
+        fn nand(&self) -> Option<&nand::Nand> {
+            Some(self.space.nand())
+        }
+        fn nand_mut(&mut self) -> Option<&mut nand::Nand> {
+            Some(self.space.nand_mut())
+        }
+        fn into_nand(self: Box<Self>) -> Option<nand::Nand> {
+            Some(self.space.into_nand())
+        }
+        fn background(&mut self, at_ns: nand::Nanos, max_victims: u32) -> Result<nand::Nanos, FtlError> {
+            Self::background(self, at_ns, max_victims)
+        }
+    };
+}
+pub(crate) use space_device_methods;
 
 /// Builds a fresh FTL of kind `kind` on `nand` (formatting it).
 pub fn build(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {

@@ -19,14 +19,14 @@
 //!
 //! Controller costs: see `options.rs`.
 
-use nand::{Nand, Nanos, OpKind, Ppn, Purpose};
+use nand::{Nand, Nanos, Ppn, Purpose};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
 use crate::controller::Controller;
 use crate::journal::{mapped_bitmap, scan, Journal, UNMAPPED};
 use crate::oob::{OobRecord, PageKind};
-use crate::options::{page_mapped_capacity, FtlOptions, COST_BENEFIT_CYCLES_PER_CANDIDATE, LOOKUP_CYCLES, MOVE_CYCLES, UPDATE_CYCLES, VICTIM_CYCLES};
-use crate::space::{FlashSpace, GcPolicy, LivePage, Move, SpaceCounts};
+use crate::options::{charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report, FtlOptions, LOOKUP_CYCLES, UPDATE_CYCLES};
+use crate::space::{FlashSpace, LivePage, Move, SpaceCounts};
 
 const DATA: u8 = 0;
 const JOURNAL: u8 = 1;
@@ -102,25 +102,12 @@ impl PageFtl {
     /// Applies the space's moves to the map (invariant 1).
     fn absorb(&mut self) {
         let map = &mut self.map;
-        self.journal.absorb(&mut self.space, &mut |m: &Move| {
-            debug_assert_eq!(m.stream, DATA);
-            let e = &mut map[m.key as usize];
-            debug_assert_eq!(u64::from(*e), m.from.0, "moved page of lpn {} is not the mapped one", m.key);
-            *e = m.to.0 as u32;
-        });
+        self.journal.absorb(&mut self.space, &mut |m: &Move| apply_move(map, m));
     }
 
     /// Charges the controller for GC and wear-levelling work the space did since the last call.
     fn charge_background(&mut self, at_ns: Nanos) {
-        let now = self.space.counts();
-        let moves = (now.gc_migrations + now.wl_migrations) - (self.charged.gc_migrations + self.charged.wl_migrations);
-        let victims = (now.gc_victims + now.wl_erases) - (self.charged.gc_victims + self.charged.wl_erases);
-        if moves + victims > 0 {
-            let per_victim = VICTIM_CYCLES
-                + if self.space.config().gc == GcPolicy::CostBenefit { COST_BENEFIT_CYCLES_PER_CANDIDATE * u64::from(self.space.geometry().blocks()) } else { 0 };
-            self.ctrl.charge(at_ns, moves * MOVE_CYCLES + victims * per_victim);
-        }
-        self.charged = now;
+        charge_gc_work(&mut self.ctrl, &self.space, &mut self.charged, at_ns);
     }
 
     fn checkpoint_if_due(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
@@ -129,9 +116,7 @@ impl PageFtl {
         }
         let bitmap = mapped_bitmap(self.map.len() as u64, |l| self.map[l as usize] != UNMAPPED);
         let map = &mut self.map;
-        self.journal.write_checkpoint(&mut self.space, at_ns, &bitmap, &mut |m: &Move| {
-            map[m.key as usize] = m.to.0 as u32;
-        })
+        self.journal.write_checkpoint(&mut self.space, at_ns, &bitmap, &mut |m: &Move| apply_move(map, m))
     }
 
     /// Idle-time work: background GC of up to `max_victims` blocks.
@@ -141,6 +126,14 @@ impl PageFtl {
         self.charge_background(at_ns);
         Ok(t)
     }
+}
+
+/// Applies a move of a data page to the map (journal pages never reach here).
+fn apply_move(map: &mut [u32], m: &Move) {
+    debug_assert_eq!(m.stream, DATA);
+    let e = &mut map[m.key as usize];
+    debug_assert_eq!(u64::from(*e), m.from.0, "moved page of lpn {} is not the mapped one", m.key);
+    *e = m.to.0 as u32;
 }
 
 impl BlockDevice for PageFtl {
@@ -157,13 +150,7 @@ impl BlockDevice for PageFtl {
         let mut end = at_ns;
         for (i, chunk) in buf.chunks_exact_mut(LOGICAL_PAGE_BYTES).enumerate() {
             let t = self.ctrl.charge(at_ns, LOOKUP_CYCLES);
-            let p = self.map[lpn as usize + i];
-            let done = if p == UNMAPPED {
-                chunk.fill(0);
-                t
-            } else {
-                self.space.read(t, Ppn(u64::from(p)), chunk, &mut [], Purpose::Host)?
-            };
+            let done = read_mapped(&mut self.space, t, self.map[lpn as usize + i], chunk)?;
             end = end.max(done);
             self.host.reads += 1;
         }
@@ -201,9 +188,7 @@ impl BlockDevice for PageFtl {
         }
         let t = self.ctrl.charge(at_ns, LOOKUP_CYCLES * pages);
         let map = &mut self.map;
-        let mut end = self.journal.record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| {
-            map[m.key as usize] = m.to.0 as u32;
-        })?;
+        let mut end = self.journal.record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| apply_move(map, m))?;
         for l in range {
             let old = std::mem::replace(&mut self.map[l], UNMAPPED);
             if old != UNMAPPED {
@@ -222,31 +207,8 @@ impl BlockDevice for PageFtl {
     }
 
     fn report(&self) -> FtlReport {
-        let c = self.space.counts();
-        let programs = self.space.nand().stats().total(OpKind::Program);
-        FtlReport {
-            name: self.name(),
-            host: self.host,
-            gc: GcCounts { migrations: c.gc_migrations, erases: c.gc_erases, wl_migrations: c.wl_migrations, wl_erases: c.wl_erases },
-            waf: if self.host.writes == 0 { 0.0 } else { programs as f64 / self.host.writes as f64 },
-            mapping_bytes: self.map.len() as u64 * 4,
-            cmt_hit_ratio: None,
-            translation_reads: 0,
-            translation_writes: 0,
-            controller_busy_us: self.ctrl.busy_us(),
-        }
+        space_report(self.name(), &self.space, self.host, &self.ctrl, self.map.len() as u64 * 4)
     }
 
-    fn nand(&self) -> Option<&Nand> {
-        Some(self.space.nand())
-    }
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        Some(self.space.nand_mut())
-    }
-    fn into_nand(self: Box<Self>) -> Option<Nand> {
-        Some(self.space.into_nand())
-    }
-    fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
-        PageFtl::background(self, at_ns, max_victims)
-    }
+    space_device_methods!();
 }

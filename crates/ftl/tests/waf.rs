@@ -113,24 +113,27 @@ fn lambert_w_is_right() {
     assert!((fifo_wa(100.0, 1.0) - 1.0).abs() < 1e-6, "no GC cost with nearly empty flash");
 }
 
-#[test]
-fn fifo_gc_matches_the_circular_log_model_within_2_percent() {
-    for &(spare, ppb, bpp) in &[(0.10, 64, 512), (0.20, 64, 512), (0.28, 128, 256)] {
-        let m = measure(device(bpp, ppb, &[]), GcPolicy::Fifo, spare, 2.0, 2.0, 11);
-        let theory = fifo_wa(m.t as f64, m.u as f64);
-        println!("fifo spare {spare} ppb {ppb}: T {} U {} WA {:.4} theory {:.4}", m.t, m.u, m.wa, theory);
-        assert!(within(m.wa, theory, 0.02), "fifo spare {spare} ppb {ppb}: WA {:.4} vs {theory:.4}", m.wa);
+/// Devices of 256 Ki pages at three spare factors: (spare, pages per block, blocks per plane).
+const CI_DEVICES: [(f64, u32, u32); 3] = [(0.10, 64, 512), (0.20, 64, 512), (0.28, 128, 256)];
+
+/// Measures `gc` on every CI device and checks it against `model(T, U)` within 2%.
+fn check_model(gc: GcPolicy, seed: u64, model: fn(f64, f64) -> f64) {
+    for &(spare, ppb, bpp) in &CI_DEVICES {
+        let m = measure(device(bpp, ppb, &[]), gc, spare, 2.0, 2.0, seed);
+        let theory = model(m.t as f64, m.u as f64);
+        println!("{} spare {spare} ppb {ppb}: T {} U {} WA {:.4} theory {theory:.4} ({:+.2}%)", gc.name(), m.t, m.u, m.wa, (m.wa / theory - 1.0) * 100.0);
+        assert!(within(m.wa, theory, 0.02), "{} spare {spare} ppb {ppb}: WA {:.4} vs {theory:.4}", gc.name(), m.wa);
     }
 }
 
 #[test]
+fn fifo_gc_matches_the_circular_log_model_within_2_percent() {
+    check_model(GcPolicy::Fifo, 11, fifo_wa);
+}
+
+#[test]
 fn random_gc_matches_1_over_1_minus_u_within_2_percent() {
-    for &(spare, ppb, bpp) in &[(0.10, 64, 512), (0.20, 64, 512), (0.28, 128, 256)] {
-        let m = measure(device(bpp, ppb, &[]), GcPolicy::Random, spare, 2.0, 2.0, 12);
-        let theory = random_wa(m.t as f64, m.u as f64);
-        println!("random spare {spare} ppb {ppb}: T {} U {} WA {:.4} theory {:.4}", m.t, m.u, m.wa, theory);
-        assert!(within(m.wa, theory, 0.02), "random spare {spare} ppb {ppb}: WA {:.4} vs {theory:.4}", m.wa);
-    }
+    check_model(GcPolicy::Random, 12, random_wa);
 }
 
 #[test]

@@ -46,7 +46,7 @@
 //! | CMT miss bookkeeping             | 210    | 50 instr. + 4 DRAM: GTD entry, insertion, LRU tail, free slot |
 //! | data write update                | 160    | 40 instr. + 3 DRAM: old page's reverse map and counter, new reverse map |
 //! | entry written back (batch)       | 50     | 10 instr. + 1 DRAM per entry                      |
-//! | translation page (de)serialise   | 600    | a 4 KiB copy at 8 bytes/cycle + 100 instr.        |
+//! | translation page (de)serialise   | 612    | a 4 KiB copy at 8 bytes/cycle + 100 instr.        |
 //! | GC move, victim selection        | as page FTL (`options.rs`)                          |
 
 use std::collections::HashMap;

@@ -183,7 +183,7 @@ impl Workload {
         let pages = pages.min(span - lpn);
         if r < 55 {
             self.version += 1;
-            Request::Write { lpn, pages, version: self.version, fua: self.rng.next_u64() % 8 == 0 }
+            Request::Write { lpn, pages, version: self.version, fua: self.rng.next_u64().is_multiple_of(8) }
         } else if r < 55 + self.trim_percent {
             Request::Trim { lpn, pages }
         } else if r < 95 {

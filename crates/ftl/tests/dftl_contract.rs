@@ -1,5 +1,7 @@
 //! The BlockDevice contract, checked on DFTL at several cache sizes.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use ftl::testkit::{check_contract, random_vs_model};
 use ftl::{build, BlockDevice, FtlOptions};
 use nand::{DeviceConfig, Nand};

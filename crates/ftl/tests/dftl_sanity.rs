@@ -3,6 +3,8 @@
 //! probability c, every miss costs one translation-page read, and batch updates make dirty
 //! write-backs rarer than misses; GC's lazy mapping fixes add translation writes.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use ftl::dftl::Dftl;
 use ftl::page::PageFtl;
 use ftl::{BlockDevice, FtlOptions};

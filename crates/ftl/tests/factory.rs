@@ -1,5 +1,7 @@
 //! `ftl::build` and `ftl::open` know every FTL by name and refuse bad options with typed errors.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use ftl::options::KINDS;
 use ftl::{BlockDevice, FtlError, FtlOptions};
 use nand::{DeviceConfig, Nand};

@@ -2,6 +2,8 @@
 //! the same flash programs. `#[ignore]`d: a measurement, run in release mode:
 //! `cargo test --release -p ftl --test host_cpu -- --ignored --nocapture`.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use std::time::Instant;
 
 use ftl::page::PageFtl;

@@ -1,6 +1,8 @@
 //! Power cuts at many flash operations per FTL: after `power_on` and recovery every flushed or
 //! FUA write reads back, no trimmed data returns, and nothing reads as data it was not given.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use ftl::testkit::{count_ops, power_cut_run};
 use ftl::{BlockDevice, FtlError, FtlOptions};
 use nand::{DeviceConfig, Nand};

@@ -2,6 +2,8 @@
 //! page store keyed by u64 page ids): striping, streams, move reports, bad blocks, wear
 //! levelling, background GC, purposes, determinism.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use std::collections::HashMap;
 
 use ftl::oob::{OobRecord, PageKind};

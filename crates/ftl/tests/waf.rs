@@ -12,6 +12,8 @@
 //! CI uses devices of 256 Ki pages (the tiny preset's chips with more blocks), metadata-only.
 //! WA is measured as flash programs / host writes over a window after a warm-up.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use ftl::page::PageFtl;
 use ftl::{BlockDevice, FtlOptions, GcPolicy};
 use nand::{DeviceConfig, Nand, OpKind};

@@ -95,6 +95,17 @@ pub trait BlockDevice: Send {
     /// The flash under the FTL, if it has one (a plain file or RAM disk has none).
     fn nand(&self) -> Option<&Nand>;
     fn nand_mut(&mut self) -> Option<&mut Nand>;
+    /// Gives the flash back (to recover from it after a power cut, or to reopen it with another
+    /// FTL). Devices without flash return `None`.
+    fn into_nand(self: Box<Self>) -> Option<Nand> {
+        None
+    }
+    /// Idle-time work (background garbage collection of at most `max_victims` blocks); returns
+    /// when it is done. Devices with nothing to do return `at_ns`.
+    fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
+        let _ = max_victims;
+        Ok(at_ns)
+    }
 }
 
 /// Checks contract item 1 for a request of `bytes` bytes at `lpn`; returns the page count.
@@ -141,5 +152,11 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn nand_mut(&mut self) -> Option<&mut Nand> {
         (**self).nand_mut()
+    }
+    fn into_nand(self: Box<Self>) -> Option<Nand> {
+        (*self).into_nand()
+    }
+    fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
+        (**self).background(at_ns, max_victims)
     }
 }

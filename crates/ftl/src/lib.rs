@@ -6,15 +6,25 @@
 //! adapts any block device to byte offsets with 512-byte sectors (what NBD and file systems send),
 //! by read-modify-write at the edges.
 
-pub mod block_device;
-pub mod controller;
-pub mod bytes;
-pub mod memdisk;
-pub mod block;
-pub mod fast;
 pub mod amf;
+pub mod block;
+pub mod block_device;
+pub mod bytes;
+pub mod controller;
+pub mod dftl;
+pub mod fast;
+pub mod journal;
+pub mod memdisk;
+pub mod memory;
+pub mod oob;
+pub mod options;
+pub mod page;
+pub mod space;
+pub mod testkit;
 
 pub use block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES};
 pub use bytes::ByteDevice;
 pub use controller::{Controller, ControllerConfig};
 pub use memdisk::MemDisk;
+pub use options::{build, open, FtlOptions};
+pub use space::{FlashSpace, GcPolicy, LivePage, Move, SpaceConfig, SpaceCounts};

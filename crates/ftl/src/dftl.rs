@@ -1,0 +1,705 @@
+//! `dftl`: the demand-based page-mapped FTL of Gupta, Kim and Urgaonkar (DFTL, ASPLOS 2009).
+//!
+//! The full page map lives on flash in *translation pages* (entries of 4 bytes, so 1024 per
+//! 4 KiB page), kept in their own blocks (stream 1). The controller holds:
+//! - the Cached Mapping Table (CMT): a configurable fraction of the entries, LRU-replaced;
+//! - the Global Translation Directory (GTD): where each translation page is, 4 bytes each.
+//!
+//! A lookup that misses the CMT reads the entry's translation page (one flash read) and caches
+//! the entry. When the CMT is full, the LRU entry is evicted; if it is dirty, its translation
+//! page is rewritten (read-modify-write: one read, one program) and, as DFTL's *batch update*,
+//! every other dirty cached entry of that translation page goes with it and becomes clean.
+//!
+//! GC of data blocks reports the pages it moved; entries cached in the CMT are updated there
+//! (and become dirty); the others are fixed *lazily in a batch*: after the operation that
+//! collected, the moved entries are grouped by translation page and each page is rewritten
+//! once. GC of translation blocks only updates the GTD. Both are the shared `FlashSpace`'s GC.
+//! FLUSH writes all dirty entries back (batched per translation page); it is not needed for
+//! durability (recovery scans the OOB) but bounds what a real controller would have to scan.
+//!
+//! Streams: 0 host data (striped), 1 translation pages, 2 journal (trim records, checkpoints).
+//!
+//! Translation page layout: 1024 little-endian u32 entries; entry i of translation page v is
+//! logical page v x 1024 + i; `0xFFFF_FFFF` = unmapped (also past the logical capacity).
+//!
+//! Emulator note: `flash_map` holds, in host memory, the entries as last written to flash, so
+//! that DFTL also runs on metadata-only stores (which keep no page contents). The controller
+//! model never consults it without issuing (and being charged for) the flash read that would
+//! deliver it. It is not part of `mapping_bytes`.
+//!
+//! Invariants:
+//! 1. For every logical page l, the current mapping is the CMT entry if l is cached, else
+//!    `flash_map[l]`, and it equals the page the space's reverse map holds l's valid copy in.
+//!    (Between a GC and the next `settle`, uncached moves wait in `pending`.)
+//! 2. `flash_map[v x 1024 .. (v+1) x 1024]` is the content of the translation page `gtd[v]`
+//!    (or all unmapped if `gtd[v]` is unmapped).
+//! 3. No CMT insertion, lookup of `flash_map`, or invalidation by mapping happens while
+//!    `pending` is not empty.
+//! 4. The CMT never holds more than its capacity; each entry is in the LRU list once and in its
+//!    translation page's list once.
+//!
+//! Controller costs (cycles; DRAM_ACCESS = 40, see `options.rs`):
+//!
+//! | operation                        | cycles | accounting                                        |
+//! |----------------------------------|--------|---------------------------------------------------|
+//! | CMT lookup, hit                  | 150    | 30 instr. + 3 DRAM: hash bucket, entry, LRU neighbours |
+//! | CMT miss bookkeeping             | 210    | 50 instr. + 4 DRAM: GTD entry, insertion, LRU tail, free slot |
+//! | data write update                | 160    | 40 instr. + 3 DRAM: old page's reverse map and counter, new reverse map |
+//! | entry written back (batch)       | 50     | 10 instr. + 1 DRAM per entry                      |
+//! | translation page (de)serialise   | 612    | a 4 KiB copy at 8 bytes/cycle + 100 instr.        |
+//! | GC move, victim selection        | as page FTL (`options.rs`)                          |
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use nand::{Nand, NandError, Nanos, Ppn, Purpose};
+
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
+use crate::controller::Controller;
+use crate::journal::{scan, Journal, UNMAPPED};
+use crate::oob::{OobRecord, PageKind};
+use crate::options::{charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report, FtlOptions, DRAM_ACCESS_CYCLES, LOOKUP_CYCLES};
+use crate::space::{FlashSpace, LivePage, Move, SpaceCounts};
+
+const DATA: u8 = 0;
+const TRANSLATION: u8 = 1;
+const JOURNAL: u8 = 2;
+const STREAMS: u8 = 3;
+
+const HIT_CYCLES: u64 = 30 + 3 * DRAM_ACCESS_CYCLES;
+const MISS_CYCLES: u64 = 50 + 4 * DRAM_ACCESS_CYCLES;
+const DATA_UPDATE_CYCLES: u64 = 40 + 3 * DRAM_ACCESS_CYCLES;
+const WRITEBACK_ENTRY_CYCLES: u64 = 10 + DRAM_ACCESS_CYCLES;
+const TPAGE_COPY_CYCLES: u64 = 4096 / 8 + 100;
+/// Bytes per translation entry and per GTD entry.
+const ENTRY_BYTES: u64 = 4;
+/// Bytes per cached entry as DFTL counts them: logical and physical page number.
+const CMT_ENTRY_BYTES: u64 = 8;
+const NIL: u32 = u32::MAX;
+
+/// A multiplicative hasher for logical page numbers (SipHash is needlessly slow here).
+#[derive(Default, Clone, Copy)]
+struct LpnHasher(u64);
+
+impl Hasher for LpnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0 ^ u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = x ^ (x >> 29);
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    lpn: u64,
+    ppn: u32,
+    dirty: bool,
+    prev: u32,
+    next: u32,
+    tprev: u32,
+    tnext: u32,
+}
+
+/// The Cached Mapping Table: a slab of entries, a hash index, an LRU list and, per
+/// translation page, the list of its cached entries (for batch updates).
+#[derive(Debug)]
+struct Cmt {
+    entries: Vec<Entry>,
+    index: HashMap<u64, u32, BuildHasherDefault<LpnHasher>>,
+    free: Vec<u32>,
+    mru: u32,
+    lru: u32,
+    by_tpage: Vec<u32>,
+    capacity: usize,
+    per_tpage: u64,
+}
+
+impl Cmt {
+    fn new(capacity: usize, tpages: u64, per_tpage: u64) -> Self {
+        Cmt {
+            entries: Vec::with_capacity(capacity),
+            index: HashMap::with_capacity_and_hasher(capacity, BuildHasherDefault::default()),
+            free: Vec::new(),
+            mru: NIL,
+            lru: NIL,
+            by_tpage: vec![NIL; tpages as usize],
+            capacity,
+            per_tpage,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    #[inline]
+    fn get(&self, lpn: u64) -> Option<u32> {
+        self.index.get(&lpn).copied()
+    }
+
+    fn unlink_lru(&mut self, s: u32) {
+        let Entry { prev, next, .. } = self.entries[s as usize];
+        if prev == NIL {
+            self.mru = next;
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.lru = prev;
+        } else {
+            self.entries[next as usize].prev = prev;
+        }
+    }
+
+    fn push_mru(&mut self, s: u32) {
+        self.entries[s as usize].prev = NIL;
+        self.entries[s as usize].next = self.mru;
+        if self.mru != NIL {
+            self.entries[self.mru as usize].prev = s;
+        } else {
+            self.lru = s;
+        }
+        self.mru = s;
+    }
+
+    #[inline]
+    fn touch(&mut self, s: u32) {
+        if self.mru != s {
+            self.unlink_lru(s);
+            self.push_mru(s);
+        }
+    }
+
+    fn insert(&mut self, lpn: u64, ppn: u32) -> u32 {
+        debug_assert!(self.len() < self.capacity && self.get(lpn).is_none());
+        let tp = (lpn / self.per_tpage) as usize;
+        let e = Entry { lpn, ppn, dirty: false, prev: NIL, next: NIL, tprev: NIL, tnext: self.by_tpage[tp] };
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.entries[s as usize] = e;
+                s
+            }
+            None => {
+                self.entries.push(e);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        if e.tnext != NIL {
+            self.entries[e.tnext as usize].tprev = s;
+        }
+        self.by_tpage[tp] = s;
+        self.push_mru(s);
+        self.index.insert(lpn, s);
+        s
+    }
+
+    fn remove(&mut self, s: u32) {
+        self.unlink_lru(s);
+        let Entry { lpn, tprev, tnext, .. } = self.entries[s as usize];
+        if tprev == NIL {
+            self.by_tpage[(lpn / self.per_tpage) as usize] = tnext;
+        } else {
+            self.entries[tprev as usize].tnext = tnext;
+        }
+        if tnext != NIL {
+            self.entries[tnext as usize].tprev = tprev;
+        }
+        self.index.remove(&lpn);
+        self.free.push(s);
+    }
+}
+
+/// DFTL. See the module documentation.
+#[derive(Debug)]
+pub struct Dftl {
+    space: FlashSpace,
+    capacity: u64,
+    per_tpage: u64,
+    gtd: Vec<u32>,
+    flash_map: Vec<u32>,
+    cmt: Cmt,
+    pending: Vec<(u64, u32)>,
+    ctrl: Controller,
+    journal: Journal,
+    host: HostCounts,
+    charged: SpaceCounts,
+    page_buf: Vec<u8>,
+    cache_fraction: f64,
+    lookups: u64,
+    hits: u64,
+    translation_reads: u64,
+    translation_writes: u64,
+    dirty_evictions: u64,
+    gc_fix_writes: u64,
+}
+
+/// Counters of DFTL's own work, beyond `FtlReport`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DftlCounts {
+    pub lookups: u64,
+    pub hits: u64,
+    pub translation_reads: u64,
+    pub translation_writes: u64,
+    pub dirty_evictions: u64,
+    /// Translation pages rewritten by lazy GC mapping fixes (`settle`).
+    pub gc_fix_writes: u64,
+    pub cached_entries: u64,
+    pub cmt_capacity: u64,
+}
+
+impl Dftl {
+    fn assemble(space: FlashSpace, capacity: u64, opts: &FtlOptions, flash_map: Vec<u32>, journal: Journal) -> Dftl {
+        let per_tpage = space.geometry().page_size_bytes as u64 / ENTRY_BYTES;
+        let tpages = capacity.div_ceil(per_tpage);
+        let cmt_capacity = ((opts.cache_fraction * capacity as f64).round() as usize).clamp(1, capacity as usize);
+        Dftl {
+            page_buf: vec![0; space.geometry().page_size_bytes as usize],
+            charged: space.counts(),
+            space,
+            capacity,
+            per_tpage,
+            gtd: vec![UNMAPPED; tpages as usize],
+            flash_map,
+            cmt: Cmt::new(cmt_capacity, tpages, per_tpage),
+            pending: Vec::new(),
+            ctrl: Controller::new(&opts.controller),
+            journal,
+            host: HostCounts::default(),
+            cache_fraction: opts.cache_fraction,
+            lookups: 0,
+            hits: 0,
+            translation_reads: 0,
+            translation_writes: 0,
+            dirty_evictions: 0,
+            gc_fix_writes: 0,
+        }
+    }
+
+    /// A fresh DFTL on `nand` (formatted), caching `opts.cache_fraction` of the mappings.
+    pub fn new(nand: Nand, opts: &FtlOptions) -> Result<Dftl, FtlError> {
+        let capacity = page_mapped_capacity(&nand, opts, 2)?;
+        let at = nand.now_ns();
+        let (space, _) = FlashSpace::format(nand, opts.space_config(STREAMS), at)?;
+        let page_bytes = space.geometry().page_size_bytes as usize;
+        Ok(Self::assemble(space, capacity, opts, vec![UNMAPPED; capacity as usize], Journal::new(capacity, page_bytes, JOURNAL)))
+    }
+
+    /// Recovers DFTL from a device that holds its data: rebuilds the map from the OOB scan
+    /// (`journal::scan`), keeps every translation page that agrees with it and rewrites the
+    /// others, rebuilds the GTD; the CMT starts empty.
+    pub fn open(mut nand: Nand, opts: &FtlOptions) -> Result<Dftl, FtlError> {
+        let capacity = page_mapped_capacity(&nand, opts, 2)?;
+        let page_bytes = nand.geometry().page_size_bytes as usize;
+        let per_tpage = page_bytes as u64 / ENTRY_BYTES;
+        let tpages = capacity.div_ceil(per_tpage);
+        let at = nand.now_ns();
+        let rec = scan(&mut nand, at, capacity, tpages)?;
+        let mut live: Vec<LivePage> = Vec::new();
+        for (lpn, (&p, &seq)) in rec.map.iter().zip(&rec.map_seq).enumerate() {
+            if p != UNMAPPED {
+                live.push(LivePage { ppn: Ppn(u64::from(p)), key: lpn as u64, stream: DATA, seq });
+            }
+        }
+        for &(_, seq, ppn) in &rec.journal {
+            live.push(LivePage { ppn, key: seq, stream: JOURNAL, seq });
+        }
+        let mut t = rec.done_ns;
+        let mut buf = vec![0u8; page_bytes];
+        let mut gtd = vec![UNMAPPED; tpages as usize];
+        let mut rewrite = Vec::new();
+        for v in 0..tpages {
+            let range = tpage_range(v, per_tpage, capacity);
+            let (seq, ppn) = rec.tpages[v as usize];
+            let agrees = seq > 0
+                && match nand.read(rec.done_ns, ppn, &mut buf, &mut [], Purpose::Recovery) {
+                    Ok(d) => {
+                        t = t.max(d.done_ns);
+                        tpage_matches(&buf, &rec.map[range.clone()])
+                    }
+                    Err(NandError::Torn(_) | NandError::Uncorrectable { .. }) => false,
+                    Err(e) => return Err(e.into()),
+                };
+            if agrees {
+                gtd[v as usize] = ppn.0 as u32;
+                live.push(LivePage { ppn, key: v, stream: TRANSLATION, seq });
+            } else if seq > 0 || rec.map[range].iter().any(|&p| p != UNMAPPED) {
+                rewrite.push(v);
+            }
+        }
+        let (space, t2) = FlashSpace::restore(nand, opts.space_config(STREAMS), t, &live, rec.next_seq)?;
+        let journal = Journal::recovered(capacity, page_bytes, JOURNAL, rec.journal);
+        let mut d = Self::assemble(space, capacity, opts, rec.map, journal);
+        d.gtd = gtd;
+        d.absorb();
+        let mut t = d.settle(t2)?;
+        for v in rewrite {
+            t = d.write_tpage(t, v, false)?;
+            t = d.settle(t)?;
+        }
+        Ok(d)
+    }
+
+    pub fn space(&self) -> &FlashSpace {
+        &self.space
+    }
+    pub fn into_nand(self) -> Nand {
+        self.space.into_nand()
+    }
+    pub fn counts(&self) -> DftlCounts {
+        DftlCounts {
+            lookups: self.lookups,
+            hits: self.hits,
+            translation_reads: self.translation_reads,
+            translation_writes: self.translation_writes,
+            dirty_evictions: self.dirty_evictions,
+            gc_fix_writes: self.gc_fix_writes,
+            cached_entries: self.cmt.len() as u64,
+            cmt_capacity: self.cmt.capacity as u64,
+        }
+    }
+    /// Controller RAM for mapping, as DFTL counts it: 8 bytes per CMT entry plus the GTD.
+    pub fn mapping_bytes(&self) -> u64 {
+        self.cmt.capacity as u64 * CMT_ENTRY_BYTES + self.gtd.len() as u64 * ENTRY_BYTES
+    }
+
+    /// Applies the space's moves: CMT entries in place, the GTD, the journal; uncached data
+    /// moves wait in `pending` for `settle` (invariant 1).
+    fn absorb(&mut self) {
+        let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
+        self.journal.absorb(&mut self.space, &mut |m: &Move| apply_move(cmt, gtd, pending, m));
+    }
+
+    /// Writes translation page `v` from `flash_map` (invariant 2). `read_first`: read the old
+    /// copy first, as a read-modify-write of a partly cached page must.
+    fn write_tpage(&mut self, at_ns: Nanos, v: u64, read_first: bool) -> Result<Nanos, FtlError> {
+        let mut t = at_ns;
+        let old = self.gtd[v as usize];
+        if read_first && old != UNMAPPED {
+            t = self.space.read(t, Ppn(u64::from(old)), &mut self.page_buf, &mut [], Purpose::Mapping)?;
+            self.translation_reads += 1;
+        }
+        t = self.ctrl.charge(t, TPAGE_COPY_CYCLES);
+        encode_tpage(&mut self.page_buf, &self.flash_map[tpage_range(v, self.per_tpage, self.capacity)]);
+        let seq = self.space.alloc_seq();
+        let (ppn, done) = self.space.write(t, TRANSLATION, &OobRecord::new(PageKind::Translation, v, seq, 0), &self.page_buf, Purpose::Mapping)?;
+        self.translation_writes += 1;
+        self.absorb();
+        let cur = self.gtd[v as usize];
+        if cur != UNMAPPED {
+            self.space.invalidate(Ppn(u64::from(cur)));
+        }
+        self.gtd[v as usize] = ppn.0 as u32;
+        Ok(done)
+    }
+
+    /// Lazy GC mapping fixes: rewrites, once per translation page, the entries of uncached
+    /// pages that GC moved (invariant 3 holds again when this returns).
+    fn settle(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let mut end = at_ns;
+        while let Some(&(first, _)) = self.pending.first() {
+            let v = first / self.per_tpage;
+            let per = self.per_tpage;
+            let mut n = 0;
+            let (flash_map, cmt) = (&mut self.flash_map, &self.cmt);
+            // In order, so that a page moved twice ends where it was moved last.
+            self.pending.retain(|&(l, to)| {
+                if l / per != v {
+                    return true;
+                }
+                debug_assert!(cmt.get(l).is_none());
+                flash_map[l as usize] = to;
+                n += 1;
+                false
+            });
+            let t = self.ctrl.charge(at_ns, n * WRITEBACK_ENTRY_CYCLES);
+            self.gc_fix_writes += 1;
+            end = end.max(self.write_tpage(t, v, true)?);
+        }
+        Ok(end)
+    }
+
+    /// The CMT slot of `lpn`, loading it on a miss (after evicting if full).
+    fn lookup(&mut self, at_ns: Nanos, lpn: u64) -> Result<(u32, Nanos), FtlError> {
+        debug_assert!(self.pending.is_empty());
+        self.lookups += 1;
+        if let Some(s) = self.cmt.get(lpn) {
+            self.hits += 1;
+            self.cmt.touch(s);
+            return Ok((s, self.ctrl.charge(at_ns, HIT_CYCLES)));
+        }
+        let mut t = self.ctrl.charge(at_ns, HIT_CYCLES + MISS_CYCLES);
+        if self.cmt.len() >= self.cmt.capacity {
+            t = self.evict(t)?;
+        }
+        let v = lpn / self.per_tpage;
+        let tp = self.gtd[v as usize];
+        if tp != UNMAPPED {
+            t = self.space.read(t, Ppn(u64::from(tp)), &mut self.page_buf, &mut [], Purpose::Mapping)?;
+            self.translation_reads += 1;
+        }
+        let s = self.cmt.insert(lpn, self.flash_map[lpn as usize]);
+        Ok((s, t))
+    }
+
+    /// Evicts the LRU entry; a dirty one is written back with every dirty entry of its
+    /// translation page (batch update).
+    fn evict(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let s = self.cmt.lru;
+        debug_assert!(s != NIL);
+        let e = self.cmt.entries[s as usize];
+        // Out of the CMT before the write: a move of its page during the write then goes to
+        // `pending` and is fixed by `settle`, instead of landing in an entry about to vanish.
+        self.cmt.remove(s);
+        if !e.dirty {
+            return Ok(at_ns);
+        }
+        self.dirty_evictions += 1;
+        let v = e.lpn / self.per_tpage;
+        self.flash_map[e.lpn as usize] = e.ppn;
+        let n = 1 + self.write_back_dirty(v);
+        let t = self.ctrl.charge(at_ns, n * WRITEBACK_ENTRY_CYCLES);
+        let t = self.write_tpage(t, v, true)?;
+        self.settle(t)
+    }
+
+    /// Copies the dirty cached entries of translation page `v` to `flash_map` and marks them
+    /// clean (the caller writes the page). Returns how many there were.
+    fn write_back_dirty(&mut self, v: u64) -> u64 {
+        let mut n = 0;
+        let mut s = self.cmt.by_tpage[v as usize];
+        while s != NIL {
+            let e = &mut self.cmt.entries[s as usize];
+            if e.dirty {
+                self.flash_map[e.lpn as usize] = e.ppn;
+                e.dirty = false;
+                n += 1;
+            }
+            s = e.tnext;
+        }
+        n
+    }
+
+    fn charge_background(&mut self, at_ns: Nanos) {
+        charge_gc_work(&mut self.ctrl, &self.space, &mut self.charged, at_ns);
+    }
+
+    /// The current mapping of `lpn` without touching the CMT's order (for checkpoints).
+    fn current(&self, lpn: u64) -> u32 {
+        match self.cmt.get(lpn) {
+            Some(s) => self.cmt.entries[s as usize].ppn,
+            None => self.flash_map[lpn as usize],
+        }
+    }
+
+    fn checkpoint_if_due(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        if !self.journal.wants_checkpoint() {
+            return Ok(at_ns);
+        }
+        // The controller reads every written translation page to learn what is mapped.
+        let mut t = at_ns;
+        for v in 0..self.gtd.len() {
+            let tp = self.gtd[v];
+            if tp != UNMAPPED {
+                t = t.max(self.space.read(at_ns, Ppn(u64::from(tp)), &mut self.page_buf, &mut [], Purpose::Mapping)?);
+                self.translation_reads += 1;
+            }
+        }
+        let bitmap = crate::journal::mapped_bitmap(self.capacity, |l| self.current(l) != UNMAPPED);
+        let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
+        let t = self.journal.write_checkpoint(&mut self.space, t, &bitmap, &mut |m: &Move| apply_move(cmt, gtd, pending, m))?;
+        self.settle(t)
+    }
+
+    /// Idle-time work: background GC of up to `max_victims` blocks, with its mapping fixes.
+    pub fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
+        let t = self.space.background_gc(at_ns, max_victims)?;
+        self.absorb();
+        self.charge_background(at_ns);
+        self.settle(t)
+    }
+}
+
+/// Applies one move of a data page (to its CMT entry, or queued for `settle`) or of a
+/// translation page (to the GTD). Journal pages never reach here (`Journal::absorb`).
+fn apply_move(cmt: &mut Cmt, gtd: &mut [u32], pending: &mut Vec<(u64, u32)>, m: &Move) {
+    match m.stream {
+        DATA => match cmt.get(m.key) {
+            Some(s) => {
+                let e = &mut cmt.entries[s as usize];
+                debug_assert_eq!(u64::from(e.ppn), m.from.0);
+                e.ppn = m.to.0 as u32;
+                e.dirty = true;
+            }
+            None => pending.push((m.key, m.to.0 as u32)),
+        },
+        TRANSLATION => {
+            debug_assert_eq!(u64::from(gtd[m.key as usize]), m.from.0);
+            gtd[m.key as usize] = m.to.0 as u32;
+        }
+        _ => debug_assert!(false, "move in unknown stream {}", m.stream),
+    }
+}
+
+fn tpage_range(v: u64, per_tpage: u64, capacity: u64) -> std::ops::Range<usize> {
+    let start = v * per_tpage;
+    start as usize..(start + per_tpage).min(capacity) as usize
+}
+
+fn encode_tpage(page: &mut [u8], entries: &[u32]) {
+    page.fill(0xFF);
+    for (chunk, e) in page.chunks_exact_mut(4).zip(entries) {
+        chunk.copy_from_slice(&e.to_le_bytes());
+    }
+}
+
+fn tpage_matches(page: &[u8], entries: &[u32]) -> bool {
+    page.chunks_exact(4).enumerate().all(|(i, c)| {
+        let e = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        e == entries.get(i).copied().unwrap_or(UNMAPPED)
+    })
+}
+
+impl BlockDevice for Dftl {
+    fn name(&self) -> String {
+        let pct = self.cache_fraction * 100.0;
+        if (pct - pct.round()).abs() < 1e-9 {
+            format!("dftl-{}%", pct.round())
+        } else {
+            format!("dftl-{pct}%")
+        }
+    }
+
+    fn capacity_pages(&self) -> u64 {
+        self.capacity
+    }
+
+    fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
+        check_request(lpn, buf.len(), self.capacity)?;
+        let mut end = at_ns;
+        for (i, chunk) in buf.chunks_exact_mut(LOGICAL_PAGE_BYTES).enumerate() {
+            let (s, t) = self.lookup(at_ns, lpn + i as u64)?;
+            let done = read_mapped(&mut self.space, t, self.cmt.entries[s as usize].ppn, chunk)?;
+            end = end.max(done);
+            self.host.reads += 1;
+        }
+        Ok(end)
+    }
+
+    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+        check_request(lpn, data.len(), self.capacity)?;
+        let mut end = at_ns;
+        for (i, chunk) in data.chunks_exact(LOGICAL_PAGE_BYTES).enumerate() {
+            let l = lpn + i as u64;
+            let (s, t) = self.lookup(at_ns, l)?;
+            let t = self.ctrl.charge(t, DATA_UPDATE_CYCLES);
+            let seq = self.space.alloc_seq();
+            let (ppn, done) = self.space.write(t, DATA, &OobRecord::new(PageKind::Data, l, seq, 0), chunk, Purpose::Host)?;
+            self.absorb();
+            let e = &mut self.cmt.entries[s as usize];
+            debug_assert_eq!(e.lpn, l);
+            let old = std::mem::replace(&mut e.ppn, ppn.0 as u32);
+            e.dirty = true;
+            if old != UNMAPPED {
+                self.space.invalidate(Ppn(u64::from(old)));
+            }
+            let settled = self.settle(t)?;
+            self.charge_background(t);
+            end = end.max(done).max(settled);
+            self.host.writes += 1;
+        }
+        Ok(end)
+    }
+
+    fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
+        check_range(lpn, pages, self.capacity)?;
+        self.host.trims += pages;
+        if pages == 0 {
+            return Ok(at_ns);
+        }
+        let mut t = self.ctrl.charge(at_ns, LOOKUP_CYCLES * pages);
+        let (first_v, last_v) = (lpn / self.per_tpage, (lpn + pages - 1) / self.per_tpage);
+        let cached_mapped = (lpn..lpn + pages).any(|l| self.cmt.get(l).is_some_and(|s| self.cmt.entries[s as usize].ppn != UNMAPPED));
+        let on_flash = (first_v..=last_v).any(|v| self.gtd[v as usize] != UNMAPPED);
+        if !cached_mapped && !on_flash {
+            return Ok(t);
+        }
+        let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
+        let mut end = self.journal.record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| apply_move(cmt, gtd, pending, m))?;
+        t = self.settle(t)?;
+        for v in first_v..=last_v {
+            let range = tpage_range(v, self.per_tpage, self.capacity);
+            let lo = (range.start as u64).max(lpn);
+            let hi = (range.end as u64).min(lpn + pages);
+            let mut changed = false;
+            let tp = self.gtd[v as usize];
+            if tp != UNMAPPED {
+                t = self.space.read(t, Ppn(u64::from(tp)), &mut self.page_buf, &mut [], Purpose::Mapping)?;
+                self.translation_reads += 1;
+            }
+            for l in lo..hi {
+                match self.cmt.get(l) {
+                    Some(s) => {
+                        let e = &mut self.cmt.entries[s as usize];
+                        if e.ppn != UNMAPPED {
+                            self.space.invalidate(Ppn(u64::from(e.ppn)));
+                            e.ppn = UNMAPPED;
+                            e.dirty = true;
+                        }
+                    }
+                    None if tp != UNMAPPED => {
+                        let p = std::mem::replace(&mut self.flash_map[l as usize], UNMAPPED);
+                        if p != UNMAPPED {
+                            self.space.invalidate(Ppn(u64::from(p)));
+                            changed = true;
+                        }
+                    }
+                    None => debug_assert_eq!(self.flash_map[l as usize], UNMAPPED),
+                }
+            }
+            if changed {
+                t = self.write_tpage(t, v, false)?;
+                t = self.settle(t)?;
+            }
+            end = end.max(t);
+        }
+        end = end.max(self.checkpoint_if_due(t)?);
+        self.charge_background(t);
+        Ok(end)
+    }
+
+    fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        self.host.flushes += 1;
+        let mut dirty: Vec<u64> = self.cmt.index.values().filter(|&&s| self.cmt.entries[s as usize].dirty).map(|&s| self.cmt.entries[s as usize].lpn / self.per_tpage).collect();
+        dirty.sort_unstable();
+        dirty.dedup();
+        let mut end = at_ns;
+        for v in dirty {
+            let n = self.write_back_dirty(v);
+            if n == 0 {
+                continue;
+            }
+            let t = self.ctrl.charge(at_ns, n * WRITEBACK_ENTRY_CYCLES);
+            let t = self.write_tpage(t, v, true)?;
+            end = end.max(self.settle(t)?);
+        }
+        Ok(end)
+    }
+
+    fn report(&self) -> FtlReport {
+        FtlReport {
+            cmt_hit_ratio: Some(if self.lookups == 0 { 0.0 } else { self.hits as f64 / self.lookups as f64 }),
+            translation_reads: self.translation_reads,
+            translation_writes: self.translation_writes,
+            ..space_report(self.name(), &self.space, self.host, &self.ctrl, self.mapping_bytes())
+        }
+    }
+
+    space_device_methods!();
+}

@@ -1,0 +1,240 @@
+//! FTL options, the factory that builds an FTL by name, and what all page-mapped FTLs share:
+//! the logical capacity for a spare factor, and the controller's cycle costs.
+//!
+//! Controller cost assumptions (cycles of the controller clock, `ControllerConfig`, default
+//! 400 MHz). The mapping structures of a real SSD live in the controller's DRAM and are far
+//! larger than its caches, so a random mapping access is a DRAM access:
+//! - `DRAM_ACCESS_CYCLES` = 40: ~100 ns random-access latency of DRAM seen from an embedded
+//!   core (DRAM row activation + CAS ~ 30-50 ns plus the SoC interconnect and controller; see
+//!   U. Drepper, "What every programmer should know about memory", 2007, sect. 2-3, which
+//!   measures ~100 ns+ for main-memory accesses), at 400 MHz = 2.5 ns per cycle.
+//! - Instruction counts per operation are our estimates for straight-line C on an in-order
+//!   Cortex-R class core (about one instruction per cycle); each cost names its accesses.
+//!
+//! | operation (page FTL)      | cycles | accounting                                              |
+//! |---------------------------|--------|---------------------------------------------------------|
+//! | lookup (read, trim)       | 60     | 20 instructions + 1 DRAM access (the map entry)         |
+//! | update (write)            | 200    | 40 instr. + 4 DRAM: map entry, old page's reverse-map entry and block counter, new reverse-map entry |
+//! | GC / WL page move         | 100    | 20 instr. + 2 DRAM: map entry, block counter (reverse map read sequentially: cached) |
+//! | victim selection          | 90     | 50 instr. + 1 DRAM (greedy bucket head, FIFO head, random index); cost-benefit adds 10 per candidate |
+//!
+//! DFTL's costs are in `dftl.rs`.
+
+use nand::{Nand, OpKind};
+use serde::{Deserialize, Serialize};
+
+use crate::block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts};
+use crate::controller::{Controller, ControllerConfig};
+use crate::space::{FlashSpace, GcPolicy, SpaceConfig, SpaceCounts};
+
+pub const DRAM_ACCESS_CYCLES: u64 = 40;
+pub const LOOKUP_CYCLES: u64 = 20 + DRAM_ACCESS_CYCLES;
+pub const UPDATE_CYCLES: u64 = 40 + 4 * DRAM_ACCESS_CYCLES;
+pub const MOVE_CYCLES: u64 = 20 + 2 * DRAM_ACCESS_CYCLES;
+pub const VICTIM_CYCLES: u64 = 50 + DRAM_ACCESS_CYCLES;
+pub const COST_BENEFIT_CYCLES_PER_CANDIDATE: u64 = 10;
+
+/// Knobs of every FTL (each uses the ones that apply to it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FtlOptions {
+    /// DFTL: fraction of the page mappings the Cached Mapping Table holds (0 < f <= 1).
+    pub cache_fraction: f64,
+    /// Over-provisioning as a spare factor (T - U) / T, T the physical pages outside the GC
+    /// reserve, U the logical pages exported.
+    pub spare_factor: f64,
+    pub gc: GcPolicy,
+    /// Seed of every random choice of the FTL (the random GC policy).
+    pub seed: u64,
+    pub controller: ControllerConfig,
+    /// Static wear levelling threshold (erase-count spread); 0 turns it off.
+    pub wl_threshold: u32,
+    /// GC reserve in blocks; 0 picks dies + 2 (see `space.rs`).
+    pub reserve_blocks: u32,
+}
+
+impl Default for FtlOptions {
+    fn default() -> Self {
+        FtlOptions {
+            cache_fraction: 0.02,
+            spare_factor: 0.07,
+            gc: GcPolicy::Greedy,
+            seed: 1,
+            controller: ControllerConfig::default(),
+            wl_threshold: 1000,
+            reserve_blocks: 0,
+        }
+    }
+}
+
+impl FtlOptions {
+    pub fn validate(&self) -> Result<(), FtlError> {
+        if !(self.spare_factor.is_finite() && (0.0..1.0).contains(&self.spare_factor)) {
+            return Err(FtlError::Config(format!("spare factor {} is not in [0, 1)", self.spare_factor)));
+        }
+        if !(self.cache_fraction.is_finite() && self.cache_fraction > 0.0 && self.cache_fraction <= 1.0) {
+            return Err(FtlError::Config(format!("cache fraction {} is not in (0, 1]", self.cache_fraction)));
+        }
+        if !(self.controller.clock_mhz.is_finite() && self.controller.clock_mhz > 0.0) {
+            return Err(FtlError::Config(format!("controller clock {} MHz is not positive", self.controller.clock_mhz)));
+        }
+        Ok(())
+    }
+
+    /// The space configuration of a page-mapped FTL with `streams` streams, of which only
+    /// stream 0 (host data) is striped page by page.
+    pub(crate) fn space_config(&self, streams: u8) -> SpaceConfig {
+        SpaceConfig {
+            streams,
+            gc: self.gc,
+            seed: self.seed,
+            reserve_blocks: self.reserve_blocks,
+            background_free_blocks: 0,
+            wl_threshold: self.wl_threshold,
+            striped: 1,
+        }
+    }
+}
+
+/// Page geometry checks and the logical capacity of a page-mapped FTL: U = floor((1 - s) T),
+/// T = (blocks not marked bad at the factory - GC reserve) x pages per block. Computed from the
+/// device's config and factory marks only, so it is the same on every reopen (grown bad blocks
+/// eat spare, not capacity). `extra_open_blocks` are the metadata streams' open blocks.
+pub(crate) fn page_mapped_capacity(nand: &Nand, opts: &FtlOptions, extra_open_blocks: u32) -> Result<u64, FtlError> {
+    opts.validate()?;
+    let g = nand.geometry();
+    if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
+        return Err(FtlError::Config(format!(
+            "this FTL maps {}-byte logical pages one to one onto flash pages; the device has {}-byte pages",
+            crate::LOGICAL_PAGE_BYTES,
+            g.page_size_bytes
+        )));
+    }
+    if g.pages() >= u64::from(u32::MAX) {
+        return Err(FtlError::Config(format!("{} flash pages do not fit the 32-bit map entries", g.pages())));
+    }
+    let mode = nand.config().cell.native;
+    let ppb = u64::from(nand.config().pages_in_mode(mode));
+    let factory_good = (0..g.blocks())
+        .filter(|&b| nand.block_info(nand::Pbn(b)).map(|i| i.state != nand::BlockState::FactoryBad).unwrap_or(false))
+        .count() as u64;
+    let reserve = u64::from(if opts.reserve_blocks == 0 { g.dies() + 2 } else { opts.reserve_blocks });
+    let t = factory_good.saturating_sub(reserve) * ppb;
+    let u = ((1.0 - opts.spare_factor) * t as f64).floor() as u64;
+    // Room to work: every die of the data stream may hold a partly filled open block, the
+    // metadata streams one each, and GC needs at least two blocks of slack to make progress.
+    let needed = (u64::from(g.dies()) + u64::from(extra_open_blocks) + 2) * ppb;
+    if t < u + needed || u == 0 {
+        return Err(FtlError::Config(format!(
+            "spare factor {} leaves {} spare pages; this geometry needs at least {} (open blocks on {} dies plus GC slack)",
+            opts.spare_factor,
+            t.saturating_sub(u),
+            needed,
+            g.dies()
+        )));
+    }
+    Ok(u)
+}
+
+/// Charges the controller for the GC and wear-levelling work `space` did since `charged` (which
+/// is then brought up to date): a move per page copied, a victim selection per block collected.
+pub(crate) fn charge_gc_work(ctrl: &mut Controller, space: &FlashSpace, charged: &mut SpaceCounts, at_ns: nand::Nanos) {
+    let now = space.counts();
+    let moves = (now.gc_migrations + now.wl_migrations) - (charged.gc_migrations + charged.wl_migrations);
+    let victims = (now.gc_victims + now.wl_erases) - (charged.gc_victims + charged.wl_erases);
+    if moves + victims > 0 {
+        let scan = if space.config().gc == GcPolicy::CostBenefit { COST_BENEFIT_CYCLES_PER_CANDIDATE * u64::from(space.geometry().blocks()) } else { 0 };
+        ctrl.charge(at_ns, moves * MOVE_CYCLES + victims * (VICTIM_CYCLES + scan));
+    }
+    *charged = now;
+}
+
+/// Serves one logical page of a host read: the flash page `p` (a map entry), or zeros if it is
+/// unmapped (contract item 2: no flash operation for a page that holds nothing).
+pub(crate) fn read_mapped(space: &mut FlashSpace, at_ns: nand::Nanos, p: u32, page: &mut [u8]) -> Result<nand::Nanos, FtlError> {
+    if p == crate::journal::UNMAPPED {
+        page.fill(0);
+        Ok(at_ns)
+    } else {
+        space.read(at_ns, nand::Ppn(u64::from(p)), page, &mut [], nand::Purpose::Host)
+    }
+}
+
+/// The report fields every FTL built on a `FlashSpace` fills the same way.
+pub(crate) fn space_report(name: String, space: &FlashSpace, host: HostCounts, ctrl: &Controller, mapping_bytes: u64) -> FtlReport {
+    let c = space.counts();
+    let programs = space.nand().stats().total(OpKind::Program);
+    FtlReport {
+        name,
+        host,
+        gc: GcCounts { migrations: c.gc_migrations, erases: c.gc_erases, wl_migrations: c.wl_migrations, wl_erases: c.wl_erases },
+        waf: if host.writes == 0 { 0.0 } else { programs as f64 / host.writes as f64 },
+        mapping_bytes,
+        cmt_hit_ratio: None,
+        translation_reads: 0,
+        translation_writes: 0,
+        controller_busy_us: ctrl.busy_us(),
+    }
+}
+
+/// The `BlockDevice` methods of an FTL whose flash is its field `space` and whose inherent
+/// `background` does its idle-time work.
+macro_rules! space_device_methods {
+    () => {
+        fn nand(&self) -> Option<&nand::Nand> {
+            Some(self.space.nand())
+        }
+        fn nand_mut(&mut self) -> Option<&mut nand::Nand> {
+            Some(self.space.nand_mut())
+        }
+        fn into_nand(self: Box<Self>) -> Option<nand::Nand> {
+            Some(self.space.into_nand())
+        }
+        fn background(&mut self, at_ns: nand::Nanos, max_victims: u32) -> Result<nand::Nanos, FtlError> {
+            Self::background(self, at_ns, max_victims)
+        }
+    };
+}
+pub(crate) use space_device_methods;
+
+/// Builds a fresh FTL of kind `kind` on `nand` (formatting it).
+pub fn build(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+    match kind {
+        "page" => Ok(Box::new(crate::page::PageFtl::new(nand, opts)?)),
+        "dftl" => Ok(Box::new(crate::dftl::Dftl::new(nand, opts)?)),
+        "fast" => Ok(Box::new(crate::fast::Fast::new(nand, &fast_options(opts))?)),
+        "block" => Ok(Box::new(crate::block::BlockFtl::new(nand, &block_options(opts))?)),
+        "amf" => Ok(Box::new(crate::amf::Amf::new(nand, &amf_options(opts))?)),
+        other => Err(unknown(other)),
+    }
+}
+
+/// Recovers an FTL of kind `kind` from a device that holds data (after a power cut, or an image
+/// reopened with `Nand::open_image`): scans it and rebuilds the mapping.
+pub fn open(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+    match kind {
+        "page" => Ok(Box::new(crate::page::PageFtl::open(nand, opts)?)),
+        "dftl" => Ok(Box::new(crate::dftl::Dftl::open(nand, opts)?)),
+        "fast" => Ok(Box::new(crate::fast::Fast::open(nand, &fast_options(opts))?)),
+        "block" => Ok(Box::new(crate::block::BlockFtl::open(nand, &block_options(opts))?)),
+        "amf" => Ok(Box::new(crate::amf::Amf::open(nand, &amf_options(opts))?)),
+        other => Err(unknown(other)),
+    }
+}
+
+/// The FTL kinds `build` and `open` know.
+pub const KINDS: [&str; 5] = ["page", "dftl", "fast", "block", "amf"];
+
+fn unknown(kind: &str) -> FtlError {
+    FtlError::Config(format!("unknown FTL '{kind}' ({})", KINDS.join(", ")))
+}
+
+// The block-mapped FTLs have their own option types; the shared knobs carry over.
+fn fast_options(o: &FtlOptions) -> crate::fast::FastOptions {
+    crate::fast::FastOptions { spare_factor: o.spare_factor, controller: o.controller.clone(), ..Default::default() }
+}
+fn block_options(o: &FtlOptions) -> crate::block::BlockOptions {
+    crate::block::BlockOptions { spare_factor: o.spare_factor, controller: o.controller.clone() }
+}
+fn amf_options(o: &FtlOptions) -> crate::amf::AmfOptions {
+    crate::amf::AmfOptions { controller: o.controller.clone(), ..Default::default() }
+}

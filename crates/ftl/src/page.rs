@@ -1,0 +1,214 @@
+//! `page`: the page-mapped FTL. The whole map (logical page -> flash page, 4 bytes per entry)
+//! lives in controller RAM; flash space, GC and wear levelling are the shared [`FlashSpace`].
+//!
+//! Streams: 0 host data (striped over all dies), 1 journal (trim records, checkpoints).
+//!
+//! Writes go straight to flash: a write completes when its last page is programmed, so it is
+//! durable when it returns (there is no volatile write cache), FUA needs nothing extra and FLUSH
+//! only orders. Trims are made durable before they return by a trim record (`journal.rs`).
+//! A multi-page request is mapped page by page on the one controller core and every page is
+//! issued as soon as its mapping work is done, so the pages of a request run on all dies.
+//!
+//! Invariants:
+//! 1. `map[l] == p` (p != UNMAPPED) iff the space's reverse map says page p holds the valid copy
+//!    of key l (space invariant 1). Moves reported by the space are applied before the map is
+//!    read again.
+//! 2. A logical page is unmapped iff it was never written or its last operation was a trim.
+//! 3. Requests are checked before anything changes (contract item 1).
+//! 4. Recovery (`open`) rebuilds exactly the map of invariant 1 from flash (`journal::scan`).
+//!
+//! Controller costs: see `options.rs`.
+
+use nand::{Nand, Nanos, Ppn, Purpose};
+
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
+use crate::controller::Controller;
+use crate::journal::{mapped_bitmap, scan, Journal, UNMAPPED};
+use crate::oob::{OobRecord, PageKind};
+use crate::options::{charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report, FtlOptions, LOOKUP_CYCLES, UPDATE_CYCLES};
+use crate::space::{FlashSpace, LivePage, Move, SpaceCounts};
+
+const DATA: u8 = 0;
+const JOURNAL: u8 = 1;
+const STREAMS: u8 = 2;
+
+/// The page-mapped FTL.
+#[derive(Debug)]
+pub struct PageFtl {
+    space: FlashSpace,
+    map: Vec<u32>,
+    ctrl: Controller,
+    journal: Journal,
+    host: HostCounts,
+    /// Space counters at the last charge, to charge GC work done since.
+    charged: SpaceCounts,
+}
+
+impl PageFtl {
+    /// A fresh FTL on `nand` (formatted).
+    pub fn new(nand: Nand, opts: &FtlOptions) -> Result<PageFtl, FtlError> {
+        let capacity = page_mapped_capacity(&nand, opts, 1)?;
+        let at = nand.now_ns();
+        let (space, _) = FlashSpace::format(nand, opts.space_config(STREAMS), at)?;
+        let page_bytes = space.geometry().page_size_bytes as usize;
+        Ok(PageFtl {
+            map: vec![UNMAPPED; capacity as usize],
+            ctrl: Controller::new(&opts.controller),
+            journal: Journal::new(capacity, page_bytes, JOURNAL),
+            host: HostCounts::default(),
+            charged: space.counts(),
+            space,
+        })
+    }
+
+    /// Recovers the FTL from a device that holds its data (invariant 4).
+    pub fn open(mut nand: Nand, opts: &FtlOptions) -> Result<PageFtl, FtlError> {
+        let capacity = page_mapped_capacity(&nand, opts, 1)?;
+        let at = nand.now_ns();
+        let rec = scan(&mut nand, at, capacity, 0)?;
+        let mut live: Vec<LivePage> = Vec::with_capacity(capacity as usize);
+        for (lpn, (&p, &seq)) in rec.map.iter().zip(&rec.map_seq).enumerate() {
+            if p != UNMAPPED {
+                live.push(LivePage { ppn: Ppn(u64::from(p)), key: lpn as u64, stream: DATA, seq });
+            }
+        }
+        for &(_, seq, ppn) in &rec.journal {
+            live.push(LivePage { ppn, key: seq, stream: JOURNAL, seq });
+        }
+        let (space, _) = FlashSpace::restore(nand, opts.space_config(STREAMS), rec.done_ns, &live, rec.next_seq)?;
+        let page_bytes = space.geometry().page_size_bytes as usize;
+        let mut ftl = PageFtl {
+            map: rec.map,
+            ctrl: Controller::new(&opts.controller),
+            journal: Journal::recovered(capacity, page_bytes, JOURNAL, rec.journal),
+            host: HostCounts::default(),
+            charged: space.counts(),
+            space,
+        };
+        ftl.absorb(); // pages moved off bad blocks during the restore
+        Ok(ftl)
+    }
+
+    pub fn space(&self) -> &FlashSpace {
+        &self.space
+    }
+    pub fn space_mut(&mut self) -> &mut FlashSpace {
+        &mut self.space
+    }
+    pub fn into_nand(self) -> Nand {
+        self.space.into_nand()
+    }
+
+    /// Applies the space's moves to the map (invariant 1).
+    fn absorb(&mut self) {
+        let map = &mut self.map;
+        self.journal.absorb(&mut self.space, &mut |m: &Move| apply_move(map, m));
+    }
+
+    /// Charges the controller for GC and wear-levelling work the space did since the last call.
+    fn charge_background(&mut self, at_ns: Nanos) {
+        charge_gc_work(&mut self.ctrl, &self.space, &mut self.charged, at_ns);
+    }
+
+    fn checkpoint_if_due(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        if !self.journal.wants_checkpoint() {
+            return Ok(at_ns);
+        }
+        let bitmap = mapped_bitmap(self.map.len() as u64, |l| self.map[l as usize] != UNMAPPED);
+        let map = &mut self.map;
+        self.journal.write_checkpoint(&mut self.space, at_ns, &bitmap, &mut |m: &Move| apply_move(map, m))
+    }
+
+    /// Idle-time work: background GC of up to `max_victims` blocks.
+    pub fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
+        let t = self.space.background_gc(at_ns, max_victims)?;
+        self.absorb();
+        self.charge_background(at_ns);
+        Ok(t)
+    }
+}
+
+/// Applies a move of a data page to the map (journal pages never reach here).
+fn apply_move(map: &mut [u32], m: &Move) {
+    debug_assert_eq!(m.stream, DATA);
+    let e = &mut map[m.key as usize];
+    debug_assert_eq!(u64::from(*e), m.from.0, "moved page of lpn {} is not the mapped one", m.key);
+    *e = m.to.0 as u32;
+}
+
+impl BlockDevice for PageFtl {
+    fn name(&self) -> String {
+        "page".into()
+    }
+
+    fn capacity_pages(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
+        check_request(lpn, buf.len(), self.capacity_pages())?;
+        let mut end = at_ns;
+        for (i, chunk) in buf.chunks_exact_mut(LOGICAL_PAGE_BYTES).enumerate() {
+            let t = self.ctrl.charge(at_ns, LOOKUP_CYCLES);
+            let done = read_mapped(&mut self.space, t, self.map[lpn as usize + i], chunk)?;
+            end = end.max(done);
+            self.host.reads += 1;
+        }
+        Ok(end)
+    }
+
+    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+        check_request(lpn, data.len(), self.capacity_pages())?;
+        let mut end = at_ns;
+        for (i, chunk) in data.chunks_exact(LOGICAL_PAGE_BYTES).enumerate() {
+            let l = lpn + i as u64;
+            let t = self.ctrl.charge(at_ns, UPDATE_CYCLES);
+            let seq = self.space.alloc_seq();
+            let (ppn, done) = self.space.write(t, DATA, &OobRecord::new(PageKind::Data, l, seq, 0), chunk, Purpose::Host)?;
+            // Moves first: GC may have moved this page's previous copy (invariant 1).
+            self.absorb();
+            let old = std::mem::replace(&mut self.map[l as usize], ppn.0 as u32);
+            if old != UNMAPPED {
+                self.space.invalidate(Ppn(u64::from(old)));
+            }
+            self.charge_background(t);
+            end = end.max(done);
+            self.host.writes += 1;
+        }
+        Ok(end)
+    }
+
+    fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
+        check_range(lpn, pages, self.capacity_pages())?;
+        self.host.trims += pages;
+        let range = lpn as usize..(lpn + pages) as usize;
+        if self.map[range.clone()].iter().all(|&p| p == UNMAPPED) {
+            // Nothing to drop, nothing that could come back.
+            return Ok(self.ctrl.charge(at_ns, LOOKUP_CYCLES * pages));
+        }
+        let t = self.ctrl.charge(at_ns, LOOKUP_CYCLES * pages);
+        let map = &mut self.map;
+        let mut end = self.journal.record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| apply_move(map, m))?;
+        for l in range {
+            let old = std::mem::replace(&mut self.map[l], UNMAPPED);
+            if old != UNMAPPED {
+                self.space.invalidate(Ppn(u64::from(old)));
+            }
+        }
+        end = end.max(self.checkpoint_if_due(t)?);
+        self.charge_background(t);
+        Ok(end)
+    }
+
+    fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        // Writes and trims are durable when they return; nothing is buffered.
+        self.host.flushes += 1;
+        Ok(at_ns)
+    }
+
+    fn report(&self) -> FtlReport {
+        space_report(self.name(), &self.space, self.host, &self.ctrl, self.map.len() as u64 * 4)
+    }
+
+    space_device_methods!();
+}

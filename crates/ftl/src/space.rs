@@ -1,0 +1,977 @@
+//! Flash space management, written once for every user of the flash: the block-device FTLs
+//! (`page`, `dftl`, ...) and the database engine that manages flash itself (NoFTL).
+//!
+//! A [`FlashSpace`] owns the [`Nand`] and hands out physical pages. Callers name what they store
+//! with a `u64` key (a logical page, a translation page, a database page id) and choose a write
+//! *stream* per write, so that data of different temperature or kind lands in different blocks.
+//! The space keeps, per physical page, the key of the valid data it holds (the reverse map) and
+//! per block the count of valid pages; it garbage-collects and wear-levels on its own and reports
+//! every page it moved as a [`Move`], so that the caller updates its own forward mapping.
+//!
+//! Allocation stripes each stream over all dies: consecutive pages of a stream go to consecutive
+//! dies in channel-interleaved order (die 0 of channel 0, die 0 of channel 1, ..., die 1 of
+//! channel 0, ...), so a burst of writes issued at one virtual time runs on all dies at once.
+//! Each stream has one open block per die. A new block comes from the die's free list, least
+//! worn first (dynamic wear levelling); a die without free blocks borrows from the others.
+//!
+//! Garbage collection picks a victim among the closed (full) blocks of every stream with the
+//! configured [`GcPolicy`], copies its valid pages to the frontier of the victim's own stream
+//! (keeping their OOB, hence their sequence numbers) and erases it. Foreground GC runs when a
+//! caller's write needs a new block and fewer than `reserve_blocks` free blocks remain; GC's own
+//! copies may dip into that reserve, which is sized so that one victim can always be collected.
+//! Background GC runs when the caller says it is idle ([`FlashSpace::background_gc`]).
+//! Static wear levelling moves the data of the least-worn closed block (cold data) when the
+//! erase-count spread passes `wl_threshold`, so that the block re-enters the free pool.
+//!
+//! Bad blocks: factory and grown bad blocks are never allocated. A program failure retires its
+//! block (the write is retried elsewhere; the block's valid pages are moved off it, since bad
+//! blocks stay readable); an erase failure retires the block.
+//!
+//! Invariants (checked by [`FlashSpace::check`] in tests, and by debug assertions):
+//! 1. `rmap[p] != NO_KEY` iff page `p` holds the valid copy of some key; `blocks[b].valid` is the
+//!    number of such pages in block `b`, and never exceeds `blocks[b].written`.
+//! 2. Every good block is in exactly one state: free (erased, in its die's free list), open (the
+//!    frontier of one stream on one die), closed (full, a GC candidate) or collecting (a victim
+//!    being moved). Bad blocks are in none of these lists and are never programmed or erased.
+//! 3. Pages of a block are handed out in increasing order, each once per erase (NAND rule).
+//! 4. `free_count` is the number of free blocks; a caller's write never takes the last
+//!    `reserve_blocks` of them without collecting first; GC and wear levelling may.
+//! 5. Every page the space moved is reported as a `Move` (key, from, to) in the order moved;
+//!    the caller drains them after each call before it trusts its forward map.
+//! 6. Every flash operation is tagged with its purpose: the caller's for its writes and reads,
+//!    `Gc` for collection, `WearLevel` for static wear levelling, `Recovery` during restore.
+//! 7. Given the same device, config, seed and call sequence, results are identical.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use nand::{CellMode, DieId, Geometry, Nand, NandError, Nanos, Pbn, Ppn, Purpose};
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
+
+use crate::block_device::FtlError;
+use crate::oob::{OobRecord, OOB_RECORD_BYTES};
+
+/// Reverse-map value of a page that holds no valid data.
+pub const NO_KEY: u64 = u64::MAX;
+const NIL: u32 = u32::MAX;
+
+/// How garbage collection chooses its victim among the closed blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcPolicy {
+    /// Fewest valid pages (ties: the block that reached that count first).
+    #[default]
+    Greedy,
+    /// Largest (1 - u) / 2u * age (Rosenblum & Ousterhout, LFS, SOSP 1991), u the valid
+    /// fraction, age counted in blocks closed since this one closed.
+    CostBenefit,
+    /// The block closed longest ago (a circular log).
+    Fifo,
+    /// A uniformly random closed block, from the seeded generator.
+    Random,
+}
+
+impl GcPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            GcPolicy::Greedy => "greedy",
+            GcPolicy::CostBenefit => "cost-benefit",
+            GcPolicy::Fifo => "fifo",
+            GcPolicy::Random => "random",
+        }
+    }
+}
+
+impl std::str::FromStr for GcPolicy {
+    type Err = FtlError;
+    fn from_str(s: &str) -> Result<Self, FtlError> {
+        match s.to_ascii_lowercase().as_str() {
+            "greedy" => Ok(GcPolicy::Greedy),
+            "cost-benefit" | "costbenefit" | "cb" => Ok(GcPolicy::CostBenefit),
+            "fifo" => Ok(GcPolicy::Fifo),
+            "random" => Ok(GcPolicy::Random),
+            other => Err(FtlError::Config(format!("unknown GC policy '{other}' (greedy, cost-benefit, fifo, random)"))),
+        }
+    }
+}
+
+/// Knobs of a [`FlashSpace`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpaceConfig {
+    /// Number of write frontiers (streams); callers number them `0..streams`.
+    pub streams: u8,
+    pub gc: GcPolicy,
+    /// Seed of the random victim policy.
+    pub seed: u64,
+    /// Free blocks held back for GC; 0 picks the smallest safe value, dies + 2 (collecting one
+    /// victim may open a new block on every die of its stream before the victim is erased).
+    pub reserve_blocks: u32,
+    /// Background GC collects until this many blocks are free; 0 means twice the reserve.
+    pub background_free_blocks: u32,
+    /// Static wear levelling starts when max - min erase count exceeds this; 0 turns it off.
+    pub wl_threshold: u32,
+    /// Bit `s` set: stream `s` stripes page by page over all dies. Clear: the stream fills one
+    /// block at a time (moving to the next die per block), for small metadata streams whose
+    /// writes come one at a time and that should not hold an open block on every die.
+    pub striped: u64,
+}
+
+impl Default for SpaceConfig {
+    fn default() -> Self {
+        SpaceConfig { streams: 1, gc: GcPolicy::Greedy, seed: 1, reserve_blocks: 0, background_free_blocks: 0, wl_threshold: 0, striped: u64::MAX }
+    }
+}
+
+/// A page moved by GC, wear levelling or bad-block retirement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Move {
+    pub key: u64,
+    pub stream: u8,
+    pub from: Ppn,
+    pub to: Ppn,
+    pub purpose: Purpose,
+}
+
+/// A valid page found by a recovery scan, handed to [`FlashSpace::restore`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LivePage {
+    pub ppn: Ppn,
+    pub key: u64,
+    pub stream: u8,
+    pub seq: u64,
+}
+
+/// What the space did on its own behalf.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpaceCounts {
+    pub gc_victims: u64,
+    pub gc_migrations: u64,
+    pub gc_erases: u64,
+    pub wl_migrations: u64,
+    pub wl_erases: u64,
+    pub retired_blocks: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockUse {
+    Free,
+    Open,
+    Closed,
+    Collecting,
+    Bad,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    usage: BlockUse,
+    stream: u8,
+    /// Pages handed out since the last erase.
+    written: u32,
+    valid: u32,
+    erase_count: u32,
+    /// Order in which the block was closed (FIFO age, cost-benefit age).
+    close_stamp: u64,
+    /// Greedy bucket list links (closed blocks only).
+    prev: u32,
+    next: u32,
+    /// Index in `closed` (closed blocks only).
+    closed_pos: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Frontier {
+    open: Vec<u32>,
+    cursor: usize,
+}
+
+/// The flash, its blocks and their contents' validity. See the module documentation.
+#[derive(Debug)]
+pub struct FlashSpace {
+    nand: Nand,
+    geo: Geometry,
+    ppb: u32,
+    mode: CellMode,
+    cfg: SpaceConfig,
+    reserve: u32,
+    bg_target: u32,
+    blocks: Vec<Block>,
+    rmap: Vec<u64>,
+    free: Vec<BinaryHeap<Reverse<(u32, u32)>>>,
+    free_count: u32,
+    good_blocks: u32,
+    die_order: Vec<u32>,
+    frontiers: Vec<Frontier>,
+    bucket_head: Vec<u32>,
+    bucket_tail: Vec<u32>,
+    closed: Vec<u32>,
+    fifo: VecDeque<(u32, u64)>,
+    close_counter: u64,
+    rng: Xoshiro256PlusPlus,
+    moves: Vec<Move>,
+    seq: u64,
+    counts: SpaceCounts,
+    max_erase: u32,
+    erases_since_wl_check: u32,
+    to_evacuate: Vec<u32>,
+    write_oob: Vec<u8>,
+    mig_data: Vec<u8>,
+    mig_oob: Vec<u8>,
+}
+
+/// Erases between two checks of the erase-count spread (a scan of the closed blocks).
+const WL_CHECK_EVERY_ERASES: u32 = 16;
+
+impl FlashSpace {
+    /// Takes over a device and erases every good block that is not erased yet (a fresh device
+    /// needs no erase). Returns the space and the time the formatting finished.
+    pub fn format(nand: Nand, cfg: SpaceConfig, at_ns: Nanos) -> Result<(FlashSpace, Nanos), FtlError> {
+        let mut s = Self::empty(nand, cfg)?;
+        let mut t = at_ns;
+        for b in 0..s.geo.blocks() {
+            let pbn = Pbn(b);
+            if s.nand.is_bad(pbn) {
+                s.blocks[b as usize].usage = BlockUse::Bad;
+                continue;
+            }
+            let info = s.nand.block_info(pbn)?;
+            s.blocks[b as usize].erase_count = info.erase_count;
+            s.max_erase = s.max_erase.max(info.erase_count);
+            if info.next_page > 0 || info.state == nand::BlockState::NeedsErase {
+                t = t.max(s.erase_to_free(at_ns, pbn, Purpose::Meta)?);
+            } else {
+                s.push_free(b);
+            }
+        }
+        s.finish_setup()?;
+        Ok((s, t))
+    }
+
+    /// Takes over a device that holds data, given the valid pages a recovery scan found (see
+    /// `recovery.rs`). Blocks with programmed pages become closed GC candidates (their erased
+    /// tail is not reused until they are collected), erased blocks become free, blocks a power
+    /// cut left half-erased are erased, and valid pages on bad blocks are moved off them (the
+    /// moves are reported as usual). `next_seq` is the first sequence number to issue.
+    pub fn restore(nand: Nand, cfg: SpaceConfig, at_ns: Nanos, live: &[LivePage], next_seq: u64) -> Result<(FlashSpace, Nanos), FtlError> {
+        let mut s = Self::empty(nand, cfg)?;
+        s.seq = next_seq;
+        let mut t = at_ns;
+        let mut stamps = vec![0u64; s.geo.blocks() as usize];
+        for p in live {
+            let b = s.geo.block_of(p.ppn).0 as usize;
+            if p.stream >= s.cfg.streams {
+                return Err(FtlError::Recovery(format!("page {:?} claims stream {} of {}", p.ppn, p.stream, s.cfg.streams)));
+            }
+            if s.rmap[p.ppn.0 as usize] != NO_KEY {
+                return Err(FtlError::Recovery(format!("page {:?} claimed twice", p.ppn)));
+            }
+            s.rmap[p.ppn.0 as usize] = p.key;
+            let blk = &mut s.blocks[b];
+            blk.valid += 1;
+            blk.stream = p.stream;
+            stamps[b] = stamps[b].max(p.seq);
+        }
+        let mut used: Vec<(u64, u32)> = Vec::new();
+        for b in 0..s.geo.blocks() {
+            let pbn = Pbn(b);
+            let info = s.nand.block_info(pbn)?;
+            s.blocks[b as usize].erase_count = info.erase_count;
+            s.max_erase = s.max_erase.max(info.erase_count);
+            if s.nand.is_bad(pbn) {
+                s.blocks[b as usize].usage = BlockUse::Bad;
+                s.blocks[b as usize].written = info.next_page;
+                if s.blocks[b as usize].valid > 0 {
+                    s.to_evacuate.push(b);
+                }
+                continue;
+            }
+            if info.state == nand::BlockState::NeedsErase {
+                debug_assert_eq!(s.blocks[b as usize].valid, 0);
+                t = t.max(s.erase_to_free(at_ns, pbn, Purpose::Recovery)?);
+            } else if info.next_page == 0 {
+                s.push_free(b);
+            } else {
+                s.blocks[b as usize].written = info.next_page;
+                used.push((stamps[b as usize], b));
+            }
+        }
+        // Oldest first, so that FIFO collection keeps the order the data was written in. A
+        // partly written block with valid data becomes its stream's frontier on its die again
+        // (its next page is erased: a torn page counts as written), so that the space the cut
+        // left behind is not lost; for unstriped streams only one, where the cursor then points.
+        used.sort_unstable();
+        for (_, b) in used {
+            let blk = s.blocks[b as usize];
+            let die = s.geo.die_of_block(Pbn(b)).0 as usize;
+            let st = blk.stream as usize;
+            let striped = s.cfg.striped & (1u64 << st.min(63)) != 0;
+            let free_frontier = if striped { s.frontiers[st].open[die] == NIL } else { s.frontiers[st].open.iter().all(|&o| o == NIL) };
+            if blk.valid > 0 && blk.written < s.ppb && free_frontier {
+                s.blocks[b as usize].usage = BlockUse::Open;
+                s.frontiers[st].open[die] = b;
+                if !striped {
+                    s.frontiers[st].cursor = s.die_order.iter().position(|&d| d as usize == die).unwrap_or(0);
+                }
+            } else {
+                s.close_block(b);
+            }
+        }
+        s.finish_setup()?;
+        let t = s.evacuate(t)?;
+        Ok((s, t))
+    }
+
+    fn empty(nand: Nand, cfg: SpaceConfig) -> Result<FlashSpace, FtlError> {
+        let geo = nand.geometry().clone();
+        let oob_len = geo.oob_size_bytes as usize;
+        if oob_len < OOB_RECORD_BYTES {
+            return Err(FtlError::Config(format!("the OOB area has {oob_len} bytes; the FTL's reverse-mapping record needs {OOB_RECORD_BYTES}")));
+        }
+        if cfg.streams == 0 {
+            return Err(FtlError::Config("a flash space needs at least one stream".into()));
+        }
+        let mode = nand.config().cell.native;
+        let ppb = nand.config().pages_in_mode(mode);
+        let dies = geo.dies();
+        // Channel-interleaved die order: consecutive pages go to different channels first.
+        let per_channel = geo.dies_per_channel();
+        let die_order: Vec<u32> = (0..dies).map(|k| (k % geo.channels) * per_channel + k / geo.channels).collect();
+        let reserve = if cfg.reserve_blocks == 0 { dies + 2 } else { cfg.reserve_blocks };
+        let bg_target = if cfg.background_free_blocks == 0 { 2 * reserve } else { cfg.background_free_blocks.max(reserve) };
+        let block = Block { usage: BlockUse::Free, stream: 0, written: 0, valid: 0, erase_count: 0, close_stamp: 0, prev: NIL, next: NIL, closed_pos: NIL };
+        Ok(FlashSpace {
+            rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x6C5F_5EED),
+            frontiers: (0..cfg.streams).map(|_| Frontier { open: vec![NIL; dies as usize], cursor: 0 }).collect(),
+            blocks: vec![block; geo.blocks() as usize],
+            rmap: vec![NO_KEY; geo.pages() as usize],
+            free: (0..dies).map(|_| BinaryHeap::new()).collect(),
+            free_count: 0,
+            good_blocks: 0,
+            die_order,
+            bucket_head: vec![NIL; ppb as usize + 1],
+            bucket_tail: vec![NIL; ppb as usize + 1],
+            closed: Vec::new(),
+            fifo: VecDeque::new(),
+            close_counter: 0,
+            moves: Vec::new(),
+            seq: 1,
+            counts: SpaceCounts::default(),
+            max_erase: 0,
+            erases_since_wl_check: 0,
+            to_evacuate: Vec::new(),
+            write_oob: vec![0xFF; oob_len],
+            mig_data: vec![0; geo.page_size_bytes as usize],
+            mig_oob: vec![0xFF; oob_len],
+            reserve,
+            bg_target,
+            mode,
+            ppb,
+            geo,
+            cfg,
+            nand,
+        })
+    }
+
+    fn finish_setup(&mut self) -> Result<(), FtlError> {
+        self.good_blocks = self.blocks.iter().filter(|b| b.usage != BlockUse::Bad).count() as u32;
+        let streams_open = u32::from(self.cfg.streams) * self.geo.dies();
+        if self.good_blocks <= self.reserve + streams_open {
+            return Err(FtlError::Config(format!(
+                "{} good blocks cannot hold a GC reserve of {} blocks plus {} open blocks",
+                self.good_blocks, self.reserve, streams_open
+            )));
+        }
+        Ok(())
+    }
+
+    // ----- accessors -------------------------------------------------------------------------
+
+    pub fn nand(&self) -> &Nand {
+        &self.nand
+    }
+    pub fn nand_mut(&mut self) -> &mut Nand {
+        &mut self.nand
+    }
+    pub fn into_nand(self) -> Nand {
+        self.nand
+    }
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    pub fn config(&self) -> &SpaceConfig {
+        &self.cfg
+    }
+    /// Usable pages per block (in the blocks' cell mode).
+    pub fn pages_per_block(&self) -> u32 {
+        self.ppb
+    }
+    pub fn counts(&self) -> SpaceCounts {
+        self.counts
+    }
+    pub fn free_blocks(&self) -> u32 {
+        self.free_count
+    }
+    pub fn reserve_blocks(&self) -> u32 {
+        self.reserve
+    }
+    pub fn good_blocks(&self) -> u32 {
+        self.good_blocks
+    }
+    /// Physical pages not held back as GC reserve: `T` of the write-amplification models.
+    pub fn usable_pages(&self) -> u64 {
+        u64::from(self.good_blocks.saturating_sub(self.reserve)) * u64::from(self.ppb)
+    }
+    /// The key whose valid copy page `ppn` holds, if any.
+    pub fn key_at(&self, ppn: Ppn) -> Option<u64> {
+        self.rmap.get(ppn.0 as usize).copied().filter(|&k| k != NO_KEY)
+    }
+    pub fn valid_pages(&self, pbn: Pbn) -> u32 {
+        self.blocks[pbn.0 as usize].valid
+    }
+    pub fn block_use(&self, pbn: Pbn) -> BlockUse {
+        self.blocks[pbn.0 as usize].usage
+    }
+    /// The next sequence number that `alloc_seq` will return.
+    pub fn peek_seq(&self) -> u64 {
+        self.seq
+    }
+    /// Issues a sequence number (oob.rs invariant 2: one per logical write).
+    #[inline]
+    pub fn alloc_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    /// Hands the moves made since the last call to the caller (swapping buffers: no allocation
+    /// once both have grown).
+    pub fn take_moves(&mut self, out: &mut Vec<Move>) {
+        out.clear();
+        std::mem::swap(&mut self.moves, out);
+    }
+    pub fn has_moves(&self) -> bool {
+        !self.moves.is_empty()
+    }
+
+    // ----- caller operations -----------------------------------------------------------------
+
+    /// Writes one page of `stream` whose OOB carries `rec` (the caller sets key, kind and seq).
+    /// Returns the page and the program's completion time. Invariant 4: may collect first.
+    pub fn write(&mut self, at_ns: Nanos, stream: u8, rec: &OobRecord, data: &[u8], purpose: Purpose) -> Result<(Ppn, Nanos), FtlError> {
+        if stream >= self.cfg.streams {
+            return Err(FtlError::Config(format!("stream {stream} of a space with {} streams", self.cfg.streams)));
+        }
+        rec.encode_into(&mut self.write_oob);
+        loop {
+            let (ppn, t) = self.alloc_page(at_ns, stream, false)?;
+            match self.nand.program(t, ppn, data, &self.write_oob, purpose) {
+                Ok(done) => {
+                    self.note_written(ppn, rec.key);
+                    let mut end = done.done_ns;
+                    if !self.to_evacuate.is_empty() {
+                        end = end.max(self.evacuate(t)?);
+                    }
+                    return Ok((ppn, end));
+                }
+                Err(NandError::ProgramFailed(_)) => self.retire(self.geo.block_of(ppn)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Reads a page (data, and OOB if `oob` is not empty) for the caller.
+    pub fn read(&mut self, at_ns: Nanos, ppn: Ppn, data: &mut [u8], oob: &mut [u8], purpose: Purpose) -> Result<Nanos, FtlError> {
+        Ok(self.nand.read(at_ns, ppn, data, oob, purpose)?.done_ns)
+    }
+
+    /// Marks the valid page `ppn` invalid (its key was overwritten, trimmed or dropped).
+    #[inline]
+    pub fn invalidate(&mut self, ppn: Ppn) {
+        let i = ppn.0 as usize;
+        debug_assert!(self.rmap[i] != NO_KEY, "invalidating page {ppn:?} that holds nothing valid");
+        if self.rmap[i] == NO_KEY {
+            return;
+        }
+        self.rmap[i] = NO_KEY;
+        let b = self.geo.block_of(ppn).0;
+        let closed = self.blocks[b as usize].usage == BlockUse::Closed;
+        if closed {
+            self.bucket_remove(b);
+        }
+        self.blocks[b as usize].valid -= 1;
+        if closed {
+            self.bucket_push(b);
+        }
+    }
+
+    /// Idle-time collection: collects up to `max_victims` victims while fewer than the
+    /// background target of blocks are free, then checks wear. Returns when the work is done.
+    pub fn background_gc(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
+        let mut t = at_ns;
+        let mut n = 0;
+        while self.free_count < self.bg_target && n < max_victims && !self.closed.is_empty() {
+            t = self.gc_one(t, Purpose::Gc)?;
+            n += 1;
+        }
+        t = self.maybe_wear_level(t)?;
+        self.evacuate(t)
+    }
+
+    // ----- allocation ------------------------------------------------------------------------
+
+    /// The next page of `stream`'s frontier, on the next die in striping order. A caller's write
+    /// (`for_gc == false`) collects first when it needs a new block and the reserve is reached.
+    fn alloc_page(&mut self, at_ns: Nanos, stream: u8, for_gc: bool) -> Result<(Ppn, Nanos), FtlError> {
+        let s = stream as usize;
+        let dies = self.die_order.len();
+        let striped = self.cfg.striped & (1u64 << s.min(63)) != 0;
+        let mut slot = self.frontiers[s].cursor;
+        if striped {
+            self.frontiers[s].cursor = if slot + 1 == dies { 0 } else { slot + 1 };
+        }
+        let mut die = self.die_order[slot] as usize;
+        if let Some(ppn) = self.take_from_open(s, die) {
+            return Ok((ppn, at_ns));
+        }
+        if !striped {
+            // One block at a time: the next block goes to the next die.
+            slot = if slot + 1 == dies { 0 } else { slot + 1 };
+            self.frontiers[s].cursor = slot;
+            die = self.die_order[slot] as usize;
+        }
+        let mut t = at_ns;
+        if !for_gc && self.free_count < self.reserve {
+            t = self.foreground_gc(t)?;
+            // Collection may have opened a block of this stream (on this die, or for an
+            // unstriped stream, wherever its cursor is now).
+            if !striped {
+                die = self.die_order[self.frontiers[s].cursor] as usize;
+            }
+            if let Some(ppn) = self.take_from_open(s, die) {
+                return Ok((ppn, t));
+            }
+        }
+        let Some(b) = self.take_free(die) else {
+            // No free block at all (GC dipped into the whole reserve): any open block of this
+            // stream with room will do, on whatever die.
+            for d in 0..dies {
+                if let Some(ppn) = self.take_from_open(s, d) {
+                    return Ok((ppn, t));
+                }
+            }
+            return Err(FtlError::NoSpace(if for_gc { "garbage collection" } else { "a write" }));
+        };
+        let blk = &mut self.blocks[b as usize];
+        debug_assert!(blk.usage == BlockUse::Free && blk.written == 0 && blk.valid == 0);
+        blk.usage = BlockUse::Open;
+        blk.stream = stream;
+        blk.written = 1;
+        self.frontiers[s].open[die] = b;
+        Ok((self.geo.first_page(Pbn(b)), t))
+    }
+
+    /// A page from the open block of (`s`, `die`), closing the block when it is full.
+    #[inline]
+    fn take_from_open(&mut self, s: usize, die: usize) -> Option<Ppn> {
+        let b = self.frontiers[s].open[die];
+        if b == NIL {
+            return None;
+        }
+        let written = self.blocks[b as usize].written;
+        if written < self.ppb {
+            self.blocks[b as usize].written = written + 1;
+            return Some(self.geo.ppn_in_block(Pbn(b), written));
+        }
+        self.frontiers[s].open[die] = NIL;
+        self.close_block(b);
+        None
+    }
+
+    /// The least-worn free block of `die`, else the least-worn free block of any die.
+    fn take_free(&mut self, die: usize) -> Option<u32> {
+        let d = if self.free[die].is_empty() {
+            (0..self.free.len()).filter(|&d| !self.free[d].is_empty()).min_by_key(|&d| self.free[d].peek().map(|r| r.0))?
+        } else {
+            die
+        };
+        let Reverse((_, b)) = self.free[d].pop()?;
+        self.free_count -= 1;
+        Some(b)
+    }
+
+    fn push_free(&mut self, b: u32) {
+        let blk = &mut self.blocks[b as usize];
+        blk.usage = BlockUse::Free;
+        blk.written = 0;
+        blk.valid = 0;
+        let die = self.geo.die_of_block(Pbn(b)).0 as usize;
+        self.free[die].push(Reverse((blk.erase_count, b)));
+        self.free_count += 1;
+    }
+
+    #[inline]
+    fn note_written(&mut self, ppn: Ppn, key: u64) {
+        debug_assert!(key != NO_KEY, "key u64::MAX is reserved");
+        debug_assert_eq!(self.rmap[ppn.0 as usize], NO_KEY);
+        self.rmap[ppn.0 as usize] = key;
+        let b = self.geo.block_of(ppn).0 as usize;
+        self.blocks[b].valid += 1;
+        debug_assert!(self.blocks[b].valid <= self.blocks[b].written);
+    }
+
+    // ----- closed blocks: greedy buckets, FIFO queue, candidate list --------------------------
+
+    fn close_block(&mut self, b: u32) {
+        self.close_counter += 1;
+        let stamp = self.close_counter;
+        let blk = &mut self.blocks[b as usize];
+        blk.usage = BlockUse::Closed;
+        blk.close_stamp = stamp;
+        blk.closed_pos = self.closed.len() as u32;
+        self.closed.push(b);
+        self.fifo.push_back((b, stamp));
+        self.bucket_push(b);
+    }
+
+    /// Takes a closed block out of every candidate structure (the FIFO entry goes stale).
+    fn leave_closed(&mut self, b: u32) {
+        debug_assert_eq!(self.blocks[b as usize].usage, BlockUse::Closed);
+        self.bucket_remove(b);
+        let pos = self.blocks[b as usize].closed_pos as usize;
+        self.closed.swap_remove(pos);
+        if pos < self.closed.len() {
+            let moved = self.closed[pos];
+            self.blocks[moved as usize].closed_pos = pos as u32;
+        }
+        let blk = &mut self.blocks[b as usize];
+        blk.closed_pos = NIL;
+        blk.usage = BlockUse::Collecting;
+    }
+
+    fn bucket_push(&mut self, b: u32) {
+        let v = self.blocks[b as usize].valid as usize;
+        let tail = self.bucket_tail[v];
+        self.blocks[b as usize].prev = tail;
+        self.blocks[b as usize].next = NIL;
+        if tail == NIL {
+            self.bucket_head[v] = b;
+        } else {
+            self.blocks[tail as usize].next = b;
+        }
+        self.bucket_tail[v] = b;
+    }
+
+    fn bucket_remove(&mut self, b: u32) {
+        let v = self.blocks[b as usize].valid as usize;
+        let Block { prev, next, .. } = self.blocks[b as usize];
+        if prev == NIL {
+            self.bucket_head[v] = next;
+        } else {
+            self.blocks[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.bucket_tail[v] = prev;
+        } else {
+            self.blocks[next as usize].prev = prev;
+        }
+        self.blocks[b as usize].prev = NIL;
+        self.blocks[b as usize].next = NIL;
+    }
+
+    fn pick_victim(&mut self) -> Option<u32> {
+        if self.closed.is_empty() {
+            return None;
+        }
+        match self.cfg.gc {
+            GcPolicy::Greedy => self.bucket_head.iter().copied().find(|&h| h != NIL),
+            GcPolicy::Fifo => {
+                while let Some((b, stamp)) = self.fifo.pop_front() {
+                    let blk = &self.blocks[b as usize];
+                    if blk.usage == BlockUse::Closed && blk.close_stamp == stamp {
+                        return Some(b);
+                    }
+                }
+                None
+            }
+            GcPolicy::Random => {
+                let i = (self.rng.next_u64() % self.closed.len() as u64) as usize;
+                Some(self.closed[i])
+            }
+            GcPolicy::CostBenefit => {
+                let now = self.close_counter;
+                let ppb = f64::from(self.ppb);
+                let mut best = (f64::NEG_INFINITY, NIL);
+                for &b in &self.closed {
+                    let blk = &self.blocks[b as usize];
+                    let u = f64::from(blk.valid) / ppb;
+                    let age = (now - blk.close_stamp + 1) as f64;
+                    let score = if blk.valid == 0 { f64::INFINITY } else { (1.0 - u) / (2.0 * u) * age };
+                    if score > best.0 {
+                        best = (score, b);
+                    }
+                }
+                Some(best.1)
+            }
+        }
+    }
+
+    // ----- garbage collection and wear levelling ----------------------------------------------
+
+    /// Collects until the reserve is free again (invariant 4), then checks wear.
+    fn foreground_gc(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let mut t = at_ns;
+        let mut fruitless = 0usize;
+        while self.free_count < self.reserve {
+            let before = self.free_count;
+            t = self.gc_one(t, Purpose::Gc)?;
+            if self.free_count > before {
+                fruitless = 0;
+            } else {
+                // A victim with no invalid page gains nothing (random may pick one); a run of
+                // them longer than the candidate list means the flash is full of valid data.
+                fruitless += 1;
+                if fruitless > self.closed.len() + 8 {
+                    return Err(FtlError::NoSpace("garbage collection (every block is full of valid data)"));
+                }
+            }
+        }
+        self.maybe_wear_level(t)
+    }
+
+    /// Collects one victim: moves its valid pages, erases it. Returns when it is erased.
+    fn gc_one(&mut self, at_ns: Nanos, purpose: Purpose) -> Result<Nanos, FtlError> {
+        let victim = self.pick_victim().ok_or(FtlError::NoSpace("garbage collection (no closed block to collect)"))?;
+        self.collect(at_ns, victim, purpose)
+    }
+
+    fn collect(&mut self, at_ns: Nanos, victim: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
+        self.leave_closed(victim);
+        let t = if purpose == Purpose::WearLevel { self.migrate_cold(at_ns, victim)? } else { self.migrate_block(at_ns, victim, purpose)? };
+        if purpose == Purpose::WearLevel {
+            self.counts.wl_erases += 1;
+        } else {
+            self.counts.gc_victims += 1;
+            self.counts.gc_erases += 1;
+        }
+        self.erase_to_free(t, Pbn(victim), purpose)
+    }
+
+    /// Copies every valid page of block `b` to its stream's frontier, OOB included.
+    fn migrate_block(&mut self, at_ns: Nanos, b: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
+        let stream = self.blocks[b as usize].stream;
+        let first = self.geo.first_page(Pbn(b)).0;
+        let mut done = at_ns;
+        for page in 0..self.blocks[b as usize].written {
+            if self.blocks[b as usize].valid == 0 {
+                break;
+            }
+            let from = Ppn(first + u64::from(page));
+            let key = self.rmap[from.0 as usize];
+            if key == NO_KEY {
+                continue;
+            }
+            let r = self.nand.read(at_ns, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
+            let to = loop {
+                let (to, t) = self.alloc_page(r.done_ns, stream, true)?;
+                match self.nand.program(t, to, &self.mig_data, &self.mig_oob, purpose) {
+                    Ok(d) => {
+                        done = done.max(d.done_ns);
+                        break to;
+                    }
+                    Err(NandError::ProgramFailed(_)) => self.retire(self.geo.block_of(to)),
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            self.note_written(to, key);
+            self.invalidate(from);
+            self.moves.push(Move { key, stream, from, to, purpose });
+            if purpose == Purpose::WearLevel {
+                self.counts.wl_migrations += 1;
+            } else {
+                self.counts.gc_migrations += 1;
+            }
+        }
+        debug_assert_eq!(self.blocks[b as usize].valid, 0);
+        Ok(done)
+    }
+
+    /// Static wear levelling's copy: the cold block's valid pages go, in order, to the *most*
+    /// worn free block (not to the stream's frontier, whose blocks are the least worn), so that
+    /// cold data rests on worn blocks and the little-worn block joins the hot rotation. One
+    /// destination suffices: a block never holds more valid pages than a block has.
+    fn migrate_cold(&mut self, at_ns: Nanos, b: u32) -> Result<Nanos, FtlError> {
+        let stream = self.blocks[b as usize].stream;
+        let Some(dest) = self.take_most_worn_free() else {
+            return self.migrate_block(at_ns, b, Purpose::WearLevel);
+        };
+        {
+            let d = &mut self.blocks[dest as usize];
+            d.usage = BlockUse::Open;
+            d.stream = stream;
+        }
+        let first = self.geo.first_page(Pbn(b)).0;
+        let mut done = at_ns;
+        for page in 0..self.blocks[b as usize].written {
+            let from = Ppn(first + u64::from(page));
+            let key = self.rmap[from.0 as usize];
+            if key == NO_KEY {
+                continue;
+            }
+            let r = self.nand.read(at_ns, from, &mut self.mig_data, &mut self.mig_oob, Purpose::WearLevel)?;
+            let written = self.blocks[dest as usize].written;
+            let to = self.geo.ppn_in_block(Pbn(dest), written);
+            self.blocks[dest as usize].written = written + 1;
+            match self.nand.program(r.done_ns, to, &self.mig_data, &self.mig_oob, Purpose::WearLevel) {
+                Ok(d) => done = done.max(d.done_ns),
+                Err(NandError::ProgramFailed(_)) => {
+                    // Rare: give up on the cold destination and finish through the frontier.
+                    self.retire(Pbn(dest));
+                    let t = self.evacuate(done)?;
+                    return Ok(t.max(self.migrate_block(done, b, Purpose::WearLevel)?));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            self.note_written(to, key);
+            self.invalidate(from);
+            self.moves.push(Move { key, stream, from, to, purpose: Purpose::WearLevel });
+            self.counts.wl_migrations += 1;
+        }
+        self.close_block(dest);
+        Ok(done)
+    }
+
+    /// Removes and returns the most worn free block (a scan: wear levelling is rare).
+    fn take_most_worn_free(&mut self) -> Option<u32> {
+        let (die, b) = self
+            .free
+            .iter()
+            .enumerate()
+            .flat_map(|(d, h)| h.iter().map(move |r| (d, r.0 .1)))
+            .max_by_key(|&(_, b)| (self.blocks[b as usize].erase_count, std::cmp::Reverse(b)))?;
+        self.free[die].retain(|r| r.0 .1 != b);
+        self.free_count -= 1;
+        Some(b)
+    }
+
+    /// Erases block `pbn` into the free pool, or retires it if the erase fails.
+    fn erase_to_free(&mut self, at_ns: Nanos, pbn: Pbn, purpose: Purpose) -> Result<Nanos, FtlError> {
+        match self.nand.erase(at_ns, pbn, self.mode, purpose) {
+            Ok(d) => {
+                let blk = &mut self.blocks[pbn.0 as usize];
+                blk.erase_count += 1;
+                self.max_erase = self.max_erase.max(blk.erase_count);
+                self.erases_since_wl_check += 1;
+                self.push_free(pbn.0);
+                Ok(d.done_ns)
+            }
+            Err(NandError::EraseFailed(_) | NandError::WornOut { .. }) => {
+                let blk = &mut self.blocks[pbn.0 as usize];
+                blk.usage = BlockUse::Bad;
+                blk.written = 0;
+                self.good_blocks -= 1;
+                self.counts.retired_blocks += 1;
+                Ok(at_ns)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A program failed in block `pbn`: the block is bad now. Takes it off its frontier; its
+    /// valid pages are moved off by `evacuate` once the current operation is done.
+    fn retire(&mut self, pbn: Pbn) {
+        let b = pbn.0;
+        let blk = self.blocks[b as usize];
+        match blk.usage {
+            BlockUse::Open => {
+                let f = &mut self.frontiers[blk.stream as usize].open;
+                if let Some(slot) = f.iter_mut().find(|x| **x == b) {
+                    *slot = NIL;
+                }
+            }
+            BlockUse::Closed => self.leave_closed(b),
+            _ => {}
+        }
+        self.blocks[b as usize].usage = BlockUse::Bad;
+        self.good_blocks -= 1;
+        self.counts.retired_blocks += 1;
+        if self.blocks[b as usize].valid > 0 {
+            self.to_evacuate.push(b);
+        }
+    }
+
+    /// Moves valid pages off retired blocks (their pages stay readable).
+    fn evacuate(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let mut t = at_ns;
+        while let Some(b) = self.to_evacuate.pop() {
+            t = t.max(self.migrate_block(at_ns, b, Purpose::Gc)?);
+        }
+        Ok(t)
+    }
+
+    /// Static wear levelling: if the erase-count spread passed the threshold, moves the data of
+    /// the least-worn closed block (cold data) so that the block returns to the free pool.
+    fn maybe_wear_level(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        if self.cfg.wl_threshold == 0 || self.erases_since_wl_check < WL_CHECK_EVERY_ERASES || self.free_count < self.reserve {
+            return Ok(at_ns);
+        }
+        self.erases_since_wl_check = 0;
+        let Some(&coldest) = self.closed.iter().min_by_key(|&&b| (self.blocks[b as usize].erase_count, b)) else {
+            return Ok(at_ns);
+        };
+        if self.max_erase - self.blocks[coldest as usize].erase_count <= self.cfg.wl_threshold {
+            return Ok(at_ns);
+        }
+        self.collect(at_ns, coldest, Purpose::WearLevel)
+    }
+
+    // ----- checking ----------------------------------------------------------------------------
+
+    /// Recounts everything and checks invariants 1, 2 and 4. Costly: for tests.
+    pub fn check(&self) -> Result<(), String> {
+        let mut free = 0;
+        for (b, blk) in self.blocks.iter().enumerate() {
+            let first = self.geo.first_page(Pbn(b as u32)).0 as usize;
+            let valid = self.rmap[first..first + self.geo.pages_per_block as usize].iter().filter(|&&k| k != NO_KEY).count() as u32;
+            if valid != blk.valid {
+                return Err(format!("block {b}: valid count {} but {valid} valid pages", blk.valid));
+            }
+            if blk.valid > blk.written {
+                return Err(format!("block {b}: {} valid of {} written", blk.valid, blk.written));
+            }
+            match blk.usage {
+                BlockUse::Free => {
+                    free += 1;
+                    if blk.written != 0 {
+                        return Err(format!("free block {b} has {} pages written", blk.written));
+                    }
+                }
+                BlockUse::Closed => {
+                    if self.closed.get(blk.closed_pos as usize) != Some(&(b as u32)) {
+                        return Err(format!("closed block {b} is not in the candidate list"));
+                    }
+                }
+                BlockUse::Open => {
+                    if !self.frontiers.iter().any(|f| f.open.contains(&(b as u32))) {
+                        return Err(format!("open block {b} is no frontier"));
+                    }
+                }
+                BlockUse::Collecting => return Err(format!("block {b} is left collecting")),
+                BlockUse::Bad => {
+                    if blk.valid != 0 && !self.to_evacuate.contains(&(b as u32)) {
+                        return Err(format!("bad block {b} holds {} valid pages", blk.valid));
+                    }
+                }
+            }
+        }
+        if free != self.free_count || self.free.iter().map(|h| h.len() as u32).sum::<u32>() != free {
+            return Err(format!("free count {} but {free} free blocks", self.free_count));
+        }
+        Ok(())
+    }
+
+    /// The die a block lies on (for callers that place data themselves).
+    pub fn die_of(&self, pbn: Pbn) -> DieId {
+        self.geo.die_of_block(pbn)
+    }
+}

@@ -1,0 +1,123 @@
+//! DFTL behaves as the DFTL paper predicts: with the whole map cached it is the page FTL plus
+//! translation-page writes; with a fraction c cached, uniform random lookups hit with
+//! probability c, every miss costs one translation-page read, and batch updates make dirty
+//! write-backs rarer than misses; GC's lazy mapping fixes add translation writes.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use ftl::dftl::Dftl;
+use ftl::page::PageFtl;
+use ftl::{BlockDevice, FtlOptions};
+use nand::{DeviceConfig, Nand, OpKind, Purpose};
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// 128 Ki pages of 4 KiB, metadata only: 2 channels x 2 chips x 2 planes x 256 blocks x 64 pages.
+fn device() -> Nand {
+    let o = ["geometry.blocks_per_plane=256", "geometry.pages_per_block=64", "store=\"meta\""];
+    Nand::new(DeviceConfig::preset("tiny", &o.map(String::from)).unwrap()).unwrap()
+}
+
+fn opts(cache: f64) -> FtlOptions {
+    FtlOptions { cache_fraction: cache, spare_factor: 0.15, wl_threshold: 0, ..FtlOptions::default() }
+}
+
+/// Sequential fill, then `writes` uniform random single-page writes; returns the end time.
+fn fill_and_overwrite(dev: &mut dyn BlockDevice, writes: u64, seed: u64) -> u64 {
+    let page = vec![0u8; ftl::LOGICAL_PAGE_BYTES];
+    let cap = dev.capacity_pages();
+    let mut t = 0;
+    for lpn in 0..cap {
+        t = dev.write(t, lpn, &page, false).unwrap();
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    for _ in 0..writes {
+        t = dev.write(t, rng.next_u64() % cap, &page, false).unwrap();
+    }
+    t
+}
+
+fn programs(n: &Nand, p: Purpose) -> u64 {
+    n.stats().get(OpKind::Program, p)
+}
+
+#[test]
+fn dftl_with_the_whole_map_cached_is_the_page_ftl_plus_translation_writes() {
+    let mut page = PageFtl::new(device(), &opts(1.0)).unwrap();
+    let mut dftl = Dftl::new(device(), &opts(1.0)).unwrap();
+    assert_eq!(page.capacity_pages(), dftl.capacity_pages());
+    let writes = 2 * page.capacity_pages();
+    fill_and_overwrite(&mut page, writes, 5);
+    let t = fill_and_overwrite(&mut dftl, writes, 5);
+    let (p, d) = (page.report(), dftl.report());
+    assert_eq!(p.host, d.host);
+    assert_eq!(p.gc, d.gc, "GC must do exactly the same work");
+    for purpose in [Purpose::Host, Purpose::Gc] {
+        assert_eq!(programs(page.space().nand(), purpose), programs(dftl.space().nand(), purpose), "{purpose:?} programs");
+    }
+    assert_eq!(d.translation_reads, 0);
+    assert_eq!(d.translation_writes, 0, "nothing is evicted, so nothing is written back before a flush");
+    assert_eq!(d.cmt_hit_ratio.map(|h| h > 0.66), Some(true), "after the fill every lookup hits: {d:?}");
+    // A flush writes every translation page back once (all of them are dirty).
+    dftl.flush(t).unwrap();
+    let d = dftl.report();
+    let tpages = dftl.capacity_pages().div_ceil(1024);
+    assert_eq!(d.translation_writes, tpages);
+    assert_eq!(programs(dftl.space().nand(), Purpose::Mapping), tpages);
+}
+
+#[test]
+fn smaller_caches_hit_as_often_as_they_are_large_and_pay_one_translation_read_per_miss() {
+    let mut last: Option<(u64, u64)> = None;
+    for cache in [0.35, 0.15, 0.02] {
+        let mut dftl = Dftl::new(device(), &opts(cache)).unwrap();
+        let cap = dftl.capacity_pages();
+        let t = fill_and_overwrite(&mut dftl, cap, 9);
+        let mut t = dftl.flush(t).unwrap();
+        // Uniform random reads: warm the LRU up, then measure.
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(10);
+        let mut buf = vec![0u8; ftl::LOGICAL_PAGE_BYTES];
+        for _ in 0..cap {
+            t = dftl.read(t, rng.next_u64() % cap, &mut buf).unwrap();
+        }
+        let c0 = dftl.counts();
+        let n = cap;
+        for _ in 0..n {
+            t = dftl.read(t, rng.next_u64() % cap, &mut buf).unwrap();
+        }
+        let c1 = dftl.counts();
+        let hits = c1.hits - c0.hits;
+        let misses = (c1.lookups - c0.lookups) - hits;
+        let hit_ratio = hits as f64 / n as f64;
+        let expected = c1.cmt_capacity as f64 / cap as f64;
+        println!("cache {cache}: read hit ratio {hit_ratio:.4} (expected {expected:.4}), misses {misses}, translation reads {}", c1.translation_reads - c0.translation_reads);
+        assert!((hit_ratio - expected).abs() < 0.01, "cache {cache}: hit ratio {hit_ratio} vs {expected}");
+        // Reads leave entries clean, so a miss costs exactly one translation read and no write.
+        assert_eq!(c1.translation_reads - c0.translation_reads, misses, "cache {cache}");
+        assert_eq!(c1.translation_writes, c0.translation_writes, "cache {cache}: clean evictions write nothing");
+
+        // Uniform random writes: misses read, dirty evictions read and write, in batches.
+        let page = vec![0u8; ftl::LOGICAL_PAGE_BYTES];
+        for _ in 0..n {
+            t = dftl.write(t, rng.next_u64() % cap, &page, false).unwrap();
+        }
+        let c2 = dftl.counts();
+        let misses = (c2.lookups - c1.lookups) - (c2.hits - c1.hits);
+        let (reads, writes) = (c2.translation_reads - c1.translation_reads, c2.translation_writes - c1.translation_writes);
+        let evictions = c2.dirty_evictions - c1.dirty_evictions;
+        let fixes = c2.gc_fix_writes - c1.gc_fix_writes;
+        println!("cache {cache}: write misses {misses}, dirty evictions {evictions}, GC fix writes {fixes}, translation reads {reads} writes {writes}");
+        // Every translation page is on flash (after the fill and flush), so each miss reads one
+        // and each write-back is a read-modify-write: reads = misses + writes, exactly.
+        assert_eq!(reads, misses + writes, "cache {cache}");
+        // Writes are dirty evictions plus lazy GC fixes, one page each.
+        assert_eq!(writes, evictions + fixes, "cache {cache}");
+        // Batch updates: one write-back cleans every dirty cached entry of its page, so dirty
+        // evictions are fewer than the misses that cause them.
+        assert!(evictions > 0 && evictions < misses, "cache {cache}: {evictions} dirty evictions for {misses} misses");
+        if let Some((r, w)) = last {
+            assert!(reads > r && writes > w, "a smaller cache must cost more translation I/O");
+        }
+        last = Some((reads, writes));
+    }
+}

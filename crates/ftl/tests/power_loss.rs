@@ -1,0 +1,71 @@
+//! Power cuts at many flash operations per FTL: after `power_on` and recovery every flushed or
+//! FUA write reads back, no trimmed data returns, and nothing reads as data it was not given.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use ftl::testkit::{count_ops, power_cut_run};
+use ftl::{BlockDevice, FtlError, FtlOptions};
+use nand::{DeviceConfig, Nand};
+
+const OPS: usize = 1500;
+
+/// 15% spare: the 96-block device needs more than the default 7% to hold its open blocks.
+fn opts() -> FtlOptions {
+    FtlOptions { spare_factor: 0.15, ..FtlOptions::default() }
+}
+
+fn device() -> Nand {
+    // The tiny SLC device with fewer blocks, so that the workload collects garbage often.
+    let cfg = DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=12".into()]).unwrap();
+    Nand::new(cfg).unwrap()
+}
+
+fn cut_everywhere(kind: &'static str, opts: FtlOptions, cuts: u64) {
+    let make_opts = opts.clone();
+    let make = move || -> Result<Box<dyn BlockDevice>, FtlError> { ftl::build(kind, device(), &make_opts) };
+    let reopen = move |n: Nand| ftl::open(kind, n, &opts);
+    let total = count_ops(&make, 7, OPS).unwrap();
+    assert!(total > 1000, "the workload issues only {total} flash operations");
+    let mut recovered_newest = 0;
+    for k in 1..=cuts {
+        // Spread the cut points over the run, and vary them a little around each point.
+        let at = (total * k / (cuts + 1)).max(1) + k % 7;
+        let out = power_cut_run(&make, &reopen, 7, OPS, at, true).unwrap_or_else(|e| panic!("{kind}, cut at op {at}: {e}"));
+        assert!(out.cut_after_ops > 0, "{kind}: the cut at op {at} did not happen");
+        recovered_newest += out.newest;
+    }
+    assert!(recovered_newest > 0);
+}
+
+#[test]
+fn page_ftl_recovers_flushed_data_and_durable_trims_after_power_cuts_at_40_points() {
+    cut_everywhere("page", opts(), 40);
+}
+
+#[test]
+fn page_ftl_recovers_with_fifo_and_random_gc_too() {
+    cut_everywhere("page", FtlOptions { gc: ftl::GcPolicy::Fifo, ..opts() }, 10);
+    cut_everywhere("page", FtlOptions { gc: ftl::GcPolicy::Random, ..opts() }, 10);
+}
+
+#[test]
+fn dftl_recovers_flushed_data_and_durable_trims_after_power_cuts_at_many_points() {
+    for cache in [0.02, 0.35] {
+        cut_everywhere("dftl", FtlOptions { cache_fraction: cache, ..opts() }, 25);
+    }
+    cut_everywhere("dftl", FtlOptions { cache_fraction: 1.0, gc: ftl::GcPolicy::CostBenefit, ..opts() }, 10);
+}
+
+#[test]
+fn a_clean_shutdown_and_reopen_keeps_everything() {
+    let opts = opts();
+    let make = || ftl::build("page", device(), &opts);
+    let reopen = |n: Nand| ftl::open("page", n, &opts);
+    // A cut point past the end of the run: the run ends, power goes off between operations.
+    let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, true).unwrap();
+    assert_eq!(out.cut_after_ops, 0);
+    let make = || ftl::build("dftl", device(), &opts);
+    let reopen = |n: Nand| ftl::open("dftl", n, &opts);
+    let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, true).unwrap();
+    assert_eq!(out.cut_after_ops, 0);
+}

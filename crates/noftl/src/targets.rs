@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::Args;
-use ftl::BlockDevice;
+use ftl::{BlockDevice, FtlOptions};
+use nand::Nand;
 
 use crate::cli::common::{parse_percent, DeviceArgs};
 
@@ -28,6 +29,25 @@ pub struct TargetArgs {
     /// Keep the flash in this image file (created if missing, reopened and recovered if present).
     #[arg(long)]
     pub image: Option<PathBuf>,
+    /// Controller clock of the device's FTL, MHz (default: 400, an embedded ARM Cortex-R class core).
+    #[arg(long, default_value_t = 400.0)]
+    pub controller_mhz: f64,
+}
+
+impl TargetArgs {
+    /// The FTL knobs these arguments set; the FTL's seed is the device's.
+    pub fn ftl_options(&self, device_seed: u64) -> anyhow::Result<FtlOptions> {
+        let opts = FtlOptions {
+            cache_fraction: self.cache,
+            spare_factor: self.op,
+            gc: self.gc.parse().map_err(|e: ftl::FtlError| anyhow::anyhow!("--gc: {e}"))?,
+            seed: device_seed,
+            controller: ftl::ControllerConfig { clock_mhz: self.controller_mhz },
+            ..FtlOptions::default()
+        };
+        opts.validate()?;
+        Ok(opts)
+    }
 }
 
 pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
@@ -39,6 +59,24 @@ pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
             let cfg = t.device.load()?;
             Ok(Box::new(ftl::MemDisk::new(cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64)))
         }
-        other => bail!("unknown target '{other}' (memdisk; FTL targets are being built)"),
+        kind if ftl::options::KINDS.contains(&kind) => {
+            let cfg = t.device.load()?;
+            let opts = t.ftl_options(cfg.seed)?;
+            match &t.image {
+                None => Ok(ftl::build(kind, Nand::new(cfg)?, &opts)?),
+                Some(path) if path.exists() => {
+                    let nand = Nand::open_image(path).with_context(|| format!("cannot reopen {}", path.display()))?;
+                    if nand.config() != &cfg {
+                        eprintln!("note: {} holds a '{}' device; its own configuration is used", path.display(), nand.config().name);
+                    }
+                    ftl::open(kind, nand, &opts).with_context(|| format!("cannot recover the {kind} FTL from {}", path.display()))
+                }
+                Some(path) => {
+                    let nand = Nand::create_image(cfg, path).with_context(|| format!("cannot create {}", path.display()))?;
+                    Ok(ftl::build(kind, nand, &opts)?)
+                }
+            }
+        }
+        other => bail!("unknown target '{other}' (page, dftl, fast, block, amf, memdisk)"),
     }
 }

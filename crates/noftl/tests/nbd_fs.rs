@@ -144,7 +144,6 @@ fn ext4_through_nbdfuse_and_fuse2fs() {
 }
 
 #[test]
-#[ignore = "needs `--target page --image`, which the lead wires into targets::build once the page FTL lands"]
 fn ext4_files_survive_a_server_restart_on_its_image() {
     let Ok(()) = fuse_available().map_err(skip) else { return };
     let work = tempfile::tempdir().expect("temp dir");

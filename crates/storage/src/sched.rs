@@ -203,11 +203,13 @@ pub fn run_virtual<T: Terminal>(eng: &mut Engine, terms: &mut [T], start_ns: Nan
     Ok(stats)
 }
 
-/// Runs `terms` in real time, one thread each, sharing the engine behind a mutex (steps are
+/// Runs `terms` in real time, one thread each (the engine's clock follows the wall clock), sharing the engine behind a mutex (steps are
 /// atomic; lock waits sleep on a condition variable until some transaction ends; each commit
 /// forces the log itself, so concurrent commits share forces only by chance).
 pub fn run_real<T: Terminal + Send + 'static>(eng: Engine, terms: Vec<T>) -> Result<(Engine, Vec<T>)> {
     let shared = Arc::new((Mutex::new(eng), Condvar::new()));
+    // The engine's clock follows the wall clock here (plus the CPU model within a step).
+    let t0 = std::time::Instant::now();
     let handles: Vec<_> = terms
         .into_iter()
         .map(|mut t| {
@@ -216,7 +218,7 @@ pub fn run_real<T: Terminal + Send + 'static>(eng: Engine, terms: Vec<T>) -> Res
                 let (m, cv) = &*sh;
                 let mut g = m.lock().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
                 loop {
-                    g.set_now(0);
+                    g.set_now(t0.elapsed().as_nanos() as Nanos);
                     let ended = g.stats().commits + g.stats().aborts;
                     let r = t.step(&mut g)?;
                     match r {
@@ -228,6 +230,7 @@ pub fn run_real<T: Terminal + Send + 'static>(eng: Engine, terms: Vec<T>) -> Res
                             if !g.is_durable(lsn) {
                                 g.force_log()?;
                             }
+                            g.set_now(t0.elapsed().as_nanos() as Nanos);
                             t.durable(&mut g)?;
                         }
                         Step::Finished => {

@@ -257,22 +257,15 @@ impl TpcbTerminal {
                 self.stage = Stage::Account;
                 Ok(Step::Ran)
             }
-            Stage::Account => {
-                let (t, i, k) = (self.h.account, self.h.account_pk, self.input.account);
-                self.update(e, t, i, k, 2)?;
-                self.stage = Stage::Teller;
-                Ok(Step::Ran)
-            }
-            Stage::Teller => {
-                let (t, i, k) = (self.h.teller, self.h.teller_pk, self.input.teller);
-                self.update(e, t, i, k, 2)?;
-                self.stage = Stage::Branch;
-                Ok(Step::Ran)
-            }
-            Stage::Branch => {
-                let (t, i, k) = (self.h.branch, self.h.branch_pk, self.input.branch);
-                self.update(e, t, i, k, 1)?;
-                self.stage = Stage::History;
+            Stage::Account | Stage::Teller | Stage::Branch => {
+                // (table, index, key, balance column, next stage)
+                let (t, i, k, col, next) = match self.stage {
+                    Stage::Account => (self.h.account, self.h.account_pk, self.input.account, 2, Stage::Teller),
+                    Stage::Teller => (self.h.teller, self.h.teller_pk, self.input.teller, 2, Stage::Branch),
+                    _ => (self.h.branch, self.h.branch_pk, self.input.branch, 1, Stage::History),
+                };
+                self.update(e, t, i, k, col)?;
+                self.stage = next;
                 Ok(Step::Ran)
             }
             Stage::History => {

@@ -23,6 +23,14 @@ fn reopen_after_crash(disk: &SharedCrashDisk, seed: u64) -> Engine {
     Engine::open(Box::new(store), EngineConfig { buffer_frames: 64, ..EngineConfig::default() }).unwrap()
 }
 
+/// Creates the test schema; returns the table and its primary index.
+fn with_schema(e: &mut Engine) -> (u32, u32) {
+    let t = e.begin().unwrap();
+    e.execute_ddl(t, DDL).unwrap();
+    e.commit(t).unwrap();
+    (e.table("acct").unwrap().id, e.index("acct_pk").unwrap().id)
+}
+
 fn row(id: i64, owner: &str, bal: i64) -> Vec<Value> {
     vec![Value::Int(id), Value::Str(owner.into()), Value::Money(bal)]
 }
@@ -30,11 +38,7 @@ fn row(id: i64, owner: &str, bal: i64) -> Vec<Value> {
 #[test]
 fn committed_rows_survive_a_crash_and_uncommitted_ones_vanish() {
     let (mut e, disk) = new_engine(32);
-    let t = e.begin().unwrap();
-    e.execute_ddl(t, DDL).unwrap();
-    e.commit(t).unwrap();
-    let acct = e.table("acct").unwrap().id;
-    let pk = e.index("acct_pk").unwrap().id;
+    let (acct, pk) = with_schema(&mut e);
     let t = e.begin().unwrap();
     for i in 0..500 {
         e.insert(t, acct, &row(i, &format!("owner{}", i % 7), i * 100)).unwrap();
@@ -66,11 +70,7 @@ fn committed_rows_survive_a_crash_and_uncommitted_ones_vanish() {
 #[test]
 fn abort_undoes_inserts_updates_and_deletes_in_heap_and_indexes() {
     let (mut e, _disk) = new_engine(16);
-    let t = e.begin().unwrap();
-    e.execute_ddl(t, DDL).unwrap();
-    e.commit(t).unwrap();
-    let acct = e.table("acct").unwrap().id;
-    let pk = e.index("acct_pk").unwrap().id;
+    let (acct, pk) = with_schema(&mut e);
     let t = e.begin().unwrap();
     let mut rids = vec![];
     for i in 0..300 {
@@ -117,11 +117,7 @@ fn ddl_errors_carry_positions_and_change_nothing() {
 #[test]
 fn conflicting_writers_block_and_duplicate_keys_are_refused() {
     let (mut e, _disk) = new_engine(16);
-    let t = e.begin().unwrap();
-    e.execute_ddl(t, DDL).unwrap();
-    e.commit(t).unwrap();
-    let acct = e.table("acct").unwrap().id;
-    let pk = e.index("acct_pk").unwrap().id;
+    let (acct, pk) = with_schema(&mut e);
     let a = e.begin().unwrap();
     let r = e.insert(a, acct, &row(1, "a", 1)).unwrap();
     let b = e.begin().unwrap();

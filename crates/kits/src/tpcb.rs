@@ -110,7 +110,7 @@ pub fn load(e: &mut Engine, cfg: TpcbConfig, mut progress: impl FnMut(u64)) -> R
     let mut put = |e: &mut Engine, t: &mut u64, table: ObjectId, row: Vec<Value>| -> Result<()> {
         e.insert(*t, table, &row)?;
         done += 1;
-        if done % BATCH == 0 {
+        if done.is_multiple_of(BATCH) {
             e.commit(*t)?;
             progress(done);
             *t = e.begin()?;

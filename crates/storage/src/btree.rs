@@ -127,6 +127,7 @@ fn used_bytes(p: &[u8]) -> usize {
 fn entries(p: &[u8]) -> Vec<Vec<u8>> {
     (0..slotted::nslots(p)).filter_map(|i| slotted::get(p, i).map(<[u8]>::to_vec)).collect()
 }
+#[allow(clippy::too_many_arguments)] // one image from all its header fields
 fn build(page_bytes: usize, pid: PageId, leaf: bool, level: u16, object: ObjectId, es: &[Vec<u8>], aux: PageId, prev: PageId, next: PageId) -> Vec<u8> {
     let mut img = vec![0u8; page_bytes];
     page::format(&mut img, pid, if leaf { PageType::BTreeLeaf } else { PageType::BTreeInner }, object, 0);

@@ -133,10 +133,10 @@ impl CrashDisk {
         Ok(Fate::Proceed)
     }
 
-    fn page(&self, lpn: u64) -> Option<&Box<[u8]>> {
+    fn page(&self, lpn: u64) -> Option<&[u8]> {
         match self.cache.get(&lpn) {
-            Some(p) => p.as_ref(),
-            None => self.durable[lpn as usize].as_ref(),
+            Some(p) => p.as_deref(),
+            None => self.durable[lpn as usize].as_deref(),
         }
     }
 }

@@ -534,7 +534,7 @@ impl Engine {
                 while q < end {
                     let i = (q - map) as usize;
                     let byte = p[slotted::SLOTS_AT + i / 8];
-                    if byte == 0xFF && i % 8 == 0 {
+                    if byte == 0xFF && i.is_multiple_of(8) {
                         q += 8;
                         continue;
                     }
@@ -617,11 +617,15 @@ impl Engine {
         let t = &self.txns[&txn];
         if t.first_lsn == 0 {
             // Read-only: nothing to make durable.
-            self.txns.get_mut(&txn).map(|t| t.state = TxnState::Committing(0));
+            if let Some(t) = self.txns.get_mut(&txn) {
+                t.state = TxnState::Committing(0);
+            }
             return Ok(0);
         }
         let lsn = self.log_apply(txn, Body::Commit)?;
-        self.txns.get_mut(&txn).map(|t| t.state = TxnState::Committing(lsn));
+        if let Some(t) = self.txns.get_mut(&txn) {
+            t.state = TxnState::Committing(lsn);
+        }
         Ok(lsn)
     }
 

@@ -555,7 +555,7 @@ impl LogManager {
         self.stats.forces += 1;
         self.durable_lsn = self.next_lsn;
         // Pad: the next record starts a fresh block.
-        if self.next_lsn % PAYLOAD != 0 {
+        if !self.next_lsn.is_multiple_of(PAYLOAD) {
             self.next_lsn = block_start(block_of(self.next_lsn) + 1);
         }
         self.buf_start = self.next_lsn;
@@ -659,7 +659,7 @@ impl LogReader {
             bytes.extend_from_slice(&blk.payload[o..o + take]);
             if bytes.len() == 8 && need == 8 {
                 let len = get_u32(&bytes, 0) as usize;
-                if len < 17 || len > 1 << 24 {
+                if !(17..=1 << 24).contains(&len) {
                     return self.jump(store, at, b0, first.epoch, false);
                 }
                 need = 8 + len;

@@ -1,1 +1,73 @@
-//! The transactional storage engine (see issue "storage engine").
+//! `storage`: a transactional storage engine in the style of Shore-MT, on a page-store seam.
+//!
+//! Layers, bottom up (each module's doc block lists its invariants):
+//! - [`pagestore`]: the seam to storage. Reads and writes DB pages, appends and forces the log,
+//!   keeps two master-record slots; every call takes a virtual submit time and returns its
+//!   completion time. `BlockPageStore` places everything on any `ftl::BlockDevice`.
+//! - [`page`], [`slotted`]: the page header (id, LSN, type, checksum) and slotted pages.
+//! - [`tuple`], [`keyenc`]: typed rows with a schema; order-preserving index keys.
+//! - [`log`]: log records, the circular log on the page store, the log reader.
+//! - [`buffer`]: frames, CLOCK eviction, pinning, the WAL rule, write-back, counters.
+//! - [`heap`], [`btree`]: heap files of slotted pages; B+-trees.
+//! - [`lock`]: strict two-phase locking with intention locks and deadlock detection.
+//! - [`catalog`], [`ddl`]: the persistent catalog and the DDL parser.
+//! - [`engine`]: transactions, logging of every page change, rollback, checkpoints, ARIES restart.
+//! - [`sched`]: the virtual-time scheduler that runs terminals deterministically.
+//! - [`crashdisk`], [`filedev`]: block devices for crash testing and for plain files.
+//!
+//! See `docs/storage.md` for the formats as byte tables and the design.
+
+pub mod btree;
+pub mod buffer;
+pub mod catalog;
+pub mod crashdisk;
+pub mod ddl;
+pub mod engine;
+pub mod error;
+pub mod filedev;
+pub mod heap;
+pub mod keyenc;
+pub mod lock;
+pub mod log;
+pub mod page;
+pub mod pagestore;
+pub mod sched;
+pub mod slotted;
+pub mod tuple;
+
+pub use engine::{Engine, EngineConfig, TxnId};
+pub use error::{Error, Result};
+pub use pagestore::{BlockPageStore, PageStore};
+
+/// Virtual nanoseconds (the emulator's time unit).
+pub type Nanos = nand::Nanos;
+/// A DB page number in the page store's DB area. Page 0 is the first space-map page, so 0 also
+/// serves as "no page" in page links.
+pub type PageId = u32;
+/// Log sequence number: the stream position of a log record's first byte. 0 means "none".
+pub type Lsn = u64;
+/// Identifier of a catalog object (tablespace, table, index).
+pub type ObjectId = u32;
+
+/// A record id: page and slot of a heap record. Stable for the record's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Rid {
+    pub page: PageId,
+    pub slot: u16,
+}
+
+impl Rid {
+    pub const BYTES: usize = 6;
+    pub fn encode(self) -> [u8; 6] {
+        let mut b = [0u8; 6];
+        b[..4].copy_from_slice(&self.page.to_be_bytes());
+        b[4..].copy_from_slice(&self.slot.to_be_bytes());
+        b
+    }
+    pub fn decode(b: &[u8]) -> Option<Rid> {
+        if b.len() < 6 {
+            return None;
+        }
+        Some(Rid { page: u32::from_be_bytes([b[0], b[1], b[2], b[3]]), slot: u16::from_be_bytes([b[4], b[5]]) })
+    }
+}

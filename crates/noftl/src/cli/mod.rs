@@ -1,6 +1,8 @@
 //! Command-line verbs. One module per verb; shared argument groups in `common`.
 
+pub mod bench;
 pub mod common;
+pub mod crashtest;
 pub mod device;
 pub mod ftl;
 pub mod io;
@@ -27,6 +29,11 @@ pub enum Command {
     Ftl(ftl::FtlCommand),
     /// Export an FTL as a Network Block Device.
     Serve(serve::ServeArgs),
+    /// Benchmarks on the storage engine (TPC-B).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Power cuts and I/O errors during a workload, then recovery and verification.
+    Crashtest(crashtest::CrashtestArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -35,5 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Io(a) => io::run(a),
         Command::Ftl(c) => ftl::run(c),
         Command::Serve(a) => serve::run(a),
+        Command::Bench(c) => bench::run(c),
+        Command::Crashtest(a) => crashtest::run(a),
     }
 }

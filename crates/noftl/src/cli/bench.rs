@@ -1,0 +1,328 @@
+//! `noftl bench tpcb`: TPC-B on the storage engine, on any block-device target, in virtual or
+//! real time.
+//!
+//! The database is loaded first (or reused from a `--storage file` image that holds one); only
+//! the run is measured: device counters are differences across it. In virtual time the JSON
+//! holds virtual-time figures only, so the same command and seed give byte-identical JSON; wall
+//! clock figures (load time, host CPU per transaction) go to the human output.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use ftl::BlockDevice;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use kits::tpcb::{self, Handles, TpcbConfig, TpcbTerminal};
+use serde::Serialize;
+use storage::sched::{run_real, run_virtual, VirtualOptions};
+use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
+
+use super::common::{parse_percent, DeviceArgs};
+use crate::targets::{self, TargetArgs};
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// TPC-B: branches, tellers, accounts, history; the one transaction.
+    Tpcb(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// page | dftl | fast | block | amf | file | memdisk
+    #[arg(long, default_value = "memdisk")]
+    pub storage: String,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// DFTL: fraction of the page mappings cached.
+    #[arg(long, value_parser = parse_percent, default_value = "2%")]
+    pub cache: f64,
+    /// Over-provisioning of FTL targets.
+    #[arg(long, value_parser = parse_percent, default_value = "7%")]
+    pub op: f64,
+    /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
+    #[arg(long)]
+    pub path: Option<PathBuf>,
+    /// Branches (10 tellers and 100,000 accounts each).
+    #[arg(long, default_value_t = 1)]
+    pub scale: u32,
+    /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
+    #[arg(long, default_value_t = 100_000)]
+    pub accounts_per_branch: u32,
+    #[arg(long, default_value_t = 1)]
+    pub terminals: u32,
+    /// Committed transactions per terminal.
+    #[arg(long, conflicts_with = "duration")]
+    pub txns: Option<u64>,
+    /// Run time (virtual or real), e.g. 60s, 500ms, 2m.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Buffer pool frames (default: 2% of the database's pages, at least 256).
+    #[arg(long)]
+    pub buffer_pages: Option<usize>,
+    /// DB page size in bytes: 4096, 8192 or 16384.
+    #[arg(long, default_value_t = 4096)]
+    pub page_size: usize,
+    /// virtual: deterministic scheduler; real: one thread per terminal.
+    #[arg(long, default_value = "virtual")]
+    pub clock: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the JSON result to this file ("-": standard output).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Verify the TPC-B invariants and the engine's structure afterwards.
+    #[arg(long)]
+    pub check: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct LatencyUs {
+    mean: f64,
+    p50: f64,
+    p95: f64,
+    p99: f64,
+    max: f64,
+}
+
+#[derive(Debug, Serialize, Default)]
+struct PerTxn {
+    flash_reads: f64,
+    flash_programs: f64,
+    flash_erases: f64,
+    gc_migrations: f64,
+    energy_joules: f64,
+    host_page_reads: f64,
+    host_page_writes: f64,
+    log_forces: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Buffer {
+    frames: usize,
+    hits: u64,
+    misses: u64,
+    evictions: u64,
+    writebacks: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct BenchResult {
+    workload: &'static str,
+    storage: String,
+    clock: String,
+    scale: u32,
+    accounts_per_branch: u32,
+    terminals: u32,
+    seed: u64,
+    page_bytes: usize,
+    committed: u64,
+    aborted: u64,
+    throughput_tps: f64,
+    virtual_seconds: f64,
+    latency_us: LatencyUs,
+    per_txn: PerTxn,
+    buffer: Buffer,
+    lock_waits: u64,
+    group_commit_forces: u64,
+    check: &'static str,
+    check_problems: Vec<String>,
+}
+
+fn parse_duration_ns(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().with_context(|| format!("'{s}' is not a duration (e.g. 60s, 500ms, 2m)"))?;
+    let mult = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "" | "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        other => bail!("unknown duration unit '{other}' in '{s}'"),
+    };
+    let ns = v * mult;
+    if !(ns.is_finite() && ns > 0.0 && ns < 1e19) {
+        bail!("duration '{s}' is out of range");
+    }
+    Ok(ns as u64)
+}
+
+fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
+    if args.storage == "file" {
+        let path = args.path.clone().context("--storage file needs --path FILE")?;
+        let cfg = args.device.load()?;
+        let pages = cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64;
+        return Ok(Box::new(storage::filedev::FileDevice::open(&path, pages).with_context(|| format!("cannot open {}", path.display()))?));
+    }
+    let t = TargetArgs { target: args.storage.clone(), device: args.device.clone(), cache: args.cache, op: args.op, gc: "greedy".into(), image: None };
+    targets::build(&t)
+}
+
+fn flash(store: &dyn PageStore) -> (u64, u64, u64, f64, u64) {
+    let (r, p, e, j) = store.nand().map_or((0, 0, 0, 0.0), |n| {
+        let rep = n.report();
+        (rep.flash.reads, rep.flash.programs + rep.flash.partial_programs, rep.flash.erases, rep.energy.total_joules)
+    });
+    let gc = store.device_report().map_or(0, |d| d.gc.migrations);
+    (r, p, e, j, gc)
+}
+
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    let BenchCommand::Tpcb(args) = cmd;
+    if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
+        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
+    }
+    if args.txns.is_none() && args.duration.is_none() {
+        bail!("give --txns N or --duration D");
+    }
+    let until = args.duration.as_deref().map(parse_duration_ns).transpose()?;
+    let virtual_clock = match args.clock.as_str() {
+        "virtual" => true,
+        "real" => false,
+        other => bail!("--clock is virtual or real, not '{other}'"),
+    };
+    let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
+    let dev = device(&args)?;
+    let storage_name = dev.name();
+    let store = BlockPageStore::new(dev, args.page_size, None)?;
+    let db_pages_est = (cfg.rows() * 110 / args.page_size as u64) + 64;
+    let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let ecfg = EngineConfig { buffer_frames: frames, ..EngineConfig::default() };
+
+    // Reuse a database the file already holds; otherwise create and load.
+    let wall = Instant::now();
+    let reuse = args.storage == "file" && args.path.as_ref().is_some_and(|p| p.exists());
+    let existing = if reuse { Engine::open(Box::new(BlockPageStore::new(device(&args)?, args.page_size, None)?), ecfg.clone()).ok() } else { None };
+    let (mut e, h): (Engine, Handles) = match existing {
+        Some(mut e) if Handles::get(&e).is_ok() => {
+            let h = Handles::get(&e)?;
+            e.set_now(0);
+            eprintln!("reusing the TPC-B database in {}", args.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+            drop(store);
+            (e, h)
+        }
+        _ => {
+            let mut e = Engine::create(Box::new(store), ecfg)?;
+            let bar = ProgressBar::new(cfg.rows());
+            bar.set_style(ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
+            let h = tpcb::load(&mut e, cfg, |n| bar.set_position(n))?;
+            bar.finish_and_clear();
+            e.checkpoint()?;
+            (e, h)
+        }
+    };
+    let load_s = wall.elapsed().as_secs_f64();
+
+    let before = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats(), e.stats());
+    let start_ns = e.now();
+    let terms: Vec<TpcbTerminal> = (0..args.terminals).map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns)).collect();
+    let cpu0 = Instant::now();
+    let (mut e, terms, virtual_ns, forces) = if virtual_clock {
+        let mut terms = terms;
+        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
+        (e, terms, st.end_ns - start_ns, st.group_forces)
+    } else {
+        if until.is_some() {
+            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
+        }
+        let (e, terms) = run_real(e, terms)?;
+        (e, terms, 0, 0)
+    };
+    let run_wall_s = cpu0.elapsed().as_secs_f64();
+    let committed: u64 = terms.iter().map(|t| t.committed).sum();
+    let aborted: u64 = terms.iter().map(|t| t.aborted).sum();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    for t in &terms {
+        hist.add(&t.latency_ns)?;
+    }
+    let after = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats());
+    let per = |x: f64| if committed == 0 { 0.0 } else { x / committed as f64 };
+    let secs = if virtual_clock { virtual_ns as f64 / 1e9 } else { run_wall_s };
+    let (check, problems) = if args.check {
+        let rep = tpcb::check(&mut e, cfg)?;
+        (if rep.passed() { "passed" } else { "failed" }, rep.problems)
+    } else {
+        ("skipped", vec![])
+    };
+    let us = |v: u64| v as f64 / 1000.0;
+    let res = BenchResult {
+        workload: "tpcb",
+        storage: storage_name,
+        clock: args.clock.clone(),
+        scale: args.scale,
+        accounts_per_branch: args.accounts_per_branch,
+        terminals: args.terminals,
+        seed: args.seed,
+        page_bytes: args.page_size,
+        committed,
+        aborted,
+        throughput_tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
+        virtual_seconds: virtual_ns as f64 / 1e9,
+        latency_us: LatencyUs {
+            mean: hist.mean() / 1000.0,
+            p50: us(hist.value_at_quantile(0.5)),
+            p95: us(hist.value_at_quantile(0.95)),
+            p99: us(hist.value_at_quantile(0.99)),
+            max: us(hist.max()),
+        },
+        per_txn: PerTxn {
+            flash_reads: per((after.0 .0 - before.0 .0) as f64),
+            flash_programs: per((after.0 .1 - before.0 .1) as f64),
+            flash_erases: per((after.0 .2 - before.0 .2) as f64),
+            gc_migrations: per((after.0 .4 - before.0 .4) as f64),
+            energy_joules: per(after.0 .3 - before.0 .3),
+            host_page_reads: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
+            host_page_writes: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
+            log_forces: per((after.2.forces - before.2.forces) as f64),
+        },
+        buffer: Buffer {
+            frames,
+            hits: after.3.hits - before.3.hits,
+            misses: after.3.misses - before.3.misses,
+            evictions: after.3.evictions - before.3.evictions,
+            writebacks: after.3.writebacks - before.3.writebacks,
+        },
+        lock_waits: after.4.waits - before.4.waits,
+        group_commit_forces: forces,
+        check,
+        check_problems: problems,
+    };
+    let json = serde_json::to_string_pretty(&res)?;
+    match &args.json {
+        Some(p) if p.as_os_str() == "-" => println!("{json}"),
+        Some(p) => std::fs::write(p, format!("{json}\n")).with_context(|| format!("cannot write {}", p.display()))?,
+        None => {}
+    }
+    if args.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
+        println!(
+            "tpcb on {} ({} clock): scale {}, {} terminals, seed {}",
+            res.storage, res.clock, res.scale, res.terminals, res.seed
+        );
+        println!("  committed {} aborted {}  throughput {:.1} tx/s over {:.3} s", committed, aborted, res.throughput_tps, secs);
+        println!(
+            "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
+            res.latency_us.mean, res.latency_us.p50, res.latency_us.p95, res.latency_us.p99, res.latency_us.max
+        );
+        println!(
+            "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
+            res.per_txn.flash_reads, res.per_txn.flash_programs, res.per_txn.flash_erases, res.per_txn.gc_migrations, res.per_txn.energy_joules,
+            res.per_txn.host_page_reads, res.per_txn.host_page_writes, res.per_txn.log_forces
+        );
+        println!(
+            "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}; lock waits {}",
+            frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks, res.lock_waits
+        );
+        println!("  check: {}{}", res.check, if res.check_problems.is_empty() { String::new() } else { format!(" {:?}", res.check_problems) });
+        if committed > 0 {
+            println!("  host: load {:.2} s; run {:.3} s wall, {:.2} us wall per committed transaction", load_s, run_wall_s, run_wall_s * 1e6 / committed as f64);
+        }
+    }
+    if res.check == "failed" {
+        bail!("the TPC-B check failed");
+    }
+    Ok(())
+}

@@ -1,0 +1,503 @@
+//! B+-trees on slotted pages.
+//!
+//! Entry: `key length u16 | key | value`. Leaves hold `key -> value` (a record id), sorted by
+//! key, and are linked both ways (`page::next`/`prev`) for range scans in both directions. Inner
+//! nodes hold `separator -> child`; their `aux` field is the leftmost child, and a key `k` goes to
+//! the child of the last separator `<= k`. The root page never moves (its id is in the catalog):
+//! a root split moves its contents into two new children.
+//!
+//! Logging: key inserts and deletes are undoable updates (physiological redo on one leaf;
+//! logical undo through the tree, since the key may have moved). Splits and merges are
+//! structure modifications logged as one redo-only record each (page images plus small
+//! physiological ops), never undone: they do not change the tree's contents.
+//!
+//! Invariants:
+//! 1. Keys in a node are strictly increasing; all keys under the child right of separator `s`
+//!    are `>= s`, and under the child left of it `< s`.
+//! 2. All leaves are at level 0 and the path from the root to any leaf has the same length.
+//! 3. The leaf chain visits every key once, in order; `prev` mirrors `next`.
+//! 4. Splits are top-down and preemptive: a descent for an insert splits every node that could
+//!    not take one more entry, so a split never has to split its parent.
+//! 5. A merge joins two siblings under one parent only when the result fits in a page with
+//!    room to spare; the root collapses when it is an inner node with a single child.
+
+use std::ops::Bound;
+
+use crate::buffer::Fix;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::log::{Body, Op, TxnId, Undo};
+use crate::page::{self, PageType};
+use crate::pagestore::PageKind;
+use crate::slotted;
+use crate::{ObjectId, PageId};
+
+/// The largest key a B-tree accepts, per page size.
+pub fn max_key_bytes(page_bytes: usize) -> usize {
+    page_bytes / 16
+}
+const MAX_VAL: usize = 16;
+
+pub fn entry(key: &[u8], val: &[u8]) -> Vec<u8> {
+    let mut e = Vec::with_capacity(2 + key.len() + val.len());
+    e.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    e.extend_from_slice(key);
+    e.extend_from_slice(val);
+    e
+}
+#[inline]
+pub fn entry_key(e: &[u8]) -> &[u8] {
+    let n = u16::from_le_bytes([e[0], e[1]]) as usize;
+    &e[2..2 + n]
+}
+#[inline]
+pub fn entry_val(e: &[u8]) -> &[u8] {
+    let n = u16::from_le_bytes([e[0], e[1]]) as usize;
+    &e[2 + n..]
+}
+#[inline]
+fn key_at(p: &[u8], i: usize) -> &[u8] {
+    let (off, len, _) = slotted::slot(p, i);
+    entry_key(&p[off..off + len])
+}
+fn val_at(p: &[u8], i: usize) -> &[u8] {
+    let (off, len, _) = slotted::slot(p, i);
+    entry_val(&p[off..off + len])
+}
+fn child_val(v: &[u8]) -> PageId {
+    u32::from_le_bytes([v[0], v[1], v[2], v[3]])
+}
+
+/// Binary search for `key` among the node's entries.
+pub fn search(p: &[u8], key: &[u8]) -> std::result::Result<usize, usize> {
+    let (mut lo, mut hi) = (0usize, slotted::nslots(p));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match key_at(p, mid).cmp(key) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(lo)
+}
+
+/// Child position (0: `aux`, i: entry i-1) that covers `key` in an inner node.
+fn child_pos(p: &[u8], key: &[u8]) -> usize {
+    match search(p, key) {
+        Ok(i) => i + 1,
+        Err(i) => i,
+    }
+}
+fn child_at(p: &[u8], pos: usize) -> PageId {
+    if pos == 0 {
+        slotted::aux(p)
+    } else {
+        child_val(val_at(p, pos - 1))
+    }
+}
+
+/// Applies a B-tree redo op to a leaf or inner page.
+pub fn apply_insert(p: &mut [u8], key: &[u8], val: &[u8]) -> std::result::Result<(), String> {
+    match search(p, key) {
+        Ok(_) => Err("key already present".into()),
+        Err(i) => {
+            let e = entry(key, val);
+            if !slotted::fits(p, e.len(), true) {
+                return Err("no room for the entry".into());
+            }
+            slotted::insert_at(p, i, &e);
+            Ok(())
+        }
+    }
+}
+pub fn apply_delete(p: &mut [u8], key: &[u8]) -> std::result::Result<(), String> {
+    match search(p, key) {
+        Ok(i) => {
+            slotted::remove_at(p, i);
+            Ok(())
+        }
+        Err(_) => Err("key not present".into()),
+    }
+}
+
+fn used_bytes(p: &[u8]) -> usize {
+    slotted::end(p) - slotted::SLOTS_AT - slotted::free_space(p)
+}
+fn entries(p: &[u8]) -> Vec<Vec<u8>> {
+    (0..slotted::nslots(p)).filter_map(|i| slotted::get(p, i).map(<[u8]>::to_vec)).collect()
+}
+#[allow(clippy::too_many_arguments)] // one image from all its header fields
+fn build(page_bytes: usize, pid: PageId, leaf: bool, level: u16, object: ObjectId, es: &[Vec<u8>], aux: PageId, prev: PageId, next: PageId) -> Vec<u8> {
+    let mut img = vec![0u8; page_bytes];
+    page::format(&mut img, pid, if leaf { PageType::BTreeLeaf } else { PageType::BTreeInner }, object, 0);
+    slotted::init(&mut img);
+    slotted::set_level(&mut img, level);
+    slotted::set_aux(&mut img, aux);
+    page::set_prev(&mut img, prev);
+    page::set_next(&mut img, next);
+    for (i, e) in es.iter().enumerate() {
+        slotted::insert_at(&mut img, i, e);
+    }
+    img
+}
+
+impl Engine {
+    /// Creates an empty tree (one leaf, the root) for index `object`.
+    pub(crate) fn bt_create(&mut self, object: ObjectId) -> Result<PageId> {
+        let (pid, alloc) = self.alloc_page(object, PageKind::BTreeLeaf, &[])?;
+        let img = build(self.page_bytes(), pid, true, 0, object, &[], 0, 0, 0);
+        self.log_apply(0, Body::Redo(vec![alloc, Op::image(pid, &img)]))?;
+        Ok(pid)
+    }
+
+    fn check_key(&self, key: &[u8], val: &[u8]) -> Result<()> {
+        let max = max_key_bytes(self.page_bytes());
+        if key.len() > max || val.len() > MAX_VAL {
+            return Err(Error::RecordTooLarge { bytes: key.len(), max });
+        }
+        Ok(())
+    }
+
+    /// Path from the root to the leaf covering `key` (`None`: leftmost / rightmost leaf).
+    fn bt_path(&mut self, root: PageId, key: Option<&[u8]>, rightmost: bool) -> Result<Vec<(PageId, usize)>> {
+        let mut path = Vec::with_capacity(4);
+        let mut pid = root;
+        loop {
+            let f = self.fix(pid, Fix::Read)?;
+            let p = self.pool.page(f);
+            if page::page_type(p) == PageType::BTreeLeaf {
+                self.pool.unfix(f);
+                path.push((pid, 0));
+                return Ok(path);
+            }
+            if page::page_type(p) != PageType::BTreeInner || path.len() > 64 {
+                self.pool.unfix(f);
+                return Err(Error::Corrupt { pid, why: "not a B-tree page on a B-tree path".into() });
+            }
+            let pos = match key {
+                Some(k) => child_pos(p, k),
+                None if rightmost => slotted::nslots(p),
+                None => 0,
+            };
+            let child = child_at(p, pos);
+            self.pool.unfix(f);
+            path.push((pid, pos));
+            pid = child;
+        }
+    }
+
+    /// Exact lookup.
+    pub(crate) fn bt_get(&mut self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let leaf = self.bt_path(root, Some(key), false)?.last().map(|x| x.0).unwrap_or(root);
+        let f = self.fix(leaf, Fix::Read)?;
+        let p = self.pool.page(f);
+        let r = search(p, key).ok().map(|i| val_at(p, i).to_vec());
+        self.pool.unfix(f);
+        Ok(r)
+    }
+
+    /// Descends for an insert of an entry of `need` bytes, splitting full nodes on the way
+    /// (invariant 4); returns the leaf that can take it.
+    pub(crate) fn bt_prepare_insert(&mut self, root: PageId, key: &[u8], need: usize) -> Result<PageId> {
+        let inner_need = max_key_bytes(self.page_bytes()) + 2 + 4 + 4;
+        'restart: for _ in 0..64 {
+            let mut parent: Option<PageId> = None;
+            let mut pid = root;
+            loop {
+                let f = self.fix(pid, Fix::Read)?;
+                let p = self.pool.page(f);
+                let leaf = page::page_type(p) == PageType::BTreeLeaf;
+                let room = slotted::fits(p, if leaf { need } else { inner_need }, true);
+                let child = if leaf { 0 } else { child_at(p, child_pos(p, key)) };
+                self.pool.unfix(f);
+                if !room {
+                    self.bt_split(root, pid, parent)?;
+                    continue 'restart;
+                }
+                if leaf {
+                    return Ok(pid);
+                }
+                parent = Some(pid);
+                pid = child;
+            }
+        }
+        Err(Error::Corrupt { pid: root, why: "B-tree insert kept splitting".into() })
+    }
+
+    /// Splits `pid` (whose parent has room, or which is the root).
+    fn bt_split(&mut self, root: PageId, pid: PageId, parent: Option<PageId>) -> Result<()> {
+        let pb = self.page_bytes();
+        let f = self.fix(pid, Fix::Read)?;
+        let p = self.pool.page(f);
+        let leaf = page::page_type(p) == PageType::BTreeLeaf;
+        let level = slotted::level(p);
+        let object = page::object(p);
+        let aux = slotted::aux(p);
+        let (prev, next) = (page::prev(p), page::next(p));
+        let es = entries(p);
+        self.pool.unfix(f);
+        if es.len() < 2 {
+            return Err(Error::Corrupt { pid, why: "a full B-tree node with fewer than two entries".into() });
+        }
+        // Split point: half the bytes.
+        let total: usize = es.iter().map(|e| e.len() + 4).sum();
+        let mut acc = 0;
+        let mut m = 0;
+        while m < es.len() - 1 && acc + es[m].len() + 4 <= total / 2 {
+            acc += es[m].len() + 4;
+            m += 1;
+        }
+        let m = m.clamp(1, es.len() - 1);
+        let (left, right_all) = es.split_at(m);
+        let (sep, right_aux, right): (Vec<u8>, PageId, &[Vec<u8>]) = if leaf {
+            (entry_key(&right_all[0]).to_vec(), 0, right_all)
+        } else {
+            (entry_key(&right_all[0]).to_vec(), child_val(entry_val(&right_all[0])), &right_all[1..])
+        };
+        let kind = if leaf { PageKind::BTreeLeaf } else { PageKind::BTreeInner };
+        let mut ops = Vec::with_capacity(6);
+        match parent {
+            None => {
+                debug_assert_eq!(pid, root);
+                let (l, al) = self.alloc_page(object, kind, &[])?;
+                let (r, ar) = self.alloc_page(object, kind, &[l])?;
+                let (lp, ln, rp, rn) = if leaf { (0, r, l, 0) } else { (0, 0, 0, 0) };
+                let limg = build(pb, l, leaf, level, object, left, aux, lp, ln);
+                let rimg = build(pb, r, leaf, level, object, right, right_aux, rp, rn);
+                let mut rbytes = r.to_le_bytes().to_vec();
+                rbytes.truncate(4);
+                let root_img = build(pb, root, false, level + 1, object, &[entry(&sep, &rbytes)], l, 0, 0);
+                ops.extend([al, ar, Op::image(l, &limg), Op::image(r, &rimg), Op::image(root, &root_img)]);
+            }
+            Some(par) => {
+                let (r, ar) = self.alloc_page(object, kind, &[])?;
+                let (ln, rp, rn) = if leaf { (r, pid, next) } else { (0, 0, 0) };
+                let limg = build(pb, pid, leaf, level, object, left, aux, if leaf { prev } else { 0 }, ln);
+                let rimg = build(pb, r, leaf, level, object, right, right_aux, rp, rn);
+                ops.extend([ar, Op::image(pid, &limg), Op::image(r, &rimg), Op::BtInsert { pid: par, key: sep, val: r.to_le_bytes().to_vec() }]);
+                if leaf && next != 0 {
+                    ops.push(Op::SetField { pid: next, offset: 28, value: r });
+                }
+            }
+        }
+        self.stats.btree_splits += 1;
+        self.log_apply(0, Body::Redo(ops))?;
+        Ok(())
+    }
+
+    /// Inserts `key -> val` (logged, undoable). Fails with `DuplicateKey` if the key exists.
+    pub(crate) fn bt_insert(&mut self, txn: TxnId, root: PageId, key: &[u8], val: &[u8], name: &str) -> Result<()> {
+        self.check_key(key, val)?;
+        let need = 2 + key.len() + val.len() + 4;
+        let leaf = self.bt_prepare_insert(root, key, need)?;
+        let f = self.fix(leaf, Fix::Read)?;
+        let dup = search(self.pool.page(f), key).is_ok();
+        self.pool.unfix(f);
+        if dup {
+            return Err(Error::DuplicateKey { index: name.to_string() });
+        }
+        self.log_apply(
+            txn,
+            Body::Update { op: Op::BtInsert { pid: leaf, key: key.to_vec(), val: val.to_vec() }, undo: Undo::IndexRemove { root, key: key.to_vec() } },
+        )?;
+        Ok(())
+    }
+
+    /// Deletes `key` (logged, undoable); returns its value, or None if absent. Merges after.
+    pub(crate) fn bt_delete(&mut self, txn: TxnId, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let path = self.bt_path(root, Some(key), false)?;
+        let leaf = path.last().map(|x| x.0).unwrap_or(root);
+        let f = self.fix(leaf, Fix::Read)?;
+        let val = search(self.pool.page(f), key).ok().map(|i| val_at(self.pool.page(f), i).to_vec());
+        self.pool.unfix(f);
+        let Some(val) = val else { return Ok(None) };
+        self.log_apply(
+            txn,
+            Body::Update { op: Op::BtDelete { pid: leaf, key: key.to_vec() }, undo: Undo::IndexPut { root, key: key.to_vec(), val: val.clone() } },
+        )?;
+        self.bt_rebalance(root, &path)?;
+        Ok(Some(val))
+    }
+
+    /// The leaf holding `key` now (for logical undo).
+    pub(crate) fn bt_leaf_of(&mut self, root: PageId, key: &[u8]) -> Result<PageId> {
+        Ok(self.bt_path(root, Some(key), false)?.last().map(|x| x.0).unwrap_or(root))
+    }
+
+    /// Merges underfull nodes on `path` bottom-up (invariant 5).
+    fn bt_rebalance(&mut self, root: PageId, path: &[(PageId, usize)]) -> Result<()> {
+        let pb = self.page_bytes();
+        for k in (1..path.len()).rev() {
+            let (node, _) = path[k];
+            let (par, pos) = path[k - 1];
+            let f = self.fix(node, Fix::Read)?;
+            let under = used_bytes(self.pool.page(f)) < pb / 4;
+            self.pool.unfix(f);
+            if !under {
+                return Ok(());
+            }
+            let f = self.fix(par, Fix::Read)?;
+            let pp = self.pool.page(f);
+            let nchildren = slotted::nslots(pp) + 1;
+            let (lpos, rpos) = if pos + 1 < nchildren { (pos, pos + 1) } else if pos > 0 { (pos - 1, pos) } else { (pos, pos) };
+            let (l, r) = (child_at(pp, lpos), child_at(pp, rpos));
+            let sep = if rpos > 0 { key_at(pp, rpos - 1).to_vec() } else { vec![] };
+            self.pool.unfix(f);
+            if lpos == rpos {
+                return Ok(());
+            }
+            let fl = self.fix(l, Fix::Read)?;
+            let fr = self.fix(r, Fix::Read)?;
+            let (lp, rp) = (self.pool.page(fl), self.pool.page(fr));
+            let leaf = page::page_type(lp) == PageType::BTreeLeaf;
+            let mut es = entries(lp);
+            if !leaf {
+                es.push(entry(&sep, &slotted::aux(rp).to_le_bytes()));
+            }
+            es.extend(entries(rp));
+            let bytes: usize = es.iter().map(|e| e.len() + 4).sum();
+            let (level, object, laux, lprev, rnext) = (slotted::level(lp), page::object(lp), slotted::aux(lp), page::prev(lp), page::next(rp));
+            self.pool.unfix(fl);
+            self.pool.unfix(fr);
+            if bytes > (slotted::end(&vec![0u8; pb]) - slotted::SLOTS_AT) * 3 / 4 {
+                return Ok(());
+            }
+            let img = if leaf { build(pb, l, true, level, object, &es, 0, lprev, rnext) } else { build(pb, l, false, level, object, &es, laux, 0, 0) };
+            let mut ops = vec![Op::image(l, &img), Op::BtDelete { pid: par, key: sep }, self.free_op(r)?];
+            if leaf && rnext != 0 {
+                ops.push(Op::SetField { pid: rnext, offset: 28, value: l });
+            }
+            self.stats.btree_merges += 1;
+            self.log_apply(0, Body::Redo(ops))?;
+        }
+        // Root collapse: an inner root with one child takes the child's contents.
+        let f = self.fix(root, Fix::Read)?;
+        let p = self.pool.page(f);
+        let collapse = page::page_type(p) == PageType::BTreeInner && slotted::nslots(p) == 0;
+        let child = slotted::aux(p);
+        self.pool.unfix(f);
+        if collapse {
+            let f = self.fix(child, Fix::Read)?;
+            let mut img = self.pool.page(f).to_vec();
+            self.pool.unfix(f);
+            crate::page::put_u32(&mut img, 4, root);
+            page::set_prev(&mut img, 0);
+            page::set_next(&mut img, 0);
+            let ops = vec![Op::image(root, &img), self.free_op(child)?];
+            self.log_apply(0, Body::Redo(ops))?;
+        }
+        Ok(())
+    }
+
+    /// Entries with keys in the bounds, ascending or descending, at most `limit`.
+    pub(crate) fn bt_scan(&mut self, root: PageId, lo: Bound<&[u8]>, hi: Bound<&[u8]>, reverse: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let in_lo = |k: &[u8]| match lo {
+            Bound::Included(b) => k >= b,
+            Bound::Excluded(b) => k > b,
+            Bound::Unbounded => true,
+        };
+        let in_hi = |k: &[u8]| match hi {
+            Bound::Included(b) => k <= b,
+            Bound::Excluded(b) => k < b,
+            Bound::Unbounded => true,
+        };
+        let mut out = Vec::new();
+        let start_key: Option<Vec<u8>> = match if reverse { hi } else { lo } {
+            Bound::Included(b) | Bound::Excluded(b) => Some(b.to_vec()),
+            Bound::Unbounded => None,
+        };
+        let mut pid = self.bt_path(root, start_key.as_deref(), reverse)?.last().map(|x| x.0).unwrap_or(root);
+        let mut guard = 0u64;
+        while pid != 0 && out.len() < limit {
+            guard += 1;
+            if guard > self.store.db_pages() {
+                return Err(Error::Corrupt { pid, why: "leaf chain has a cycle".into() });
+            }
+            let f = self.fix(pid, Fix::Read)?;
+            let p = self.pool.page(f);
+            let n = slotted::nslots(p);
+            let mut done = false;
+            let idx: Box<dyn Iterator<Item = usize>> = if reverse { Box::new((0..n).rev()) } else { Box::new(0..n) };
+            for i in idx {
+                let k = key_at(p, i);
+                if reverse {
+                    if !in_hi(k) {
+                        continue;
+                    }
+                    if !in_lo(k) {
+                        done = true;
+                        break;
+                    }
+                } else {
+                    if !in_lo(k) {
+                        continue;
+                    }
+                    if !in_hi(k) {
+                        done = true;
+                        break;
+                    }
+                }
+                out.push((k.to_vec(), val_at(p, i).to_vec()));
+                if out.len() >= limit {
+                    done = true;
+                    break;
+                }
+            }
+            let nextp = if reverse { page::prev(p) } else { page::next(p) };
+            self.pool.unfix(f);
+            if done {
+                break;
+            }
+            pid = nextp;
+        }
+        Ok(out)
+    }
+
+    /// Checks invariants 1-3 of the tree; returns the number of keys.
+    pub(crate) fn bt_check(&mut self, root: PageId) -> Result<usize> {
+        fn walk(e: &mut Engine, pid: PageId, lo: Option<Vec<u8>>, hi: Option<Vec<u8>>, depth: usize, leaf_depth: &mut Option<usize>, count: &mut usize) -> Result<()> {
+            let f = e.fix(pid, Fix::Read)?;
+            let p = e.pool.page(f).to_vec();
+            e.pool.unfix(f);
+            let bad = |why: String| Err(Error::Corrupt { pid, why });
+            let n = slotted::nslots(&p);
+            for i in 0..n {
+                let k = key_at(&p, i);
+                if i > 0 && key_at(&p, i - 1) >= k {
+                    return bad("keys out of order".into());
+                }
+                if lo.as_deref().is_some_and(|l| k < l) || hi.as_deref().is_some_and(|h| k >= h) {
+                    return bad("key outside its parent's range".into());
+                }
+            }
+            match page::page_type(&p) {
+                PageType::BTreeLeaf => {
+                    if *leaf_depth.get_or_insert(depth) != depth {
+                        return bad("leaves at different depths".into());
+                    }
+                    *count += n;
+                    Ok(())
+                }
+                PageType::BTreeInner => {
+                    for c in 0..=n {
+                        let clo = if c == 0 { lo.clone() } else { Some(key_at(&p, c - 1).to_vec()) };
+                        let chi = if c == n { hi.clone() } else { Some(key_at(&p, c).to_vec()) };
+                        walk(e, child_at(&p, c), clo, chi, depth + 1, leaf_depth, count)?;
+                    }
+                    Ok(())
+                }
+                _ => bad("not a B-tree page".into()),
+            }
+        }
+        let mut count = 0;
+        walk(self, root, None, None, 0, &mut None, &mut count)?;
+        // The leaf chain, both ways.
+        let fwd = self.bt_scan(root, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)?;
+        let bwd = self.bt_scan(root, Bound::Unbounded, Bound::Unbounded, true, usize::MAX)?;
+        if fwd.len() != count || bwd.len() != count || fwd.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(Error::Corrupt { pid: root, why: format!("leaf chain holds {}/{} keys, the tree {count}", fwd.len(), bwd.len()) });
+        }
+        Ok(count)
+    }
+}

@@ -1,0 +1,266 @@
+//! Running terminals: a deterministic virtual-time scheduler, and a real-time runner with one
+//! thread per terminal.
+//!
+//! Virtual time. Every terminal has its own clock. The scheduler always runs the entity with the
+//! smallest clock next (terminals in index order on ties, then the log daemon, then the
+//! flusher), sets the engine's clock to it, runs one step (one storage-manager call or a few),
+//! and takes the engine's clock back as the terminal's new time. The step's I/O is submitted to
+//! the device at the terminal's clock, so terminals contend for dies and channels in the
+//! emulator's timing model. Commits use group commit: a committing terminal waits; the log
+//! daemon issues one force for everything appended when it runs (at the first waiting commit's
+//! time, or when the previous force completes), and acknowledges the waiting commits at that
+//! force's completion time. The flusher writes back dirty pages in the background every
+//! millisecond of virtual time when more than half the pool is dirty. Nothing reads the wall
+//! clock: a run is a function of the seed.
+//!
+//! Approximations (also in docs/storage.md):
+//! - A step runs to completion before any other entity runs; I/O inside a step is submitted at
+//!   successive times of that terminal's clock, so another terminal with a smaller clock may
+//!   later submit "in the past"; the device serves it from its latest submission time on
+//!   (nand timing.rs invariant 4).
+//! - CPU time comes from the engine's `CpuModel`, and each terminal has a core of its own.
+//! - A lock conflict parks the terminal until some transaction ends; it then retries at the
+//!   later of its clock and that end time.
+//!
+//! Invariants:
+//! 1. Entities run in non-decreasing order of their clocks, ties broken by a fixed order.
+//! 2. A terminal waiting for a commit resumes only at the completion time of a force that
+//!    covered its commit record.
+//! 3. The same engine state, terminals and seed give the same schedule.
+
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::{Lsn, Nanos};
+
+/// What a terminal's step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Made progress; the engine's clock is the terminal's new time.
+    Ran,
+    /// Waits for a lock held by another transaction; retry the same step later.
+    Blocked,
+    /// Appended a commit record at this LSN; call `durable` when it is durable.
+    WaitDurable(Lsn),
+    /// Nothing more to do.
+    Finished,
+}
+
+pub trait Terminal {
+    /// Runs the next step against the engine (whose clock is this terminal's time).
+    fn step(&mut self, eng: &mut Engine) -> Result<Step>;
+    /// The commit this terminal waited for is durable; the engine's clock is the time it became
+    /// so. The terminal finishes the commit here (`Engine::commit_finish`).
+    fn durable(&mut self, eng: &mut Engine) -> Result<()>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Ready,
+    Blocked,
+    Waiting(Lsn),
+    Done,
+}
+
+/// What the scheduler observed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SchedStats {
+    pub steps: u64,
+    pub blocked: u64,
+    pub group_forces: u64,
+    /// Commits acknowledged per force, summed (divide by `group_forces` for the mean group).
+    pub grouped_commits: u64,
+    pub flusher_runs: u64,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct VirtualOptions {
+    /// Stop when every runnable terminal's clock passed this time (None: run to completion).
+    pub until_ns: Option<Nanos>,
+    pub flusher: bool,
+    pub flusher_period_ns: Nanos,
+}
+
+impl Default for VirtualOptions {
+    fn default() -> Self {
+        VirtualOptions { until_ns: None, flusher: true, flusher_period_ns: 1_000_000 }
+    }
+}
+
+/// Runs `terms` in virtual time from `start_ns` until all finish (or `until_ns`).
+pub fn run_virtual<T: Terminal>(eng: &mut Engine, terms: &mut [T], start_ns: Nanos, opts: VirtualOptions) -> Result<SchedStats> {
+    let n = terms.len();
+    let mut clock = vec![start_ns; n];
+    let mut state = vec![State::Ready; n];
+    let mut stats = SchedStats { start_ns, end_ns: start_ns, ..SchedStats::default() };
+    // Log daemon: a force in flight covers LSNs below `.0` and completes at `.1`.
+    let mut in_flight: Option<(Lsn, Nanos)> = None;
+    let mut acked_below: Lsn = 0;
+    let mut last_force_done: Nanos = start_ns;
+    let mut flusher_at = start_ns + opts.flusher_period_ns;
+    let early = eng.acks_early();
+    let mut ended = eng.stats().commits + eng.stats().aborts;
+    loop {
+        // The next terminal.
+        let next_term = (0..n).filter(|&i| state[i] == State::Ready).min_by_key(|&i| (clock[i], i));
+        // The daemon's next event.
+        let waiting_min = (0..n).filter_map(|i| match state[i] { State::Waiting(l) if l >= acked_below => Some(clock[i]), _ => None }).min();
+        let daemon_at = match in_flight {
+            Some((_, done)) => Some(done),
+            None => waiting_min.map(|t| t.max(last_force_done)),
+        };
+        let term_at = next_term.map(|i| clock[i]);
+        if let Some(until) = opts.until_ns {
+            if term_at.is_none_or(|t| t >= until) && daemon_at.is_none_or(|t| t >= until) {
+                break;
+            }
+        }
+        let run_daemon = match (term_at, daemon_at) {
+            (None, None) => {
+                if state.iter().all(|s| *s == State::Done) {
+                    break;
+                }
+                return Err(Error::Unsupported("scheduler stalled: every terminal waits for a lock and nothing can end".into()));
+            }
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some(a), Some(b)) => b < a,
+        };
+        if opts.flusher {
+            let now = if run_daemon { daemon_at } else { term_at }.unwrap_or(flusher_at);
+            if flusher_at <= now {
+                let done = eng.background(flusher_at)?;
+                stats.flusher_runs += 1;
+                flusher_at = done.max(flusher_at + opts.flusher_period_ns);
+            }
+        }
+        if run_daemon {
+            let at = daemon_at.unwrap_or(start_ns);
+            match in_flight.take() {
+                Some((covered, done)) => {
+                    acked_below = acked_below.max(covered);
+                    last_force_done = done;
+                    let mut group = 0;
+                    for i in 0..n {
+                        if let State::Waiting(l) = state[i] {
+                            if l < acked_below {
+                                clock[i] = clock[i].max(done);
+                                eng.set_now(clock[i]);
+                                terms[i].durable(eng)?;
+                                clock[i] = eng.now();
+                                state[i] = State::Ready;
+                                group += 1;
+                            }
+                        }
+                    }
+                    stats.grouped_commits += group;
+                }
+                None => {
+                    eng.set_now(at);
+                    let done = eng.force_log()?;
+                    stats.group_forces += 1;
+                    in_flight = Some((eng.log_durable_lsn(), done));
+                }
+            }
+            stats.end_ns = stats.end_ns.max(at);
+        } else if let Some(i) = next_term {
+            eng.set_now(clock[i]);
+            let r = terms[i].step(eng)?;
+            stats.steps += 1;
+            clock[i] = clock[i].max(eng.now());
+            stats.end_ns = stats.end_ns.max(clock[i]);
+            state[i] = match r {
+                Step::Ran => State::Ready,
+                Step::Blocked => {
+                    stats.blocked += 1;
+                    State::Blocked
+                }
+                Step::WaitDurable(lsn) if early || lsn == 0 => {
+                    terms[i].durable(eng)?;
+                    clock[i] = eng.now();
+                    State::Ready
+                }
+                Step::WaitDurable(lsn) => State::Waiting(lsn),
+                Step::Finished => State::Done,
+            };
+        }
+        // A transaction ended: wake the blocked terminals at the waker's time.
+        let e = eng.stats().commits + eng.stats().aborts;
+        if e != ended {
+            ended = e;
+            let t = eng.now();
+            for i in 0..n {
+                if state[i] == State::Blocked {
+                    state[i] = State::Ready;
+                    clock[i] = clock[i].max(t);
+                }
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// Runs `terms` in real time, one thread each (the engine's clock follows the wall clock), sharing the engine behind a mutex (steps are
+/// atomic; lock waits sleep on a condition variable until some transaction ends; each commit
+/// forces the log itself, so concurrent commits share forces only by chance).
+pub fn run_real<T: Terminal + Send + 'static>(eng: Engine, terms: Vec<T>) -> Result<(Engine, Vec<T>)> {
+    let shared = Arc::new((Mutex::new(eng), Condvar::new()));
+    // The engine's clock follows the wall clock here (plus the CPU model within a step).
+    let t0 = std::time::Instant::now();
+    let handles: Vec<_> = terms
+        .into_iter()
+        .map(|mut t| {
+            let sh = Arc::clone(&shared);
+            std::thread::spawn(move || -> Result<T> {
+                let (m, cv) = &*sh;
+                let mut g = m.lock().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
+                loop {
+                    g.set_now(t0.elapsed().as_nanos() as Nanos);
+                    let ended = g.stats().commits + g.stats().aborts;
+                    let r = t.step(&mut g)?;
+                    match r {
+                        Step::Ran => {}
+                        Step::Blocked => {
+                            g = cv.wait(g).map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
+                        }
+                        Step::WaitDurable(lsn) => {
+                            if !g.is_durable(lsn) {
+                                g.force_log()?;
+                            }
+                            g.set_now(t0.elapsed().as_nanos() as Nanos);
+                            t.durable(&mut g)?;
+                        }
+                        Step::Finished => {
+                            cv.notify_all();
+                            return Ok(t);
+                        }
+                    }
+                    if g.stats().commits + g.stats().aborts != ended {
+                        cv.notify_all();
+                    }
+                    // Let other threads in between steps.
+                    drop(g);
+                    g = m.lock().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
+                }
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(t)) => out.push(t),
+            Ok(Err(e)) => err = Some(e),
+            Err(_) => err = Some(Error::Unsupported("a terminal thread panicked".into())),
+        }
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let (m, _) = Arc::try_unwrap(shared).map_err(|_| Error::Unsupported("engine still shared".into()))?;
+    let eng = m.into_inner().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
+    Ok((eng, out))
+}

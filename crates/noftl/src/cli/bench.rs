@@ -158,7 +158,7 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
         let pages = cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64;
         return Ok(Box::new(storage::filedev::FileDevice::open(&path, pages).with_context(|| format!("cannot open {}", path.display()))?));
     }
-    let t = TargetArgs { target: args.storage.clone(), device: args.device.clone(), cache: args.cache, op: args.op, gc: "greedy".into(), image: None };
+    let t = TargetArgs { target: args.storage.clone(), device: args.device.clone(), cache: args.cache, op: args.op, gc: "greedy".into(), image: None, controller_mhz: 400.0 };
     targets::build(&t)
 }
 

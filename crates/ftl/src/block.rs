@@ -4,8 +4,8 @@
 //! a trim that leaves some pages of the block valid, rewrites the block into a fresh one, copying
 //! the other valid pages (the classic read-modify-write merge), then erases the old block.
 //!
-//! On-flash metadata: only the OOB record of every page (`common::Tag`): kind, flags, `lpn`, and
-//! in `seq` the *version* of the physical block (a global counter taken when the block is
+//! On-flash metadata: only the OOB record of every page (`oob.rs`): kind (data or pad), the
+//! commit flag, key = logical page, and in `seq` the *version* of the physical block (a global counter taken when the block is
 //! allocated; every page of one physical incarnation carries the same version).
 //!
 //! Invariants:
@@ -29,9 +29,10 @@ use crate::controller::{Controller, ControllerConfig};
 
 pub(crate) mod common;
 
-use common::{is_block_failure, shared_block_device_methods, 
-    check_spare_factor, chunks, scan_device, Bits, Counters, Flash, FreePool, Kind, Tag, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST,
-    CYC_UPDATE, FLAG_COMMIT, NONE,
+use crate::oob::{OobRecord, PageKind, FLAG_COMMIT};
+use common::{
+    check_spare_factor, chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Counters, Flash, FreePool, CYC_LOOKUP,
+    CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 
 /// Options of the block-level FTL.
@@ -135,17 +136,18 @@ impl BlockFtl {
         let mut best: Vec<(u64, u32)> = vec![(0, NONE); logical as usize];
         let mut max_seq = 0;
         for (pbn, s) in scan.iter().enumerate() {
-            let Some(&(_, first)) = s.tags.first() else { continue };
-            let lbn = first.lpn / ppb;
+            let Some(&(_, first)) = s.records.first() else { continue };
+            let lbn = first.key / ppb;
             let mut committed = false;
-            for &(page, tag) in &s.tags {
-                if tag.lpn / ppb != lbn || tag.lpn % ppb != u64::from(page) || tag.seq != first.seq || tag.kind == Kind::Trim {
+            for &(page, rec) in &s.records {
+                let positional = matches!(rec.kind, PageKind::Data | PageKind::Pad);
+                if rec.key / ppb != lbn || rec.key % ppb != u64::from(page) || rec.seq != first.seq || !positional || rec.log() {
                     return Err(FtlError::Recovery(format!(
-                        "block {pbn} holds pages of another layout (lpn {} at page {page}); not a block-FTL device",
-                        tag.lpn
+                        "block {pbn} holds pages of another layout ({:?} of key {} at page {page}); not a block-FTL device",
+                        rec.kind, rec.key
                     )));
                 }
-                committed |= tag.kind == Kind::Data && tag.commit();
+                committed |= rec.kind == PageKind::Data && rec.commit();
             }
             max_seq = max_seq.max(first.seq);
             if lbn >= u64::from(logical) {
@@ -167,15 +169,15 @@ impl BlockFtl {
             me.map[lbn] = pbn;
             let s = &scan[pbn as usize];
             me.pb[pbn as usize] = Phys { next_free: s.next_free, version };
-            for &(page, tag) in &s.tags {
-                if tag.kind == Kind::Data {
+            for &(page, rec) in &s.records {
+                if rec.kind == PageKind::Data {
                     me.valid.set(me.f.ppn(pbn, page).0);
                 }
             }
         }
         for (pbn, s) in scan.iter().enumerate() {
             let pbn = pbn as u32;
-            let mapped = s.tags.first().is_some_and(|(_, t)| best[(t.lpn / ppb) as usize].1 == pbn);
+            let mapped = s.records.first().is_some_and(|(_, r)| best[(r.key / ppb) as usize].1 == pbn);
             if mapped || s.bad {
                 continue;
             }
@@ -222,8 +224,8 @@ impl BlockFtl {
             self.pb[pbn as usize].next_free = nf;
             done = done.max(padded?);
             let ppn = self.f.ppn(pbn, page);
-            let tag = Tag::data(lpn_base + u64::from(page), version, 0, FLAG_COMMIT);
-            done = done.max(self.f.program(t, ppn, page_data, &tag, Purpose::Host)?);
+            let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(page), version, 0).with_flags(FLAG_COMMIT);
+            done = done.max(self.f.program(t, ppn, page_data, &rec, Purpose::Host)?);
             self.valid.set(ppn.0);
         }
         Ok(done)
@@ -255,16 +257,16 @@ impl BlockFtl {
                 self.pb[dst as usize].next_free = nf;
                 done = done.max(padded?);
                 let flags = if p == last { FLAG_COMMIT } else { 0 };
-                let tag = Tag::data(lpn_base + u64::from(p), version, 0, flags);
+                let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(p), version, 0).with_flags(flags);
                 let ppn = self.f.ppn(dst, p);
                 match new {
                     Some((o, d)) if covers(new_range, p) => {
                         let at = (p - o) as usize * LOGICAL_PAGE_BYTES;
-                        done = done.max(self.f.program(t, ppn, &d[at..at + LOGICAL_PAGE_BYTES], &tag, Purpose::Host)?);
+                        done = done.max(self.f.program(t, ppn, &d[at..at + LOGICAL_PAGE_BYTES], &rec, Purpose::Host)?);
                     }
                     _ => {
                         let r = self.f.read_buf(t, self.f.ppn(old, p), Purpose::Gc)?;
-                        done = done.max(self.f.program_buf(r, ppn, &tag, Purpose::Gc)?);
+                        done = done.max(self.f.program_buf(r, ppn, &rec, Purpose::Gc)?);
                         self.c.gc.migrations += 1;
                     }
                 }
@@ -377,7 +379,7 @@ impl BlockDevice for BlockFtl {
         Ok(done)
     }
 
-    // flush (invariant 6: nothing is buffered), report, nand, nand_mut.
+    // flush (invariant 6: nothing is buffered), report, nand, nand_mut, into_nand.
     shared_block_device_methods!();
 }
 

@@ -4,10 +4,7 @@
 //! Controller cost assumptions (cycles of the controller clock, `ControllerConfig`, default
 //! 400 MHz). The mapping structures of a real SSD live in the controller's DRAM and are far
 //! larger than its caches, so a random mapping access is a DRAM access:
-//! - `DRAM_ACCESS_CYCLES` = 40: ~100 ns random-access latency of DRAM seen from an embedded
-//!   core (DRAM row activation + CAS ~ 30-50 ns plus the SoC interconnect and controller; see
-//!   U. Drepper, "What every programmer should know about memory", 2007, sect. 2-3, which
-//!   measures ~100 ns+ for main-memory accesses), at 400 MHz = 2.5 ns per cycle.
+//! - `DRAM_ACCESS_CYCLES` = 40 (~100 ns; `controller.rs` says why), shared by every FTL.
 //! - Instruction counts per operation are our estimates for straight-line C on an in-order
 //!   Cortex-R class core (about one instruction per cycle); each cost names its accesses.
 //!
@@ -27,7 +24,7 @@ use crate::block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts
 use crate::controller::{Controller, ControllerConfig};
 use crate::space::{FlashSpace, GcPolicy, SpaceConfig, SpaceCounts};
 
-pub const DRAM_ACCESS_CYCLES: u64 = 40;
+pub use crate::controller::DRAM_ACCESS_CYCLES;
 pub const LOOKUP_CYCLES: u64 = 20 + DRAM_ACCESS_CYCLES;
 pub const UPDATE_CYCLES: u64 = 40 + 4 * DRAM_ACCESS_CYCLES;
 pub const MOVE_CYCLES: u64 = 20 + 2 * DRAM_ACCESS_CYCLES;

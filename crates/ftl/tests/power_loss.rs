@@ -1,9 +1,10 @@
-//! Power cuts at many flash operations per FTL: after `power_on` and recovery every flushed or
-//! FUA write reads back, no trimmed data returns, and nothing reads as data it was not given.
+//! Power cuts at many flash operations per FTL, every FTL through the one harness
+//! (`testkit::power_cut_run`): after `power_on` and recovery every flushed or FUA write reads
+//! back, no trimmed data returns, and nothing reads as data it was not given.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use ftl::testkit::{count_ops, power_cut_run};
+use ftl::testkit::{count_ops, power_cut_run, Pattern};
 use ftl::{BlockDevice, FtlError, FtlOptions};
 use nand::{DeviceConfig, Nand};
 
@@ -21,16 +22,21 @@ fn device() -> Nand {
 }
 
 fn cut_everywhere(kind: &'static str, opts: FtlOptions, cuts: u64) {
+    cut_everywhere_with(kind, opts, cuts, OPS, Pattern::Random);
+}
+
+/// `cuts` power cuts spread over a run of `ops` requests of `pattern`.
+fn cut_everywhere_with(kind: &'static str, opts: FtlOptions, cuts: u64, ops: usize, pattern: Pattern) {
     let make_opts = opts.clone();
     let make = move || -> Result<Box<dyn BlockDevice>, FtlError> { ftl::build(kind, device(), &make_opts) };
     let reopen = move |n: Nand| ftl::open(kind, n, &opts);
-    let total = count_ops(&make, 7, OPS).unwrap();
-    assert!(total > 1000, "the workload issues only {total} flash operations");
+    let total = count_ops(&make, 7, ops, pattern).unwrap();
+    assert!(total > 1000, "{kind}: the workload issues only {total} flash operations");
     let mut recovered_newest = 0;
     for k in 1..=cuts {
         // Spread the cut points over the run, and vary them a little around each point.
         let at = (total * k / (cuts + 1)).max(1) + k % 7;
-        let out = power_cut_run(&make, &reopen, 7, OPS, at, true).unwrap_or_else(|e| panic!("{kind}, cut at op {at}: {e}"));
+        let out = power_cut_run(&make, &reopen, 7, ops, at, true, pattern).unwrap_or_else(|e| panic!("{kind}, cut at op {at}: {e}"));
         assert!(out.cut_after_ops > 0, "{kind}: the cut at op {at} did not happen");
         recovered_newest += out.newest;
     }
@@ -62,10 +68,30 @@ fn a_clean_shutdown_and_reopen_keeps_everything() {
     let make = || ftl::build("page", device(), &opts);
     let reopen = |n: Nand| ftl::open("page", n, &opts);
     // A cut point past the end of the run: the run ends, power goes off between operations.
-    let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, true).unwrap();
+    let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, true, Pattern::Random).unwrap();
     assert_eq!(out.cut_after_ops, 0);
     let make = || ftl::build("dftl", device(), &opts);
     let reopen = |n: Nand| ftl::open("dftl", n, &opts);
-    let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, true).unwrap();
+    let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, true, Pattern::Random).unwrap();
     assert_eq!(out.cut_after_ops, 0);
+}
+
+// The block-mapped FTLs keep no write cache: acknowledged writes and trims are durable at once.
+
+#[test]
+fn block_ftl_recovers_after_power_cuts_at_40_points() {
+    cut_everywhere_with("block", opts(), 40, 400, Pattern::Random);
+}
+
+#[test]
+fn fast_recovers_after_power_cuts_at_40_random_and_30_sequential_points() {
+    cut_everywhere_with("fast", opts(), 40, 600, Pattern::Random);
+    let ppb = u64::from(device().geometry().pages_per_block);
+    cut_everywhere_with("fast", opts(), 30, 600, Pattern::Sequential { block_pages: ppb });
+}
+
+#[test]
+fn amf_recovers_after_power_cuts_at_40_points_under_an_append_only_host() {
+    let segment_pages = ftl::amf::Amf::new(device(), &ftl::amf::AmfOptions::default()).unwrap().segment_pages();
+    cut_everywhere_with("amf", opts(), 40, 1500, Pattern::AppendOnly { segment_pages });
 }

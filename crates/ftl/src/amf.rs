@@ -37,9 +37,9 @@
 use nand::{Nand, NandError, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block::common::{is_block_failure, scan_device, shared_block_device_methods, Counters, Flash, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE};
+use crate::block::common::{is_block_failure, scan_device, shared_block_device_methods, Flash, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE};
 use crate::oob::{BlockScan, OobRecord, PageKind, FLAG_COMMIT};
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 /// Options of AMF's AFTL.

@@ -24,14 +24,15 @@
 use nand::{Nand, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 pub(crate) mod common;
 
 use crate::oob::{OobRecord, PageKind, FLAG_COMMIT};
+use crate::options::check_spare_factor;
 use common::{
-    check_spare_factor, chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Counters, Flash, FreePool, CYC_LOOKUP,
+    chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_LOOKUP,
     CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 
@@ -75,12 +76,18 @@ pub struct BlockFtl {
     merges: u64,
 }
 
+/// `floor(blocks x (1 - spare_factor))`: the logical blocks a device formatted with this spare
+/// factor exposes (`open` takes it as it is: blocks that went bad since eat spare, not capacity).
+pub(crate) fn exposed_blocks(f: &Flash, spare_factor: f64) -> Result<u32, FtlError> {
+    check_spare_factor(spare_factor)?;
+    Ok((f64::from(f.geo.blocks()) * (1.0 - spare_factor)).floor() as u32)
+}
+
 /// Logical blocks exposed for a geometry and spare factor (independent of bad blocks, so that
 /// capacity does not change across a restart).
 pub(crate) fn logical_blocks(f: &Flash, spare_factor: f64, min_spare: u32) -> Result<u32, FtlError> {
-    check_spare_factor(spare_factor)?;
     let blocks = f.geo.blocks();
-    let logical = (f64::from(blocks) * (1.0 - spare_factor)).floor() as u32;
+    let logical = exposed_blocks(f, spare_factor)?;
     let good = (0..blocks).filter(|&b| !f.is_bad(b)).count() as u32;
     if logical == 0 || good < logical + min_spare {
         return Err(FtlError::Config(format!(
@@ -126,8 +133,7 @@ impl BlockFtl {
     /// Rebuilds the FTL from what is on `nand` (after a power cut: call `nand.power_on()` first).
     pub fn open(nand: Nand, opts: &BlockOptions) -> Result<Self, FtlError> {
         let mut f = Flash::new(nand)?;
-        check_spare_factor(opts.spare_factor)?;
-        let logical = (f64::from(f.geo.blocks()) * (1.0 - opts.spare_factor)).floor() as u32;
+        let logical = exposed_blocks(&f, opts.spare_factor)?;
         let mut ctrl = Controller::new(&opts.controller);
         let now = f.nand.now_ns();
         let (scan, t) = scan_device(&mut f, &mut ctrl, now)?;

@@ -46,12 +46,12 @@ use nand::{Nand, Nanos, Pbn, Purpose};
 use serde::{Deserialize, Serialize};
 
 use crate::block::common::{
-    chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Counters, Flash, FreePool, CYC_HASH, CYC_LOOKUP,
+    chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_HASH, CYC_LOOKUP,
     CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 use crate::oob::{OobRecord, PageKind, FLAG_LOG};
-use crate::block::logical_blocks;
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
+use crate::block::{exposed_blocks, logical_blocks};
+use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 /// Options of FAST.
@@ -190,9 +190,8 @@ impl Fast {
     /// Rebuilds FAST from what is on `nand` (after a power cut: `nand.power_on()` first).
     pub fn open(nand: Nand, opts: &FastOptions) -> Result<Self, FtlError> {
         let f = Flash::new(nand)?;
-        crate::block::common::check_spare_factor(opts.spare_factor)?;
         let rw = opts.rw_log_blocks_for(f.geo.blocks()).max(1);
-        let logical = (f64::from(f.geo.blocks()) * (1.0 - opts.spare_factor)).floor() as u32;
+        let logical = exposed_blocks(&f, opts.spare_factor)?;
         let mut me = Self::empty(f, opts, logical, rw);
         let now = me.f.nand.now_ns();
         let (scan, t) = scan_device(&mut me.f, &mut me.ctrl, now)?;

@@ -155,6 +155,17 @@ impl OobRecord {
     }
 }
 
+/// Refuses a device whose OOB area cannot hold the record.
+pub fn check_oob_size(geo: &nand::Geometry) -> Result<(), FtlError> {
+    if (geo.oob_size_bytes as usize) < OOB_RECORD_BYTES {
+        return Err(FtlError::Config(format!(
+            "the OOB area has {} bytes; the FTLs' reverse-mapping record needs {OOB_RECORD_BYTES}",
+            geo.oob_size_bytes
+        )));
+    }
+    Ok(())
+}
+
 /// Which pages of a block a recovery scan reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScanExtent {

@@ -17,10 +17,10 @@
 //!
 //! DFTL's costs are in `dftl.rs`.
 
-use nand::{Nand, OpKind};
+use nand::Nand;
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts};
+use crate::block_device::{BlockDevice, Counters, FtlError, FtlReport, GcCounts};
 use crate::controller::{Controller, ControllerConfig};
 use crate::space::{FlashSpace, GcPolicy, SpaceConfig, SpaceCounts};
 
@@ -65,9 +65,7 @@ impl Default for FtlOptions {
 
 impl FtlOptions {
     pub fn validate(&self) -> Result<(), FtlError> {
-        if !(self.spare_factor.is_finite() && (0.0..1.0).contains(&self.spare_factor)) {
-            return Err(FtlError::Config(format!("spare factor {} is not in [0, 1)", self.spare_factor)));
-        }
+        check_spare_factor(self.spare_factor)?;
         if !(self.cache_fraction.is_finite() && self.cache_fraction > 0.0 && self.cache_fraction <= 1.0) {
             return Err(FtlError::Config(format!("cache fraction {} is not in (0, 1]", self.cache_fraction)));
         }
@@ -92,6 +90,28 @@ impl FtlOptions {
     }
 }
 
+/// Refuses a spare factor outside [0, 1) (every FTL's over-provisioning knob).
+pub(crate) fn check_spare_factor(spare_factor: f64) -> Result<(), FtlError> {
+    if spare_factor.is_finite() && (0.0..1.0).contains(&spare_factor) {
+        Ok(())
+    } else {
+        Err(FtlError::Config(format!("spare factor {spare_factor} is not in [0, 1)")))
+    }
+}
+
+/// Refuses flash pages that are not one logical page: every FTL of this crate maps logical
+/// pages one to one onto flash pages (no sub-page mapping, no write buffer).
+pub(crate) fn check_page_size(g: &nand::Geometry) -> Result<(), FtlError> {
+    if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
+        return Err(FtlError::Config(format!(
+            "the FTLs map {}-byte logical pages one to one onto flash pages; the device has {}-byte pages",
+            crate::LOGICAL_PAGE_BYTES,
+            g.page_size_bytes
+        )));
+    }
+    Ok(())
+}
+
 /// Page geometry checks and the logical capacity of a page-mapped FTL: U = floor((1 - s) T),
 /// T = (blocks not marked bad at the factory - GC reserve) x pages per block. Computed from the
 /// device's config and factory marks only, so it is the same on every reopen (grown bad blocks
@@ -99,13 +119,7 @@ impl FtlOptions {
 pub(crate) fn page_mapped_capacity(nand: &Nand, opts: &FtlOptions, extra_open_blocks: u32) -> Result<u64, FtlError> {
     opts.validate()?;
     let g = nand.geometry();
-    if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
-        return Err(FtlError::Config(format!(
-            "this FTL maps {}-byte logical pages one to one onto flash pages; the device has {}-byte pages",
-            crate::LOGICAL_PAGE_BYTES,
-            g.page_size_bytes
-        )));
-    }
+    check_page_size(g)?;
     if g.pages() >= u64::from(u32::MAX) {
         return Err(FtlError::Config(format!("{} flash pages do not fit the 32-bit map entries", g.pages())));
     }
@@ -156,20 +170,13 @@ pub(crate) fn read_mapped(space: &mut FlashSpace, at_ns: nand::Nanos, p: u32, pa
     }
 }
 
-/// The report fields every FTL built on a `FlashSpace` fills the same way.
-pub(crate) fn space_report(name: String, space: &FlashSpace, host: HostCounts, ctrl: &Controller, mapping_bytes: u64) -> FtlReport {
-    let c = space.counts();
-    let programs = space.nand().stats().total(OpKind::Program);
+/// The report of an FTL built on a `FlashSpace`: its counters, GC and wear levelling as the
+/// space counted them.
+pub(crate) fn space_report(name: String, space: &FlashSpace, c: &Counters, ctrl: &Controller, mapping_bytes: u64) -> FtlReport {
+    let s = space.counts();
     FtlReport {
-        name,
-        host,
-        gc: GcCounts { migrations: c.gc_migrations, erases: c.gc_erases, wl_migrations: c.wl_migrations, wl_erases: c.wl_erases },
-        waf: if host.writes == 0 { 0.0 } else { programs as f64 / host.writes as f64 },
-        mapping_bytes,
-        cmt_hit_ratio: None,
-        translation_reads: 0,
-        translation_writes: 0,
-        controller_busy_us: ctrl.busy_us(),
+        gc: GcCounts { migrations: s.gc_migrations, erases: s.gc_erases, wl_migrations: s.wl_migrations, wl_erases: s.wl_erases },
+        ..c.report(name, space.nand(), mapping_bytes, ctrl)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Parts shared by the three block-mapped FTLs (`block`, `fast`, `amf`): a thin flash wrapper
 //! that writes and reads the common OOB record (`crate::oob`), a per-die free-block pool, a bit
-//! set, the controller cycle costs, the recovery scan with its cycle charge and the counters.
+//! set, the controller cycle costs and the recovery scan with its cycle charge.
 //!
 //! Invariants:
 //! 1. Every page these FTLs program carries an [`OobRecord`] in the first
@@ -14,10 +14,11 @@ use std::collections::VecDeque;
 
 use nand::{BlockState, CellMode, Geometry, Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
-use crate::oob::{scan_blocks, BlockScan, OobRecord, PageKind, ScanExtent, OOB_RECORD_BYTES};
+use crate::oob::{check_oob_size, scan_blocks, BlockScan, OobRecord, PageKind, ScanExtent};
+use crate::options::check_page_size;
 use crate::controller::DRAM_ACCESS_CYCLES;
 
-use crate::block_device::{FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES};
+use crate::block_device::FtlError;
 use crate::controller::Controller;
 
 /// "No block" in `u32` block tables.
@@ -93,18 +94,8 @@ pub(crate) struct Flash {
 impl Flash {
     pub fn new(nand: Nand) -> Result<Flash, FtlError> {
         let geo = nand.geometry().clone();
-        if geo.page_size_bytes as usize != LOGICAL_PAGE_BYTES {
-            return Err(FtlError::Config(format!(
-                "block-mapped FTLs need flash pages of {LOGICAL_PAGE_BYTES} bytes (one logical page each); this device has {}-byte pages",
-                geo.page_size_bytes
-            )));
-        }
-        if (geo.oob_size_bytes as usize) < OOB_RECORD_BYTES {
-            return Err(FtlError::Config(format!(
-                "the OOB area of {} bytes cannot hold the {OOB_RECORD_BYTES}-byte reverse-mapping record",
-                geo.oob_size_bytes
-            )));
-        }
+        check_page_size(&geo)?;
+        check_oob_size(&geo)?;
         if !nand.is_powered() {
             return Err(FtlError::Flash(NandError::PoweredOff));
         }
@@ -312,42 +303,6 @@ macro_rules! shared_block_device_methods {
 }
 pub(crate) use shared_block_device_methods;
 
-// ----- counters and report -------------------------------------------------------------------
-
-/// Host and merge counters plus the device's program count when this FTL instance started (so
-/// that WAF covers only this instance's work).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Counters {
-    pub host: HostCounts,
-    pub gc: GcCounts,
-    base_programs: u64,
-}
-
-impl Counters {
-    pub fn new(nand: &Nand) -> Counters {
-        Counters { base_programs: programs(nand), ..Counters::default() }
-    }
-    pub fn report(&self, name: String, nand: &Nand, mapping_bytes: u64, ctrl: &Controller) -> FtlReport {
-        let flash_programs = programs(nand).saturating_sub(self.base_programs);
-        FtlReport {
-            name,
-            host: self.host,
-            gc: self.gc,
-            waf: if self.host.writes == 0 { 0.0 } else { flash_programs as f64 / self.host.writes as f64 },
-            mapping_bytes,
-            cmt_hit_ratio: None,
-            translation_reads: 0,
-            translation_writes: 0,
-            controller_busy_us: ctrl.busy_us(),
-        }
-    }
-}
-
-fn programs(nand: &Nand) -> u64 {
-    let c = nand.stats().flash_counts();
-    c.programs + c.partial_programs
-}
-
 /// Splits `[lpn, lpn + pages)` at block boundaries: yields (logical block, first offset, pages).
 pub(crate) fn chunks(lpn: u64, pages: u64, ppb: u32) -> impl Iterator<Item = (u64, u32, u32)> {
     let ppb = u64::from(ppb);
@@ -363,15 +318,6 @@ pub(crate) fn chunks(lpn: u64, pages: u64, ppb: u32) -> impl Iterator<Item = (u6
         at += n;
         Some((lbn, off as u32, n as u32))
     })
-}
-
-/// Checks a spare factor in [0, 1).
-pub(crate) fn check_spare_factor(spare_factor: f64) -> Result<(), FtlError> {
-    if spare_factor.is_finite() && (0.0..1.0).contains(&spare_factor) {
-        Ok(())
-    } else {
-        Err(FtlError::Config(format!("spare factor must be in [0, 1), got {spare_factor}")))
-    }
 }
 
 #[cfg(test)]

@@ -357,6 +357,17 @@ impl Acceptable {
     }
 }
 
+/// What an FTL promises to keep across a power cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Contract item 4 only: writes once flushed or written with FUA, trims once flushed.
+    Flushed,
+    /// As `Flushed`, and trims once they return.
+    TrimsAcknowledged,
+    /// Every write and trim once it returns (FTLs without a volatile write cache).
+    Acknowledged,
+}
+
 /// What one power-cut run found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CutOutcome {
@@ -371,7 +382,7 @@ pub struct CutOutcome {
 /// Runs a seeded workload of `pattern` on a fresh device from `make`, cutting power during the
 /// flash operation number `cut_at_op` (counted from the device's current count), then powers on,
 /// recovers with `reopen`, and checks contract item 4: every durable write reads back, nothing
-/// trimmed comes back (trims are taken as durable when they return if `durable_trims`), and
+/// trimmed comes back (what counts as durable is the FTL's promise, `durability`), and
 /// every page holds either a content written to it or zeros, never anything else. The
 /// recovered device must then serve a second workload correctly.
 pub fn power_cut_run(
@@ -380,7 +391,7 @@ pub fn power_cut_run(
     seed: u64,
     ops: usize,
     cut_at_op: u64,
-    durable_trims: bool,
+    durability: Durability,
     pattern: Pattern,
 ) -> Result<CutOutcome, String> {
     let mut dev = make().map_err(|e| err("build", e))?;
@@ -407,7 +418,7 @@ pub fn power_cut_run(
                 if r.is_ok() {
                     for i in 0..pages {
                         current[(lpn + i) as usize] = Content::Version(version);
-                        if fua {
+                        if fua || durability == Durability::Acknowledged {
                             acc.settle(lpn + i);
                         }
                     }
@@ -434,7 +445,7 @@ pub fn power_cut_run(
                 if r.is_ok() {
                     for l in lpn..lpn + pages {
                         current[l as usize] = Content::Zero;
-                        if durable_trims {
+                        if durability != Durability::Flushed {
                             acc.settle(l);
                         }
                     }

@@ -408,7 +408,7 @@ impl BlockDevice for Amf {
 
     fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
         check_range(lpn, pages, self.capacity_pages())?;
-        if lpn % self.seg_pages != 0 || pages % self.seg_pages != 0 {
+        if !lpn.is_multiple_of(self.seg_pages) || !pages.is_multiple_of(self.seg_pages) {
             return Err(FtlError::Unsupported(format!(
                 "AMF trims whole segments only: a segment is {} pages ({} KiB) starting at a multiple of {}; pages {lpn}..{} are not whole segments",
                 self.seg_pages,

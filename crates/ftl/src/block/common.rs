@@ -7,19 +7,17 @@
 //!    [`OOB_RECORD_BYTES`] bytes of its OOB (`oob.rs`); an erased page never decodes as one.
 //! 2. Page programs within a block go in increasing page order; where the chip demands strictly
 //!    consecutive programs (MLC/TLC), skipped pages are filled with `PageKind::Pad` pages first.
-//! 3. Nothing here keeps state that recovery cannot rebuild from the flash: the pool, bit sets and
-//!    counters are RAM only.
+//! 3. Nothing here keeps state that recovery cannot rebuild from the flash: the pool and bit
+//!    sets are RAM only.
 
 use std::collections::VecDeque;
 
 use nand::{BlockState, CellMode, Geometry, Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
+use crate::block_device::FtlError;
+use crate::controller::{Controller, DRAM_ACCESS_CYCLES};
 use crate::oob::{check_oob_size, scan_blocks, BlockScan, OobRecord, PageKind, ScanExtent};
 use crate::options::check_page_size;
-use crate::controller::DRAM_ACCESS_CYCLES;
-
-use crate::block_device::FtlError;
-use crate::controller::Controller;
 
 /// "No block" in `u32` block tables.
 pub(crate) const NONE: u32 = u32::MAX;

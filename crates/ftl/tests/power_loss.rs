@@ -111,6 +111,6 @@ fn fast_recovers_after_power_cuts_at_60_random_and_40_sequential_points() {
 #[test]
 fn amf_recovers_after_power_cuts_at_60_points_under_an_append_only_host() {
     for seed in [7, 8, 9] {
-        cut_everywhere_with("amf", opts(), 20, seed, 1500, pattern_for("amf"));
+        cut_everywhere_with("amf", opts(), 20, seed, 1000, pattern_for("amf"));
     }
 }

@@ -100,7 +100,8 @@ pub const HOST_VICTIM_CYCLES: u64 = 50 + L3_ACCESS_CYCLES;
 pub struct NativeConfig {
     /// DB page size: 1, 2 or 4 flash pages of 4 KiB.
     pub page_bytes: usize,
-    /// Log blocks (4 KiB each); `None`: 1/8 of the logical space, at most 16,384 (64 MiB).
+    /// Log blocks (4 KiB each); `None`: 1/8 of the logical space, at least 256 (the engine keeps
+    /// 64 for rollbacks), at most 16,384 (64 MiB).
     pub log_blocks: Option<u64>,
     /// Over-provisioning as a spare factor (T - U) / T, as the FTLs count it.
     pub spare_factor: f64,
@@ -189,7 +190,7 @@ fn layout(nand: &Nand, cfg: &NativeConfig) -> Result<Layout> {
     let u = ((1.0 - cfg.spare_factor) * t as f64).floor() as u64;
     let open = (u64::from(STRIPED.count_ones()) * u64::from(g.dies()) + 2 + 2) * ppb;
     let k = (cfg.page_bytes / LOG_BLOCK_BYTES) as u64;
-    let log_blocks = cfg.log_blocks.unwrap_or((u / 8).clamp(16, 16384));
+    let log_blocks = cfg.log_blocks.unwrap_or((u / 8).clamp(256, 16384));
     if t < u + open || u < 2 + log_blocks + 16 * k || log_blocks < 16 {
         return Err(Error::Config(format!(
             "a device of {t} usable flash pages at spare factor {} has no room for open blocks on {} dies, a {log_blocks}-block log and a database",

@@ -138,6 +138,11 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
         image = probe.after_power_loss(seed.wrapping_add(1));
     }
     let (_d, r) = open(image, o);
+    verify_restart(r, h, o.tpcb, &acked, &maybe, out)
+}
+
+/// Verifies the engine a restart gave, or records that the restart failed.
+pub(crate) fn verify_restart(r: Result<Engine>, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], mut out: CrashOutcome) -> Result<CrashOutcome> {
     let mut e = match r {
         Ok(e) => e,
         Err(err) => {
@@ -145,7 +150,7 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
             return Ok(out);
         }
     };
-    verify(&mut e, h, o.tpcb, &acked, &maybe, &mut out)?;
+    verify(&mut e, h, cfg, acked, maybe, &mut out)?;
     Ok(out)
 }
 
@@ -172,7 +177,7 @@ pub(crate) fn run_until_fault(e: &mut Engine, h: Handles, o: &CrashOptions, seed
     (acked, maybe)
 }
 
-pub(crate) fn verify(e: &mut Engine, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], out: &mut CrashOutcome) -> Result<()> {
+fn verify(e: &mut Engine, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], out: &mut CrashOutcome) -> Result<()> {
     let history = tpcb::rows(e, h.history)?;
     let seqs: BTreeSet<i64> = history.iter().filter_map(|r| r[5].as_i64()).collect();
     if seqs.len() != history.len() {

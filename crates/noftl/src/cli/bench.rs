@@ -296,13 +296,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         check,
         check_problems: problems,
     };
-    let json = serde_json::to_string_pretty(&res)?;
-    match &args.json {
-        Some(p) if p.as_os_str() == "-" => println!("{json}"),
-        Some(p) => std::fs::write(p, format!("{json}\n")).with_context(|| format!("cannot write {}", p.display()))?,
-        None => {}
-    }
-    if args.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
+    if super::common::emit_json(args.json.as_deref(), &res)? {
         println!(
             "tpcb on {} ({} clock): scale {}, {} terminals, seed {}",
             res.storage, res.clock, res.scale, res.terminals, res.seed

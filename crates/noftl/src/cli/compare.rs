@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 use ftl::{FtlOptions, MemDisk};
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
@@ -391,13 +391,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         },
         rows,
     };
-    let json = serde_json::to_string_pretty(&res)?;
-    match &args.json {
-        Some(p) if p.as_os_str() == "-" => println!("{json}"),
-        Some(p) => std::fs::write(p, format!("{json}\n")).with_context(|| format!("cannot write {}", p.display()))?,
-        None => {}
-    }
-    if args.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
+    if super::common::emit_json(args.json.as_deref(), &res)? {
         print_table(&res);
     }
     Ok(())

@@ -17,6 +17,7 @@
 //! - `INDEX`: other B-tree and space-map pages; `DATA`: other heap pages.
 //! - `COLD`: a DB page's first write in this session (the load; pages not rewritten since).
 //! - `META`: master-record slots (unstriped); `JOURNAL`: liveness checkpoints (unstriped).
+//!
 //! The stream of a page is in its OOB record's `aux` field, so recovery restores the blocks to
 //! their streams.
 //!

@@ -84,7 +84,7 @@ impl CrashOutcome {
 const DISK_PAGES: u64 = 6144;
 const LOG_BLOCKS: u64 = 1024;
 
-fn engine_cfg(o: &CrashOptions) -> EngineConfig {
+pub(crate) fn engine_cfg(o: &CrashOptions) -> EngineConfig {
     EngineConfig {
         buffer_frames: o.buffer_frames,
         full_page_writes: if o.tear_sectors { Some(true) } else { None },
@@ -120,32 +120,10 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
         Fault::PowerCut => CrashPlan { cut_at_op: Some(at), fail_op: None, tear_sectors: tear },
         Fault::IoError => CrashPlan { cut_at_op: None, fail_op: Some(at), tear_sectors: tear },
     });
-    let mut terms: Vec<TpcbTerminal> = (0..o.terminals)
-        .map(|i| {
-            let mut t = TpcbTerminal::new(i, h, o.tpcb, seed, Some(o.txns_per_terminal));
-            t.record = true;
-            t
-        })
-        .collect();
-    let start = e.now();
-    let run = run_virtual(&mut e, &mut terms, start, VirtualOptions::default());
     let mut out = CrashOutcome { seed, fault_at_op: at, ..CrashOutcome::default() };
-    match run {
-        Ok(_) => {}
-        Err(err) => {
-            out.fault_hit = true;
-            out.error_reported = Some(err.to_string());
-        }
-    }
-    if o.fault == Fault::IoError && out.fault_hit && e.is_failed().is_none() {
-        // A read error is reported to the transaction; the engine may go on. Either way the
-        // test restarts from the device below.
-    }
+    let (acked, maybe) = run_until_fault(&mut e, h, o, seed, &mut out);
     drop(e);
     disk.cut_power();
-    let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
-    let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
-    out.acknowledged = acked.len() as u64;
 
     // Restart from the device alone (optionally crashing once more during recovery).
     let mut image = disk.after_power_loss(seed);
@@ -160,6 +138,11 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
         image = probe.after_power_loss(seed.wrapping_add(1));
     }
     let (_d, r) = open(image, o);
+    verify_restart(r, h, o.tpcb, &acked, &maybe, out)
+}
+
+/// Verifies the engine a restart gave, or records that the restart failed.
+pub(crate) fn verify_restart(r: Result<Engine>, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], mut out: CrashOutcome) -> Result<CrashOutcome> {
     let mut e = match r {
         Ok(e) => e,
         Err(err) => {
@@ -167,8 +150,31 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
             return Ok(out);
         }
     };
-    verify(&mut e, h, o.tpcb, &acked, &maybe, &mut out)?;
+    verify(&mut e, h, cfg, acked, maybe, &mut out)?;
     Ok(out)
+}
+
+/// Runs the crash test's terminals until they finish or the fault stops them; returns the
+/// commits acknowledged and those in flight (requested, not acknowledged).
+pub(crate) fn run_until_fault(e: &mut Engine, h: Handles, o: &CrashOptions, seed: u64, out: &mut CrashOutcome) -> (Vec<Done>, Vec<Done>) {
+    let mut terms: Vec<TpcbTerminal> = (0..o.terminals)
+        .map(|i| {
+            let mut t = TpcbTerminal::new(i, h, o.tpcb, seed, Some(o.txns_per_terminal));
+            t.record = true;
+            t
+        })
+        .collect();
+    let start = e.now();
+    if let Err(err) = run_virtual(e, &mut terms, start, VirtualOptions::default()) {
+        // A read error may leave the engine running; either way the test restarts from the
+        // device below.
+        out.fault_hit = true;
+        out.error_reported = Some(err.to_string());
+    }
+    let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
+    let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
+    out.acknowledged = acked.len() as u64;
+    (acked, maybe)
 }
 
 fn verify(e: &mut Engine, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], out: &mut CrashOutcome) -> Result<()> {

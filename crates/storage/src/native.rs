@@ -393,7 +393,7 @@ impl NativeStore {
     ) -> Result<Nanos> {
         let t = self.host_cpu(at, HOST_UPDATE_CYCLES);
         let seq = self.space.alloc_seq();
-        let rec = OobRecord::new(OobKind::Data, key, seq, u32::from(stream));
+        let rec = OobRecord::new(OobKind::Data, key, seq, u64::from(stream));
         let (ppn, done) = self.space.write(t, stream, &rec, data, purpose)?;
         // Moves first: GC may have moved this key's previous copy (invariant 1).
         self.absorb();

@@ -146,7 +146,7 @@ impl Progress {
         Progress { total, started: Instant::now(), bar: None }
     }
     fn tick(&mut self, done: u64) {
-        if done % 4096 != 0 && done != self.total {
+        if !done.is_multiple_of(4096) && done != self.total {
             return;
         }
         if self.bar.is_none() && self.started.elapsed().as_secs_f64() > 1.0 {
@@ -357,7 +357,7 @@ fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     if args.clock != nand::ClockMode::Virtual {
         bail!("block targets run in virtual time here; noftl serve --clock real runs them on the wall clock");
     }
-    if args.bs == 0 || args.bs % LOGICAL_PAGE_BYTES as u64 != 0 {
+    if args.bs == 0 || !args.bs.is_multiple_of(LOGICAL_PAGE_BYTES as u64) {
         bail!("--bs must be a positive multiple of {LOGICAL_PAGE_BYTES} bytes on block targets");
     }
     if args.rwmixread > 100 {

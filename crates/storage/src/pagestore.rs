@@ -106,6 +106,19 @@ pub trait PageStore: Send {
     }
 }
 
+/// Checks up front that the engine can run on the FTL `kind` of `ftl::build`. The engine
+/// rewrites DB pages, log blocks (the log is circular) and the master record in place; AMF's
+/// block interface refuses any write below a segment's write pointer (ftl amf.rs invariant 3),
+/// so a run would fail at the first rewrite, deep inside it.
+pub fn engine_runs_on(kind: &str) -> Result<()> {
+    if kind == "amf" {
+        return Err(Error::Config(
+            "the storage engine cannot run on 'amf': it rewrites pages, log blocks and the master record in place, and AMF's segments are append-only (a log-structured host is needed, see issue 5); use page, dftl, fast or block".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Where things live on a block device, in logical (4 KiB) pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockLayout {

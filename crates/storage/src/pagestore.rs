@@ -22,6 +22,11 @@
 //! 4. Writes of at most `atomic_write_bytes()` are atomic under power loss; larger DB pages may
 //!    tear, and the engine guards them itself (page checksums, full-page images).
 //! 5. Completion times are never earlier than submit times.
+//! 6. `BlockPageStore` turns every durability point into the block contract's (ftl
+//!    block_device.rs item 4): `sync_pages` and `force_log` FLUSH, `write_meta` writes with FUA
+//!    and then FLUSHes. So 1-3 hold on a device with a volatile write cache (the crash disk) as
+//!    on the FTLs, whose writes are on flash when they return and whose FLUSH only orders (or,
+//!    DFTL, writes back cached mappings, which recovery does not need).
 
 use ftl::{BlockDevice, FtlReport, LOGICAL_PAGE_BYTES};
 use nand::{Nand, Nanos};

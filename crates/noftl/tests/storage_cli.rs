@@ -12,13 +12,19 @@ const BENCH: [&str; 17] = [
     "bench", "tpcb", "--storage", "memdisk", "--preset", "tiny", "--scale", "2", "--accounts-per-branch", "2000", "--terminals", "4", "--txns", "150", "--json", "-", "--check",
 ];
 
+/// Runs `args` twice; both must succeed with byte-identical standard output (JSON), returned
+/// parsed.
+fn same_json_twice(args: &[&str]) -> serde_json::Value {
+    let (ok, a, err) = noftl(args);
+    assert!(ok, "{err}");
+    let (_, b, _) = noftl(args);
+    assert_eq!(a, b, "the same seed must give the same JSON: {args:?}");
+    serde_json::from_str(&a).unwrap()
+}
+
 #[test]
 fn bench_tpcb_in_virtual_time_gives_byte_identical_json_with_the_stable_fields() {
-    let (ok, a, err) = noftl(&BENCH);
-    assert!(ok, "{err}");
-    let (_, b, _) = noftl(&BENCH);
-    assert_eq!(a, b, "the same seed must give the same JSON");
-    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let v = same_json_twice(&BENCH);
     for f in ["workload", "storage", "scale", "terminals", "seed", "committed", "aborted", "throughput_tps", "virtual_seconds", "check"] {
         assert!(v.get(f).is_some(), "missing {f}");
     }
@@ -83,15 +89,11 @@ const BENCH_PAGE: [&str; 17] = [
 
 #[test]
 fn bench_tpcb_on_the_page_ftl_in_virtual_time_gives_byte_identical_json() {
-    let (ok, a, err) = noftl(&BENCH_PAGE);
-    assert!(ok, "{err}");
-    let (_, b, _) = noftl(&BENCH_PAGE);
-    assert_eq!(a, b, "the same seed must give the same JSON on flash");
-    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let v = same_json_twice(&BENCH_PAGE);
     assert_eq!(v["storage"], "page");
     assert_eq!(v["committed"], 120);
     assert_eq!(v["check"], "passed");
-    assert!(v["per_txn"]["flash_programs"].as_f64().is_some_and(|p| p > 1.0), "{a}");
+    assert!(v["per_txn"]["flash_programs"].as_f64().is_some_and(|p| p > 1.0), "{v}");
 }
 
 #[test]

@@ -19,8 +19,8 @@
 //! block `s` of die `d` unless that block is bad, in which case a spare block of the same die
 //! (the last `spare_blocks_per_die` blocks of every die) replaces it.
 //!
-//! On-flash metadata: only the OOB record of every page (`block::common::Tag`): kind (data or
-//! pad), `lpn`, a global `seq`; no separate tables. The remap of a bad block is found again
+//! On-flash metadata: only the OOB record of every page (`oob.rs`): kind (data or pad), key =
+//! logical page, a global `seq`; no separate tables. The remap of a bad block is found again
 //! because the bad block stays bad (and readable) and its spare holds pages naming its segment.
 //!
 //! Invariants:
@@ -37,8 +37,9 @@
 use nand::{Nand, NandError, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block::common::{is_block_failure, shared_block_device_methods, scan_device, BlockScan, Counters, Flash, Kind, Tag, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE, FLAG_COMMIT};
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
+use crate::block::common::{is_block_failure, scan_device, shared_block_device_methods, Flash, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE};
+use crate::oob::{BlockScan, OobRecord, PageKind, FLAG_COMMIT};
+use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 /// Options of AMF's AFTL.
@@ -146,17 +147,20 @@ impl Amf {
         // Which logical block each spare stands in for (the one its pages name).
         let mut claimed: Vec<Option<u32>> = vec![None; scan.len()];
         for (pbn, s) in scan.iter().enumerate() {
-            for &(_, tag) in &s.tags {
-                me.seq = me.seq.max(tag.seq);
-                if tag.lpn >= capacity {
+            for &(_, rec) in &s.records {
+                me.seq = me.seq.max(rec.seq);
+                if !matches!(rec.kind, PageKind::Data | PageKind::Pad) {
+                    return Err(FtlError::Recovery(format!("block {pbn} holds a {:?} page (key {}); not an AMF device", rec.kind, rec.key)));
+                }
+                if rec.key >= capacity {
                     return Err(FtlError::Recovery(format!(
                         "block {pbn} holds logical page {}, beyond the {capacity} these options expose; open with the options it was formatted with",
-                        tag.lpn
+                        rec.key
                     )));
                 }
             }
             if (pbn as u32 % bpd) >= me.segments {
-                claimed[pbn] = s.tags.first().map(|&(_, t)| me.lb_of(t.lpn));
+                claimed[pbn] = s.records.first().map(|&(_, r)| me.lb_of(r.key));
             }
         }
         for d in 0..me.dies {
@@ -174,7 +178,7 @@ impl Amf {
                     let spare = (me.segments..bpd)
                         .map(|i| d * bpd + i)
                         .filter(|&p| claimed[p as usize] == Some(lb) && !me.f.is_bad(p))
-                        .max_by_key(|&p| scan[p as usize].tags.iter().map(|(_, t)| t.seq).max());
+                        .max_by_key(|&p| scan[p as usize].records.iter().map(|(_, r)| r.seq).max());
                     cur = spare.unwrap_or(home);
                 }
                 me.map[lb as usize] = cur;
@@ -264,15 +268,15 @@ impl Amf {
         self.spares[die as usize].pop().ok_or(FtlError::NoSpace("a spare block for bad-block remapping"))
     }
 
-    /// Copies the tagged pages `from..to` of block `src` to the same pages of `dst`.
+    /// Copies the pages `from..to` of block `src` that hold a record to the same pages of `dst`.
     fn copy_block(&mut self, t: Nanos, src: u32, dst: u32, from: u32, to: u32) -> Result<Nanos, FtlError> {
         let mut done = t;
         for page in from..to {
             let mut buf = std::mem::take(&mut self.f.buf);
-            let r = self.f.read_with_tag(t, self.f.ppn(src, page), &mut buf, Purpose::Gc);
+            let r = self.f.read_with_record(t, self.f.ppn(src, page), &mut buf, Purpose::Gc);
             self.f.buf = buf;
-            if let (r, Some(tag)) = r? {
-                done = done.max(self.f.program_buf(r, self.f.ppn(dst, page), &tag, Purpose::Gc)?);
+            if let (r, Some(rec)) = r? {
+                done = done.max(self.f.program_buf(r, self.f.ppn(dst, page), &rec, Purpose::Gc)?);
                 self.c.gc.migrations += 1;
             }
         }
@@ -306,19 +310,19 @@ impl Amf {
         Ok(done)
     }
 
-    fn program(&mut self, t: Nanos, lpn: u64, data: &[u8], kind: Kind) -> Result<Nanos, FtlError> {
+    fn program(&mut self, t: Nanos, lpn: u64, data: &[u8], kind: PageKind) -> Result<Nanos, FtlError> {
         let (s, o, ppn) = self.locate(lpn);
         self.seq += 1;
-        let tag = Tag { kind, flags: FLAG_COMMIT, lpn, seq: self.seq, aux: 0 };
-        let purpose = if kind == Kind::Data { Purpose::Host } else { Purpose::Gc };
+        let rec = OobRecord::new(kind, lpn, self.seq, 0).with_flags(FLAG_COMMIT);
+        let purpose = if kind == PageKind::Data { Purpose::Host } else { Purpose::Gc };
         self.wp[s as usize] = o + 1;
-        match self.f.program(t, ppn, data, &tag, purpose) {
+        match self.f.program(t, ppn, data, &rec, purpose) {
             Err(FtlError::Flash(NandError::ProgramFailed(_) | NandError::BadBlock(_))) => {
                 // The block went bad: move what it holds to a spare, then program there.
                 let lb = self.lb_of(lpn);
                 let r = self.remap(t, lb, o / self.dies)?;
                 let (_, _, ppn) = self.locate(lpn);
-                self.f.program(r, ppn, data, &tag, purpose)
+                self.f.program(r, ppn, data, &rec, purpose)
             }
             r => r,
         }
@@ -345,9 +349,9 @@ impl BlockDevice for Amf {
                 chunk.fill(0);
                 continue;
             }
-            let (r, tag) = self.f.read_with_tag(t, ppn, chunk, Purpose::Host)?;
+            let (r, rec) = self.f.read_with_record(t, ppn, chunk, Purpose::Host)?;
             done = done.max(r);
-            if !tag.is_some_and(|t| t.kind == Kind::Data && t.lpn == l) {
+            if !rec.is_some_and(|r| r.kind == PageKind::Data && r.key == l) {
                 chunk.fill(0); // a gap, pad or torn page (invariant 2)
             }
         }
@@ -387,7 +391,7 @@ impl BlockDevice for Amf {
                 let zeros = std::mem::take(&mut self.f.zeros);
                 let mut r = Ok(t);
                 for gap in self.wp[s as usize]..o {
-                    r = self.program(t, base + u64::from(gap), &zeros, Kind::Pad);
+                    r = self.program(t, base + u64::from(gap), &zeros, PageKind::Pad);
                     if r.is_err() {
                         break;
                     }
@@ -396,7 +400,7 @@ impl BlockDevice for Amf {
                 self.f.zeros = zeros;
                 r?;
             }
-            done = done.max(self.program(t, l, page, Kind::Data)?);
+            done = done.max(self.program(t, l, page, PageKind::Data)?);
             self.c.host.writes += 1;
         }
         Ok(done)
@@ -404,7 +408,7 @@ impl BlockDevice for Amf {
 
     fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
         check_range(lpn, pages, self.capacity_pages())?;
-        if lpn % self.seg_pages != 0 || pages % self.seg_pages != 0 {
+        if !lpn.is_multiple_of(self.seg_pages) || !pages.is_multiple_of(self.seg_pages) {
             return Err(FtlError::Unsupported(format!(
                 "AMF trims whole segments only: a segment is {} pages ({} KiB) starting at a multiple of {}; pages {lpn}..{} are not whole segments",
                 self.seg_pages,
@@ -426,7 +430,7 @@ impl BlockDevice for Amf {
         Ok(done)
     }
 
-    // flush (invariant 5: nothing is buffered), report, nand, nand_mut.
+    // flush (invariant 5: nothing is buffered), report, nand, nand_mut, into_nand.
     shared_block_device_methods!();
 }
 

@@ -4,8 +4,8 @@
 //! a trim that leaves some pages of the block valid, rewrites the block into a fresh one, copying
 //! the other valid pages (the classic read-modify-write merge), then erases the old block.
 //!
-//! On-flash metadata: only the OOB record of every page (`common::Tag`): kind, flags, `lpn`, and
-//! in `seq` the *version* of the physical block (a global counter taken when the block is
+//! On-flash metadata: only the OOB record of every page (`oob.rs`): kind (data or pad), the
+//! commit flag, key = logical page, and in `seq` the *version* of the physical block (a global counter taken when the block is
 //! allocated; every page of one physical incarnation carries the same version).
 //!
 //! Invariants:
@@ -24,14 +24,16 @@
 use nand::{Nand, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 pub(crate) mod common;
 
-use common::{is_block_failure, shared_block_device_methods, 
-    check_spare_factor, chunks, scan_device, Bits, Counters, Flash, FreePool, Kind, Tag, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST,
-    CYC_UPDATE, FLAG_COMMIT, NONE,
+use crate::oob::{OobRecord, PageKind, FLAG_COMMIT};
+use crate::options::check_spare_factor;
+use common::{
+    chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_LOOKUP,
+    CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 
 /// Options of the block-level FTL.
@@ -74,12 +76,18 @@ pub struct BlockFtl {
     merges: u64,
 }
 
+/// `floor(blocks x (1 - spare_factor))`: the logical blocks a device formatted with this spare
+/// factor exposes (`open` takes it as it is: blocks that went bad since eat spare, not capacity).
+pub(crate) fn exposed_blocks(f: &Flash, spare_factor: f64) -> Result<u32, FtlError> {
+    check_spare_factor(spare_factor)?;
+    Ok((f64::from(f.geo.blocks()) * (1.0 - spare_factor)).floor() as u32)
+}
+
 /// Logical blocks exposed for a geometry and spare factor (independent of bad blocks, so that
 /// capacity does not change across a restart).
 pub(crate) fn logical_blocks(f: &Flash, spare_factor: f64, min_spare: u32) -> Result<u32, FtlError> {
-    check_spare_factor(spare_factor)?;
     let blocks = f.geo.blocks();
-    let logical = (f64::from(blocks) * (1.0 - spare_factor)).floor() as u32;
+    let logical = exposed_blocks(f, spare_factor)?;
     let good = (0..blocks).filter(|&b| !f.is_bad(b)).count() as u32;
     if logical == 0 || good < logical + min_spare {
         return Err(FtlError::Config(format!(
@@ -125,8 +133,7 @@ impl BlockFtl {
     /// Rebuilds the FTL from what is on `nand` (after a power cut: call `nand.power_on()` first).
     pub fn open(nand: Nand, opts: &BlockOptions) -> Result<Self, FtlError> {
         let mut f = Flash::new(nand)?;
-        check_spare_factor(opts.spare_factor)?;
-        let logical = (f64::from(f.geo.blocks()) * (1.0 - opts.spare_factor)).floor() as u32;
+        let logical = exposed_blocks(&f, opts.spare_factor)?;
         let mut ctrl = Controller::new(&opts.controller);
         let now = f.nand.now_ns();
         let (scan, t) = scan_device(&mut f, &mut ctrl, now)?;
@@ -135,17 +142,18 @@ impl BlockFtl {
         let mut best: Vec<(u64, u32)> = vec![(0, NONE); logical as usize];
         let mut max_seq = 0;
         for (pbn, s) in scan.iter().enumerate() {
-            let Some(&(_, first)) = s.tags.first() else { continue };
-            let lbn = first.lpn / ppb;
+            let Some(&(_, first)) = s.records.first() else { continue };
+            let lbn = first.key / ppb;
             let mut committed = false;
-            for &(page, tag) in &s.tags {
-                if tag.lpn / ppb != lbn || tag.lpn % ppb != u64::from(page) || tag.seq != first.seq || tag.kind == Kind::Trim {
+            for &(page, rec) in &s.records {
+                let positional = matches!(rec.kind, PageKind::Data | PageKind::Pad);
+                if rec.key / ppb != lbn || rec.key % ppb != u64::from(page) || rec.seq != first.seq || !positional || rec.log() {
                     return Err(FtlError::Recovery(format!(
-                        "block {pbn} holds pages of another layout (lpn {} at page {page}); not a block-FTL device",
-                        tag.lpn
+                        "block {pbn} holds pages of another layout ({:?} of key {} at page {page}); not a block-FTL device",
+                        rec.kind, rec.key
                     )));
                 }
-                committed |= tag.kind == Kind::Data && tag.commit();
+                committed |= rec.kind == PageKind::Data && rec.commit();
             }
             max_seq = max_seq.max(first.seq);
             if lbn >= u64::from(logical) {
@@ -167,15 +175,15 @@ impl BlockFtl {
             me.map[lbn] = pbn;
             let s = &scan[pbn as usize];
             me.pb[pbn as usize] = Phys { next_free: s.next_free, version };
-            for &(page, tag) in &s.tags {
-                if tag.kind == Kind::Data {
+            for &(page, rec) in &s.records {
+                if rec.kind == PageKind::Data {
                     me.valid.set(me.f.ppn(pbn, page).0);
                 }
             }
         }
         for (pbn, s) in scan.iter().enumerate() {
             let pbn = pbn as u32;
-            let mapped = s.tags.first().is_some_and(|(_, t)| best[(t.lpn / ppb) as usize].1 == pbn);
+            let mapped = s.records.first().is_some_and(|(_, r)| best[(r.key / ppb) as usize].1 == pbn);
             if mapped || s.bad {
                 continue;
             }
@@ -222,8 +230,8 @@ impl BlockFtl {
             self.pb[pbn as usize].next_free = nf;
             done = done.max(padded?);
             let ppn = self.f.ppn(pbn, page);
-            let tag = Tag::data(lpn_base + u64::from(page), version, 0, FLAG_COMMIT);
-            done = done.max(self.f.program(t, ppn, page_data, &tag, Purpose::Host)?);
+            let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(page), version, 0).with_flags(FLAG_COMMIT);
+            done = done.max(self.f.program(t, ppn, page_data, &rec, Purpose::Host)?);
             self.valid.set(ppn.0);
         }
         Ok(done)
@@ -255,16 +263,16 @@ impl BlockFtl {
                 self.pb[dst as usize].next_free = nf;
                 done = done.max(padded?);
                 let flags = if p == last { FLAG_COMMIT } else { 0 };
-                let tag = Tag::data(lpn_base + u64::from(p), version, 0, flags);
+                let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(p), version, 0).with_flags(flags);
                 let ppn = self.f.ppn(dst, p);
                 match new {
                     Some((o, d)) if covers(new_range, p) => {
                         let at = (p - o) as usize * LOGICAL_PAGE_BYTES;
-                        done = done.max(self.f.program(t, ppn, &d[at..at + LOGICAL_PAGE_BYTES], &tag, Purpose::Host)?);
+                        done = done.max(self.f.program(t, ppn, &d[at..at + LOGICAL_PAGE_BYTES], &rec, Purpose::Host)?);
                     }
                     _ => {
                         let r = self.f.read_buf(t, self.f.ppn(old, p), Purpose::Gc)?;
-                        done = done.max(self.f.program_buf(r, ppn, &tag, Purpose::Gc)?);
+                        done = done.max(self.f.program_buf(r, ppn, &rec, Purpose::Gc)?);
                         self.c.gc.migrations += 1;
                     }
                 }
@@ -377,7 +385,7 @@ impl BlockDevice for BlockFtl {
         Ok(done)
     }
 
-    // flush (invariant 6: nothing is buffered), report, nand, nand_mut.
+    // flush (invariant 6: nothing is buffered), report, nand, nand_mut, into_nand.
     shared_block_device_methods!();
 }
 

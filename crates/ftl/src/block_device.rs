@@ -12,6 +12,8 @@
 //!    returns.
 
 use nand::{Nanos, Nand, NandError};
+
+use crate::controller::Controller;
 use serde::{Deserialize, Serialize};
 
 pub const LOGICAL_PAGE_BYTES: usize = 4096;
@@ -75,6 +77,45 @@ pub struct FtlReport {
     pub translation_writes: u64,
     /// Controller CPU time spent on mapping work, microseconds.
     pub controller_busy_us: f64,
+}
+
+/// Host and GC counters of one FTL instance, plus the device's program count when the instance
+/// started, so that its WAF covers this instance's work only (host counts start at zero too).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Counters {
+    pub host: HostCounts,
+    pub gc: GcCounts,
+    base_programs: u64,
+}
+
+impl Counters {
+    /// Counting from now (call it once formatting or recovery is done).
+    pub fn new(nand: &Nand) -> Counters {
+        Counters { base_programs: flash_programs(nand), ..Counters::default() }
+    }
+
+    /// The report every FTL builds (DFTL adds its cache fields; FTLs on a `FlashSpace` take
+    /// `gc` from the space).
+    pub fn report(&self, name: String, nand: &Nand, mapping_bytes: u64, ctrl: &Controller) -> FtlReport {
+        let programs = flash_programs(nand).saturating_sub(self.base_programs);
+        FtlReport {
+            name,
+            host: self.host,
+            gc: self.gc,
+            waf: if self.host.writes == 0 { 0.0 } else { programs as f64 / self.host.writes as f64 },
+            mapping_bytes,
+            cmt_hit_ratio: None,
+            translation_reads: 0,
+            translation_writes: 0,
+            controller_busy_us: ctrl.busy_us(),
+        }
+    }
+}
+
+/// Page programs of every purpose, whole and partial.
+fn flash_programs(nand: &Nand) -> u64 {
+    let c = nand.stats().flash_counts();
+    c.programs + c.partial_programs
 }
 
 /// A device with a block interface. Times are virtual nanoseconds (see the contract above).

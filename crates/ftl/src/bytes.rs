@@ -35,7 +35,7 @@ impl<D: BlockDevice> ByteDevice<D> {
     }
 
     fn check(&self, offset: u64, len: usize) -> Result<(), FtlError> {
-        if offset % SECTOR_BYTES as u64 != 0 || len % SECTOR_BYTES != 0 {
+        if !offset.is_multiple_of(SECTOR_BYTES as u64) || !len.is_multiple_of(SECTOR_BYTES) {
             return Err(FtlError::Misaligned { offset, bytes: len, align: SECTOR_BYTES });
         }
         let end = offset.checked_add(len as u64);

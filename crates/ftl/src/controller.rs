@@ -9,6 +9,14 @@
 use nand::Nanos;
 use serde::{Deserialize, Serialize};
 
+/// Cycles of one random access to the controller's DRAM, where every FTL keeps its mapping
+/// tables (they are far larger than the core's caches): ~100 ns of DRAM latency seen from an
+/// embedded core (row activation + CAS ~30-50 ns plus the SoC interconnect and memory
+/// controller; U. Drepper, "What every programmer should know about memory", 2007, sect. 2-3,
+/// measures ~100 ns and more for main-memory accesses), at the default 400 MHz = 2.5 ns a cycle.
+/// Every FTL's cycle costs are built from it (`options.rs`, `dftl.rs`, `block/common.rs`).
+pub const DRAM_ACCESS_CYCLES: u64 = 40;
+
 /// The controller's clock. Default: 400 MHz, the class of embedded ARM Cortex-R cores in SSD
 /// controllers (e.g. Samsung's MDX/MEX controllers: three ARM Cortex-R4 cores at 400 MHz, per
 /// Samsung's 840/840 EVO product documentation); one core does the mapping work.

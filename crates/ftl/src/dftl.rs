@@ -54,7 +54,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use nand::{Nand, NandError, Nanos, Ppn, Purpose};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, Counters, LOGICAL_PAGE_BYTES};
 use crate::controller::Controller;
 use crate::journal::{scan, Journal, UNMAPPED};
 use crate::oob::{OobRecord, PageKind};
@@ -228,7 +228,7 @@ pub struct Dftl {
     pending: Vec<(u64, u32)>,
     ctrl: Controller,
     journal: Journal,
-    host: HostCounts,
+    c: Counters,
     charged: SpaceCounts,
     page_buf: Vec<u8>,
     cache_fraction: f64,
@@ -262,6 +262,7 @@ impl Dftl {
         Dftl {
             page_buf: vec![0; space.geometry().page_size_bytes as usize],
             charged: space.counts(),
+            c: Counters::new(space.nand()),
             space,
             capacity,
             per_tpage,
@@ -271,7 +272,6 @@ impl Dftl {
             pending: Vec::new(),
             ctrl: Controller::new(&opts.controller),
             journal,
-            host: HostCounts::default(),
             cache_fraction: opts.cache_fraction,
             lookups: 0,
             hits: 0,
@@ -343,6 +343,7 @@ impl Dftl {
             t = d.write_tpage(t, v, false)?;
             t = d.settle(t)?;
         }
+        d.c = Counters::new(d.space.nand()); // recovery's own programs are not the host's
         Ok(d)
     }
 
@@ -587,7 +588,7 @@ impl BlockDevice for Dftl {
             let (s, t) = self.lookup(at_ns, lpn + i as u64)?;
             let done = read_mapped(&mut self.space, t, self.cmt.entries[s as usize].ppn, chunk)?;
             end = end.max(done);
-            self.host.reads += 1;
+            self.c.host.reads += 1;
         }
         Ok(end)
     }
@@ -612,14 +613,14 @@ impl BlockDevice for Dftl {
             let settled = self.settle(t)?;
             self.charge_background(t);
             end = end.max(done).max(settled);
-            self.host.writes += 1;
+            self.c.host.writes += 1;
         }
         Ok(end)
     }
 
     fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
         check_range(lpn, pages, self.capacity)?;
-        self.host.trims += pages;
+        self.c.host.trims += pages;
         if pages == 0 {
             return Ok(at_ns);
         }
@@ -675,7 +676,7 @@ impl BlockDevice for Dftl {
     }
 
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        self.host.flushes += 1;
+        self.c.host.flushes += 1;
         let mut dirty: Vec<u64> = self.cmt.index.values().filter(|&&s| self.cmt.entries[s as usize].dirty).map(|&s| self.cmt.entries[s as usize].lpn / self.per_tpage).collect();
         dirty.sort_unstable();
         dirty.dedup();
@@ -697,7 +698,7 @@ impl BlockDevice for Dftl {
             cmt_hit_ratio: Some(if self.lookups == 0 { 0.0 } else { self.hits as f64 / self.lookups as f64 }),
             translation_reads: self.translation_reads,
             translation_writes: self.translation_writes,
-            ..space_report(self.name(), &self.space, self.host, &self.ctrl, self.mapping_bytes())
+            ..space_report(self.name(), &self.space, &self.c, &self.ctrl, self.mapping_bytes())
         }
     }
 

@@ -18,9 +18,10 @@
 //! Trims are page-precise in RAM and made durable by a trim record (a page in the current RW log
 //! block, `Purpose::Mapping`) naming the discarded range and a sequence number.
 //!
-//! On-flash metadata: the OOB record of every page (`block::common::Tag`): kind, flags (bit 1:
-//! RW log page), `lpn`, a per-page `seq` (global, strictly increasing), and `aux` = the version
-//! of the physical block (its allocation sequence number; trim records: the page count).
+//! On-flash metadata: the OOB record of every page (`oob.rs`): kind (data, trim or pad), the log
+//! flag (RW log page), key = logical page, a per-page `seq` (global, strictly increasing), and
+//! `aux` = the version of the physical block (its allocation sequence number; trim records: the
+//! page count).
 //!
 //! Invariants:
 //! 1. Each logical page has at most one *newest* copy: in the RAM log map (SW, RW, or a recovery
@@ -44,12 +45,13 @@ use std::hash::BuildHasherDefault;
 use nand::{Nand, Nanos, Pbn, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block::common::{is_block_failure, shared_block_device_methods, 
-    chunks, scan_device, Bits, Counters, Flash, FreePool, Kind, Tag, CYC_HASH, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE,
-    FLAG_RW_LOG, NONE,
+use crate::block::common::{
+    chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_HASH, CYC_LOOKUP,
+    CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
-use crate::block::logical_blocks;
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, LOGICAL_PAGE_BYTES};
+use crate::oob::{OobRecord, PageKind, FLAG_LOG};
+use crate::block::{exposed_blocks, logical_blocks};
+use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 
 /// Options of FAST.
@@ -188,9 +190,8 @@ impl Fast {
     /// Rebuilds FAST from what is on `nand` (after a power cut: `nand.power_on()` first).
     pub fn open(nand: Nand, opts: &FastOptions) -> Result<Self, FtlError> {
         let f = Flash::new(nand)?;
-        crate::block::common::check_spare_factor(opts.spare_factor)?;
         let rw = opts.rw_log_blocks_for(f.geo.blocks()).max(1);
-        let logical = (f64::from(f.geo.blocks()) * (1.0 - opts.spare_factor)).floor() as u32;
+        let logical = exposed_blocks(&f, opts.spare_factor)?;
         let mut me = Self::empty(f, opts, logical, rw);
         let now = me.f.nand.now_ns();
         let (scan, t) = scan_device(&mut me.f, &mut me.ctrl, now)?;
@@ -201,23 +202,24 @@ impl Fast {
         let mut best: Vec<(u64, u64)> = vec![(0, 0); capacity as usize];
         let mut trims = Vec::new();
         for (pbn, s) in scan.iter().enumerate() {
-            for &(page, tag) in &s.tags {
-                me.seq = me.seq.max(tag.seq);
-                match tag.kind {
-                    Kind::Data => {
-                        if tag.lpn >= capacity {
+            for &(page, rec) in &s.records {
+                me.seq = me.seq.max(rec.seq);
+                match rec.kind {
+                    PageKind::Data => {
+                        if rec.key >= capacity {
                             return Err(FtlError::Recovery(format!(
                                 "block {pbn} holds logical page {}, beyond the {capacity} these options expose; open with the options it was formatted with",
-                                tag.lpn
+                                rec.key
                             )));
                         }
-                        me.seq = me.seq.max(tag.aux);
-                        if tag.seq > best[tag.lpn as usize].0 {
-                            best[tag.lpn as usize] = (tag.seq, me.f.ppn(pbn as u32, page).0);
+                        me.seq = me.seq.max(rec.aux);
+                        if rec.seq > best[rec.key as usize].0 {
+                            best[rec.key as usize] = (rec.seq, me.f.ppn(pbn as u32, page).0);
                         }
                     }
-                    Kind::Trim => trims.push((tag.lpn, tag.aux, tag.seq)),
-                    Kind::Pad => {}
+                    PageKind::Trim => trims.push((rec.key, rec.aux, rec.seq)),
+                    PageKind::Pad => {}
+                    PageKind::Translation | PageKind::Checkpoint => return Err(not_fast(pbn, rec)),
                 }
             }
         }
@@ -234,7 +236,7 @@ impl Fast {
         let mut dirty = Vec::new();
         for (pbn, s) in scan.iter().enumerate() {
             let pbn = pbn as u32;
-            let Some(&(_, first)) = s.tags.first() else {
+            let Some(&(_, first)) = s.records.first() else {
                 if !s.bad && !s.is_clean() {
                     dirty.push(pbn);
                 } else if s.is_clean() {
@@ -243,12 +245,12 @@ impl Fast {
                 continue;
             };
             me.pb[pbn as usize].next_free = s.next_free;
-            if s.tags.iter().any(|(_, t)| t.flags & FLAG_RW_LOG != 0) {
-                rw_found.push((s.tags.iter().map(|(_, t)| t.seq).min().unwrap_or(0), pbn));
+            if s.records.iter().any(|(_, r)| r.log()) {
+                rw_found.push((s.records.iter().map(|(_, r)| r.seq).min().unwrap_or(0), pbn));
                 continue;
             }
-            let lbn = first.lpn / ppb;
-            if s.tags.iter().any(|&(page, t)| t.lpn / ppb != lbn || t.lpn % ppb != u64::from(page) || t.aux != first.aux) {
+            let lbn = first.key / ppb;
+            if s.records.iter().any(|&(page, r)| r.key / ppb != lbn || r.key % ppb != u64::from(page) || r.aux != first.aux) {
                 return Err(FtlError::Recovery(format!("block {pbn} mixes logical blocks; not a FAST device")));
             }
             let p = &mut me.pb[pbn as usize];
@@ -271,11 +273,11 @@ impl Fast {
         for &(_, pbn) in &rw_found {
             me.pb[pbn as usize].role = Role::Rw;
             let mut log = RwLog { pbn, lpns: vec![NO_LPN; me.f.ppb as usize], trims: Vec::new() };
-            for &(page, tag) in &scan[pbn as usize].tags {
-                match tag.kind {
-                    Kind::Data => log.lpns[page as usize] = tag.lpn,
-                    Kind::Trim => log.trims.push((tag.lpn, tag.aux, tag.seq)),
-                    Kind::Pad => {}
+            for &(page, rec) in &scan[pbn as usize].records {
+                match rec.kind {
+                    PageKind::Data => log.lpns[page as usize] = rec.key,
+                    PageKind::Trim => log.trims.push((rec.key, rec.aux, rec.seq)),
+                    _ => {} // pads; other kinds were refused above
                 }
             }
             me.rw.push_back(log);
@@ -371,11 +373,11 @@ impl Fast {
         self.pb[pbn as usize].next_free = nf;
         let mut done = padded?;
         self.seq += 1;
-        let tag = Tag::data(lpn, self.seq, version, flags);
+        let rec = OobRecord::new(PageKind::Data, lpn, self.seq, version).with_flags(flags);
         let ppn = self.f.ppn(pbn, page);
         done = done.max(match data {
-            Some(d) => self.f.program(t, ppn, d, &tag, purpose)?,
-            None => self.f.program_buf(t, ppn, &tag, purpose)?,
+            Some(d) => self.f.program(t, ppn, d, &rec, purpose)?,
+            None => self.f.program_buf(t, ppn, &rec, purpose)?,
         });
         Ok((done, ppn.0))
     }
@@ -569,14 +571,14 @@ impl Fast {
             (t, s, nf, 0)
         } else {
             let (t, pbn, page) = self.rw_slot(t)?;
-            (t, pbn, page, FLAG_RW_LOG)
+            (t, pbn, page, FLAG_LOG)
         };
         let (done, ppn) = self.program_page(t, pbn, page, lpn, Some(data), flags, Purpose::Host)?;
         self.invalidate(lpn);
         self.valid.set(ppn);
         self.log_map.insert(lpn, ppn);
         self.pb[pbn as usize].logged += 1;
-        if flags == FLAG_RW_LOG {
+        if flags == FLAG_LOG {
             if let Some(back) = self.rw.back_mut() {
                 back.lpns[page as usize] = lpn;
             }
@@ -643,7 +645,7 @@ impl BlockDevice for Fast {
         }
         let (t, pbn, page) = self.rw_slot(t)?;
         self.seq += 1;
-        let tag = Tag { kind: Kind::Trim, flags: FLAG_RW_LOG, lpn, seq: self.seq, aux: pages };
+        let rec = OobRecord::new(PageKind::Trim, lpn, self.seq, pages).with_flags(FLAG_LOG);
         let ppn = self.f.ppn(pbn, page);
         let mut nf = self.pb[pbn as usize].next_free;
         let version = self.pb[pbn as usize].version;
@@ -651,7 +653,7 @@ impl BlockDevice for Fast {
         self.pb[pbn as usize].next_free = nf;
         padded?;
         let zeros = std::mem::take(&mut self.f.zeros);
-        let r = self.f.program(t, ppn, &zeros, &tag, Purpose::Mapping);
+        let r = self.f.program(t, ppn, &zeros, &rec, Purpose::Mapping);
         self.f.zeros = zeros;
         let done = r?;
         if let Some(back) = self.rw.back_mut() {
@@ -660,8 +662,13 @@ impl BlockDevice for Fast {
         Ok(done)
     }
 
-    // flush (invariant 5: nothing is buffered), report, nand, nand_mut.
+    // flush (invariant 5: nothing is buffered), report, nand, nand_mut, into_nand.
     shared_block_device_methods!();
+}
+
+/// The error for a record no FAST device writes.
+fn not_fast(pbn: usize, rec: OobRecord) -> FtlError {
+    FtlError::Recovery(format!("block {pbn} holds a {:?} page (key {}); not a FAST device", rec.kind, rec.key))
 }
 
 /// Mapping memory of a hybrid (log-block) FTL for `capacity_bytes`: a 4-byte entry per block

@@ -48,10 +48,10 @@
 //! 4. On a metadata-only store checkpoint payloads do not survive, so recovery there falls back
 //!    to older checkpoints or none; such stores keep no data to recover anyway.
 
-use nand::{BlockState, Nand, NandError, Nanos, Pbn, Ppn, Purpose};
+use nand::{Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
 use crate::block_device::FtlError;
-use crate::oob::{OobRecord, PageKind};
+use crate::oob::{scan_blocks, OobRecord, PageKind, ScanExtent};
 use crate::space::{FlashSpace, Move};
 
 /// Forward-map value of an unmapped logical page (the FTLs keep physical pages in a `u32`).
@@ -125,25 +125,17 @@ impl Journal {
         }
     }
 
-    /// Writes the trim record(s) for `pages` pages from `lpn` (invariant 1: call before
+    /// Writes the trim record for `pages` pages from `lpn` (invariant 1: call before
     /// invalidating them). Returns when the record is on flash.
     pub fn record_trim(&mut self, space: &mut FlashSpace, at_ns: Nanos, lpn: u64, pages: u64, other: &mut dyn FnMut(&Move)) -> Result<Nanos, FtlError> {
-        let mut done = at_ns;
-        let mut start = lpn;
-        let end = lpn + pages;
         self.page.fill(0);
-        while start < end {
-            let n = (end - start).min(u64::from(u32::MAX));
-            let seq = space.alloc_seq();
-            let rec = OobRecord::new(PageKind::Trim, start, seq, n as u32);
-            let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
-            self.absorb(space, other);
-            self.live.push((PageKind::Trim, seq, ppn));
-            self.live_trims += 1;
-            self.records_written += 1;
-            done = done.max(t);
-            start += n;
-        }
+        let seq = space.alloc_seq();
+        let rec = OobRecord::new(PageKind::Trim, lpn, seq, pages);
+        let (ppn, done) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
+        self.absorb(space, other);
+        self.live.push((PageKind::Trim, seq, ppn));
+        self.live_trims += 1;
+        self.records_written += 1;
         Ok(done)
     }
 
@@ -176,7 +168,7 @@ impl Journal {
             h.update(bytes);
             let crc = h.finalize();
             self.page[28..32].copy_from_slice(&crc.to_le_bytes());
-            let rec = OobRecord::new(PageKind::Checkpoint, u64::from(index), seq, self.cp_pages);
+            let rec = OobRecord::new(PageKind::Checkpoint, u64::from(index), seq, u64::from(self.cp_pages));
             let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
             self.absorb(space, other);
             written.push(ppn);
@@ -214,31 +206,16 @@ pub struct Recovered {
 /// Scans the device and rebuilds the mapping (steps 1-5 of the module documentation).
 pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64) -> Result<Recovered, FtlError> {
     let g = nand.geometry().clone();
-    let oob_len = g.oob_size_bytes as usize;
-    let mut oob = vec![0u8; oob_len];
     let mut map = vec![UNMAPPED; capacity as usize];
     let mut map_seq = vec![0u64; capacity as usize];
     let mut tpages = vec![(0u64, Ppn(0)); translation_pages as usize];
-    let mut trims: Vec<(u64, u64, u32, Ppn)> = Vec::new();
+    let mut trims: Vec<(u64, u64, u64, Ppn)> = Vec::new();
     let mut cps: Vec<(u64, u32, u32, Ppn)> = Vec::new();
     let mut max_seq = 0u64;
-    let mut done = at_ns;
-    let mut scanned = 0u64;
-    for b in 0..g.blocks() {
-        let pbn = Pbn(b);
-        let info = nand.block_info(pbn)?;
-        if info.state == BlockState::FactoryBad || info.state == BlockState::NeedsErase {
-            continue;
-        }
-        for page in 0..info.next_page {
-            let ppn = g.ppn_in_block(pbn, page);
-            scanned += 1;
-            match nand.read_oob(at_ns, ppn, &mut oob, Purpose::Recovery) {
-                Ok(d) => done = done.max(d.done_ns),
-                Err(NandError::Torn(_) | NandError::Uncorrectable { .. } | NandError::NeedsErase(_)) => continue,
-                Err(e) => return Err(e.into()),
-            }
-            let Some(rec) = OobRecord::decode(&oob) else { continue };
+    // Steps 1 and 2. Pages are written in order, so the scan stops at the first erased page.
+    let scanned = scan_blocks(nand, at_ns, ScanExtent::Programmed, &mut |b, s| {
+        for (page, rec) in s.records {
+            let ppn = g.ppn_in_block(Pbn(b), page);
             max_seq = max_seq.max(rec.seq);
             match rec.kind {
                 PageKind::Data if rec.key < capacity => {
@@ -255,11 +232,16 @@ pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64
                     }
                 }
                 PageKind::Trim => trims.push((rec.seq, rec.key, rec.aux, ppn)),
-                PageKind::Checkpoint => cps.push((rec.seq, rec.key as u32, rec.aux, ppn)),
+                PageKind::Checkpoint => {
+                    // A count beyond u32 is no checkpoint this code wrote: never complete.
+                    cps.push((rec.seq, rec.key as u32, u32::try_from(rec.aux).unwrap_or(0), ppn));
+                }
                 _ => {}
             }
         }
-    }
+        Ok(())
+    })?;
+    let mut done = scanned.done_ns;
 
     // Step 3: the newest complete checkpoint with intact payloads.
     cps.sort_unstable_by_key(|c| (std::cmp::Reverse(c.0), c.1));
@@ -316,7 +298,7 @@ pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64
     trims.sort_unstable_by_key(|t| (t.0, t.1));
     trims.dedup_by_key(|t| (t.0, t.1));
     for &(seq, start, count, ppn) in &trims {
-        let end = start.saturating_add(u64::from(count)).min(capacity);
+        let end = start.saturating_add(count).min(capacity);
         for lpn in start.min(end)..end {
             let l = lpn as usize;
             if map[l] != UNMAPPED && map_seq[l] < seq {
@@ -326,7 +308,7 @@ pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64
         }
         journal.push((PageKind::Trim, seq, ppn));
     }
-    Ok(Recovered { map, map_seq, tpages, journal, next_seq: max_seq + 1, checkpoint_seq, pages_scanned: scanned, done_ns: done })
+    Ok(Recovered { map, map_seq, tpages, journal, next_seq: max_seq + 1, checkpoint_seq, pages_scanned: scanned.pages_read, done_ns: done })
 }
 
 /// The bitmap bytes of checkpoint page `index` of `count`, if its header and CRC check out.

@@ -4,10 +4,7 @@
 //! Controller cost assumptions (cycles of the controller clock, `ControllerConfig`, default
 //! 400 MHz). The mapping structures of a real SSD live in the controller's DRAM and are far
 //! larger than its caches, so a random mapping access is a DRAM access:
-//! - `DRAM_ACCESS_CYCLES` = 40: ~100 ns random-access latency of DRAM seen from an embedded
-//!   core (DRAM row activation + CAS ~ 30-50 ns plus the SoC interconnect and controller; see
-//!   U. Drepper, "What every programmer should know about memory", 2007, sect. 2-3, which
-//!   measures ~100 ns+ for main-memory accesses), at 400 MHz = 2.5 ns per cycle.
+//! - `DRAM_ACCESS_CYCLES` = 40 (~100 ns; `controller.rs` says why), shared by every FTL.
 //! - Instruction counts per operation are our estimates for straight-line C on an in-order
 //!   Cortex-R class core (about one instruction per cycle); each cost names its accesses.
 //!
@@ -20,14 +17,14 @@
 //!
 //! DFTL's costs are in `dftl.rs`.
 
-use nand::{Nand, OpKind};
+use nand::Nand;
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts};
+use crate::block_device::{BlockDevice, Counters, FtlError, FtlReport, GcCounts};
 use crate::controller::{Controller, ControllerConfig};
 use crate::space::{FlashSpace, GcPolicy, SpaceConfig, SpaceCounts};
 
-pub const DRAM_ACCESS_CYCLES: u64 = 40;
+pub use crate::controller::DRAM_ACCESS_CYCLES;
 pub const LOOKUP_CYCLES: u64 = 20 + DRAM_ACCESS_CYCLES;
 pub const UPDATE_CYCLES: u64 = 40 + 4 * DRAM_ACCESS_CYCLES;
 pub const MOVE_CYCLES: u64 = 20 + 2 * DRAM_ACCESS_CYCLES;
@@ -68,9 +65,7 @@ impl Default for FtlOptions {
 
 impl FtlOptions {
     pub fn validate(&self) -> Result<(), FtlError> {
-        if !(self.spare_factor.is_finite() && (0.0..1.0).contains(&self.spare_factor)) {
-            return Err(FtlError::Config(format!("spare factor {} is not in [0, 1)", self.spare_factor)));
-        }
+        check_spare_factor(self.spare_factor)?;
         if !(self.cache_fraction.is_finite() && self.cache_fraction > 0.0 && self.cache_fraction <= 1.0) {
             return Err(FtlError::Config(format!("cache fraction {} is not in (0, 1]", self.cache_fraction)));
         }
@@ -95,6 +90,28 @@ impl FtlOptions {
     }
 }
 
+/// Refuses a spare factor outside [0, 1) (every FTL's over-provisioning knob).
+pub(crate) fn check_spare_factor(spare_factor: f64) -> Result<(), FtlError> {
+    if spare_factor.is_finite() && (0.0..1.0).contains(&spare_factor) {
+        Ok(())
+    } else {
+        Err(FtlError::Config(format!("spare factor {spare_factor} is not in [0, 1)")))
+    }
+}
+
+/// Refuses flash pages that are not one logical page: every FTL of this crate maps logical
+/// pages one to one onto flash pages (no sub-page mapping, no write buffer).
+pub(crate) fn check_page_size(g: &nand::Geometry) -> Result<(), FtlError> {
+    if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
+        return Err(FtlError::Config(format!(
+            "the FTLs map {}-byte logical pages one to one onto flash pages; the device has {}-byte pages",
+            crate::LOGICAL_PAGE_BYTES,
+            g.page_size_bytes
+        )));
+    }
+    Ok(())
+}
+
 /// Page geometry checks and the logical capacity of a page-mapped FTL: U = floor((1 - s) T),
 /// T = (blocks not marked bad at the factory - GC reserve) x pages per block. Computed from the
 /// device's config and factory marks only, so it is the same on every reopen (grown bad blocks
@@ -102,13 +119,7 @@ impl FtlOptions {
 pub(crate) fn page_mapped_capacity(nand: &Nand, opts: &FtlOptions, extra_open_blocks: u32) -> Result<u64, FtlError> {
     opts.validate()?;
     let g = nand.geometry();
-    if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
-        return Err(FtlError::Config(format!(
-            "this FTL maps {}-byte logical pages one to one onto flash pages; the device has {}-byte pages",
-            crate::LOGICAL_PAGE_BYTES,
-            g.page_size_bytes
-        )));
-    }
+    check_page_size(g)?;
     if g.pages() >= u64::from(u32::MAX) {
         return Err(FtlError::Config(format!("{} flash pages do not fit the 32-bit map entries", g.pages())));
     }
@@ -159,20 +170,13 @@ pub(crate) fn read_mapped(space: &mut FlashSpace, at_ns: nand::Nanos, p: u32, pa
     }
 }
 
-/// The report fields every FTL built on a `FlashSpace` fills the same way.
-pub(crate) fn space_report(name: String, space: &FlashSpace, host: HostCounts, ctrl: &Controller, mapping_bytes: u64) -> FtlReport {
-    let c = space.counts();
-    let programs = space.nand().stats().total(OpKind::Program);
+/// The report of an FTL built on a `FlashSpace`: its counters, GC and wear levelling as the
+/// space counted them.
+pub(crate) fn space_report(name: String, space: &FlashSpace, c: &Counters, ctrl: &Controller, mapping_bytes: u64) -> FtlReport {
+    let s = space.counts();
     FtlReport {
-        name,
-        host,
-        gc: GcCounts { migrations: c.gc_migrations, erases: c.gc_erases, wl_migrations: c.wl_migrations, wl_erases: c.wl_erases },
-        waf: if host.writes == 0 { 0.0 } else { programs as f64 / host.writes as f64 },
-        mapping_bytes,
-        cmt_hit_ratio: None,
-        translation_reads: 0,
-        translation_writes: 0,
-        controller_busy_us: ctrl.busy_us(),
+        gc: GcCounts { migrations: s.gc_migrations, erases: s.gc_erases, wl_migrations: s.wl_migrations, wl_erases: s.wl_erases },
+        ..c.report(name, space.nand(), mapping_bytes, ctrl)
     }
 }
 

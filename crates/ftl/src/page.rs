@@ -21,7 +21,7 @@
 
 use nand::{Nand, Nanos, Ppn, Purpose};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
+use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, Counters, LOGICAL_PAGE_BYTES};
 use crate::controller::Controller;
 use crate::journal::{mapped_bitmap, scan, Journal, UNMAPPED};
 use crate::oob::{OobRecord, PageKind};
@@ -39,7 +39,7 @@ pub struct PageFtl {
     map: Vec<u32>,
     ctrl: Controller,
     journal: Journal,
-    host: HostCounts,
+    c: Counters,
     /// Space counters at the last charge, to charge GC work done since.
     charged: SpaceCounts,
 }
@@ -55,7 +55,7 @@ impl PageFtl {
             map: vec![UNMAPPED; capacity as usize],
             ctrl: Controller::new(&opts.controller),
             journal: Journal::new(capacity, page_bytes, JOURNAL),
-            host: HostCounts::default(),
+            c: Counters::new(space.nand()),
             charged: space.counts(),
             space,
         })
@@ -81,11 +81,12 @@ impl PageFtl {
             map: rec.map,
             ctrl: Controller::new(&opts.controller),
             journal: Journal::recovered(capacity, page_bytes, JOURNAL, rec.journal),
-            host: HostCounts::default(),
+            c: Counters::new(space.nand()),
             charged: space.counts(),
             space,
         };
         ftl.absorb(); // pages moved off bad blocks during the restore
+        ftl.c = Counters::new(ftl.space.nand());
         Ok(ftl)
     }
 
@@ -152,7 +153,7 @@ impl BlockDevice for PageFtl {
             let t = self.ctrl.charge(at_ns, LOOKUP_CYCLES);
             let done = read_mapped(&mut self.space, t, self.map[lpn as usize + i], chunk)?;
             end = end.max(done);
-            self.host.reads += 1;
+            self.c.host.reads += 1;
         }
         Ok(end)
     }
@@ -173,14 +174,14 @@ impl BlockDevice for PageFtl {
             }
             self.charge_background(t);
             end = end.max(done);
-            self.host.writes += 1;
+            self.c.host.writes += 1;
         }
         Ok(end)
     }
 
     fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
         check_range(lpn, pages, self.capacity_pages())?;
-        self.host.trims += pages;
+        self.c.host.trims += pages;
         let range = lpn as usize..(lpn + pages) as usize;
         if self.map[range.clone()].iter().all(|&p| p == UNMAPPED) {
             // Nothing to drop, nothing that could come back.
@@ -202,12 +203,12 @@ impl BlockDevice for PageFtl {
 
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
         // Writes and trims are durable when they return; nothing is buffered.
-        self.host.flushes += 1;
+        self.c.host.flushes += 1;
         Ok(at_ns)
     }
 
     fn report(&self) -> FtlReport {
-        space_report(self.name(), &self.space, self.host, &self.ctrl, self.map.len() as u64 * 4)
+        space_report(self.name(), &self.space, &self.c, &self.ctrl, self.map.len() as u64 * 4)
     }
 
     space_device_methods!();

@@ -51,7 +51,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 use crate::block_device::FtlError;
-use crate::oob::{OobRecord, OOB_RECORD_BYTES};
+use crate::oob::{check_oob_size, OobRecord};
 
 /// Reverse-map value of a page that holds no valid data.
 pub const NO_KEY: u64 = u64::MAX;
@@ -324,10 +324,8 @@ impl FlashSpace {
 
     fn empty(nand: Nand, cfg: SpaceConfig) -> Result<FlashSpace, FtlError> {
         let geo = nand.geometry().clone();
+        check_oob_size(&geo)?;
         let oob_len = geo.oob_size_bytes as usize;
-        if oob_len < OOB_RECORD_BYTES {
-            return Err(FtlError::Config(format!("the OOB area has {oob_len} bytes; the FTL's reverse-mapping record needs {OOB_RECORD_BYTES}")));
-        }
         if cfg.streams == 0 {
             return Err(FtlError::Config("a flash space needs at least one stream".into()));
         }

@@ -151,14 +151,44 @@ pub fn check_contract(dev: &mut dyn BlockDevice) -> Result<(), String> {
     Ok(())
 }
 
-/// A deterministic random workload (invariant 1): writes of 1-8 pages, reads, trims, flushes,
-/// over the first `span` pages (the whole device if 0).
+/// Where a workload's writes and trims go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Writes and trims of 1-8 pages anywhere (overwrites included).
+    Random,
+    /// Mostly runs from the start of `block_pages`-page blocks, 1 to `block_pages` long (they
+    /// exercise hybrid FTLs' sequential logs, switch and partial merges), some single-page
+    /// writes anywhere, trims of up to 20 pages from within a block's first half.
+    Sequential { block_pages: u64 },
+    /// An append-only host of `segment_pages`-page segments (as ALFS is for AMF): writes of
+    /// 1-8 pages at a segment's write pointer (one in eight skips a page first, leaving a gap),
+    /// trims of whole segments only; a segment is trimmed before its first write when the
+    /// workload does not know its write pointer (on a device that already holds data).
+    AppendOnly { segment_pages: u64 },
+}
+
+impl Pattern {
+    /// The most pages one write or read of this pattern spans.
+    pub fn max_request_pages(self) -> u64 {
+        match self {
+            Pattern::Random | Pattern::AppendOnly { .. } => 8,
+            Pattern::Sequential { block_pages } => block_pages.max(8),
+        }
+    }
+}
+
+/// A deterministic workload (invariant 1): writes, reads, trims, flushes, over the first `span`
+/// pages (the whole device if 0), placed by its [`Pattern`].
 #[derive(Debug)]
 pub struct Workload {
     rng: Xoshiro256PlusPlus,
     span: u64,
     version: u64,
     pub trim_percent: u64,
+    pattern: Pattern,
+    /// `AppendOnly`: per segment, the write pointer the workload left it at, if it knows it.
+    wp: Vec<Option<u64>>,
+    wp_known_at_start: bool,
 }
 
 /// One request of a [`Workload`].
@@ -171,8 +201,15 @@ pub enum Request {
 }
 
 impl Workload {
+    /// A `Pattern::Random` workload.
     pub fn new(seed: u64, span: u64) -> Self {
-        Workload { rng: Xoshiro256PlusPlus::seed_from_u64(seed), span, version: 0, trim_percent: 5 }
+        Workload::with_pattern(seed, span, Pattern::Random, true)
+    }
+
+    /// A workload of `pattern`; `fresh`: the device is empty (for `AppendOnly`: every write
+    /// pointer is 0; otherwise each segment is trimmed before its first write).
+    pub fn with_pattern(seed: u64, span: u64, pattern: Pattern, fresh: bool) -> Self {
+        Workload { rng: Xoshiro256PlusPlus::seed_from_u64(seed), span, version: 0, trim_percent: 5, pattern, wp: Vec::new(), wp_known_at_start: fresh }
     }
 
     pub fn next(&mut self, capacity: u64) -> Request {
@@ -180,7 +217,27 @@ impl Workload {
         let r = self.rng.next_u64() % 100;
         let pages = 1 + self.rng.next_u64() % 8;
         let lpn = self.rng.next_u64() % span;
-        let pages = pages.min(span - lpn);
+        let (lpn, pages) = match self.pattern {
+            Pattern::Random => (lpn, pages.min(span - lpn)),
+            Pattern::Sequential { block_pages } => {
+                let start = lpn - lpn % block_pages;
+                match self.rng.next_u64() % 10 {
+                    // Trims: from the first half of a block, up to 20 pages.
+                    _ if (55..55 + self.trim_percent).contains(&r) => {
+                        let l = start + self.rng.next_u64() % block_pages.div_ceil(2);
+                        let l = l.min(span - 1);
+                        (l, (1 + self.rng.next_u64() % 20).min(span - l))
+                    }
+                    0..=6 => (start, (1 + self.rng.next_u64() % block_pages).min(span - start)),
+                    _ => (lpn, 1),
+                }
+            }
+            Pattern::AppendOnly { segment_pages } => return self.next_append_only(r, lpn, pages, span, segment_pages),
+        };
+        self.request(r, lpn, pages)
+    }
+
+    fn request(&mut self, r: u64, lpn: u64, pages: u64) -> Request {
         if r < 55 {
             self.version += 1;
             Request::Write { lpn, pages, version: self.version, fua: self.rng.next_u64().is_multiple_of(8) }
@@ -190,6 +247,35 @@ impl Workload {
             Request::Read { lpn, pages }
         } else {
             Request::Flush
+        }
+    }
+
+    fn next_append_only(&mut self, r: u64, lpn: u64, pages: u64, span: u64, seg: u64) -> Request {
+        let segments = span / seg;
+        if self.wp.is_empty() {
+            let known = self.wp_known_at_start.then_some(0);
+            self.wp = vec![known; segments as usize];
+        }
+        let s = (lpn / seg).min(segments - 1);
+        let trim = |me: &mut Self| {
+            me.wp[s as usize] = Some(0);
+            Request::Trim { lpn: s * seg, pages: seg }
+        };
+        let is_write = r < 55;
+        let is_trim = !is_write && r < 55 + self.trim_percent;
+        match self.wp[s as usize] {
+            _ if is_trim => trim(self),
+            None if is_write => trim(self),
+            Some(wp) if is_write => {
+                let start = wp + u64::from(self.rng.next_u64().is_multiple_of(8));
+                if start >= seg {
+                    return trim(self);
+                }
+                let pages = pages.min(seg - start);
+                self.wp[s as usize] = Some(start + pages);
+                self.request(r, s * seg + start, pages)
+            }
+            _ => self.request(r, lpn, pages.min(span - lpn)),
         }
     }
 }
@@ -271,6 +357,17 @@ impl Acceptable {
     }
 }
 
+/// What an FTL promises to keep across a power cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Contract item 4 only: writes once flushed or written with FUA, trims once flushed.
+    Flushed,
+    /// As `Flushed`, and trims once they return.
+    TrimsAcknowledged,
+    /// Every write and trim once it returns (FTLs without a volatile write cache).
+    Acknowledged,
+}
+
 /// What one power-cut run found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CutOutcome {
@@ -282,10 +379,10 @@ pub struct CutOutcome {
     pub newest: u64,
 }
 
-/// Runs a seeded workload on a fresh device from `make`, cutting power during the flash
-/// operation number `cut_at_op` (counted from the device's current count), then powers on,
+/// Runs a seeded workload of `pattern` on a fresh device from `make`, cutting power during the
+/// flash operation number `cut_at_op` (counted from the device's current count), then powers on,
 /// recovers with `reopen`, and checks contract item 4: every durable write reads back, nothing
-/// trimmed comes back (trims are taken as durable when they return if `durable_trims`), and
+/// trimmed comes back (what counts as durable is the FTL's promise, `durability`), and
 /// every page holds either a content written to it or zeros, never anything else. The
 /// recovered device must then serve a second workload correctly.
 pub fn power_cut_run(
@@ -294,7 +391,8 @@ pub fn power_cut_run(
     seed: u64,
     ops: usize,
     cut_at_op: u64,
-    durable_trims: bool,
+    durability: Durability,
+    pattern: Pattern,
 ) -> Result<CutOutcome, String> {
     let mut dev = make().map_err(|e| err("build", e))?;
     let cap = dev.capacity_pages();
@@ -302,9 +400,9 @@ pub fn power_cut_run(
     dev.nand_mut().ok_or("no flash")?.set_fault_plan(FaultPlan { cut_at_op: Some(base + cut_at_op), ..FaultPlan::default() });
     let mut acc = Acceptable::new(cap);
     let mut current: Vec<Content> = vec![Content::Zero; cap as usize];
-    let mut w = Workload::new(seed, 0);
+    let mut w = Workload::with_pattern(seed, 0, pattern, true);
     w.trim_percent = 8;
-    let mut buf = vec![0u8; 8 * PAGE];
+    let mut buf = vec![0u8; pattern.max_request_pages() as usize * PAGE];
     let mut t: Nanos = 0;
     let mut requests = 0;
     let mut cut = false;
@@ -320,7 +418,7 @@ pub fn power_cut_run(
                 if r.is_ok() {
                     for i in 0..pages {
                         current[(lpn + i) as usize] = Content::Version(version);
-                        if fua {
+                        if fua || durability == Durability::Acknowledged {
                             acc.settle(lpn + i);
                         }
                     }
@@ -347,7 +445,7 @@ pub fn power_cut_run(
                 if r.is_ok() {
                     for l in lpn..lpn + pages {
                         current[l as usize] = Content::Zero;
-                        if durable_trims {
+                        if durability != Durability::Flushed {
                             acc.settle(l);
                         }
                     }
@@ -404,7 +502,7 @@ pub fn power_cut_run(
         model.write(t, lpn, &page, false).map_err(|e| e.to_string())?;
     }
     // The recovered device keeps working.
-    let mut w2 = Workload::new(seed ^ 0xA5A5, 0);
+    let mut w2 = Workload::with_pattern(seed ^ 0xA5A5, 0, pattern, false);
     let mut t = t;
     for op in 0..ops / 2 {
         match w2.next(cap) {
@@ -428,13 +526,13 @@ pub fn power_cut_run(
 }
 
 /// Flash operations a seeded power-cut workload issues without a cut (to spread cut points).
-pub fn count_ops(make: &dyn Fn() -> Result<Box<dyn BlockDevice>, FtlError>, seed: u64, ops: usize) -> Result<u64, String> {
+pub fn count_ops(make: &dyn Fn() -> Result<Box<dyn BlockDevice>, FtlError>, seed: u64, ops: usize, pattern: Pattern) -> Result<u64, String> {
     let mut dev = make().map_err(|e| err("build", e))?;
     let cap = dev.capacity_pages();
     let base = dev.nand().map(|n| n.ops_issued()).ok_or("no flash")?;
-    let mut w = Workload::new(seed, 0);
+    let mut w = Workload::with_pattern(seed, 0, pattern, true);
     w.trim_percent = 8;
-    let mut buf = vec![0u8; 8 * PAGE];
+    let mut buf = vec![0u8; pattern.max_request_pages() as usize * PAGE];
     let mut t = 0;
     for _ in 0..ops {
         t = match w.next(cap) {

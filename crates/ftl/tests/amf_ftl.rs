@@ -177,19 +177,6 @@ fn a_program_failure_remaps_the_block_and_keeps_its_pages() {
 }
 
 #[test]
-fn power_loss_at_many_cut_points_loses_nothing_acknowledged() {
-    let opts = AmfOptions::default();
-    for seed in 0..60u64 {
-        let d = fresh(&[]);
-        let (seg, segs) = (d.segment_pages(), u64::from(d.segments()));
-        let mut m = Model::new(d.capacity_pages());
-        let cut = 1 + (seed * 7) % 61;
-        let mut host = log_structured_host(seg, segs);
-        power_cut_trial(d, &mut m, seed, 200, cut, &mut host, Amf::into_nand, &|n| Amf::open(n, &opts));
-    }
-}
-
-#[test]
 fn same_seed_same_report() {
     let go = || {
         let d = fresh(&[]);

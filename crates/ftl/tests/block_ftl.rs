@@ -88,18 +88,6 @@ fn multi_block_requests_spread_over_dies() {
 }
 
 #[test]
-fn power_loss_at_many_cut_points_loses_nothing_acknowledged() {
-    let opts = BlockOptions::default();
-    for seed in 0..60u64 {
-        let d = fresh(&[]);
-        let cap = d.capacity_pages();
-        let mut m = Model::new(cap);
-        let cut = 1 + (seed * 7) % 97;
-        power_cut_trial(d, &mut m, seed, 150, cut, &mut |r, _| random_op(r, cap), BlockFtl::into_nand, &|n| BlockFtl::open(n, &opts));
-    }
-}
-
-#[test]
 fn reopening_a_cleanly_stopped_device_keeps_everything() {
     let mut d = fresh(&[]);
     let cap = d.capacity_pages();

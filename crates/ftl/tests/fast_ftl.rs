@@ -109,40 +109,6 @@ fn trims_stay_trimmed_after_their_record_is_reclaimed_and_after_reopen() {
 }
 
 #[test]
-fn power_loss_at_many_cut_points_loses_nothing_acknowledged() {
-    let opts = FastOptions::default();
-    for seed in 0..60u64 {
-        let d = fresh(&[]);
-        let cap = d.capacity_pages();
-        let mut m = Model::new(cap);
-        let cut = 1 + (seed * 13) % 151;
-        power_cut_trial(d, &mut m, seed, 400, cut, &mut |r, _| random_op(r, cap), Fast::into_nand, &|n| Fast::open(n, &opts));
-    }
-}
-
-#[test]
-fn power_loss_during_sequential_runs_and_switches() {
-    // Sequential multi-page writes exercise the SW log, switch and partial merges under cuts.
-    let opts = FastOptions::default();
-    for seed in 0..50u64 {
-        let d = fresh(&[]);
-        let cap = d.capacity_pages();
-        let mut m = Model::new(cap);
-        let cut = 1 + (seed * 11) % 80;
-        let mut gen = |r: &mut Rng, _: &Model| {
-            let lbn = r.below(cap / 16 - 1);
-            match r.below(10) {
-                0..=5 => Op::Write { lpn: lbn * 16, pages: 1 + r.below(16) },
-                6..=7 => Op::Write { lpn: r.below(cap - 2), pages: 1 },
-                8 => Op::Trim { lpn: lbn * 16 + r.below(8), pages: 1 + r.below(20) },
-                _ => Op::Read { lpn: lbn * 16, pages: 16 },
-            }
-        };
-        power_cut_trial(d, &mut m, seed, 300, cut, &mut gen, Fast::into_nand, &|n| Fast::open(n, &opts));
-    }
-}
-
-#[test]
 fn same_seed_same_report() {
     let cap = fresh(&[]).capacity_pages();
     let go = || {

@@ -166,7 +166,7 @@ const FLASH_LOG_BLOCKS: u64 = 384;
 /// Flash trace kept from arming the fault on, to name the operation it hit.
 const TRACE_ENTRIES: usize = 1 << 16;
 
-fn engine_cfg(o: &CrashOptions) -> EngineConfig {
+pub(crate) fn engine_cfg(o: &CrashOptions) -> EngineConfig {
     EngineConfig {
         buffer_frames: o.buffer_frames,
         full_page_writes: if o.tear_sectors { Some(true) } else { None },
@@ -299,25 +299,13 @@ fn age(dev: &mut dyn BlockDevice, fraction: f64, seed: u64) -> Result<()> {
     Ok(())
 }
 
-/// A device with the TPC-B database created and loaded, and its terminals, ready to run.
-fn prepare(o: &CrashOptions, seed: u64) -> Result<(Rig, Engine, Handles, Vec<TpcbTerminal>)> {
+/// A device with the TPC-B database created and loaded, ready to run.
+fn prepare(o: &CrashOptions, seed: u64) -> Result<(Rig, Engine, Handles)> {
     let rig = Rig::create(o, seed)?;
     let mut e = Engine::create(rig.store(o)?, engine_cfg(o))?;
     let h = tpcb::load(&mut e, o.tpcb, |_| {})?;
     e.checkpoint()?;
-    let terms = (0..o.terminals)
-        .map(|i| {
-            let mut t = TpcbTerminal::new(i, h, o.tpcb, seed, Some(o.txns_per_terminal));
-            t.record = true;
-            t
-        })
-        .collect();
-    Ok((rig, e, h, terms))
-}
-
-fn run(e: &mut Engine, terms: &mut [TpcbTerminal]) -> Result<()> {
-    let start = e.now();
-    run_virtual(e, terms, start, VirtualOptions::default()).map(|_| ())
+    Ok((rig, e, h))
 }
 
 /// One crash-and-recover round for `seed`.
@@ -335,23 +323,24 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     let (budget, names) = match o.medium {
         Medium::CrashDisk => ((txns * 3 / 2).max(10), Vec::new()),
         Medium::Flash(_) => {
-            let (rig, mut e, _, mut terms) = prepare(o, seed)?;
+            let (rig, mut e, h) = prepare(o, seed)?;
             rig.start_trace();
             let ops0 = rig.ops();
-            run(&mut e, &mut terms)?;
+            let mut dry = CrashOutcome::default();
+            run_until_fault(&mut e, h, o, seed, &mut dry);
+            if let Some(err) = dry.error_reported {
+                return Err(Error::Unsupported(format!("the dry run of seed {seed} failed without a fault: {err}")));
+            }
             let total = rig.ops() - ops0;
             ((total + total / 20).max(10), rig.traced_ops())
         }
     };
-    let (rig, mut e, h, mut terms) = prepare(o, seed)?;
-    let ops0 = rig.ops();
+    let (rig, mut e, h) = prepare(o, seed)?;
     let nth = rng.random_range(1..=budget);
-    let at = ops0 + nth;
+    let at = rig.ops() + nth;
     rig.arm(o.fault, at, o.tear_sectors);
     let mut out = CrashOutcome { seed, fault_at_op: at, ..CrashOutcome::default() };
-    if let Err(err) = run(&mut e, &mut terms) {
-        out.error_reported = Some(err.to_string());
-    }
+    let (acked, maybe) = run_until_fault(&mut e, h, o, seed, &mut out);
     // A media error the FTL absorbed (a failed program it rewrote elsewhere) reaches no one, so
     // "hit" is judged by the operation count.
     out.fault_hit = out.error_reported.is_some() || rig.ops() >= at;
@@ -359,9 +348,6 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
         out.fault_landed_on = names.get(nth as usize - 1).cloned();
     }
     drop(e);
-    let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
-    let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
-    out.acknowledged = acked.len() as u64;
 
     // Restart from the device alone (optionally crashing once more during recovery).
     let mut rig = match rig.power_cycle(seed)? {
@@ -385,15 +371,43 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
             }
         };
     }
-    let mut e = match Engine::open(rig.store(o)?, engine_cfg(o)) {
+    verify_restart(Engine::open(rig.store(o)?, engine_cfg(o)), h, o.tpcb, &acked, &maybe, out)
+}
+
+/// Verifies the engine a restart gave, or records that the restart failed.
+pub(crate) fn verify_restart(r: Result<Engine>, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], mut out: CrashOutcome) -> Result<CrashOutcome> {
+    let mut e = match r {
         Ok(e) => e,
         Err(err) => {
             out.violations.push(format!("recovery failed: {err}"));
             return Ok(out);
         }
     };
-    verify(&mut e, h, o.tpcb, &acked, &maybe, &mut out)?;
+    verify(&mut e, h, cfg, acked, maybe, &mut out)?;
     Ok(out)
+}
+
+/// Runs the crash test's terminals until they finish or the fault stops them; returns the
+/// commits acknowledged and those in flight (requested, not acknowledged).
+pub(crate) fn run_until_fault(e: &mut Engine, h: Handles, o: &CrashOptions, seed: u64, out: &mut CrashOutcome) -> (Vec<Done>, Vec<Done>) {
+    let mut terms: Vec<TpcbTerminal> = (0..o.terminals)
+        .map(|i| {
+            let mut t = TpcbTerminal::new(i, h, o.tpcb, seed, Some(o.txns_per_terminal));
+            t.record = true;
+            t
+        })
+        .collect();
+    let start = e.now();
+    if let Err(err) = run_virtual(e, &mut terms, start, VirtualOptions::default()) {
+        // A read error may leave the engine running; either way the test restarts from the
+        // device below.
+        out.fault_hit = true;
+        out.error_reported = Some(err.to_string());
+    }
+    let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
+    let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
+    out.acknowledged = acked.len() as u64;
+    (acked, maybe)
 }
 
 fn verify(e: &mut Engine, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], out: &mut CrashOutcome) -> Result<()> {

@@ -6,3 +6,4 @@
 
 pub mod tpcb;
 pub mod crash;
+pub mod crash_native;

@@ -330,8 +330,33 @@ impl Engine {
         e.recover(m.ckpt_lsn)?;
         e.in_recovery = false;
         e.load_catalog()?;
+        e.retain_allocated()?;
         e.checkpoint()?;
         Ok(e)
+    }
+
+    /// After restart, tells the store which pages the (recovered) space maps hold allocated, so
+    /// that a store that keeps frees durable only at its own checkpoints (NoFTL) drops pages
+    /// freed since.
+    fn retain_allocated(&mut self) -> Result<()> {
+        let bits = bits_per_map(self.page_bytes());
+        let total = self.store.db_pages().min(u64::from(u32::MAX)) as u32;
+        let mut allocated = vec![false; total as usize];
+        let mut map = 0u32;
+        while map < total {
+            let f = self.fix(map, Fix::Read)?;
+            let p = self.pool.page(f);
+            if page::page_type(p) == PageType::SpaceMap {
+                for q in map..(map.saturating_add(bits)).min(total) {
+                    let i = (q - map) as usize;
+                    allocated[q as usize] = p[slotted::SLOTS_AT + i / 8] & (1 << (i % 8)) != 0;
+                }
+            }
+            self.pool.unfix(f);
+            map = map.saturating_add(bits);
+        }
+        self.now = self.io(|s, t| s.retain_allocated(t, &|pid| allocated.get(pid as usize).copied().unwrap_or(true)))?;
+        Ok(())
     }
 
     fn write_master(&mut self) -> Result<()> {
@@ -368,6 +393,10 @@ impl Engine {
     }
     pub fn store(&self) -> &dyn PageStore {
         &*self.store
+    }
+    /// The page store, to arm a fault plan on its flash (crash tests).
+    pub fn store_mut(&mut self) -> &mut dyn PageStore {
+        &mut *self.store
     }
     pub fn full_page_writes(&self) -> bool {
         self.full_page_writes

@@ -3,7 +3,9 @@
 //! Layers, bottom up (each module's doc block lists its invariants):
 //! - [`pagestore`]: the seam to storage. Reads and writes DB pages, appends and forces the log,
 //!   keeps two master-record slots; every call takes a virtual submit time and returns its
-//!   completion time. `BlockPageStore` places everything on any `ftl::BlockDevice`.
+//!   completion time. `BlockPageStore` places everything on any `ftl::BlockDevice`;
+//!   [`native`] (`NativeStore`, NoFTL) maps DB pages, the log and the master record to flash
+//!   pages itself, on a raw `nand::Nand`.
 //! - [`page`], [`slotted`]: the page header (id, LSN, type, checksum) and slotted pages.
 //! - [`tuple`], [`keyenc`]: typed rows with a schema; order-preserving index keys.
 //! - [`log`]: log records, the circular log on the page store, the log reader.
@@ -30,6 +32,7 @@ pub mod heap;
 pub mod keyenc;
 pub mod lock;
 pub mod log;
+pub mod native;
 pub mod page;
 pub mod pagestore;
 pub mod sched;
@@ -39,6 +42,7 @@ pub mod tuple;
 
 pub use engine::{Engine, EngineConfig, TxnId};
 pub use error::{Error, Result};
+pub use native::{NativeConfig, NativeStore};
 pub use pagestore::{BlockPageStore, PageStore};
 
 /// Virtual nanoseconds (the emulator's time unit).

@@ -109,6 +109,18 @@ pub trait PageStore: Send {
     fn nand(&self) -> Option<&Nand> {
         None
     }
+    fn nand_mut(&mut self) -> Option<&mut Nand> {
+        None
+    }
+    /// Gives the flash back (to cut power and recover from it), if the store has one.
+    fn into_nand(self: Box<Self>) -> Option<Nand> {
+        None
+    }
+    /// NoFTL: after a restart, the engine says which DB pages its space maps hold allocated, so
+    /// that a store which could not make every free durable drops the pages freed since.
+    fn retain_allocated(&mut self, at_ns: Nanos, _allocated: &dyn Fn(PageId) -> bool) -> Result<Nanos> {
+        Ok(at_ns)
+    }
 }
 
 /// Checks up front that the engine can run on the FTL `kind` of `ftl::build`. The engine
@@ -264,6 +276,12 @@ impl PageStore for BlockPageStore {
     }
     fn nand(&self) -> Option<&Nand> {
         self.dev.nand()
+    }
+    fn nand_mut(&mut self) -> Option<&mut Nand> {
+        self.dev.nand_mut()
+    }
+    fn into_nand(self: Box<Self>) -> Option<Nand> {
+        self.dev.into_nand()
     }
 }
 

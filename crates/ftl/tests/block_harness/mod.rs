@@ -1,10 +1,10 @@
 //! Test support shared by the block-mapped FTL tests (block, fast, amf): a seeded workload
-//! applied to a device and to a reference model at once, reads checked against the model, and
-//! power cuts at chosen operations followed by recovery.
+//! applied to a device and to a reference model at once, reads checked against the model.
+//! Power cuts of every FTL go through `ftl::testkit::power_cut_run` (tests/power_loss.rs).
 #![allow(dead_code)]
 
 use ftl::{BlockDevice, FtlError, MemDisk, LOGICAL_PAGE_BYTES};
-use nand::{DeviceConfig, FaultPlan, Nand, NandError};
+use nand::{DeviceConfig, Nand};
 
 pub const PAGE: usize = LOGICAL_PAGE_BYTES;
 
@@ -190,60 +190,4 @@ pub fn run<D: BlockDevice>(dev: &mut D, m: &mut Model, rng: &mut Rng, ops: usize
         let op = gen(rng, m);
         apply(dev, m, op, now).unwrap_or_else(|e| panic!("{op:?}: {e}"));
     }
-}
-
-/// One power-loss trial: run `warm` operations, arm a cut at the `cut`-th flash operation from
-/// then on, keep issuing operations until the device reports the loss, power on, recover with
-/// `open`, and check every page (acknowledged writes and trims are durable at once for these
-/// FTLs, since none of them caches writes; the interrupted operation may land or not, page by
-/// page). Then a short workload checks the recovered device keeps working.
-#[allow(clippy::too_many_arguments)]
-pub fn power_cut_trial<D: BlockDevice>(
-    dev: D,
-    m: &mut Model,
-    seed: u64,
-    warm: usize,
-    cut: u64,
-    gen: &mut dyn FnMut(&mut Rng, &Model) -> Op,
-    into_nand: fn(D) -> Nand,
-    open: &dyn Fn(Nand) -> Result<D, FtlError>,
-) -> D {
-    let mut dev = dev;
-    let mut rng = Rng::new(seed);
-    let mut now = 0u64;
-    run(&mut dev, m, &mut rng, warm, &mut now, gen);
-    let issued = dev.nand().expect("flash").ops_issued();
-    dev.nand_mut().expect("flash").set_fault_plan(FaultPlan { cut_at_op: Some(issued + cut), ..FaultPlan::default() });
-    let mut lost = false;
-    for _ in 0..10_000 {
-        let op = gen(&mut rng, m);
-        match apply(&mut dev, m, op, &mut now) {
-            Ok(()) => {}
-            Err(FtlError::Flash(NandError::PowerLost | NandError::PoweredOff)) => {
-                lost = true;
-                break;
-            }
-            Err(e) => panic!("seed {seed}: {op:?} failed before the cut: {e}"),
-        }
-    }
-    assert!(lost, "seed {seed}: the cut never came");
-    let mut nand = into_nand(dev);
-    nand.power_on();
-    let mut dev = open(nand).unwrap_or_else(|e| panic!("seed {seed}: recovery failed: {e}"));
-    let at = dev.nand().expect("flash").now_ns();
-    verify_all(&mut dev, m, at);
-    // Settle the model on what the device now holds, then keep going.
-    let mut buf = vec![0u8; PAGE];
-    for lpn in 0..dev.capacity_pages() {
-        if let Some(_alt) = m.alt[lpn as usize].take() {
-            dev.read(at, lpn, &mut buf).expect("read");
-            let s = stamp_of(&buf).expect("stamp");
-            m.pages[lpn as usize] = s;
-            m.mem.write(at, lpn, &buf, false).expect("model");
-        }
-    }
-    let mut now = at;
-    run(&mut dev, m, &mut rng, 40, &mut now, gen);
-    verify_all(&mut dev, m, now);
-    dev
 }

@@ -30,7 +30,7 @@ pub enum BenchCommand {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// page | dftl | fast | block | amf | file | memdisk
+    /// native (NoFTL) | page | dftl | fast | block | amf | file | memdisk
     #[arg(long, default_value = "memdisk")]
     pub storage: String,
     #[command(flatten)]
@@ -130,7 +130,7 @@ struct BenchResult {
     check_problems: Vec<String>,
 }
 
-fn parse_duration_ns(s: &str) -> anyhow::Result<u64> {
+pub(crate) fn parse_duration_ns(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -187,9 +187,14 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     };
     storage::pagestore::engine_runs_on(&args.storage)?;
     let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
-    let dev = device(&args)?;
-    let storage_name = dev.name();
-    let store = BlockPageStore::new(dev, args.page_size, None)?;
+    let (store, storage_name): (Box<dyn PageStore>, String) = if args.storage == "native" {
+        // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
+        (Box::new(super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into())
+    } else {
+        let dev = device(&args)?;
+        let name = dev.name();
+        (Box::new(BlockPageStore::new(dev, args.page_size, None)?), name)
+    };
     let db_pages_est = (cfg.rows() * 110 / args.page_size as u64) + 64;
     let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
     let ecfg = EngineConfig { buffer_frames: frames, ..EngineConfig::default() };
@@ -207,7 +212,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             (e, h)
         }
         _ => {
-            let mut e = Engine::create(Box::new(store), ecfg)?;
+            let mut e = Engine::create(store, ecfg)?;
             let bar = ProgressBar::new(cfg.rows());
             bar.set_style(ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
             let h = tpcb::load(&mut e, cfg, |n| bar.set_position(n))?;
@@ -292,13 +297,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         check,
         check_problems: problems,
     };
-    let json = serde_json::to_string_pretty(&res)?;
-    match &args.json {
-        Some(p) if p.as_os_str() == "-" => println!("{json}"),
-        Some(p) => std::fs::write(p, format!("{json}\n")).with_context(|| format!("cannot write {}", p.display()))?,
-        None => {}
-    }
-    if args.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
+    if super::common::emit_json(args.json.as_deref(), &res)? {
         println!(
             "tpcb on {} ({} clock): scale {}, {} terminals, seed {}",
             res.storage, res.clock, res.scale, res.terminals, res.seed

@@ -32,6 +32,21 @@ impl DeviceArgs {
     }
 }
 
+/// Writes `res` as pretty JSON to `path` ("-": standard output). Returns whether the human
+/// report should be printed too (not when the JSON went to standard output).
+pub fn emit_json(path: Option<&std::path::Path>, res: &impl serde::Serialize) -> anyhow::Result<bool> {
+    let json = serde_json::to_string_pretty(res)?;
+    match path {
+        Some(p) if p.as_os_str() == "-" => {
+            println!("{json}");
+            return Ok(false);
+        }
+        Some(p) => std::fs::write(p, format!("{json}\n")).with_context(|| format!("cannot write {}", p.display()))?,
+        None => {}
+    }
+    Ok(true)
+}
+
 /// Parses sizes like 4096, 4k, 4KiB, 16M, 512GiB (binary units).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();

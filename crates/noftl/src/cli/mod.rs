@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod common;
+pub mod compare;
 pub mod crashtest;
 pub mod device;
 pub mod ftl;
@@ -34,6 +35,8 @@ pub enum Command {
     Bench(bench::BenchCommand),
     /// Power cuts and I/O errors during a workload, then recovery and verification.
     Crashtest(crashtest::CrashtestArgs),
+    /// Seed 000's Figure 3: the same workload on NoFTL (native), DFTL 2/15/35% and the page FTL.
+    Compare(compare::CompareArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -44,5 +47,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(a) => serve::run(a),
         Command::Bench(c) => bench::run(c),
         Command::Crashtest(a) => crashtest::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }

@@ -1,0 +1,102 @@
+//! TPC-B and the crash test on the NoFTL page store (`storage::native`).
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use kits::crash::{CrashOptions, Fault};
+use kits::crash_native::crash_native_once;
+
+fn sweep(seeds: std::ops::Range<u64>, o: &CrashOptions) -> (u64, u64, Vec<String>) {
+    let mut hit = 0;
+    let mut verified = 0;
+    let mut bad = Vec::new();
+    for s in seeds {
+        let out = crash_native_once(s, o).unwrap();
+        hit += u64::from(out.fault_hit);
+        if out.verified() {
+            verified += 1;
+        } else {
+            bad.push(format!(
+                "seed {s} (fault at op {}): {:?}",
+                out.fault_at_op, out.violations
+            ));
+        }
+    }
+    (hit, verified, bad)
+}
+
+#[test]
+fn power_cuts_at_random_flash_operations_recover_every_acknowledged_commit_on_native() {
+    let (hit, _, bad) = sweep(0..40, &CrashOptions::default());
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert!(hit >= 20, "only {hit} of 40 cuts fell inside the workload");
+}
+
+#[test]
+fn eight_kib_pages_torn_across_flash_pages_recover_on_native() {
+    let o = CrashOptions {
+        page_bytes: 8192,
+        ..CrashOptions::default()
+    };
+    let (_, _, bad) = sweep(100..120, &o);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+fn failed_flash_operations_are_reported_and_the_database_recovers_on_native() {
+    let o = CrashOptions {
+        fault: Fault::IoError,
+        ..CrashOptions::default()
+    };
+    let (_, _, bad) = sweep(200..220, &o);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+fn the_canary_is_caught_on_native() {
+    let o = CrashOptions {
+        unsafe_ack_before_force: true,
+        ..CrashOptions::default()
+    };
+    let (_, verified, _) = sweep(300..310, &o);
+    assert!(
+        verified < 10,
+        "the canary (ack before force) passed every seed"
+    );
+}
+
+#[test]
+fn tpcb_on_native_collects_garbage_and_survives_a_clean_restart() {
+    use kits::crash_native::{crash_device, crash_store_config};
+    use kits::tpcb::{self, TpcbTerminal};
+    use storage::sched::{run_virtual, VirtualOptions};
+    use storage::{Engine, EngineConfig, NativeStore};
+
+    let o = CrashOptions::default();
+    let store = NativeStore::format(crash_device(1).unwrap(), crash_store_config(&o)).unwrap();
+    let ecfg = EngineConfig {
+        buffer_frames: 24,
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::create(Box::new(store), ecfg.clone()).unwrap();
+    let h = tpcb::load(&mut e, o.tpcb, |_| {}).unwrap();
+    let mut terms: Vec<TpcbTerminal> = (0..4)
+        .map(|i| TpcbTerminal::new(i, h, o.tpcb, 7, Some(300)))
+        .collect();
+    let t0 = e.now();
+    run_virtual(&mut e, &mut terms, t0, VirtualOptions::default()).unwrap();
+    let rep = e.store().device_report().unwrap();
+    assert!(
+        rep.gc.erases > 10,
+        "GC should run on the small device ({:?})",
+        rep.gc
+    );
+    assert!(rep.controller_busy_us > 0.0, "host mapping time is charged");
+    assert!(tpcb::check(&mut e, o.tpcb).unwrap().passed());
+    let nand = e.shutdown().unwrap().into_nand().unwrap();
+    let mut e = Engine::open(
+        Box::new(NativeStore::open(nand, crash_store_config(&o)).unwrap()),
+        ecfg,
+    )
+    .unwrap();
+    assert!(tpcb::check(&mut e, o.tpcb).unwrap().passed());
+}

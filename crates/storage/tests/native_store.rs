@@ -1,0 +1,122 @@
+//! The NoFTL page store on its own: mapping, frees without TRIM, striping, streams, recovery.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use nand::{DeviceConfig, Nand, OpKind};
+use storage::pagestore::{PageKind, WriteHint};
+use storage::{NativeConfig, NativeStore, PageStore};
+
+fn tiny() -> Nand {
+    Nand::new(DeviceConfig::preset("tiny", &[]).unwrap()).unwrap()
+}
+
+fn cfg() -> NativeConfig {
+    NativeConfig { log_blocks: Some(64), spare_factor: 0.25, ..NativeConfig::default() }
+}
+
+fn page(pid: u32, version: u8) -> Vec<u8> {
+    let mut p = vec![version; 4096];
+    p[..4].copy_from_slice(&pid.to_le_bytes());
+    p
+}
+
+const HEAP: WriteHint = WriteHint { object: 7, kind: PageKind::Heap };
+
+#[test]
+fn pages_read_back_and_unwritten_pages_read_as_zeros() {
+    let mut s = NativeStore::format(tiny(), cfg()).unwrap();
+    let mut t = 0;
+    for pid in 0..50 {
+        t = s.write_page(t, pid, &page(pid, 1), HEAP).unwrap();
+    }
+    t = s.write_page(t, 3, &page(3, 2), HEAP).unwrap();
+    let mut buf = vec![0u8; 4096];
+    s.read_page(t, 3, &mut buf).unwrap();
+    assert_eq!(buf, page(3, 2));
+    s.read_page(t, 60, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
+    assert!(s.write_page(t, s.db_pages() as u32, &page(0, 1), HEAP).is_err(), "out of range is refused");
+}
+
+#[test]
+fn a_freed_page_is_invalid_at_once_without_any_flash_operation() {
+    let mut s = NativeStore::format(tiny(), cfg()).unwrap();
+    let t = s.write_page(0, 5, &page(5, 1), HEAP).unwrap();
+    let ppn = s.location(5).unwrap();
+    let block = s.space().geometry().block_of(ppn);
+    let valid = s.space().valid_pages(block);
+    let ops = s.nand().unwrap().ops_issued();
+    s.page_freed(t, 5).unwrap();
+    assert_eq!(s.nand().unwrap().ops_issued(), ops, "no TRIM, no record: nothing reaches the flash");
+    assert_eq!(s.space().valid_pages(block), valid - 1);
+    assert_eq!(s.location(5), None);
+}
+
+#[test]
+fn a_flusher_batch_runs_on_all_dies_at_once() {
+    let mut s = NativeStore::format(tiny(), cfg()).unwrap();
+    let dies = s.space().geometry().dies();
+    let mut done = 0;
+    for pid in 0..dies {
+        done = done.max(s.write_page(0, pid, &page(pid, 1), HEAP).unwrap());
+    }
+    let g = s.space().geometry().clone();
+    let mut used: Vec<u32> = (0..dies).map(|pid| g.die_of_block(g.block_of(s.location(pid).unwrap())).0).collect();
+    used.sort_unstable();
+    used.dedup();
+    assert_eq!(used.len(), dies as usize);
+    assert!(done < 2 * 200_000, "{dies} programs issued together finish at {done} ns");
+}
+
+#[test]
+fn hot_pages_and_loaded_pages_land_in_different_blocks() {
+    let mut s = NativeStore::format(tiny(), cfg()).unwrap();
+    let mut t = 0;
+    for pid in 0..40 {
+        t = s.write_page(t, pid, &page(pid, 1), HEAP).unwrap();
+    }
+    for v in 2..6 {
+        t = s.write_page(t, 0, &page(0, v), HEAP).unwrap();
+    }
+    let g = s.space().geometry().clone();
+    let hot = g.block_of(s.location(0).unwrap());
+    assert!((1..40).all(|pid| g.block_of(s.location(pid).unwrap()) != hot), "the hot page shares a block with loaded pages");
+}
+
+#[test]
+fn the_mapping_is_rebuilt_from_flash_after_a_power_cut_and_checkpointed_frees_stay_free() {
+    let mut s = NativeStore::format(tiny(), cfg()).unwrap();
+    let mut t = 0;
+    // Enough rewrites to make GC move pages, then frees made durable by a checkpoint.
+    for round in 0..30u8 {
+        for pid in 0..120 {
+            t = s.write_page(t, pid, &page(pid, round), HEAP).unwrap();
+        }
+    }
+    t = s.write_log(t, 3, &[9u8; 4096]).unwrap();
+    t = s.write_meta(t, 1, &[7u8; 4096]).unwrap();
+    for pid in 100..120 {
+        t = s.page_freed(t, pid).unwrap();
+    }
+    s.sync_pages(t).unwrap();
+    assert!(s.checkpoints_written() >= 1);
+    assert!(s.space().counts().gc_erases > 0, "GC should have run");
+    let mut nand = Box::new(s).into_nand().unwrap();
+    nand.power_cut();
+    nand.power_on();
+    let mut r = NativeStore::open(nand, cfg()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    for pid in 0..100 {
+        r.read_page(0, pid, &mut buf).unwrap();
+        assert_eq!(buf, page(pid, 29), "page {pid}");
+    }
+    for pid in 100..120 {
+        assert_eq!(r.location(pid), None, "freed page {pid} came back");
+    }
+    r.read_log(0, 3, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 9));
+    r.read_meta(0, 1, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 7));
+    r.space().check().unwrap();
+    assert_eq!(r.nand().unwrap().stats().get(OpKind::Program, nand::Purpose::Recovery), 0, "recovery writes nothing");
+}

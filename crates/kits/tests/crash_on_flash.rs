@@ -1,7 +1,8 @@
-//! The crash test on emulated flash: the page-mapped FTLs (`page`, `dftl`) on an aged device,
-//! power cut during a random flash operation (host program, GC copy or erase, translation-page
-//! write, read), the FTL recovered from the flash, the engine restarted on top, verified against
-//! the model; a second cut during the restart; injected media errors; the canary.
+//! The crash test on emulated flash: the FTLs (`page` and `dftl` with many seeds, `fast` and
+//! `block` with fewer) on an aged device, power cut during a random flash operation (host
+//! program, GC copy or erase, translation-page write, read), the FTL recovered from the flash,
+//! the engine restarted on top, verified against the model; a second cut during the restart;
+//! injected media errors; the canary; `amf` refused.
 
 use std::collections::BTreeMap;
 
@@ -103,18 +104,36 @@ fn the_canary_is_caught_on_flash_too() {
 }
 
 #[test]
-fn ftls_that_cannot_be_crash_tested_are_refused_up_front_with_the_reason() {
+fn the_block_mapped_ftls_recover_from_power_cuts_and_cuts_during_restart() {
+    for kind in ["fast", "block"] {
+        let s = sweep(0..40, &on(kind));
+        assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
+        assert!(s.hit * 10 > 40 * 9 && s.errors == s.hit, "{kind}: {} cuts inside, {} reported", s.hit, s.errors);
+        let o = CrashOptions { crash_during_recovery: true, ..on(kind) };
+        let s = sweep(1000..1020, &o);
+        assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
+    }
+}
+
+#[test]
+fn the_block_ftl_survives_injected_media_errors() {
+    let s = sweep(4000..4030, &CrashOptions { fault: Fault::IoError, ..on("block") });
+    assert!(s.failures.is_empty(), "{:#?}", s.failures);
+}
+
+/// Known FTL bug (ftl crate): after a failed host program (the block turns grown-bad), FAST
+/// recovers a mapping that still sends programs into the bad block, so the engine's restart
+/// fails with "block Pbn(..) is bad". Seeds 2, 8, 14 and 16 of 0..20 show it. Run with
+/// `cargo test -p kits --test crash_on_flash -- --ignored` once FAST is fixed.
+#[test]
+#[ignore = "FAST keeps a grown-bad block in use after recovery (ftl bug, reported)"]
+fn fast_recovers_after_a_failed_host_program() {
+    let s = sweep(0..20, &CrashOptions { fault: Fault::IoError, ..on("fast") });
+    assert!(s.failures.is_empty(), "{:#?}", s.failures);
+}
+
+#[test]
+fn amf_is_refused_up_front_with_the_reason() {
     let e = FlashMedium::new("amf").err().map(|e| e.to_string()).unwrap_or_default();
     assert!(e.contains("amf") && e.contains("in place"), "{e}");
-    for kind in ["fast", "block"] {
-        // Until these FTLs hand their flash back, the refusal names the missing piece; once they
-        // do, a few seeds must verify.
-        match FlashMedium::new(kind) {
-            Err(e) => assert!(e.to_string().contains("into_nand"), "{kind}: {e}"),
-            Ok(m) => {
-                let s = sweep(0..10, &CrashOptions { medium: Medium::Flash(m), ..CrashOptions::default() });
-                assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
-            }
-        }
-    }
 }

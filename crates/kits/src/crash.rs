@@ -91,7 +91,7 @@ impl FlashMedium {
         let probe = ftl::build(kind, m.nand(0)?, &m.ftl)?;
         if probe.into_nand().is_none() {
             return Err(Error::Unsupported(format!(
-                "the {kind} FTL cannot hand its flash back after a power cut (BlockDevice::into_nand is not implemented for it yet), so it cannot be crash-tested"
+                "the {kind} FTL cannot hand its flash back after a power cut (BlockDevice::into_nand returns None), so it cannot be crash-tested"
             )));
         }
         Ok(m)

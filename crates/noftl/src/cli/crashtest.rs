@@ -4,8 +4,8 @@
 //! write cache, power cuts and I/O errors at the page-store seam. `--storage page|dftl|fast|block`
 //! runs the FTL on emulated flash: the emulator's fault plan cuts power during a random flash
 //! operation (or fails one on the media), the FTL recovers from the flash, the engine restarts
-//! on top. An FTL that cannot hand its flash back (`BlockDevice::into_nand`), and `amf` (which the
-//! engine cannot run on), are refused up front with the reason.
+//! on top. `amf` (which the engine cannot run on) and any FTL that cannot hand its flash back
+//! (`BlockDevice::into_nand`) are refused up front with the reason.
 
 use std::collections::BTreeMap;
 

@@ -222,6 +222,28 @@ impl BlockDevice for CrashDisk {
     }
 }
 
+/// A `CrashDisk` shared with the test that cuts its power: the engine owns one handle, the test
+/// another.
+pub type SharedCrashDisk = SharedDevice<CrashDisk>;
+
+impl SharedDevice<CrashDisk> {
+    pub fn set_plan(&self, plan: CrashPlan) {
+        self.with(|d| d.set_plan(plan))
+    }
+    pub fn cut_power(&self) {
+        self.with(CrashDisk::cut_power)
+    }
+    pub fn is_powered(&self) -> bool {
+        self.with(|d| d.is_powered())
+    }
+    pub fn ops(&self) -> u64 {
+        self.with(|d| d.ops())
+    }
+    pub fn after_power_loss(&self, seed: u64) -> CrashDisk {
+        self.with(|d| d.after_power_loss(seed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,27 +282,5 @@ mod tests {
         let mut buf = vec![1u8; 4096];
         d.read(0, 0, &mut buf).unwrap();
         assert!(buf.iter().all(|&x| x == 0));
-    }
-}
-
-/// A `CrashDisk` shared with the test that cuts its power: the engine owns one handle, the test
-/// another.
-pub type SharedCrashDisk = SharedDevice<CrashDisk>;
-
-impl SharedDevice<CrashDisk> {
-    pub fn set_plan(&self, plan: CrashPlan) {
-        self.with(|d| d.set_plan(plan))
-    }
-    pub fn cut_power(&self) {
-        self.with(CrashDisk::cut_power)
-    }
-    pub fn is_powered(&self) -> bool {
-        self.with(|d| d.is_powered())
-    }
-    pub fn ops(&self) -> u64 {
-        self.with(|d| d.ops())
-    }
-    pub fn after_power_loss(&self, seed: u64) -> CrashDisk {
-        self.with(|d| d.after_power_loss(seed))
     }
 }

@@ -185,6 +185,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         "real" => false,
         other => bail!("--clock is virtual or real, not '{other}'"),
     };
+    storage::pagestore::engine_runs_on(&args.storage)?;
     let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
     let (store, storage_name): (Box<dyn PageStore>, String) = if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).

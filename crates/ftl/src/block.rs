@@ -20,6 +20,15 @@
 //!    trim that invalidates a page rewrites or erases the block before it returns), so recovery
 //!    (`open`) picks, per `L`, the committed block with the highest version and erases the rest.
 //! 6. Every write is on flash when it returns (there is no write cache), so `flush` only counts.
+//! 7. A grown-bad block is never programmed or erased again; a committed version on one stays on
+//!    flash for good, so its logical block always has a newer committed version on a good block
+//!    once an operation returns (a trim that would empty it keeps a block with a zero page 0).
+//!
+//! Bad blocks: a failed program into the mapped block (append or fresh) turns into a merge that
+//! reads the bad block's pages and programs them with the host's into a good block; a failed
+//! merge target is abandoned (uncommitted, recovery ignores it) and the merge starts again;
+//! `NoSpace` once no good block is left. Recovery never erases a bad block and merges away a
+//! newest version found on one.
 
 use std::collections::BTreeSet;
 

@@ -37,6 +37,16 @@
 //!    first, so an RW block older than a trim record is always gone before it.
 //! 4. A program happens before the RAM maps point at it; a failed program changes no map.
 //! 5. Every write and trim is on flash when it returns (no write cache): `flush` only counts.
+//! 6. A grown-bad block is never programmed or erased again; it keeps its records for good, so
+//!    every logical page with a record in one has, once an operation returns, a newest copy on a
+//!    good block with a higher `seq` (a trim of such a page writes zeros instead of unmapping
+//!    it). Its pages are read only as sources, to move them off it.
+//!
+//! Bad blocks: a failed program (host page, pad, trim record or merge copy) retires its block:
+//! its newest copies are moved by full merges of their logical blocks (a failed merge target
+//! becomes an extra block and the merge starts again), then the write is retried elsewhere;
+//! `NoSpace` once no good block is left. Recovery gives grown-bad blocks no role (no data block,
+//! no log), moves any newest copy still on one, and restores invariant 6.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap, VecDeque};

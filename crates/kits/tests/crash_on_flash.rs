@@ -121,12 +121,10 @@ fn the_block_ftl_survives_injected_media_errors() {
     assert!(s.failures.is_empty(), "{:#?}", s.failures);
 }
 
-/// Known FTL bug (ftl crate): after a failed host program (the block turns grown-bad), FAST
-/// recovers a mapping that still sends programs into the bad block, so the engine's restart
-/// fails with "block Pbn(..) is bad". Seeds 2, 8, 14 and 16 of 0..20 show it. Run with
-/// `cargo test -p kits --test crash_on_flash -- --ignored` once FAST is fixed.
+/// A failed host program (the block turns grown-bad) on FAST: the FTL retires the block, moves
+/// its pages and retries the write elsewhere; the engine's restart on the recovered FTL never
+/// programs into the bad block. Seeds 2, 8, 14 and 16 of 0..20 once hit a FAST bug here.
 #[test]
-#[ignore = "FAST keeps a grown-bad block in use after recovery (ftl bug, reported)"]
 fn fast_recovers_after_a_failed_host_program() {
     let s = sweep(0..20, &CrashOptions { fault: Fault::IoError, ..on("fast") });
     assert!(s.failures.is_empty(), "{:#?}", s.failures);

@@ -116,11 +116,16 @@ pub struct SpaceConfig {
     /// block at a time (moving to the next die per block), for small metadata streams whose
     /// writes come one at a time and that should not hold an open block on every die.
     pub striped: u64,
+    /// The dies this space may use (NoFTL regions: each region is a space over its own dies);
+    /// empty: every die. Blocks of other dies are `Foreign`: never erased, allocated or
+    /// collected, so spaces over disjoint die sets can share one device (see `lend_nand`).
+    #[serde(default)]
+    pub dies: Vec<u32>,
 }
 
 impl Default for SpaceConfig {
     fn default() -> Self {
-        SpaceConfig { streams: 1, gc: GcPolicy::Greedy, seed: 1, reserve_blocks: 0, background_free_blocks: 0, wl_threshold: 0, striped: u64::MAX }
+        SpaceConfig { streams: 1, gc: GcPolicy::Greedy, seed: 1, reserve_blocks: 0, background_free_blocks: 0, wl_threshold: 0, striped: u64::MAX, dies: Vec::new() }
     }
 }
 
@@ -161,6 +166,8 @@ pub enum BlockUse {
     Closed,
     Collecting,
     Bad,
+    /// On a die outside the space's die set (`SpaceConfig::dies`).
+    Foreign,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -231,6 +238,9 @@ impl FlashSpace {
         let mut t = at_ns;
         for b in 0..s.geo.blocks() {
             let pbn = Pbn(b);
+            if s.blocks[b as usize].usage == BlockUse::Foreign {
+                continue;
+            }
             if s.nand.is_bad(pbn) {
                 s.blocks[b as usize].usage = BlockUse::Bad;
                 continue;
@@ -275,6 +285,12 @@ impl FlashSpace {
         let mut used: Vec<(u64, u32)> = Vec::new();
         for b in 0..s.geo.blocks() {
             let pbn = Pbn(b);
+            if s.blocks[b as usize].usage == BlockUse::Foreign {
+                if s.blocks[b as usize].valid > 0 {
+                    return Err(FtlError::Recovery(format!("block {b} holds live pages but lies outside the space's dies")));
+                }
+                continue;
+            }
             let info = s.nand.block_info(pbn)?;
             s.blocks[b as usize].erase_count = info.erase_count;
             s.max_erase = s.max_erase.max(info.erase_count);
@@ -334,14 +350,26 @@ impl FlashSpace {
         let dies = geo.dies();
         // Channel-interleaved die order: consecutive pages go to different channels first.
         let per_channel = geo.dies_per_channel();
-        let die_order: Vec<u32> = (0..dies).map(|k| (k % geo.channels) * per_channel + k / geo.channels).collect();
-        let reserve = if cfg.reserve_blocks == 0 { dies + 2 } else { cfg.reserve_blocks };
+        let mut die_order: Vec<u32> = (0..dies).map(|k| (k % geo.channels) * per_channel + k / geo.channels).collect();
+        if !cfg.dies.is_empty() {
+            if let Some(d) = cfg.dies.iter().find(|&&d| d >= dies) {
+                return Err(FtlError::Config(format!("die {d} is beyond the device's {dies} dies")));
+            }
+            die_order.retain(|d| cfg.dies.contains(d));
+        }
+        let own_dies = die_order.len() as u32;
+        let reserve = if cfg.reserve_blocks == 0 { own_dies + 2 } else { cfg.reserve_blocks };
         let bg_target = if cfg.background_free_blocks == 0 { 2 * reserve } else { cfg.background_free_blocks.max(reserve) };
         let block = Block { usage: BlockUse::Free, stream: 0, written: 0, valid: 0, erase_count: 0, close_stamp: 0, prev: NIL, next: NIL, closed_pos: NIL };
         Ok(FlashSpace {
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x6C5F_5EED),
             frontiers: (0..cfg.streams).map(|_| Frontier { open: vec![NIL; dies as usize], cursor: 0 }).collect(),
-            blocks: vec![block; geo.blocks() as usize],
+            blocks: (0..geo.blocks())
+                .map(|b| {
+                    let own = cfg.dies.is_empty() || cfg.dies.contains(&geo.die_of_block(Pbn(b)).0);
+                    Block { usage: if own { BlockUse::Free } else { BlockUse::Foreign }, ..block }
+                })
+                .collect(),
             rmap: vec![NO_KEY; geo.pages() as usize],
             free: (0..dies).map(|_| BinaryHeap::new()).collect(),
             free_count: 0,
@@ -372,8 +400,8 @@ impl FlashSpace {
     }
 
     fn finish_setup(&mut self) -> Result<(), FtlError> {
-        self.good_blocks = self.blocks.iter().filter(|b| b.usage != BlockUse::Bad).count() as u32;
-        let streams_open = u32::from(self.cfg.streams) * self.geo.dies();
+        self.good_blocks = self.blocks.iter().filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign)).count() as u32;
+        let streams_open = u32::from(self.cfg.streams) * self.die_order.len() as u32;
         if self.good_blocks <= self.reserve + streams_open {
             return Err(FtlError::Config(format!(
                 "{} good blocks cannot hold a GC reserve of {} blocks plus {} open blocks",
@@ -553,7 +581,8 @@ impl FlashSpace {
         let Some(b) = self.take_free(die) else {
             // No free block at all (GC dipped into the whole reserve): any open block of this
             // stream with room will do, on whatever die.
-            for d in 0..dies {
+            for k in 0..dies {
+                let d = self.die_order[k] as usize;
                 if let Some(ppn) = self.take_from_open(s, d) {
                     return Ok((ppn, t));
                 }
@@ -955,6 +984,11 @@ impl FlashSpace {
                     }
                 }
                 BlockUse::Collecting => return Err(format!("block {b} is left collecting")),
+                BlockUse::Foreign => {
+                    if blk.valid != 0 || blk.written != 0 {
+                        return Err(format!("foreign block {b} is in use"));
+                    }
+                }
                 BlockUse::Bad => {
                     if blk.valid != 0 && !self.to_evacuate.contains(&(b as u32)) {
                         return Err(format!("bad block {b} holds {} valid pages", blk.valid));
@@ -966,6 +1000,24 @@ impl FlashSpace {
             return Err(format!("free count {} but {free} free blocks", self.free_count));
         }
         Ok(())
+    }
+
+    /// The dies this space allocates on, in striping order.
+    pub fn dies(&self) -> &[u32] {
+        &self.die_order
+    }
+
+    /// Swaps the devices of two spaces. Spaces over disjoint die sets of one device (NoFTL
+    /// regions) take turns holding it: the caller hands the device to the space it is about to
+    /// use; the other holds a stand-in it never touches while it is not in use. Why not a shared
+    /// device: every operation here needs `&mut Nand`, and the spaces never run concurrently.
+    pub fn lend_nand(&mut self, to: &mut FlashSpace) {
+        std::mem::swap(&mut self.nand, &mut to.nand);
+    }
+
+    /// Replaces the device (a stand-in in, the real one out, or back); see `lend_nand`.
+    pub fn replace_nand(&mut self, nand: Nand) -> Nand {
+        std::mem::replace(&mut self.nand, nand)
     }
 
     /// The die a block lies on (for callers that place data themselves).

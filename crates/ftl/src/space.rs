@@ -1002,6 +1002,75 @@ impl FlashSpace {
         Ok(())
     }
 
+    /// Gives up `dies` (for a new NoFTL region over them): closes this space's open blocks
+    /// there, moves every valid page off them (reported as `Gc` moves) and forgets their blocks,
+    /// which become `Foreign` (not erased: the next owner formats them). Refused, before anything
+    /// moves, if the remaining dies cannot take the pages plus open blocks and the GC reserve.
+    pub fn release_dies(&mut self, at_ns: Nanos, dies: &[u32]) -> Result<Nanos, FtlError> {
+        let on = |geo: &Geometry, b: u32| dies.contains(&geo.die_of_block(Pbn(b)).0);
+        let keep: Vec<u32> = self.die_order.iter().copied().filter(|d| !dies.contains(d)).collect();
+        if keep.is_empty() {
+            return Err(FtlError::Config("releasing these dies would leave the space none".into()));
+        }
+        let (mut valid, mut free_kept) = (0u64, 0u64);
+        for b in 0..self.geo.blocks() {
+            let blk = &self.blocks[b as usize];
+            if on(&self.geo, b) {
+                valid += u64::from(blk.valid);
+            } else if blk.usage == BlockUse::Free {
+                free_kept += 1;
+            }
+        }
+        let reserve = if self.cfg.reserve_blocks == 0 { keep.len() as u32 + 2 } else { self.cfg.reserve_blocks };
+        let need = valid.div_ceil(u64::from(self.ppb)) + u64::from(self.cfg.streams) * keep.len() as u64 + u64::from(reserve);
+        if free_kept < need {
+            return Err(FtlError::NoSpace("releasing dies (the remaining dies have too few free blocks)"));
+        }
+        self.die_order = keep;
+        for f in &mut self.frontiers {
+            f.cursor = 0;
+        }
+        let mut t = at_ns;
+        for b in 0..self.geo.blocks() {
+            if !on(&self.geo, b) {
+                continue;
+            }
+            match self.blocks[b as usize].usage {
+                BlockUse::Open => {
+                    let st = self.blocks[b as usize].stream as usize;
+                    for o in self.frontiers[st].open.iter_mut().filter(|o| **o == b) {
+                        *o = NIL;
+                    }
+                    self.close_block(b);
+                    self.leave_closed(b);
+                    t = t.max(self.migrate_block(at_ns, b, Purpose::Gc)?);
+                }
+                BlockUse::Closed => {
+                    self.leave_closed(b);
+                    t = t.max(self.migrate_block(at_ns, b, Purpose::Gc)?);
+                }
+                BlockUse::Free => self.free_count -= 1,
+                _ => {}
+            }
+            let blk = &mut self.blocks[b as usize];
+            debug_assert_eq!(blk.valid, 0);
+            blk.usage = BlockUse::Foreign;
+            blk.written = 0;
+        }
+        for &d in dies {
+            if let Some(h) = self.free.get_mut(d as usize) {
+                h.clear();
+            }
+        }
+        self.reserve = reserve;
+        self.bg_target = if self.cfg.background_free_blocks == 0 { 2 * reserve } else { self.cfg.background_free_blocks.max(reserve) };
+        let mut own = self.die_order.clone();
+        own.sort_unstable();
+        self.cfg.dies = own;
+        self.good_blocks = self.blocks.iter().filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign)).count() as u32;
+        Ok(t)
+    }
+
     /// The dies this space allocates on, in striping order.
     pub fn dies(&self) -> &[u32] {
         &self.die_order

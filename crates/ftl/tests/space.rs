@@ -273,3 +273,31 @@ fn spaces_over_disjoint_dies_share_a_device() {
     sa.space.lend_nand(&mut sb.space);
     sb.check();
 }
+
+/// A space gives dies up for a new region: their data moves to the remaining dies.
+#[test]
+fn released_dies_are_emptied_and_the_data_survives() {
+    let (space, _) = FlashSpace::format(nand(&[]), config(GcPolicy::Greedy), 0).unwrap();
+    let mut s = Store::new(space);
+    let dies = s.space.geometry().dies();
+    for i in 0..300 {
+        s.put(0, (i % 2) as u8, i).unwrap();
+    }
+    let gone: Vec<u32> = (dies / 2..dies).collect();
+    s.space.release_dies(0, &gone).unwrap();
+    s.space.take_moves(&mut s.moves);
+    for m in s.moves.clone() {
+        *s.map.get_mut(&m.key).unwrap() = m.to;
+    }
+    s.check();
+    for ppn in s.map.values() {
+        assert!(!gone.contains(&s.space.die_of(s.space.geometry().block_of(*ppn)).0));
+    }
+    for i in 300..2000 {
+        s.put(0, 0, i % 400).unwrap();
+    }
+    s.check();
+    for ppn in s.map.values() {
+        assert!(!gone.contains(&s.space.die_of(s.space.geometry().block_of(*ppn)).0));
+    }
+}

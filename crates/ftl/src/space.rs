@@ -32,7 +32,8 @@
 //!    number of such pages in block `b`, and never exceeds `blocks[b].written`.
 //! 2. Every good block is in exactly one state: free (erased, in its die's free list), open (the
 //!    frontier of one stream on one die), closed (full, a GC candidate) or collecting (a victim
-//!    being moved). Bad blocks are in none of these lists and are never programmed or erased.
+//!    being moved). Bad blocks are in none of these lists and are never programmed or erased;
+//!    neither are `Foreign` blocks (dies outside `SpaceConfig::dies`, another region's).
 //! 3. Pages of a block are handed out in increasing order, each once per erase (NAND rule).
 //! 4. `free_count` is the number of free blocks; a caller's write never takes the last
 //!    `reserve_blocks` of them without collecting first; GC and wear levelling may.

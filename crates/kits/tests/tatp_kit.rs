@@ -1,6 +1,8 @@
 //! TATP: population rules, the mix and the subscriber-id distribution, success rates over many
 //! transactions, determinism, and the regions set-up of seed 003 on the native store.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use kits::tatp::{self, InputGen, TatpConfig, TatpTerminal, TxnType, MIX_PERCENT, TXN_TYPES};
 use storage::crashdisk::CrashDisk;
 use storage::sched::{run_virtual, VirtualOptions};

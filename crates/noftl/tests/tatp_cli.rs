@@ -1,5 +1,7 @@
 //! `noftl bench tatp` and `noftl compare --workload tatp` as a user runs them.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use std::process::Command;
 
 fn noftl(args: &[&str]) -> (bool, String, String) {

@@ -158,7 +158,7 @@ pub(crate) fn parse_duration_ns(s: &str) -> anyhow::Result<u64> {
     Ok(ns as u64)
 }
 
-pub(super) fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
+fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
     if args.storage == "file" {
         let path = args.path.clone().context("--storage file needs --path FILE")?;
         let cfg = args.device.load()?;
@@ -204,14 +204,8 @@ pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64) -> PerTxn 
     }
 }
 
-pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    let args = match cmd {
-        BenchCommand::Tpcb(args) => args,
-        BenchCommand::Tatp(args) => return super::bench_tatp::run(args),
-    };
-    if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
-        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
-    }
+/// The run's end (`--duration`, if given) and clock (true: virtual), checked.
+pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> {
     if args.txns.is_none() && args.duration.is_none() {
         bail!("give --txns N or --duration D");
     }
@@ -221,15 +215,54 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         "real" => false,
         other => bail!("--clock is virtual or real, not '{other}'"),
     };
-    let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
-    let (store, storage_name): (Box<dyn PageStore>, String) = if args.storage == "native" {
+    Ok((until, virtual_clock))
+}
+
+/// The page store of `--storage` and its name.
+pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
+    Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
         (Box::new(super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into())
     } else {
-        let dev = device(&args)?;
+        let dev = device(args)?;
         let name = dev.name();
         (Box::new(BlockPageStore::new(dev, args.page_size, None)?), name)
+    })
+}
+
+/// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
+/// (one thread each); returns the engine, the terminals, the virtual time run and the group
+/// commit forces.
+pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
+    mut e: Engine,
+    mut terms: Vec<T>,
+    start_ns: u64,
+    until: Option<u64>,
+    virtual_clock: bool,
+) -> anyhow::Result<(Engine, Vec<T>, u64, u64)> {
+    if virtual_clock {
+        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
+        Ok((e, terms, st.end_ns - start_ns, st.group_forces))
+    } else {
+        if until.is_some() {
+            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
+        }
+        let (e, terms) = run_real(e, terms)?;
+        Ok((e, terms, 0, 0))
+    }
+}
+
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    let args = match cmd {
+        BenchCommand::Tpcb(args) => args,
+        BenchCommand::Tatp(args) => return super::bench_tatp::run(args),
     };
+    if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
+        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
+    }
+    let (until, virtual_clock) = run_plan(&args)?;
+    let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
+    let (store, storage_name) = page_store(&args)?;
     let db_pages_est = (cfg.rows() * 110 / args.page_size as u64) + 64;
     let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
     let ecfg = EngineConfig { buffer_frames: frames, ..EngineConfig::default() };
@@ -238,7 +271,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let wall = Instant::now();
     let reuse = args.storage == "file" && args.path.as_ref().is_some_and(|p| p.exists());
     let existing = if reuse { Engine::open(Box::new(BlockPageStore::new(device(&args)?, args.page_size, None)?), ecfg.clone()).ok() } else { None };
-    let (mut e, h): (Engine, Handles) = match existing {
+    let (e, h): (Engine, Handles) = match existing {
         Some(mut e) if Handles::get(&e).is_ok() => {
             let h = Handles::get(&e)?;
             e.set_now(0);
@@ -262,17 +295,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let start_ns = e.now();
     let terms: Vec<TpcbTerminal> = (0..args.terminals).map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns)).collect();
     let cpu0 = Instant::now();
-    let (mut e, terms, virtual_ns, forces) = if virtual_clock {
-        let mut terms = terms;
-        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
-        (e, terms, st.end_ns - start_ns, st.group_forces)
-    } else {
-        if until.is_some() {
-            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
-        }
-        let (e, terms) = run_real(e, terms)?;
-        (e, terms, 0, 0)
-    };
+    let (mut e, terms, virtual_ns, forces) = run_terminals(e, terms, start_ns, until, virtual_clock)?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let committed: u64 = terms.iter().map(|t| t.committed).sum();
     let aborted: u64 = terms.iter().map(|t| t.aborted).sum();

@@ -11,10 +11,9 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use kits::tatp::{self, TatpConfig, TatpTerminal, TXN_TYPES};
 use serde::Serialize;
-use storage::sched::{run_real, run_virtual, VirtualOptions};
-use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
+use storage::{Engine, EngineConfig, PageStore};
 
-use super::bench::{device, latency_us, parse_duration_ns, per_txn, snapshot, BenchArgs, LatencyUs, PerTxn};
+use super::bench::{latency_us, page_store, per_txn, run_plan, run_terminals, snapshot, BenchArgs, LatencyUs, PerTxn};
 
 #[derive(Debug, Serialize)]
 struct TxnRow {
@@ -59,29 +58,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.scale == 0 || args.terminals == 0 {
         bail!("--scale (subscribers) and --terminals must be at least 1");
     }
-    if args.txns.is_none() && args.duration.is_none() {
-        bail!("give --txns N or --duration D");
-    }
     if args.storage == "file" {
         bail!("bench tatp runs on the emulated targets (--storage file is TPC-B's for now)");
     }
     if args.regions.is_some() && args.storage != "native" {
         bail!("--regions needs --storage native (regions are NoFTL's)");
     }
-    let until = args.duration.as_deref().map(parse_duration_ns).transpose()?;
-    let virtual_clock = match args.clock.as_str() {
-        "virtual" => true,
-        "real" => false,
-        other => bail!("--clock is virtual or real, not '{other}'"),
-    };
+    let (until, virtual_clock) = run_plan(&args)?;
     let cfg = TatpConfig { subscribers: args.scale };
-    let (store, storage_name): (Box<dyn PageStore>, String) = if args.storage == "native" {
-        (Box::new(super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into())
-    } else {
-        let dev = device(&args)?;
-        let name = dev.name();
-        (Box::new(BlockPageStore::new(dev, args.page_size, None)?), name)
-    };
+    let (store, storage_name) = page_store(&args)?;
     // About 250 bytes of rows and keys per subscriber, all tables together.
     let db_pages_est = u64::from(cfg.subscribers) * 250 / args.page_size as u64 + 64;
     let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
@@ -103,17 +88,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let start_ns = e.now();
     let terms: Vec<TatpTerminal> = (0..args.terminals).map(|i| TatpTerminal::new(i, h, cfg, args.seed, args.txns)).collect();
     let cpu0 = Instant::now();
-    let (mut e, terms, virtual_ns) = if virtual_clock {
-        let mut terms = terms;
-        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
-        (e, terms, st.end_ns - start_ns)
-    } else {
-        if until.is_some() {
-            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
-        }
-        let (e, terms) = run_real(e, terms)?;
-        (e, terms, 0)
-    };
+    let (mut e, terms, virtual_ns, _) = run_terminals(e, terms, start_ns, until, virtual_clock)?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let after = snapshot(&e);
     let gc1 = gc_and_host_writes(e.store());

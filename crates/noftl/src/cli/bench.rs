@@ -220,6 +220,7 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
 
 /// The page store of `--storage` and its name.
 pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
+    storage::pagestore::engine_runs_on(&args.storage)?;
     Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
         (Box::new(super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into())

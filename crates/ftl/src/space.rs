@@ -235,7 +235,24 @@ impl FlashSpace {
     /// Takes over a device and erases every good block that is not erased yet (a fresh device
     /// needs no erase). Returns the space and the time the formatting finished.
     pub fn format(nand: Nand, cfg: SpaceConfig, at_ns: Nanos) -> Result<(FlashSpace, Nanos), FtlError> {
-        let mut s = Self::empty(nand, cfg)?;
+        Self::format_or_give_back(nand, cfg, at_ns).map_err(|(e, _)| e)
+    }
+
+    /// `format`, but a failure (a power cut while erasing) gives the device back, for callers
+    /// that share it (NoFTL regions format their dies on the store's one device).
+    pub fn format_or_give_back(nand: Nand, cfg: SpaceConfig, at_ns: Nanos) -> Result<(FlashSpace, Nanos), (FtlError, Box<Nand>)> {
+        if let Err(e) = Self::check_config(nand.geometry(), &cfg) {
+            return Err((e, Box::new(nand)));
+        }
+        let mut s = Self::empty_checked(nand, cfg);
+        match s.erase_all(at_ns) {
+            Ok(t) => Ok((s, t)),
+            Err(e) => Err((e, Box::new(s.nand))),
+        }
+    }
+
+    fn erase_all(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let s = self;
         let mut t = at_ns;
         for b in 0..s.geo.blocks() {
             let pbn = Pbn(b);
@@ -256,7 +273,7 @@ impl FlashSpace {
             }
         }
         s.finish_setup()?;
-        Ok((s, t))
+        Ok(t)
     }
 
     /// Takes over a device that holds data, given the valid pages a recovery scan found (see
@@ -339,13 +356,26 @@ impl FlashSpace {
         Ok((s, t))
     }
 
-    fn empty(nand: Nand, cfg: SpaceConfig) -> Result<FlashSpace, FtlError> {
-        let geo = nand.geometry().clone();
-        check_oob_size(&geo)?;
-        let oob_len = geo.oob_size_bytes as usize;
+    /// What `empty` refuses, checked before the device is handed over.
+    fn check_config(geo: &Geometry, cfg: &SpaceConfig) -> Result<(), FtlError> {
+        check_oob_size(geo)?;
         if cfg.streams == 0 {
             return Err(FtlError::Config("a flash space needs at least one stream".into()));
         }
+        if let Some(d) = cfg.dies.iter().find(|&&d| d >= geo.dies()) {
+            return Err(FtlError::Config(format!("die {d} is beyond the device's {} dies", geo.dies())));
+        }
+        Ok(())
+    }
+
+    fn empty(nand: Nand, cfg: SpaceConfig) -> Result<FlashSpace, FtlError> {
+        Self::check_config(nand.geometry(), &cfg)?;
+        Ok(Self::empty_checked(nand, cfg))
+    }
+
+    fn empty_checked(nand: Nand, cfg: SpaceConfig) -> FlashSpace {
+        let geo = nand.geometry().clone();
+        let oob_len = geo.oob_size_bytes as usize;
         let mode = nand.config().cell.native;
         let ppb = nand.config().pages_in_mode(mode);
         let dies = geo.dies();
@@ -353,16 +383,13 @@ impl FlashSpace {
         let per_channel = geo.dies_per_channel();
         let mut die_order: Vec<u32> = (0..dies).map(|k| (k % geo.channels) * per_channel + k / geo.channels).collect();
         if !cfg.dies.is_empty() {
-            if let Some(d) = cfg.dies.iter().find(|&&d| d >= dies) {
-                return Err(FtlError::Config(format!("die {d} is beyond the device's {dies} dies")));
-            }
             die_order.retain(|d| cfg.dies.contains(d));
         }
         let own_dies = die_order.len() as u32;
         let reserve = if cfg.reserve_blocks == 0 { own_dies + 2 } else { cfg.reserve_blocks };
         let bg_target = if cfg.background_free_blocks == 0 { 2 * reserve } else { cfg.background_free_blocks.max(reserve) };
         let block = Block { usage: BlockUse::Free, stream: 0, written: 0, valid: 0, erase_count: 0, close_stamp: 0, prev: NIL, next: NIL, closed_pos: NIL };
-        Ok(FlashSpace {
+        FlashSpace {
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x6C5F_5EED),
             frontiers: (0..cfg.streams).map(|_| Frontier { open: vec![NIL; dies as usize], cursor: 0 }).collect(),
             blocks: (0..geo.blocks())
@@ -397,7 +424,7 @@ impl FlashSpace {
             geo,
             cfg,
             nand,
-        })
+        }
     }
 
     fn finish_setup(&mut self) -> Result<(), FtlError> {

@@ -456,7 +456,14 @@ impl NativeStore {
         let t = self.spaces[0].release_dies(at, &dies)?;
         self.absorb(0);
         let real = self.spaces[0].replace_nand(standin()?);
-        let (mut sp, t2) = FlashSpace::format(real, self.cfg.region_space_config(spec.gc, dies.clone()), t)?;
+        // A failure (a power cut while erasing) must give the device back to slot 0.
+        let (mut sp, t2) = match FlashSpace::format_or_give_back(real, self.cfg.region_space_config(spec.gc, dies.clone()), t) {
+            Ok(x) => x,
+            Err((e, nand)) => {
+                self.spaces[0].replace_nand(*nand);
+                return Err(e.into());
+            }
+        };
         self.spaces[0].replace_nand(sp.replace_nand(standin()?));
         self.spaces.push(sp);
         let slot = self.spaces.len() - 1;

@@ -68,6 +68,8 @@
 //!    is written in the space of its object's region, everything else (log, master, journal,
 //!    region table) in slot 0; a flash page is invalidated in the space owning its die; the
 //!    device is in slot 0 between calls; one sequence (slot 0's) numbers every write.
+//! 7. `region_used[r]` is the number of DB flash pages mapped on slot r's dies, and never exceeds
+//!    `region_limit[r]` (a write that would pass it is refused before anything changes).
 
 use ftl::journal::{mapped_bitmap, scan, Journal, UNMAPPED};
 use ftl::oob::{OobRecord, PageKind as OobKind};
@@ -239,6 +241,10 @@ pub struct NativeStore {
     die_owner: Vec<u8>,
     /// Objects placed in a region (others are in the default one).
     object_region: HashMap<ObjectId, usize>,
+    /// Per slot: DB flash pages mapped there, and how many it may hold (its MAX_SIZE and what
+    /// its OP leaves usable, the smaller; slot 0: unlimited).
+    region_used: Vec<u64>,
+    region_limit: Vec<u64>,
     cfg: NativeConfig,
     lay: Layout,
     map: Vec<u32>,
@@ -373,12 +379,25 @@ impl NativeStore {
                 die_owner[d as usize] = (i + 1) as u8;
             }
         }
+        let geo = spaces[0].geometry().clone();
+        let bad: Vec<bool> = (0..geo.blocks()).map(|b| spaces[0].nand().is_bad(nand::Pbn(b))).collect();
+        let ppb = u64::from(spaces[0].pages_per_block());
+        let mut region_limit = vec![u64::MAX];
+        region_limit.extend(regions.iter().map(|(spec, dies)| region_capacity_pages(&geo, &bad, ppb, spec, dies)));
+        let mut region_used = vec![0u64; regions.len() + 1];
+        for &p in &map[lay.db_key0 as usize..lay.region_key as usize] {
+            if p != UNMAPPED {
+                region_used[die_owner[geo.die_of_block(geo.block_of(Ppn(u64::from(p)))).0 as usize] as usize] += 1;
+            }
+        }
         NativeStore {
             charged: sum_counts(&spaces),
             spaces,
             regions,
             die_owner,
             object_region: HashMap::new(),
+            region_used,
+            region_limit,
             cfg,
             map,
             last_write: vec![0; lay.db_pages as usize],
@@ -434,9 +453,8 @@ impl NativeStore {
         let taken: Vec<bool> = self.die_owner.iter().map(|&o| o != 0).collect();
         let dies = spec.choose_dies(&g, &taken)?;
         let ppb = u64::from(self.spaces[0].pages_per_block());
-        let blocks = (0..g.blocks()).filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0) && !self.spaces[0].nand().is_bad(nand::Pbn(b))).count() as u64;
-        let overhead = (u64::from(STRIPED.count_ones()) + 2) * dies.len() as u64 + dies.len() as u64 + 2;
-        let usable_bytes = ((1.0 - spec.spare_factor) * (blocks.saturating_sub(overhead) * ppb) as f64) as u64 * LOG_BLOCK_BYTES as u64;
+        let bad: Vec<bool> = (0..g.blocks()).map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b))).collect();
+        let usable_bytes = usable_pages(&g, &bad, ppb, &spec, &dies) * LOG_BLOCK_BYTES as u64;
         if let Some(max) = spec.max_size_bytes {
             if usable_bytes < max {
                 return Err(Error::Config(format!(
@@ -470,6 +488,8 @@ impl NativeStore {
         for &d in &dies {
             self.die_owner[d as usize] = slot as u8;
         }
+        self.region_limit.push(region_capacity_pages(&g, &bad, ppb, &spec, &dies));
+        self.region_used.push(0);
         self.regions = table;
         self.put(t2, self.lay.region_key, META, &page, Purpose::Meta, 0)
     }
@@ -563,6 +583,13 @@ impl NativeStore {
         // Moves first: GC may have moved this key's previous copy (invariant 1).
         self.absorb(r);
         let old = std::mem::replace(&mut self.map[key as usize], ppn.0 as u32);
+        if (self.lay.db_key0..self.lay.region_key).contains(&key) {
+            self.region_used[r] += 1;
+            if old != UNMAPPED {
+                let o = self.owner(Ppn(u64::from(old)));
+                self.region_used[o] -= 1;
+            }
+        }
         if old != UNMAPPED {
             self.invalidate(Ppn(u64::from(old)));
         }
@@ -637,10 +664,15 @@ impl NativeStore {
         Ok(done.max(self.charge_gc(at)))
     }
 
+    /// The slot whose space owns the die of `ppn`.
+    fn owner(&self, ppn: Ppn) -> usize {
+        let g = self.spaces[0].geometry();
+        self.die_owner[g.die_of_block(g.block_of(ppn)).0 as usize] as usize
+    }
+
     /// Invalidates a flash page in the space that owns its die.
     fn invalidate(&mut self, ppn: Ppn) {
-        let g = self.spaces[0].geometry();
-        let r = self.die_owner[g.die_of_block(g.block_of(ppn)).0 as usize] as usize;
+        let r = self.owner(ppn);
         self.spaces[r].invalidate(ppn);
     }
 
@@ -649,6 +681,8 @@ impl NativeStore {
         for key in key0..key0 + self.lay.k {
             let old = std::mem::replace(&mut self.map[key as usize], UNMAPPED);
             if old != UNMAPPED {
+                let o = self.owner(Ppn(u64::from(old)));
+                self.region_used[o] -= 1;
                 self.invalidate(Ppn(u64::from(old)));
                 self.freed_since_checkpoint += 1;
                 self.host.trims += 1;
@@ -699,8 +733,18 @@ impl PageStore for NativeStore {
                 self.cfg.page_bytes
             )));
         }
-        let stream = self.stream_for(pid, hint);
         let r = self.object_region.get(&hint.object).copied().unwrap_or(0);
+        // A region holds at most its limit of pages: refused before anything changes.
+        let new_here = (key0..key0 + self.lay.k).filter(|&k| self.map[k as usize] == UNMAPPED || self.owner(Ppn(u64::from(self.map[k as usize]))) != r).count() as u64;
+        if self.region_used[r] + new_here > self.region_limit[r] {
+            return Err(Error::Io(format!(
+                "region {} is full: {} of its {} pages (MAX_SIZE, or what its OP leaves usable) are taken",
+                self.regions[r - 1].0.name,
+                self.region_used[r],
+                self.region_limit[r]
+            )));
+        }
+        let stream = self.stream_for(pid, hint);
         let mut done = at_ns;
         for (i, chunk) in data.chunks_exact(LOG_BLOCK_BYTES).enumerate() {
             done = done.max(self.put(at_ns, key0 + i as u64, stream, chunk, Purpose::Host, r)?);
@@ -829,4 +873,18 @@ fn sum_counts(spaces: &[FlashSpace]) -> SpaceCounts {
         t.retired_blocks += c.retired_blocks;
     }
     t
+}
+
+/// Pages a region's dies hold for data at its OP: their good blocks less its GC reserve (dies +
+/// 2) and its open blocks (every stream on every die), times (1 - OP).
+fn usable_pages(g: &nand::Geometry, bad: &[bool], ppb: u64, spec: &RegionSpec, dies: &[u32]) -> u64 {
+    let blocks = (0..g.blocks()).filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0) && !bad[b as usize]).count() as u64;
+    let overhead = (u64::from(STRIPED.count_ones()) + 2) * dies.len() as u64 + dies.len() as u64 + 2;
+    ((1.0 - spec.spare_factor) * (blocks.saturating_sub(overhead) * ppb) as f64) as u64
+}
+
+/// The most DB flash pages a region may hold: its usable pages, capped by MAX_SIZE.
+fn region_capacity_pages(g: &nand::Geometry, bad: &[bool], ppb: u64, spec: &RegionSpec, dies: &[u32]) -> u64 {
+    let usable = usable_pages(g, bad, ppb, spec, dies);
+    spec.max_size_bytes.map_or(usable, |m| usable.min(m / LOG_BLOCK_BYTES as u64))
 }

@@ -35,6 +35,7 @@ pub mod log;
 pub mod native;
 pub mod page;
 pub mod pagestore;
+pub mod region;
 pub mod sched;
 pub mod shared;
 pub mod slotted;

@@ -102,6 +102,16 @@ pub trait PageStore: Send {
         None
     }
 
+    /// NoFTL regions (region.rs): creates a region of the device's chips. Stores without
+    /// regions refuse, before changing anything.
+    fn create_region(&mut self, _at_ns: Nanos, name: &str, _options: &[(String, String)]) -> Result<Nanos> {
+        Err(Error::Unsupported(format!("{}: CREATE REGION {name} needs the native page store (NoFTL)", self.name())))
+    }
+    /// NoFTL regions: places `object`'s pages in `region` from now on.
+    fn bind_object_region(&mut self, _object: ObjectId, region: &str) -> Result<()> {
+        Err(Error::NotFound { kind: "region", name: region.into() })
+    }
+
     /// Statistics of the device below, if any.
     fn device_report(&self) -> Option<FtlReport> {
         None

@@ -26,6 +26,9 @@ use crate::targets::{self, TargetArgs};
 pub enum BenchCommand {
     /// TPC-B: branches, tellers, accounts, history; the one transaction.
     Tpcb(BenchArgs),
+    /// TATP: subscribers, access info, special facilities, call forwarding; seven transactions.
+    /// --scale is the number of subscribers.
+    Tatp(BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -75,10 +78,14 @@ pub struct BenchArgs {
     /// Verify the TPC-B invariants and the engine's structure afterwards.
     #[arg(long)]
     pub check: bool,
+    /// TATP on native: put Subscriber and Special_Facility in a region of this many chips (seed
+    /// 003's Table I set-up), the other tables in the default region.
+    #[arg(long)]
+    pub regions: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
-struct LatencyUs {
+pub(super) struct LatencyUs {
     mean: f64,
     p50: f64,
     p95: f64,
@@ -87,7 +94,7 @@ struct LatencyUs {
 }
 
 #[derive(Debug, Serialize, Default)]
-struct PerTxn {
+pub(super) struct PerTxn {
     flash_reads: f64,
     flash_programs: f64,
     flash_erases: f64,
@@ -99,7 +106,7 @@ struct PerTxn {
 }
 
 #[derive(Debug, Serialize)]
-struct Buffer {
+pub(super) struct Buffer {
     frames: usize,
     hits: u64,
     misses: u64,
@@ -171,11 +178,34 @@ fn flash(store: &dyn PageStore) -> (u64, u64, u64, f64, u64) {
     (r, p, e, j, gc)
 }
 
-pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    let BenchCommand::Tpcb(args) = cmd;
-    if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
-        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
+pub(super) fn latency_us(hist: &Histogram<u64>) -> LatencyUs {
+    let us = |v: u64| v as f64 / 1000.0;
+    LatencyUs { mean: hist.mean() / 1000.0, p50: us(hist.value_at_quantile(0.5)), p95: us(hist.value_at_quantile(0.95)), p99: us(hist.value_at_quantile(0.99)), max: us(hist.max()) }
+}
+
+pub(super) type Snapshot = ((u64, u64, u64, f64, u64), Option<ftl::HostCounts>, storage::log::LogStats);
+
+pub(super) fn snapshot(e: &Engine) -> Snapshot {
+    (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats())
+}
+
+/// Device and host counters per transaction, as differences across the run.
+pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64) -> PerTxn {
+    let per = |x: f64| if txns == 0 { 0.0 } else { x / txns as f64 };
+    PerTxn {
+        flash_reads: per((after.0 .0 - before.0 .0) as f64),
+        flash_programs: per((after.0 .1 - before.0 .1) as f64),
+        flash_erases: per((after.0 .2 - before.0 .2) as f64),
+        gc_migrations: per((after.0 .4 - before.0 .4) as f64),
+        energy_joules: per(after.0 .3 - before.0 .3),
+        host_page_reads: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
+        host_page_writes: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
+        log_forces: per((after.2.forces - before.2.forces) as f64),
     }
+}
+
+/// The run's end (`--duration`, if given) and clock (true: virtual), checked.
+pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> {
     if args.txns.is_none() && args.duration.is_none() {
         bail!("give --txns N or --duration D");
     }
@@ -185,16 +215,55 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         "real" => false,
         other => bail!("--clock is virtual or real, not '{other}'"),
     };
+    Ok((until, virtual_clock))
+}
+
+/// The page store of `--storage` and its name.
+pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
     storage::pagestore::engine_runs_on(&args.storage)?;
-    let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
-    let (store, storage_name): (Box<dyn PageStore>, String) = if args.storage == "native" {
+    Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
         (Box::new(super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into())
     } else {
-        let dev = device(&args)?;
+        let dev = device(args)?;
         let name = dev.name();
         (Box::new(BlockPageStore::new(dev, args.page_size, None)?), name)
+    })
+}
+
+/// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
+/// (one thread each); returns the engine, the terminals, the virtual time run and the group
+/// commit forces.
+pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
+    mut e: Engine,
+    mut terms: Vec<T>,
+    start_ns: u64,
+    until: Option<u64>,
+    virtual_clock: bool,
+) -> anyhow::Result<(Engine, Vec<T>, u64, u64)> {
+    if virtual_clock {
+        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
+        Ok((e, terms, st.end_ns - start_ns, st.group_forces))
+    } else {
+        if until.is_some() {
+            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
+        }
+        let (e, terms) = run_real(e, terms)?;
+        Ok((e, terms, 0, 0))
+    }
+}
+
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    let args = match cmd {
+        BenchCommand::Tpcb(args) => args,
+        BenchCommand::Tatp(args) => return super::bench_tatp::run(args),
     };
+    if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
+        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
+    }
+    let (until, virtual_clock) = run_plan(&args)?;
+    let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
+    let (store, storage_name) = page_store(&args)?;
     let db_pages_est = (cfg.rows() * 110 / args.page_size as u64) + 64;
     let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
     let ecfg = EngineConfig { buffer_frames: frames, ..EngineConfig::default() };
@@ -203,7 +272,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let wall = Instant::now();
     let reuse = args.storage == "file" && args.path.as_ref().is_some_and(|p| p.exists());
     let existing = if reuse { Engine::open(Box::new(BlockPageStore::new(device(&args)?, args.page_size, None)?), ecfg.clone()).ok() } else { None };
-    let (mut e, h): (Engine, Handles) = match existing {
+    let (e, h): (Engine, Handles) = match existing {
         Some(mut e) if Handles::get(&e).is_ok() => {
             let h = Handles::get(&e)?;
             e.set_now(0);
@@ -223,21 +292,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     };
     let load_s = wall.elapsed().as_secs_f64();
 
-    let before = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats(), e.stats());
+    let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let start_ns = e.now();
     let terms: Vec<TpcbTerminal> = (0..args.terminals).map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns)).collect();
     let cpu0 = Instant::now();
-    let (mut e, terms, virtual_ns, forces) = if virtual_clock {
-        let mut terms = terms;
-        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
-        (e, terms, st.end_ns - start_ns, st.group_forces)
-    } else {
-        if until.is_some() {
-            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
-        }
-        let (e, terms) = run_real(e, terms)?;
-        (e, terms, 0, 0)
-    };
+    let (mut e, terms, virtual_ns, forces) = run_terminals(e, terms, start_ns, until, virtual_clock)?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let committed: u64 = terms.iter().map(|t| t.committed).sum();
     let aborted: u64 = terms.iter().map(|t| t.aborted).sum();
@@ -245,8 +304,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     for t in &terms {
         hist.add(&t.latency_ns)?;
     }
-    let after = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats());
-    let per = |x: f64| if committed == 0 { 0.0 } else { x / committed as f64 };
+    let after = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let secs = if virtual_clock { virtual_ns as f64 / 1e9 } else { run_wall_s };
     let (check, problems) = if args.check {
         let rep = tpcb::check(&mut e, cfg)?;
@@ -254,7 +312,6 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     } else {
         ("skipped", vec![])
     };
-    let us = |v: u64| v as f64 / 1000.0;
     let res = BenchResult {
         workload: "tpcb",
         storage: storage_name,
@@ -268,31 +325,16 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         aborted,
         throughput_tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
         virtual_seconds: virtual_ns as f64 / 1e9,
-        latency_us: LatencyUs {
-            mean: hist.mean() / 1000.0,
-            p50: us(hist.value_at_quantile(0.5)),
-            p95: us(hist.value_at_quantile(0.95)),
-            p99: us(hist.value_at_quantile(0.99)),
-            max: us(hist.max()),
-        },
-        per_txn: PerTxn {
-            flash_reads: per((after.0 .0 - before.0 .0) as f64),
-            flash_programs: per((after.0 .1 - before.0 .1) as f64),
-            flash_erases: per((after.0 .2 - before.0 .2) as f64),
-            gc_migrations: per((after.0 .4 - before.0 .4) as f64),
-            energy_joules: per(after.0 .3 - before.0 .3),
-            host_page_reads: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
-            host_page_writes: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
-            log_forces: per((after.2.forces - before.2.forces) as f64),
-        },
+        latency_us: latency_us(&hist),
+        per_txn: per_txn(&before.0, &after.0, committed),
         buffer: Buffer {
             frames,
-            hits: after.3.hits - before.3.hits,
-            misses: after.3.misses - before.3.misses,
-            evictions: after.3.evictions - before.3.evictions,
-            writebacks: after.3.writebacks - before.3.writebacks,
+            hits: after.1.hits - before.1.hits,
+            misses: after.1.misses - before.1.misses,
+            evictions: after.1.evictions - before.1.evictions,
+            writebacks: after.1.writebacks - before.1.writebacks,
         },
-        lock_waits: after.4.waits - before.4.waits,
+        lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: forces,
         check,
         check_problems: problems,

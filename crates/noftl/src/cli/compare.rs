@@ -33,6 +33,7 @@ use std::sync::Mutex;
 use anyhow::bail;
 use clap::Args;
 use ftl::{FtlOptions, MemDisk};
+use kits::tatp::{self, TatpConfig, TatpTerminal};
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
@@ -43,12 +44,13 @@ use super::common::{parse_percent, DeviceArgs};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// tpcb (TPC-C and TATP come with their kits).
+    /// tpcb | tatp (throughput: committed, resp. successful, transactions per second).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
-    /// TPC-B branches (seed 000 ran 48, 200 and 500; 12 runs in about two minutes on two cores).
-    #[arg(long, default_value_t = 12)]
-    pub scale: u32,
+    /// TPC-B branches (seed 000 ran 48, 200 and 500; default 12: the runs take about two
+    /// minutes on two cores); TATP subscribers (default 20,000).
+    #[arg(long)]
+    pub scale: Option<u32>,
     /// Runs per store (different input seeds); the standard deviation is over these.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
@@ -126,6 +128,54 @@ struct CompareResult {
     rows: Vec<Row>,
 }
 
+/// The workload of a comparison, loaded the same way for every store (invariant 1).
+#[derive(Clone, Copy, Debug)]
+enum Workload {
+    Tpcb(TpcbConfig),
+    /// With the population seed.
+    Tatp(TatpConfig, u64),
+}
+
+enum Loaded {
+    Tpcb(tpcb::Handles),
+    Tatp(tatp::Handles),
+}
+
+impl Workload {
+    fn label(&self) -> &'static str {
+        match self {
+            Workload::Tpcb(_) => "TPC-B",
+            Workload::Tatp(..) => "TATP",
+        }
+    }
+    fn load(&self, e: &mut Engine) -> anyhow::Result<Loaded> {
+        Ok(match *self {
+            Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load(e, c, |_| {})?),
+            Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, |_| {})?),
+        })
+    }
+    /// Runs the terminals until `until_ns`; returns the transactions counted (committed for
+    /// TPC-B, successful for TATP), their summed latency and the end time.
+    fn run(&self, e: &mut Engine, loaded: Loaded, terminals: u32, seed: u64, start: u64, until_ns: u64) -> anyhow::Result<(u64, f64, u64)> {
+        let opts = VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() };
+        Ok(match (*self, loaded) {
+            (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
+                let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, c, seed, None)).collect();
+                let st = run_virtual(e, &mut terms, start, opts)?;
+                let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
+                (terms.iter().map(|t| t.committed).sum(), lat_ns, st.end_ns)
+            }
+            (Workload::Tatp(c, _), Loaded::Tatp(h)) => {
+                let mut terms: Vec<TatpTerminal> = (0..terminals).map(|i| TatpTerminal::new(i, h, c, seed, None)).collect();
+                let st = run_virtual(e, &mut terms, start, opts)?;
+                let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
+                (terms.iter().map(TatpTerminal::succeeded).sum(), lat_ns, st.end_ns)
+            }
+            _ => bail!("workload and loaded database differ"),
+        })
+    }
+}
+
 /// The device and layout every row shares.
 #[derive(Clone, Debug)]
 struct Rig {
@@ -195,10 +245,10 @@ fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
 }
 
 /// Measures the database (loaded on a RAM disk) and sizes the device for it.
-fn size_rig(args: &CompareArgs, tcfg: TpcbConfig) -> anyhow::Result<Rig> {
+fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
     let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
     let mut e = Engine::create(Box::new(probe), EngineConfig { buffer_frames: 4096, ..EngineConfig::default() })?;
-    tpcb::load(&mut e, tcfg, |_| {})?;
+    w.load(&mut e)?;
     let loaded = e.stats().pages_allocated + 2;
     let db_pages = loaded + loaded / 10 + 256;
     let log_blocks = (db_pages / 8).clamp(256, 16384);
@@ -227,20 +277,17 @@ fn size_rig(args: &CompareArgs, tcfg: TpcbConfig) -> anyhow::Result<Rig> {
     Ok(Rig { nand: cfg, spare, log_blocks, frames, db_pages })
 }
 
-fn run_one(rig: &Rig, row: usize, tcfg: TpcbConfig, terminals: u32, seed: u64, until_ns: u64) -> anyhow::Result<RunOut> {
+fn run_one(rig: &Rig, row: usize, w: Workload, terminals: u32, seed: u64, until_ns: u64) -> anyhow::Result<RunOut> {
     let store = build_store(rig, row)?;
     let mut e = Engine::create(store, EngineConfig { buffer_frames: rig.frames, ..EngineConfig::default() })?;
-    let h = tpcb::load(&mut e, tcfg, |_| {})?;
+    let loaded = w.load(&mut e)?;
     e.checkpoint()?;
     let before = counters(e.store());
     let start = e.now();
-    let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, tcfg, seed, None)).collect();
-    let st = run_virtual(&mut e, &mut terms, start, VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() })?;
+    let (committed, lat_ns, end_ns) = w.run(&mut e, loaded, terminals, seed, start, until_ns)?;
     let after = counters(e.store());
-    let committed: u64 = terms.iter().map(|t| t.committed).sum();
-    let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
     let n = committed.max(1) as f64;
-    let secs = (st.end_ns - start) as f64 / 1e9;
+    let secs = (end_ns - start) as f64 / 1e9;
     Ok(RunOut {
         tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
         per: PerTxn {
@@ -288,16 +335,23 @@ fn r4(x: f64) -> f64 {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
-    if args.workload != "tpcb" {
-        bail!("compare runs --workload tpcb for now (the TPC-C and TATP kits are not built yet)");
-    }
-    if args.scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
+    let (w, scale) = match args.workload.as_str() {
+        "tpcb" => {
+            let scale = args.scale.unwrap_or(12);
+            (Workload::Tpcb(TpcbConfig { scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch }), scale)
+        }
+        "tatp" => {
+            let scale = args.scale.unwrap_or(20_000);
+            (Workload::Tatp(TatpConfig { subscribers: scale }, args.seed), scale)
+        }
+        other => bail!("compare runs --workload tpcb or tatp, not '{other}'"),
+    };
+    if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
     let until_ns = super::bench::parse_duration_ns(&args.duration)?;
-    let tcfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
-    eprintln!("measuring the database of TPC-B scale {} ...", args.scale);
-    let rig = size_rig(&args, tcfg)?;
+    eprintln!("measuring the database of {} scale {scale} ...", w.label());
+    let rig = size_rig(&args, w)?;
     let g = &rig.nand.geometry;
     eprintln!(
         "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
@@ -322,7 +376,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
                     break;
                 }
                 let (row, k) = jobs[i];
-                match run_one(&rig, row, tcfg, args.terminals, args.seed.wrapping_add(u64::from(k)), until_ns) {
+                match run_one(&rig, row, w, args.terminals, args.seed.wrapping_add(u64::from(k)), until_ns) {
                     Ok(out) => {
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         eprintln!("[{n}/{}] {} repeat {}: {:.1} tx/s", jobs.len(), ROWS[row].0, k + 1, out.tps);
@@ -375,7 +429,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     }
     let res = CompareResult {
         workload: args.workload.clone(),
-        scale: args.scale,
+        scale,
         repeat: args.repeat,
         seed: args.seed,
         terminals: args.terminals,
@@ -398,7 +452,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
 }
 
 fn print_table(res: &CompareResult) {
-    println!("TPC-B: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} x {}s virtual, {} terminal(s), seed {})",
+    let label = if res.workload == "tatp" { "TATP" } else { "TPC-B" };
+    println!("{label}: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} x {}s virtual, {} terminal(s), seed {})",
         res.scale,
         res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
         res.device.capacity_bytes as f64 / (1 << 20) as f64,
@@ -420,7 +475,7 @@ fn print_table(res: &CompareResult) {
         }
     }
     println!();
-    print!("{:<8}", "TPC-B");
+    print!("{:<8}", label);
     for r in &res.rows {
         let sd = if r.storage == "native" { String::new() } else { format!("{:.2}", r.slowdown) };
         print!(" | {:>9.1} {:>7.2} {:>8}", r.throughput_tps, r.stdev, sd);
@@ -436,5 +491,9 @@ fn print_table(res: &CompareResult) {
         );
     }
     println!("mapping us: DFTL and page on the device controller (400 MHz); native on the host (2.53 GHz), part of the engine's CPU time.");
-    println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
+    if res.workload == "tatp" {
+        println!("TATP: successful transactions per second (TATP's MQTh); seed 000 has no TATP figure.");
+    } else {
+        println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
+    }
 }

@@ -134,8 +134,13 @@ pub trait BlockDevice: Send {
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError>;
     fn report(&self) -> FtlReport;
     /// The flash under the FTL, if it has one (a plain file or RAM disk has none).
-    fn nand(&self) -> Option<&Nand>;
-    fn nand_mut(&mut self) -> Option<&mut Nand>;
+    /// (Devices without flash, such as a RAM or file disk, keep the defaults.)
+    fn nand(&self) -> Option<&Nand> {
+        None
+    }
+    fn nand_mut(&mut self) -> Option<&mut Nand> {
+        None
+    }
     /// Gives the flash back (to recover from it after a power cut, or to reopen it with another
     /// FTL). Devices without flash return `None`.
     fn into_nand(self: Box<Self>) -> Option<Nand> {

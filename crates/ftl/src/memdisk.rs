@@ -1,7 +1,7 @@
 //! A block device in plain memory with no flash and no time: the reference the FTLs are checked
 //! against, and a stand-in for tests of the layers above.
 
-use nand::{Nanos, Nand};
+use nand::Nanos;
 
 use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
 
@@ -57,11 +57,5 @@ impl BlockDevice for MemDisk {
     }
     fn report(&self) -> FtlReport {
         FtlReport { name: self.name(), host: self.host, waf: 1.0, ..FtlReport::default() }
-    }
-    fn nand(&self) -> Option<&Nand> {
-        None
-    }
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        None
     }
 }

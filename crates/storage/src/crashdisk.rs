@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use ftl::block_device::{check_range, check_request};
 use ftl::{BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES};
-use nand::{Nand, NandError, Nanos};
+use nand::{NandError, Nanos};
 
 pub use crate::shared::SharedDevice;
 
@@ -213,12 +213,6 @@ impl BlockDevice for CrashDisk {
     }
     fn report(&self) -> FtlReport {
         FtlReport { name: self.name(), host: self.host, waf: 1.0, ..FtlReport::default() }
-    }
-    fn nand(&self) -> Option<&Nand> {
-        None
-    }
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        None
     }
 }
 

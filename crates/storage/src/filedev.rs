@@ -75,10 +75,4 @@ impl BlockDevice for FileDevice {
     fn report(&self) -> FtlReport {
         FtlReport { name: self.name(), host: self.host, waf: 1.0, ..FtlReport::default() }
     }
-    fn nand(&self) -> Option<&Nand> {
-        None
-    }
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        None
-    }
 }

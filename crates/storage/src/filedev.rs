@@ -11,7 +11,7 @@ use std::path::Path;
 
 use ftl::block_device::{check_range, check_request};
 use ftl::{BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
-use nand::{Nand, Nanos};
+use nand::Nanos;
 
 #[derive(Debug)]
 pub struct FileDevice {

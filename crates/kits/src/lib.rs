@@ -7,3 +7,4 @@
 pub mod tpcb;
 pub mod crash;
 pub mod crash_native;
+pub mod tpcc;

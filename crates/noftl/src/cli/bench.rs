@@ -26,7 +26,11 @@ use crate::targets::{self, TargetArgs};
 pub enum BenchCommand {
     /// TPC-B: branches, tellers, accounts, history; the one transaction.
     Tpcb(BenchArgs),
+    /// TPC-C: nine tables, the five transactions (45/43/4/4/4); reports NOTPM.
+    Tpcc(tpcc::TpccArgs),
 }
+
+mod tpcc;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -172,7 +176,10 @@ fn flash(store: &dyn PageStore) -> (u64, u64, u64, f64, u64) {
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    let BenchCommand::Tpcb(args) = cmd;
+    let args = match cmd {
+        BenchCommand::Tpcb(a) => a,
+        BenchCommand::Tpcc(a) => return tpcc::run(a),
+    };
     if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
     }

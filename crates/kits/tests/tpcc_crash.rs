@@ -1,0 +1,27 @@
+//! TPC-C crash test on the NoFTL page store: power cuts at seeded flash operations during the
+//! full mix, recovery from the flash alone, then every acknowledged New-Order present, nothing
+//! unrequested present, and the clause 3.3.2 conditions (REDUCED population, see
+//! `TpccCrashOptions`).
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use kits::tpcc::crash::{crash_tpcc_native_once, TpccCrashOptions};
+
+#[test]
+fn power_cuts_during_tpcc_on_native_recover_and_pass_the_check() {
+    let o = TpccCrashOptions::default();
+    let mut hit = 0;
+    let mut acked = 0;
+    let mut bad = Vec::new();
+    for seed in 0..12 {
+        let out = crash_tpcc_native_once(seed, &o).unwrap();
+        hit += u64::from(out.fault_hit);
+        acked += out.acknowledged;
+        if !out.verified() {
+            bad.push(format!("seed {seed} (cut at op {}): {:?}", out.fault_at_op, out.violations));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert!(hit >= 6, "only {hit} of 12 cuts fell inside the workload");
+    assert!(acked > 0);
+}

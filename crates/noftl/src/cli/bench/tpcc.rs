@@ -1,0 +1,254 @@
+//! `noftl bench tpcc`: TPC-C on the storage engine, like `bench tpcb` (same JSON field names,
+//! plus `notpm`, the per-type counts and the population).
+//!
+//! NOTPM: New-Order transactions completed per minute of (virtual) run time, counting the 1%
+//! that roll back by design (they are complete business transactions), with no keying or think
+//! times, hence not tpmC. `throughput_tps` counts every committed transaction.
+//!
+//! Invariants: 1. only the run is measured (device counters are differences across it); 2. in
+//! virtual time the JSON depends on the arguments only; 3. `--check` verifies clause 3.3.2 after
+//! loading (with condition 11) and again after the run, and a failed check fails the command.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use kits::tpcc::{self, input::Kind, NurandConsts, TpccConfig, TpccTerminal};
+use serde::Serialize;
+use storage::sched::{run_virtual, VirtualOptions};
+use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
+
+use super::super::common::{parse_percent, DeviceArgs};
+use super::{flash, parse_duration_ns, Buffer, LatencyUs, PerTxn};
+use crate::targets::{self, TargetArgs};
+
+#[derive(Debug, Args)]
+pub struct TpccArgs {
+    /// native (NoFTL) | page | dftl | fast | block | amf | memdisk
+    #[arg(long, default_value = "memdisk")]
+    pub storage: String,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// DFTL: fraction of the page mappings cached.
+    #[arg(long, value_parser = parse_percent, default_value = "2%")]
+    pub cache: f64,
+    /// Over-provisioning of the flash targets.
+    #[arg(long, value_parser = parse_percent, default_value = "7%")]
+    pub op: f64,
+    /// Warehouses.
+    #[arg(long, default_value_t = 1)]
+    pub scale: u32,
+    /// REDUCED population for quick tries and tests: items (specification: 100,000).
+    #[arg(long, default_value_t = 100_000)]
+    pub items: u32,
+    /// REDUCED population: customers (and orders) per district (specification: 3,000).
+    #[arg(long, default_value_t = 3000)]
+    pub customers: u32,
+    #[arg(long, default_value_t = 1)]
+    pub terminals: u32,
+    /// Completed transactions per terminal.
+    #[arg(long, conflicts_with = "duration")]
+    pub txns: Option<u64>,
+    /// Virtual run time, e.g. 60s, 500ms, 2m.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Buffer pool frames (default: 2% of the database's pages, at least 256).
+    #[arg(long)]
+    pub buffer_pages: Option<usize>,
+    /// DB page size in bytes: 4096, 8192 or 16384.
+    #[arg(long, default_value_t = 4096)]
+    pub page_size: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the JSON result to this file ("-": standard output).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Verify the clause 3.3.2 conditions after loading and after the run.
+    #[arg(long)]
+    pub check: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Mix {
+    new_order: u64,
+    payment: u64,
+    order_status: u64,
+    delivery: u64,
+    stock_level: u64,
+    new_order_rollbacks: u64,
+    conflict_retries: u64,
+    delivery_districts_skipped: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct TpccResult {
+    workload: &'static str,
+    storage: String,
+    clock: String,
+    scale: u32,
+    items: u32,
+    customers_per_district: u32,
+    reduced: bool,
+    terminals: u32,
+    seed: u64,
+    page_bytes: usize,
+    committed: u64,
+    aborted: u64,
+    throughput_tps: f64,
+    notpm: f64,
+    virtual_seconds: f64,
+    mix: Mix,
+    latency_us: LatencyUs,
+    per_txn: PerTxn,
+    buffer: Buffer,
+    lock_waits: u64,
+    group_commit_forces: u64,
+    check: &'static str,
+    check_problems: Vec<String>,
+}
+
+/// The store for `--storage`: native on the raw flash, any other target under the block store.
+fn store(args: &TpccArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
+    if args.storage == "native" {
+        return Ok((Box::new(super::super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into()));
+    }
+    if args.storage == "file" {
+        bail!("bench tpcc does not run on --storage file yet (use a flash target or memdisk)");
+    }
+    let t = TargetArgs { target: args.storage.clone(), device: args.device.clone(), cache: args.cache, op: args.op, gc: "greedy".into(), image: None, controller_mhz: 400.0 };
+    let dev = targets::build(&t)?;
+    let name = dev.name();
+    Ok((Box::new(BlockPageStore::new(dev, args.page_size, None)?), name))
+}
+
+pub fn run(args: TpccArgs) -> anyhow::Result<()> {
+    if args.scale == 0 || args.terminals == 0 {
+        bail!("--scale and --terminals must be at least 1");
+    }
+    if args.txns.is_none() && args.duration.is_none() {
+        bail!("give --txns N or --duration D");
+    }
+    let until = args.duration.as_deref().map(parse_duration_ns).transpose()?;
+    let cfg = if args.items == 100_000 && args.customers == 3000 { TpccConfig::spec(args.scale) } else { TpccConfig::reduced(args.scale, args.items, args.customers) };
+    cfg.validate().context("--items must be at least 15 and --customers at least 2")?;
+    if cfg.reduced {
+        eprintln!("note: REDUCED TPC-C population ({} items, {} customers per district): not the specification's", cfg.items, cfg.customers_per_district);
+    }
+    let (st, storage_name) = store(&args)?;
+    // About 130 bytes per row on average, slotted-page and index overhead included.
+    let db_pages_est = cfg.rows_estimate() * 130 / args.page_size as u64 + 64;
+    let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let mut e = Engine::create(st, EngineConfig { buffer_frames: frames, ..EngineConfig::default() })?;
+    let wall = Instant::now();
+    let bar = ProgressBar::new(cfg.rows_estimate());
+    bar.set_style(ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let loaded = tpcc::load(&mut e, cfg, args.seed, |n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    e.checkpoint()?;
+    let load_s = wall.elapsed().as_secs_f64();
+    if args.check {
+        let rep = tpcc::check(&mut e, cfg, true)?;
+        if !rep.passed() {
+            bail!("the TPC-C check failed right after loading: {:?}", rep.problems);
+        }
+    }
+
+    let before = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats());
+    let start_ns = e.now();
+    let run_c = NurandConsts::run_from(loaded.c_load, args.seed);
+    let mut terms: Vec<TpccTerminal> = (0..args.terminals).map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, args.seed, args.txns)).collect();
+    let cpu0 = Instant::now();
+    let sched = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
+    let run_wall_s = cpu0.elapsed().as_secs_f64();
+    let virtual_ns = sched.end_ns - start_ns;
+    let mut by = [0u64; 5];
+    let (mut rb, mut retries, mut skipped) = (0, 0, 0);
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    for t in &terms {
+        for (k, n) in t.counts.committed.iter().enumerate() {
+            by[k] += n;
+        }
+        rb += t.counts.rolled_back;
+        retries += t.counts.retries;
+        skipped += t.counts.delivery_skipped;
+        hist.add(&t.latency_ns)?;
+    }
+    let committed: u64 = by.iter().sum();
+    let after = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats());
+    let per = |x: f64| if committed == 0 { 0.0 } else { x / committed as f64 };
+    let secs = virtual_ns as f64 / 1e9;
+    let (check, problems) = if args.check {
+        let rep = tpcc::check(&mut e, cfg, by[Kind::Delivery.index()] == 0)?;
+        (if rep.passed() { "passed" } else { "failed" }, rep.problems)
+    } else {
+        ("skipped", vec![])
+    };
+    let us = |v: u64| v as f64 / 1000.0;
+    let res = TpccResult {
+        workload: "tpcc",
+        storage: storage_name,
+        clock: "virtual".into(),
+        scale: args.scale,
+        items: cfg.items,
+        customers_per_district: cfg.customers_per_district,
+        reduced: cfg.reduced,
+        terminals: args.terminals,
+        seed: args.seed,
+        page_bytes: args.page_size,
+        committed,
+        aborted: rb + retries,
+        throughput_tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
+        notpm: if secs > 0.0 { (by[Kind::NewOrder.index()] + rb) as f64 * 60.0 / secs } else { 0.0 },
+        virtual_seconds: secs,
+        mix: Mix {
+            new_order: by[0],
+            payment: by[1],
+            order_status: by[2],
+            delivery: by[3],
+            stock_level: by[4],
+            new_order_rollbacks: rb,
+            conflict_retries: retries,
+            delivery_districts_skipped: skipped,
+        },
+        latency_us: LatencyUs { mean: hist.mean() / 1000.0, p50: us(hist.value_at_quantile(0.5)), p95: us(hist.value_at_quantile(0.95)), p99: us(hist.value_at_quantile(0.99)), max: us(hist.max()) },
+        per_txn: PerTxn {
+            flash_reads: per((after.0 .0 - before.0 .0) as f64),
+            flash_programs: per((after.0 .1 - before.0 .1) as f64),
+            flash_erases: per((after.0 .2 - before.0 .2) as f64),
+            gc_migrations: per((after.0 .4 - before.0 .4) as f64),
+            energy_joules: per(after.0 .3 - before.0 .3),
+            host_page_reads: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
+            host_page_writes: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
+            log_forces: per((after.2.forces - before.2.forces) as f64),
+        },
+        buffer: Buffer { frames, hits: after.3.hits - before.3.hits, misses: after.3.misses - before.3.misses, evictions: after.3.evictions - before.3.evictions, writebacks: after.3.writebacks - before.3.writebacks },
+        lock_waits: after.4.waits - before.4.waits,
+        group_commit_forces: sched.group_forces,
+        check,
+        check_problems: problems,
+    };
+    if super::super::common::emit_json(args.json.as_deref(), &res)? {
+        println!("tpcc on {} (virtual clock): {} warehouse(s){}, {} terminals, seed {}", res.storage, res.scale, if cfg.reduced { " REDUCED" } else { "" }, res.terminals, res.seed);
+        println!("  NOTPM {:.0}  committed {} ({:.1} tx/s) over {:.3} s virtual", res.notpm, committed, res.throughput_tps, secs);
+        let m = &res.mix;
+        println!(
+            "  mix: new-order {} (+{} rolled back) payment {} order-status {} delivery {} stock-level {}; conflict retries {}",
+            m.new_order, m.new_order_rollbacks, m.payment, m.order_status, m.delivery, m.stock_level, m.conflict_retries
+        );
+        println!("  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}", res.latency_us.mean, res.latency_us.p50, res.latency_us.p95, res.latency_us.p99, res.latency_us.max);
+        println!(
+            "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
+            res.per_txn.flash_reads, res.per_txn.flash_programs, res.per_txn.flash_erases, res.per_txn.gc_migrations, res.per_txn.energy_joules, res.per_txn.host_page_reads, res.per_txn.host_page_writes, res.per_txn.log_forces
+        );
+        println!("  buffer ({} frames): hits {} misses {} evictions {} writebacks {}", frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks);
+        println!("  check: {}{}", res.check, if res.check_problems.is_empty() { String::new() } else { format!(" {:?}", res.check_problems) });
+        println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
+    }
+    if res.check == "failed" {
+        bail!("the TPC-C check failed");
+    }
+    Ok(())
+}

@@ -43,12 +43,13 @@ use super::common::{parse_percent, DeviceArgs};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// tpcb (TPC-C and TATP come with their kits).
+    /// tpcb | tpcc (TATP comes with its kit).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
-    /// TPC-B branches (seed 000 ran 48, 200 and 500; 12 runs in about two minutes on two cores).
-    #[arg(long, default_value_t = 12)]
-    pub scale: u32,
+    /// TPC-B branches (seed 000 ran 48, 200 and 500; default 12, about two minutes on two
+    /// cores) or TPC-C warehouses (seed 000 ran 5, 25 and 50; default 1).
+    #[arg(long)]
+    pub scale: Option<u32>,
     /// Runs per store (different input seeds); the standard deviation is over these.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
@@ -66,6 +67,10 @@ pub struct CompareArgs {
     /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
     #[arg(long, default_value_t = 100_000)]
     pub accounts_per_branch: u32,
+    /// TPC-C: a REDUCED population for tests, items and customers per district (the
+    /// specification's 100,000 and 3,000 unless changed).
+    #[arg(long, num_args = 2, value_names = ["ITEMS", "CUSTOMERS"])]
+    pub tpcc_reduced: Option<Vec<u32>>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Worker threads (runs are independent).
@@ -97,6 +102,9 @@ pub struct PerTxn {
 struct Row {
     storage: String,
     throughput_tps: f64,
+    /// TPC-C: completed New-Orders per minute (mean over repeats).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notpm: Option<f64>,
     stdev: f64,
     slowdown: f64,
     runs_tps: Vec<f64>,
@@ -140,8 +148,19 @@ struct Rig {
 #[derive(Clone, Copy, Debug, Default)]
 struct RunOut {
     tps: f64,
+    /// TPC-C only.
+    notpm: f64,
     per: PerTxn,
 }
+
+/// The workload compared.
+#[derive(Clone, Copy, Debug)]
+enum Work {
+    Tpcb(TpcbConfig),
+    Tpcc(kits::tpcc::TpccConfig),
+}
+
+mod tpcc;
 
 /// Counters that the per-transaction figures are differences of.
 #[derive(Clone, Copy, Debug, Default)]
@@ -195,10 +214,13 @@ fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
 }
 
 /// Measures the database (loaded on a RAM disk) and sizes the device for it.
-fn size_rig(args: &CompareArgs, tcfg: TpcbConfig) -> anyhow::Result<Rig> {
+fn size_rig(args: &CompareArgs, work: Work) -> anyhow::Result<Rig> {
     let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
     let mut e = Engine::create(Box::new(probe), EngineConfig { buffer_frames: 4096, ..EngineConfig::default() })?;
-    tpcb::load(&mut e, tcfg, |_| {})?;
+    match work {
+        Work::Tpcb(c) => drop(tpcb::load(&mut e, c, |_| {})?),
+        Work::Tpcc(c) => drop(tpcc::load(&mut e, c)?),
+    }
     let loaded = e.stats().pages_allocated + 2;
     let db_pages = loaded + loaded / 10 + 256;
     let log_blocks = (db_pages / 8).clamp(256, 16384);
@@ -227,22 +249,37 @@ fn size_rig(args: &CompareArgs, tcfg: TpcbConfig) -> anyhow::Result<Rig> {
     Ok(Rig { nand: cfg, spare, log_blocks, frames, db_pages })
 }
 
-fn run_one(rig: &Rig, row: usize, tcfg: TpcbConfig, terminals: u32, seed: u64, until_ns: u64) -> anyhow::Result<RunOut> {
+fn run_one(rig: &Rig, row: usize, work: Work, terminals: u32, seed: u64, until_ns: u64) -> anyhow::Result<RunOut> {
     let store = build_store(rig, row)?;
     let mut e = Engine::create(store, EngineConfig { buffer_frames: rig.frames, ..EngineConfig::default() })?;
-    let h = tpcb::load(&mut e, tcfg, |_| {})?;
-    e.checkpoint()?;
-    let before = counters(e.store());
-    let start = e.now();
-    let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, tcfg, seed, None)).collect();
-    let st = run_virtual(&mut e, &mut terms, start, VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() })?;
+    // (committed, completed New-Orders, summed latency ns, end time)
+    let (before, start, (committed, new_orders, lat_ns, end_ns)) = match work {
+        Work::Tpcb(tcfg) => {
+            let h = tpcb::load(&mut e, tcfg, |_| {})?;
+            e.checkpoint()?;
+            let before = counters(e.store());
+            let start = e.now();
+            let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, tcfg, seed, None)).collect();
+            let st = run_virtual(&mut e, &mut terms, start, VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() })?;
+            let committed: u64 = terms.iter().map(|t| t.committed).sum();
+            let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
+            (before, start, (committed, 0, lat_ns, st.end_ns))
+        }
+        Work::Tpcc(c) => {
+            let l = tpcc::load(&mut e, c)?;
+            e.checkpoint()?;
+            let before = counters(e.store());
+            let start = e.now();
+            let r = tpcc::run(&mut e, &l, c, terminals, seed, start, until_ns)?;
+            (before, start, (r.committed, r.new_orders, r.latency_sum_ns, r.end_ns))
+        }
+    };
     let after = counters(e.store());
-    let committed: u64 = terms.iter().map(|t| t.committed).sum();
-    let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
     let n = committed.max(1) as f64;
-    let secs = (st.end_ns - start) as f64 / 1e9;
+    let secs = (end_ns - start) as f64 / 1e9;
     Ok(RunOut {
         tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
+        notpm: if secs > 0.0 { new_orders as f64 * 60.0 / secs } else { 0.0 },
         per: PerTxn {
             flash_reads: (after.reads - before.reads) as f64 / n,
             flash_programs: (after.programs - before.programs) as f64 / n,
@@ -288,16 +325,27 @@ fn r4(x: f64) -> f64 {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
-    if args.workload != "tpcb" {
-        bail!("compare runs --workload tpcb for now (the TPC-C and TATP kits are not built yet)");
+    let scale = args.scale.unwrap_or(if args.workload == "tpcc" { 1 } else { 12 });
+    let work = match args.workload.as_str() {
+        "tpcb" => Work::Tpcb(TpcbConfig { scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch }),
+        "tpcc" => Work::Tpcc(match args.tpcc_reduced.as_deref() {
+            Some(&[items, customers]) => {
+                eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
+                kits::tpcc::TpccConfig::reduced(scale, items, customers)
+            }
+            _ => kits::tpcc::TpccConfig::spec(scale),
+        }),
+        other => bail!("compare runs --workload tpcb or tpcc, not '{other}' (the TATP kit is not built yet)"),
+    };
+    if let Work::Tpcc(c) = work {
+        c.validate()?;
     }
-    if args.scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
+    if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
     let until_ns = super::bench::parse_duration_ns(&args.duration)?;
-    let tcfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
-    eprintln!("measuring the database of TPC-B scale {} ...", args.scale);
-    let rig = size_rig(&args, tcfg)?;
+    eprintln!("measuring the database of {} scale {scale} ...", args.workload);
+    let rig = size_rig(&args, work)?;
     let g = &rig.nand.geometry;
     eprintln!(
         "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
@@ -322,7 +370,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
                     break;
                 }
                 let (row, k) = jobs[i];
-                match run_one(&rig, row, tcfg, args.terminals, args.seed.wrapping_add(u64::from(k)), until_ns) {
+                match run_one(&rig, row, work, args.terminals, args.seed.wrapping_add(u64::from(k)), until_ns) {
                     Ok(out) => {
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         eprintln!("[{n}/{}] {} repeat {}: {:.1} tx/s", jobs.len(), ROWS[row].0, k + 1, out.tps);
@@ -350,6 +398,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         let runs: Vec<RunOut> = jobs.iter().zip(&results).filter(|((row, _), _)| *row == r).filter_map(|(_, o)| *o).collect();
         let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
         let (m, sd) = mean_stdev(&tps);
+        let notpm = matches!(work, Work::Tpcc(_)).then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
         if r == 0 {
             native_tps = m;
         }
@@ -357,6 +406,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         rows.push(Row {
             storage: (*name).into(),
             throughput_tps: r4(m),
+            notpm,
             stdev: r4(sd),
             slowdown: r4(if m > 0.0 { native_tps / m } else { 0.0 }),
             runs_tps: tps.iter().map(|&x| r4(x)).collect(),
@@ -375,7 +425,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     }
     let res = CompareResult {
         workload: args.workload.clone(),
-        scale: args.scale,
+        scale,
         repeat: args.repeat,
         seed: args.seed,
         terminals: args.terminals,
@@ -398,7 +448,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
 }
 
 fn print_table(res: &CompareResult) {
-    println!("TPC-B: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} x {}s virtual, {} terminal(s), seed {})",
+    let title = if res.workload == "tpcc" { "TPC-C" } else { "TPC-B" };
+    println!("{title}: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} x {}s virtual, {} terminal(s), seed {})",
         res.scale,
         res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
         res.device.capacity_bytes as f64 / (1 << 20) as f64,
@@ -420,7 +471,7 @@ fn print_table(res: &CompareResult) {
         }
     }
     println!();
-    print!("{:<8}", "TPC-B");
+    print!("{:<8}", title);
     for r in &res.rows {
         let sd = if r.storage == "native" { String::new() } else { format!("{:.2}", r.slowdown) };
         print!(" | {:>9.1} {:>7.2} {:>8}", r.throughput_tps, r.stdev, sd);
@@ -436,5 +487,11 @@ fn print_table(res: &CompareResult) {
         );
     }
     println!("mapping us: DFTL and page on the device controller (400 MHz); native on the host (2.53 GHz), part of the engine's CPU time.");
+    if res.workload == "tpcc" {
+        let n: Vec<String> = res.rows.iter().map(|r| format!("{} {:.0}", r.storage, r.notpm.unwrap_or(0.0))).collect();
+        println!("NOTPM (New-Orders per minute, no keying or think times): {}", n.join(", "));
+        println!("{}", tpcc::SEED_000);
+        return;
+    }
     println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
 }

@@ -179,6 +179,7 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
     let committed: u64 = by.iter().sum();
     let after = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats());
     let per = |x: f64| if committed == 0 { 0.0 } else { x / committed as f64 };
+    tpcc::txn::settle(&mut e, &mut terms)?;
     let secs = virtual_ns as f64 / 1e9;
     let (check, problems) = if args.check {
         let rep = tpcc::check(&mut e, cfg, by[Kind::Delivery.index()] == 0)?;

@@ -141,8 +141,8 @@ fn run(seed: u64, terminals: u32, txns: u64) -> (u64, [u64; 5], u64, u64, kits::
     let mut by = [0u64; 5];
     let mut rb = 0;
     for t in &terms {
-        for k in 0..5 {
-            by[k] += t.counts.committed[k];
+        for (b, n) in by.iter_mut().zip(t.counts.committed) {
+            *b += n;
         }
         rb += t.counts.rolled_back;
     }

@@ -48,10 +48,10 @@ pub struct BenchArgs {
     /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
-    /// Branches (10 tellers and 100,000 accounts each).
+    /// TPC-B: branches (10 tellers and 100,000 accounts each); TPC-C: warehouses.
     #[arg(long, default_value_t = 1)]
     pub scale: u32,
-    /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
+    /// TPC-B: accounts per branch (the specification's 100,000 unless changed, for small tests).
     #[arg(long, default_value_t = 100_000)]
     pub accounts_per_branch: u32,
     #[arg(long, default_value_t = 1)]
@@ -175,6 +175,41 @@ fn flash(store: &dyn PageStore) -> (u64, u64, u64, f64, u64) {
     (r, p, e, j, gc)
 }
 
+/// Counters the run's figures are differences of (invariant: only the run is measured).
+struct Snapshot {
+    flash: (u64, u64, u64, f64, u64),
+    host: Option<ftl::HostCounts>,
+    log: storage::log::LogStats,
+    buffer: storage::buffer::BufferStats,
+    lock: storage::lock::LockStats,
+}
+
+fn snapshot(e: &Engine) -> Snapshot {
+    Snapshot { flash: flash(e.store()), host: e.store().device_report().map(|r| r.host), log: e.log_stats(), buffer: e.buffer_stats(), lock: e.lock_stats() }
+}
+
+/// Per-transaction device figures, buffer counters and lock waits across a run.
+fn measured(b: &Snapshot, a: &Snapshot, committed: u64, frames: usize) -> (PerTxn, Buffer, u64) {
+    let per = |x: f64| if committed == 0 { 0.0 } else { x / committed as f64 };
+    let per_txn = PerTxn {
+        flash_reads: per((a.flash.0 - b.flash.0) as f64),
+        flash_programs: per((a.flash.1 - b.flash.1) as f64),
+        flash_erases: per((a.flash.2 - b.flash.2) as f64),
+        gc_migrations: per((a.flash.4 - b.flash.4) as f64),
+        energy_joules: per(a.flash.3 - b.flash.3),
+        host_page_reads: per(a.host.zip(b.host).map_or(0.0, |(x, y)| (x.reads - y.reads) as f64)),
+        host_page_writes: per(a.host.zip(b.host).map_or(0.0, |(x, y)| (x.writes - y.writes) as f64)),
+        log_forces: per((a.log.forces - b.log.forces) as f64),
+    };
+    let buffer = Buffer { frames, hits: a.buffer.hits - b.buffer.hits, misses: a.buffer.misses - b.buffer.misses, evictions: a.buffer.evictions - b.buffer.evictions, writebacks: a.buffer.writebacks - b.buffer.writebacks };
+    (per_txn, buffer, a.lock.waits - b.lock.waits)
+}
+
+fn latency(hist: &Histogram<u64>) -> LatencyUs {
+    let us = |v: u64| v as f64 / 1000.0;
+    LatencyUs { mean: hist.mean() / 1000.0, p50: us(hist.value_at_quantile(0.5)), p95: us(hist.value_at_quantile(0.95)), p99: us(hist.value_at_quantile(0.99)), max: us(hist.max()) }
+}
+
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let args = match cmd {
         BenchCommand::Tpcb(a) => a,
@@ -229,7 +264,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     };
     let load_s = wall.elapsed().as_secs_f64();
 
-    let before = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats(), e.stats());
+    let before = snapshot(&e);
     let start_ns = e.now();
     let terms: Vec<TpcbTerminal> = (0..args.terminals).map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns)).collect();
     let cpu0 = Instant::now();
@@ -251,8 +286,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     for t in &terms {
         hist.add(&t.latency_ns)?;
     }
-    let after = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats());
-    let per = |x: f64| if committed == 0 { 0.0 } else { x / committed as f64 };
+    let (per_txn, buffer, lock_waits) = measured(&before, &snapshot(&e), committed, frames);
     let secs = if virtual_clock { virtual_ns as f64 / 1e9 } else { run_wall_s };
     let (check, problems) = if args.check {
         let rep = tpcb::check(&mut e, cfg)?;
@@ -260,7 +294,6 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     } else {
         ("skipped", vec![])
     };
-    let us = |v: u64| v as f64 / 1000.0;
     let res = BenchResult {
         workload: "tpcb",
         storage: storage_name,
@@ -274,31 +307,10 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         aborted,
         throughput_tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
         virtual_seconds: virtual_ns as f64 / 1e9,
-        latency_us: LatencyUs {
-            mean: hist.mean() / 1000.0,
-            p50: us(hist.value_at_quantile(0.5)),
-            p95: us(hist.value_at_quantile(0.95)),
-            p99: us(hist.value_at_quantile(0.99)),
-            max: us(hist.max()),
-        },
-        per_txn: PerTxn {
-            flash_reads: per((after.0 .0 - before.0 .0) as f64),
-            flash_programs: per((after.0 .1 - before.0 .1) as f64),
-            flash_erases: per((after.0 .2 - before.0 .2) as f64),
-            gc_migrations: per((after.0 .4 - before.0 .4) as f64),
-            energy_joules: per(after.0 .3 - before.0 .3),
-            host_page_reads: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
-            host_page_writes: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
-            log_forces: per((after.2.forces - before.2.forces) as f64),
-        },
-        buffer: Buffer {
-            frames,
-            hits: after.3.hits - before.3.hits,
-            misses: after.3.misses - before.3.misses,
-            evictions: after.3.evictions - before.3.evictions,
-            writebacks: after.3.writebacks - before.3.writebacks,
-        },
-        lock_waits: after.4.waits - before.4.waits,
+        latency_us: latency(&hist),
+        per_txn,
+        buffer,
+        lock_waits,
         group_commit_forces: forces,
         check,
         check_problems: problems,

@@ -9,7 +9,6 @@
 //! virtual time the JSON depends on the arguments only; 3. `--check` verifies clause 3.3.2 after
 //! loading (with condition 11) and again after the run, and a failed check fails the command.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -21,54 +20,20 @@ use serde::Serialize;
 use storage::sched::{run_virtual, VirtualOptions};
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
-use super::super::common::{parse_percent, DeviceArgs};
-use super::{flash, parse_duration_ns, Buffer, LatencyUs, PerTxn};
+use super::{latency, measured, parse_duration_ns, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn};
 use crate::targets::{self, TargetArgs};
 
+/// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
 #[derive(Debug, Args)]
 pub struct TpccArgs {
-    /// native (NoFTL) | page | dftl | fast | block | amf | memdisk
-    #[arg(long, default_value = "memdisk")]
-    pub storage: String,
     #[command(flatten)]
-    pub device: DeviceArgs,
-    /// DFTL: fraction of the page mappings cached.
-    #[arg(long, value_parser = parse_percent, default_value = "2%")]
-    pub cache: f64,
-    /// Over-provisioning of the flash targets.
-    #[arg(long, value_parser = parse_percent, default_value = "7%")]
-    pub op: f64,
-    /// Warehouses.
-    #[arg(long, default_value_t = 1)]
-    pub scale: u32,
+    pub run: BenchArgs,
     /// REDUCED population for quick tries and tests: items (specification: 100,000).
     #[arg(long, default_value_t = 100_000)]
     pub items: u32,
     /// REDUCED population: customers (and orders) per district (specification: 3,000).
     #[arg(long, default_value_t = 3000)]
     pub customers: u32,
-    #[arg(long, default_value_t = 1)]
-    pub terminals: u32,
-    /// Completed transactions per terminal.
-    #[arg(long, conflicts_with = "duration")]
-    pub txns: Option<u64>,
-    /// Virtual run time, e.g. 60s, 500ms, 2m.
-    #[arg(long)]
-    pub duration: Option<String>,
-    /// Buffer pool frames (default: 2% of the database's pages, at least 256).
-    #[arg(long)]
-    pub buffer_pages: Option<usize>,
-    /// DB page size in bytes: 4096, 8192 or 16384.
-    #[arg(long, default_value_t = 4096)]
-    pub page_size: usize,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Write the JSON result to this file ("-": standard output).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Verify the clause 3.3.2 conditions after loading and after the run.
-    #[arg(long)]
-    pub check: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -111,7 +76,7 @@ struct TpccResult {
 }
 
 /// The store for `--storage`: native on the raw flash, any other target under the block store.
-fn store(args: &TpccArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
+fn store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
     if args.storage == "native" {
         return Ok((Box::new(super::super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into()));
     }
@@ -124,7 +89,11 @@ fn store(args: &TpccArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
     Ok((Box::new(BlockPageStore::new(dev, args.page_size, None)?), name))
 }
 
-pub fn run(args: TpccArgs) -> anyhow::Result<()> {
+pub fn run(a: TpccArgs) -> anyhow::Result<()> {
+    let args = &a.run;
+    if args.clock != "virtual" || args.path.is_some() || args.accounts_per_branch != 100_000 {
+        bail!("bench tpcc runs in virtual time on a flash target or memdisk (--clock real, --path and --accounts-per-branch are TPC-B's)");
+    }
     if args.scale == 0 || args.terminals == 0 {
         bail!("--scale and --terminals must be at least 1");
     }
@@ -132,12 +101,12 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
         bail!("give --txns N or --duration D");
     }
     let until = args.duration.as_deref().map(parse_duration_ns).transpose()?;
-    let cfg = if args.items == 100_000 && args.customers == 3000 { TpccConfig::spec(args.scale) } else { TpccConfig::reduced(args.scale, args.items, args.customers) };
+    let cfg = if a.items == 100_000 && a.customers == 3000 { TpccConfig::spec(args.scale) } else { TpccConfig::reduced(args.scale, a.items, a.customers) };
     cfg.validate().context("--items must be at least 15 and --customers at least 2")?;
     if cfg.reduced {
         eprintln!("note: REDUCED TPC-C population ({} items, {} customers per district): not the specification's", cfg.items, cfg.customers_per_district);
     }
-    let (st, storage_name) = store(&args)?;
+    let (st, storage_name) = store(args)?;
     // About 130 bytes per row on average, slotted-page and index overhead included.
     let db_pages_est = cfg.rows_estimate() * 130 / args.page_size as u64 + 64;
     let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
@@ -156,7 +125,7 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
         }
     }
 
-    let before = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats());
+    let before = snapshot(&e);
     let start_ns = e.now();
     let run_c = NurandConsts::run_from(loaded.c_load, args.seed);
     let mut terms: Vec<TpccTerminal> = (0..args.terminals).map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, args.seed, args.txns)).collect();
@@ -177,8 +146,7 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
         hist.add(&t.latency_ns)?;
     }
     let committed: u64 = by.iter().sum();
-    let after = (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats(), e.buffer_stats(), e.lock_stats());
-    let per = |x: f64| if committed == 0 { 0.0 } else { x / committed as f64 };
+    let (per_txn, buffer, lock_waits) = measured(&before, &snapshot(&e), committed, frames);
     tpcc::txn::settle(&mut e, &mut terms)?;
     let secs = virtual_ns as f64 / 1e9;
     let (check, problems) = if args.check {
@@ -187,7 +155,6 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
     } else {
         ("skipped", vec![])
     };
-    let us = |v: u64| v as f64 / 1000.0;
     let res = TpccResult {
         workload: "tpcc",
         storage: storage_name,
@@ -214,19 +181,10 @@ pub fn run(args: TpccArgs) -> anyhow::Result<()> {
             conflict_retries: retries,
             delivery_districts_skipped: skipped,
         },
-        latency_us: LatencyUs { mean: hist.mean() / 1000.0, p50: us(hist.value_at_quantile(0.5)), p95: us(hist.value_at_quantile(0.95)), p99: us(hist.value_at_quantile(0.99)), max: us(hist.max()) },
-        per_txn: PerTxn {
-            flash_reads: per((after.0 .0 - before.0 .0) as f64),
-            flash_programs: per((after.0 .1 - before.0 .1) as f64),
-            flash_erases: per((after.0 .2 - before.0 .2) as f64),
-            gc_migrations: per((after.0 .4 - before.0 .4) as f64),
-            energy_joules: per(after.0 .3 - before.0 .3),
-            host_page_reads: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
-            host_page_writes: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
-            log_forces: per((after.2.forces - before.2.forces) as f64),
-        },
-        buffer: Buffer { frames, hits: after.3.hits - before.3.hits, misses: after.3.misses - before.3.misses, evictions: after.3.evictions - before.3.evictions, writebacks: after.3.writebacks - before.3.writebacks },
-        lock_waits: after.4.waits - before.4.waits,
+        latency_us: latency(&hist),
+        per_txn,
+        buffer,
+        lock_waits,
         group_commit_forces: sched.group_forces,
         check,
         check_problems: problems,

@@ -6,9 +6,12 @@
 //! read (customer by last name, the oldest new order, the distinct items of the last 20 orders),
 //! which a per-call state machine would have to spell out for every profile. Consequence: a lock
 //! conflict cannot wait inside a step, so it rolls the transaction back and retries the same
-//! input after `RETRY_BACKOFF_NS` of virtual time (counted in `retries`). The holder is always a
-//! transaction waiting for its commit to become durable, so the retry succeeds once the force
-//! completes. With one terminal (the comparison's default) there are no conflicts.
+//! input after a backoff of virtual time, `RETRY_BACKOFF_NS` doubling per retry of the same
+//! input up to `RETRY_BACKOFF_MAX_NS` (counted in `retries`). The holder is always a transaction
+//! waiting for its commit to become durable, so the retry succeeds once the force completes.
+//! (Parking with the transaction open and retrying on every wake-up was tried: every retry's
+//! rollback wakes every parked terminal, a herd of millions of retries.) With one terminal (the
+//! comparison's default) there are no conflicts.
 //!
 //! Invariants:
 //! 1. A New-Order whose last item id is unused (1% of inputs) reads every earlier item, finds
@@ -32,6 +35,8 @@ use super::{timestamp_s, Handles, NurandConsts, TpccConfig};
 
 /// Virtual time before a transaction rolled back by a lock conflict is retried.
 pub const RETRY_BACKOFF_NS: u64 = 100_000;
+/// The backoff's cap: a few log forces.
+pub const RETRY_BACKOFF_MAX_NS: u64 = 3_200_000;
 
 /// What a transaction body ended with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,6 +280,8 @@ pub struct TpccTerminal {
     txn: u64,
     started_ns: u64,
     pending: Option<Done>,
+    /// The next backoff of the current input.
+    backoff_ns: u64,
     pub counts: Counts,
     pub latency_ns: Histogram<u64>,
     /// With `record`: every acknowledged commit, and the one whose commit is in flight.
@@ -298,6 +305,7 @@ impl TpccTerminal {
             txn: 0,
             started_ns: 0,
             pending: None,
+            backoff_ns: RETRY_BACKOFF_NS,
             counts: Counts::default(),
             latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
             record: false,
@@ -344,6 +352,7 @@ impl TpccTerminal {
 /// it, so that no transaction holds locks (a check can read everything). Call after taking the
 /// run's figures: these commits fall outside the measured window.
 pub fn settle(e: &mut Engine, terms: &mut [TpccTerminal]) -> Result<()> {
+    // (A rolled-back conflict holds nothing: only commits in flight hold locks.)
     if terms.iter().any(|t| t.stage == Stage::Committing) {
         e.force_log()?;
         for t in terms.iter_mut().filter(|t| t.stage == Stage::Committing) {
@@ -372,6 +381,7 @@ impl Terminal for TpccTerminal {
                     return Ok(Step::Finished);
                 }
                 self.started_ns = e.now();
+                self.backoff_ns = RETRY_BACKOFF_NS;
                 self.gen.next_input()
             }
         };
@@ -396,7 +406,8 @@ impl Terminal for TpccTerminal {
                 // Roll back and retry the same input later (module doc: execution model).
                 e.abort(self.txn)?;
                 self.counts.retries += 1;
-                let t = e.now() + RETRY_BACKOFF_NS;
+                let t = e.now() + self.backoff_ns;
+                self.backoff_ns = (self.backoff_ns * 2).min(RETRY_BACKOFF_MAX_NS);
                 e.set_now(t);
                 self.input = Some(input);
                 Ok(Step::Ran)

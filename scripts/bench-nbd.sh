@@ -12,7 +12,7 @@
 #   RUNTIME    seconds per fio run (default 10)
 #   OUT        directory for logs and JSON (default: a temp dir, printed)
 #
-# Prints one line per run; `docs/perf-nbd.md` records results.
+# Prints one line per run; `docs/PERFORMANCE.md` records results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -4,7 +4,7 @@
 # runs once, and only if something is missing; only the missing Debian packages are installed.
 #
 #   tool        Debian package   used by
-#   fio         fio              tests/nbd_fio.rs (nbd engine, verify), docs/perf-nbd.md
+#   fio         fio              tests/nbd_fio.rs (nbd engine, verify), docs/PERFORMANCE.md
 #   nbdcopy     libnbd-bin       tests/nbd_clients.rs (copy round trip)
 #   nbdinfo     libnbd-bin       tests/nbd_clients.rs (handshake, export info)
 #   nbdfuse     libnbd-bin       tests/nbd_fs.rs (the export as a file through FUSE)
@@ -12,7 +12,7 @@
 #   fuse2fs     fuse2fs          tests/nbd_fs.rs (ext4 in userspace, no kernel nbd module)
 #   mkfs.ext4   e2fsprogs        tests/nbd_fs.rs
 #   e2fsck      e2fsprogs        tests/nbd_fs.rs
-#   nbdkit      nbdkit           docs/perf-nbd.md (the `memory` plugin for comparison)
+#   nbdkit      nbdkit           docs/PERFORMANCE.md (the `memory` plugin for comparison)
 #
 # Needs root (or sudo) on Debian/Ubuntu. Exits non-zero only if an install fails; the tests
 # skip with a printed reason when a tool is still missing (e.g. no /dev/fuse in a container).

@@ -20,6 +20,17 @@
 //!    trim that invalidates a page rewrites or erases the block before it returns), so recovery
 //!    (`open`) picks, per `L`, the committed block with the highest version and erases the rest.
 //! 6. Every write is on flash when it returns (there is no write cache), so `flush` only counts.
+//! 7. A grown-bad block is never programmed or erased again; a committed version on one stays on
+//!    flash for good, so its logical block always has a newer committed version on a good block
+//!    once an operation returns (a trim that would empty it keeps a block with a zero page 0).
+//!
+//! Bad blocks: a failed program into the mapped block (append or fresh) turns into a merge that
+//! reads the bad block's pages and programs them with the host's into a good block; a failed
+//! merge target is abandoned (uncommitted, recovery ignores it) and the merge starts again;
+//! `NoSpace` once no good block is left. Recovery never erases a bad block and merges away a
+//! newest version found on one.
+
+use std::collections::BTreeSet;
 
 use nand::{Nand, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
@@ -32,7 +43,7 @@ pub(crate) mod common;
 use crate::oob::{OobRecord, PageKind, FLAG_COMMIT};
 use crate::options::check_spare_factor;
 use common::{
-    chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_LOOKUP,
+    chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_LOOKUP,
     CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 
@@ -74,6 +85,9 @@ pub struct BlockFtl {
     free: FreePool,
     seq: u64,
     merges: u64,
+    /// Logical blocks with a committed page in a grown-bad block. That block is never erased,
+    /// so its stale version stays on flash for good; invariant 7 keeps it from ever winning.
+    bad_lbns: BTreeSet<u64>,
 }
 
 /// `floor(blocks x (1 - spare_factor))`: the logical blocks a device formatted with this spare
@@ -126,6 +140,7 @@ impl BlockFtl {
             free: FreePool::new(f.geo.dies()),
             seq: 0,
             merges: 0,
+            bad_lbns: BTreeSet::new(),
             f,
         }
     }
@@ -184,12 +199,27 @@ impl BlockFtl {
         for (pbn, s) in scan.iter().enumerate() {
             let pbn = pbn as u32;
             let mapped = s.records.first().is_some_and(|(_, r)| best[(r.key / ppb) as usize].1 == pbn);
-            if mapped || s.bad {
+            if s.bad {
+                // Grown bad: a readable source only, never erased (invariant 7).
+                if let Some(&(_, r)) = s.records.iter().find(|(_, r)| r.commit()) {
+                    me.bad_lbns.insert(r.key / ppb);
+                }
+                continue;
+            }
+            if mapped {
                 continue;
             }
             // Superseded versions, uncommitted merges, torn pages, interrupted erases.
             if me.f.make_clean(t, pbn, s)? {
                 me.free.push(me.f.die_of(pbn), pbn);
+            }
+        }
+        // A logical block whose newest version is on a grown-bad block (a cut before its pages
+        // were moved): move them now, so that nothing programs into it.
+        for lbn in 0..logical {
+            let pbn = me.map[lbn as usize];
+            if pbn != NONE && me.f.is_bad(pbn) {
+                me.merge(t, u64::from(lbn), None, None)?;
             }
         }
         me.c = Counters::new(&me.f.nand);
@@ -249,40 +279,43 @@ impl BlockFtl {
             covers(new_range, p) || (!covers(drop, p) && me.valid.get(me.f.ppn(old, p).0))
         };
         let last = (0..ppb).rev().find(|&p| source(self, p));
+        if last.is_none() && self.bad_lbns.contains(&lbn) {
+            // Invariant 7: unmapping would let the bad block's stale version win a recovery;
+            // keep a committed version holding zeros instead.
+            let zeros = vec![0u8; LOGICAL_PAGE_BYTES];
+            return self.merge(t, lbn, Some((0, &zeros)), drop);
+        }
         let mut done = t;
         if let Some(last) = last {
             let dst = self.alloc(lbn)?;
-            let version = self.pb[dst as usize].version;
-            let lpn_base = lbn * u64::from(ppb);
             for p in 0..=last {
                 if !source(self, p) {
                     continue;
                 }
-                let mut nf = self.pb[dst as usize].next_free;
-                let padded = self.f.pad_to(t, dst, &mut nf, p, lpn_base, version, 0, Purpose::Gc);
-                self.pb[dst as usize].next_free = nf;
-                done = done.max(padded?);
-                let flags = if p == last { FLAG_COMMIT } else { 0 };
-                let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(p), version, 0).with_flags(flags);
-                let ppn = self.f.ppn(dst, p);
-                match new {
-                    Some((o, d)) if covers(new_range, p) => {
-                        let at = (p - o) as usize * LOGICAL_PAGE_BYTES;
-                        done = done.max(self.f.program(t, ppn, &d[at..at + LOGICAL_PAGE_BYTES], &rec, Purpose::Host)?);
-                    }
-                    _ => {
-                        let r = self.f.read_buf(t, self.f.ppn(old, p), Purpose::Gc)?;
-                        done = done.max(self.f.program_buf(r, ppn, &rec, Purpose::Gc)?);
-                        self.c.gc.migrations += 1;
+                let step = self.merge_page(t, lbn, old, dst, p, last, new, new_range);
+                match step {
+                    Ok(d) => done = done.max(d),
+                    Err(e) => {
+                        // The target is uncommitted (its commit page is the last), so recovery
+                        // ignores it; the old block still holds everything (invariant 4).
+                        self.valid.clear_range(self.f.geo.first_page(nand::Pbn(dst)).0, u64::from(ppb));
+                        if failed_program_block(&e, &self.f.geo) == Some(dst) {
+                            // The target went bad: never used again; merge into another block.
+                            return self.merge(t, lbn, new, drop);
+                        }
+                        return Err(e);
                     }
                 }
-                self.valid.set(ppn.0);
             }
             self.map[lbn as usize] = dst;
         } else {
             self.map[lbn as usize] = NONE;
         }
         self.merges += u64::from(last.is_some());
+        if self.f.is_bad(old) {
+            // Its committed version stays on flash (invariant 7).
+            self.bad_lbns.insert(lbn);
+        }
         // The old block goes only now that the new one is committed (invariant 4). The host
         // request does not wait for this erase; later operations on the die queue behind it.
         self.valid.clear_range(self.f.geo.first_page(nand::Pbn(old)).0, u64::from(ppb));
@@ -290,8 +323,39 @@ impl BlockFtl {
         Ok(done)
     }
 
+    /// Programs page `p` of merge target `dst`: the host's page if `new` covers it, else a
+    /// copy of the old block's page; the last page carries the commit flag (invariant 4).
+    #[allow(clippy::too_many_arguments)]
+    fn merge_page(&mut self, t: Nanos, lbn: u64, old: u32, dst: u32, p: u32, last: u32, new: Option<(u32, &[u8])>, new_range: Option<(u32, u32)>) -> Result<Nanos, FtlError> {
+        let version = self.pb[dst as usize].version;
+        let lpn_base = lbn * u64::from(self.f.ppb);
+        let mut nf = self.pb[dst as usize].next_free;
+        let padded = self.f.pad_to(t, dst, &mut nf, p, lpn_base, version, 0, Purpose::Gc);
+        self.pb[dst as usize].next_free = nf;
+        let mut done = padded?;
+        let flags = if p == last { FLAG_COMMIT } else { 0 };
+        let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(p), version, 0).with_flags(flags);
+        let ppn = self.f.ppn(dst, p);
+        match new {
+            Some((o, d)) if new_range.is_some_and(|(o2, n)| p >= o2 && p < o2 + n) => {
+                let at = (p - o) as usize * LOGICAL_PAGE_BYTES;
+                done = done.max(self.f.program(t, ppn, &d[at..at + LOGICAL_PAGE_BYTES], &rec, Purpose::Host)?);
+            }
+            _ => {
+                let r = self.f.read_buf(t, self.f.ppn(old, p), Purpose::Gc)?;
+                done = done.max(self.f.program_buf(r, ppn, &rec, Purpose::Gc)?);
+                self.c.gc.migrations += 1;
+            }
+        }
+        self.valid.set(ppn.0);
+        Ok(done)
+    }
+
     /// Erases a block the FTL no longer needs and returns it to the pool (unless it went bad).
     fn retire(&mut self, at: Nanos, pbn: u32) -> Result<(), FtlError> {
+        if self.f.is_bad(pbn) {
+            return Ok(()); // grown bad: never erased again (invariant 7)
+        }
         match self.f.erase(at, pbn, Purpose::Gc) {
             Ok(_) => {
                 self.c.gc.erases += 1;
@@ -307,15 +371,21 @@ impl BlockFtl {
         let n = (data.len() / LOGICAL_PAGE_BYTES) as u64;
         let cur = self.map[lbn as usize];
         let t = self.ctrl.charge(t, CYC_UPDATE * n);
-        if cur == NONE {
+        let r = if cur == NONE {
             let dst = self.alloc(lbn)?;
             self.map[lbn as usize] = dst;
-            return self.program_host(t, lbn, dst, off, data);
+            self.program_host(t, lbn, dst, off, data)
+        } else if off >= self.pb[cur as usize].next_free && !self.f.is_bad(cur) {
+            self.program_host(t, lbn, cur, off, data)
+        } else {
+            return self.merge(t, lbn, Some((off, data)), None);
+        };
+        match r {
+            // The mapped block went bad under the program: a merge moves its pages (it stays
+            // readable) and the host pages into a good block, and retires it.
+            Err(e) if failed_program_block(&e, &self.f.geo) == Some(self.map[lbn as usize]) => self.merge(t, lbn, Some((off, data)), None),
+            r => r,
         }
-        if off >= self.pb[cur as usize].next_free && !self.f.is_bad(cur) {
-            return self.program_host(t, lbn, cur, off, data);
-        }
-        self.merge(t, lbn, Some((off, data)), None)
     }
 
     fn trim_chunk(&mut self, t: Nanos, lbn: u64, off: u32, n: u32) -> Result<Nanos, FtlError> {

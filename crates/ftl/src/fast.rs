@@ -37,16 +37,26 @@
 //!    first, so an RW block older than a trim record is always gone before it.
 //! 4. A program happens before the RAM maps point at it; a failed program changes no map.
 //! 5. Every write and trim is on flash when it returns (no write cache): `flush` only counts.
+//! 6. A grown-bad block is never programmed or erased again; it keeps its records for good, so
+//!    every logical page with a record in one has, once an operation returns, a newest copy on a
+//!    good block with a higher `seq` (a trim of such a page writes zeros instead of unmapping
+//!    it). Its pages are read only as sources, to move them off it.
+//!
+//! Bad blocks: a failed program (host page, pad, trim record or merge copy) retires its block:
+//! its newest copies are moved by full merges of their logical blocks (a failed merge target
+//! becomes an extra block and the merge starts again), then the write is retried elsewhere;
+//! `NoSpace` once no good block is left. Recovery gives grown-bad blocks no role (no data block,
+//! no log), moves any newest copy still on one, and restores invariant 6.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 
 use nand::{Nand, Nanos, Pbn, Purpose};
 use serde::{Deserialize, Serialize};
 
 use crate::block::common::{
-    chunks, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_HASH, CYC_LOOKUP,
+    chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_HASH, CYC_LOOKUP,
     CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 use crate::oob::{OobRecord, PageKind, FLAG_LOG};
@@ -94,8 +104,11 @@ enum Role {
     Data,
     Sw,
     Rw,
-    /// A second positional block of a logical block found by recovery; merged away at once.
+    /// A second positional block of a logical block (found by recovery, or a merge target or
+    /// SW log whose program failed); merged away at once.
     Extra,
+    /// Grown bad: never programmed or erased again; its pages are read only as merge sources.
+    Bad,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -142,6 +155,9 @@ pub struct Fast {
     seq: u64,
     rw_die: u32,
     merges: MergeCounts,
+    /// Logical pages with a record in a grown-bad block. Such a block is never erased, so its
+    /// stale records stay on flash for good; invariant 6 keeps them from ever winning.
+    bad_lpns: BTreeSet<u64>,
 }
 
 impl Fast {
@@ -183,6 +199,7 @@ impl Fast {
             seq: 0,
             rw_die: 0,
             merges: MergeCounts::default(),
+            bad_lpns: BTreeSet::new(),
             f,
         }
     }
@@ -244,6 +261,14 @@ impl Fast {
                 }
                 continue;
             };
+            if s.bad {
+                // Grown bad (invariant 6): a readable source only, never a data block or log.
+                me.pb[pbn as usize].role = Role::Bad;
+                for &(_, r) in s.records.iter().filter(|(_, r)| r.kind == PageKind::Data) {
+                    me.bad_lpns.insert(r.key);
+                }
+                continue;
+            }
             me.pb[pbn as usize].next_free = s.next_free;
             if s.records.iter().any(|(_, r)| r.log()) {
                 rw_found.push((s.records.iter().map(|(_, r)| r.seq).min().unwrap_or(0), pbn));
@@ -302,6 +327,20 @@ impl Fast {
             let lbn = me.pb[extra as usize].lbn;
             me.full_merge(t, lbn)?;
         }
+        // Finish moving newest copies off grown-bad blocks (a cut during an evacuation), then
+        // restore invariant 6 for their trimmed pages.
+        let ppb32 = me.f.ppb;
+        let mut lbns: Vec<u64> = me
+            .bad_lpns
+            .iter()
+            .filter(|&&l| me.newest(l).is_some_and(|ppn| me.pb[me.f.geo.block_of(nand::Ppn(ppn)).0 as usize].role == Role::Bad))
+            .map(|&l| l / u64::from(ppb32))
+            .collect();
+        lbns.dedup();
+        for lbn in lbns {
+            me.full_merge(t, lbn)?;
+        }
+        me.tombstones(t)?;
         me.c = Counters::new(&me.f.nand);
         Ok(me)
     }
@@ -396,6 +435,11 @@ impl Fast {
     fn retire_at(&mut self, at: Nanos, pbn: u32, purpose: Purpose) -> Result<(), FtlError> {
         self.valid.clear_range(self.f.geo.first_page(Pbn(pbn)).0, u64::from(self.f.ppb));
         self.pb[pbn as usize] = Phys::default();
+        if self.f.is_bad(pbn) {
+            // Grown bad: never erased again (it keeps its records; invariant 6).
+            self.pb[pbn as usize].role = Role::Bad;
+            return Ok(());
+        }
         match self.f.erase(at, pbn, purpose) {
             Ok(_) => {
                 if purpose == Purpose::Gc {
@@ -422,7 +466,19 @@ impl Fast {
             let dst = self.alloc(self.die_for(lbn), Role::Data, lbn)?;
             for p in 0..ppb {
                 if let Some(src) = self.newest(base + u64::from(p)) {
-                    done = done.max(self.copy_page(t, src, dst, p, base + u64::from(p))?);
+                    match self.copy_page(t, src, dst, p, base + u64::from(p)) {
+                        Ok(d) => done = done.max(d),
+                        Err(e) => {
+                            // The copies made so far are newest copies: keep them findable
+                            // (invariant 1) in `dst`, now an extra block of `lbn`.
+                            self.abandon(dst);
+                            if failed_program_block(&e, &self.f.geo).is_some() {
+                                // `dst` went bad: merge again into another block.
+                                return self.full_merge(t, lbn);
+                            }
+                            return Err(e);
+                        }
+                    }
                 }
             }
             self.data[lbn as usize] = dst;
@@ -457,7 +513,18 @@ impl Fast {
         if k < ppb {
             for p in k..ppb {
                 if let Some(src) = self.newest(base + u64::from(p)) {
-                    done = done.max(self.copy_page(t, src, s, p, base + u64::from(p))?);
+                    match self.copy_page(t, src, s, p, base + u64::from(p)) {
+                        Ok(d) => done = done.max(d),
+                        Err(e) => {
+                            // As in `full_merge`: the SW block becomes an extra block, whose
+                            // copies stay newest until a full merge moves them.
+                            self.abandon(s);
+                            if failed_program_block(&e, &self.f.geo).is_some() {
+                                return self.full_merge(t, lbn);
+                            }
+                            return Err(e);
+                        }
+                    }
                 }
             }
             self.merges.partial += 1;
@@ -526,7 +593,7 @@ impl Fast {
     fn rw_slot(&mut self, t: Nanos) -> Result<(Nanos, u32, u32), FtlError> {
         if let Some(back) = self.rw.back() {
             let nf = self.pb[back.pbn as usize].next_free;
-            if nf < self.f.ppb {
+            if nf < self.f.ppb && !self.f.is_bad(back.pbn) {
                 return Ok((t, back.pbn, nf));
             }
         }
@@ -541,8 +608,105 @@ impl Fast {
         Ok((t, pbn, 0))
     }
 
-    /// Writes one logical page (FAST's write path).
+    /// Writes one logical page; a failed program retires its block (its pages are moved off it)
+    /// and the write is retried on another block, until the spare runs out (`NoSpace`).
     fn write_page(&mut self, t: Nanos, lpn: u64, data: &[u8]) -> Result<Nanos, FtlError> {
+        let mut t = t;
+        for _ in 0..self.f.geo.blocks() {
+            match self.write_page_once(t, lpn, data) {
+                Err(e) => match failed_program_block(&e, &self.f.geo) {
+                    Some(pbn) => t = self.evacuate(t, pbn)?,
+                    None => return Err(e),
+                },
+                ok => return ok,
+            }
+        }
+        Err(FtlError::NoSpace("a good block for a FAST write"))
+    }
+
+    /// Makes positional block `pbn` (data block, SW log or extra) an extra block of its logical
+    /// block: its newest copies move into the log map (invariant 1) so that the next full merge
+    /// copies them and retires it. A grown-bad block's pages are remembered (invariant 6).
+    fn abandon(&mut self, pbn: u32) {
+        let lbn = self.pb[pbn as usize].lbn;
+        let base = lbn * u64::from(self.f.ppb);
+        if self.data[lbn as usize] == pbn {
+            self.data[lbn as usize] = NONE;
+        }
+        if self.sw == Some(pbn) {
+            self.sw = None;
+        }
+        let bad = self.f.is_bad(pbn);
+        for p in 0..self.f.ppb {
+            let (lpn, ppn) = (base + u64::from(p), self.f.ppn(pbn, p).0);
+            if bad && p < self.pb[pbn as usize].next_free {
+                self.bad_lpns.insert(lpn);
+            }
+            if self.valid.get(ppn) && self.log_map.get(&lpn) != Some(&ppn) {
+                self.log_map.insert(lpn, ppn);
+                self.pb[pbn as usize].logged += 1;
+            }
+        }
+        self.pb[pbn as usize].role = Role::Extra;
+        if !self.extras.contains(&pbn) {
+            self.extras.push(pbn);
+        }
+    }
+
+    /// Block `pbn` failed a program: moves its newest copies to good blocks (full merges of
+    /// the logical blocks they belong to), drops it from its role, then restores invariant 6.
+    fn evacuate(&mut self, t: Nanos, pbn: u32) -> Result<Nanos, FtlError> {
+        let mut done = t;
+        match self.pb[pbn as usize].role {
+            Role::Data | Role::Sw | Role::Extra => {
+                let lbn = self.pb[pbn as usize].lbn;
+                self.abandon(pbn);
+                done = self.full_merge(t, lbn)?;
+            }
+            Role::Rw => {
+                let ppb = u64::from(self.f.ppb);
+                let Some(i) = self.rw.iter().position(|l| l.pbn == pbn) else { return Ok(t) };
+                let mut lbns: Vec<u64> = Vec::new();
+                for (page, &lpn) in self.rw[i].lpns.clone().iter().enumerate() {
+                    if lpn == NO_LPN {
+                        continue;
+                    }
+                    self.bad_lpns.insert(lpn);
+                    if self.valid.get(self.f.ppn(pbn, page as u32).0) && !lbns.contains(&(lpn / ppb)) {
+                        lbns.push(lpn / ppb);
+                    }
+                }
+                for lbn in lbns {
+                    done = done.max(self.full_merge(t, lbn)?);
+                }
+                // Its trim records stay on flash for good (it is never erased), which is
+                // harmless: every newer copy has a higher `seq`.
+                self.rw.remove(i);
+                self.retire_at(done, pbn, Purpose::Gc)?;
+            }
+            Role::Free | Role::Bad => {}
+        }
+        if self.f.is_bad(pbn) {
+            self.pb[pbn as usize].role = Role::Bad;
+        }
+        self.tombstones(done)
+    }
+
+    /// Invariant 6: a logical page with a stale record in a grown-bad block and no newest copy
+    /// (trimmed) gets a page of zeros, so that no power cut can bring the stale record back
+    /// once the trim record is reclaimed.
+    fn tombstones(&mut self, t: Nanos) -> Result<Nanos, FtlError> {
+        let need: Vec<u64> = self.bad_lpns.iter().copied().filter(|&l| self.newest(l).is_none()).collect();
+        let zeros = vec![0u8; LOGICAL_PAGE_BYTES];
+        let mut done = t;
+        for lpn in need {
+            done = done.max(self.write_page(t, lpn, &zeros)?);
+        }
+        Ok(done)
+    }
+
+    /// Writes one logical page (FAST's write path).
+    fn write_page_once(&mut self, t: Nanos, lpn: u64, data: &[u8]) -> Result<Nanos, FtlError> {
         let (lbn, off) = self.lbn_of(lpn);
         let t = self.ctrl.charge(t, CYC_HASH + CYC_UPDATE);
         let d = self.data[lbn as usize];
@@ -628,21 +792,50 @@ impl BlockDevice for Fast {
         check_range(lpn, pages, self.capacity_pages())?;
         let mut t = self.ctrl.charge(at_ns, CYC_REQUEST);
         let mut any = false;
+        let mut zero = Vec::new();
         for (lbn, off, n) in chunks(lpn, pages, self.f.ppb) {
             t = self.ctrl.charge(t, CYC_HASH * u64::from(n));
             for p in off..off + n {
                 let l = lbn * u64::from(self.f.ppb) + u64::from(p);
                 if self.newest(l).is_some() {
-                    self.invalidate(l);
-                    any = true;
+                    if self.bad_lpns.contains(&l) {
+                        zero.push(l); // invariant 6: overwritten with zeros, not unmapped
+                    } else {
+                        self.invalidate(l);
+                        any = true;
+                    }
                 }
             }
+        }
+        let zeros = vec![0u8; LOGICAL_PAGE_BYTES];
+        for l in zero {
+            t = t.max(self.write_page(t, l, &zeros)?);
         }
         self.c.host.trims += pages;
         if !any {
             // Nothing newest was discarded, so no older copy can come back either.
             return Ok(t);
         }
+        for _ in 0..self.f.geo.blocks() {
+            match self.trim_record(t, lpn, pages) {
+                Err(e) => match failed_program_block(&e, &self.f.geo) {
+                    // The RW block went bad: move its pages off it, log the record elsewhere.
+                    Some(pbn) => t = self.evacuate(t, pbn)?,
+                    None => return Err(e),
+                },
+                ok => return ok,
+            }
+        }
+        Err(FtlError::NoSpace("a good block for a FAST trim record"))
+    }
+
+    // flush (invariant 5: nothing is buffered), report, nand, nand_mut, into_nand.
+    shared_block_device_methods!();
+}
+
+impl Fast {
+    /// Programs the trim record of `pages` pages from `lpn` into the current RW log block.
+    fn trim_record(&mut self, t: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
         let (t, pbn, page) = self.rw_slot(t)?;
         self.seq += 1;
         let rec = OobRecord::new(PageKind::Trim, lpn, self.seq, pages).with_flags(FLAG_LOG);
@@ -661,9 +854,6 @@ impl BlockDevice for Fast {
         }
         Ok(done)
     }
-
-    // flush (invariant 5: nothing is buffered), report, nand, nand_mut, into_nand.
-    shared_block_device_methods!();
 }
 
 /// The error for a record no FAST device writes.

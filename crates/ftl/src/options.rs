@@ -86,6 +86,7 @@ impl FtlOptions {
             background_free_blocks: 0,
             wl_threshold: self.wl_threshold,
             striped: 1,
+            dies: Vec::new(),
         }
     }
 }

@@ -32,7 +32,8 @@
 //!    number of such pages in block `b`, and never exceeds `blocks[b].written`.
 //! 2. Every good block is in exactly one state: free (erased, in its die's free list), open (the
 //!    frontier of one stream on one die), closed (full, a GC candidate) or collecting (a victim
-//!    being moved). Bad blocks are in none of these lists and are never programmed or erased.
+//!    being moved). Bad blocks are in none of these lists and are never programmed or erased;
+//!    neither are `Foreign` blocks (dies outside `SpaceConfig::dies`, another region's).
 //! 3. Pages of a block are handed out in increasing order, each once per erase (NAND rule).
 //! 4. `free_count` is the number of free blocks; a caller's write never takes the last
 //!    `reserve_blocks` of them without collecting first; GC and wear levelling may.
@@ -116,11 +117,16 @@ pub struct SpaceConfig {
     /// block at a time (moving to the next die per block), for small metadata streams whose
     /// writes come one at a time and that should not hold an open block on every die.
     pub striped: u64,
+    /// The dies this space may use (NoFTL regions: each region is a space over its own dies);
+    /// empty: every die. Blocks of other dies are `Foreign`: never erased, allocated or
+    /// collected, so spaces over disjoint die sets can share one device (see `lend_nand`).
+    #[serde(default)]
+    pub dies: Vec<u32>,
 }
 
 impl Default for SpaceConfig {
     fn default() -> Self {
-        SpaceConfig { streams: 1, gc: GcPolicy::Greedy, seed: 1, reserve_blocks: 0, background_free_blocks: 0, wl_threshold: 0, striped: u64::MAX }
+        SpaceConfig { streams: 1, gc: GcPolicy::Greedy, seed: 1, reserve_blocks: 0, background_free_blocks: 0, wl_threshold: 0, striped: u64::MAX, dies: Vec::new() }
     }
 }
 
@@ -161,6 +167,8 @@ pub enum BlockUse {
     Closed,
     Collecting,
     Bad,
+    /// On a die outside the space's die set (`SpaceConfig::dies`).
+    Foreign,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -227,10 +235,30 @@ impl FlashSpace {
     /// Takes over a device and erases every good block that is not erased yet (a fresh device
     /// needs no erase). Returns the space and the time the formatting finished.
     pub fn format(nand: Nand, cfg: SpaceConfig, at_ns: Nanos) -> Result<(FlashSpace, Nanos), FtlError> {
-        let mut s = Self::empty(nand, cfg)?;
+        Self::format_or_give_back(nand, cfg, at_ns).map_err(|(e, _)| e)
+    }
+
+    /// `format`, but a failure (a power cut while erasing) gives the device back, for callers
+    /// that share it (NoFTL regions format their dies on the store's one device).
+    pub fn format_or_give_back(nand: Nand, cfg: SpaceConfig, at_ns: Nanos) -> Result<(FlashSpace, Nanos), (FtlError, Box<Nand>)> {
+        if let Err(e) = Self::check_config(nand.geometry(), &cfg) {
+            return Err((e, Box::new(nand)));
+        }
+        let mut s = Self::empty_checked(nand, cfg);
+        match s.erase_all(at_ns) {
+            Ok(t) => Ok((s, t)),
+            Err(e) => Err((e, Box::new(s.nand))),
+        }
+    }
+
+    fn erase_all(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let s = self;
         let mut t = at_ns;
         for b in 0..s.geo.blocks() {
             let pbn = Pbn(b);
+            if s.blocks[b as usize].usage == BlockUse::Foreign {
+                continue;
+            }
             if s.nand.is_bad(pbn) {
                 s.blocks[b as usize].usage = BlockUse::Bad;
                 continue;
@@ -245,7 +273,7 @@ impl FlashSpace {
             }
         }
         s.finish_setup()?;
-        Ok((s, t))
+        Ok(t)
     }
 
     /// Takes over a device that holds data, given the valid pages a recovery scan found (see
@@ -275,6 +303,12 @@ impl FlashSpace {
         let mut used: Vec<(u64, u32)> = Vec::new();
         for b in 0..s.geo.blocks() {
             let pbn = Pbn(b);
+            if s.blocks[b as usize].usage == BlockUse::Foreign {
+                if s.blocks[b as usize].valid > 0 {
+                    return Err(FtlError::Recovery(format!("block {b} holds live pages but lies outside the space's dies")));
+                }
+                continue;
+            }
             let info = s.nand.block_info(pbn)?;
             s.blocks[b as usize].erase_count = info.erase_count;
             s.max_erase = s.max_erase.max(info.erase_count);
@@ -322,26 +356,48 @@ impl FlashSpace {
         Ok((s, t))
     }
 
-    fn empty(nand: Nand, cfg: SpaceConfig) -> Result<FlashSpace, FtlError> {
-        let geo = nand.geometry().clone();
-        check_oob_size(&geo)?;
-        let oob_len = geo.oob_size_bytes as usize;
+    /// What `empty` refuses, checked before the device is handed over.
+    fn check_config(geo: &Geometry, cfg: &SpaceConfig) -> Result<(), FtlError> {
+        check_oob_size(geo)?;
         if cfg.streams == 0 {
             return Err(FtlError::Config("a flash space needs at least one stream".into()));
         }
+        if let Some(d) = cfg.dies.iter().find(|&&d| d >= geo.dies()) {
+            return Err(FtlError::Config(format!("die {d} is beyond the device's {} dies", geo.dies())));
+        }
+        Ok(())
+    }
+
+    fn empty(nand: Nand, cfg: SpaceConfig) -> Result<FlashSpace, FtlError> {
+        Self::check_config(nand.geometry(), &cfg)?;
+        Ok(Self::empty_checked(nand, cfg))
+    }
+
+    fn empty_checked(nand: Nand, cfg: SpaceConfig) -> FlashSpace {
+        let geo = nand.geometry().clone();
+        let oob_len = geo.oob_size_bytes as usize;
         let mode = nand.config().cell.native;
         let ppb = nand.config().pages_in_mode(mode);
         let dies = geo.dies();
         // Channel-interleaved die order: consecutive pages go to different channels first.
         let per_channel = geo.dies_per_channel();
-        let die_order: Vec<u32> = (0..dies).map(|k| (k % geo.channels) * per_channel + k / geo.channels).collect();
-        let reserve = if cfg.reserve_blocks == 0 { dies + 2 } else { cfg.reserve_blocks };
+        let mut die_order: Vec<u32> = (0..dies).map(|k| (k % geo.channels) * per_channel + k / geo.channels).collect();
+        if !cfg.dies.is_empty() {
+            die_order.retain(|d| cfg.dies.contains(d));
+        }
+        let own_dies = die_order.len() as u32;
+        let reserve = if cfg.reserve_blocks == 0 { own_dies + 2 } else { cfg.reserve_blocks };
         let bg_target = if cfg.background_free_blocks == 0 { 2 * reserve } else { cfg.background_free_blocks.max(reserve) };
         let block = Block { usage: BlockUse::Free, stream: 0, written: 0, valid: 0, erase_count: 0, close_stamp: 0, prev: NIL, next: NIL, closed_pos: NIL };
-        Ok(FlashSpace {
+        FlashSpace {
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x6C5F_5EED),
             frontiers: (0..cfg.streams).map(|_| Frontier { open: vec![NIL; dies as usize], cursor: 0 }).collect(),
-            blocks: vec![block; geo.blocks() as usize],
+            blocks: (0..geo.blocks())
+                .map(|b| {
+                    let own = cfg.dies.is_empty() || cfg.dies.contains(&geo.die_of_block(Pbn(b)).0);
+                    Block { usage: if own { BlockUse::Free } else { BlockUse::Foreign }, ..block }
+                })
+                .collect(),
             rmap: vec![NO_KEY; geo.pages() as usize],
             free: (0..dies).map(|_| BinaryHeap::new()).collect(),
             free_count: 0,
@@ -368,12 +424,12 @@ impl FlashSpace {
             geo,
             cfg,
             nand,
-        })
+        }
     }
 
     fn finish_setup(&mut self) -> Result<(), FtlError> {
-        self.good_blocks = self.blocks.iter().filter(|b| b.usage != BlockUse::Bad).count() as u32;
-        let streams_open = u32::from(self.cfg.streams) * self.geo.dies();
+        self.good_blocks = self.blocks.iter().filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign)).count() as u32;
+        let streams_open = u32::from(self.cfg.streams) * self.die_order.len() as u32;
         if self.good_blocks <= self.reserve + streams_open {
             return Err(FtlError::Config(format!(
                 "{} good blocks cannot hold a GC reserve of {} blocks plus {} open blocks",
@@ -553,7 +609,8 @@ impl FlashSpace {
         let Some(b) = self.take_free(die) else {
             // No free block at all (GC dipped into the whole reserve): any open block of this
             // stream with room will do, on whatever die.
-            for d in 0..dies {
+            for k in 0..dies {
+                let d = self.die_order[k] as usize;
                 if let Some(ppn) = self.take_from_open(s, d) {
                     return Ok((ppn, t));
                 }
@@ -955,6 +1012,11 @@ impl FlashSpace {
                     }
                 }
                 BlockUse::Collecting => return Err(format!("block {b} is left collecting")),
+                BlockUse::Foreign => {
+                    if blk.valid != 0 || blk.written != 0 {
+                        return Err(format!("foreign block {b} is in use"));
+                    }
+                }
                 BlockUse::Bad => {
                     if blk.valid != 0 && !self.to_evacuate.contains(&(b as u32)) {
                         return Err(format!("bad block {b} holds {} valid pages", blk.valid));
@@ -966,6 +1028,93 @@ impl FlashSpace {
             return Err(format!("free count {} but {free} free blocks", self.free_count));
         }
         Ok(())
+    }
+
+    /// Gives up `dies` (for a new NoFTL region over them): closes this space's open blocks
+    /// there, moves every valid page off them (reported as `Gc` moves) and forgets their blocks,
+    /// which become `Foreign` (not erased: the next owner formats them). Refused, before anything
+    /// moves, if the remaining dies cannot take the pages plus open blocks and the GC reserve.
+    pub fn release_dies(&mut self, at_ns: Nanos, dies: &[u32]) -> Result<Nanos, FtlError> {
+        let on = |geo: &Geometry, b: u32| dies.contains(&geo.die_of_block(Pbn(b)).0);
+        let keep: Vec<u32> = self.die_order.iter().copied().filter(|d| !dies.contains(d)).collect();
+        if keep.is_empty() {
+            return Err(FtlError::Config("releasing these dies would leave the space none".into()));
+        }
+        let (mut valid, mut free_kept) = (0u64, 0u64);
+        for b in 0..self.geo.blocks() {
+            let blk = &self.blocks[b as usize];
+            if on(&self.geo, b) {
+                valid += u64::from(blk.valid);
+            } else if blk.usage == BlockUse::Free {
+                free_kept += 1;
+            }
+        }
+        let reserve = if self.cfg.reserve_blocks == 0 { keep.len() as u32 + 2 } else { self.cfg.reserve_blocks };
+        let need = valid.div_ceil(u64::from(self.ppb)) + u64::from(self.cfg.streams) * keep.len() as u64 + u64::from(reserve);
+        if free_kept < need {
+            return Err(FtlError::NoSpace("releasing dies (the remaining dies have too few free blocks)"));
+        }
+        self.die_order = keep;
+        for f in &mut self.frontiers {
+            f.cursor = 0;
+        }
+        let mut t = at_ns;
+        for b in 0..self.geo.blocks() {
+            if !on(&self.geo, b) {
+                continue;
+            }
+            match self.blocks[b as usize].usage {
+                BlockUse::Open => {
+                    let st = self.blocks[b as usize].stream as usize;
+                    for o in self.frontiers[st].open.iter_mut().filter(|o| **o == b) {
+                        *o = NIL;
+                    }
+                    self.close_block(b);
+                    self.leave_closed(b);
+                    t = t.max(self.migrate_block(at_ns, b, Purpose::Gc)?);
+                }
+                BlockUse::Closed => {
+                    self.leave_closed(b);
+                    t = t.max(self.migrate_block(at_ns, b, Purpose::Gc)?);
+                }
+                BlockUse::Free => self.free_count -= 1,
+                _ => {}
+            }
+            let blk = &mut self.blocks[b as usize];
+            debug_assert_eq!(blk.valid, 0);
+            blk.usage = BlockUse::Foreign;
+            blk.written = 0;
+        }
+        for &d in dies {
+            if let Some(h) = self.free.get_mut(d as usize) {
+                h.clear();
+            }
+        }
+        self.reserve = reserve;
+        self.bg_target = if self.cfg.background_free_blocks == 0 { 2 * reserve } else { self.cfg.background_free_blocks.max(reserve) };
+        let mut own = self.die_order.clone();
+        own.sort_unstable();
+        self.cfg.dies = own;
+        self.good_blocks = self.blocks.iter().filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign)).count() as u32;
+        Ok(t)
+    }
+
+    /// The dies this space allocates on, in striping order.
+    pub fn dies(&self) -> &[u32] {
+        &self.die_order
+    }
+
+    /// Swaps the devices of two spaces. Spaces over disjoint die sets of one device (NoFTL
+    /// regions) take turns holding it: the caller hands the device to the space it is about to
+    /// use; the other holds a stand-in it never touches while it is not in use. Why not a shared
+    /// device: every operation here needs `&mut Nand`, and the spaces never run concurrently.
+    pub fn lend_nand(&mut self, to: &mut FlashSpace) {
+        std::mem::swap(&mut self.nand, &mut to.nand);
+    }
+
+    /// Replaces the device (a stand-in in, the real one out, or back); see `lend_nand`.
+    pub fn replace_nand(&mut self, nand: Nand) -> Nand {
+        std::mem::replace(&mut self.nand, nand)
     }
 
     /// The die a block lies on (for callers that place data themselves).

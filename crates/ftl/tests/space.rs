@@ -233,3 +233,71 @@ fn the_same_seed_gives_the_same_results() {
     };
     assert_eq!(run(), run());
 }
+
+/// NoFTL regions: two spaces over disjoint die sets of one device, taking turns holding it.
+/// Each allocates only on its dies and collects only its own blocks.
+#[test]
+fn spaces_over_disjoint_dies_share_a_device() {
+    let n = nand(&[]);
+    let dies = n.geometry().dies();
+    assert!(dies >= 2, "the tiny preset has several dies");
+    let (a_dies, b_dies): (Vec<u32>, Vec<u32>) = (0..dies).partition(|d| d % 2 == 0);
+    let standin = nand(&["geometry.channels=1", "geometry.chips_per_channel=1"]);
+    let (mut a, _) = FlashSpace::format(n, SpaceConfig { dies: a_dies.clone(), ..config(GcPolicy::Greedy) }, 0).unwrap();
+    let real = a.replace_nand(standin);
+    let (b, _) = FlashSpace::format(real, SpaceConfig { dies: b_dies.clone(), ..config(GcPolicy::Greedy) }, 0).unwrap();
+    let mut sb = Store::new(b);
+    // Region B churns a small working set until it has collected many times.
+    let span = u64::from(sb.space.good_blocks()) * u64::from(sb.space.pages_per_block()) / 2;
+    for i in 0..span * 6 {
+        sb.put(0, 0, i % span).unwrap();
+    }
+    sb.check();
+    assert!(sb.space.counts().gc_erases > 0, "B collected");
+    for ppn in sb.map.values() {
+        assert!(b_dies.contains(&sb.space.die_of(sb.space.geometry().block_of(*ppn)).0));
+    }
+    // A takes the device and writes; its blocks are on its dies, its GC counts are its own.
+    let mut sa = Store::new(a);
+    sb.space.lend_nand(&mut sa.space);
+    for i in 0..200 {
+        sa.put(0, 1, 1_000_000 + i).unwrap();
+    }
+    sa.check();
+    assert_eq!(sa.space.counts().gc_erases, 0);
+    for ppn in sa.map.values() {
+        assert!(a_dies.contains(&sa.space.die_of(sa.space.geometry().block_of(*ppn)).0));
+    }
+    assert_eq!(sa.space.dies().len(), a_dies.len());
+    // B's pages are intact after A's writes.
+    sa.space.lend_nand(&mut sb.space);
+    sb.check();
+}
+
+/// A space gives dies up for a new region: their data moves to the remaining dies.
+#[test]
+fn released_dies_are_emptied_and_the_data_survives() {
+    let (space, _) = FlashSpace::format(nand(&[]), config(GcPolicy::Greedy), 0).unwrap();
+    let mut s = Store::new(space);
+    let dies = s.space.geometry().dies();
+    for i in 0..300 {
+        s.put(0, (i % 2) as u8, i).unwrap();
+    }
+    let gone: Vec<u32> = (dies / 2..dies).collect();
+    s.space.release_dies(0, &gone).unwrap();
+    s.space.take_moves(&mut s.moves);
+    for m in s.moves.clone() {
+        *s.map.get_mut(&m.key).unwrap() = m.to;
+    }
+    s.check();
+    for ppn in s.map.values() {
+        assert!(!gone.contains(&s.space.die_of(s.space.geometry().block_of(*ppn)).0));
+    }
+    for i in 300..2000 {
+        s.put(0, 0, i % 400).unwrap();
+    }
+    s.check();
+    for ppn in s.map.values() {
+        assert!(!gone.contains(&s.space.die_of(s.space.geometry().block_of(*ppn)).0));
+    }
+}

@@ -7,4 +7,5 @@
 pub mod tpcb;
 pub mod crash;
 pub mod crash_native;
+pub mod tatp;
 pub mod tpcc;

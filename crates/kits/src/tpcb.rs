@@ -311,12 +311,16 @@ impl Terminal for TpcbTerminal {
     }
 
     fn durable(&mut self, e: &mut Engine) -> Result<()> {
+        // The latency ends at the acknowledgement, when the commit is durable: not after
+        // `commit_finish`, whose own I/O (a checkpoint) would count a device's virtual time
+        // into a real-clock run's wall-clock latency.
+        let acked_ns = e.now();
         e.commit_finish(self.txn)?;
         self.committed += 1;
         if let Some(r) = self.remaining.as_mut() {
             *r -= 1;
         }
-        let _ = self.latency_ns.record((e.now() - self.started_ns).max(1));
+        let _ = self.latency_ns.record(acked_ns.saturating_sub(self.started_ns).max(1));
         if let Some(d) = self.in_flight.take() {
             self.acked.push(d);
         }

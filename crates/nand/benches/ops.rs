@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function("program_4k_with_erase_ahead", |b| {
             b.iter(|| {
                 let ppn = Ppn(p);
-                if p % 64 == 0 {
+                if p.is_multiple_of(64) {
                     let pbn = n.geometry().block_of(ppn);
                     at = n.erase(at, pbn, nand::CellMode::Slc, Purpose::Host).expect("erase").done_ns;
                 }

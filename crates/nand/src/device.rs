@@ -537,7 +537,15 @@ impl Nand {
         let r = &self.cfg.reliability;
         let wear = m.wear_ppt as f64 / WEAR_LIFE as f64;
         let years = at_ns.saturating_sub(m.programmed_at_ns) as f64 / NS_PER_YEAR;
-        let rate = r.rber_fresh + (r.rber_at_endurance - r.rber_fresh) * wear.powf(r.rber_wear_exponent) + r.rber_retention_per_year * years * (1.0 + wear);
+        // powf is the costliest step of a read; fresh blocks and the common square skip it.
+        let wear_term = if wear == 0.0 {
+            0.0
+        } else if r.rber_wear_exponent == 2.0 {
+            wear * wear
+        } else {
+            wear.powf(r.rber_wear_exponent)
+        };
+        let rate = r.rber_fresh + (r.rber_at_endurance - r.rber_fresh) * wear_term + r.rber_retention_per_year * years * (1.0 + wear);
         rate.clamp(0.0, 0.5)
     }
 
@@ -1087,6 +1095,13 @@ fn unit_f64(x: u64) -> f64 {
 /// Poisson sample by inversion; exact and cheap for the small means bit errors have.
 fn poisson_small(rng: &mut Xoshiro256PlusPlus, lambda: f64) -> u32 {
     let u = unit_f64(rng.next_u64());
+    // Healthy flash has tiny means, and exp() is the costliest step of a read. The series
+    // 1 - l + l^2/2 - l^3/6, cut after a negative term, is a lower bound of e^-l, so `u` below it
+    // is certainly below P(0) and the answer 0 is exact; otherwise the full inversion decides.
+    // Results are identical to always inverting.
+    if lambda < 1e-3 && u < 1.0 - lambda + lambda * lambda / 2.0 - lambda * lambda * lambda / 6.0 {
+        return 0;
+    }
     let mut p = (-lambda).exp();
     let mut cdf = p;
     let mut k = 0u32;

@@ -282,6 +282,12 @@ impl ImageStore {
         (blocks_at as usize, states_at as usize, oob_at as usize, data_at as usize, len)
     }
 
+    /// The store over a mapped image of geometry `g` (layout per the module documentation).
+    fn over(map: MmapMut, file: File, g: &Geometry) -> Self {
+        let (blocks_at, states_at, oob_at, data_at, _) = Self::layout(g);
+        ImageStore { map, _file: file, page_bytes: g.page_size_bytes as usize, oob_bytes: g.oob_size_bytes as usize, blocks_at, states_at, oob_at, data_at }
+    }
+
     fn io(path: &Path, what: &str, e: std::io::Error) -> NandError {
         NandError::Image(format!("{what} {}: {e}", path.display()))
     }
@@ -289,7 +295,7 @@ impl ImageStore {
     /// Creates a new image for a device whose initial state is given.
     pub fn create(path: &Path, cfg: &DeviceConfig, blocks: &[BlockMeta]) -> Result<Self, NandError> {
         let g = &cfg.geometry;
-        let (blocks_at, states_at, oob_at, data_at, len) = Self::layout(g);
+        let (_, _, _, _, len) = Self::layout(g);
         let config_text = toml::to_string(cfg).map_err(|e| NandError::Image(format!("cannot encode config: {e}")))?;
         if 64 + config_text.len() > IMAGE_HEADER_BYTES {
             return Err(NandError::Image("device config too large for the image header".into()));
@@ -305,16 +311,7 @@ impl ImageStore {
         // SAFETY: the file is ours, opened read-write, sized above; no other mapping of it is made
         // by this process while the store lives.
         let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| Self::io(path, "cannot map image", e))?;
-        let mut s = ImageStore {
-            map,
-            _file: file,
-            page_bytes: g.page_size_bytes as usize,
-            oob_bytes: g.oob_size_bytes as usize,
-            blocks_at,
-            states_at,
-            oob_at,
-            data_at,
-        };
+        let mut s = Self::over(map, file, g);
         s.map[0..8].copy_from_slice(IMAGE_MAGIC);
         s.map[8..12].copy_from_slice(&IMAGE_VERSION.to_le_bytes());
         s.map[12..16].copy_from_slice(&(config_text.len() as u32).to_le_bytes());
@@ -349,7 +346,7 @@ impl ImageStore {
         let text = std::str::from_utf8(&map[64..64 + config_len]).map_err(|_| NandError::Image("corrupt image config (not UTF-8)".into()))?;
         let config = DeviceConfig::from_toml(text, &[]).map_err(|e| NandError::Image(format!("image config: {e}")))?;
         let g = &config.geometry;
-        let (blocks_at, states_at, oob_at, data_at, len) = Self::layout(g);
+        let (blocks_at, states_at, _, _, len) = Self::layout(g);
         if file_len != len {
             return Err(NandError::Image(format!("image is {file_len} bytes, its geometry needs {len}")));
         }
@@ -362,16 +359,7 @@ impl ImageStore {
             blocks.push(BlockMeta::decode(&map[at..at + BlockMeta::ENCODED_BYTES]).map_err(|e| NandError::Image(format!("block {i}: {e}")))?);
         }
         let page_states = map[states_at..states_at + g.pages() as usize].to_vec();
-        let store = ImageStore {
-            map,
-            _file: file,
-            page_bytes: g.page_size_bytes as usize,
-            oob_bytes: g.oob_size_bytes as usize,
-            blocks_at,
-            states_at,
-            oob_at,
-            data_at,
-        };
+        let store = Self::over(map, file, g);
         Ok((store, ImageState { config, blocks, page_states, clock_ns: u64::from_le_bytes(clock), clean }))
     }
 }

@@ -12,13 +12,19 @@ const BENCH: [&str; 17] = [
     "bench", "tpcb", "--storage", "memdisk", "--preset", "tiny", "--scale", "2", "--accounts-per-branch", "2000", "--terminals", "4", "--txns", "150", "--json", "-", "--check",
 ];
 
+/// Runs `args` twice; both must succeed with byte-identical standard output (JSON), returned
+/// parsed.
+fn same_json_twice(args: &[&str]) -> serde_json::Value {
+    let (ok, a, err) = noftl(args);
+    assert!(ok, "{err}");
+    let (_, b, _) = noftl(args);
+    assert_eq!(a, b, "the same seed must give the same JSON: {args:?}");
+    serde_json::from_str(&a).unwrap()
+}
+
 #[test]
 fn bench_tpcb_in_virtual_time_gives_byte_identical_json_with_the_stable_fields() {
-    let (ok, a, err) = noftl(&BENCH);
-    assert!(ok, "{err}");
-    let (_, b, _) = noftl(&BENCH);
-    assert_eq!(a, b, "the same seed must give the same JSON");
-    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let v = same_json_twice(&BENCH);
     for f in ["workload", "storage", "scale", "terminals", "seed", "committed", "aborted", "throughput_tps", "virtual_seconds", "check"] {
         assert!(v.get(f).is_some(), "missing {f}");
     }
@@ -75,4 +81,59 @@ fn crashtest_verifies_every_seed_and_the_canary_fails() {
     assert!(!ok);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v["failures"].as_array().is_some_and(|f| !f.is_empty() && f[0].get("seed").is_some()));
+}
+
+const BENCH_PAGE: [&str; 17] = [
+    "bench", "tpcb", "--storage", "page", "--preset", "tiny", "--scale", "1", "--accounts-per-branch", "1000", "--terminals", "2", "--txns", "60", "--json", "-", "--check",
+];
+
+#[test]
+fn bench_tpcb_on_the_page_ftl_in_virtual_time_gives_byte_identical_json() {
+    let v = same_json_twice(&BENCH_PAGE);
+    assert_eq!(v["storage"], "page");
+    assert_eq!(v["committed"], 120);
+    assert_eq!(v["check"], "passed");
+    assert!(v["per_txn"]["flash_programs"].as_f64().is_some_and(|p| p > 1.0), "{v}");
+}
+
+#[test]
+fn bench_tpcb_runs_in_real_time_on_every_ftl_the_engine_can_use() {
+    for ftl in ["page", "dftl", "fast", "block"] {
+        let args = ["bench", "tpcb", "--storage", ftl, "--preset", "tiny", "--scale", "1", "--accounts-per-branch", "500", "--terminals", "2", "--txns", "20", "--clock", "real", "--json", "-", "--check"];
+        let (ok, out, err) = noftl(&args);
+        assert!(ok, "{ftl}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["committed"], 40, "{ftl}");
+        assert_eq!(v["check"], "passed", "{ftl}");
+        // Wall-clock latencies: shorter than the whole run.
+        assert!(v["latency_us"]["max"].as_f64().unwrap() <= v["committed"].as_f64().unwrap() / v["throughput_tps"].as_f64().unwrap() * 1e6, "{ftl}: {out}");
+    }
+}
+
+#[test]
+fn the_engine_refuses_amf_up_front_with_the_reason() {
+    let (ok, _, err) = noftl(&["bench", "tpcb", "--storage", "amf", "--preset", "tiny", "--txns", "5"]);
+    assert!(!ok && err.contains("amf") && err.contains("in place") && !err.contains("loading"), "{err}");
+    let (ok, _, err) = noftl(&["crashtest", "--storage", "amf", "--seeds", "1"]);
+    assert!(!ok && err.contains("amf"), "{err}");
+}
+
+#[test]
+fn crashtest_runs_on_flash_ftls() {
+    let (ok, out, err) = noftl(&["crashtest", "--storage", "dftl", "--seeds", "6", "--recovery-crash", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["storage"], "dftl");
+    assert_eq!(v["verified"], 6);
+    assert!(v["faults_landed_on"].as_object().is_some_and(|m| !m.is_empty()), "{out}");
+    let (ok, out, _) = noftl(&["crashtest", "--storage", "page", "--seeds", "12", "--canary", "--json"]);
+    assert!(!ok, "the canary must fail on flash too");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["failures"].as_array().is_some_and(|f| !f.is_empty() && f[0].get("seed").is_some() && f[0].get("violations").is_some()), "{out}");
+    for ftl in ["fast", "block"] {
+        let (ok, out, err) = noftl(&["crashtest", "--storage", ftl, "--seeds", "2", "--json"]);
+        assert!(ok, "{ftl}: {out}{err}");
+    }
+    let (ok, _, err) = noftl(&["crashtest", "--storage", "page", "--seeds", "1", "--torn"]);
+    assert!(!ok && err.contains("crash disk"), "{err}");
 }

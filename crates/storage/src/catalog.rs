@@ -8,6 +8,7 @@
 //! | 1 tablespace | option count u16, then (key, value) strings |
 //! | 2 table | tablespace id u32, heap head page u32, column count u16, then (name, type code u8, length u16) |
 //! | 3 index | table id u32, root page u32, unique u8, column count u16, then column numbers u16 |
+//! | 4 region | option count u16, then (key, value) strings (region.rs; the dies are in the store's region table) |
 //!
 //! Invariants: 1. names are unique per kind (case-insensitive); 2. ids are never reused; 3. the
 //! in-memory catalog equals the catalog heap after every committed DDL and after recovery.
@@ -50,8 +51,17 @@ pub struct Index {
     pub columns: Vec<usize>,
 }
 
+/// A NoFTL region (region.rs): its name and options as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub id: ObjectId,
+    pub name: String,
+    pub options: Vec<(String, String)>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
+    Region(Region),
     Tablespace(Tablespace),
     Table(Table),
     Index(Index),
@@ -89,13 +99,18 @@ impl Rd<'_> {
 impl Entry {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(64);
+        let (kind, id, name, options) = match self {
+            Entry::Region(r) => (4, r.id, &r.name, &r.options),
+            Entry::Tablespace(t) => (1, t.id, &t.name, &t.options),
+            _ => (0, 0, &String::new(), &Vec::new()),
+        };
         match self {
-            Entry::Tablespace(t) => {
-                b.push(1);
-                b.extend_from_slice(&t.id.to_le_bytes());
-                put_str(&mut b, &t.name);
-                b.extend_from_slice(&(t.options.len() as u16).to_le_bytes());
-                for (k, v) in &t.options {
+            Entry::Region(_) | Entry::Tablespace(_) => {
+                b.push(kind);
+                b.extend_from_slice(&id.to_le_bytes());
+                put_str(&mut b, name);
+                b.extend_from_slice(&(options.len() as u16).to_le_bytes());
+                for (k, v) in options {
                     put_str(&mut b, k);
                     put_str(&mut b, v);
                 }
@@ -135,13 +150,17 @@ impl Entry {
         let id = r.u32()?;
         let name = r.str()?;
         Ok(match kind {
-            1 => {
+            1 | 4 => {
                 let n = r.u16()?;
                 let mut options = Vec::new();
                 for _ in 0..n {
                     options.push((r.str()?, r.str()?));
                 }
-                Entry::Tablespace(Tablespace { id, name, options })
+                if kind == 1 {
+                    Entry::Tablespace(Tablespace { id, name, options })
+                } else {
+                    Entry::Region(Region { id, name, options })
+                }
             }
             2 => {
                 let tablespace = r.u32()?;
@@ -176,6 +195,7 @@ impl Entry {
 /// The catalog in memory.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
+    pub regions: BTreeMap<ObjectId, Region>,
     pub tablespaces: BTreeMap<ObjectId, Tablespace>,
     pub tables: BTreeMap<ObjectId, Table>,
     pub indexes: BTreeMap<ObjectId, Index>,
@@ -186,6 +206,7 @@ pub struct Catalog {
 impl Catalog {
     pub fn add(&mut self, e: Entry, rid: Rid) {
         let id = match &e {
+            Entry::Region(r) => r.id,
             Entry::Tablespace(t) => t.id,
             Entry::Table(t) => t.id,
             Entry::Index(i) => i.id,
@@ -193,6 +214,9 @@ impl Catalog {
         self.next_id = self.next_id.max(id + 1);
         self.rids.insert(id, rid);
         match e {
+            Entry::Region(r) => {
+                self.regions.insert(r.id, r);
+            }
             Entry::Tablespace(t) => {
                 self.tablespaces.insert(t.id, t);
             }
@@ -209,6 +233,13 @@ impl Catalog {
                 self.indexes.insert(i.id, i);
             }
         }
+    }
+    pub fn region_by_name(&self, name: &str) -> Option<&Region> {
+        self.regions.values().find(|r| r.name.eq_ignore_ascii_case(name))
+    }
+    /// The region a tablespace names, if any.
+    pub fn region_of_tablespace(&self, ts: ObjectId) -> Option<&str> {
+        self.tablespaces.get(&ts)?.options.iter().find(|(k, _)| k == "REGION").map(|(_, v)| v.as_str())
     }
     pub fn tablespace_by_name(&self, name: &str) -> Option<&Tablespace> {
         self.tablespaces.values().find(|t| t.name.eq_ignore_ascii_case(name))
@@ -230,6 +261,7 @@ mod tests {
         let s = Schema::new(vec![Column { name: "a".into(), ty: ColType::Varchar(9) }, Column { name: "b".into(), ty: ColType::Money }]).unwrap();
         for e in [
             Entry::Tablespace(Tablespace { id: 3, name: "ts".into(), options: vec![("REGION".into(), "rg".into())] }),
+            Entry::Region(Region { id: 6, name: "rg".into(), options: vec![("MAX_CHIPS".into(), "2".into())] }),
             Entry::Table(Table { id: 4, name: "t".into(), tablespace: 3, head: 9, schema: s, indexes: vec![] }),
             Entry::Index(Index { id: 5, name: "i".into(), table: 4, root: 10, unique: true, columns: vec![1, 0] }),
         ] {

@@ -20,6 +20,8 @@ use ftl::block_device::{check_range, check_request};
 use ftl::{BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES};
 use nand::{Nand, NandError, Nanos};
 
+pub use crate::shared::SharedDevice;
+
 /// Faults to inject, counted in device operations (reads, writes, trims, flushes) from 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CrashPlan {
@@ -220,6 +222,28 @@ impl BlockDevice for CrashDisk {
     }
 }
 
+/// A `CrashDisk` shared with the test that cuts its power: the engine owns one handle, the test
+/// another.
+pub type SharedCrashDisk = SharedDevice<CrashDisk>;
+
+impl SharedDevice<CrashDisk> {
+    pub fn set_plan(&self, plan: CrashPlan) {
+        self.with(|d| d.set_plan(plan))
+    }
+    pub fn cut_power(&self) {
+        self.with(CrashDisk::cut_power)
+    }
+    pub fn is_powered(&self) -> bool {
+        self.with(|d| d.is_powered())
+    }
+    pub fn ops(&self) -> u64 {
+        self.with(|d| d.ops())
+    }
+    pub fn after_power_loss(&self, seed: u64) -> CrashDisk {
+        self.with(|d| d.after_power_loss(seed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,65 +282,5 @@ mod tests {
         let mut buf = vec![1u8; 4096];
         d.read(0, 0, &mut buf).unwrap();
         assert!(buf.iter().all(|&x| x == 0));
-    }
-}
-
-/// A `CrashDisk` shared with the test that cuts its power: the engine owns one handle, the test
-/// another.
-#[derive(Debug, Clone)]
-pub struct SharedCrashDisk(pub std::sync::Arc<std::sync::Mutex<CrashDisk>>);
-
-impl SharedCrashDisk {
-    pub fn new(d: CrashDisk) -> Self {
-        SharedCrashDisk(std::sync::Arc::new(std::sync::Mutex::new(d)))
-    }
-    fn with<T>(&self, f: impl FnOnce(&mut CrashDisk) -> T) -> T {
-        let mut g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut g)
-    }
-    pub fn set_plan(&self, plan: CrashPlan) {
-        self.with(|d| d.set_plan(plan))
-    }
-    pub fn cut_power(&self) {
-        self.with(CrashDisk::cut_power)
-    }
-    pub fn is_powered(&self) -> bool {
-        self.with(|d| d.is_powered())
-    }
-    pub fn ops(&self) -> u64 {
-        self.with(|d| d.ops())
-    }
-    pub fn after_power_loss(&self, seed: u64) -> CrashDisk {
-        self.with(|d| d.after_power_loss(seed))
-    }
-}
-
-impl BlockDevice for SharedCrashDisk {
-    fn name(&self) -> String {
-        "crashdisk".into()
-    }
-    fn capacity_pages(&self) -> u64 {
-        self.with(|d| d.capacity_pages())
-    }
-    fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
-        self.with(|d| d.read(at_ns, lpn, buf))
-    }
-    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
-        self.with(|d| d.write(at_ns, lpn, data, fua))
-    }
-    fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
-        self.with(|d| d.trim(at_ns, lpn, pages))
-    }
-    fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        self.with(|d| d.flush(at_ns))
-    }
-    fn report(&self) -> FtlReport {
-        self.with(|d| d.report())
-    }
-    fn nand(&self) -> Option<&Nand> {
-        None
-    }
-    fn nand_mut(&mut self) -> Option<&mut Nand> {
-        None
     }
 }

@@ -161,6 +161,10 @@ impl P {
         }
     }
     fn options(&mut self) -> Result<Vec<(String, String)>> {
+        self.options_checked(|_, _| Ok(()))
+    }
+    /// Options whose values `check` vets, so that a bad value is reported at its position.
+    fn options_checked(&mut self, check: fn(&str, &str) -> std::result::Result<(), String>) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         if !self.is_sym('(') {
             return Ok(out);
@@ -180,8 +184,12 @@ impl P {
                 Tok::Word(w) | Tok::Num(w) => w.clone(),
                 _ => return self.err(format!("expected a value for option {key}")),
             };
+            let key = key.to_ascii_uppercase();
+            if let Err(m) = check(&key, &v) {
+                return self.err(m);
+            }
             self.bump();
-            out.push((key.to_ascii_uppercase(), v));
+            out.push((key, v));
             if self.is_sym(',') {
                 self.bump();
                 continue;
@@ -230,7 +238,7 @@ impl P {
         if self.is_kw("REGION") {
             self.bump();
             let name = self.ident("a region name")?;
-            return Ok(Statement::CreateRegion { name, options: self.options()? });
+            return Ok(Statement::CreateRegion { name, options: self.options_checked(crate::region::check_option)? });
         }
         if self.is_kw("TABLE") {
             self.bump();
@@ -320,6 +328,11 @@ mod tests {
         assert!(parse("DROP TABLE x").is_err());
         assert!(parse("CREATE TABLE t (a INT) garbage").is_err());
         assert!(parse("CREATE TABLE t (a INT $)").is_err());
+        let e = parse("CREATE REGION r (MAX_CHIPS=4,\n  GC=lru)").unwrap_err();
+        assert!(matches!(e, Error::Ddl { line: 2, column: 6, .. }), "{e}");
+        let e = parse("CREATE REGION r (MAX_CHIPS=4, COLOUR=red)").unwrap_err();
+        assert!(matches!(e, Error::Ddl { line: 1, column: 38, .. }), "{e}");
+        assert!(parse("CREATE REGION r (MAX_SIZE=2G, MAX_CHIPS=4, MAX_CHANNELS=2, GC=greedy, OP=10%, IPA_MODE=pSLC)").is_ok());
     }
 
     #[test]

@@ -974,6 +974,30 @@ impl Engine {
             cat.add(e, rid);
         }
         self.catalog = cat;
+        // NoFTL regions: the store keeps its region table on flash; registering the catalog's
+        // regions again is a no-op there and binds every object to its region.
+        let regions: Vec<(String, Vec<(String, String)>)> = self.catalog.regions.values().map(|r| (r.name.clone(), r.options.clone())).collect();
+        for (name, options) in regions {
+            self.now = self.io(|s, t| s.create_region(t, &name, &options))?;
+        }
+        let objects: Vec<(ObjectId, ObjectId)> = self
+            .catalog
+            .tables
+            .values()
+            .map(|t| (t.id, t.tablespace))
+            .chain(self.catalog.indexes.values().map(|i| (i.id, self.catalog.tables.get(&i.table).map_or(catalog::DEFAULT_TABLESPACE, |t| t.tablespace))))
+            .collect();
+        for (id, ts) in objects {
+            self.bind_region(id, ts)?;
+        }
+        Ok(())
+    }
+
+    /// Places an object's pages in its tablespace's region, if it names one.
+    fn bind_region(&mut self, object: ObjectId, ts: ObjectId) -> Result<()> {
+        if let Some(r) = self.catalog.region_of_tablespace(ts).map(str::to_string) {
+            self.store.bind_object_region(object, &r)?;
+        }
         Ok(())
     }
 
@@ -998,8 +1022,15 @@ impl Engine {
 
     fn execute_statement(&mut self, txn: TxnId, s: Statement) -> Result<()> {
         match s {
-            Statement::CreateRegion { name, .. } => {
-                Err(Error::Unsupported(format!("CREATE REGION {name}: regions need the native page store (NoFTL, next issue)")))
+            Statement::CreateRegion { name, options } => {
+                if self.catalog.region_by_name(&name).is_some() {
+                    return Err(Error::AlreadyExists { kind: "region", name });
+                }
+                crate::region::RegionSpec::parse(&name, &options)?;
+                // The store checks that the region fits before it writes anything.
+                self.now = self.io(|s, t| s.create_region(t, &name, &options))?;
+                let id = self.catalog.next_id;
+                self.catalog_insert(txn, Entry::Region(catalog::Region { id, name, options }))
             }
             Statement::CreateTablespace { name, options } => {
                 if self.catalog.tablespace_by_name(&name).is_some() {
@@ -1011,7 +1042,9 @@ impl Engine {
                     }
                 }
                 if let Some((_, r)) = options.iter().find(|(k, _)| k == "REGION") {
-                    return Err(Error::NotFound { kind: "region", name: r.clone() });
+                    if self.catalog.region_by_name(r).is_none() {
+                        return Err(Error::NotFound { kind: "region", name: r.clone() });
+                    }
                 }
                 let id = self.catalog.next_id;
                 self.catalog_insert(txn, Entry::Tablespace(Tablespace { id, name, options }))
@@ -1027,6 +1060,7 @@ impl Engine {
                 let schema = Schema::new(columns)?;
                 let id = self.catalog.next_id;
                 self.catalog.next_id += 1;
+                self.bind_region(id, ts)?;
                 let head = self.heap_create(id)?;
                 self.catalog_insert(txn, Entry::Table(Table { id, name, tablespace: ts, head, schema, indexes: vec![] }))
             }
@@ -1044,6 +1078,9 @@ impl Engine {
                 }
                 let id = self.catalog.next_id;
                 self.catalog.next_id += 1;
+                // The index record keeps no tablespace, so the index lives (and after a restart
+                // is placed again) with its table.
+                self.bind_region(id, t.tablespace)?;
                 let root = self.bt_create(id)?;
                 let idx = Index { id, name, table: t.id, root, unique, columns: cols };
                 // Index the rows already there.

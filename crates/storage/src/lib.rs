@@ -15,7 +15,8 @@
 //! - [`catalog`], [`ddl`]: the persistent catalog and the DDL parser.
 //! - [`engine`]: transactions, logging of every page change, rollback, checkpoints, ARIES restart.
 //! - [`sched`]: the virtual-time scheduler that runs terminals deterministically.
-//! - [`crashdisk`], [`filedev`]: block devices for crash testing and for plain files.
+//! - [`crashdisk`], [`filedev`]: block devices for crash testing and for plain files;
+//!   [`shared`]: a device with several handles (the engine's and a crash test's).
 //!
 //! See `docs/storage.md` for the formats as byte tables and the design.
 
@@ -34,7 +35,9 @@ pub mod log;
 pub mod native;
 pub mod page;
 pub mod pagestore;
+pub mod region;
 pub mod sched;
+pub mod shared;
 pub mod slotted;
 pub mod tuple;
 

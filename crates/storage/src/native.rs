@@ -64,6 +64,12 @@
 //!    atomic only per flash page (`atomic_write_bytes` says so, and the engine logs full-page
 //!    images for larger pages).
 //! 5. Requests are checked (page, log block, slot in range) before anything changes.
+//! 6. Regions (region.rs): slot 0 is the default region's space, slot r region r's; a DB page
+//!    is written in the space of its object's region, everything else (log, master, journal,
+//!    region table) in slot 0; a flash page is invalidated in the space owning its die; the
+//!    device is in slot 0 between calls; one sequence (slot 0's) numbers every write.
+//! 7. `region_used[r]` is the number of DB flash pages mapped on slot r's dies, and never exceeds
+//!    `region_limit[r]` (a write that would pass it is refused before anything changes).
 
 use ftl::journal::{mapped_bitmap, scan, Journal, UNMAPPED};
 use ftl::oob::{OobRecord, PageKind as OobKind};
@@ -74,7 +80,16 @@ use nand::{Nand, Nanos, OpKind, Ppn, Purpose};
 
 use crate::error::{Error, Result};
 use crate::pagestore::{PageKind, PageStore, WriteHint, LOG_BLOCK_BYTES};
-use crate::PageId;
+use crate::region::{decode_table, encode_table, RegionSpec};
+use crate::{ObjectId, PageId};
+use std::collections::HashMap;
+
+/// A tiny device that region spaces hold while the real one is lent to another space.
+fn standin() -> Result<Nand> {
+    let o = ["geometry.channels=1".to_string(), "geometry.chips_per_channel=1".to_string()];
+    let cfg = nand::DeviceConfig::preset("tiny", &o).map_err(|e| Error::Config(e.to_string()))?;
+    Nand::new(cfg).map_err(|e| Error::Config(e.to_string()))
+}
 
 /// Write streams of the native store (see the module documentation).
 pub const LOG: u8 = 0;
@@ -131,9 +146,13 @@ impl Default for NativeConfig {
 
 impl NativeConfig {
     fn space_config(&self) -> SpaceConfig {
+        self.region_space_config(self.gc, Vec::new())
+    }
+    fn region_space_config(&self, gc: GcPolicy, dies: Vec<u32>) -> SpaceConfig {
         SpaceConfig {
+            dies,
             streams: STREAMS,
-            gc: self.gc,
+            gc,
             seed: self.seed,
             reserve_blocks: 0,
             background_free_blocks: 0,
@@ -152,6 +171,8 @@ struct Layout {
     /// Flash pages per DB page.
     k: u64,
     capacity: u64,
+    /// Key of the region table (region.rs format), the last key.
+    region_key: u64,
 }
 
 fn layout(nand: &Nand, cfg: &NativeConfig) -> Result<Layout> {
@@ -205,13 +226,25 @@ fn layout(nand: &Nand, cfg: &NativeConfig) -> Result<Layout> {
         db_key0: 2 + log_blocks,
         db_pages,
         k,
-        capacity: 2 + log_blocks + db_pages * k,
+        capacity: 2 + log_blocks + db_pages * k + 1,
+        region_key: 2 + log_blocks + db_pages * k,
     })
 }
 
 /// The NoFTL page store. See the module documentation.
 pub struct NativeStore {
-    space: FlashSpace,
+    /// Slot 0: the default region (the dies no other region holds); slot r: region `r - 1` of
+    /// `regions`. Between calls the device is in slot 0 (`lend` moves it for one operation).
+    spaces: Vec<FlashSpace>,
+    regions: Vec<(RegionSpec, Vec<u32>)>,
+    /// Per die: the slot that owns it.
+    die_owner: Vec<u8>,
+    /// Objects placed in a region (others are in the default one).
+    object_region: HashMap<ObjectId, usize>,
+    /// Per slot: DB flash pages mapped there, and how many it may hold (its MAX_SIZE and what
+    /// its OP leaves usable, the smaller; slot 0: unlimited).
+    region_used: Vec<u64>,
+    region_limit: Vec<u64>,
     cfg: NativeConfig,
     lay: Layout,
     map: Vec<u32>,
@@ -230,7 +263,7 @@ impl std::fmt::Debug for NativeStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NativeStore")
             .field("layout", &self.lay)
-            .field("device", &self.space.nand().config().name)
+            .field("device", &self.spaces[0].nand().config().name)
             .finish()
     }
 }
@@ -242,7 +275,8 @@ impl NativeStore {
         let at = nand.now_ns();
         let (space, _) = FlashSpace::format(nand, cfg.space_config(), at)?;
         Ok(Self::assemble(
-            space,
+            vec![space],
+            Vec::new(),
             cfg,
             lay,
             vec![UNMAPPED; lay.capacity as usize],
@@ -286,16 +320,49 @@ impl NativeStore {
                 seq,
             });
         }
-        let (space, _) =
-            FlashSpace::restore(nand, cfg.space_config(), rec.done_ns, &live, rec.next_seq)?;
+        // The region table says which dies belong to which region's space.
+        let mut regions = Vec::new();
+        let table_at = rec.map[lay.region_key as usize];
+        if table_at != UNMAPPED {
+            let mut page = vec![0u8; LOG_BLOCK_BYTES];
+            nand.read(rec.done_ns, Ppn(u64::from(table_at)), &mut page, &mut oob, Purpose::Recovery)
+                .map_err(ftl::FtlError::from)?;
+            regions = decode_table(&page)?;
+        }
+        let g = nand.geometry().clone();
+        let mut owner = vec![0u8; g.dies() as usize];
+        for (i, (_, dies)) in regions.iter().enumerate() {
+            for &d in dies {
+                *owner.get_mut(d as usize).ok_or_else(|| Error::Recovery(format!("region die {d} beyond the device")))? = (i + 1) as u8;
+            }
+        }
+        let die_of = |p: &LivePage| owner[g.die_of_block(g.block_of(p.ppn)).0 as usize] as usize;
+        let default_dies: Vec<u32> = if regions.is_empty() { Vec::new() } else { (0..g.dies()).filter(|&d| owner[d as usize] == 0).collect() };
+        let live0: Vec<LivePage> = live.iter().filter(|p| die_of(p) == 0).copied().collect();
+        let (mut space0, _) = FlashSpace::restore(nand, cfg.region_space_config(cfg.gc, default_dies), rec.done_ns, &live0, rec.next_seq)?;
+        let mut spaces = Vec::new();
+        for (i, (spec, dies)) in regions.iter().enumerate() {
+            let live_r: Vec<LivePage> = live.iter().filter(|p| die_of(p) == i + 1).copied().collect();
+            let real = space0.replace_nand(standin()?);
+            let (mut sp, _) = FlashSpace::restore(real, cfg.region_space_config(spec.gc, dies.clone()), rec.done_ns, &live_r, rec.next_seq)?;
+            space0.replace_nand(sp.replace_nand(standin()?));
+            spaces.push(sp);
+        }
+        spaces.insert(0, space0);
         let journal = Journal::recovered(lay.capacity, LOG_BLOCK_BYTES, JOURNAL, rec.journal);
-        let mut s = Self::assemble(space, cfg, lay, rec.map, journal);
-        s.absorb(); // pages moved off bad blocks during the restore
+        let mut s = Self::assemble(spaces, regions, cfg, lay, rec.map, journal);
+        for r in 1..s.spaces.len() {
+            s.lend(r);
+            s.absorb(r);
+            s.lend(r);
+        }
+        s.absorb(0); // pages moved off bad blocks during the restore
         Ok(s)
     }
 
     fn assemble(
-        space: FlashSpace,
+        spaces: Vec<FlashSpace>,
+        regions: Vec<(RegionSpec, Vec<u32>)>,
         cfg: NativeConfig,
         lay: Layout,
         map: Vec<u32>,
@@ -306,9 +373,31 @@ impl NativeStore {
         } else {
             cfg.hot_window_writes
         };
+        let mut die_owner = vec![0u8; spaces[0].geometry().dies() as usize];
+        for (i, (_, dies)) in regions.iter().enumerate() {
+            for &d in dies {
+                die_owner[d as usize] = (i + 1) as u8;
+            }
+        }
+        let geo = spaces[0].geometry().clone();
+        let bad: Vec<bool> = (0..geo.blocks()).map(|b| spaces[0].nand().is_bad(nand::Pbn(b))).collect();
+        let ppb = u64::from(spaces[0].pages_per_block());
+        let mut region_limit = vec![u64::MAX];
+        region_limit.extend(regions.iter().map(|(spec, dies)| region_capacity_pages(&geo, &bad, ppb, spec, dies)));
+        let mut region_used = vec![0u64; regions.len() + 1];
+        for &p in &map[lay.db_key0 as usize..lay.region_key as usize] {
+            if p != UNMAPPED {
+                region_used[die_owner[geo.die_of_block(geo.block_of(Ppn(u64::from(p)))).0 as usize] as usize] += 1;
+            }
+        }
         NativeStore {
-            charged: space.counts(),
-            space,
+            charged: sum_counts(&spaces),
+            spaces,
+            regions,
+            die_owner,
+            object_region: HashMap::new(),
+            region_used,
+            region_limit,
             cfg,
             map,
             last_write: vec![0; lay.db_pages as usize],
@@ -322,15 +411,105 @@ impl NativeStore {
         }
     }
 
+    /// The default region's space (the whole device when there are no regions).
     pub fn space(&self) -> &FlashSpace {
-        &self.space
+        &self.spaces[0]
+    }
+    /// A region's space and dies (its device is a stand-in between calls: ask `space()` for the
+    /// geometry).
+    pub fn region(&self, name: &str) -> Option<(&FlashSpace, &[u32])> {
+        let i = self.regions.iter().position(|(s, _)| s.name.eq_ignore_ascii_case(name))?;
+        Some((&self.spaces[i + 1], &self.regions[i].1))
+    }
+    /// Region names and specs, in creation order.
+    pub fn regions(&self) -> impl Iterator<Item = &RegionSpec> {
+        self.regions.iter().map(|(s, _)| s)
+    }
+
+    /// Moves the device between slot 0 and slot `r` (call twice: lend, use, give back).
+    fn lend(&mut self, r: usize) {
+        if r != 0 {
+            let (a, b) = self.spaces.split_at_mut(r);
+            a[0].lend_nand(&mut b[0]);
+        }
+    }
+
+    /// Creates a region (region.rs): chooses its chips, moves the default region's pages off
+    /// them, formats them as the region's own space and writes the region table. Everything is
+    /// checked before anything is written; an existing region of the same name and options is
+    /// accepted as is (the engine registers its catalog's regions again after a restart).
+    pub fn create_region(&mut self, at: Nanos, name: &str, options: &[(String, String)]) -> Result<Nanos> {
+        let spec = RegionSpec::parse(name, options)?;
+        if let Some((old, _)) = self.regions.iter().find(|(s, _)| s.name.eq_ignore_ascii_case(name)) {
+            if old.options == spec.options {
+                return Ok(at);
+            }
+            return Err(Error::AlreadyExists { kind: "region", name: name.into() });
+        }
+        if self.regions.len() >= 254 {
+            return Err(Error::Config("at most 254 regions".into()));
+        }
+        let g = self.spaces[0].geometry().clone();
+        let taken: Vec<bool> = self.die_owner.iter().map(|&o| o != 0).collect();
+        let dies = spec.choose_dies(&g, &taken)?;
+        let ppb = u64::from(self.spaces[0].pages_per_block());
+        let bad: Vec<bool> = (0..g.blocks()).map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b))).collect();
+        let usable_bytes = usable_pages(&g, &bad, ppb, &spec, &dies) * LOG_BLOCK_BYTES as u64;
+        if let Some(max) = spec.max_size_bytes {
+            if usable_bytes < max {
+                return Err(Error::Config(format!(
+                    "region {name}: MAX_SIZE {max} bytes does not fit on {} chips ({} dies) at OP {:.0}%: {usable_bytes} bytes usable",
+                    spec.max_chips,
+                    dies.len(),
+                    spec.spare_factor * 100.0
+                )));
+            }
+        }
+        let mut table = self.regions.clone();
+        table.push((spec.clone(), dies.clone()));
+        let mut page = vec![0u8; LOG_BLOCK_BYTES];
+        encode_table(&table, &mut page)?;
+        // Checked; now the default space gives the dies up (it refuses before moving anything
+        // if the rest of the device cannot take its pages).
+        let t = self.spaces[0].release_dies(at, &dies)?;
+        self.absorb(0);
+        let real = self.spaces[0].replace_nand(standin()?);
+        // A failure (a power cut while erasing) must give the device back to slot 0.
+        let (mut sp, t2) = match FlashSpace::format_or_give_back(real, self.cfg.region_space_config(spec.gc, dies.clone()), t) {
+            Ok(x) => x,
+            Err((e, nand)) => {
+                self.spaces[0].replace_nand(*nand);
+                return Err(e.into());
+            }
+        };
+        self.spaces[0].replace_nand(sp.replace_nand(standin()?));
+        self.spaces.push(sp);
+        let slot = self.spaces.len() - 1;
+        for &d in &dies {
+            self.die_owner[d as usize] = slot as u8;
+        }
+        self.region_limit.push(region_capacity_pages(&g, &bad, ppb, &spec, &dies));
+        self.region_used.push(0);
+        self.regions = table;
+        self.put(t2, self.lay.region_key, META, &page, Purpose::Meta, 0)
+    }
+
+    /// Places `object`'s pages in region `region` from now on.
+    pub fn bind_object(&mut self, object: ObjectId, region: &str) -> Result<()> {
+        let i = self
+            .regions
+            .iter()
+            .position(|(s, _)| s.name.eq_ignore_ascii_case(region))
+            .ok_or_else(|| Error::NotFound { kind: "region", name: region.into() })?;
+        self.object_region.insert(object, i + 1);
+        Ok(())
     }
     pub fn config(&self) -> &NativeConfig {
         &self.cfg
     }
     /// Gives the flash back (to cut power and reopen).
     pub fn into_nand_raw(self) -> Nand {
-        self.space.into_nand()
+        self.spaces.into_iter().next().map(FlashSpace::into_nand).unwrap_or_else(|| unreachable!("slot 0 always exists"))
     }
     /// Host CPU time spent on mapping, GC bookkeeping and wear levelling so far.
     pub fn host_mapping_ns(&self) -> u64 {
@@ -358,9 +537,9 @@ impl NativeStore {
     }
 
     /// Applies the space's moves to the map (invariant 1).
-    fn absorb(&mut self) {
+    fn absorb(&mut self, r: usize) {
         let map = &mut self.map;
-        self.journal.absorb(&mut self.space, &mut |m: &Move| {
+        self.journal.absorb(&mut self.spaces[r], &mut |m: &Move| {
             let e = &mut map[m.key as usize];
             debug_assert_eq!(
                 u64::from(*e),
@@ -374,7 +553,7 @@ impl NativeStore {
 
     /// Charges the GC and wear-levelling work the space did since the last call.
     fn charge_gc(&mut self, at: Nanos) -> Nanos {
-        let now = self.space.counts();
+        let now = sum_counts(&self.spaces);
         let c = self.charged;
         let moves = (now.gc_migrations + now.wl_migrations) - (c.gc_migrations + c.wl_migrations);
         let victims = (now.gc_victims + now.wl_erases) - (c.gc_victims + c.wl_erases);
@@ -390,16 +569,29 @@ impl NativeStore {
         stream: u8,
         data: &[u8],
         purpose: Purpose,
+        r: usize,
     ) -> Result<Nanos> {
         let t = self.host_cpu(at, HOST_UPDATE_CYCLES);
-        let seq = self.space.alloc_seq();
+        // One sequence for the whole store (slot 0's), so "newest copy wins" holds across
+        // regions (a freed page may come back in another region).
+        let seq = self.spaces[0].alloc_seq();
         let rec = OobRecord::new(OobKind::Data, key, seq, u64::from(stream));
-        let (ppn, done) = self.space.write(t, stream, &rec, data, purpose)?;
+        self.lend(r);
+        let w = self.spaces[r].write(t, stream, &rec, data, purpose);
+        self.lend(r);
+        let (ppn, done) = w?;
         // Moves first: GC may have moved this key's previous copy (invariant 1).
-        self.absorb();
+        self.absorb(r);
         let old = std::mem::replace(&mut self.map[key as usize], ppn.0 as u32);
+        if (self.lay.db_key0..self.lay.region_key).contains(&key) {
+            self.region_used[r] += 1;
+            if old != UNMAPPED {
+                let o = self.owner(Ppn(u64::from(old)));
+                self.region_used[o] -= 1;
+            }
+        }
         if old != UNMAPPED {
-            self.space.invalidate(Ppn(u64::from(old)));
+            self.invalidate(Ppn(u64::from(old)));
         }
         self.host.writes += 1;
         let gc_done = self.charge_gc(t);
@@ -415,8 +607,7 @@ impl NativeStore {
                 buf.fill(0);
                 Ok(t)
             }
-            p => Ok(self
-                .space
+            p => Ok(self.spaces[0]
                 .read(t, Ppn(u64::from(p)), buf, &mut [], purpose)?),
         }
     }
@@ -466,11 +657,23 @@ impl NativeStore {
         let map = &mut self.map;
         let done =
             self.journal
-                .write_checkpoint(&mut self.space, at, &bitmap, &mut |m: &Move| {
+                .write_checkpoint(&mut self.spaces[0], at, &bitmap, &mut |m: &Move| {
                     map[m.key as usize] = m.to.0 as u32;
                 })?;
         self.freed_since_checkpoint = 0;
         Ok(done.max(self.charge_gc(at)))
+    }
+
+    /// The slot whose space owns the die of `ppn`.
+    fn owner(&self, ppn: Ppn) -> usize {
+        let g = self.spaces[0].geometry();
+        self.die_owner[g.die_of_block(g.block_of(ppn)).0 as usize] as usize
+    }
+
+    /// Invalidates a flash page in the space that owns its die.
+    fn invalidate(&mut self, ppn: Ppn) {
+        let r = self.owner(ppn);
+        self.spaces[r].invalidate(ppn);
     }
 
     fn free_keys(&mut self, at: Nanos, key0: u64) -> Nanos {
@@ -478,7 +681,9 @@ impl NativeStore {
         for key in key0..key0 + self.lay.k {
             let old = std::mem::replace(&mut self.map[key as usize], UNMAPPED);
             if old != UNMAPPED {
-                self.space.invalidate(Ppn(u64::from(old)));
+                let o = self.owner(Ppn(u64::from(old)));
+                self.region_used[o] -= 1;
+                self.invalidate(Ppn(u64::from(old)));
                 self.freed_since_checkpoint += 1;
                 self.host.trims += 1;
             }
@@ -528,10 +733,21 @@ impl PageStore for NativeStore {
                 self.cfg.page_bytes
             )));
         }
+        let r = self.object_region.get(&hint.object).copied().unwrap_or(0);
+        // A region holds at most its limit of pages: refused before anything changes.
+        let new_here = (key0..key0 + self.lay.k).filter(|&k| self.map[k as usize] == UNMAPPED || self.owner(Ppn(u64::from(self.map[k as usize]))) != r).count() as u64;
+        if self.region_used[r] + new_here > self.region_limit[r] {
+            return Err(Error::Io(format!(
+                "region {} is full: {} of its {} pages (MAX_SIZE, or what its OP leaves usable) are taken",
+                self.regions[r - 1].0.name,
+                self.region_used[r],
+                self.region_limit[r]
+            )));
+        }
         let stream = self.stream_for(pid, hint);
         let mut done = at_ns;
         for (i, chunk) in data.chunks_exact(LOG_BLOCK_BYTES).enumerate() {
-            done = done.max(self.put(at_ns, key0 + i as u64, stream, chunk, Purpose::Host)?);
+            done = done.max(self.put(at_ns, key0 + i as u64, stream, chunk, Purpose::Host, r)?);
         }
         Ok(done)
     }
@@ -555,7 +771,7 @@ impl PageStore for NativeStore {
         let key0 = self.check_log(block, data.len())?;
         let mut done = at_ns;
         for (i, chunk) in data.chunks_exact(LOG_BLOCK_BYTES).enumerate() {
-            done = done.max(self.put(at_ns, key0 + i as u64, LOG, chunk, Purpose::Log)?);
+            done = done.max(self.put(at_ns, key0 + i as u64, LOG, chunk, Purpose::Log, 0)?);
         }
         Ok(done)
     }
@@ -581,7 +797,7 @@ impl PageStore for NativeStore {
                 data.len()
             )));
         }
-        self.put(at_ns, slot as u64, META, data, Purpose::Meta)
+        self.put(at_ns, slot as u64, META, data, Purpose::Meta, 0)
     }
 
     fn page_freed(&mut self, at_ns: Nanos, pid: PageId) -> Result<Nanos> {
@@ -606,8 +822,8 @@ impl PageStore for NativeStore {
     }
 
     fn device_report(&self) -> Option<FtlReport> {
-        let c = self.space.counts();
-        let programs = self.space.nand().stats().total(OpKind::Program);
+        let c = sum_counts(&self.spaces);
+        let programs = self.spaces[0].nand().stats().total(OpKind::Program);
         Some(FtlReport {
             name: self.name(),
             host: self.host,
@@ -630,12 +846,45 @@ impl PageStore for NativeStore {
         })
     }
     fn nand(&self) -> Option<&Nand> {
-        Some(self.space.nand())
+        Some(self.spaces[0].nand())
     }
     fn nand_mut(&mut self) -> Option<&mut Nand> {
-        Some(self.space.nand_mut())
+        Some(self.spaces[0].nand_mut())
     }
     fn into_nand(self: Box<Self>) -> Option<Nand> {
-        Some(self.space.into_nand())
+        Some(self.into_nand_raw())
     }
+    fn create_region(&mut self, at_ns: Nanos, name: &str, options: &[(String, String)]) -> Result<Nanos> {
+        NativeStore::create_region(self, at_ns, name, options)
+    }
+    fn bind_object_region(&mut self, object: ObjectId, region: &str) -> Result<()> {
+        self.bind_object(object, region)
+    }
+}
+
+fn sum_counts(spaces: &[FlashSpace]) -> SpaceCounts {
+    let mut t = SpaceCounts::default();
+    for c in spaces.iter().map(FlashSpace::counts) {
+        t.gc_victims += c.gc_victims;
+        t.gc_migrations += c.gc_migrations;
+        t.gc_erases += c.gc_erases;
+        t.wl_migrations += c.wl_migrations;
+        t.wl_erases += c.wl_erases;
+        t.retired_blocks += c.retired_blocks;
+    }
+    t
+}
+
+/// Pages a region's dies hold for data at its OP: their good blocks less its GC reserve (dies +
+/// 2) and its open blocks (every stream on every die), times (1 - OP).
+fn usable_pages(g: &nand::Geometry, bad: &[bool], ppb: u64, spec: &RegionSpec, dies: &[u32]) -> u64 {
+    let blocks = (0..g.blocks()).filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0) && !bad[b as usize]).count() as u64;
+    let overhead = (u64::from(STRIPED.count_ones()) + 2) * dies.len() as u64 + dies.len() as u64 + 2;
+    ((1.0 - spec.spare_factor) * (blocks.saturating_sub(overhead) * ppb) as f64) as u64
+}
+
+/// The most DB flash pages a region may hold: its usable pages, capped by MAX_SIZE.
+fn region_capacity_pages(g: &nand::Geometry, bad: &[bool], ppb: u64, spec: &RegionSpec, dies: &[u32]) -> u64 {
+    let usable = usable_pages(g, bad, ppb, spec, dies);
+    spec.max_size_bytes.map_or(usable, |m| usable.min(m / LOG_BLOCK_BYTES as u64))
 }

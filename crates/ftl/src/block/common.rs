@@ -220,6 +220,16 @@ pub(crate) fn is_block_failure(e: &FtlError) -> bool {
     matches!(e, FtlError::Flash(NandError::EraseFailed(_) | NandError::WornOut { .. } | NandError::BadBlock(_)))
 }
 
+/// A program failed (the block turned grown-bad, the page is torn) or went to a block that is
+/// already bad: the FTL retires the block, moves what it holds and retries elsewhere.
+pub(crate) fn failed_program_block(e: &FtlError, geo: &Geometry) -> Option<u32> {
+    match e {
+        FtlError::Flash(NandError::ProgramFailed(ppn)) => Some(geo.block_of(*ppn).0),
+        FtlError::Flash(NandError::BadBlock(pbn)) => Some(pbn.0),
+        _ => None,
+    }
+}
+
 // ----- recovery scan -------------------------------------------------------------------------
 
 /// Reads the OOB of every page of every block (bad blocks too: their pages stay readable; SLC

@@ -26,7 +26,11 @@ use crate::targets::{self, TargetArgs};
 pub enum BenchCommand {
     /// TPC-B: branches, tellers, accounts, history; the one transaction.
     Tpcb(BenchArgs),
-    /// TPC-C: nine tables, the five transactions (45/43/4/4/4); reports NOTPM.
+    /// TATP: subscribers, access info, special facilities, call forwarding; seven transactions.
+    /// --scale is the number of subscribers.
+    Tatp(BenchArgs),
+    /// TPC-C: nine tables, the five transactions (45/43/4/4/4); reports NOTPM. --scale is the
+    /// number of warehouses.
     Tpcc(tpcc::TpccArgs),
 }
 
@@ -48,10 +52,10 @@ pub struct BenchArgs {
     /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
-    /// TPC-B: branches (10 tellers and 100,000 accounts each); TPC-C: warehouses.
+    /// Branches (10 tellers and 100,000 accounts each).
     #[arg(long, default_value_t = 1)]
     pub scale: u32,
-    /// TPC-B: accounts per branch (the specification's 100,000 unless changed, for small tests).
+    /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
     #[arg(long, default_value_t = 100_000)]
     pub accounts_per_branch: u32,
     #[arg(long, default_value_t = 1)]
@@ -79,10 +83,14 @@ pub struct BenchArgs {
     /// Verify the TPC-B invariants and the engine's structure afterwards.
     #[arg(long)]
     pub check: bool,
+    /// TATP on native: put Subscriber and Special_Facility in a region of this many chips (seed
+    /// 003's Table I set-up), the other tables in the default region.
+    #[arg(long)]
+    pub regions: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
-struct LatencyUs {
+pub(super) struct LatencyUs {
     mean: f64,
     p50: f64,
     p95: f64,
@@ -91,7 +99,7 @@ struct LatencyUs {
 }
 
 #[derive(Debug, Serialize, Default)]
-struct PerTxn {
+pub(super) struct PerTxn {
     flash_reads: f64,
     flash_programs: f64,
     flash_erases: f64,
@@ -103,7 +111,7 @@ struct PerTxn {
 }
 
 #[derive(Debug, Serialize)]
-struct Buffer {
+pub(super) struct Buffer {
     frames: usize,
     hits: u64,
     misses: u64,
@@ -175,49 +183,34 @@ fn flash(store: &dyn PageStore) -> (u64, u64, u64, f64, u64) {
     (r, p, e, j, gc)
 }
 
-/// Counters the run's figures are differences of (invariant: only the run is measured).
-struct Snapshot {
-    flash: (u64, u64, u64, f64, u64),
-    host: Option<ftl::HostCounts>,
-    log: storage::log::LogStats,
-    buffer: storage::buffer::BufferStats,
-    lock: storage::lock::LockStats,
-}
-
-fn snapshot(e: &Engine) -> Snapshot {
-    Snapshot { flash: flash(e.store()), host: e.store().device_report().map(|r| r.host), log: e.log_stats(), buffer: e.buffer_stats(), lock: e.lock_stats() }
-}
-
-/// Per-transaction device figures, buffer counters and lock waits across a run.
-fn measured(b: &Snapshot, a: &Snapshot, committed: u64, frames: usize) -> (PerTxn, Buffer, u64) {
-    let per = |x: f64| if committed == 0 { 0.0 } else { x / committed as f64 };
-    let per_txn = PerTxn {
-        flash_reads: per((a.flash.0 - b.flash.0) as f64),
-        flash_programs: per((a.flash.1 - b.flash.1) as f64),
-        flash_erases: per((a.flash.2 - b.flash.2) as f64),
-        gc_migrations: per((a.flash.4 - b.flash.4) as f64),
-        energy_joules: per(a.flash.3 - b.flash.3),
-        host_page_reads: per(a.host.zip(b.host).map_or(0.0, |(x, y)| (x.reads - y.reads) as f64)),
-        host_page_writes: per(a.host.zip(b.host).map_or(0.0, |(x, y)| (x.writes - y.writes) as f64)),
-        log_forces: per((a.log.forces - b.log.forces) as f64),
-    };
-    let buffer = Buffer { frames, hits: a.buffer.hits - b.buffer.hits, misses: a.buffer.misses - b.buffer.misses, evictions: a.buffer.evictions - b.buffer.evictions, writebacks: a.buffer.writebacks - b.buffer.writebacks };
-    (per_txn, buffer, a.lock.waits - b.lock.waits)
-}
-
-fn latency(hist: &Histogram<u64>) -> LatencyUs {
+pub(super) fn latency_us(hist: &Histogram<u64>) -> LatencyUs {
     let us = |v: u64| v as f64 / 1000.0;
     LatencyUs { mean: hist.mean() / 1000.0, p50: us(hist.value_at_quantile(0.5)), p95: us(hist.value_at_quantile(0.95)), p99: us(hist.value_at_quantile(0.99)), max: us(hist.max()) }
 }
 
-pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    let args = match cmd {
-        BenchCommand::Tpcb(a) => a,
-        BenchCommand::Tpcc(a) => return tpcc::run(a),
-    };
-    if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
-        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
+pub(super) type Snapshot = ((u64, u64, u64, f64, u64), Option<ftl::HostCounts>, storage::log::LogStats);
+
+pub(super) fn snapshot(e: &Engine) -> Snapshot {
+    (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats())
+}
+
+/// Device and host counters per transaction, as differences across the run.
+pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64) -> PerTxn {
+    let per = |x: f64| if txns == 0 { 0.0 } else { x / txns as f64 };
+    PerTxn {
+        flash_reads: per((after.0 .0 - before.0 .0) as f64),
+        flash_programs: per((after.0 .1 - before.0 .1) as f64),
+        flash_erases: per((after.0 .2 - before.0 .2) as f64),
+        gc_migrations: per((after.0 .4 - before.0 .4) as f64),
+        energy_joules: per(after.0 .3 - before.0 .3),
+        host_page_reads: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
+        host_page_writes: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
+        log_forces: per((after.2.forces - before.2.forces) as f64),
     }
+}
+
+/// The run's end (`--duration`, if given) and clock (true: virtual), checked.
+pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> {
     if args.txns.is_none() && args.duration.is_none() {
         bail!("give --txns N or --duration D");
     }
@@ -227,15 +220,56 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         "real" => false,
         other => bail!("--clock is virtual or real, not '{other}'"),
     };
-    let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
-    let (store, storage_name): (Box<dyn PageStore>, String) = if args.storage == "native" {
+    Ok((until, virtual_clock))
+}
+
+/// The page store of `--storage` and its name.
+pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
+    storage::pagestore::engine_runs_on(&args.storage)?;
+    Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
         (Box::new(super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into())
     } else {
-        let dev = device(&args)?;
+        let dev = device(args)?;
         let name = dev.name();
         (Box::new(BlockPageStore::new(dev, args.page_size, None)?), name)
+    })
+}
+
+/// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
+/// (one thread each); returns the engine, the terminals, the virtual time run and the group
+/// commit forces.
+pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
+    mut e: Engine,
+    mut terms: Vec<T>,
+    start_ns: u64,
+    until: Option<u64>,
+    virtual_clock: bool,
+) -> anyhow::Result<(Engine, Vec<T>, u64, u64)> {
+    if virtual_clock {
+        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
+        Ok((e, terms, st.end_ns - start_ns, st.group_forces))
+    } else {
+        if until.is_some() {
+            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
+        }
+        let (e, terms) = run_real(e, terms)?;
+        Ok((e, terms, 0, 0))
+    }
+}
+
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    let args = match cmd {
+        BenchCommand::Tpcb(args) => args,
+        BenchCommand::Tatp(args) => return super::bench_tatp::run(args),
+        BenchCommand::Tpcc(args) => return tpcc::run(args),
     };
+    if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
+        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
+    }
+    let (until, virtual_clock) = run_plan(&args)?;
+    let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
+    let (store, storage_name) = page_store(&args)?;
     let db_pages_est = (cfg.rows() * 110 / args.page_size as u64) + 64;
     let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
     let ecfg = EngineConfig { buffer_frames: frames, ..EngineConfig::default() };
@@ -244,7 +278,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let wall = Instant::now();
     let reuse = args.storage == "file" && args.path.as_ref().is_some_and(|p| p.exists());
     let existing = if reuse { Engine::open(Box::new(BlockPageStore::new(device(&args)?, args.page_size, None)?), ecfg.clone()).ok() } else { None };
-    let (mut e, h): (Engine, Handles) = match existing {
+    let (e, h): (Engine, Handles) = match existing {
         Some(mut e) if Handles::get(&e).is_ok() => {
             let h = Handles::get(&e)?;
             e.set_now(0);
@@ -264,21 +298,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     };
     let load_s = wall.elapsed().as_secs_f64();
 
-    let before = snapshot(&e);
+    let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let start_ns = e.now();
     let terms: Vec<TpcbTerminal> = (0..args.terminals).map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns)).collect();
     let cpu0 = Instant::now();
-    let (mut e, terms, virtual_ns, forces) = if virtual_clock {
-        let mut terms = terms;
-        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
-        (e, terms, st.end_ns - start_ns, st.group_forces)
-    } else {
-        if until.is_some() {
-            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
-        }
-        let (e, terms) = run_real(e, terms)?;
-        (e, terms, 0, 0)
-    };
+    let (mut e, terms, virtual_ns, forces) = run_terminals(e, terms, start_ns, until, virtual_clock)?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let committed: u64 = terms.iter().map(|t| t.committed).sum();
     let aborted: u64 = terms.iter().map(|t| t.aborted).sum();
@@ -286,7 +310,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     for t in &terms {
         hist.add(&t.latency_ns)?;
     }
-    let (per_txn, buffer, lock_waits) = measured(&before, &snapshot(&e), committed, frames);
+    let after = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let secs = if virtual_clock { virtual_ns as f64 / 1e9 } else { run_wall_s };
     let (check, problems) = if args.check {
         let rep = tpcb::check(&mut e, cfg)?;
@@ -307,10 +331,16 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         aborted,
         throughput_tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
         virtual_seconds: virtual_ns as f64 / 1e9,
-        latency_us: latency(&hist),
-        per_txn,
-        buffer,
-        lock_waits,
+        latency_us: latency_us(&hist),
+        per_txn: per_txn(&before.0, &after.0, committed),
+        buffer: Buffer {
+            frames,
+            hits: after.1.hits - before.1.hits,
+            misses: after.1.misses - before.1.misses,
+            evictions: after.1.evictions - before.1.evictions,
+            writebacks: after.1.writebacks - before.1.writebacks,
+        },
+        lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: forces,
         check,
         check_problems: problems,

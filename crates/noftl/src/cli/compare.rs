@@ -33,6 +33,7 @@ use std::sync::Mutex;
 use anyhow::bail;
 use clap::Args;
 use ftl::{FtlOptions, MemDisk};
+use kits::tatp::{self, TatpConfig, TatpTerminal};
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
@@ -43,11 +44,13 @@ use super::common::{parse_percent, DeviceArgs};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// tpcb | tpcc (TATP comes with its kit).
+    /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
+    /// TPC-C also New-Orders per minute, NOTPM).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
-    /// TPC-B branches (seed 000 ran 48, 200 and 500; default 12, about two minutes on two
-    /// cores) or TPC-C warehouses (seed 000 ran 5, 25 and 50; default 1).
+    /// TPC-B branches (seed 000 ran 48, 200 and 500; default 12: the runs take about two
+    /// minutes on two cores); TATP subscribers (default 20,000); TPC-C warehouses (seed 000 ran
+    /// 5, 25 and 50; default 1).
     #[arg(long)]
     pub scale: Option<u32>,
     /// Runs per store (different input seeds); the standard deviation is over these.
@@ -68,7 +71,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 100_000)]
     pub accounts_per_branch: u32,
     /// TPC-C: a REDUCED population for tests, items and customers per district (the
-    /// specification's 100,000 and 3,000 unless changed).
+    /// specification's 100,000 and 3,000 unless given).
     #[arg(long, num_args = 2, value_names = ["ITEMS", "CUSTOMERS"])]
     pub tpcc_reduced: Option<Vec<u32>>,
     #[arg(long, default_value_t = 1)]
@@ -134,6 +137,65 @@ struct CompareResult {
     rows: Vec<Row>,
 }
 
+/// The workload of a comparison, loaded the same way for every store (invariant 1).
+#[derive(Clone, Copy, Debug)]
+enum Workload {
+    Tpcb(TpcbConfig),
+    /// With the population seed.
+    Tatp(TatpConfig, u64),
+    Tpcc(kits::tpcc::TpccConfig),
+}
+
+enum Loaded {
+    Tpcb(tpcb::Handles),
+    Tatp(tatp::Handles),
+    Tpcc(kits::tpcc::load::Loaded),
+}
+
+mod tpcc;
+
+impl Workload {
+    fn label(&self) -> &'static str {
+        match self {
+            Workload::Tpcb(_) => "TPC-B",
+            Workload::Tatp(..) => "TATP",
+            Workload::Tpcc(_) => "TPC-C",
+        }
+    }
+    fn load(&self, e: &mut Engine) -> anyhow::Result<Loaded> {
+        Ok(match *self {
+            Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load(e, c, |_| {})?),
+            Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, |_| {})?),
+            Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c)?),
+        })
+    }
+    /// Runs the terminals until `until_ns`; returns the transactions counted (committed for
+    /// TPC-B and TPC-C, successful for TATP), their summed latency, the end time and the
+    /// completed New-Orders (TPC-C; else 0).
+    fn run(&self, e: &mut Engine, loaded: Loaded, terminals: u32, seed: u64, start: u64, until_ns: u64) -> anyhow::Result<(u64, f64, u64, u64)> {
+        let opts = VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() };
+        Ok(match (*self, loaded) {
+            (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
+                let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, c, seed, None)).collect();
+                let st = run_virtual(e, &mut terms, start, opts)?;
+                let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
+                (terms.iter().map(|t| t.committed).sum(), lat_ns, st.end_ns, 0)
+            }
+            (Workload::Tatp(c, _), Loaded::Tatp(h)) => {
+                let mut terms: Vec<TatpTerminal> = (0..terminals).map(|i| TatpTerminal::new(i, h, c, seed, None)).collect();
+                let st = run_virtual(e, &mut terms, start, opts)?;
+                let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
+                (terms.iter().map(TatpTerminal::succeeded).sum(), lat_ns, st.end_ns, 0)
+            }
+            (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
+                let r = tpcc::run(e, &l, c, terminals, seed, start, until_ns)?;
+                (r.committed, r.latency_sum_ns, r.end_ns, r.new_orders)
+            }
+            _ => bail!("workload and loaded database differ"),
+        })
+    }
+}
+
 /// The device and layout every row shares.
 #[derive(Clone, Debug)]
 struct Rig {
@@ -152,15 +214,6 @@ struct RunOut {
     notpm: f64,
     per: PerTxn,
 }
-
-/// The workload compared.
-#[derive(Clone, Copy, Debug)]
-enum Work {
-    Tpcb(TpcbConfig),
-    Tpcc(kits::tpcc::TpccConfig),
-}
-
-mod tpcc;
 
 /// Counters that the per-transaction figures are differences of.
 #[derive(Clone, Copy, Debug, Default)]
@@ -214,13 +267,10 @@ fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
 }
 
 /// Measures the database (loaded on a RAM disk) and sizes the device for it.
-fn size_rig(args: &CompareArgs, work: Work) -> anyhow::Result<Rig> {
+fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
     let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
     let mut e = Engine::create(Box::new(probe), EngineConfig { buffer_frames: 4096, ..EngineConfig::default() })?;
-    match work {
-        Work::Tpcb(c) => drop(tpcb::load(&mut e, c, |_| {})?),
-        Work::Tpcc(c) => drop(tpcc::load(&mut e, c)?),
-    }
+    w.load(&mut e)?;
     let loaded = e.stats().pages_allocated + 2;
     let db_pages = loaded + loaded / 10 + 256;
     let log_blocks = (db_pages / 8).clamp(256, 16384);
@@ -249,31 +299,14 @@ fn size_rig(args: &CompareArgs, work: Work) -> anyhow::Result<Rig> {
     Ok(Rig { nand: cfg, spare, log_blocks, frames, db_pages })
 }
 
-fn run_one(rig: &Rig, row: usize, work: Work, terminals: u32, seed: u64, until_ns: u64) -> anyhow::Result<RunOut> {
+fn run_one(rig: &Rig, row: usize, w: Workload, terminals: u32, seed: u64, until_ns: u64) -> anyhow::Result<RunOut> {
     let store = build_store(rig, row)?;
     let mut e = Engine::create(store, EngineConfig { buffer_frames: rig.frames, ..EngineConfig::default() })?;
-    // (committed, completed New-Orders, summed latency ns, end time)
-    let (before, start, (committed, new_orders, lat_ns, end_ns)) = match work {
-        Work::Tpcb(tcfg) => {
-            let h = tpcb::load(&mut e, tcfg, |_| {})?;
-            e.checkpoint()?;
-            let before = counters(e.store());
-            let start = e.now();
-            let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, tcfg, seed, None)).collect();
-            let st = run_virtual(&mut e, &mut terms, start, VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() })?;
-            let committed: u64 = terms.iter().map(|t| t.committed).sum();
-            let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
-            (before, start, (committed, 0, lat_ns, st.end_ns))
-        }
-        Work::Tpcc(c) => {
-            let l = tpcc::load(&mut e, c)?;
-            e.checkpoint()?;
-            let before = counters(e.store());
-            let start = e.now();
-            let r = tpcc::run(&mut e, &l, c, terminals, seed, start, until_ns)?;
-            (before, start, (r.committed, r.new_orders, r.latency_sum_ns, r.end_ns))
-        }
-    };
+    let loaded = w.load(&mut e)?;
+    e.checkpoint()?;
+    let before = counters(e.store());
+    let start = e.now();
+    let (committed, lat_ns, end_ns, new_orders) = w.run(&mut e, loaded, terminals, seed, start, until_ns)?;
     let after = counters(e.store());
     let n = committed.max(1) as f64;
     let secs = (end_ns - start) as f64 / 1e9;
@@ -325,27 +358,35 @@ fn r4(x: f64) -> f64 {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
-    let scale = args.scale.unwrap_or(if args.workload == "tpcc" { 1 } else { 12 });
-    let work = match args.workload.as_str() {
-        "tpcb" => Work::Tpcb(TpcbConfig { scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch }),
-        "tpcc" => Work::Tpcc(match args.tpcc_reduced.as_deref() {
-            Some(&[items, customers]) => {
-                eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
-                kits::tpcc::TpccConfig::reduced(scale, items, customers)
-            }
-            _ => kits::tpcc::TpccConfig::spec(scale),
-        }),
-        other => bail!("compare runs --workload tpcb or tpcc, not '{other}' (the TATP kit is not built yet)"),
+    let (w, scale) = match args.workload.as_str() {
+        "tpcb" => {
+            let scale = args.scale.unwrap_or(12);
+            (Workload::Tpcb(TpcbConfig { scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch }), scale)
+        }
+        "tatp" => {
+            let scale = args.scale.unwrap_or(20_000);
+            (Workload::Tatp(TatpConfig { subscribers: scale }, args.seed), scale)
+        }
+        "tpcc" => {
+            let scale = args.scale.unwrap_or(1);
+            let c = match args.tpcc_reduced.as_deref() {
+                Some(&[items, customers]) => {
+                    eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
+                    kits::tpcc::TpccConfig::reduced(scale, items, customers)
+                }
+                _ => kits::tpcc::TpccConfig::spec(scale),
+            };
+            c.validate()?;
+            (Workload::Tpcc(c), scale)
+        }
+        other => bail!("compare runs --workload tpcb, tatp or tpcc, not '{other}'"),
     };
-    if let Work::Tpcc(c) = work {
-        c.validate()?;
-    }
     if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
     let until_ns = super::bench::parse_duration_ns(&args.duration)?;
-    eprintln!("measuring the database of {} scale {scale} ...", args.workload);
-    let rig = size_rig(&args, work)?;
+    eprintln!("measuring the database of {} scale {scale} ...", w.label());
+    let rig = size_rig(&args, w)?;
     let g = &rig.nand.geometry;
     eprintln!(
         "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
@@ -370,7 +411,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
                     break;
                 }
                 let (row, k) = jobs[i];
-                match run_one(&rig, row, work, args.terminals, args.seed.wrapping_add(u64::from(k)), until_ns) {
+                match run_one(&rig, row, w, args.terminals, args.seed.wrapping_add(u64::from(k)), until_ns) {
                     Ok(out) => {
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         eprintln!("[{n}/{}] {} repeat {}: {:.1} tx/s", jobs.len(), ROWS[row].0, k + 1, out.tps);
@@ -398,7 +439,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         let runs: Vec<RunOut> = jobs.iter().zip(&results).filter(|((row, _), _)| *row == r).filter_map(|(_, o)| *o).collect();
         let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
         let (m, sd) = mean_stdev(&tps);
-        let notpm = matches!(work, Work::Tpcc(_)).then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
+        let notpm = matches!(w, Workload::Tpcc(_)).then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
         if r == 0 {
             native_tps = m;
         }
@@ -448,8 +489,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
 }
 
 fn print_table(res: &CompareResult) {
-    let title = if res.workload == "tpcc" { "TPC-C" } else { "TPC-B" };
-    println!("{title}: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} x {}s virtual, {} terminal(s), seed {})",
+    let label = match res.workload.as_str() {
+        "tatp" => "TATP",
+        "tpcc" => "TPC-C",
+        _ => "TPC-B",
+    };
+    println!("{label}: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} x {}s virtual, {} terminal(s), seed {})",
         res.scale,
         res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
         res.device.capacity_bytes as f64 / (1 << 20) as f64,
@@ -471,7 +516,7 @@ fn print_table(res: &CompareResult) {
         }
     }
     println!();
-    print!("{:<8}", title);
+    print!("{:<8}", label);
     for r in &res.rows {
         let sd = if r.storage == "native" { String::new() } else { format!("{:.2}", r.slowdown) };
         print!(" | {:>9.1} {:>7.2} {:>8}", r.throughput_tps, r.stdev, sd);
@@ -491,7 +536,9 @@ fn print_table(res: &CompareResult) {
         let n: Vec<String> = res.rows.iter().map(|r| format!("{} {:.0}", r.storage, r.notpm.unwrap_or(0.0))).collect();
         println!("NOTPM (New-Orders per minute, no keying or think times): {}", n.join(", "));
         println!("{}", tpcc::SEED_000);
-        return;
+    } else if res.workload == "tatp" {
+        println!("TATP: successful transactions per second (TATP's MQTh); seed 000 has no TATP figure.");
+    } else {
+        println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
     }
-    println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
 }

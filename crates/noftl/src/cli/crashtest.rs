@@ -1,22 +1,33 @@
 //! `noftl crashtest`: the deterministic crash test over many seeds (see kits::crash).
 //!
-//! Today it runs on the crash disk (a RAM device with a volatile write cache and seeded power
-//! cuts at the page-store seam): `--storage memdisk` or `block`. The FTL targets join when they
-//! are merged and expose the emulator's FaultPlan through the target builder.
+//! `--storage memdisk` (or `crashdisk`) runs on the crash disk: a RAM device with a volatile
+//! write cache, power cuts and I/O errors at the page-store seam. `--storage page|dftl|fast|block`
+//! runs the FTL on emulated flash: the emulator's fault plan cuts power during a random flash
+//! operation (or fails one on the media), the FTL recovers from the flash, the engine restarts
+//! on top. `amf` (which the engine cannot run on) and any FTL that cannot hand its flash back
+//! (`BlockDevice::into_nand`) are refused up front with the reason.
+
+use std::collections::BTreeMap;
 
 use anyhow::bail;
 use clap::Args;
-use kits::crash::{crash_once, CrashOptions, Fault};
+use indicatif::{ProgressBar, ProgressStyle};
+use kits::crash::{crash_once, CrashOptions, Fault, FlashMedium, Medium};
 use kits::tpcb::TpcbConfig;
 use serde::Serialize;
+
+use super::common::parse_percent;
 
 #[derive(Debug, Args)]
 pub struct CrashtestArgs {
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
-    /// memdisk | block (the crash disk); FTL targets once merged.
+    /// memdisk (the crash disk) | page | dftl | fast | block (an FTL on emulated flash).
     #[arg(long, default_value = "memdisk")]
     pub storage: String,
+    /// DFTL: fraction of the page mappings cached.
+    #[arg(long, value_parser = parse_percent, default_value = "2%")]
+    pub cache: f64,
     #[arg(long, default_value_t = 100)]
     pub seeds: u64,
     #[arg(long, default_value_t = 0)]
@@ -27,7 +38,7 @@ pub struct CrashtestArgs {
     /// DB page size (8192 or 16384 make torn pages possible).
     #[arg(long, default_value_t = 4096)]
     pub page_size: usize,
-    /// Tear unflushed pages at sector granularity (turns full-page writes on).
+    /// Crash disk: tear unflushed pages at sector granularity (turns full-page writes on).
     #[arg(long)]
     pub torn: bool,
     /// Also cut power during the first recovery.
@@ -55,25 +66,51 @@ struct CrashReport {
     workload: String,
     storage: String,
     fault: String,
+    page_bytes: usize,
     seeds: u64,
     verified: u64,
     faults_inside_workload: u64,
+    /// Faults the engine saw as an error (the rest the device absorbed, or came after the run).
+    errors_reported: u64,
+    /// Flash: how many faults hit each kind of flash operation ("program gc", ...).
+    faults_landed_on: BTreeMap<String, u64>,
+    /// With --recovery-crash: second cuts that fell inside the restart.
+    recovery_cuts_inside_restart: u64,
     failures: Vec<Failure>,
+}
+
+fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
+    Ok(match args.storage.as_str() {
+        "memdisk" | "crashdisk" => Medium::CrashDisk,
+        kind if ftl::options::KINDS.contains(&kind) => {
+            if args.torn {
+                bail!("--torn is for the crash disk: on flash, the cut tears the page being programmed by itself");
+            }
+            let mut m = FlashMedium::new(kind)?;
+            m.ftl.cache_fraction = args.cache;
+            m.ftl.validate()?;
+            Medium::Flash(m)
+        }
+        other => bail!("crashtest runs on memdisk (the crash disk) or an FTL on flash (page, dftl, fast, block), not '{other}'"),
+    })
 }
 
 pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
     if args.workload != "tpcb" {
         bail!("crashtest runs --workload tpcb (TPC-C comes with the next issue)");
     }
-    if !matches!(args.storage.as_str(), "memdisk" | "block" | "crashdisk") {
-        bail!("crashtest on '{}' needs the FTL targets' fault plan, which is not wired yet; use --storage memdisk", args.storage);
-    }
     let fault = match args.fault.as_str() {
         "power" => Fault::PowerCut,
         "io" => Fault::IoError,
         other => bail!("--fault is power or io, not '{other}'"),
     };
+    let medium = medium(&args)?;
+    let storage = match &medium {
+        Medium::CrashDisk => "crashdisk".to_string(),
+        Medium::Flash(m) => m.kind.clone(),
+    };
     let o = CrashOptions {
+        medium,
         fault,
         page_bytes: args.page_size,
         tear_sectors: args.torn,
@@ -84,20 +121,51 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         tpcb: TpcbConfig { scale: 2, tellers_per_branch: 10, accounts_per_branch: 300 },
         ..CrashOptions::default()
     };
-    let mut rep = CrashReport { workload: args.workload.clone(), storage: "crashdisk".into(), fault: args.fault.clone(), seeds: args.seeds, verified: 0, faults_inside_workload: 0, failures: vec![] };
+    let mut rep = CrashReport {
+        workload: args.workload.clone(),
+        storage,
+        fault: args.fault.clone(),
+        page_bytes: args.page_size,
+        seeds: args.seeds,
+        verified: 0,
+        faults_inside_workload: 0,
+        errors_reported: 0,
+        faults_landed_on: BTreeMap::new(),
+        recovery_cuts_inside_restart: 0,
+        failures: vec![],
+    };
+    let bar = ProgressBar::new(args.seeds);
+    bar.set_style(ProgressStyle::with_template("crashtest {wide_bar} {pos}/{len} seeds ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
     for s in args.first_seed..args.first_seed + args.seeds {
         let out = crash_once(s, &o)?;
         rep.faults_inside_workload += u64::from(out.fault_hit);
+        rep.errors_reported += u64::from(out.error_reported.is_some());
+        rep.recovery_cuts_inside_restart += u64::from(out.recovery_cut_hit);
+        if let Some(op) = out.fault_landed_on.clone() {
+            *rep.faults_landed_on.entry(op).or_default() += 1;
+        }
         if out.verified() {
             rep.verified += 1;
         } else {
             rep.failures.push(Failure { seed: s, violations: out.violations });
         }
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
-        println!("crashtest tpcb on {} ({} faults): {} of {} recoveries verified ({} faults fell inside the workload)", rep.storage, rep.fault, rep.verified, rep.seeds, rep.faults_inside_workload);
+        println!(
+            "crashtest tpcb on {} ({} faults): {} of {} recoveries verified ({} faults fell inside the workload, {} reached the engine as errors)",
+            rep.storage, rep.fault, rep.verified, rep.seeds, rep.faults_inside_workload, rep.errors_reported
+        );
+        if !rep.faults_landed_on.is_empty() {
+            let ops: Vec<String> = rep.faults_landed_on.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("  faults landed on: {}", ops.join(", "));
+        }
+        if args.recovery_crash {
+            println!("  second cuts inside the restart: {}", rep.recovery_cuts_inside_restart);
+        }
         for f in &rep.failures {
             println!("  seed {}: {}", f.seed, f.violations.join("; "));
         }

@@ -108,6 +108,32 @@ struct IoResult {
     ftl: Option<FtlInfo>,
 }
 
+impl IoResult {
+    /// The fields every target reports, from a measured closed-loop run.
+    fn measured(args: &IoArgs, target: String, device: String, rw: String, l: &LoopResult, flash: FlashCounts, energy_joules: f64) -> Self {
+        IoResult {
+            target,
+            device,
+            rw,
+            bs: args.bs,
+            qd: args.qd,
+            seed: args.seed,
+            ops: l.ops,
+            iops: l.ops_per_second(),
+            mib_per_s: l.ops_per_second() * args.bs as f64 / f64::from(1 << 20),
+            virtual_seconds: l.elapsed_ns() as f64 / 1e9,
+            latency_us: summary(l),
+            flash,
+            energy_joules,
+            clock_error_us: None,
+            host: None,
+            gc: None,
+            waf: None,
+            ftl: None,
+        }
+    }
+}
+
 /// Progress for runs that last longer than a second of wall-clock time.
 struct Progress {
     total: u64,
@@ -120,7 +146,7 @@ impl Progress {
         Progress { total, started: Instant::now(), bar: None }
     }
     fn tick(&mut self, done: u64) {
-        if done % 4096 != 0 && done != self.total {
+        if !done.is_multiple_of(4096) && done != self.total {
             return;
         }
         if self.bar.is_none() && self.started.elapsed().as_secs_f64() > 1.0 {
@@ -218,26 +244,9 @@ fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     };
     progress.finish();
     let report = nand.report();
-    Ok(IoResult {
-        target: "raw".into(),
-        device: nand.config().name.clone(),
-        rw,
-        bs: args.bs,
-        qd: args.qd,
-        seed: args.seed,
-        ops,
-        iops: l.ops_per_second(),
-        mib_per_s: l.ops_per_second() * args.bs as f64 / f64::from(1 << 20),
-        virtual_seconds: l.elapsed_ns() as f64 / 1e9,
-        latency_us: summary(&l),
-        flash: report.flash,
-        energy_joules: report.energy.total_joules - energy_before,
-        clock_error_us,
-        host: None,
-        gc: None,
-        waf: None,
-        ftl: None,
-    })
+    let mut r = IoResult::measured(args, "raw".into(), nand.config().name.clone(), rw, &l, report.flash, report.energy.total_joules - energy_before);
+    r.clock_error_us = clock_error_us;
+    Ok(r)
 }
 
 /// Runs QD-1 requests on the wall clock: each is submitted at the real clock's now and waited
@@ -348,7 +357,7 @@ fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     if args.clock != nand::ClockMode::Virtual {
         bail!("block targets run in virtual time here; noftl serve --clock real runs them on the wall clock");
     }
-    if args.bs == 0 || args.bs % LOGICAL_PAGE_BYTES as u64 != 0 {
+    if args.bs == 0 || !args.bs.is_multiple_of(LOGICAL_PAGE_BYTES as u64) {
         bail!("--bs must be a positive multiple of {LOGICAL_PAGE_BYTES} bytes on block targets");
     }
     if args.rwmixread > 100 {
@@ -394,7 +403,7 @@ fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     progress.finish();
     let after = dev.report();
     let flash = flash_counts(dev.as_ref()).saturating_sub(&before.1);
-    Ok(block_result(args, rw, ops, &l, &before.0, &after, flash, energy(dev.as_ref()) - before.2, dev.as_ref()))
+    Ok(block_result(args, rw, &l, &before.0, &after, flash, energy(dev.as_ref()) - before.2, dev.as_ref()))
 }
 
 /// Fills every logical page once, sequentially, in large requests.
@@ -429,7 +438,7 @@ fn energy(dev: &dyn BlockDevice) -> f64 {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn block_result(args: &IoArgs, rw: String, ops: u64, l: &LoopResult, before: &FtlReport, after: &FtlReport, flash: FlashCounts, energy_joules: f64, dev: &dyn BlockDevice) -> IoResult {
+fn block_result(args: &IoArgs, rw: String, l: &LoopResult, before: &FtlReport, after: &FtlReport, flash: FlashCounts, energy_joules: f64, dev: &dyn BlockDevice) -> IoResult {
     let host = HostCounts {
         reads: after.host.reads - before.host.reads,
         writes: after.host.writes - before.host.writes,
@@ -443,33 +452,27 @@ fn block_result(args: &IoArgs, rw: String, ops: u64, l: &LoopResult, before: &Ft
         wl_erases: after.gc.wl_erases - before.gc.wl_erases,
     };
     let waf = if host.writes == 0 { 0.0 } else { (flash.programs + flash.partial_programs) as f64 / host.writes as f64 };
-    IoResult {
-        target: args.target.target.clone(),
-        device: dev.nand().map_or_else(|| "none".to_string(), |n| n.config().name.clone()),
+    let mut r = IoResult::measured(
+        args,
+        args.target.target.clone(),
+        dev.nand().map_or_else(|| "none".to_string(), |n| n.config().name.clone()),
         rw,
-        bs: args.bs,
-        qd: args.qd,
-        seed: args.seed,
-        ops,
-        iops: l.ops_per_second(),
-        mib_per_s: l.ops_per_second() * args.bs as f64 / f64::from(1 << 20),
-        virtual_seconds: l.elapsed_ns() as f64 / 1e9,
-        latency_us: summary(l),
+        l,
         flash,
         energy_joules,
-        clock_error_us: None,
-        host: Some(host),
-        gc: Some(gc),
-        waf: Some(waf),
-        ftl: Some(FtlInfo {
-            name: after.name.clone(),
-            mapping_bytes: after.mapping_bytes,
-            cmt_hit_ratio: after.cmt_hit_ratio,
-            translation_reads: after.translation_reads - before.translation_reads,
-            translation_writes: after.translation_writes - before.translation_writes,
-            controller_busy_us: after.controller_busy_us - before.controller_busy_us,
-        }),
-    }
+    );
+    r.host = Some(host);
+    r.gc = Some(gc);
+    r.waf = Some(waf);
+    r.ftl = Some(FtlInfo {
+        name: after.name.clone(),
+        mapping_bytes: after.mapping_bytes,
+        cmt_hit_ratio: after.cmt_hit_ratio,
+        translation_reads: after.translation_reads - before.translation_reads,
+        translation_writes: after.translation_writes - before.translation_writes,
+        controller_busy_us: after.controller_busy_us - before.controller_busy_us,
+    });
+    r
 }
 
 fn print_human(r: &IoResult, wall_s: f64) {

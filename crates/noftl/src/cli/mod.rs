@@ -1,6 +1,7 @@
 //! Command-line verbs. One module per verb; shared argument groups in `common`.
 
 pub mod bench;
+pub mod bench_tatp;
 pub mod common;
 pub mod compare;
 pub mod crashtest;

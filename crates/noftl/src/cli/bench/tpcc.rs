@@ -18,10 +18,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcc::{self, input::Kind, NurandConsts, TpccConfig, TpccTerminal};
 use serde::Serialize;
 use storage::sched::{run_virtual, VirtualOptions};
-use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
+use storage::{Engine, EngineConfig};
 
-use super::{latency, measured, parse_duration_ns, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn};
-use crate::targets::{self, TargetArgs};
+use super::{latency_us, page_store, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn};
 
 /// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
 #[derive(Debug, Args)]
@@ -75,20 +74,6 @@ struct TpccResult {
     check_problems: Vec<String>,
 }
 
-/// The store for `--storage`: native on the raw flash, any other target under the block store.
-fn store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
-    if args.storage == "native" {
-        return Ok((Box::new(super::super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into()));
-    }
-    if args.storage == "file" {
-        bail!("bench tpcc does not run on --storage file yet (use a flash target or memdisk)");
-    }
-    let t = TargetArgs { target: args.storage.clone(), device: args.device.clone(), cache: args.cache, op: args.op, gc: "greedy".into(), image: None, controller_mhz: 400.0 };
-    let dev = targets::build(&t)?;
-    let name = dev.name();
-    Ok((Box::new(BlockPageStore::new(dev, args.page_size, None)?), name))
-}
-
 pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     let args = &a.run;
     if args.clock != "virtual" || args.path.is_some() || args.accounts_per_branch != 100_000 {
@@ -97,16 +82,13 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     if args.scale == 0 || args.terminals == 0 {
         bail!("--scale and --terminals must be at least 1");
     }
-    if args.txns.is_none() && args.duration.is_none() {
-        bail!("give --txns N or --duration D");
-    }
-    let until = args.duration.as_deref().map(parse_duration_ns).transpose()?;
+    let (until, _virtual_clock) = run_plan(args)?;
     let cfg = if a.items == 100_000 && a.customers == 3000 { TpccConfig::spec(args.scale) } else { TpccConfig::reduced(args.scale, a.items, a.customers) };
     cfg.validate().context("--items must be at least 15 and --customers at least 2")?;
     if cfg.reduced {
         eprintln!("note: REDUCED TPC-C population ({} items, {} customers per district): not the specification's", cfg.items, cfg.customers_per_district);
     }
-    let (st, storage_name) = store(args)?;
+    let (st, storage_name) = page_store(args)?;
     // About 130 bytes per row on average, slotted-page and index overhead included.
     let db_pages_est = cfg.rows_estimate() * 130 / args.page_size as u64 + 64;
     let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
@@ -125,7 +107,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         }
     }
 
-    let before = snapshot(&e);
+    let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let start_ns = e.now();
     let run_c = NurandConsts::run_from(loaded.c_load, args.seed);
     let mut terms: Vec<TpccTerminal> = (0..args.terminals).map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, args.seed, args.txns)).collect();
@@ -146,7 +128,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         hist.add(&t.latency_ns)?;
     }
     let committed: u64 = by.iter().sum();
-    let (per_txn, buffer, lock_waits) = measured(&before, &snapshot(&e), committed, frames);
+    let after = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     tpcc::txn::settle(&mut e, &mut terms)?;
     let secs = virtual_ns as f64 / 1e9;
     let (check, problems) = if args.check {
@@ -181,10 +163,16 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             conflict_retries: retries,
             delivery_districts_skipped: skipped,
         },
-        latency_us: latency(&hist),
-        per_txn,
-        buffer,
-        lock_waits,
+        latency_us: latency_us(&hist),
+        per_txn: per_txn(&before.0, &after.0, committed),
+        buffer: Buffer {
+            frames,
+            hits: after.1.hits - before.1.hits,
+            misses: after.1.misses - before.1.misses,
+            evictions: after.1.evictions - before.1.evictions,
+            writebacks: after.1.writebacks - before.1.writebacks,
+        },
+        lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: sched.group_forces,
         check,
         check_problems: problems,

@@ -20,7 +20,7 @@ use serde::Serialize;
 use storage::sched::{run_virtual, VirtualOptions};
 use storage::{Engine, EngineConfig};
 
-use super::{latency_us, page_store, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn};
+use super::{buffer, latency_us, page_store, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn};
 
 /// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
 #[derive(Debug, Args)]
@@ -165,13 +165,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         },
         latency_us: latency_us(&hist),
         per_txn: per_txn(&before.0, &after.0, committed),
-        buffer: Buffer {
-            frames,
-            hits: after.1.hits - before.1.hits,
-            misses: after.1.misses - before.1.misses,
-            evictions: after.1.evictions - before.1.evictions,
-            writebacks: after.1.writebacks - before.1.writebacks,
-        },
+        buffer: buffer(frames, &before.1, &after.1),
         lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: sched.group_forces,
         check,

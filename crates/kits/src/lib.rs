@@ -8,3 +8,4 @@ pub mod tpcb;
 pub mod crash;
 pub mod crash_native;
 pub mod tatp;
+pub mod tpcc;

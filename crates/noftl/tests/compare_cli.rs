@@ -38,7 +38,7 @@ fn compare_gives_the_figure_3_rows_and_the_same_json_for_the_same_seed() {
 
 #[test]
 fn compare_refuses_workloads_it_has_no_kit_for() {
-    let (ok, _, err) = noftl(&["compare", "--workload", "tpcc"]);
+    let (ok, _, err) = noftl(&["compare", "--workload", "ycsb"]);
     assert!(!ok);
     assert!(err.contains("tpcb"), "{err}");
 }

@@ -29,7 +29,12 @@ pub enum BenchCommand {
     /// TATP: subscribers, access info, special facilities, call forwarding; seven transactions.
     /// --scale is the number of subscribers.
     Tatp(BenchArgs),
+    /// TPC-C: nine tables, the five transactions (45/43/4/4/4); reports NOTPM. --scale is the
+    /// number of warehouses.
+    Tpcc(tpcc::TpccArgs),
 }
+
+mod tpcc;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -204,6 +209,11 @@ pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64) -> PerTxn 
     }
 }
 
+/// Buffer pool counters as differences across the run.
+pub(super) fn buffer(frames: usize, before: &storage::buffer::BufferStats, after: &storage::buffer::BufferStats) -> Buffer {
+    Buffer { frames, hits: after.hits - before.hits, misses: after.misses - before.misses, evictions: after.evictions - before.evictions, writebacks: after.writebacks - before.writebacks }
+}
+
 /// The run's end (`--duration`, if given) and clock (true: virtual), checked.
 pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> {
     if args.txns.is_none() && args.duration.is_none() {
@@ -257,6 +267,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let args = match cmd {
         BenchCommand::Tpcb(args) => args,
         BenchCommand::Tatp(args) => return super::bench_tatp::run(args),
+        BenchCommand::Tpcc(args) => return tpcc::run(args),
     };
     if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
@@ -327,13 +338,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         virtual_seconds: virtual_ns as f64 / 1e9,
         latency_us: latency_us(&hist),
         per_txn: per_txn(&before.0, &after.0, committed),
-        buffer: Buffer {
-            frames,
-            hits: after.1.hits - before.1.hits,
-            misses: after.1.misses - before.1.misses,
-            evictions: after.1.evictions - before.1.evictions,
-            writebacks: after.1.writebacks - before.1.writebacks,
-        },
+        buffer: buffer(frames, &before.1, &after.1),
         lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: forces,
         check,

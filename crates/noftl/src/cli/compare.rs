@@ -44,11 +44,13 @@ use super::common::{parse_percent, DeviceArgs};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// tpcb | tatp (throughput: committed, resp. successful, transactions per second).
+    /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
+    /// TPC-C also New-Orders per minute, NOTPM).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
     /// TPC-B branches (seed 000 ran 48, 200 and 500; default 12: the runs take about two
-    /// minutes on two cores); TATP subscribers (default 20,000).
+    /// minutes on two cores); TATP subscribers (default 20,000); TPC-C warehouses (seed 000 ran
+    /// 5, 25 and 50; default 1).
     #[arg(long)]
     pub scale: Option<u32>,
     /// Runs per store (different input seeds); the standard deviation is over these.
@@ -68,6 +70,10 @@ pub struct CompareArgs {
     /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
     #[arg(long, default_value_t = 100_000)]
     pub accounts_per_branch: u32,
+    /// TPC-C: a REDUCED population for tests, items and customers per district (the
+    /// specification's 100,000 and 3,000 unless given).
+    #[arg(long, num_args = 2, value_names = ["ITEMS", "CUSTOMERS"])]
+    pub tpcc_reduced: Option<Vec<u32>>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Worker threads (runs are independent).
@@ -99,6 +105,9 @@ pub struct PerTxn {
 struct Row {
     storage: String,
     throughput_tps: f64,
+    /// TPC-C: completed New-Orders per minute (mean over repeats).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notpm: Option<f64>,
     stdev: f64,
     slowdown: f64,
     runs_tps: Vec<f64>,
@@ -134,42 +143,53 @@ enum Workload {
     Tpcb(TpcbConfig),
     /// With the population seed.
     Tatp(TatpConfig, u64),
+    Tpcc(kits::tpcc::TpccConfig),
 }
 
 enum Loaded {
     Tpcb(tpcb::Handles),
     Tatp(tatp::Handles),
+    Tpcc(kits::tpcc::load::Loaded),
 }
+
+mod tpcc;
 
 impl Workload {
     fn label(&self) -> &'static str {
         match self {
             Workload::Tpcb(_) => "TPC-B",
             Workload::Tatp(..) => "TATP",
+            Workload::Tpcc(_) => "TPC-C",
         }
     }
     fn load(&self, e: &mut Engine) -> anyhow::Result<Loaded> {
         Ok(match *self {
             Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load(e, c, |_| {})?),
             Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, |_| {})?),
+            Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c)?),
         })
     }
     /// Runs the terminals until `until_ns`; returns the transactions counted (committed for
-    /// TPC-B, successful for TATP), their summed latency and the end time.
-    fn run(&self, e: &mut Engine, loaded: Loaded, terminals: u32, seed: u64, start: u64, until_ns: u64) -> anyhow::Result<(u64, f64, u64)> {
+    /// TPC-B and TPC-C, successful for TATP), their summed latency, the end time and the
+    /// completed New-Orders (TPC-C; else 0).
+    fn run(&self, e: &mut Engine, loaded: Loaded, terminals: u32, seed: u64, start: u64, until_ns: u64) -> anyhow::Result<(u64, f64, u64, u64)> {
         let opts = VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() };
         Ok(match (*self, loaded) {
             (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
                 let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, c, seed, None)).collect();
                 let st = run_virtual(e, &mut terms, start, opts)?;
                 let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
-                (terms.iter().map(|t| t.committed).sum(), lat_ns, st.end_ns)
+                (terms.iter().map(|t| t.committed).sum(), lat_ns, st.end_ns, 0)
             }
             (Workload::Tatp(c, _), Loaded::Tatp(h)) => {
                 let mut terms: Vec<TatpTerminal> = (0..terminals).map(|i| TatpTerminal::new(i, h, c, seed, None)).collect();
                 let st = run_virtual(e, &mut terms, start, opts)?;
                 let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
-                (terms.iter().map(TatpTerminal::succeeded).sum(), lat_ns, st.end_ns)
+                (terms.iter().map(TatpTerminal::succeeded).sum(), lat_ns, st.end_ns, 0)
+            }
+            (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
+                let r = tpcc::run(e, &l, c, terminals, seed, start, until_ns)?;
+                (r.committed, r.latency_sum_ns, r.end_ns, r.new_orders)
             }
             _ => bail!("workload and loaded database differ"),
         })
@@ -190,6 +210,8 @@ struct Rig {
 #[derive(Clone, Copy, Debug, Default)]
 struct RunOut {
     tps: f64,
+    /// TPC-C only.
+    notpm: f64,
     per: PerTxn,
 }
 
@@ -284,12 +306,13 @@ fn run_one(rig: &Rig, row: usize, w: Workload, terminals: u32, seed: u64, until_
     e.checkpoint()?;
     let before = counters(e.store());
     let start = e.now();
-    let (committed, lat_ns, end_ns) = w.run(&mut e, loaded, terminals, seed, start, until_ns)?;
+    let (committed, lat_ns, end_ns, new_orders) = w.run(&mut e, loaded, terminals, seed, start, until_ns)?;
     let after = counters(e.store());
     let n = committed.max(1) as f64;
     let secs = (end_ns - start) as f64 / 1e9;
     Ok(RunOut {
         tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
+        notpm: if secs > 0.0 { new_orders as f64 * 60.0 / secs } else { 0.0 },
         per: PerTxn {
             flash_reads: (after.reads - before.reads) as f64 / n,
             flash_programs: (after.programs - before.programs) as f64 / n,
@@ -344,7 +367,19 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             let scale = args.scale.unwrap_or(20_000);
             (Workload::Tatp(TatpConfig { subscribers: scale }, args.seed), scale)
         }
-        other => bail!("compare runs --workload tpcb or tatp, not '{other}'"),
+        "tpcc" => {
+            let scale = args.scale.unwrap_or(1);
+            let c = match args.tpcc_reduced.as_deref() {
+                Some(&[items, customers]) => {
+                    eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
+                    kits::tpcc::TpccConfig::reduced(scale, items, customers)
+                }
+                _ => kits::tpcc::TpccConfig::spec(scale),
+            };
+            c.validate()?;
+            (Workload::Tpcc(c), scale)
+        }
+        other => bail!("compare runs --workload tpcb, tatp or tpcc, not '{other}'"),
     };
     if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
@@ -404,6 +439,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         let runs: Vec<RunOut> = jobs.iter().zip(&results).filter(|((row, _), _)| *row == r).filter_map(|(_, o)| *o).collect();
         let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
         let (m, sd) = mean_stdev(&tps);
+        let notpm = matches!(w, Workload::Tpcc(_)).then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
         if r == 0 {
             native_tps = m;
         }
@@ -411,6 +447,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         rows.push(Row {
             storage: (*name).into(),
             throughput_tps: r4(m),
+            notpm,
             stdev: r4(sd),
             slowdown: r4(if m > 0.0 { native_tps / m } else { 0.0 }),
             runs_tps: tps.iter().map(|&x| r4(x)).collect(),
@@ -452,7 +489,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
 }
 
 fn print_table(res: &CompareResult) {
-    let label = if res.workload == "tatp" { "TATP" } else { "TPC-B" };
+    let label = match res.workload.as_str() {
+        "tatp" => "TATP",
+        "tpcc" => "TPC-C",
+        _ => "TPC-B",
+    };
     println!("{label}: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} x {}s virtual, {} terminal(s), seed {})",
         res.scale,
         res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
@@ -491,7 +532,11 @@ fn print_table(res: &CompareResult) {
         );
     }
     println!("mapping us: DFTL and page on the device controller (400 MHz); native on the host (2.53 GHz), part of the engine's CPU time.");
-    if res.workload == "tatp" {
+    if res.workload == "tpcc" {
+        let n: Vec<String> = res.rows.iter().map(|r| format!("{} {:.0}", r.storage, r.notpm.unwrap_or(0.0))).collect();
+        println!("NOTPM (New-Orders per minute, no keying or think times): {}", n.join(", "));
+        println!("{}", tpcc::SEED_000);
+    } else if res.workload == "tatp" {
         println!("TATP: successful transactions per second (TATP's MQTh); seed 000 has no TATP figure.");
     } else {
         println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");

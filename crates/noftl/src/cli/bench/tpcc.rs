@@ -1,0 +1,195 @@
+//! `noftl bench tpcc`: TPC-C on the storage engine, like `bench tpcb` (same JSON field names,
+//! plus `notpm`, the per-type counts and the population).
+//!
+//! NOTPM: New-Order transactions completed per minute of (virtual) run time, counting the 1%
+//! that roll back by design (they are complete business transactions), with no keying or think
+//! times, hence not tpmC. `throughput_tps` counts every committed transaction.
+//!
+//! Invariants: 1. only the run is measured (device counters are differences across it); 2. in
+//! virtual time the JSON depends on the arguments only; 3. `--check` verifies clause 3.3.2 after
+//! loading (with condition 11) and again after the run, and a failed check fails the command.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use kits::tpcc::{self, input::Kind, NurandConsts, TpccConfig, TpccTerminal};
+use serde::Serialize;
+use storage::sched::{run_virtual, VirtualOptions};
+use storage::{Engine, EngineConfig};
+
+use super::{buffer, latency_us, page_store, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn};
+
+/// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
+#[derive(Debug, Args)]
+pub struct TpccArgs {
+    #[command(flatten)]
+    pub run: BenchArgs,
+    /// REDUCED population for quick tries and tests: items (specification: 100,000).
+    #[arg(long, default_value_t = 100_000)]
+    pub items: u32,
+    /// REDUCED population: customers (and orders) per district (specification: 3,000).
+    #[arg(long, default_value_t = 3000)]
+    pub customers: u32,
+}
+
+#[derive(Debug, Serialize)]
+struct Mix {
+    new_order: u64,
+    payment: u64,
+    order_status: u64,
+    delivery: u64,
+    stock_level: u64,
+    new_order_rollbacks: u64,
+    conflict_retries: u64,
+    delivery_districts_skipped: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct TpccResult {
+    workload: &'static str,
+    storage: String,
+    clock: String,
+    scale: u32,
+    items: u32,
+    customers_per_district: u32,
+    reduced: bool,
+    terminals: u32,
+    seed: u64,
+    page_bytes: usize,
+    committed: u64,
+    aborted: u64,
+    throughput_tps: f64,
+    notpm: f64,
+    virtual_seconds: f64,
+    mix: Mix,
+    latency_us: LatencyUs,
+    per_txn: PerTxn,
+    buffer: Buffer,
+    lock_waits: u64,
+    group_commit_forces: u64,
+    check: &'static str,
+    check_problems: Vec<String>,
+}
+
+pub fn run(a: TpccArgs) -> anyhow::Result<()> {
+    let args = &a.run;
+    if args.clock != "virtual" || args.path.is_some() || args.accounts_per_branch != 100_000 {
+        bail!("bench tpcc runs in virtual time on a flash target or memdisk (--clock real, --path and --accounts-per-branch are TPC-B's)");
+    }
+    if args.scale == 0 || args.terminals == 0 {
+        bail!("--scale and --terminals must be at least 1");
+    }
+    let (until, _virtual_clock) = run_plan(args)?;
+    let cfg = if a.items == 100_000 && a.customers == 3000 { TpccConfig::spec(args.scale) } else { TpccConfig::reduced(args.scale, a.items, a.customers) };
+    cfg.validate().context("--items must be at least 15 and --customers at least 2")?;
+    if cfg.reduced {
+        eprintln!("note: REDUCED TPC-C population ({} items, {} customers per district): not the specification's", cfg.items, cfg.customers_per_district);
+    }
+    let (st, storage_name) = page_store(args)?;
+    // About 130 bytes per row on average, slotted-page and index overhead included.
+    let db_pages_est = cfg.rows_estimate() * 130 / args.page_size as u64 + 64;
+    let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let mut e = Engine::create(st, EngineConfig { buffer_frames: frames, ..EngineConfig::default() })?;
+    let wall = Instant::now();
+    let bar = ProgressBar::new(cfg.rows_estimate());
+    bar.set_style(ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let loaded = tpcc::load(&mut e, cfg, args.seed, |n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    e.checkpoint()?;
+    let load_s = wall.elapsed().as_secs_f64();
+    if args.check {
+        let rep = tpcc::check(&mut e, cfg, true)?;
+        if !rep.passed() {
+            bail!("the TPC-C check failed right after loading: {:?}", rep.problems);
+        }
+    }
+
+    let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
+    let start_ns = e.now();
+    let run_c = NurandConsts::run_from(loaded.c_load, args.seed);
+    let mut terms: Vec<TpccTerminal> = (0..args.terminals).map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, args.seed, args.txns)).collect();
+    let cpu0 = Instant::now();
+    let sched = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
+    let run_wall_s = cpu0.elapsed().as_secs_f64();
+    let virtual_ns = sched.end_ns - start_ns;
+    let mut by = [0u64; 5];
+    let (mut rb, mut retries, mut skipped) = (0, 0, 0);
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    for t in &terms {
+        for (k, n) in t.counts.committed.iter().enumerate() {
+            by[k] += n;
+        }
+        rb += t.counts.rolled_back;
+        retries += t.counts.retries;
+        skipped += t.counts.delivery_skipped;
+        hist.add(&t.latency_ns)?;
+    }
+    let committed: u64 = by.iter().sum();
+    let after = (snapshot(&e), e.buffer_stats(), e.lock_stats());
+    tpcc::txn::settle(&mut e, &mut terms)?;
+    let secs = virtual_ns as f64 / 1e9;
+    let (check, problems) = if args.check {
+        let rep = tpcc::check(&mut e, cfg, by[Kind::Delivery.index()] == 0)?;
+        (if rep.passed() { "passed" } else { "failed" }, rep.problems)
+    } else {
+        ("skipped", vec![])
+    };
+    let res = TpccResult {
+        workload: "tpcc",
+        storage: storage_name,
+        clock: "virtual".into(),
+        scale: args.scale,
+        items: cfg.items,
+        customers_per_district: cfg.customers_per_district,
+        reduced: cfg.reduced,
+        terminals: args.terminals,
+        seed: args.seed,
+        page_bytes: args.page_size,
+        committed,
+        aborted: rb + retries,
+        throughput_tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
+        notpm: if secs > 0.0 { (by[Kind::NewOrder.index()] + rb) as f64 * 60.0 / secs } else { 0.0 },
+        virtual_seconds: secs,
+        mix: Mix {
+            new_order: by[0],
+            payment: by[1],
+            order_status: by[2],
+            delivery: by[3],
+            stock_level: by[4],
+            new_order_rollbacks: rb,
+            conflict_retries: retries,
+            delivery_districts_skipped: skipped,
+        },
+        latency_us: latency_us(&hist),
+        per_txn: per_txn(&before.0, &after.0, committed),
+        buffer: buffer(frames, &before.1, &after.1),
+        lock_waits: after.2.waits - before.2.waits,
+        group_commit_forces: sched.group_forces,
+        check,
+        check_problems: problems,
+    };
+    if super::super::common::emit_json(args.json.as_deref(), &res)? {
+        println!("tpcc on {} (virtual clock): {} warehouse(s){}, {} terminals, seed {}", res.storage, res.scale, if cfg.reduced { " REDUCED" } else { "" }, res.terminals, res.seed);
+        println!("  NOTPM {:.0}  committed {} ({:.1} tx/s) over {:.3} s virtual", res.notpm, committed, res.throughput_tps, secs);
+        let m = &res.mix;
+        println!(
+            "  mix: new-order {} (+{} rolled back) payment {} order-status {} delivery {} stock-level {}; conflict retries {}",
+            m.new_order, m.new_order_rollbacks, m.payment, m.order_status, m.delivery, m.stock_level, m.conflict_retries
+        );
+        println!("  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}", res.latency_us.mean, res.latency_us.p50, res.latency_us.p95, res.latency_us.p99, res.latency_us.max);
+        println!(
+            "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
+            res.per_txn.flash_reads, res.per_txn.flash_programs, res.per_txn.flash_erases, res.per_txn.gc_migrations, res.per_txn.energy_joules, res.per_txn.host_page_reads, res.per_txn.host_page_writes, res.per_txn.log_forces
+        );
+        println!("  buffer ({} frames): hits {} misses {} evictions {} writebacks {}", frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks);
+        println!("  check: {}{}", res.check, if res.check_problems.is_empty() { String::new() } else { format!(" {:?}", res.check_problems) });
+        println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
+    }
+    if res.check == "failed" {
+        bail!("the TPC-C check failed");
+    }
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! `noftl compare --workload tpcc`: the TPC-C parts of the comparison (load, terminals, the
+//! seed 000 reference line). Everything else (device sizing, rows, statistics, layout) is the
+//! comparison's own, shared with TPC-B.
+//!
+//! Invariant: every row loads the same population with the same seed and runs the same inputs
+//! (seed + repeat index, run constants derived from the load constants per clause 2.1.6.1).
+
+use kits::tpcc::{self, NurandConsts, TpccConfig, TpccTerminal};
+use storage::sched::{run_virtual, VirtualOptions};
+use storage::{Engine, Result};
+
+/// The load's seed: fixed, so that every row and repeat holds the same database.
+const LOAD_SEED: u64 = 0x7C;
+
+pub fn load(e: &mut Engine, cfg: TpccConfig) -> Result<tpcc::load::Loaded> {
+    tpcc::load(e, cfg, LOAD_SEED, |_| {})
+}
+
+/// What one measured run gave: committed transactions, completed New-Orders (NOTPM counts
+/// the rolled-back 1% too), summed latency in ns, and the virtual end time.
+pub struct Ran {
+    pub committed: u64,
+    pub new_orders: u64,
+    pub latency_sum_ns: f64,
+    pub end_ns: u64,
+}
+
+pub fn run(e: &mut Engine, l: &tpcc::load::Loaded, cfg: TpccConfig, terminals: u32, seed: u64, start: u64, until_ns: u64) -> Result<Ran> {
+    let run_c = NurandConsts::run_from(l.c_load, seed);
+    let mut terms: Vec<TpccTerminal> = (0..terminals).map(|i| TpccTerminal::new(i, l.h, cfg, run_c, seed, None)).collect();
+    let st = run_virtual(e, &mut terms, start, VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() })?;
+    Ok(Ran {
+        committed: terms.iter().map(|t| t.committed()).sum(),
+        new_orders: terms.iter().map(|t| t.counts.committed[0] + t.counts.rolled_back).sum(),
+        latency_sum_ns: terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum(),
+        end_ns: st.end_ns,
+    })
+}
+
+pub const SEED_000: &str = "seed 000 Figure 3 (TPC-C SF=5): DFTL 2% 1.63x, 15% 1.71x, 35% 1.44x slower than NoFTL.";

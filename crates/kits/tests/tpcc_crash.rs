@@ -7,13 +7,11 @@
 
 use kits::tpcc::crash::{crash_tpcc_native_once, TpccCrashOptions};
 
-/// Seeds that fail today, found by this test (2 of seeds 0..60: 3 and 15): after recovery a
-/// B-tree inner node points at a page that reads as never formatted ("not a B-tree page on a
-/// B-tree path"). The same workload with the same kind of cuts on the block store
-/// (`BlockPageStore` on a `CrashDisk`) recovered 60 of 60 seeds, so the fault is in the native
-/// store's recovery path (storage crate), not in the kit. Kept out of the sweep below and
-/// pinned by the ignored test, to be un-ignored when fixed.
-const KNOWN_FAILING_ON_NATIVE: [u64; 1] = [3];
+/// Seeds that fail today: none. Seeds 3 and 15 failed until restart redo tested the page LSN
+/// once per record and page (engine.rs invariant 4): a root split's second allocation bit was
+/// lost, and the native store's `retain_allocated` dropped that live B-tree page. Regression
+/// test: storage `a_redone_root_split_keeps_both_new_pages_allocated_after_a_power_cut`.
+const KNOWN_FAILING_ON_NATIVE: [u64; 0] = [];
 
 #[test]
 fn power_cuts_during_tpcc_on_native_recover_and_pass_the_check() {

@@ -17,6 +17,10 @@
 //! 4. Restart: analysis from the last complete checkpoint, redo of every logged change whose page
 //!    LSN is older (repeating history), undo of losers with CLRs; a crash during restart restarts
 //!    again and ends in the same state (CLRs are never undone; redo is idempotent by page LSN).
+//!    The page-LSN test is per record and page, made before the record's first op on the page:
+//!    a page holds all of a record's ops on it or none (records put a page's ops next to each
+//!    other, so the do path fixes no other page, and evicts nothing, between them), and every op
+//!    of a record on a page that needs it is redone, not only the first.
 //! 5. The master record points to a checkpoint whose records are durable; it is written to the
 //!    slot not holding the newest valid copy, so a torn master write leaves the previous one.
 //! 6. With full-page writes, the first change of a clean page is preceded by an image of it, so a
@@ -890,6 +894,11 @@ impl Engine {
             match rd.record_at(&mut *self.store, self.now, pos)? {
                 Found::Record(rec, next) => {
                     let lsn = pos;
+                    // Whether a page needs this record is decided once, at the record's first op
+                    // on it (invariant 4): applying that op sets the page LSN to `lsn`, so testing
+                    // the page LSN again would skip the record's later ops on the same page (a
+                    // root split sets two allocation bits in one space map: the second was lost).
+                    let mut redo_here: Vec<(PageId, bool)> = Vec::new();
                     for op in rec.ops() {
                         let pid = op.pid();
                         if dpt.get(&pid).is_none_or(|&r| lsn < r) {
@@ -901,7 +910,15 @@ impl Engine {
                             self.pool.unfix(f);
                             return Err(Error::Corrupt { pid, why: format!("torn page with no page image to repair it (redo of LSN {lsn})") });
                         }
-                        if page::lsn(p) < lsn || corrupt {
+                        let needed = match redo_here.iter().find(|(q, _)| *q == pid) {
+                            Some(&(_, needed)) => needed,
+                            None => {
+                                let needed = page::lsn(p) < lsn || corrupt;
+                                redo_here.push((pid, needed));
+                                needed
+                            }
+                        };
+                        if needed {
                             let r = apply_op(p, op);
                             if r.is_ok() {
                                 if corrupt {

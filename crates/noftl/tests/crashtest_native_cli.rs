@@ -1,0 +1,28 @@
+//! `noftl crashtest --storage native`: power cuts at random flash operations under the NoFTL page
+//! store, recovered from the flash alone and verified.
+
+use std::process::Command;
+
+#[test]
+fn crashtest_on_native_verifies_every_recovery() {
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["crashtest", "--workload", "tpcb", "--storage", "native", "--seeds", "8", "--json"])
+        .output()
+        .expect("run noftl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["storage"], "native");
+    assert_eq!(v["seeds"], 8);
+    assert_eq!(v["verified"], 8, "{v}");
+    assert!(v["faults_inside_workload"].as_u64().unwrap_or(0) > 0, "some cuts must land inside the workload: {v}");
+}
+
+#[test]
+fn crashtest_options_native_cannot_honour_are_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["crashtest", "--workload", "tpcb", "--storage", "native", "--recovery-crash", "--seeds", "1"])
+        .output()
+        .expect("run noftl");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not available on native"));
+}

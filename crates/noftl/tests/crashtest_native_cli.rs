@@ -26,3 +26,13 @@ fn crashtest_options_native_cannot_honour_are_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not available on native"));
 }
+
+#[test]
+fn compare_paper_refuses_workloads_seed_000_gives_no_scales_for() {
+    for args in [&["compare", "--paper", "--workload", "tatp"][..], &["compare", "--paper", "--scale", "3"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_noftl")).args(args).output().expect("run noftl");
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--paper") || err.contains("cannot be used with"), "{args:?}: {err}");
+    }
+}

@@ -42,7 +42,7 @@ use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, P
 
 use super::common::{parse_percent, DeviceArgs};
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
     /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
     /// TPC-C also New-Orders per minute, NOTPM).
@@ -79,10 +79,20 @@ pub struct CompareArgs {
     /// Worker threads (runs are independent).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
-    /// Write the JSON result to this file ("-": standard output).
+    /// Write the JSON result to this file ("-": standard output). With --paper, one file per
+    /// scale: the scale is put before the extension (compare.json -> compare-sf48.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run seed 000's scales one after the other (TPC-B 48/200/500 branches, TPC-C 5/25/50
+    /// warehouses; Figure 3), instead of --scale. Needs a machine with RAM for --jobs devices of
+    /// up to ~10 GiB each: every device keeps its data.
+    #[arg(long, conflicts_with = "scale")]
+    pub paper: bool,
 }
+
+/// Seed 000's scales (Figure 3: 1 GB, 5 GB and 10 GB of flash).
+const PAPER_SCALES_TPCB: [u32; 3] = [48, 200, 500];
+const PAPER_SCALES_TPCC: [u32; 3] = [5, 25, 50];
 
 /// The stores compared, in seed 000's column order (and the page FTL after them).
 const ROWS: [(&str, Option<f64>); 5] = [("native", None), ("dftl-2%", Some(0.02)), ("dftl-15%", Some(0.15)), ("dftl-35%", Some(0.35)), ("page", None)];
@@ -358,6 +368,46 @@ fn r4(x: f64) -> f64 {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    if !args.paper {
+        return run_scale(&args);
+    }
+    let scales = match args.workload.as_str() {
+        "tpcb" => PAPER_SCALES_TPCB,
+        "tpcc" => PAPER_SCALES_TPCC,
+        other => bail!("--paper runs seed 000's scales, which it gives for tpcb and tpcc only, not '{other}'"),
+    };
+    for scale in scales {
+        let mut one = args.clone();
+        one.scale = Some(scale);
+        one.paper = false;
+        one.json = args.json.as_ref().map(|p| with_scale(p, scale));
+        run_scale(&one)?;
+    }
+    Ok(())
+}
+
+/// `compare.json` -> `compare-sf48.json` (standard output stays standard output).
+fn with_scale(path: &std::path::Path, scale: u32) -> PathBuf {
+    if path.as_os_str() == "-" {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-sf{scale}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-sf{scale}"),
+    };
+    path.with_file_name(name)
+}
+
+/// Bytes of memory available for new allocations, from /proc/meminfo (None where unknown).
+fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     let (w, scale) = match args.workload.as_str() {
         "tpcb" => {
             let scale = args.scale.unwrap_or(12);
@@ -386,8 +436,21 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     }
     let until_ns = super::bench::parse_duration_ns(&args.duration)?;
     eprintln!("measuring the database of {} scale {scale} ...", w.label());
-    let rig = size_rig(&args, w)?;
+    let rig = size_rig(args, w)?;
     let g = &rig.nand.geometry;
+    // Every device keeps its data in RAM: refuse up front rather than fail (or swap) half-way.
+    let need_bytes = g.capacity_bytes() * args.jobs.clamp(1, ROWS.len()) as u64;
+    if let Some(avail) = available_memory_bytes() {
+        if need_bytes > avail / 10 * 9 {
+            bail!(
+                "scale {scale} needs about {:.1} GiB of RAM for {} device(s) of {:.1} GiB, and {:.1} GiB is available: use --jobs 1 or a larger machine",
+                need_bytes as f64 / (1u64 << 30) as f64,
+                args.jobs.clamp(1, ROWS.len()),
+                g.capacity_bytes() as f64 / (1u64 << 30) as f64,
+                avail as f64 / (1u64 << 30) as f64
+            );
+        }
+    }
     eprintln!(
         "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
         rig.nand.name,
@@ -540,5 +603,18 @@ fn print_table(res: &CompareResult) {
         println!("TATP: successful transactions per second (TATP's MQTh); seed 000 has no TATP figure.");
     } else {
         println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
+    }
+}
+
+#[cfg(test)]
+mod paper_tests {
+    use super::*;
+
+    #[test]
+    fn paper_json_files_carry_the_scale() {
+        assert_eq!(with_scale(std::path::Path::new("out/compare.json"), 48), PathBuf::from("out/compare-sf48.json"));
+        assert_eq!(with_scale(std::path::Path::new("compare"), 5), PathBuf::from("compare-sf5"));
+        assert_eq!(with_scale(std::path::Path::new("-"), 5), PathBuf::from("-"));
+        assert!(available_memory_bytes().is_some_and(|b| b > 0) || !cfg!(target_os = "linux"));
     }
 }

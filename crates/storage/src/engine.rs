@@ -380,6 +380,10 @@ impl Engine {
     pub fn set_now(&mut self, t: Nanos) {
         self.now = t;
     }
+    /// Replaces the CPU cost model (real time runs with none: there the CPU time is real).
+    pub fn set_cpu_model(&mut self, m: CpuModel) {
+        self.cfg.cpu = m;
+    }
     pub fn page_bytes(&self) -> usize {
         self.store.page_bytes()
     }

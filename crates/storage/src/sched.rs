@@ -203,24 +203,42 @@ pub fn run_virtual<T: Terminal>(eng: &mut Engine, terms: &mut [T], start_ns: Nan
     Ok(stats)
 }
 
-/// Runs `terms` in real time, one thread each (the engine's clock follows the wall clock), sharing the engine behind a mutex (steps are
+fn lock_engine(m: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {
+    m.lock().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))
+}
+
+/// Runs `terms` in real time, one thread each, sharing the engine behind a mutex (steps are
 /// atomic; lock waits sleep on a condition variable until some transaction ends; each commit
 /// forces the log itself, so concurrent commits share forces only by chance).
-pub fn run_real<T: Terminal + Send + 'static>(eng: Engine, terms: Vec<T>) -> Result<(Engine, Vec<T>)> {
+///
+/// The engine's clock follows the wall clock. A step's device requests are scheduled at the
+/// wall-clock time the step starts and complete at their modelled times; the terminal then waits
+/// for that completion on the wall clock *without the engine lock*, so that other terminals run
+/// meanwhile and device waits overlap as they would on a real device. The commit is acknowledged
+/// only once the wall clock has reached the log force's completion. The CPU model is switched
+/// off: here the CPU time is real, and charging the model as well would count it twice.
+pub fn run_real<T: Terminal + Send + 'static>(mut eng: Engine, terms: Vec<T>) -> Result<(Engine, Vec<T>)> {
+    eng.set_cpu_model(crate::engine::CpuModel { ns_per_call: 0, ns_per_fix: 0, ns_per_record: 0, ns_per_lock: 0 });
+    // The wall clock starts where the engine's (and so the device's) virtual clock stands after
+    // loading; otherwise the first requests would queue behind the load's device time.
+    let offset_ns = eng.now();
     let shared = Arc::new((Mutex::new(eng), Condvar::new()));
-    // The engine's clock follows the wall clock here (plus the CPU model within a step).
-    let t0 = std::time::Instant::now();
+    let clock = nand::RealClock::new();
+    let now_ns = move || offset_ns + clock.now_ns();
+    let wait_until = move |t_ns: Nanos| clock.wait_until(t_ns.saturating_sub(offset_ns));
     let handles: Vec<_> = terms
         .into_iter()
         .map(|mut t| {
             let sh = Arc::clone(&shared);
             std::thread::spawn(move || -> Result<T> {
                 let (m, cv) = &*sh;
-                let mut g = m.lock().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
+                let mut g = lock_engine(m)?;
                 loop {
-                    g.set_now(t0.elapsed().as_nanos() as Nanos);
+                    g.set_now(now_ns());
                     let ended = g.stats().commits + g.stats().aborts;
                     let r = t.step(&mut g)?;
+                    // The step's device requests complete at g.now(): wait for them unlocked.
+                    let io_done_ns = g.now();
                     match r {
                         Step::Ran => {}
                         Step::Blocked => {
@@ -230,7 +248,12 @@ pub fn run_real<T: Terminal + Send + 'static>(eng: Engine, terms: Vec<T>) -> Res
                             if !g.is_durable(lsn) {
                                 g.force_log()?;
                             }
-                            g.set_now(t0.elapsed().as_nanos() as Nanos);
+                            // Acknowledge only when the force has completed on the wall clock.
+                            let forced_ns = g.now();
+                            drop(g);
+                            wait_until(forced_ns);
+                            g = lock_engine(m)?;
+                            g.set_now(now_ns());
                             t.durable(&mut g)?;
                         }
                         Step::Finished => {
@@ -241,9 +264,10 @@ pub fn run_real<T: Terminal + Send + 'static>(eng: Engine, terms: Vec<T>) -> Res
                     if g.stats().commits + g.stats().aborts != ended {
                         cv.notify_all();
                     }
-                    // Let other threads in between steps.
+                    // Let other threads in between steps, and wait out this step's device time.
                     drop(g);
-                    g = m.lock().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
+                    wait_until(io_done_ns);
+                    g = lock_engine(m)?;
                 }
             })
         })

@@ -37,10 +37,15 @@
 use nand::{Nand, NandError, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block::common::{is_block_failure, scan_device, shared_block_device_methods, Flash, CYC_LOOKUP, CYC_REQUEST, CYC_UPDATE};
-use crate::oob::{BlockScan, OobRecord, PageKind, FLAG_COMMIT};
-use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
+use crate::block::common::{
+    is_block_failure, scan_device, shared_block_device_methods, Flash, CYC_LOOKUP, CYC_REQUEST,
+    CYC_UPDATE,
+};
+use crate::block_device::{
+    check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES,
+};
 use crate::controller::{Controller, ControllerConfig};
+use crate::oob::{BlockScan, OobRecord, PageKind, FLAG_COMMIT};
 
 /// Options of AMF's AFTL.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -54,7 +59,8 @@ pub struct AmfOptions {
 
 impl AmfOptions {
     pub fn spare_blocks_for(&self, blocks_per_die: u32) -> u32 {
-        self.spare_blocks_per_die.unwrap_or_else(|| (blocks_per_die * 2).div_ceil(100).max(1))
+        self.spare_blocks_per_die
+            .unwrap_or_else(|| (blocks_per_die * 2).div_ceil(100).max(1))
     }
 }
 
@@ -102,7 +108,9 @@ impl Amf {
         let bpd = f.geo.blocks_per_die();
         let spare = opts.spare_blocks_for(bpd);
         if spare >= bpd {
-            return Err(FtlError::Config(format!("{spare} spare blocks per die leave no segment in a die of {bpd} blocks")));
+            return Err(FtlError::Config(format!(
+                "{spare} spare blocks per die leave no segment in a die of {bpd} blocks"
+            )));
         }
         let segments = bpd - spare;
         let mut me = Amf {
@@ -150,7 +158,10 @@ impl Amf {
             for &(_, rec) in &s.records {
                 me.seq = me.seq.max(rec.seq);
                 if !matches!(rec.kind, PageKind::Data | PageKind::Pad) {
-                    return Err(FtlError::Recovery(format!("block {pbn} holds a {:?} page (key {}); not an AMF device", rec.kind, rec.key)));
+                    return Err(FtlError::Recovery(format!(
+                        "block {pbn} holds a {:?} page (key {}); not an AMF device",
+                        rec.kind, rec.key
+                    )));
                 }
                 if rec.key >= capacity {
                     return Err(FtlError::Recovery(format!(
@@ -182,7 +193,13 @@ impl Amf {
                     cur = spare.unwrap_or(home);
                 }
                 me.map[lb as usize] = cur;
-                let used = |b: &BlockScan| if b.next_free == 0 { 0 } else { (b.next_free - 1) * me.dies + d + 1 };
+                let used = |b: &BlockScan| {
+                    if b.next_free == 0 {
+                        0
+                    } else {
+                        (b.next_free - 1) * me.dies + d + 1
+                    }
+                };
                 let w = used(&scan[home as usize]).max(used(&scan[cur as usize]));
                 dirty_segments[s as usize] |= scan[cur as usize].needs_erase;
                 me.wp[s as usize] = me.wp[s as usize].max(w);
@@ -261,22 +278,40 @@ impl Amf {
     fn locate(&self, lpn: u64) -> (u32, u32, nand::Ppn) {
         let (s, o) = ((lpn / self.seg_pages) as u32, (lpn % self.seg_pages) as u32);
         let (d, page) = (o % self.dies, o / self.dies);
-        (s, o, self.f.ppn(self.map[(s * self.dies + d) as usize], page))
+        (
+            s,
+            o,
+            self.f.ppn(self.map[(s * self.dies + d) as usize], page),
+        )
     }
 
     fn take_spare(&mut self, die: u32) -> Result<u32, FtlError> {
-        self.spares[die as usize].pop().ok_or(FtlError::NoSpace("a spare block for bad-block remapping"))
+        self.spares[die as usize]
+            .pop()
+            .ok_or(FtlError::NoSpace("a spare block for bad-block remapping"))
     }
 
     /// Copies the pages `from..to` of block `src` that hold a record to the same pages of `dst`.
-    fn copy_block(&mut self, t: Nanos, src: u32, dst: u32, from: u32, to: u32) -> Result<Nanos, FtlError> {
+    fn copy_block(
+        &mut self,
+        t: Nanos,
+        src: u32,
+        dst: u32,
+        from: u32,
+        to: u32,
+    ) -> Result<Nanos, FtlError> {
         let mut done = t;
         for page in from..to {
             let mut buf = std::mem::take(&mut self.f.buf);
-            let r = self.f.read_with_record(t, self.f.ppn(src, page), &mut buf, Purpose::Gc);
+            let r = self
+                .f
+                .read_with_record(t, self.f.ppn(src, page), &mut buf, Purpose::Gc);
             self.f.buf = buf;
             if let (r, Some(rec)) = r? {
-                done = done.max(self.f.program_buf(r, self.f.ppn(dst, page), &rec, Purpose::Gc)?);
+                done = done.max(
+                    self.f
+                        .program_buf(r, self.f.ppn(dst, page), &rec, Purpose::Gc)?,
+                );
                 self.c.gc.migrations += 1;
             }
         }
@@ -310,11 +345,21 @@ impl Amf {
         Ok(done)
     }
 
-    fn program(&mut self, t: Nanos, lpn: u64, data: &[u8], kind: PageKind) -> Result<Nanos, FtlError> {
+    fn program(
+        &mut self,
+        t: Nanos,
+        lpn: u64,
+        data: &[u8],
+        kind: PageKind,
+    ) -> Result<Nanos, FtlError> {
         let (s, o, ppn) = self.locate(lpn);
         self.seq += 1;
         let rec = OobRecord::new(kind, lpn, self.seq, 0).with_flags(FLAG_COMMIT);
-        let purpose = if kind == PageKind::Data { Purpose::Host } else { Purpose::Gc };
+        let purpose = if kind == PageKind::Data {
+            Purpose::Host
+        } else {
+            Purpose::Gc
+        };
         self.wp[s as usize] = o + 1;
         match self.f.program(t, ppn, data, &rec, purpose) {
             Err(FtlError::Flash(NandError::ProgramFailed(_) | NandError::BadBlock(_))) => {
@@ -359,7 +404,13 @@ impl BlockDevice for Amf {
         Ok(done)
     }
 
-    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+    fn write(
+        &mut self,
+        at_ns: Nanos,
+        lpn: u64,
+        data: &[u8],
+        _fua: bool,
+    ) -> Result<Nanos, FtlError> {
         let pages = check_request(lpn, data.len(), self.capacity_pages())?;
         // Invariant 3: refuse before touching anything. Within a request pages ascend, so only
         // the first page of each segment can fall below its write pointer.

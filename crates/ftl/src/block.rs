@@ -35,7 +35,9 @@ use std::collections::BTreeSet;
 use nand::{Nand, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
+use crate::block_device::{
+    check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES,
+};
 use crate::controller::{Controller, ControllerConfig};
 
 pub(crate) mod common;
@@ -43,8 +45,8 @@ pub(crate) mod common;
 use crate::oob::{OobRecord, PageKind, FLAG_COMMIT};
 use crate::options::check_spare_factor;
 use common::{
-    chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_LOOKUP,
-    CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
+    chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits,
+    Flash, FreePool, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 
 /// Options of the block-level FTL.
@@ -58,7 +60,10 @@ pub struct BlockOptions {
 
 impl Default for BlockOptions {
     fn default() -> Self {
-        BlockOptions { spare_factor: 0.07, controller: ControllerConfig::default() }
+        BlockOptions {
+            spare_factor: 0.07,
+            controller: ControllerConfig::default(),
+        }
     }
 }
 
@@ -99,7 +104,11 @@ pub(crate) fn exposed_blocks(f: &Flash, spare_factor: f64) -> Result<u32, FtlErr
 
 /// Logical blocks exposed for a geometry and spare factor (independent of bad blocks, so that
 /// capacity does not change across a restart).
-pub(crate) fn logical_blocks(f: &Flash, spare_factor: f64, min_spare: u32) -> Result<u32, FtlError> {
+pub(crate) fn logical_blocks(
+    f: &Flash,
+    spare_factor: f64,
+    min_spare: u32,
+) -> Result<u32, FtlError> {
     let blocks = f.geo.blocks();
     let logical = exposed_blocks(f, spare_factor)?;
     let good = (0..blocks).filter(|&b| !f.is_bad(b)).count() as u32;
@@ -157,12 +166,19 @@ impl BlockFtl {
         let mut best: Vec<(u64, u32)> = vec![(0, NONE); logical as usize];
         let mut max_seq = 0;
         for (pbn, s) in scan.iter().enumerate() {
-            let Some(&(_, first)) = s.records.first() else { continue };
+            let Some(&(_, first)) = s.records.first() else {
+                continue;
+            };
             let lbn = first.key / ppb;
             let mut committed = false;
             for &(page, rec) in &s.records {
                 let positional = matches!(rec.kind, PageKind::Data | PageKind::Pad);
-                if rec.key / ppb != lbn || rec.key % ppb != u64::from(page) || rec.seq != first.seq || !positional || rec.log() {
+                if rec.key / ppb != lbn
+                    || rec.key % ppb != u64::from(page)
+                    || rec.seq != first.seq
+                    || !positional
+                    || rec.log()
+                {
                     return Err(FtlError::Recovery(format!(
                         "block {pbn} holds pages of another layout ({:?} of key {} at page {page}); not a block-FTL device",
                         rec.kind, rec.key
@@ -189,7 +205,10 @@ impl BlockFtl {
             }
             me.map[lbn] = pbn;
             let s = &scan[pbn as usize];
-            me.pb[pbn as usize] = Phys { next_free: s.next_free, version };
+            me.pb[pbn as usize] = Phys {
+                next_free: s.next_free,
+                version,
+            };
             for &(page, rec) in &s.records {
                 if rec.kind == PageKind::Data {
                     me.valid.set(me.f.ppn(pbn, page).0);
@@ -198,7 +217,10 @@ impl BlockFtl {
         }
         for (pbn, s) in scan.iter().enumerate() {
             let pbn = pbn as u32;
-            let mapped = s.records.first().is_some_and(|(_, r)| best[(r.key / ppb) as usize].1 == pbn);
+            let mapped = s
+                .records
+                .first()
+                .is_some_and(|(_, r)| best[(r.key / ppb) as usize].1 == pbn);
             if s.bad {
                 // Grown bad: a readable source only, never erased (invariant 7).
                 if let Some(&(_, r)) = s.records.iter().find(|(_, r)| r.commit()) {
@@ -241,14 +263,27 @@ impl BlockFtl {
     }
 
     fn alloc(&mut self, lbn: u64) -> Result<u32, FtlError> {
-        let pbn = self.free.pop((lbn % u64::from(self.f.geo.dies())) as u32).ok_or(FtlError::NoSpace("a block merge"))?;
+        let pbn = self
+            .free
+            .pop((lbn % u64::from(self.f.geo.dies())) as u32)
+            .ok_or(FtlError::NoSpace("a block merge"))?;
         self.seq += 1;
-        self.pb[pbn as usize] = Phys { next_free: 0, version: self.seq };
+        self.pb[pbn as usize] = Phys {
+            next_free: 0,
+            version: self.seq,
+        };
         Ok(pbn)
     }
 
     /// Programs host pages `off..` of `data` into `pbn` (fresh or append), each page committed.
-    fn program_host(&mut self, t: Nanos, lbn: u64, pbn: u32, off: u32, data: &[u8]) -> Result<Nanos, FtlError> {
+    fn program_host(
+        &mut self,
+        t: Nanos,
+        lbn: u64,
+        pbn: u32,
+        off: u32,
+        data: &[u8],
+    ) -> Result<Nanos, FtlError> {
         let ppb = u64::from(self.f.ppb);
         let version = self.pb[pbn as usize].version;
         let mut done = t;
@@ -256,11 +291,14 @@ impl BlockFtl {
             let page = off + i as u32;
             let lpn_base = lbn * ppb;
             let mut nf = self.pb[pbn as usize].next_free;
-            let padded = self.f.pad_to(t, pbn, &mut nf, page, lpn_base, version, 0, Purpose::Host);
+            let padded = self
+                .f
+                .pad_to(t, pbn, &mut nf, page, lpn_base, version, 0, Purpose::Host);
             self.pb[pbn as usize].next_free = nf;
             done = done.max(padded?);
             let ppn = self.f.ppn(pbn, page);
-            let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(page), version, 0).with_flags(FLAG_COMMIT);
+            let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(page), version, 0)
+                .with_flags(FLAG_COMMIT);
             done = done.max(self.f.program(t, ppn, page_data, &rec, Purpose::Host)?);
             self.valid.set(ppn.0);
         }
@@ -269,7 +307,13 @@ impl BlockFtl {
 
     /// Rewrites logical block `lbn` into a fresh block: host pages `new` (offset, data) replace
     /// theirs, pages in `drop` (offset, count) are left out (trim), other valid pages are copied.
-    fn merge(&mut self, t: Nanos, lbn: u64, new: Option<(u32, &[u8])>, drop: Option<(u32, u32)>) -> Result<Nanos, FtlError> {
+    fn merge(
+        &mut self,
+        t: Nanos,
+        lbn: u64,
+        new: Option<(u32, &[u8])>,
+        drop: Option<(u32, u32)>,
+    ) -> Result<Nanos, FtlError> {
         let ppb = self.f.ppb;
         let old = self.map[lbn as usize];
         let t = self.ctrl.charge(t, CYC_MERGE_PAGE * u64::from(ppb));
@@ -298,7 +342,8 @@ impl BlockFtl {
                     Err(e) => {
                         // The target is uncommitted (its commit page is the last), so recovery
                         // ignores it; the old block still holds everything (invariant 4).
-                        self.valid.clear_range(self.f.geo.first_page(nand::Pbn(dst)).0, u64::from(ppb));
+                        self.valid
+                            .clear_range(self.f.geo.first_page(nand::Pbn(dst)).0, u64::from(ppb));
                         if failed_program_block(&e, &self.f.geo) == Some(dst) {
                             // The target went bad: never used again; merge into another block.
                             return self.merge(t, lbn, new, drop);
@@ -318,7 +363,8 @@ impl BlockFtl {
         }
         // The old block goes only now that the new one is committed (invariant 4). The host
         // request does not wait for this erase; later operations on the die queue behind it.
-        self.valid.clear_range(self.f.geo.first_page(nand::Pbn(old)).0, u64::from(ppb));
+        self.valid
+            .clear_range(self.f.geo.first_page(nand::Pbn(old)).0, u64::from(ppb));
         self.retire(done, old)?;
         Ok(done)
     }
@@ -326,20 +372,39 @@ impl BlockFtl {
     /// Programs page `p` of merge target `dst`: the host's page if `new` covers it, else a
     /// copy of the old block's page; the last page carries the commit flag (invariant 4).
     #[allow(clippy::too_many_arguments)]
-    fn merge_page(&mut self, t: Nanos, lbn: u64, old: u32, dst: u32, p: u32, last: u32, new: Option<(u32, &[u8])>, new_range: Option<(u32, u32)>) -> Result<Nanos, FtlError> {
+    fn merge_page(
+        &mut self,
+        t: Nanos,
+        lbn: u64,
+        old: u32,
+        dst: u32,
+        p: u32,
+        last: u32,
+        new: Option<(u32, &[u8])>,
+        new_range: Option<(u32, u32)>,
+    ) -> Result<Nanos, FtlError> {
         let version = self.pb[dst as usize].version;
         let lpn_base = lbn * u64::from(self.f.ppb);
         let mut nf = self.pb[dst as usize].next_free;
-        let padded = self.f.pad_to(t, dst, &mut nf, p, lpn_base, version, 0, Purpose::Gc);
+        let padded = self
+            .f
+            .pad_to(t, dst, &mut nf, p, lpn_base, version, 0, Purpose::Gc);
         self.pb[dst as usize].next_free = nf;
         let mut done = padded?;
         let flags = if p == last { FLAG_COMMIT } else { 0 };
-        let rec = OobRecord::new(PageKind::Data, lpn_base + u64::from(p), version, 0).with_flags(flags);
+        let rec =
+            OobRecord::new(PageKind::Data, lpn_base + u64::from(p), version, 0).with_flags(flags);
         let ppn = self.f.ppn(dst, p);
         match new {
             Some((o, d)) if new_range.is_some_and(|(o2, n)| p >= o2 && p < o2 + n) => {
                 let at = (p - o) as usize * LOGICAL_PAGE_BYTES;
-                done = done.max(self.f.program(t, ppn, &d[at..at + LOGICAL_PAGE_BYTES], &rec, Purpose::Host)?);
+                done = done.max(self.f.program(
+                    t,
+                    ppn,
+                    &d[at..at + LOGICAL_PAGE_BYTES],
+                    &rec,
+                    Purpose::Host,
+                )?);
             }
             _ => {
                 let r = self.f.read_buf(t, self.f.ppn(old, p), Purpose::Gc)?;
@@ -367,7 +432,13 @@ impl BlockFtl {
         }
     }
 
-    fn write_chunk(&mut self, t: Nanos, lbn: u64, off: u32, data: &[u8]) -> Result<Nanos, FtlError> {
+    fn write_chunk(
+        &mut self,
+        t: Nanos,
+        lbn: u64,
+        off: u32,
+        data: &[u8],
+    ) -> Result<Nanos, FtlError> {
         let n = (data.len() / LOGICAL_PAGE_BYTES) as u64;
         let cur = self.map[lbn as usize];
         let t = self.ctrl.charge(t, CYC_UPDATE * n);
@@ -383,7 +454,9 @@ impl BlockFtl {
         match r {
             // The mapped block went bad under the program: a merge moves its pages (it stays
             // readable) and the host pages into a good block, and retires it.
-            Err(e) if failed_program_block(&e, &self.f.geo) == Some(self.map[lbn as usize]) => self.merge(t, lbn, Some((off, data)), None),
+            Err(e) if failed_program_block(&e, &self.f.geo) == Some(self.map[lbn as usize]) => {
+                self.merge(t, lbn, Some((off, data)), None)
+            }
             r => r,
         }
     }
@@ -419,9 +492,15 @@ impl BlockDevice for BlockFtl {
         for (i, chunk) in buf.chunks_mut(LOGICAL_PAGE_BYTES).enumerate() {
             let l = lpn + i as u64;
             let pbn = self.map[(l / ppb) as usize];
-            let ppn = if pbn == NONE { None } else { Some(self.f.ppn(pbn, (l % ppb) as u32)) };
+            let ppn = if pbn == NONE {
+                None
+            } else {
+                Some(self.f.ppn(pbn, (l % ppb) as u32))
+            };
             match ppn {
-                Some(ppn) if self.valid.get(ppn.0) => done = done.max(self.f.read(t, ppn, chunk, Purpose::Host)?),
+                Some(ppn) if self.valid.get(ppn.0) => {
+                    done = done.max(self.f.read(t, ppn, chunk, Purpose::Host)?)
+                }
                 _ => chunk.fill(0),
             }
         }
@@ -429,7 +508,13 @@ impl BlockDevice for BlockFtl {
         Ok(done)
     }
 
-    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+    fn write(
+        &mut self,
+        at_ns: Nanos,
+        lpn: u64,
+        data: &[u8],
+        _fua: bool,
+    ) -> Result<Nanos, FtlError> {
         let pages = check_request(lpn, data.len(), self.capacity_pages())?;
         let t = self.ctrl.charge(at_ns, CYC_REQUEST);
         let mut done = t;

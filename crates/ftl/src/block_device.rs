@@ -11,7 +11,7 @@
 //!    After a power cut and recovery, every durable write reads back, and no trimmed data
 //!    returns.
 
-use nand::{Nanos, Nand, NandError};
+use nand::{Nand, NandError, Nanos};
 
 use crate::controller::Controller;
 use serde::{Deserialize, Serialize};
@@ -24,7 +24,11 @@ pub enum FtlError {
     #[error("logical pages {start}..{end} are beyond the device's {capacity} pages")]
     OutOfRange { start: u64, end: u64, capacity: u64 },
     #[error("request of {bytes} bytes at offset {offset} is not aligned to {align}-byte units")]
-    Misaligned { offset: u64, bytes: usize, align: usize },
+    Misaligned {
+        offset: u64,
+        bytes: usize,
+        align: usize,
+    },
     #[error("the device is full: no free flash block left for {0}")]
     NoSpace(&'static str),
     #[error("logical page {lpn} cannot be overwritten: {why}")]
@@ -91,18 +95,31 @@ pub(crate) struct Counters {
 impl Counters {
     /// Counting from now (call it once formatting or recovery is done).
     pub fn new(nand: &Nand) -> Counters {
-        Counters { base_programs: flash_programs(nand), ..Counters::default() }
+        Counters {
+            base_programs: flash_programs(nand),
+            ..Counters::default()
+        }
     }
 
     /// The report every FTL builds (DFTL adds its cache fields; FTLs on a `FlashSpace` take
     /// `gc` from the space).
-    pub fn report(&self, name: String, nand: &Nand, mapping_bytes: u64, ctrl: &Controller) -> FtlReport {
+    pub fn report(
+        &self,
+        name: String,
+        nand: &Nand,
+        mapping_bytes: u64,
+        ctrl: &Controller,
+    ) -> FtlReport {
         let programs = flash_programs(nand).saturating_sub(self.base_programs);
         FtlReport {
             name,
             host: self.host,
             gc: self.gc,
-            waf: if self.host.writes == 0 { 0.0 } else { programs as f64 / self.host.writes as f64 },
+            waf: if self.host.writes == 0 {
+                0.0
+            } else {
+                programs as f64 / self.host.writes as f64
+            },
             mapping_bytes,
             cmt_hit_ratio: None,
             translation_reads: 0,
@@ -157,7 +174,11 @@ pub trait BlockDevice: Send {
 /// Checks contract item 1 for a request of `bytes` bytes at `lpn`; returns the page count.
 pub fn check_request(lpn: u64, bytes: usize, capacity: u64) -> Result<u64, FtlError> {
     if !bytes.is_multiple_of(LOGICAL_PAGE_BYTES) {
-        return Err(FtlError::Misaligned { offset: lpn * LOGICAL_PAGE_BYTES as u64, bytes, align: LOGICAL_PAGE_BYTES });
+        return Err(FtlError::Misaligned {
+            offset: lpn * LOGICAL_PAGE_BYTES as u64,
+            bytes,
+            align: LOGICAL_PAGE_BYTES,
+        });
     }
     let pages = (bytes / LOGICAL_PAGE_BYTES) as u64;
     check_range(lpn, pages, capacity)?;
@@ -167,7 +188,11 @@ pub fn check_request(lpn: u64, bytes: usize, capacity: u64) -> Result<u64, FtlEr
 pub fn check_range(lpn: u64, pages: u64, capacity: u64) -> Result<(), FtlError> {
     match lpn.checked_add(pages) {
         Some(end) if end <= capacity => Ok(()),
-        _ => Err(FtlError::OutOfRange { start: lpn, end: lpn.saturating_add(pages), capacity }),
+        _ => Err(FtlError::OutOfRange {
+            start: lpn,
+            end: lpn.saturating_add(pages),
+            capacity,
+        }),
     }
 }
 

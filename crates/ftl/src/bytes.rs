@@ -19,7 +19,10 @@ const PAGE: u64 = LOGICAL_PAGE_BYTES as u64;
 
 impl<D: BlockDevice> ByteDevice<D> {
     pub fn new(dev: D) -> Self {
-        ByteDevice { dev, scratch: vec![0; LOGICAL_PAGE_BYTES] }
+        ByteDevice {
+            dev,
+            scratch: vec![0; LOGICAL_PAGE_BYTES],
+        }
     }
     pub fn inner(&self) -> &D {
         &self.dev
@@ -36,7 +39,11 @@ impl<D: BlockDevice> ByteDevice<D> {
 
     fn check(&self, offset: u64, len: usize) -> Result<(), FtlError> {
         if !offset.is_multiple_of(SECTOR_BYTES as u64) || !len.is_multiple_of(SECTOR_BYTES) {
-            return Err(FtlError::Misaligned { offset, bytes: len, align: SECTOR_BYTES });
+            return Err(FtlError::Misaligned {
+                offset,
+                bytes: len,
+                align: SECTOR_BYTES,
+            });
         }
         let end = offset.checked_add(len as u64);
         match end {
@@ -74,7 +81,13 @@ impl<D: BlockDevice> ByteDevice<D> {
     }
 
     /// Writes `data` at byte `offset`; with `fua` it is durable when this returns.
-    pub fn write(&mut self, at_ns: Nanos, offset: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
+    pub fn write(
+        &mut self,
+        at_ns: Nanos,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+    ) -> Result<Nanos, FtlError> {
         self.check(offset, data.len())?;
         let mut done = at_ns;
         let mut pos = 0usize;
@@ -101,7 +114,14 @@ impl<D: BlockDevice> ByteDevice<D> {
     /// Writes `len` zero bytes at `offset`. Whole pages are trimmed (they read as zeros), and
     /// partial pages at the edges are written with zeros, unless `may_trim` is false, in which
     /// case zeros are written everywhere.
-    pub fn write_zeroes(&mut self, at_ns: Nanos, offset: u64, len: usize, may_trim: bool, fua: bool) -> Result<Nanos, FtlError> {
+    pub fn write_zeroes(
+        &mut self,
+        at_ns: Nanos,
+        offset: u64,
+        len: usize,
+        may_trim: bool,
+        fua: bool,
+    ) -> Result<Nanos, FtlError> {
         self.check(offset, len)?;
         let first_whole = offset.div_ceil(PAGE);
         let end = offset + len as u64;
@@ -112,7 +132,10 @@ impl<D: BlockDevice> ByteDevice<D> {
             if head > 0 {
                 done = done.max(self.write(at_ns, offset, &vec![0; head], fua)?);
             }
-            done = done.max(self.dev.trim(at_ns, first_whole, last_whole - first_whole)?);
+            done = done.max(
+                self.dev
+                    .trim(at_ns, first_whole, last_whole - first_whole)?,
+            );
             let tail = (end - last_whole * PAGE) as usize;
             if tail > 0 {
                 done = done.max(self.write(at_ns, last_whole * PAGE, &vec![0; tail], fua)?);
@@ -172,10 +195,22 @@ mod tests {
     #[test]
     fn misaligned_and_out_of_range_requests_are_refused() {
         let mut d = ByteDevice::new(MemDisk::new(2));
-        assert!(matches!(d.write(0, 100, &[0; 512], false), Err(FtlError::Misaligned { .. })));
-        assert!(matches!(d.write(0, 0, &[0; 100], false), Err(FtlError::Misaligned { .. })));
-        assert!(matches!(d.read(0, 8192, &mut [0; 512]), Err(FtlError::OutOfRange { .. })));
-        assert!(matches!(d.read(0, u64::MAX - 511, &mut [0; 512]), Err(FtlError::OutOfRange { .. })));
+        assert!(matches!(
+            d.write(0, 100, &[0; 512], false),
+            Err(FtlError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            d.write(0, 0, &[0; 100], false),
+            Err(FtlError::Misaligned { .. })
+        ));
+        assert!(matches!(
+            d.read(0, 8192, &mut [0; 512]),
+            Err(FtlError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            d.read(0, u64::MAX - 511, &mut [0; 512]),
+            Err(FtlError::OutOfRange { .. })
+        ));
     }
 
     #[test]

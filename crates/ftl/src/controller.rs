@@ -41,8 +41,15 @@ pub struct Controller {
 
 impl Controller {
     pub fn new(cfg: &ControllerConfig) -> Self {
-        assert!(cfg.clock_mhz.is_finite() && cfg.clock_mhz > 0.0, "controller clock must be positive");
-        Controller { ps_per_cycle: (1e6 / cfg.clock_mhz).round().max(1.0) as u64, free_at_ns: 0, busy_ps: 0 }
+        assert!(
+            cfg.clock_mhz.is_finite() && cfg.clock_mhz > 0.0,
+            "controller clock must be positive"
+        );
+        Controller {
+            ps_per_cycle: (1e6 / cfg.clock_mhz).round().max(1.0) as u64,
+            free_at_ns: 0,
+            busy_ps: 0,
+        }
     }
 
     /// Charges `cycles` of work submitted at `at_ns`; returns when the work is done.

@@ -54,11 +54,16 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use nand::{Nand, NandError, Nanos, Ppn, Purpose};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, Counters, LOGICAL_PAGE_BYTES};
+use crate::block_device::{
+    check_range, check_request, BlockDevice, Counters, FtlError, FtlReport, LOGICAL_PAGE_BYTES,
+};
 use crate::controller::Controller;
 use crate::journal::{scan, Journal, UNMAPPED};
 use crate::oob::{OobRecord, PageKind};
-use crate::options::{charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report, FtlOptions, DRAM_ACCESS_CYCLES, LOOKUP_CYCLES};
+use crate::options::{
+    charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report,
+    FtlOptions, DRAM_ACCESS_CYCLES, LOOKUP_CYCLES,
+};
 use crate::space::{FlashSpace, LivePage, Move, SpaceCounts};
 
 const DATA: u8 = 0;
@@ -180,7 +185,15 @@ impl Cmt {
     fn insert(&mut self, lpn: u64, ppn: u32) -> u32 {
         debug_assert!(self.len() < self.capacity && self.get(lpn).is_none());
         let tp = (lpn / self.per_tpage) as usize;
-        let e = Entry { lpn, ppn, dirty: false, prev: NIL, next: NIL, tprev: NIL, tnext: self.by_tpage[tp] };
+        let e = Entry {
+            lpn,
+            ppn,
+            dirty: false,
+            prev: NIL,
+            next: NIL,
+            tprev: NIL,
+            tnext: self.by_tpage[tp],
+        };
         let s = match self.free.pop() {
             Some(s) => {
                 self.entries[s as usize] = e;
@@ -202,7 +215,9 @@ impl Cmt {
 
     fn remove(&mut self, s: u32) {
         self.unlink_lru(s);
-        let Entry { lpn, tprev, tnext, .. } = self.entries[s as usize];
+        let Entry {
+            lpn, tprev, tnext, ..
+        } = self.entries[s as usize];
         if tprev == NIL {
             self.by_tpage[(lpn / self.per_tpage) as usize] = tnext;
         } else {
@@ -255,10 +270,17 @@ pub struct DftlCounts {
 }
 
 impl Dftl {
-    fn assemble(space: FlashSpace, capacity: u64, opts: &FtlOptions, flash_map: Vec<u32>, journal: Journal) -> Dftl {
+    fn assemble(
+        space: FlashSpace,
+        capacity: u64,
+        opts: &FtlOptions,
+        flash_map: Vec<u32>,
+        journal: Journal,
+    ) -> Dftl {
         let per_tpage = space.geometry().page_size_bytes as u64 / ENTRY_BYTES;
         let tpages = capacity.div_ceil(per_tpage);
-        let cmt_capacity = ((opts.cache_fraction * capacity as f64).round() as usize).clamp(1, capacity as usize);
+        let cmt_capacity =
+            ((opts.cache_fraction * capacity as f64).round() as usize).clamp(1, capacity as usize);
         Dftl {
             page_buf: vec![0; space.geometry().page_size_bytes as usize],
             charged: space.counts(),
@@ -288,7 +310,13 @@ impl Dftl {
         let at = nand.now_ns();
         let (space, _) = FlashSpace::format(nand, opts.space_config(STREAMS), at)?;
         let page_bytes = space.geometry().page_size_bytes as usize;
-        Ok(Self::assemble(space, capacity, opts, vec![UNMAPPED; capacity as usize], Journal::new(capacity, page_bytes, JOURNAL)))
+        Ok(Self::assemble(
+            space,
+            capacity,
+            opts,
+            vec![UNMAPPED; capacity as usize],
+            Journal::new(capacity, page_bytes, JOURNAL),
+        ))
     }
 
     /// Recovers DFTL from a device that holds its data: rebuilds the map from the OOB scan
@@ -304,11 +332,21 @@ impl Dftl {
         let mut live: Vec<LivePage> = Vec::new();
         for (lpn, (&p, &seq)) in rec.map.iter().zip(&rec.map_seq).enumerate() {
             if p != UNMAPPED {
-                live.push(LivePage { ppn: Ppn(u64::from(p)), key: lpn as u64, stream: DATA, seq });
+                live.push(LivePage {
+                    ppn: Ppn(u64::from(p)),
+                    key: lpn as u64,
+                    stream: DATA,
+                    seq,
+                });
             }
         }
         for &(_, seq, ppn) in &rec.journal {
-            live.push(LivePage { ppn, key: seq, stream: JOURNAL, seq });
+            live.push(LivePage {
+                ppn,
+                key: seq,
+                stream: JOURNAL,
+                seq,
+            });
         }
         let mut t = rec.done_ns;
         let mut buf = vec![0u8; page_bytes];
@@ -328,12 +366,18 @@ impl Dftl {
                 };
             if agrees {
                 gtd[v as usize] = ppn.0 as u32;
-                live.push(LivePage { ppn, key: v, stream: TRANSLATION, seq });
+                live.push(LivePage {
+                    ppn,
+                    key: v,
+                    stream: TRANSLATION,
+                    seq,
+                });
             } else if seq > 0 || rec.map[range].iter().any(|&p| p != UNMAPPED) {
                 rewrite.push(v);
             }
         }
-        let (space, t2) = FlashSpace::restore(nand, opts.space_config(STREAMS), t, &live, rec.next_seq)?;
+        let (space, t2) =
+            FlashSpace::restore(nand, opts.space_config(STREAMS), t, &live, rec.next_seq)?;
         let journal = Journal::recovered(capacity, page_bytes, JOURNAL, rec.journal);
         let mut d = Self::assemble(space, capacity, opts, rec.map, journal);
         d.gtd = gtd;
@@ -374,7 +418,9 @@ impl Dftl {
     /// moves wait in `pending` for `settle` (invariant 1).
     fn absorb(&mut self) {
         let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
-        self.journal.absorb(&mut self.space, &mut |m: &Move| apply_move(cmt, gtd, pending, m));
+        self.journal.absorb(&mut self.space, &mut |m: &Move| {
+            apply_move(cmt, gtd, pending, m)
+        });
     }
 
     /// Writes translation page `v` from `flash_map` (invariant 2). `read_first`: read the old
@@ -383,13 +429,28 @@ impl Dftl {
         let mut t = at_ns;
         let old = self.gtd[v as usize];
         if read_first && old != UNMAPPED {
-            t = self.space.read(t, Ppn(u64::from(old)), &mut self.page_buf, &mut [], Purpose::Mapping)?;
+            t = self.space.read(
+                t,
+                Ppn(u64::from(old)),
+                &mut self.page_buf,
+                &mut [],
+                Purpose::Mapping,
+            )?;
             self.translation_reads += 1;
         }
         t = self.ctrl.charge(t, TPAGE_COPY_CYCLES);
-        encode_tpage(&mut self.page_buf, &self.flash_map[tpage_range(v, self.per_tpage, self.capacity)]);
+        encode_tpage(
+            &mut self.page_buf,
+            &self.flash_map[tpage_range(v, self.per_tpage, self.capacity)],
+        );
         let seq = self.space.alloc_seq();
-        let (ppn, done) = self.space.write(t, TRANSLATION, &OobRecord::new(PageKind::Translation, v, seq, 0), &self.page_buf, Purpose::Mapping)?;
+        let (ppn, done) = self.space.write(
+            t,
+            TRANSLATION,
+            &OobRecord::new(PageKind::Translation, v, seq, 0),
+            &self.page_buf,
+            Purpose::Mapping,
+        )?;
         self.translation_writes += 1;
         self.absorb();
         let cur = self.gtd[v as usize];
@@ -442,7 +503,13 @@ impl Dftl {
         let v = lpn / self.per_tpage;
         let tp = self.gtd[v as usize];
         if tp != UNMAPPED {
-            t = self.space.read(t, Ppn(u64::from(tp)), &mut self.page_buf, &mut [], Purpose::Mapping)?;
+            t = self.space.read(
+                t,
+                Ppn(u64::from(tp)),
+                &mut self.page_buf,
+                &mut [],
+                Purpose::Mapping,
+            )?;
             self.translation_reads += 1;
         }
         let s = self.cmt.insert(lpn, self.flash_map[lpn as usize]);
@@ -508,13 +575,23 @@ impl Dftl {
         for v in 0..self.gtd.len() {
             let tp = self.gtd[v];
             if tp != UNMAPPED {
-                t = t.max(self.space.read(at_ns, Ppn(u64::from(tp)), &mut self.page_buf, &mut [], Purpose::Mapping)?);
+                t = t.max(self.space.read(
+                    at_ns,
+                    Ppn(u64::from(tp)),
+                    &mut self.page_buf,
+                    &mut [],
+                    Purpose::Mapping,
+                )?);
                 self.translation_reads += 1;
             }
         }
         let bitmap = crate::journal::mapped_bitmap(self.capacity, |l| self.current(l) != UNMAPPED);
         let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
-        let t = self.journal.write_checkpoint(&mut self.space, t, &bitmap, &mut |m: &Move| apply_move(cmt, gtd, pending, m))?;
+        let t = self
+            .journal
+            .write_checkpoint(&mut self.space, t, &bitmap, &mut |m: &Move| {
+                apply_move(cmt, gtd, pending, m)
+            })?;
         self.settle(t)
     }
 
@@ -593,7 +670,13 @@ impl BlockDevice for Dftl {
         Ok(end)
     }
 
-    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+    fn write(
+        &mut self,
+        at_ns: Nanos,
+        lpn: u64,
+        data: &[u8],
+        _fua: bool,
+    ) -> Result<Nanos, FtlError> {
         check_request(lpn, data.len(), self.capacity)?;
         let mut end = at_ns;
         for (i, chunk) in data.chunks_exact(LOGICAL_PAGE_BYTES).enumerate() {
@@ -601,7 +684,13 @@ impl BlockDevice for Dftl {
             let (s, t) = self.lookup(at_ns, l)?;
             let t = self.ctrl.charge(t, DATA_UPDATE_CYCLES);
             let seq = self.space.alloc_seq();
-            let (ppn, done) = self.space.write(t, DATA, &OobRecord::new(PageKind::Data, l, seq, 0), chunk, Purpose::Host)?;
+            let (ppn, done) = self.space.write(
+                t,
+                DATA,
+                &OobRecord::new(PageKind::Data, l, seq, 0),
+                chunk,
+                Purpose::Host,
+            )?;
             self.absorb();
             let e = &mut self.cmt.entries[s as usize];
             debug_assert_eq!(e.lpn, l);
@@ -626,13 +715,21 @@ impl BlockDevice for Dftl {
         }
         let mut t = self.ctrl.charge(at_ns, LOOKUP_CYCLES * pages);
         let (first_v, last_v) = (lpn / self.per_tpage, (lpn + pages - 1) / self.per_tpage);
-        let cached_mapped = (lpn..lpn + pages).any(|l| self.cmt.get(l).is_some_and(|s| self.cmt.entries[s as usize].ppn != UNMAPPED));
+        let cached_mapped = (lpn..lpn + pages).any(|l| {
+            self.cmt
+                .get(l)
+                .is_some_and(|s| self.cmt.entries[s as usize].ppn != UNMAPPED)
+        });
         let on_flash = (first_v..=last_v).any(|v| self.gtd[v as usize] != UNMAPPED);
         if !cached_mapped && !on_flash {
             return Ok(t);
         }
         let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
-        let mut end = self.journal.record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| apply_move(cmt, gtd, pending, m))?;
+        let mut end =
+            self.journal
+                .record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| {
+                    apply_move(cmt, gtd, pending, m)
+                })?;
         t = self.settle(t)?;
         for v in first_v..=last_v {
             let range = tpage_range(v, self.per_tpage, self.capacity);
@@ -641,7 +738,13 @@ impl BlockDevice for Dftl {
             let mut changed = false;
             let tp = self.gtd[v as usize];
             if tp != UNMAPPED {
-                t = self.space.read(t, Ppn(u64::from(tp)), &mut self.page_buf, &mut [], Purpose::Mapping)?;
+                t = self.space.read(
+                    t,
+                    Ppn(u64::from(tp)),
+                    &mut self.page_buf,
+                    &mut [],
+                    Purpose::Mapping,
+                )?;
                 self.translation_reads += 1;
             }
             for l in lo..hi {
@@ -677,7 +780,13 @@ impl BlockDevice for Dftl {
 
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
         self.c.host.flushes += 1;
-        let mut dirty: Vec<u64> = self.cmt.index.values().filter(|&&s| self.cmt.entries[s as usize].dirty).map(|&s| self.cmt.entries[s as usize].lpn / self.per_tpage).collect();
+        let mut dirty: Vec<u64> = self
+            .cmt
+            .index
+            .values()
+            .filter(|&&s| self.cmt.entries[s as usize].dirty)
+            .map(|&s| self.cmt.entries[s as usize].lpn / self.per_tpage)
+            .collect();
         dirty.sort_unstable();
         dirty.dedup();
         let mut end = at_ns;
@@ -695,10 +804,20 @@ impl BlockDevice for Dftl {
 
     fn report(&self) -> FtlReport {
         FtlReport {
-            cmt_hit_ratio: Some(if self.lookups == 0 { 0.0 } else { self.hits as f64 / self.lookups as f64 }),
+            cmt_hit_ratio: Some(if self.lookups == 0 {
+                0.0
+            } else {
+                self.hits as f64 / self.lookups as f64
+            }),
             translation_reads: self.translation_reads,
             translation_writes: self.translation_writes,
-            ..space_report(self.name(), &self.space, &self.c, &self.ctrl, self.mapping_bytes())
+            ..space_report(
+                self.name(),
+                &self.space,
+                &self.c,
+                &self.ctrl,
+                self.mapping_bytes(),
+            )
         }
     }
 

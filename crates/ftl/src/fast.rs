@@ -56,13 +56,15 @@ use nand::{Nand, Nanos, Pbn, Purpose};
 use serde::{Deserialize, Serialize};
 
 use crate::block::common::{
-    chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits, Flash, FreePool, CYC_HASH, CYC_LOOKUP,
-    CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
+    chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits,
+    Flash, FreePool, CYC_HASH, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
-use crate::oob::{OobRecord, PageKind, FLAG_LOG};
 use crate::block::{exposed_blocks, logical_blocks};
-use crate::block_device::{check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES};
+use crate::block_device::{
+    check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES,
+};
 use crate::controller::{Controller, ControllerConfig};
+use crate::oob::{OobRecord, PageKind, FLAG_LOG};
 
 /// Options of FAST.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -78,14 +80,19 @@ pub struct FastOptions {
 
 impl Default for FastOptions {
     fn default() -> Self {
-        FastOptions { spare_factor: 0.07, rw_log_blocks: None, controller: ControllerConfig::default() }
+        FastOptions {
+            spare_factor: 0.07,
+            rw_log_blocks: None,
+            controller: ControllerConfig::default(),
+        }
     }
 }
 
 impl FastOptions {
     /// The number of RW log blocks for a device of `blocks` physical blocks.
     pub fn rw_log_blocks_for(&self, blocks: u32) -> u32 {
-        self.rw_log_blocks.unwrap_or_else(|| ((f64::from(blocks) * 0.03).round() as u32).max(2))
+        self.rw_log_blocks
+            .unwrap_or_else(|| ((f64::from(blocks) * 0.03).round() as u32).max(2))
     }
 }
 
@@ -166,7 +173,9 @@ impl Fast {
         let mut f = Flash::new(nand)?;
         let rw = opts.rw_log_blocks_for(f.geo.blocks());
         if rw == 0 {
-            return Err(FtlError::Config("FAST needs at least one RW log block".into()));
+            return Err(FtlError::Config(
+                "FAST needs at least one RW log block".into(),
+            ));
         }
         // Spare: the RW logs, the SW log, one merge target, one block of slack.
         let logical = logical_blocks(&f, opts.spare_factor, rw + 3)?;
@@ -275,8 +284,12 @@ impl Fast {
                 continue;
             }
             let lbn = first.key / ppb;
-            if s.records.iter().any(|&(page, r)| r.key / ppb != lbn || r.key % ppb != u64::from(page) || r.aux != first.aux) {
-                return Err(FtlError::Recovery(format!("block {pbn} mixes logical blocks; not a FAST device")));
+            if s.records.iter().any(|&(page, r)| {
+                r.key / ppb != lbn || r.key % ppb != u64::from(page) || r.aux != first.aux
+            }) {
+                return Err(FtlError::Recovery(format!(
+                    "block {pbn} mixes logical blocks; not a FAST device"
+                )));
             }
             let p = &mut me.pb[pbn as usize];
             p.lbn = lbn;
@@ -287,7 +300,11 @@ impl Fast {
                 me.data[lbn as usize] = pbn;
             } else {
                 // Keep the older block as the data block; the newer is merged away below.
-                let (keep, extra) = if me.pb[d as usize].version < first.aux { (d, pbn) } else { (pbn, d) };
+                let (keep, extra) = if me.pb[d as usize].version < first.aux {
+                    (d, pbn)
+                } else {
+                    (pbn, d)
+                };
                 me.pb[keep as usize].role = Role::Data;
                 me.pb[extra as usize].role = Role::Extra;
                 me.data[lbn as usize] = keep;
@@ -297,7 +314,11 @@ impl Fast {
         rw_found.sort_unstable();
         for &(_, pbn) in &rw_found {
             me.pb[pbn as usize].role = Role::Rw;
-            let mut log = RwLog { pbn, lpns: vec![NO_LPN; me.f.ppb as usize], trims: Vec::new() };
+            let mut log = RwLog {
+                pbn,
+                lpns: vec![NO_LPN; me.f.ppb as usize],
+                trims: Vec::new(),
+            };
             for &(page, rec) in &scan[pbn as usize].records {
                 match rec.kind {
                     PageKind::Data => log.lpns[page as usize] = rec.key,
@@ -333,7 +354,11 @@ impl Fast {
         let mut lbns: Vec<u64> = me
             .bad_lpns
             .iter()
-            .filter(|&&l| me.newest(l).is_some_and(|ppn| me.pb[me.f.geo.block_of(nand::Ppn(ppn)).0 as usize].role == Role::Bad))
+            .filter(|&&l| {
+                me.newest(l).is_some_and(|ppn| {
+                    me.pb[me.f.geo.block_of(nand::Ppn(ppn)).0 as usize].role == Role::Bad
+                })
+            })
             .map(|&l| l / u64::from(ppb32))
             .collect();
         lbns.dedup();
@@ -391,9 +416,18 @@ impl Fast {
     }
 
     fn alloc(&mut self, prefer_die: u32, role: Role, lbn: u64) -> Result<u32, FtlError> {
-        let pbn = self.free.pop(prefer_die).ok_or(FtlError::NoSpace("a FAST log or merge block"))?;
+        let pbn = self
+            .free
+            .pop(prefer_die)
+            .ok_or(FtlError::NoSpace("a FAST log or merge block"))?;
         self.seq += 1;
-        self.pb[pbn as usize] = Phys { next_free: 0, version: self.seq, role, lbn, logged: 0 };
+        self.pb[pbn as usize] = Phys {
+            next_free: 0,
+            version: self.seq,
+            role,
+            lbn,
+            logged: 0,
+        };
         Ok(pbn)
     }
 
@@ -404,11 +438,22 @@ impl Fast {
     /// Programs `data` as logical page `lpn` at page `page` of `pbn` (padding skipped pages on
     /// MLC/TLC), with a fresh sequence number.
     #[allow(clippy::too_many_arguments)]
-    fn program_page(&mut self, t: Nanos, pbn: u32, page: u32, lpn: u64, data: Option<&[u8]>, flags: u8, purpose: Purpose) -> Result<(Nanos, u64), FtlError> {
+    fn program_page(
+        &mut self,
+        t: Nanos,
+        pbn: u32,
+        page: u32,
+        lpn: u64,
+        data: Option<&[u8]>,
+        flags: u8,
+        purpose: Purpose,
+    ) -> Result<(Nanos, u64), FtlError> {
         let version = self.pb[pbn as usize].version;
         let mut nf = self.pb[pbn as usize].next_free;
         let lpn_base = lpn.wrapping_sub(u64::from(page)); // only positional pads use it
-        let padded = self.f.pad_to(t, pbn, &mut nf, page, lpn_base, self.seq, version, purpose);
+        let padded = self
+            .f
+            .pad_to(t, pbn, &mut nf, page, lpn_base, self.seq, version, purpose);
         self.pb[pbn as usize].next_free = nf;
         let mut done = padded?;
         self.seq += 1;
@@ -422,7 +467,14 @@ impl Fast {
     }
 
     /// Copies the newest copy `src` of `lpn` to page `page` of `dst` (a merge step).
-    fn copy_page(&mut self, t: Nanos, src: u64, dst: u32, page: u32, lpn: u64) -> Result<Nanos, FtlError> {
+    fn copy_page(
+        &mut self,
+        t: Nanos,
+        src: u64,
+        dst: u32,
+        page: u32,
+        lpn: u64,
+    ) -> Result<Nanos, FtlError> {
         let r = self.f.read_buf(t, nand::Ppn(src), Purpose::Gc)?;
         let (done, ppn) = self.program_page(r, dst, page, lpn, None, 0, Purpose::Gc)?;
         self.invalidate(lpn);
@@ -433,7 +485,8 @@ impl Fast {
 
     /// Erases a block nobody needs and returns it to the pool (unless it went bad).
     fn retire_at(&mut self, at: Nanos, pbn: u32, purpose: Purpose) -> Result<(), FtlError> {
-        self.valid.clear_range(self.f.geo.first_page(Pbn(pbn)).0, u64::from(self.f.ppb));
+        self.valid
+            .clear_range(self.f.geo.first_page(Pbn(pbn)).0, u64::from(self.f.ppb));
         self.pb[pbn as usize] = Phys::default();
         if self.f.is_bad(pbn) {
             // Grown bad: never erased again (it keeps its records; invariant 6).
@@ -493,7 +546,11 @@ impl Fast {
             self.sw = None;
             self.retire_at(done, s, Purpose::Gc)?;
         }
-        while let Some(i) = self.extras.iter().position(|&e| self.pb[e as usize].lbn == lbn) {
+        while let Some(i) = self
+            .extras
+            .iter()
+            .position(|&e| self.pb[e as usize].lbn == lbn)
+        {
             let e = self.extras.swap_remove(i);
             self.retire_at(done, e, Purpose::Gc)?;
         }
@@ -503,7 +560,9 @@ impl Fast {
     /// Closes the SW log block: switch merge if it is full, else partial merge (copy the pages
     /// it lacks); either way it becomes its logical block's data block.
     fn close_sw(&mut self, t: Nanos) -> Result<Nanos, FtlError> {
-        let Some(s) = self.sw.take() else { return Ok(t) };
+        let Some(s) = self.sw.take() else {
+            return Ok(t);
+        };
         let ppb = self.f.ppb;
         let lbn = self.pb[s as usize].lbn;
         let base = lbn * u64::from(ppb);
@@ -545,7 +604,12 @@ impl Fast {
         p.logged = 0;
         self.data[lbn as usize] = s;
         if old != NONE {
-            debug_assert_eq!(self.valid.count_range(self.f.geo.first_page(Pbn(old)).0, u64::from(ppb)), 0, "old data block still valid");
+            debug_assert_eq!(
+                self.valid
+                    .count_range(self.f.geo.first_page(Pbn(old)).0, u64::from(ppb)),
+                0,
+                "old data block still valid"
+            );
             self.retire_at(done, old, Purpose::Gc)?;
         }
         Ok(done)
@@ -553,11 +617,16 @@ impl Fast {
 
     /// Reclaims the oldest RW log block (invariant 3).
     fn reclaim_rw(&mut self, t: Nanos) -> Result<Nanos, FtlError> {
-        let Some(victim) = self.rw.front().cloned() else { return Ok(t) };
+        let Some(victim) = self.rw.front().cloned() else {
+            return Ok(t);
+        };
         let ppb = u64::from(self.f.ppb);
         let mut lbns: Vec<u64> = Vec::new();
         for (page, &lpn) in victim.lpns.iter().enumerate() {
-            if lpn != NO_LPN && self.valid.get(self.f.ppn(victim.pbn, page as u32).0) && !lbns.contains(&(lpn / ppb)) {
+            if lpn != NO_LPN
+                && self.valid.get(self.f.ppn(victim.pbn, page as u32).0)
+                && !lbns.contains(&(lpn / ppb))
+            {
                 lbns.push(lpn / ppb);
             }
         }
@@ -567,10 +636,16 @@ impl Fast {
             done = done.max(self.full_merge(t, lbn)?);
         }
         for &(start, count, seq) in &victim.trims {
-            let end = start.saturating_add(count).min(u64::from(self.logical_blocks) * ppb);
+            let end = start
+                .saturating_add(count)
+                .min(u64::from(self.logical_blocks) * ppb);
             let mut lbn = start / ppb;
             while lbn * ppb < end {
-                let lo = if lbn == start / ppb { (start % ppb) as u32 } else { 0 };
+                let lo = if lbn == start / ppb {
+                    (start % ppb) as u32
+                } else {
+                    0
+                };
                 let d = self.data[lbn as usize];
                 let stale = |p: &Phys| p.version < seq && p.next_free > lo;
                 let mut needs = d != NONE && stale(&self.pb[d as usize]);
@@ -583,7 +658,10 @@ impl Fast {
                 lbn += 1;
             }
         }
-        debug_assert_eq!(self.pb[victim.pbn as usize].logged, 0, "victim still holds newest copies");
+        debug_assert_eq!(
+            self.pb[victim.pbn as usize].logged, 0,
+            "victim still holds newest copies"
+        );
         self.rw.pop_front();
         self.retire_at(done, victim.pbn, Purpose::Gc)?;
         Ok(done)
@@ -604,7 +682,11 @@ impl Fast {
         // Successive RW blocks rotate over the dies.
         self.rw_die = (self.rw_die + 1) % self.f.geo.dies();
         let pbn = self.alloc(self.rw_die, Role::Rw, 0)?;
-        self.rw.push_back(RwLog { pbn, lpns: vec![NO_LPN; self.f.ppb as usize], trims: Vec::new() });
+        self.rw.push_back(RwLog {
+            pbn,
+            lpns: vec![NO_LPN; self.f.ppb as usize],
+            trims: Vec::new(),
+        });
         Ok((t, pbn, 0))
     }
 
@@ -665,14 +747,18 @@ impl Fast {
             }
             Role::Rw => {
                 let ppb = u64::from(self.f.ppb);
-                let Some(i) = self.rw.iter().position(|l| l.pbn == pbn) else { return Ok(t) };
+                let Some(i) = self.rw.iter().position(|l| l.pbn == pbn) else {
+                    return Ok(t);
+                };
                 let mut lbns: Vec<u64> = Vec::new();
                 for (page, &lpn) in self.rw[i].lpns.clone().iter().enumerate() {
                     if lpn == NO_LPN {
                         continue;
                     }
                     self.bad_lpns.insert(lpn);
-                    if self.valid.get(self.f.ppn(pbn, page as u32).0) && !lbns.contains(&(lpn / ppb)) {
+                    if self.valid.get(self.f.ppn(pbn, page as u32).0)
+                        && !lbns.contains(&(lpn / ppb))
+                    {
                         lbns.push(lpn / ppb);
                     }
                 }
@@ -696,7 +782,12 @@ impl Fast {
     /// (trimmed) gets a page of zeros, so that no power cut can bring the stale record back
     /// once the trim record is reclaimed.
     fn tombstones(&mut self, t: Nanos) -> Result<Nanos, FtlError> {
-        let need: Vec<u64> = self.bad_lpns.iter().copied().filter(|&l| self.newest(l).is_none()).collect();
+        let need: Vec<u64> = self
+            .bad_lpns
+            .iter()
+            .copied()
+            .filter(|&l| self.newest(l).is_none())
+            .collect();
         let zeros = vec![0u8; LOGICAL_PAGE_BYTES];
         let mut done = t;
         for lpn in need {
@@ -724,14 +815,18 @@ impl Fast {
             self.valid.set(ppn);
             return Ok(done);
         }
-        let sw_owner = self.sw.map(|s| (s, self.pb[s as usize].lbn, self.pb[s as usize].next_free));
+        let sw_owner = self
+            .sw
+            .map(|s| (s, self.pb[s as usize].lbn, self.pb[s as usize].next_free));
         let (t, pbn, page, flags) = if off == 0 {
             // A new sequential run: the current SW log is merged, a new one starts.
             let t = self.close_sw(t)?;
             let s = self.alloc(self.die_for(lbn), Role::Sw, lbn)?;
             self.sw = Some(s);
             (t, s, 0, 0)
-        } else if let Some((s, _, nf)) = sw_owner.filter(|&(_, owner, nf)| owner == lbn && off == nf) {
+        } else if let Some((s, _, nf)) =
+            sw_owner.filter(|&(_, owner, nf)| owner == lbn && off == nf)
+        {
             (t, s, nf, 0)
         } else {
             let (t, pbn, page) = self.rw_slot(t)?;
@@ -765,11 +860,15 @@ impl BlockDevice for Fast {
 
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
         let pages = check_request(lpn, buf.len(), self.capacity_pages())?;
-        let t = self.ctrl.charge(at_ns, CYC_REQUEST + (CYC_HASH + CYC_LOOKUP) * pages);
+        let t = self
+            .ctrl
+            .charge(at_ns, CYC_REQUEST + (CYC_HASH + CYC_LOOKUP) * pages);
         let mut done = t;
         for (i, chunk) in buf.chunks_mut(LOGICAL_PAGE_BYTES).enumerate() {
             match self.newest(lpn + i as u64) {
-                Some(ppn) => done = done.max(self.f.read(t, nand::Ppn(ppn), chunk, Purpose::Host)?),
+                Some(ppn) => {
+                    done = done.max(self.f.read(t, nand::Ppn(ppn), chunk, Purpose::Host)?)
+                }
                 None => chunk.fill(0),
             }
         }
@@ -777,7 +876,13 @@ impl BlockDevice for Fast {
         Ok(done)
     }
 
-    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+    fn write(
+        &mut self,
+        at_ns: Nanos,
+        lpn: u64,
+        data: &[u8],
+        _fua: bool,
+    ) -> Result<Nanos, FtlError> {
         check_request(lpn, data.len(), self.capacity_pages())?;
         let t = self.ctrl.charge(at_ns, CYC_REQUEST);
         let mut done = t;
@@ -842,7 +947,16 @@ impl Fast {
         let ppn = self.f.ppn(pbn, page);
         let mut nf = self.pb[pbn as usize].next_free;
         let version = self.pb[pbn as usize].version;
-        let padded = self.f.pad_to(t, pbn, &mut nf, page, 0, self.seq, version, Purpose::Mapping);
+        let padded = self.f.pad_to(
+            t,
+            pbn,
+            &mut nf,
+            page,
+            0,
+            self.seq,
+            version,
+            Purpose::Mapping,
+        );
         self.pb[pbn as usize].next_free = nf;
         padded?;
         let zeros = std::mem::take(&mut self.f.zeros);
@@ -858,13 +972,21 @@ impl Fast {
 
 /// The error for a record no FAST device writes.
 fn not_fast(pbn: usize, rec: OobRecord) -> FtlError {
-    FtlError::Recovery(format!("block {pbn} holds a {:?} page (key {}); not a FAST device", rec.kind, rec.key))
+    FtlError::Recovery(format!(
+        "block {pbn} holds a {:?} page (key {}); not a FAST device",
+        rec.kind, rec.key
+    ))
 }
 
 /// Mapping memory of a hybrid (log-block) FTL for `capacity_bytes`: a 4-byte entry per block
 /// (data-block map) plus a 4-byte entry per page of the log blocks, which make up `log_share` of
 /// the capacity. Seed 001's 96 MB at 512 GB is reproduced by `log_share` = [`SEED_001_LOG_SHARE`].
-pub fn mapping_bytes_for(capacity_bytes: u64, page_bytes: u64, pages_per_block: u64, log_share: f64) -> u64 {
+pub fn mapping_bytes_for(
+    capacity_bytes: u64,
+    page_bytes: u64,
+    pages_per_block: u64,
+    log_share: f64,
+) -> u64 {
     let blocks = capacity_bytes.div_ceil(page_bytes * pages_per_block);
     let log_pages = (capacity_bytes as f64 / page_bytes as f64 * log_share).round() as u64;
     4 * blocks + 4 * log_pages

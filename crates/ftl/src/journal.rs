@@ -92,7 +92,12 @@ impl Journal {
     }
 
     /// The journal as recovery found it.
-    pub fn recovered(capacity: u64, page_bytes: usize, stream: u8, live: Vec<(PageKind, u64, Ppn)>) -> Self {
+    pub fn recovered(
+        capacity: u64,
+        page_bytes: usize,
+        stream: u8,
+        live: Vec<(PageKind, u64, Ppn)>,
+    ) -> Self {
         let mut j = Journal::new(capacity, page_bytes, stream);
         j.live_trims = live.iter().filter(|l| l.0 == PageKind::Trim).count();
         j.live = live;
@@ -117,7 +122,11 @@ impl Journal {
                 if let Some(l) = self.live.iter_mut().find(|l| l.2 == m.from) {
                     l.2 = m.to;
                 } else {
-                    debug_assert!(false, "move of a journal page {:?} that is not live", m.from);
+                    debug_assert!(
+                        false,
+                        "move of a journal page {:?} that is not live",
+                        m.from
+                    );
                 }
             } else {
                 other(m);
@@ -127,7 +136,14 @@ impl Journal {
 
     /// Writes the trim record for `pages` pages from `lpn` (invariant 1: call before
     /// invalidating them). Returns when the record is on flash.
-    pub fn record_trim(&mut self, space: &mut FlashSpace, at_ns: Nanos, lpn: u64, pages: u64, other: &mut dyn FnMut(&Move)) -> Result<Nanos, FtlError> {
+    pub fn record_trim(
+        &mut self,
+        space: &mut FlashSpace,
+        at_ns: Nanos,
+        lpn: u64,
+        pages: u64,
+        other: &mut dyn FnMut(&Move),
+    ) -> Result<Nanos, FtlError> {
         self.page.fill(0);
         let seq = space.alloc_seq();
         let rec = OobRecord::new(PageKind::Trim, lpn, seq, pages);
@@ -146,7 +162,13 @@ impl Journal {
 
     /// Writes a checkpoint of `mapped` (bit per logical page, 1 = mapped; see the payload
     /// table), then invalidates the superseded trim records and checkpoint (invariant 2).
-    pub fn write_checkpoint(&mut self, space: &mut FlashSpace, at_ns: Nanos, mapped: &[u8], other: &mut dyn FnMut(&Move)) -> Result<Nanos, FtlError> {
+    pub fn write_checkpoint(
+        &mut self,
+        space: &mut FlashSpace,
+        at_ns: Nanos,
+        mapped: &[u8],
+        other: &mut dyn FnMut(&Move),
+    ) -> Result<Nanos, FtlError> {
         debug_assert!(mapped.len() as u64 >= self.capacity.div_ceil(8));
         let seq = space.alloc_seq();
         let per_page = self.page.len() - CP_HEADER_BYTES;
@@ -168,7 +190,12 @@ impl Journal {
             h.update(bytes);
             let crc = h.finalize();
             self.page[28..32].copy_from_slice(&crc.to_le_bytes());
-            let rec = OobRecord::new(PageKind::Checkpoint, u64::from(index), seq, u64::from(self.cp_pages));
+            let rec = OobRecord::new(
+                PageKind::Checkpoint,
+                u64::from(index),
+                seq,
+                u64::from(self.cp_pages),
+            );
             let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
             self.absorb(space, other);
             written.push(ppn);
@@ -178,7 +205,8 @@ impl Journal {
         for (_, _, ppn) in self.live.drain(..) {
             space.invalidate(ppn);
         }
-        self.live.extend(written.into_iter().map(|p| (PageKind::Checkpoint, seq, p)));
+        self.live
+            .extend(written.into_iter().map(|p| (PageKind::Checkpoint, seq, p)));
         self.live_trims = 0;
         self.checkpoints_written += 1;
         Ok(done)
@@ -204,7 +232,12 @@ pub struct Recovered {
 }
 
 /// Scans the device and rebuilds the mapping (steps 1-5 of the module documentation).
-pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64) -> Result<Recovered, FtlError> {
+pub fn scan(
+    nand: &mut Nand,
+    at_ns: Nanos,
+    capacity: u64,
+    translation_pages: u64,
+) -> Result<Recovered, FtlError> {
     let g = nand.geometry().clone();
     let mut map = vec![UNMAPPED; capacity as usize];
     let mut map_seq = vec![0u64; capacity as usize];
@@ -234,7 +267,12 @@ pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64
                 PageKind::Trim => trims.push((rec.seq, rec.key, rec.aux, ppn)),
                 PageKind::Checkpoint => {
                     // A count beyond u32 is no checkpoint this code wrote: never complete.
-                    cps.push((rec.seq, rec.key as u32, u32::try_from(rec.aux).unwrap_or(0), ppn));
+                    cps.push((
+                        rec.seq,
+                        rec.key as u32,
+                        u32::try_from(rec.aux).unwrap_or(0),
+                        ppn,
+                    ));
                 }
                 _ => {}
             }
@@ -253,10 +291,17 @@ pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64
     let mut i = 0;
     while i < cps.len() {
         let seq = cps[i].0;
-        let group_end = cps[i..].iter().position(|c| c.0 != seq).map_or(cps.len(), |p| i + p);
+        let group_end = cps[i..]
+            .iter()
+            .position(|c| c.0 != seq)
+            .map_or(cps.len(), |p| i + p);
         let group = &cps[i..group_end];
         let count = group[0].2;
-        let complete = group.len() as u32 == count && group.iter().enumerate().all(|(k, c)| c.1 == k as u32 && c.2 == count);
+        let complete = group.len() as u32 == count
+            && group
+                .iter()
+                .enumerate()
+                .all(|(k, c)| c.1 == k as u32 && c.2 == count);
         if complete {
             let mut bitmap = vec![0u8; count as usize * per_page];
             let mut intact = true;
@@ -278,7 +323,9 @@ pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64
             }
             if intact {
                 for lpn in 0..capacity as usize {
-                    let bit = bitmap.get(lpn / 8).is_some_and(|b| b & (1 << (lpn % 8)) != 0);
+                    let bit = bitmap
+                        .get(lpn / 8)
+                        .is_some_and(|b| b & (1 << (lpn % 8)) != 0);
                     if map[lpn] != UNMAPPED && map_seq[lpn] <= seq && !bit {
                         map[lpn] = UNMAPPED;
                         map_seq[lpn] = 0;
@@ -308,7 +355,16 @@ pub fn scan(nand: &mut Nand, at_ns: Nanos, capacity: u64, translation_pages: u64
         }
         journal.push((PageKind::Trim, seq, ppn));
     }
-    Ok(Recovered { map, map_seq, tpages, journal, next_seq: max_seq + 1, checkpoint_seq, pages_scanned: scanned.pages_read, done_ns: done })
+    Ok(Recovered {
+        map,
+        map_seq,
+        tpages,
+        journal,
+        next_seq: max_seq + 1,
+        checkpoint_seq,
+        pages_scanned: scanned.pages_read,
+        done_ns: done,
+    })
 }
 
 /// The bitmap bytes of checkpoint page `index` of `count`, if its header and CRC check out.
@@ -319,7 +375,11 @@ fn checkpoint_payload(page: &[u8], seq: u64, index: u32, count: u32) -> Option<&
     let u32_at = |o: usize| u32::from_le_bytes([page[o], page[o + 1], page[o + 2], page[o + 3]]);
     let got_seq = u64::from_le_bytes(page[8..16].try_into().ok()?);
     let len = u32_at(24) as usize;
-    if got_seq != seq || u32_at(16) != index || u32_at(20) != count || CP_HEADER_BYTES + len > page.len() {
+    if got_seq != seq
+        || u32_at(16) != index
+        || u32_at(20) != count
+        || CP_HEADER_BYTES + len > page.len()
+    {
         return None;
     }
     let bytes = &page[CP_HEADER_BYTES..CP_HEADER_BYTES + len];

@@ -22,7 +22,9 @@ pub mod page;
 pub mod space;
 pub mod testkit;
 
-pub use block_device::{BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES};
+pub use block_device::{
+    BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES,
+};
 pub use bytes::ByteDevice;
 pub use controller::{Controller, ControllerConfig};
 pub use memdisk::MemDisk;

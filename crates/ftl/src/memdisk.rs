@@ -3,7 +3,9 @@
 
 use nand::Nanos;
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES};
+use crate::block_device::{
+    check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES,
+};
 
 #[derive(Debug, Clone)]
 pub struct MemDisk {
@@ -13,7 +15,10 @@ pub struct MemDisk {
 
 impl MemDisk {
     pub fn new(capacity_pages: u64) -> Self {
-        MemDisk { pages: (0..capacity_pages).map(|_| None).collect(), host: HostCounts::default() }
+        MemDisk {
+            pages: (0..capacity_pages).map(|_| None).collect(),
+            host: HostCounts::default(),
+        }
     }
 }
 
@@ -35,7 +40,13 @@ impl BlockDevice for MemDisk {
         }
         Ok(at_ns)
     }
-    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+    fn write(
+        &mut self,
+        at_ns: Nanos,
+        lpn: u64,
+        data: &[u8],
+        _fua: bool,
+    ) -> Result<Nanos, FtlError> {
         check_request(lpn, data.len(), self.capacity_pages())?;
         for (i, chunk) in data.chunks(LOGICAL_PAGE_BYTES).enumerate() {
             self.pages[lpn as usize + i] = Some(chunk.into());
@@ -56,6 +67,11 @@ impl BlockDevice for MemDisk {
         Ok(at_ns)
     }
     fn report(&self) -> FtlReport {
-        FtlReport { name: self.name(), host: self.host, waf: 1.0, ..FtlReport::default() }
+        FtlReport {
+            name: self.name(),
+            host: self.host,
+            waf: 1.0,
+            ..FtlReport::default()
+        }
     }
 }

@@ -63,7 +63,11 @@ pub fn table(capacity_bytes: u64) -> Vec<MemoryRow> {
             note: format!("{cached} cached entries x 8 B + GTD {} B", gtd),
         });
     }
-    rows.push(MemoryRow { ftl: "amf".into(), bytes: block_map, note: format!("AFTL: static segment map, {blocks} blocks x 4 B") });
+    rows.push(MemoryRow {
+        ftl: "amf".into(),
+        bytes: block_map,
+        note: format!("AFTL: static segment map, {blocks} blocks x 4 B"),
+    });
     rows
 }
 
@@ -75,7 +79,10 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     fn row(t: &[MemoryRow], name: &str) -> u64 {
-        t.iter().find(|r| r.ftl == name).map(|r| r.bytes).unwrap_or_else(|| panic!("no row {name}"))
+        t.iter()
+            .find(|r| r.ftl == name)
+            .map(|r| r.bytes)
+            .unwrap_or_else(|| panic!("no row {name}"))
     }
 
     #[test]
@@ -89,7 +96,11 @@ mod tests {
         assert_eq!(row(&t, "page"), 1024 * MIB);
         assert_eq!(row(&t, "block"), 8 * MIB);
         assert_eq!(row(&t, "amf"), 8 * MIB);
-        assert_eq!(row(&t, "hybrid"), 192 * MIB, "proportional; seed 001 says 186 MB");
+        assert_eq!(
+            row(&t, "hybrid"),
+            192 * MIB,
+            "proportional; seed 001 says 186 MB"
+        );
     }
 
     #[test]
@@ -98,6 +109,9 @@ mod tests {
         let (a, b, c) = (row(&t, "dftl-2%"), row(&t, "dftl-15%"), row(&t, "dftl-35%"));
         assert!(a < b && b < c && c < row(&t, "page"));
         // 2% of 2^27 entries x 8 B plus a 512 KiB GTD.
-        assert_eq!(a, (0.02 * (1u64 << 27) as f64).round() as u64 * 8 + 512 * 1024);
+        assert_eq!(
+            a,
+            (0.02 * (1u64 << 27) as f64).round() as u64 * 8 + 512 * 1024
+        );
     }
 }

@@ -97,7 +97,13 @@ pub enum PageOob {
 
 impl OobRecord {
     pub fn new(kind: PageKind, key: u64, seq: u64, aux: u64) -> Self {
-        OobRecord { key, seq, kind, flags: 0, aux }
+        OobRecord {
+            key,
+            seq,
+            kind,
+            flags: 0,
+            aux,
+        }
     }
 
     /// The same record with `flags` (`FLAG_*` bits) set.
@@ -139,16 +145,40 @@ impl OobRecord {
 
     /// Tells an erased OOB from a record and from anything else (invariant 1).
     pub fn classify(oob: &[u8]) -> PageOob {
-        let Some(rec) = oob.get(..OOB_RECORD_BYTES) else { return PageOob::Damaged };
+        let Some(rec) = oob.get(..OOB_RECORD_BYTES) else {
+            return PageOob::Damaged;
+        };
         if rec.iter().all(|&b| b == 0xFF) {
             return PageOob::Erased;
         }
-        let u64_at = |o: usize| u64::from_le_bytes([rec[o], rec[o + 1], rec[o + 2], rec[o + 3], rec[o + 4], rec[o + 5], rec[o + 6], rec[o + 7]]);
+        let u64_at = |o: usize| {
+            u64::from_le_bytes([
+                rec[o],
+                rec[o + 1],
+                rec[o + 2],
+                rec[o + 3],
+                rec[o + 4],
+                rec[o + 5],
+                rec[o + 6],
+                rec[o + 7],
+            ])
+        };
         let crc = u32::from_le_bytes([rec[28], rec[29], rec[30], rec[31]]);
         let kind = PageKind::from_u8(rec[16]);
         match kind {
-            Some(kind) if rec[17] == VERSION && rec[18] & !FLAGS_KNOWN == 0 && rec[19] == 0 && crc32fast::hash(&rec[0..28]) == crc => {
-                PageOob::Record(OobRecord { key: u64_at(0), seq: u64_at(8), kind, flags: rec[18], aux: u64_at(20) })
+            Some(kind)
+                if rec[17] == VERSION
+                    && rec[18] & !FLAGS_KNOWN == 0
+                    && rec[19] == 0
+                    && crc32fast::hash(&rec[0..28]) == crc =>
+            {
+                PageOob::Record(OobRecord {
+                    key: u64_at(0),
+                    seq: u64_at(8),
+                    kind,
+                    flags: rec[18],
+                    aux: u64_at(20),
+                })
             }
             _ => PageOob::Damaged,
         }
@@ -223,11 +253,17 @@ pub fn scan_blocks(
     let g = nand.geometry().clone();
     let ppb = g.pages_per_block;
     let mut oob = vec![0xFF; g.oob_size_bytes as usize];
-    let mut out = ScanDone { done_ns: at_ns, pages_read: 0 };
+    let mut out = ScanDone {
+        done_ns: at_ns,
+        pages_read: 0,
+    };
     for b in 0..g.blocks() {
         let pbn = Pbn(b);
         let info = nand.block_info(pbn)?;
-        let mut s = BlockScan { bad: nand.is_bad(pbn), ..BlockScan::default() };
+        let mut s = BlockScan {
+            bad: nand.is_bad(pbn),
+            ..BlockScan::default()
+        };
         let pages = match (info.state, extent) {
             // A factory-bad block never held our data (its page-0 marker says so).
             (BlockState::FactoryBad, _) => 0,
@@ -240,7 +276,12 @@ pub fn scan_blocks(
         };
         for page in 0..pages {
             out.pages_read += 1;
-            let found = match nand.read_oob(at_ns, g.ppn_in_block(pbn, page), &mut oob, nand::Purpose::Recovery) {
+            let found = match nand.read_oob(
+                at_ns,
+                g.ppn_in_block(pbn, page),
+                &mut oob,
+                nand::Purpose::Recovery,
+            ) {
                 Ok(d) => {
                     out.done_ns = out.done_ns.max(d.done_ns);
                     OobRecord::classify(&oob)
@@ -272,7 +313,8 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_damage_is_detected() {
-        let r = OobRecord::new(PageKind::Trim, 0x0102_0304_0506_0708, 99, 1 << 40).with_flags(FLAG_LOG);
+        let r =
+            OobRecord::new(PageKind::Trim, 0x0102_0304_0506_0708, 99, 1 << 40).with_flags(FLAG_LOG);
         let mut oob = [0u8; 64];
         r.encode_into(&mut oob);
         assert!(oob[32..].iter().all(|&b| b == 0xFF));
@@ -282,7 +324,11 @@ mod tests {
         for i in 0..32 {
             let mut bad = oob;
             bad[i] ^= 0x10;
-            assert_eq!(OobRecord::classify(&bad), PageOob::Damaged, "flip in byte {i}");
+            assert_eq!(
+                OobRecord::classify(&bad),
+                PageOob::Damaged,
+                "flip in byte {i}"
+            );
         }
         // The byte table of the module doc, field by field.
         assert_eq!(oob[0..8], 0x0102_0304_0506_0708u64.to_le_bytes());
@@ -290,18 +336,31 @@ mod tests {
         assert_eq!((oob[16], oob[17], oob[18], oob[19]), (3, 2, FLAG_LOG, 0));
         assert_eq!(oob[20..28], (1u64 << 40).to_le_bytes());
         assert_eq!(oob[28..32], crc32fast::hash(&oob[0..28]).to_le_bytes());
-        assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926, "CRC-32 as zlib computes it");
+        assert_eq!(
+            crc32fast::hash(b"123456789"),
+            0xCBF4_3926,
+            "CRC-32 as zlib computes it"
+        );
     }
 
     #[test]
     fn every_kind_and_flag_round_trips() {
-        for kind in [PageKind::Data, PageKind::Translation, PageKind::Trim, PageKind::Checkpoint, PageKind::Pad] {
+        for kind in [
+            PageKind::Data,
+            PageKind::Translation,
+            PageKind::Trim,
+            PageKind::Checkpoint,
+            PageKind::Pad,
+        ] {
             for flags in [0, FLAG_COMMIT, FLAG_LOG, FLAG_COMMIT | FLAG_LOG] {
                 let r = OobRecord::new(kind, 7, u64::MAX - 1, 3).with_flags(flags);
                 let mut oob = [0u8; 32];
                 r.encode_into(&mut oob);
                 assert_eq!(OobRecord::decode(&oob), Some(r));
-                assert_eq!((r.commit(), r.log()), (flags & FLAG_COMMIT != 0, flags & FLAG_LOG != 0));
+                assert_eq!(
+                    (r.commit(), r.log()),
+                    (flags & FLAG_COMMIT != 0, flags & FLAG_LOG != 0)
+                );
             }
         }
     }

@@ -66,11 +66,20 @@ impl Default for FtlOptions {
 impl FtlOptions {
     pub fn validate(&self) -> Result<(), FtlError> {
         check_spare_factor(self.spare_factor)?;
-        if !(self.cache_fraction.is_finite() && self.cache_fraction > 0.0 && self.cache_fraction <= 1.0) {
-            return Err(FtlError::Config(format!("cache fraction {} is not in (0, 1]", self.cache_fraction)));
+        if !(self.cache_fraction.is_finite()
+            && self.cache_fraction > 0.0
+            && self.cache_fraction <= 1.0)
+        {
+            return Err(FtlError::Config(format!(
+                "cache fraction {} is not in (0, 1]",
+                self.cache_fraction
+            )));
         }
         if !(self.controller.clock_mhz.is_finite() && self.controller.clock_mhz > 0.0) {
-            return Err(FtlError::Config(format!("controller clock {} MHz is not positive", self.controller.clock_mhz)));
+            return Err(FtlError::Config(format!(
+                "controller clock {} MHz is not positive",
+                self.controller.clock_mhz
+            )));
         }
         Ok(())
     }
@@ -96,7 +105,9 @@ pub(crate) fn check_spare_factor(spare_factor: f64) -> Result<(), FtlError> {
     if spare_factor.is_finite() && (0.0..1.0).contains(&spare_factor) {
         Ok(())
     } else {
-        Err(FtlError::Config(format!("spare factor {spare_factor} is not in [0, 1)")))
+        Err(FtlError::Config(format!(
+            "spare factor {spare_factor} is not in [0, 1)"
+        )))
     }
 }
 
@@ -117,19 +128,34 @@ pub(crate) fn check_page_size(g: &nand::Geometry) -> Result<(), FtlError> {
 /// T = (blocks not marked bad at the factory - GC reserve) x pages per block. Computed from the
 /// device's config and factory marks only, so it is the same on every reopen (grown bad blocks
 /// eat spare, not capacity). `extra_open_blocks` are the metadata streams' open blocks.
-pub(crate) fn page_mapped_capacity(nand: &Nand, opts: &FtlOptions, extra_open_blocks: u32) -> Result<u64, FtlError> {
+pub(crate) fn page_mapped_capacity(
+    nand: &Nand,
+    opts: &FtlOptions,
+    extra_open_blocks: u32,
+) -> Result<u64, FtlError> {
     opts.validate()?;
     let g = nand.geometry();
     check_page_size(g)?;
     if g.pages() >= u64::from(u32::MAX) {
-        return Err(FtlError::Config(format!("{} flash pages do not fit the 32-bit map entries", g.pages())));
+        return Err(FtlError::Config(format!(
+            "{} flash pages do not fit the 32-bit map entries",
+            g.pages()
+        )));
     }
     let mode = nand.config().cell.native;
     let ppb = u64::from(nand.config().pages_in_mode(mode));
     let factory_good = (0..g.blocks())
-        .filter(|&b| nand.block_info(nand::Pbn(b)).map(|i| i.state != nand::BlockState::FactoryBad).unwrap_or(false))
+        .filter(|&b| {
+            nand.block_info(nand::Pbn(b))
+                .map(|i| i.state != nand::BlockState::FactoryBad)
+                .unwrap_or(false)
+        })
         .count() as u64;
-    let reserve = u64::from(if opts.reserve_blocks == 0 { g.dies() + 2 } else { opts.reserve_blocks });
+    let reserve = u64::from(if opts.reserve_blocks == 0 {
+        g.dies() + 2
+    } else {
+        opts.reserve_blocks
+    });
     let t = factory_good.saturating_sub(reserve) * ppb;
     let u = ((1.0 - opts.spare_factor) * t as f64).floor() as u64;
     // Room to work: every die of the data stream may hold a partly filled open block, the
@@ -149,34 +175,69 @@ pub(crate) fn page_mapped_capacity(nand: &Nand, opts: &FtlOptions, extra_open_bl
 
 /// Charges the controller for the GC and wear-levelling work `space` did since `charged` (which
 /// is then brought up to date): a move per page copied, a victim selection per block collected.
-pub(crate) fn charge_gc_work(ctrl: &mut Controller, space: &FlashSpace, charged: &mut SpaceCounts, at_ns: nand::Nanos) {
+pub(crate) fn charge_gc_work(
+    ctrl: &mut Controller,
+    space: &FlashSpace,
+    charged: &mut SpaceCounts,
+    at_ns: nand::Nanos,
+) {
     let now = space.counts();
-    let moves = (now.gc_migrations + now.wl_migrations) - (charged.gc_migrations + charged.wl_migrations);
+    let moves =
+        (now.gc_migrations + now.wl_migrations) - (charged.gc_migrations + charged.wl_migrations);
     let victims = (now.gc_victims + now.wl_erases) - (charged.gc_victims + charged.wl_erases);
     if moves + victims > 0 {
-        let scan = if space.config().gc == GcPolicy::CostBenefit { COST_BENEFIT_CYCLES_PER_CANDIDATE * u64::from(space.geometry().blocks()) } else { 0 };
-        ctrl.charge(at_ns, moves * MOVE_CYCLES + victims * (VICTIM_CYCLES + scan));
+        let scan = if space.config().gc == GcPolicy::CostBenefit {
+            COST_BENEFIT_CYCLES_PER_CANDIDATE * u64::from(space.geometry().blocks())
+        } else {
+            0
+        };
+        ctrl.charge(
+            at_ns,
+            moves * MOVE_CYCLES + victims * (VICTIM_CYCLES + scan),
+        );
     }
     *charged = now;
 }
 
 /// Serves one logical page of a host read: the flash page `p` (a map entry), or zeros if it is
 /// unmapped (contract item 2: no flash operation for a page that holds nothing).
-pub(crate) fn read_mapped(space: &mut FlashSpace, at_ns: nand::Nanos, p: u32, page: &mut [u8]) -> Result<nand::Nanos, FtlError> {
+pub(crate) fn read_mapped(
+    space: &mut FlashSpace,
+    at_ns: nand::Nanos,
+    p: u32,
+    page: &mut [u8],
+) -> Result<nand::Nanos, FtlError> {
     if p == crate::journal::UNMAPPED {
         page.fill(0);
         Ok(at_ns)
     } else {
-        space.read(at_ns, nand::Ppn(u64::from(p)), page, &mut [], nand::Purpose::Host)
+        space.read(
+            at_ns,
+            nand::Ppn(u64::from(p)),
+            page,
+            &mut [],
+            nand::Purpose::Host,
+        )
     }
 }
 
 /// The report of an FTL built on a `FlashSpace`: its counters, GC and wear levelling as the
 /// space counted them.
-pub(crate) fn space_report(name: String, space: &FlashSpace, c: &Counters, ctrl: &Controller, mapping_bytes: u64) -> FtlReport {
+pub(crate) fn space_report(
+    name: String,
+    space: &FlashSpace,
+    c: &Counters,
+    ctrl: &Controller,
+    mapping_bytes: u64,
+) -> FtlReport {
     let s = space.counts();
     FtlReport {
-        gc: GcCounts { migrations: s.gc_migrations, erases: s.gc_erases, wl_migrations: s.wl_migrations, wl_erases: s.wl_erases },
+        gc: GcCounts {
+            migrations: s.gc_migrations,
+            erases: s.gc_erases,
+            wl_migrations: s.wl_migrations,
+            wl_erases: s.wl_erases,
+        },
         ..c.report(name, space.nand(), mapping_bytes, ctrl)
     }
 }
@@ -194,7 +255,11 @@ macro_rules! space_device_methods {
         fn into_nand(self: Box<Self>) -> Option<nand::Nand> {
             Some(self.space.into_nand())
         }
-        fn background(&mut self, at_ns: nand::Nanos, max_victims: u32) -> Result<nand::Nanos, FtlError> {
+        fn background(
+            &mut self,
+            at_ns: nand::Nanos,
+            max_victims: u32,
+        ) -> Result<nand::Nanos, FtlError> {
             Self::background(self, at_ns, max_victims)
         }
     };
@@ -207,7 +272,10 @@ pub fn build(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockD
         "page" => Ok(Box::new(crate::page::PageFtl::new(nand, opts)?)),
         "dftl" => Ok(Box::new(crate::dftl::Dftl::new(nand, opts)?)),
         "fast" => Ok(Box::new(crate::fast::Fast::new(nand, &fast_options(opts))?)),
-        "block" => Ok(Box::new(crate::block::BlockFtl::new(nand, &block_options(opts))?)),
+        "block" => Ok(Box::new(crate::block::BlockFtl::new(
+            nand,
+            &block_options(opts),
+        )?)),
         "amf" => Ok(Box::new(crate::amf::Amf::new(nand, &amf_options(opts))?)),
         other => Err(unknown(other)),
     }
@@ -219,8 +287,14 @@ pub fn open(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDe
     match kind {
         "page" => Ok(Box::new(crate::page::PageFtl::open(nand, opts)?)),
         "dftl" => Ok(Box::new(crate::dftl::Dftl::open(nand, opts)?)),
-        "fast" => Ok(Box::new(crate::fast::Fast::open(nand, &fast_options(opts))?)),
-        "block" => Ok(Box::new(crate::block::BlockFtl::open(nand, &block_options(opts))?)),
+        "fast" => Ok(Box::new(crate::fast::Fast::open(
+            nand,
+            &fast_options(opts),
+        )?)),
+        "block" => Ok(Box::new(crate::block::BlockFtl::open(
+            nand,
+            &block_options(opts),
+        )?)),
         "amf" => Ok(Box::new(crate::amf::Amf::open(nand, &amf_options(opts))?)),
         other => Err(unknown(other)),
     }
@@ -235,11 +309,21 @@ fn unknown(kind: &str) -> FtlError {
 
 // The block-mapped FTLs have their own option types; the shared knobs carry over.
 fn fast_options(o: &FtlOptions) -> crate::fast::FastOptions {
-    crate::fast::FastOptions { spare_factor: o.spare_factor, controller: o.controller.clone(), ..Default::default() }
+    crate::fast::FastOptions {
+        spare_factor: o.spare_factor,
+        controller: o.controller.clone(),
+        ..Default::default()
+    }
 }
 fn block_options(o: &FtlOptions) -> crate::block::BlockOptions {
-    crate::block::BlockOptions { spare_factor: o.spare_factor, controller: o.controller.clone() }
+    crate::block::BlockOptions {
+        spare_factor: o.spare_factor,
+        controller: o.controller.clone(),
+    }
 }
 fn amf_options(o: &FtlOptions) -> crate::amf::AmfOptions {
-    crate::amf::AmfOptions { controller: o.controller.clone(), ..Default::default() }
+    crate::amf::AmfOptions {
+        controller: o.controller.clone(),
+        ..Default::default()
+    }
 }

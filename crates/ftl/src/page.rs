@@ -21,11 +21,16 @@
 
 use nand::{Nand, Nanos, Ppn, Purpose};
 
-use crate::block_device::{check_range, check_request, BlockDevice, FtlError, FtlReport, Counters, LOGICAL_PAGE_BYTES};
+use crate::block_device::{
+    check_range, check_request, BlockDevice, Counters, FtlError, FtlReport, LOGICAL_PAGE_BYTES,
+};
 use crate::controller::Controller;
 use crate::journal::{mapped_bitmap, scan, Journal, UNMAPPED};
 use crate::oob::{OobRecord, PageKind};
-use crate::options::{charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report, FtlOptions, LOOKUP_CYCLES, UPDATE_CYCLES};
+use crate::options::{
+    charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report,
+    FtlOptions, LOOKUP_CYCLES, UPDATE_CYCLES,
+};
 use crate::space::{FlashSpace, LivePage, Move, SpaceCounts};
 
 const DATA: u8 = 0;
@@ -69,13 +74,29 @@ impl PageFtl {
         let mut live: Vec<LivePage> = Vec::with_capacity(capacity as usize);
         for (lpn, (&p, &seq)) in rec.map.iter().zip(&rec.map_seq).enumerate() {
             if p != UNMAPPED {
-                live.push(LivePage { ppn: Ppn(u64::from(p)), key: lpn as u64, stream: DATA, seq });
+                live.push(LivePage {
+                    ppn: Ppn(u64::from(p)),
+                    key: lpn as u64,
+                    stream: DATA,
+                    seq,
+                });
             }
         }
         for &(_, seq, ppn) in &rec.journal {
-            live.push(LivePage { ppn, key: seq, stream: JOURNAL, seq });
+            live.push(LivePage {
+                ppn,
+                key: seq,
+                stream: JOURNAL,
+                seq,
+            });
         }
-        let (space, _) = FlashSpace::restore(nand, opts.space_config(STREAMS), rec.done_ns, &live, rec.next_seq)?;
+        let (space, _) = FlashSpace::restore(
+            nand,
+            opts.space_config(STREAMS),
+            rec.done_ns,
+            &live,
+            rec.next_seq,
+        )?;
         let page_bytes = space.geometry().page_size_bytes as usize;
         let mut ftl = PageFtl {
             map: rec.map,
@@ -103,7 +124,8 @@ impl PageFtl {
     /// Applies the space's moves to the map (invariant 1).
     fn absorb(&mut self) {
         let map = &mut self.map;
-        self.journal.absorb(&mut self.space, &mut |m: &Move| apply_move(map, m));
+        self.journal
+            .absorb(&mut self.space, &mut |m: &Move| apply_move(map, m));
     }
 
     /// Charges the controller for GC and wear-levelling work the space did since the last call.
@@ -117,7 +139,10 @@ impl PageFtl {
         }
         let bitmap = mapped_bitmap(self.map.len() as u64, |l| self.map[l as usize] != UNMAPPED);
         let map = &mut self.map;
-        self.journal.write_checkpoint(&mut self.space, at_ns, &bitmap, &mut |m: &Move| apply_move(map, m))
+        self.journal
+            .write_checkpoint(&mut self.space, at_ns, &bitmap, &mut |m: &Move| {
+                apply_move(map, m)
+            })
     }
 
     /// Idle-time work: background GC of up to `max_victims` blocks.
@@ -133,7 +158,12 @@ impl PageFtl {
 fn apply_move(map: &mut [u32], m: &Move) {
     debug_assert_eq!(m.stream, DATA);
     let e = &mut map[m.key as usize];
-    debug_assert_eq!(u64::from(*e), m.from.0, "moved page of lpn {} is not the mapped one", m.key);
+    debug_assert_eq!(
+        u64::from(*e),
+        m.from.0,
+        "moved page of lpn {} is not the mapped one",
+        m.key
+    );
     *e = m.to.0 as u32;
 }
 
@@ -158,14 +188,26 @@ impl BlockDevice for PageFtl {
         Ok(end)
     }
 
-    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], _fua: bool) -> Result<Nanos, FtlError> {
+    fn write(
+        &mut self,
+        at_ns: Nanos,
+        lpn: u64,
+        data: &[u8],
+        _fua: bool,
+    ) -> Result<Nanos, FtlError> {
         check_request(lpn, data.len(), self.capacity_pages())?;
         let mut end = at_ns;
         for (i, chunk) in data.chunks_exact(LOGICAL_PAGE_BYTES).enumerate() {
             let l = lpn + i as u64;
             let t = self.ctrl.charge(at_ns, UPDATE_CYCLES);
             let seq = self.space.alloc_seq();
-            let (ppn, done) = self.space.write(t, DATA, &OobRecord::new(PageKind::Data, l, seq, 0), chunk, Purpose::Host)?;
+            let (ppn, done) = self.space.write(
+                t,
+                DATA,
+                &OobRecord::new(PageKind::Data, l, seq, 0),
+                chunk,
+                Purpose::Host,
+            )?;
             // Moves first: GC may have moved this page's previous copy (invariant 1).
             self.absorb();
             let old = std::mem::replace(&mut self.map[l as usize], ppn.0 as u32);
@@ -189,7 +231,11 @@ impl BlockDevice for PageFtl {
         }
         let t = self.ctrl.charge(at_ns, LOOKUP_CYCLES * pages);
         let map = &mut self.map;
-        let mut end = self.journal.record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| apply_move(map, m))?;
+        let mut end =
+            self.journal
+                .record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| {
+                    apply_move(map, m)
+                })?;
         for l in range {
             let old = std::mem::replace(&mut self.map[l], UNMAPPED);
             if old != UNMAPPED {
@@ -208,7 +254,13 @@ impl BlockDevice for PageFtl {
     }
 
     fn report(&self) -> FtlReport {
-        space_report(self.name(), &self.space, &self.c, &self.ctrl, self.map.len() as u64 * 4)
+        space_report(
+            self.name(),
+            &self.space,
+            &self.c,
+            &self.ctrl,
+            self.map.len() as u64 * 4,
+        )
     }
 
     space_device_methods!();

@@ -93,7 +93,9 @@ impl std::str::FromStr for GcPolicy {
             "cost-benefit" | "costbenefit" | "cb" => Ok(GcPolicy::CostBenefit),
             "fifo" => Ok(GcPolicy::Fifo),
             "random" => Ok(GcPolicy::Random),
-            other => Err(FtlError::Config(format!("unknown GC policy '{other}' (greedy, cost-benefit, fifo, random)"))),
+            other => Err(FtlError::Config(format!(
+                "unknown GC policy '{other}' (greedy, cost-benefit, fifo, random)"
+            ))),
         }
     }
 }
@@ -126,7 +128,16 @@ pub struct SpaceConfig {
 
 impl Default for SpaceConfig {
     fn default() -> Self {
-        SpaceConfig { streams: 1, gc: GcPolicy::Greedy, seed: 1, reserve_blocks: 0, background_free_blocks: 0, wl_threshold: 0, striped: u64::MAX, dies: Vec::new() }
+        SpaceConfig {
+            streams: 1,
+            gc: GcPolicy::Greedy,
+            seed: 1,
+            reserve_blocks: 0,
+            background_free_blocks: 0,
+            wl_threshold: 0,
+            striped: u64::MAX,
+            dies: Vec::new(),
+        }
     }
 }
 
@@ -234,13 +245,21 @@ const WL_CHECK_EVERY_ERASES: u32 = 16;
 impl FlashSpace {
     /// Takes over a device and erases every good block that is not erased yet (a fresh device
     /// needs no erase). Returns the space and the time the formatting finished.
-    pub fn format(nand: Nand, cfg: SpaceConfig, at_ns: Nanos) -> Result<(FlashSpace, Nanos), FtlError> {
+    pub fn format(
+        nand: Nand,
+        cfg: SpaceConfig,
+        at_ns: Nanos,
+    ) -> Result<(FlashSpace, Nanos), FtlError> {
         Self::format_or_give_back(nand, cfg, at_ns).map_err(|(e, _)| e)
     }
 
     /// `format`, but a failure (a power cut while erasing) gives the device back, for callers
     /// that share it (NoFTL regions format their dies on the store's one device).
-    pub fn format_or_give_back(nand: Nand, cfg: SpaceConfig, at_ns: Nanos) -> Result<(FlashSpace, Nanos), (FtlError, Box<Nand>)> {
+    pub fn format_or_give_back(
+        nand: Nand,
+        cfg: SpaceConfig,
+        at_ns: Nanos,
+    ) -> Result<(FlashSpace, Nanos), (FtlError, Box<Nand>)> {
         if let Err(e) = Self::check_config(nand.geometry(), &cfg) {
             return Err((e, Box::new(nand)));
         }
@@ -281,7 +300,13 @@ impl FlashSpace {
     /// tail is not reused until they are collected), erased blocks become free, blocks a power
     /// cut left half-erased are erased, and valid pages on bad blocks are moved off them (the
     /// moves are reported as usual). `next_seq` is the first sequence number to issue.
-    pub fn restore(nand: Nand, cfg: SpaceConfig, at_ns: Nanos, live: &[LivePage], next_seq: u64) -> Result<(FlashSpace, Nanos), FtlError> {
+    pub fn restore(
+        nand: Nand,
+        cfg: SpaceConfig,
+        at_ns: Nanos,
+        live: &[LivePage],
+        next_seq: u64,
+    ) -> Result<(FlashSpace, Nanos), FtlError> {
         let mut s = Self::empty(nand, cfg)?;
         s.seq = next_seq;
         let mut t = at_ns;
@@ -289,10 +314,16 @@ impl FlashSpace {
         for p in live {
             let b = s.geo.block_of(p.ppn).0 as usize;
             if p.stream >= s.cfg.streams {
-                return Err(FtlError::Recovery(format!("page {:?} claims stream {} of {}", p.ppn, p.stream, s.cfg.streams)));
+                return Err(FtlError::Recovery(format!(
+                    "page {:?} claims stream {} of {}",
+                    p.ppn, p.stream, s.cfg.streams
+                )));
             }
             if s.rmap[p.ppn.0 as usize] != NO_KEY {
-                return Err(FtlError::Recovery(format!("page {:?} claimed twice", p.ppn)));
+                return Err(FtlError::Recovery(format!(
+                    "page {:?} claimed twice",
+                    p.ppn
+                )));
             }
             s.rmap[p.ppn.0 as usize] = p.key;
             let blk = &mut s.blocks[b];
@@ -305,7 +336,9 @@ impl FlashSpace {
             let pbn = Pbn(b);
             if s.blocks[b as usize].usage == BlockUse::Foreign {
                 if s.blocks[b as usize].valid > 0 {
-                    return Err(FtlError::Recovery(format!("block {b} holds live pages but lies outside the space's dies")));
+                    return Err(FtlError::Recovery(format!(
+                        "block {b} holds live pages but lies outside the space's dies"
+                    )));
                 }
                 continue;
             }
@@ -340,12 +373,20 @@ impl FlashSpace {
             let die = s.geo.die_of_block(Pbn(b)).0 as usize;
             let st = blk.stream as usize;
             let striped = s.cfg.striped & (1u64 << st.min(63)) != 0;
-            let free_frontier = if striped { s.frontiers[st].open[die] == NIL } else { s.frontiers[st].open.iter().all(|&o| o == NIL) };
+            let free_frontier = if striped {
+                s.frontiers[st].open[die] == NIL
+            } else {
+                s.frontiers[st].open.iter().all(|&o| o == NIL)
+            };
             if blk.valid > 0 && blk.written < s.ppb && free_frontier {
                 s.blocks[b as usize].usage = BlockUse::Open;
                 s.frontiers[st].open[die] = b;
                 if !striped {
-                    s.frontiers[st].cursor = s.die_order.iter().position(|&d| d as usize == die).unwrap_or(0);
+                    s.frontiers[st].cursor = s
+                        .die_order
+                        .iter()
+                        .position(|&d| d as usize == die)
+                        .unwrap_or(0);
                 }
             } else {
                 s.close_block(b);
@@ -360,10 +401,15 @@ impl FlashSpace {
     fn check_config(geo: &Geometry, cfg: &SpaceConfig) -> Result<(), FtlError> {
         check_oob_size(geo)?;
         if cfg.streams == 0 {
-            return Err(FtlError::Config("a flash space needs at least one stream".into()));
+            return Err(FtlError::Config(
+                "a flash space needs at least one stream".into(),
+            ));
         }
         if let Some(d) = cfg.dies.iter().find(|&&d| d >= geo.dies()) {
-            return Err(FtlError::Config(format!("die {d} is beyond the device's {} dies", geo.dies())));
+            return Err(FtlError::Config(format!(
+                "die {d} is beyond the device's {} dies",
+                geo.dies()
+            )));
         }
         Ok(())
     }
@@ -381,21 +427,53 @@ impl FlashSpace {
         let dies = geo.dies();
         // Channel-interleaved die order: consecutive pages go to different channels first.
         let per_channel = geo.dies_per_channel();
-        let mut die_order: Vec<u32> = (0..dies).map(|k| (k % geo.channels) * per_channel + k / geo.channels).collect();
+        let mut die_order: Vec<u32> = (0..dies)
+            .map(|k| (k % geo.channels) * per_channel + k / geo.channels)
+            .collect();
         if !cfg.dies.is_empty() {
             die_order.retain(|d| cfg.dies.contains(d));
         }
         let own_dies = die_order.len() as u32;
-        let reserve = if cfg.reserve_blocks == 0 { own_dies + 2 } else { cfg.reserve_blocks };
-        let bg_target = if cfg.background_free_blocks == 0 { 2 * reserve } else { cfg.background_free_blocks.max(reserve) };
-        let block = Block { usage: BlockUse::Free, stream: 0, written: 0, valid: 0, erase_count: 0, close_stamp: 0, prev: NIL, next: NIL, closed_pos: NIL };
+        let reserve = if cfg.reserve_blocks == 0 {
+            own_dies + 2
+        } else {
+            cfg.reserve_blocks
+        };
+        let bg_target = if cfg.background_free_blocks == 0 {
+            2 * reserve
+        } else {
+            cfg.background_free_blocks.max(reserve)
+        };
+        let block = Block {
+            usage: BlockUse::Free,
+            stream: 0,
+            written: 0,
+            valid: 0,
+            erase_count: 0,
+            close_stamp: 0,
+            prev: NIL,
+            next: NIL,
+            closed_pos: NIL,
+        };
         FlashSpace {
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x6C5F_5EED),
-            frontiers: (0..cfg.streams).map(|_| Frontier { open: vec![NIL; dies as usize], cursor: 0 }).collect(),
+            frontiers: (0..cfg.streams)
+                .map(|_| Frontier {
+                    open: vec![NIL; dies as usize],
+                    cursor: 0,
+                })
+                .collect(),
             blocks: (0..geo.blocks())
                 .map(|b| {
                     let own = cfg.dies.is_empty() || cfg.dies.contains(&geo.die_of_block(Pbn(b)).0);
-                    Block { usage: if own { BlockUse::Free } else { BlockUse::Foreign }, ..block }
+                    Block {
+                        usage: if own {
+                            BlockUse::Free
+                        } else {
+                            BlockUse::Foreign
+                        },
+                        ..block
+                    }
                 })
                 .collect(),
             rmap: vec![NO_KEY; geo.pages() as usize],
@@ -428,7 +506,11 @@ impl FlashSpace {
     }
 
     fn finish_setup(&mut self) -> Result<(), FtlError> {
-        self.good_blocks = self.blocks.iter().filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign)).count() as u32;
+        self.good_blocks = self
+            .blocks
+            .iter()
+            .filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign))
+            .count() as u32;
         let streams_open = u32::from(self.cfg.streams) * self.die_order.len() as u32;
         if self.good_blocks <= self.reserve + streams_open {
             return Err(FtlError::Config(format!(
@@ -478,7 +560,10 @@ impl FlashSpace {
     }
     /// The key whose valid copy page `ppn` holds, if any.
     pub fn key_at(&self, ppn: Ppn) -> Option<u64> {
-        self.rmap.get(ppn.0 as usize).copied().filter(|&k| k != NO_KEY)
+        self.rmap
+            .get(ppn.0 as usize)
+            .copied()
+            .filter(|&k| k != NO_KEY)
     }
     pub fn valid_pages(&self, pbn: Pbn) -> u32 {
         self.blocks[pbn.0 as usize].valid
@@ -512,9 +597,19 @@ impl FlashSpace {
 
     /// Writes one page of `stream` whose OOB carries `rec` (the caller sets key, kind and seq).
     /// Returns the page and the program's completion time. Invariant 4: may collect first.
-    pub fn write(&mut self, at_ns: Nanos, stream: u8, rec: &OobRecord, data: &[u8], purpose: Purpose) -> Result<(Ppn, Nanos), FtlError> {
+    pub fn write(
+        &mut self,
+        at_ns: Nanos,
+        stream: u8,
+        rec: &OobRecord,
+        data: &[u8],
+        purpose: Purpose,
+    ) -> Result<(Ppn, Nanos), FtlError> {
         if stream >= self.cfg.streams {
-            return Err(FtlError::Config(format!("stream {stream} of a space with {} streams", self.cfg.streams)));
+            return Err(FtlError::Config(format!(
+                "stream {stream} of a space with {} streams",
+                self.cfg.streams
+            )));
         }
         rec.encode_into(&mut self.write_oob);
         loop {
@@ -535,7 +630,14 @@ impl FlashSpace {
     }
 
     /// Reads a page (data, and OOB if `oob` is not empty) for the caller.
-    pub fn read(&mut self, at_ns: Nanos, ppn: Ppn, data: &mut [u8], oob: &mut [u8], purpose: Purpose) -> Result<Nanos, FtlError> {
+    pub fn read(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        data: &mut [u8],
+        oob: &mut [u8],
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
         Ok(self.nand.read(at_ns, ppn, data, oob, purpose)?.done_ns)
     }
 
@@ -543,7 +645,10 @@ impl FlashSpace {
     #[inline]
     pub fn invalidate(&mut self, ppn: Ppn) {
         let i = ppn.0 as usize;
-        debug_assert!(self.rmap[i] != NO_KEY, "invalidating page {ppn:?} that holds nothing valid");
+        debug_assert!(
+            self.rmap[i] != NO_KEY,
+            "invalidating page {ppn:?} that holds nothing valid"
+        );
         if self.rmap[i] == NO_KEY {
             return;
         }
@@ -576,7 +681,12 @@ impl FlashSpace {
 
     /// The next page of `stream`'s frontier, on the next die in striping order. A caller's write
     /// (`for_gc == false`) collects first when it needs a new block and the reserve is reached.
-    fn alloc_page(&mut self, at_ns: Nanos, stream: u8, for_gc: bool) -> Result<(Ppn, Nanos), FtlError> {
+    fn alloc_page(
+        &mut self,
+        at_ns: Nanos,
+        stream: u8,
+        for_gc: bool,
+    ) -> Result<(Ppn, Nanos), FtlError> {
         let s = stream as usize;
         let dies = self.die_order.len();
         let striped = self.cfg.striped & (1u64 << s.min(63)) != 0;
@@ -615,7 +725,11 @@ impl FlashSpace {
                     return Ok((ppn, t));
                 }
             }
-            return Err(FtlError::NoSpace(if for_gc { "garbage collection" } else { "a write" }));
+            return Err(FtlError::NoSpace(if for_gc {
+                "garbage collection"
+            } else {
+                "a write"
+            }));
         };
         let blk = &mut self.blocks[b as usize];
         debug_assert!(blk.usage == BlockUse::Free && blk.written == 0 && blk.valid == 0);
@@ -646,7 +760,9 @@ impl FlashSpace {
     /// The least-worn free block of `die`, else the least-worn free block of any die.
     fn take_free(&mut self, die: usize) -> Option<u32> {
         let d = if self.free[die].is_empty() {
-            (0..self.free.len()).filter(|&d| !self.free[d].is_empty()).min_by_key(|&d| self.free[d].peek().map(|r| r.0))?
+            (0..self.free.len())
+                .filter(|&d| !self.free[d].is_empty())
+                .min_by_key(|&d| self.free[d].peek().map(|r| r.0))?
         } else {
             die
         };
@@ -761,7 +877,11 @@ impl FlashSpace {
                     let blk = &self.blocks[b as usize];
                     let u = f64::from(blk.valid) / ppb;
                     let age = (now - blk.close_stamp + 1) as f64;
-                    let score = if blk.valid == 0 { f64::INFINITY } else { (1.0 - u) / (2.0 * u) * age };
+                    let score = if blk.valid == 0 {
+                        f64::INFINITY
+                    } else {
+                        (1.0 - u) / (2.0 * u) * age
+                    };
                     if score > best.0 {
                         best = (score, b);
                     }
@@ -787,7 +907,9 @@ impl FlashSpace {
                 // them longer than the candidate list means the flash is full of valid data.
                 fruitless += 1;
                 if fruitless > self.closed.len() + 8 {
-                    return Err(FtlError::NoSpace("garbage collection (every block is full of valid data)"));
+                    return Err(FtlError::NoSpace(
+                        "garbage collection (every block is full of valid data)",
+                    ));
                 }
             }
         }
@@ -796,13 +918,19 @@ impl FlashSpace {
 
     /// Collects one victim: moves its valid pages, erases it. Returns when it is erased.
     fn gc_one(&mut self, at_ns: Nanos, purpose: Purpose) -> Result<Nanos, FtlError> {
-        let victim = self.pick_victim().ok_or(FtlError::NoSpace("garbage collection (no closed block to collect)"))?;
+        let victim = self.pick_victim().ok_or(FtlError::NoSpace(
+            "garbage collection (no closed block to collect)",
+        ))?;
         self.collect(at_ns, victim, purpose)
     }
 
     fn collect(&mut self, at_ns: Nanos, victim: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
         self.leave_closed(victim);
-        let t = if purpose == Purpose::WearLevel { self.migrate_cold(at_ns, victim)? } else { self.migrate_block(at_ns, victim, purpose)? };
+        let t = if purpose == Purpose::WearLevel {
+            self.migrate_cold(at_ns, victim)?
+        } else {
+            self.migrate_block(at_ns, victim, purpose)?
+        };
         if purpose == Purpose::WearLevel {
             self.counts.wl_erases += 1;
         } else {
@@ -826,10 +954,15 @@ impl FlashSpace {
             if key == NO_KEY {
                 continue;
             }
-            let r = self.nand.read(at_ns, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
+            let r = self
+                .nand
+                .read(at_ns, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
             let to = loop {
                 let (to, t) = self.alloc_page(r.done_ns, stream, true)?;
-                match self.nand.program(t, to, &self.mig_data, &self.mig_oob, purpose) {
+                match self
+                    .nand
+                    .program(t, to, &self.mig_data, &self.mig_oob, purpose)
+                {
                     Ok(d) => {
                         done = done.max(d.done_ns);
                         break to;
@@ -840,7 +973,13 @@ impl FlashSpace {
             };
             self.note_written(to, key);
             self.invalidate(from);
-            self.moves.push(Move { key, stream, from, to, purpose });
+            self.moves.push(Move {
+                key,
+                stream,
+                from,
+                to,
+                purpose,
+            });
             if purpose == Purpose::WearLevel {
                 self.counts.wl_migrations += 1;
             } else {
@@ -873,11 +1012,23 @@ impl FlashSpace {
             if key == NO_KEY {
                 continue;
             }
-            let r = self.nand.read(at_ns, from, &mut self.mig_data, &mut self.mig_oob, Purpose::WearLevel)?;
+            let r = self.nand.read(
+                at_ns,
+                from,
+                &mut self.mig_data,
+                &mut self.mig_oob,
+                Purpose::WearLevel,
+            )?;
             let written = self.blocks[dest as usize].written;
             let to = self.geo.ppn_in_block(Pbn(dest), written);
             self.blocks[dest as usize].written = written + 1;
-            match self.nand.program(r.done_ns, to, &self.mig_data, &self.mig_oob, Purpose::WearLevel) {
+            match self.nand.program(
+                r.done_ns,
+                to,
+                &self.mig_data,
+                &self.mig_oob,
+                Purpose::WearLevel,
+            ) {
                 Ok(d) => done = done.max(d.done_ns),
                 Err(NandError::ProgramFailed(_)) => {
                     // Rare: give up on the cold destination and finish through the frontier.
@@ -889,7 +1040,13 @@ impl FlashSpace {
             }
             self.note_written(to, key);
             self.invalidate(from);
-            self.moves.push(Move { key, stream, from, to, purpose: Purpose::WearLevel });
+            self.moves.push(Move {
+                key,
+                stream,
+                from,
+                to,
+                purpose: Purpose::WearLevel,
+            });
             self.counts.wl_migrations += 1;
         }
         self.close_block(dest);
@@ -910,7 +1067,12 @@ impl FlashSpace {
     }
 
     /// Erases block `pbn` into the free pool, or retires it if the erase fails.
-    fn erase_to_free(&mut self, at_ns: Nanos, pbn: Pbn, purpose: Purpose) -> Result<Nanos, FtlError> {
+    fn erase_to_free(
+        &mut self,
+        at_ns: Nanos,
+        pbn: Pbn,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
         match self.nand.erase(at_ns, pbn, self.mode, purpose) {
             Ok(d) => {
                 let blk = &mut self.blocks[pbn.0 as usize];
@@ -967,11 +1129,18 @@ impl FlashSpace {
     /// Static wear levelling: if the erase-count spread passed the threshold, moves the data of
     /// the least-worn closed block (cold data) so that the block returns to the free pool.
     fn maybe_wear_level(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        if self.cfg.wl_threshold == 0 || self.erases_since_wl_check < WL_CHECK_EVERY_ERASES || self.free_count < self.reserve {
+        if self.cfg.wl_threshold == 0
+            || self.erases_since_wl_check < WL_CHECK_EVERY_ERASES
+            || self.free_count < self.reserve
+        {
             return Ok(at_ns);
         }
         self.erases_since_wl_check = 0;
-        let Some(&coldest) = self.closed.iter().min_by_key(|&&b| (self.blocks[b as usize].erase_count, b)) else {
+        let Some(&coldest) = self
+            .closed
+            .iter()
+            .min_by_key(|&&b| (self.blocks[b as usize].erase_count, b))
+        else {
             return Ok(at_ns);
         };
         if self.max_erase - self.blocks[coldest as usize].erase_count <= self.cfg.wl_threshold {
@@ -987,12 +1156,21 @@ impl FlashSpace {
         let mut free = 0;
         for (b, blk) in self.blocks.iter().enumerate() {
             let first = self.geo.first_page(Pbn(b as u32)).0 as usize;
-            let valid = self.rmap[first..first + self.geo.pages_per_block as usize].iter().filter(|&&k| k != NO_KEY).count() as u32;
+            let valid = self.rmap[first..first + self.geo.pages_per_block as usize]
+                .iter()
+                .filter(|&&k| k != NO_KEY)
+                .count() as u32;
             if valid != blk.valid {
-                return Err(format!("block {b}: valid count {} but {valid} valid pages", blk.valid));
+                return Err(format!(
+                    "block {b}: valid count {} but {valid} valid pages",
+                    blk.valid
+                ));
             }
             if blk.valid > blk.written {
-                return Err(format!("block {b}: {} valid of {} written", blk.valid, blk.written));
+                return Err(format!(
+                    "block {b}: {} valid of {} written",
+                    blk.valid, blk.written
+                ));
             }
             match blk.usage {
                 BlockUse::Free => {
@@ -1024,8 +1202,12 @@ impl FlashSpace {
                 }
             }
         }
-        if free != self.free_count || self.free.iter().map(|h| h.len() as u32).sum::<u32>() != free {
-            return Err(format!("free count {} but {free} free blocks", self.free_count));
+        if free != self.free_count || self.free.iter().map(|h| h.len() as u32).sum::<u32>() != free
+        {
+            return Err(format!(
+                "free count {} but {free} free blocks",
+                self.free_count
+            ));
         }
         Ok(())
     }
@@ -1036,9 +1218,16 @@ impl FlashSpace {
     /// moves, if the remaining dies cannot take the pages plus open blocks and the GC reserve.
     pub fn release_dies(&mut self, at_ns: Nanos, dies: &[u32]) -> Result<Nanos, FtlError> {
         let on = |geo: &Geometry, b: u32| dies.contains(&geo.die_of_block(Pbn(b)).0);
-        let keep: Vec<u32> = self.die_order.iter().copied().filter(|d| !dies.contains(d)).collect();
+        let keep: Vec<u32> = self
+            .die_order
+            .iter()
+            .copied()
+            .filter(|d| !dies.contains(d))
+            .collect();
         if keep.is_empty() {
-            return Err(FtlError::Config("releasing these dies would leave the space none".into()));
+            return Err(FtlError::Config(
+                "releasing these dies would leave the space none".into(),
+            ));
         }
         let (mut valid, mut free_kept) = (0u64, 0u64);
         for b in 0..self.geo.blocks() {
@@ -1049,10 +1238,18 @@ impl FlashSpace {
                 free_kept += 1;
             }
         }
-        let reserve = if self.cfg.reserve_blocks == 0 { keep.len() as u32 + 2 } else { self.cfg.reserve_blocks };
-        let need = valid.div_ceil(u64::from(self.ppb)) + u64::from(self.cfg.streams) * keep.len() as u64 + u64::from(reserve);
+        let reserve = if self.cfg.reserve_blocks == 0 {
+            keep.len() as u32 + 2
+        } else {
+            self.cfg.reserve_blocks
+        };
+        let need = valid.div_ceil(u64::from(self.ppb))
+            + u64::from(self.cfg.streams) * keep.len() as u64
+            + u64::from(reserve);
         if free_kept < need {
-            return Err(FtlError::NoSpace("releasing dies (the remaining dies have too few free blocks)"));
+            return Err(FtlError::NoSpace(
+                "releasing dies (the remaining dies have too few free blocks)",
+            ));
         }
         self.die_order = keep;
         for f in &mut self.frontiers {
@@ -1091,11 +1288,19 @@ impl FlashSpace {
             }
         }
         self.reserve = reserve;
-        self.bg_target = if self.cfg.background_free_blocks == 0 { 2 * reserve } else { self.cfg.background_free_blocks.max(reserve) };
+        self.bg_target = if self.cfg.background_free_blocks == 0 {
+            2 * reserve
+        } else {
+            self.cfg.background_free_blocks.max(reserve)
+        };
         let mut own = self.die_order.clone();
         own.sort_unstable();
         self.cfg.dies = own;
-        self.good_blocks = self.blocks.iter().filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign)).count() as u32;
+        self.good_blocks = self
+            .blocks
+            .iter()
+            .filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign))
+            .count() as u32;
         Ok(t)
     }
 

@@ -19,7 +19,9 @@ const PAGE: usize = LOGICAL_PAGE_BYTES;
 
 /// Fills `buf` (one page) with the self-checking contents of version `version` of `lpn`.
 pub fn fill_page(buf: &mut [u8], lpn: u64, version: u64) {
-    let mut x = lpn.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version.wrapping_mul(0xC2B2_AE3D_27D4_EB4F) ^ 0x5151;
+    let mut x = lpn.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ version.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+        ^ 0x5151;
     buf[0..8].copy_from_slice(&lpn.to_le_bytes());
     buf[8..16].copy_from_slice(&version.to_le_bytes());
     for chunk in buf[16..].chunks_mut(8) {
@@ -65,12 +67,16 @@ fn err(what: &str, e: FtlError) -> String {
 pub fn check_contract(dev: &mut dyn BlockDevice) -> Result<(), String> {
     let cap = dev.capacity_pages();
     if cap < 64 {
-        return Err(format!("capacity {cap} is too small for the contract checks"));
+        return Err(format!(
+            "capacity {cap} is too small for the contract checks"
+        ));
     }
     let mut buf = vec![0xAAu8; 4 * PAGE];
     let mut t: Nanos = 0;
     // Item 2: never written reads as zeros.
-    t = dev.read(t, 0, &mut buf).map_err(|e| err("read unwritten", e))?;
+    t = dev
+        .read(t, 0, &mut buf)
+        .map_err(|e| err("read unwritten", e))?;
     if buf.iter().any(|&b| b != 0) {
         return Err("a never-written page does not read as zeros".into());
     }
@@ -79,15 +85,26 @@ pub fn check_contract(dev: &mut dyn BlockDevice) -> Result<(), String> {
     for i in 0..4 {
         fill_page(&mut data[i * PAGE..(i + 1) * PAGE], 10 + i as u64, 1);
     }
-    let done = dev.write(t, 10, &data, false).map_err(|e| err("write 4 pages", e))?;
+    let done = dev
+        .write(t, 10, &data, false)
+        .map_err(|e| err("write 4 pages", e))?;
     if done < t {
-        return Err(format!("write completes at {done} ns, before its submission at {t} ns"));
+        return Err(format!(
+            "write completes at {done} ns, before its submission at {t} ns"
+        ));
     }
     t = done;
     fill_page(&mut data[..PAGE], 11, 2);
-    t = dev.write(t, 11, &data[..PAGE], true).map_err(|e| err("overwrite", e))?;
+    t = dev
+        .write(t, 11, &data[..PAGE], true)
+        .map_err(|e| err("overwrite", e))?;
     t = dev.read(t, 10, &mut buf).map_err(|e| err("read back", e))?;
-    let want = [Content::Version(1), Content::Version(2), Content::Version(1), Content::Version(1)];
+    let want = [
+        Content::Version(1),
+        Content::Version(2),
+        Content::Version(1),
+        Content::Version(1),
+    ];
     for (i, w) in want.iter().enumerate() {
         let got = decode_page(&buf[i * PAGE..(i + 1) * PAGE], 10 + i as u64);
         if got != *w {
@@ -124,27 +141,42 @@ pub fn check_contract(dev: &mut dyn BlockDevice) -> Result<(), String> {
         return Err("refused requests changed the host counters".into());
     }
     let mut last = vec![0u8; PAGE];
-    t = dev.read(t, cap - 1, &mut last).map_err(|e| err("read last page", e))?;
+    t = dev
+        .read(t, cap - 1, &mut last)
+        .map_err(|e| err("read last page", e))?;
     if last.iter().any(|&b| b != 0) {
         return Err("a refused write changed the last page".into());
     }
     // Item 2: trimmed pages read as zeros; neighbours are untouched.
     t = dev.trim(t, 11, 2).map_err(|e| err("trim", e))?;
-    t = dev.read(t, 10, &mut buf).map_err(|e| err("read after trim", e))?;
-    let want = [Content::Version(1), Content::Zero, Content::Zero, Content::Version(1)];
+    t = dev
+        .read(t, 10, &mut buf)
+        .map_err(|e| err("read after trim", e))?;
+    let want = [
+        Content::Version(1),
+        Content::Zero,
+        Content::Zero,
+        Content::Version(1),
+    ];
     for (i, w) in want.iter().enumerate() {
         let got = decode_page(&buf[i * PAGE..(i + 1) * PAGE], 10 + i as u64);
         if got != *w {
-            return Err(format!("after trim lpn {} reads {got:?}, expected {w:?}", 10 + i));
+            return Err(format!(
+                "after trim lpn {} reads {got:?}, expected {w:?}",
+                10 + i
+            ));
         }
     }
     // Trimming unwritten pages and an empty range is fine; the last page is writable.
     t = dev.trim(t, 40, 10).map_err(|e| err("trim unwritten", e))?;
     t = dev.trim(t, 5, 0).map_err(|e| err("empty trim", e))?;
     fill_page(&mut data[..PAGE], cap - 1, 7);
-    t = dev.write(t, cap - 1, &data[..PAGE], false).map_err(|e| err("write last page", e))?;
+    t = dev
+        .write(t, cap - 1, &data[..PAGE], false)
+        .map_err(|e| err("write last page", e))?;
     t = dev.flush(t).map_err(|e| err("flush", e))?;
-    dev.read(t, cap - 1, &mut last).map_err(|e| err("read last page", e))?;
+    dev.read(t, cap - 1, &mut last)
+        .map_err(|e| err("read last page", e))?;
     if decode_page(&last, cap - 1) != Content::Version(7) {
         return Err("the last page does not read back".into());
     }
@@ -194,9 +226,20 @@ pub struct Workload {
 /// One request of a [`Workload`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
-    Write { lpn: u64, pages: u64, version: u64, fua: bool },
-    Read { lpn: u64, pages: u64 },
-    Trim { lpn: u64, pages: u64 },
+    Write {
+        lpn: u64,
+        pages: u64,
+        version: u64,
+        fua: bool,
+    },
+    Read {
+        lpn: u64,
+        pages: u64,
+    },
+    Trim {
+        lpn: u64,
+        pages: u64,
+    },
     Flush,
 }
 
@@ -209,11 +252,23 @@ impl Workload {
     /// A workload of `pattern`; `fresh`: the device is empty (for `AppendOnly`: every write
     /// pointer is 0; otherwise each segment is trimmed before its first write).
     pub fn with_pattern(seed: u64, span: u64, pattern: Pattern, fresh: bool) -> Self {
-        Workload { rng: Xoshiro256PlusPlus::seed_from_u64(seed), span, version: 0, trim_percent: 5, pattern, wp: Vec::new(), wp_known_at_start: fresh }
+        Workload {
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            span,
+            version: 0,
+            trim_percent: 5,
+            pattern,
+            wp: Vec::new(),
+            wp_known_at_start: fresh,
+        }
     }
 
     pub fn next(&mut self, capacity: u64) -> Request {
-        let span = if self.span == 0 { capacity } else { self.span.min(capacity) };
+        let span = if self.span == 0 {
+            capacity
+        } else {
+            self.span.min(capacity)
+        };
         let r = self.rng.next_u64() % 100;
         let pages = 1 + self.rng.next_u64() % 8;
         let lpn = self.rng.next_u64() % span;
@@ -228,11 +283,16 @@ impl Workload {
                         let l = l.min(span - 1);
                         (l, (1 + self.rng.next_u64() % 20).min(span - l))
                     }
-                    0..=6 => (start, (1 + self.rng.next_u64() % block_pages).min(span - start)),
+                    0..=6 => (
+                        start,
+                        (1 + self.rng.next_u64() % block_pages).min(span - start),
+                    ),
                     _ => (lpn, 1),
                 }
             }
-            Pattern::AppendOnly { segment_pages } => return self.next_append_only(r, lpn, pages, span, segment_pages),
+            Pattern::AppendOnly { segment_pages } => {
+                return self.next_append_only(r, lpn, pages, span, segment_pages)
+            }
         };
         self.request(r, lpn, pages)
     }
@@ -240,7 +300,12 @@ impl Workload {
     fn request(&mut self, r: u64, lpn: u64, pages: u64) -> Request {
         if r < 55 {
             self.version += 1;
-            Request::Write { lpn, pages, version: self.version, fua: self.rng.next_u64().is_multiple_of(8) }
+            Request::Write {
+                lpn,
+                pages,
+                version: self.version,
+                fua: self.rng.next_u64().is_multiple_of(8),
+            }
         } else if r < 55 + self.trim_percent {
             Request::Trim { lpn, pages }
         } else if r < 95 {
@@ -259,7 +324,10 @@ impl Workload {
         let s = (lpn / seg).min(segments - 1);
         let trim = |me: &mut Self| {
             me.wp[s as usize] = Some(0);
-            Request::Trim { lpn: s * seg, pages: seg }
+            Request::Trim {
+                lpn: s * seg,
+                pages: seg,
+            }
         };
         let is_write = r < 55;
         let is_trim = !is_write && r < 55 + self.trim_percent;
@@ -282,7 +350,12 @@ impl Workload {
 
 /// Runs `ops` requests of a seeded workload on `dev` and on a `MemDisk`, comparing every read
 /// and, at the end, every page.
-pub fn random_vs_model(dev: &mut dyn BlockDevice, seed: u64, ops: usize, span: u64) -> Result<(), String> {
+pub fn random_vs_model(
+    dev: &mut dyn BlockDevice,
+    seed: u64,
+    ops: usize,
+    span: u64,
+) -> Result<(), String> {
     let cap = dev.capacity_pages();
     let mut model = MemDisk::new(cap);
     let mut w = Workload::new(seed, span);
@@ -292,24 +365,43 @@ pub fn random_vs_model(dev: &mut dyn BlockDevice, seed: u64, ops: usize, span: u
     for op in 0..ops {
         let req = w.next(cap);
         match req {
-            Request::Write { lpn, pages, version, fua } => {
+            Request::Write {
+                lpn,
+                pages,
+                version,
+                fua,
+            } => {
                 let n = pages as usize * PAGE;
                 for i in 0..pages {
-                    fill_page(&mut buf[i as usize * PAGE..(i as usize + 1) * PAGE], lpn + i, version);
+                    fill_page(
+                        &mut buf[i as usize * PAGE..(i as usize + 1) * PAGE],
+                        lpn + i,
+                        version,
+                    );
                 }
-                t = dev.write(t, lpn, &buf[..n], fua).map_err(|e| format!("op {op} {req:?}: {e}"))?;
-                model.write(t, lpn, &buf[..n], fua).map_err(|e| e.to_string())?;
+                t = dev
+                    .write(t, lpn, &buf[..n], fua)
+                    .map_err(|e| format!("op {op} {req:?}: {e}"))?;
+                model
+                    .write(t, lpn, &buf[..n], fua)
+                    .map_err(|e| e.to_string())?;
             }
             Request::Read { lpn, pages } => {
                 let n = pages as usize * PAGE;
-                t = dev.read(t, lpn, &mut buf[..n]).map_err(|e| format!("op {op} {req:?}: {e}"))?;
-                model.read(t, lpn, &mut want[..n]).map_err(|e| e.to_string())?;
+                t = dev
+                    .read(t, lpn, &mut buf[..n])
+                    .map_err(|e| format!("op {op} {req:?}: {e}"))?;
+                model
+                    .read(t, lpn, &mut want[..n])
+                    .map_err(|e| e.to_string())?;
                 if buf[..n] != want[..n] {
                     return Err(format!("op {op} {req:?}: data differs from the model"));
                 }
             }
             Request::Trim { lpn, pages } => {
-                t = dev.trim(t, lpn, pages).map_err(|e| format!("op {op} {req:?}: {e}"))?;
+                t = dev
+                    .trim(t, lpn, pages)
+                    .map_err(|e| format!("op {op} {req:?}: {e}"))?;
                 model.trim(t, lpn, pages).map_err(|e| e.to_string())?;
             }
             Request::Flush => {
@@ -321,14 +413,23 @@ pub fn random_vs_model(dev: &mut dyn BlockDevice, seed: u64, ops: usize, span: u
 }
 
 /// Every page of `dev` equals the model's.
-pub fn compare_all(dev: &mut dyn BlockDevice, model: &mut MemDisk, at_ns: Nanos) -> Result<(), String> {
+pub fn compare_all(
+    dev: &mut dyn BlockDevice,
+    model: &mut MemDisk,
+    at_ns: Nanos,
+) -> Result<(), String> {
     let mut a = vec![0u8; PAGE];
     let mut b = vec![0u8; PAGE];
     for lpn in 0..dev.capacity_pages() {
-        dev.read(at_ns, lpn, &mut a).map_err(|e| format!("final read of {lpn}: {e}"))?;
+        dev.read(at_ns, lpn, &mut a)
+            .map_err(|e| format!("final read of {lpn}: {e}"))?;
         model.read(at_ns, lpn, &mut b).map_err(|e| e.to_string())?;
         if a != b {
-            return Err(format!("lpn {lpn}: {:?} but the model has {:?}", decode_page(&a, lpn), decode_page(&b, lpn)));
+            return Err(format!(
+                "lpn {lpn}: {:?} but the model has {:?}",
+                decode_page(&a, lpn),
+                decode_page(&b, lpn)
+            ));
         }
     }
     Ok(())
@@ -342,7 +443,9 @@ struct Acceptable {
 
 impl Acceptable {
     fn new(cap: u64) -> Self {
-        Acceptable { sets: vec![vec![Content::Zero]; cap as usize] }
+        Acceptable {
+            sets: vec![vec![Content::Zero]; cap as usize],
+        }
     }
     /// A request was attempted (it may or may not have reached flash).
     fn attempt(&mut self, lpn: u64, c: Content) {
@@ -396,8 +499,14 @@ pub fn power_cut_run(
 ) -> Result<CutOutcome, String> {
     let mut dev = make().map_err(|e| err("build", e))?;
     let cap = dev.capacity_pages();
-    let base = dev.nand().map(|n| n.ops_issued()).ok_or("the device has no flash")?;
-    dev.nand_mut().ok_or("no flash")?.set_fault_plan(FaultPlan { cut_at_op: Some(base + cut_at_op), ..FaultPlan::default() });
+    let base = dev
+        .nand()
+        .map(|n| n.ops_issued())
+        .ok_or("the device has no flash")?;
+    dev.nand_mut().ok_or("no flash")?.set_fault_plan(FaultPlan {
+        cut_at_op: Some(base + cut_at_op),
+        ..FaultPlan::default()
+    });
     let mut acc = Acceptable::new(cap);
     let mut current: Vec<Content> = vec![Content::Zero; cap as usize];
     let mut w = Workload::with_pattern(seed, 0, pattern, true);
@@ -409,9 +518,18 @@ pub fn power_cut_run(
     for _ in 0..ops {
         let req = w.next(cap);
         let result = match req {
-            Request::Write { lpn, pages, version, fua } => {
+            Request::Write {
+                lpn,
+                pages,
+                version,
+                fua,
+            } => {
                 for i in 0..pages {
-                    fill_page(&mut buf[i as usize * PAGE..(i as usize + 1) * PAGE], lpn + i, version);
+                    fill_page(
+                        &mut buf[i as usize * PAGE..(i as usize + 1) * PAGE],
+                        lpn + i,
+                        version,
+                    );
                     acc.attempt(lpn + i, Content::Version(version));
                 }
                 let r = dev.write(t, lpn, &buf[..pages as usize * PAGE], fua);
@@ -429,9 +547,14 @@ pub fn power_cut_run(
                 let r = dev.read(t, lpn, &mut buf[..pages as usize * PAGE]);
                 if r.is_ok() {
                     for i in 0..pages {
-                        let got = decode_page(&buf[i as usize * PAGE..(i as usize + 1) * PAGE], lpn + i);
+                        let got =
+                            decode_page(&buf[i as usize * PAGE..(i as usize + 1) * PAGE], lpn + i);
                         if got != current[(lpn + i) as usize] {
-                            return Err(format!("before the cut, lpn {} reads {got:?}, expected {:?}", lpn + i, current[(lpn + i) as usize]));
+                            return Err(format!(
+                                "before the cut, lpn {} reads {got:?}, expected {:?}",
+                                lpn + i,
+                                current[(lpn + i) as usize]
+                            ));
                         }
                     }
                 }
@@ -483,50 +606,82 @@ pub fn power_cut_run(
     nand.power_on();
     let mut dev = reopen(nand).map_err(|e| err("recovery", e))?;
     if dev.capacity_pages() != cap {
-        return Err(format!("capacity changed from {cap} to {} across recovery", dev.capacity_pages()));
+        return Err(format!(
+            "capacity changed from {cap} to {} across recovery",
+            dev.capacity_pages()
+        ));
     }
     let mut page = vec![0u8; PAGE];
     let mut newest = 0;
     let mut model = MemDisk::new(cap);
     let t = dev.nand().map_or(0, |n| n.now_ns());
     for lpn in 0..cap {
-        dev.read(t, lpn, &mut page).map_err(|e| format!("after recovery, read of lpn {lpn}: {e}"))?;
+        dev.read(t, lpn, &mut page)
+            .map_err(|e| format!("after recovery, read of lpn {lpn}: {e}"))?;
         let got = decode_page(&page, lpn);
         let set = &acc.sets[lpn as usize];
         if got == Content::Corrupt || !set.contains(&got) {
-            return Err(format!("after a cut at op {cut_at_op}, lpn {lpn} reads {got:?}; acceptable: {set:?}"));
+            return Err(format!(
+                "after a cut at op {cut_at_op}, lpn {lpn} reads {got:?}; acceptable: {set:?}"
+            ));
         }
         if Some(&got) == set.last() {
             newest += 1;
         }
-        model.write(t, lpn, &page, false).map_err(|e| e.to_string())?;
+        model
+            .write(t, lpn, &page, false)
+            .map_err(|e| e.to_string())?;
     }
     // The recovered device keeps working.
     let mut w2 = Workload::with_pattern(seed ^ 0xA5A5, 0, pattern, false);
     let mut t = t;
     for op in 0..ops / 2 {
         match w2.next(cap) {
-            Request::Write { lpn, pages, version, fua } => {
+            Request::Write {
+                lpn,
+                pages,
+                version,
+                fua,
+            } => {
                 let n = pages as usize * PAGE;
                 for i in 0..pages {
-                    fill_page(&mut buf[i as usize * PAGE..(i as usize + 1) * PAGE], lpn + i, 1_000_000 + version);
+                    fill_page(
+                        &mut buf[i as usize * PAGE..(i as usize + 1) * PAGE],
+                        lpn + i,
+                        1_000_000 + version,
+                    );
                 }
-                t = dev.write(t, lpn, &buf[..n], fua).map_err(|e| format!("after recovery, op {op}: {e}"))?;
-                model.write(t, lpn, &buf[..n], fua).map_err(|e| e.to_string())?;
+                t = dev
+                    .write(t, lpn, &buf[..n], fua)
+                    .map_err(|e| format!("after recovery, op {op}: {e}"))?;
+                model
+                    .write(t, lpn, &buf[..n], fua)
+                    .map_err(|e| e.to_string())?;
             }
             Request::Trim { lpn, pages } => {
-                t = dev.trim(t, lpn, pages).map_err(|e| format!("after recovery, op {op}: {e}"))?;
+                t = dev
+                    .trim(t, lpn, pages)
+                    .map_err(|e| format!("after recovery, op {op}: {e}"))?;
                 model.trim(t, lpn, pages).map_err(|e| e.to_string())?;
             }
             _ => {}
         }
     }
     compare_all(dev.as_mut(), &mut model, t)?;
-    Ok(CutOutcome { cut_after_ops: if cut { issued } else { 0 }, requests, newest })
+    Ok(CutOutcome {
+        cut_after_ops: if cut { issued } else { 0 },
+        requests,
+        newest,
+    })
 }
 
 /// Flash operations a seeded power-cut workload issues without a cut (to spread cut points).
-pub fn count_ops(make: &dyn Fn() -> Result<Box<dyn BlockDevice>, FtlError>, seed: u64, ops: usize, pattern: Pattern) -> Result<u64, String> {
+pub fn count_ops(
+    make: &dyn Fn() -> Result<Box<dyn BlockDevice>, FtlError>,
+    seed: u64,
+    ops: usize,
+    pattern: Pattern,
+) -> Result<u64, String> {
     let mut dev = make().map_err(|e| err("build", e))?;
     let cap = dev.capacity_pages();
     let base = dev.nand().map(|n| n.ops_issued()).ok_or("no flash")?;
@@ -536,9 +691,18 @@ pub fn count_ops(make: &dyn Fn() -> Result<Box<dyn BlockDevice>, FtlError>, seed
     let mut t = 0;
     for _ in 0..ops {
         t = match w.next(cap) {
-            Request::Write { lpn, pages, version, fua } => {
+            Request::Write {
+                lpn,
+                pages,
+                version,
+                fua,
+            } => {
                 for i in 0..pages {
-                    fill_page(&mut buf[i as usize * PAGE..(i as usize + 1) * PAGE], lpn + i, version);
+                    fill_page(
+                        &mut buf[i as usize * PAGE..(i as usize + 1) * PAGE],
+                        lpn + i,
+                        version,
+                    );
                 }
                 dev.write(t, lpn, &buf[..pages as usize * PAGE], fua)
             }

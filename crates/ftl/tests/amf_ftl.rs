@@ -24,13 +24,22 @@ fn log_structured_host(seg: u64, segments: u64) -> impl FnMut(&mut Rng, &Model) 
                 let start = (wp[s as usize] + if r.below(8) == 0 { 1 } else { 0 }).min(seg - 1);
                 let pages = (1 + r.below(8)).min(seg - start);
                 wp[s as usize] = start + pages;
-                Op::Write { lpn: base + start, pages }
+                Op::Write {
+                    lpn: base + start,
+                    pages,
+                }
             }
             0..=14 => {
                 wp[s as usize] = 0;
-                Op::Trim { lpn: base, pages: seg }
+                Op::Trim {
+                    lpn: base,
+                    pages: seg,
+                }
             }
-            15..=18 => Op::Read { lpn: base + r.below(seg - 4), pages: 4 },
+            15..=18 => Op::Read {
+                lpn: base + r.below(seg - 4),
+                pages: 4,
+            },
             _ => Op::Flush,
         }
     }
@@ -66,14 +75,20 @@ fn overwrites_are_refused_and_change_nothing() {
     match &err {
         FtlError::Overwrite { lpn, why } => {
             assert_eq!(*lpn, 3);
-            assert!(why.contains("append-only") && why.contains("trim the whole segment"), "{why}");
+            assert!(
+                why.contains("append-only") && why.contains("trim the whole segment"),
+                "{why}"
+            );
         }
         e => panic!("wrong error {e}"),
     }
     // A request whose later part crosses into an already-written segment is refused whole.
     d.write(0, 64, &vec![3u8; PAGE], false).unwrap();
     let before2 = d.report();
-    assert!(matches!(d.write(0, 60, &vec![4u8; 8 * PAGE], false), Err(FtlError::Overwrite { lpn: 64, .. })));
+    assert!(matches!(
+        d.write(0, 60, &vec![4u8; 8 * PAGE], false),
+        Err(FtlError::Overwrite { lpn: 64, .. })
+    ));
     assert_eq!(d.report(), before2);
     assert_eq!(d.write_pointer(0), Some(8));
     let mut b = vec![0u8; 8 * PAGE];
@@ -90,7 +105,10 @@ fn gaps_read_as_zeros_and_cannot_be_filled_later() {
     let mut b = vec![9u8; 6 * PAGE];
     d.read(0, 0, &mut b).unwrap();
     assert!(b[PAGE..5 * PAGE].iter().all(|&x| x == 0));
-    assert!(matches!(d.write(0, 3, &vec![1u8; PAGE], false), Err(FtlError::Overwrite { .. })));
+    assert!(matches!(
+        d.write(0, 3, &vec![1u8; PAGE], false),
+        Err(FtlError::Overwrite { .. })
+    ));
 }
 
 #[test]
@@ -99,7 +117,10 @@ fn trims_must_cover_whole_segments() {
     d.write(0, 0, &vec![1u8; 64 * PAGE], false).unwrap();
     for (lpn, pages) in [(0, 1), (0, 63), (1, 64), (32, 64), (0, 65)] {
         match d.trim(0, lpn, pages) {
-            Err(FtlError::Unsupported(msg)) => assert!(msg.contains("whole segments") && msg.contains("64 pages"), "{msg}"),
+            Err(FtlError::Unsupported(msg)) => assert!(
+                msg.contains("whole segments") && msg.contains("64 pages"),
+                "{msg}"
+            ),
             r => panic!("trim {lpn}+{pages}: {r:?}"),
         }
     }
@@ -113,8 +134,12 @@ fn trims_must_cover_whole_segments() {
 fn a_trimmed_segment_can_be_written_again() {
     let mut d = fresh(&[]);
     let cap = d.capacity_pages();
-    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false).unwrap();
-    assert!(matches!(d.write(0, 64, &vec![2u8; PAGE], false), Err(FtlError::Overwrite { .. })));
+    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false)
+        .unwrap();
+    assert!(matches!(
+        d.write(0, 64, &vec![2u8; PAGE], false),
+        Err(FtlError::Overwrite { .. })
+    ));
     d.trim(0, 64, 128).unwrap();
     assert_eq!(d.write_pointer(1), Some(0));
     let mut b = vec![9u8; 128 * PAGE];
@@ -124,7 +149,10 @@ fn a_trimmed_segment_can_be_written_again() {
     d.read(0, 64, &mut b[..64 * PAGE]).unwrap();
     assert!(b[..64 * PAGE].iter().all(|&x| x == 2));
     let by = d.nand().unwrap().report().by_purpose;
-    let host = by.iter().find(|p| p.purpose == nand::Purpose::Host).unwrap();
+    let host = by
+        .iter()
+        .find(|p| p.purpose == nand::Purpose::Host)
+        .unwrap();
     assert_eq!(host.counts.erases, 8, "two segments of four blocks");
     // The trim survives a restart.
     let mut d = Amf::open(d.into_nand(), &AmfOptions::default()).unwrap();
@@ -138,19 +166,39 @@ fn a_segment_write_runs_on_all_dies_at_once() {
     let one = d.write(0, 0, &vec![1u8; PAGE], false).unwrap();
     let mut d = fresh(&[]);
     let four = d.write(0, 0, &vec![1u8; 4 * PAGE], false).unwrap();
-    assert!(four < one + one / 2, "4 pages on 4 dies took {four} ns, 1 page {one} ns");
+    assert!(
+        four < one + one / 2,
+        "4 pages on 4 dies took {four} ns, 1 page {one} ns"
+    );
 }
 
 #[test]
 fn factory_bad_blocks_are_remapped_to_spares() {
-    let opts = AmfOptions { spare_blocks_per_die: Some(6), ..AmfOptions::default() };
-    let mut d = Amf::new(tiny(&["reliability.factory_bad_block_ratio=0.08", "seed=5"]), &opts).unwrap();
-    assert!(d.remaps() > 0, "the seed should give some factory-bad blocks");
+    let opts = AmfOptions {
+        spare_blocks_per_die: Some(6),
+        ..AmfOptions::default()
+    };
+    let mut d = Amf::new(
+        tiny(&["reliability.factory_bad_block_ratio=0.08", "seed=5"]),
+        &opts,
+    )
+    .unwrap();
+    assert!(
+        d.remaps() > 0,
+        "the seed should give some factory-bad blocks"
+    );
     let cap = d.capacity_pages();
     let mut m = Model::new(cap);
     let mut now = 0;
     let (seg, segs) = (d.segment_pages(), u64::from(d.segments()));
-    run(&mut d, &mut m, &mut Rng::new(3), 800, &mut now, &mut log_structured_host(seg, segs));
+    run(
+        &mut d,
+        &mut m,
+        &mut Rng::new(3),
+        800,
+        &mut now,
+        &mut log_structured_host(seg, segs),
+    );
     verify_all(&mut d, &m, now);
     let mut d = Amf::open(d.into_nand(), &opts).unwrap();
     verify_all(&mut d, &m, now);
@@ -161,10 +209,16 @@ fn a_program_failure_remaps_the_block_and_keeps_its_pages() {
     let mut d = fresh(&[]);
     d.write(0, 0, &vec![1u8; 20 * PAGE], false).unwrap();
     let next = d.nand().unwrap().ops_issued() + 2;
-    d.nand_mut().unwrap().set_fault_plan(FaultPlan { fail_op: Some(next), ..FaultPlan::default() });
+    d.nand_mut().unwrap().set_fault_plan(FaultPlan {
+        fail_op: Some(next),
+        ..FaultPlan::default()
+    });
     d.write(0, 20, &vec![2u8; 4 * PAGE], false).unwrap();
     assert_eq!(d.remaps(), 1);
-    assert!(d.report().gc.migrations >= 5, "the failed block's pages were moved");
+    assert!(
+        d.report().gc.migrations >= 5,
+        "the failed block's pages were moved"
+    );
     let check = |d: &mut Amf| {
         let mut b = vec![0u8; 24 * PAGE];
         d.read(0, 0, &mut b).unwrap();

@@ -27,11 +27,26 @@ fn capacity_follows_the_spare_factor_and_bad_requests_change_nothing() {
     let cap = d.capacity_pages();
     d.write(0, 5, &vec![7u8; PAGE], false).unwrap();
     let before = d.report();
-    assert!(matches!(d.write(0, cap, &vec![1u8; PAGE], false), Err(FtlError::OutOfRange { .. })));
-    assert!(matches!(d.write(0, cap - 1, &vec![1u8; 2 * PAGE], false), Err(FtlError::OutOfRange { .. })));
-    assert!(matches!(d.write(0, 0, &[1u8; 100], false), Err(FtlError::Misaligned { .. })));
-    assert!(matches!(d.trim(0, cap, 1), Err(FtlError::OutOfRange { .. })));
-    assert!(matches!(d.read(0, u64::MAX, &mut vec![0u8; PAGE]), Err(FtlError::OutOfRange { .. })));
+    assert!(matches!(
+        d.write(0, cap, &vec![1u8; PAGE], false),
+        Err(FtlError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        d.write(0, cap - 1, &vec![1u8; 2 * PAGE], false),
+        Err(FtlError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        d.write(0, 0, &[1u8; 100], false),
+        Err(FtlError::Misaligned { .. })
+    ));
+    assert!(matches!(
+        d.trim(0, cap, 1),
+        Err(FtlError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        d.read(0, u64::MAX, &mut vec![0u8; PAGE]),
+        Err(FtlError::OutOfRange { .. })
+    ));
     assert_eq!(d.report(), before);
     let mut b = vec![1u8; 2 * PAGE];
     d.read(0, 4, &mut b).unwrap();
@@ -94,7 +109,9 @@ fn reopening_a_cleanly_stopped_device_keeps_everything() {
     let mut m = Model::new(cap);
     let mut rng = Rng::new(42);
     let mut now = 0;
-    run(&mut d, &mut m, &mut rng, 600, &mut now, &mut |r, _| random_op(r, cap));
+    run(&mut d, &mut m, &mut rng, 600, &mut now, &mut |r, _| {
+        random_op(r, cap)
+    });
     let mut d = BlockFtl::open(d.into_nand(), &BlockOptions::default()).unwrap();
     verify_all(&mut d, &m, now);
 }
@@ -124,11 +141,14 @@ fn random_writes_after_a_fill_cost_a_block_rewrite_each() {
     // WAF ~ pages per block (16 on tiny) for the block FTL.
     let mut d = fresh(&[]);
     let cap = d.capacity_pages();
-    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false).unwrap();
+    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false)
+        .unwrap();
     let mut rng = Rng::new(5);
     let mut now = 0;
     for _ in 0..2 * cap {
-        now = d.write(now, rng.below(cap), &vec![2u8; PAGE], false).unwrap();
+        now = d
+            .write(now, rng.below(cap), &vec![2u8; PAGE], false)
+            .unwrap();
     }
     let r = d.report();
     let random_waf = (r.waf * (3 * cap) as f64 - cap as f64) / (2 * cap) as f64;
@@ -138,9 +158,22 @@ fn random_writes_after_a_fill_cost_a_block_rewrite_each() {
 
 #[test]
 fn the_32_byte_oob_of_noftl13_is_enough_for_all_three() {
-    let nand = || nand::Nand::new(nand::DeviceConfig::preset("noftl13", &["geometry.blocks_per_plane=64".into()]).unwrap()).unwrap();
-    let cap = BlockFtl::new(nand(), &BlockOptions::default()).unwrap().capacity_pages();
-    let (d, _, _) = checked_run(BlockFtl::new(nand(), &BlockOptions::default()).unwrap(), 1, 300, &mut random_ops(cap));
+    let nand = || {
+        nand::Nand::new(
+            nand::DeviceConfig::preset("noftl13", &["geometry.blocks_per_plane=64".into()])
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let cap = BlockFtl::new(nand(), &BlockOptions::default())
+        .unwrap()
+        .capacity_pages();
+    let (d, _, _) = checked_run(
+        BlockFtl::new(nand(), &BlockOptions::default()).unwrap(),
+        1,
+        300,
+        &mut random_ops(cap),
+    );
     let mut d = BlockFtl::open(d.into_nand(), &BlockOptions::default()).unwrap();
     d.write(0, 0, &vec![1u8; PAGE], false).unwrap();
     let f = ftl::fast::Fast::new(nand(), &ftl::fast::FastOptions::default()).unwrap();
@@ -151,5 +184,8 @@ fn the_32_byte_oob_of_noftl13_is_enough_for_all_three() {
     a.write(0, 0, &vec![1u8; 3 * PAGE], false).unwrap();
     let mut a = ftl::amf::Amf::open(a.into_nand(), &ftl::amf::AmfOptions::default()).unwrap();
     assert_eq!(a.write_pointer(0), Some(3));
-    assert!(matches!(a.write(0, 2, &vec![1u8; PAGE], false), Err(FtlError::Overwrite { .. })));
+    assert!(matches!(
+        a.write(0, 2, &vec![1u8; PAGE], false),
+        Err(FtlError::Overwrite { .. })
+    ));
 }

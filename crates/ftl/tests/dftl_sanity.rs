@@ -14,12 +14,21 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// 128 Ki pages of 4 KiB, metadata only: 2 channels x 2 chips x 2 planes x 256 blocks x 64 pages.
 fn device() -> Nand {
-    let o = ["geometry.blocks_per_plane=256", "geometry.pages_per_block=64", "store=\"meta\""];
+    let o = [
+        "geometry.blocks_per_plane=256",
+        "geometry.pages_per_block=64",
+        "store=\"meta\"",
+    ];
     Nand::new(DeviceConfig::preset("tiny", &o.map(String::from)).unwrap()).unwrap()
 }
 
 fn opts(cache: f64) -> FtlOptions {
-    FtlOptions { cache_fraction: cache, spare_factor: 0.15, wl_threshold: 0, ..FtlOptions::default() }
+    FtlOptions {
+        cache_fraction: cache,
+        spare_factor: 0.15,
+        wl_threshold: 0,
+        ..FtlOptions::default()
+    }
 }
 
 /// Sequential fill, then `writes` uniform random single-page writes; returns the end time.
@@ -53,11 +62,22 @@ fn dftl_with_the_whole_map_cached_is_the_page_ftl_plus_translation_writes() {
     assert_eq!(p.host, d.host);
     assert_eq!(p.gc, d.gc, "GC must do exactly the same work");
     for purpose in [Purpose::Host, Purpose::Gc] {
-        assert_eq!(programs(page.space().nand(), purpose), programs(dftl.space().nand(), purpose), "{purpose:?} programs");
+        assert_eq!(
+            programs(page.space().nand(), purpose),
+            programs(dftl.space().nand(), purpose),
+            "{purpose:?} programs"
+        );
     }
     assert_eq!(d.translation_reads, 0);
-    assert_eq!(d.translation_writes, 0, "nothing is evicted, so nothing is written back before a flush");
-    assert_eq!(d.cmt_hit_ratio.map(|h| h > 0.66), Some(true), "after the fill every lookup hits: {d:?}");
+    assert_eq!(
+        d.translation_writes, 0,
+        "nothing is evicted, so nothing is written back before a flush"
+    );
+    assert_eq!(
+        d.cmt_hit_ratio.map(|h| h > 0.66),
+        Some(true),
+        "after the fill every lookup hits: {d:?}"
+    );
     // A flush writes every translation page back once (all of them are dirty).
     dftl.flush(t).unwrap();
     let d = dftl.report();
@@ -91,10 +111,20 @@ fn smaller_caches_hit_as_often_as_they_are_large_and_pay_one_translation_read_pe
         let hit_ratio = hits as f64 / n as f64;
         let expected = c1.cmt_capacity as f64 / cap as f64;
         println!("cache {cache}: read hit ratio {hit_ratio:.4} (expected {expected:.4}), misses {misses}, translation reads {}", c1.translation_reads - c0.translation_reads);
-        assert!((hit_ratio - expected).abs() < 0.01, "cache {cache}: hit ratio {hit_ratio} vs {expected}");
+        assert!(
+            (hit_ratio - expected).abs() < 0.01,
+            "cache {cache}: hit ratio {hit_ratio} vs {expected}"
+        );
         // Reads leave entries clean, so a miss costs exactly one translation read and no write.
-        assert_eq!(c1.translation_reads - c0.translation_reads, misses, "cache {cache}");
-        assert_eq!(c1.translation_writes, c0.translation_writes, "cache {cache}: clean evictions write nothing");
+        assert_eq!(
+            c1.translation_reads - c0.translation_reads,
+            misses,
+            "cache {cache}"
+        );
+        assert_eq!(
+            c1.translation_writes, c0.translation_writes,
+            "cache {cache}: clean evictions write nothing"
+        );
 
         // Uniform random writes: misses read, dirty evictions read and write, in batches.
         let page = vec![0u8; ftl::LOGICAL_PAGE_BYTES];
@@ -103,7 +133,10 @@ fn smaller_caches_hit_as_often_as_they_are_large_and_pay_one_translation_read_pe
         }
         let c2 = dftl.counts();
         let misses = (c2.lookups - c1.lookups) - (c2.hits - c1.hits);
-        let (reads, writes) = (c2.translation_reads - c1.translation_reads, c2.translation_writes - c1.translation_writes);
+        let (reads, writes) = (
+            c2.translation_reads - c1.translation_reads,
+            c2.translation_writes - c1.translation_writes,
+        );
         let evictions = c2.dirty_evictions - c1.dirty_evictions;
         let fixes = c2.gc_fix_writes - c1.gc_fix_writes;
         println!("cache {cache}: write misses {misses}, dirty evictions {evictions}, GC fix writes {fixes}, translation reads {reads} writes {writes}");
@@ -114,9 +147,15 @@ fn smaller_caches_hit_as_often_as_they_are_large_and_pay_one_translation_read_pe
         assert_eq!(writes, evictions + fixes, "cache {cache}");
         // Batch updates: one write-back cleans every dirty cached entry of its page, so dirty
         // evictions are fewer than the misses that cause them.
-        assert!(evictions > 0 && evictions < misses, "cache {cache}: {evictions} dirty evictions for {misses} misses");
+        assert!(
+            evictions > 0 && evictions < misses,
+            "cache {cache}: {evictions} dirty evictions for {misses} misses"
+        );
         if let Some((r, w)) = last {
-            assert!(reads > r && writes > w, "a smaller cache must cost more translation I/O");
+            assert!(
+                reads > r && writes > w,
+                "a smaller cache must cost more translation I/O"
+            );
         }
         last = Some((reads, writes));
     }

@@ -15,14 +15,19 @@ fn every_kind_builds_writes_and_reopens_from_its_flash() {
     for kind in KINDS {
         let opts = FtlOptions::default();
         let mut dev = ftl::build(kind, tiny(), &opts).unwrap_or_else(|e| panic!("{kind}: {e}"));
-        assert!(dev.name().starts_with(kind), "{kind} is called {}", dev.name());
+        assert!(
+            dev.name().starts_with(kind),
+            "{kind} is called {}",
+            dev.name()
+        );
         let page = vec![7u8; ftl::LOGICAL_PAGE_BYTES];
         let t = dev.write(0, 0, &page, true).unwrap();
         dev.flush(t).unwrap();
         if let Some(mut nand) = dev.into_nand() {
             nand.power_cut();
             nand.power_on();
-            let mut dev = ftl::open(kind, nand, &opts).unwrap_or_else(|e| panic!("reopen {kind}: {e}"));
+            let mut dev =
+                ftl::open(kind, nand, &opts).unwrap_or_else(|e| panic!("reopen {kind}: {e}"));
             let mut buf = vec![0u8; ftl::LOGICAL_PAGE_BYTES];
             dev.read(0, 0, &mut buf).unwrap();
             assert_eq!(buf, page, "{kind}");
@@ -32,22 +37,44 @@ fn every_kind_builds_writes_and_reopens_from_its_flash() {
 
 #[test]
 fn unknown_kinds_and_bad_options_are_typed_errors() {
-    assert!(matches!(ftl::build("nosuch", tiny(), &FtlOptions::default()), Err(FtlError::Config(_))));
+    assert!(matches!(
+        ftl::build("nosuch", tiny(), &FtlOptions::default()),
+        Err(FtlError::Config(_))
+    ));
     for bad in [
-        FtlOptions { spare_factor: 1.5, ..FtlOptions::default() },
-        FtlOptions { spare_factor: 0.0, ..FtlOptions::default() },
-        FtlOptions { cache_fraction: 0.0, ..FtlOptions::default() },
-        FtlOptions { cache_fraction: f64::NAN, ..FtlOptions::default() },
+        FtlOptions {
+            spare_factor: 1.5,
+            ..FtlOptions::default()
+        },
+        FtlOptions {
+            spare_factor: 0.0,
+            ..FtlOptions::default()
+        },
+        FtlOptions {
+            cache_fraction: 0.0,
+            ..FtlOptions::default()
+        },
+        FtlOptions {
+            cache_fraction: f64::NAN,
+            ..FtlOptions::default()
+        },
     ] {
         for kind in ["page", "dftl"] {
-            assert!(matches!(ftl::build(kind, tiny(), &bad), Err(FtlError::Config(_))), "{kind} {bad:?}");
+            assert!(
+                matches!(ftl::build(kind, tiny(), &bad), Err(FtlError::Config(_))),
+                "{kind} {bad:?}"
+            );
         }
     }
     // A 16 KiB-page device cannot hold 4 KiB logical pages one to one.
     let mlc = Nand::new(DeviceConfig::preset("mlc16k", &[]).unwrap()).unwrap();
-    assert!(matches!(ftl::build("page", mlc, &FtlOptions::default()), Err(FtlError::Config(_))));
+    assert!(matches!(
+        ftl::build("page", mlc, &FtlOptions::default()),
+        Err(FtlError::Config(_))
+    ));
     // Seed 000's device (one die, 32-byte OOB) works.
-    let noftl = Nand::new(DeviceConfig::preset("noftl13", &["store=\"meta\"".into()]).unwrap()).unwrap();
+    let noftl =
+        Nand::new(DeviceConfig::preset("noftl13", &["store=\"meta\"".into()]).unwrap()).unwrap();
     let dev = ftl::build("dftl", noftl, &FtlOptions::default()).unwrap();
     assert_eq!(dev.name(), "dftl-2%");
 }

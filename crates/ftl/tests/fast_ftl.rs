@@ -27,12 +27,27 @@ fn default_sizing_and_bad_requests() {
     assert_eq!(d.report().mapping_bytes, 4 * 119 + 4 * 5 * 16);
     let cap = d.capacity_pages();
     let before = d.report();
-    assert!(matches!(d.write(0, cap, &vec![1u8; PAGE], false), Err(FtlError::OutOfRange { .. })));
-    assert!(matches!(d.write(0, 0, &[1u8; 10], false), Err(FtlError::Misaligned { .. })));
-    assert!(matches!(d.trim(0, cap - 1, 2), Err(FtlError::OutOfRange { .. })));
+    assert!(matches!(
+        d.write(0, cap, &vec![1u8; PAGE], false),
+        Err(FtlError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        d.write(0, 0, &[1u8; 10], false),
+        Err(FtlError::Misaligned { .. })
+    ));
+    assert!(matches!(
+        d.trim(0, cap - 1, 2),
+        Err(FtlError::OutOfRange { .. })
+    ));
     assert_eq!(d.report(), before);
-    let too_many_logs = FastOptions { rw_log_blocks: Some(60), ..FastOptions::default() };
-    assert!(matches!(Fast::new(tiny(&[]), &too_many_logs), Err(FtlError::Config(_))));
+    let too_many_logs = FastOptions {
+        rw_log_blocks: Some(60),
+        ..FastOptions::default()
+    };
+    assert!(matches!(
+        Fast::new(tiny(&[]), &too_many_logs),
+        Err(FtlError::Config(_))
+    ));
 }
 
 #[test]
@@ -40,14 +55,22 @@ fn sequential_rewrites_switch_merge() {
     let mut d = fresh(&[]);
     let cap = d.capacity_pages();
     // The first fill goes straight into data blocks.
-    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false).unwrap();
+    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false)
+        .unwrap();
     assert_eq!(d.merges(), MergeCounts::default());
     // A sequential rewrite runs through the SW log: one switch merge per block, no copies.
     for lbn in 0..cap / 16 {
         d.write(0, lbn * 16, &vec![2u8; 16 * PAGE], false).unwrap();
     }
     let m = d.merges();
-    assert_eq!(m, MergeCounts { switch: cap / 16, partial: 0, full: 0 });
+    assert_eq!(
+        m,
+        MergeCounts {
+            switch: cap / 16,
+            partial: 0,
+            full: 0
+        }
+    );
     let r = d.report();
     assert_eq!(r.gc.migrations, 0);
     assert_eq!(r.gc.erases, cap / 16);
@@ -60,7 +83,14 @@ fn interrupted_sequential_runs_partial_merge() {
     d.write(0, 0, &vec![1u8; 64 * PAGE], false).unwrap();
     d.write(0, 0, &vec![2u8; 6 * PAGE], false).unwrap(); // SW log for block 0, pages 0..6
     d.write(0, 32, &vec![3u8; 2 * PAGE], false).unwrap(); // a new run: block 0's log is completed
-    assert_eq!(d.merges(), MergeCounts { switch: 0, partial: 1, full: 0 });
+    assert_eq!(
+        d.merges(),
+        MergeCounts {
+            switch: 0,
+            partial: 1,
+            full: 0
+        }
+    );
     assert_eq!(d.report().gc.migrations, 10);
     let mut b = vec![0u8; 16 * PAGE];
     d.read(0, 0, &mut b).unwrap();
@@ -71,7 +101,8 @@ fn interrupted_sequential_runs_partial_merge() {
 fn random_overwrites_full_merge_and_cost_more_than_sequential() {
     let mut d = fresh(&[]);
     let cap = d.capacity_pages();
-    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false).unwrap();
+    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false)
+        .unwrap();
     let mut rng = Rng::new(3);
     let writes = 4 * cap;
     for _ in 0..writes {
@@ -89,7 +120,8 @@ fn random_overwrites_full_merge_and_cost_more_than_sequential() {
 fn trims_stay_trimmed_after_their_record_is_reclaimed_and_after_reopen() {
     let mut d = fresh(&[]);
     let cap = d.capacity_pages();
-    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false).unwrap();
+    d.write(0, 0, &vec![1u8; cap as usize * PAGE], false)
+        .unwrap();
     d.trim(0, 40, 30).unwrap();
     // Enough random overwrites elsewhere to cycle every RW log block several times.
     let mut rng = Rng::new(9);
@@ -122,22 +154,35 @@ fn same_seed_same_report() {
 fn mapping_memory_reproduces_seed_001_with_the_stated_log_share() {
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
-    assert_eq!(mapping_bytes_for(512 * GIB, 4096, 128, SEED_001_LOG_SHARE), 96 * MIB);
+    assert_eq!(
+        mapping_bytes_for(512 * GIB, 4096, 128, SEED_001_LOG_SHARE),
+        96 * MIB
+    );
     // The same share gives 192 MiB at 1 TiB; the slides say 186 MB (they imply 17.4% there).
-    assert_eq!(mapping_bytes_for(1024 * GIB, 4096, 128, SEED_001_LOG_SHARE), 192 * MIB);
+    assert_eq!(
+        mapping_bytes_for(1024 * GIB, 4096, 128, SEED_001_LOG_SHARE),
+        192 * MIB
+    );
 }
 
 #[test]
 fn random_write_amplification_is_reported() {
     for rw in [None, Some(8), Some(16)] {
-        let opts = FastOptions { rw_log_blocks: rw, spare_factor: 0.2, ..FastOptions::default() };
+        let opts = FastOptions {
+            rw_log_blocks: rw,
+            spare_factor: 0.2,
+            ..FastOptions::default()
+        };
         let mut d = Fast::new(tiny(&[]), &opts).unwrap();
         let cap = d.capacity_pages();
-        d.write(0, 0, &vec![1u8; cap as usize * PAGE], false).unwrap();
+        d.write(0, 0, &vec![1u8; cap as usize * PAGE], false)
+            .unwrap();
         let mut rng = Rng::new(5);
         let mut now = 0;
         for _ in 0..2 * cap {
-            now = d.write(now, rng.below(cap), &vec![2u8; PAGE], false).unwrap();
+            now = d
+                .write(now, rng.below(cap), &vec![2u8; PAGE], false)
+                .unwrap();
         }
         let r = d.report();
         let random_waf = (r.waf * (3 * cap) as f64 - cap as f64) / (2 * cap) as f64;

@@ -13,14 +13,22 @@ use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn device() -> Nand {
-    let o = ["geometry.blocks_per_plane=512", "geometry.pages_per_block=64", "store=\"meta\""];
+    let o = [
+        "geometry.blocks_per_plane=512",
+        "geometry.pages_per_block=64",
+        "store=\"meta\"",
+    ];
     Nand::new(DeviceConfig::preset("tiny", &o.map(String::from)).unwrap()).unwrap()
 }
 
 #[test]
 #[ignore = "a measurement; run in release mode"]
 fn page_ftl_host_cpu_per_random_write() {
-    let opts = FtlOptions { spare_factor: 0.5, wl_threshold: 0, ..FtlOptions::default() };
+    let opts = FtlOptions {
+        spare_factor: 0.5,
+        wl_threshold: 0,
+        ..FtlOptions::default()
+    };
     let mut ftl = PageFtl::new(device(), &opts).unwrap();
     let cap = ftl.capacity_pages();
     let page = vec![0u8; 4096];
@@ -30,7 +38,9 @@ fn page_ftl_host_cpu_per_random_write() {
         t = ftl.write(t, lpn, &page, false).unwrap();
     }
     let n = 2 * cap;
-    let p0 = ftl.space().nand().stats().total(OpKind::Program) + ftl.space().nand().stats().total(OpKind::Read) + ftl.space().nand().stats().total(OpKind::Erase);
+    let p0 = ftl.space().nand().stats().total(OpKind::Program)
+        + ftl.space().nand().stats().total(OpKind::Read)
+        + ftl.space().nand().stats().total(OpKind::Erase);
     let start = Instant::now();
     for _ in 0..n {
         t = ftl.write(t, rng.next_u64() % cap, &page, false).unwrap();
@@ -48,9 +58,13 @@ fn page_ftl_host_cpu_per_random_write() {
     for i in 0..ops {
         let ppn = Ppn(i % g.pages());
         if g.page_in_block(ppn) == 0 && i >= g.pages() {
-            nand.erase(t, g.block_of(ppn), nand::CellMode::Slc, Purpose::Gc).unwrap();
+            nand.erase(t, g.block_of(ppn), nand::CellMode::Slc, Purpose::Gc)
+                .unwrap();
         }
-        t = nand.program(t, ppn, &page, &oob, Purpose::Host).unwrap().done_ns;
+        t = nand
+            .program(t, ppn, &page, &oob, Purpose::Host)
+            .unwrap()
+            .done_ns;
     }
     let nand_ns = start.elapsed().as_nanos() as f64 / n as f64;
     println!("page FTL: {ftl_ns:.0} ns per random 4 KiB write ({:.2} flash ops each); the emulator alone for those ops: {nand_ns:.0} ns; FTL share {:.0} ns", ops as f64 / n as f64, ftl_ns - nand_ns);

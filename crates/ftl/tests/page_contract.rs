@@ -20,17 +20,31 @@ fn page_ftl_meets_the_block_device_contract() {
 #[test]
 fn page_ftl_matches_a_memdisk_under_random_writes_reads_and_trims_with_gc() {
     for seed in 1..=3 {
-        let mut dev = build("page", tiny(&[]), &FtlOptions { seed, ..FtlOptions::default() }).unwrap();
+        let mut dev = build(
+            "page",
+            tiny(&[]),
+            &FtlOptions {
+                seed,
+                ..FtlOptions::default()
+            },
+        )
+        .unwrap();
         random_vs_model(dev.as_mut(), seed, 6000, 0).unwrap();
         let r = dev.report();
-        assert!(r.gc.erases > 0, "the workload should have needed garbage collection: {r:?}");
+        assert!(
+            r.gc.erases > 0,
+            "the workload should have needed garbage collection: {r:?}"
+        );
     }
 }
 
 #[test]
 fn idle_time_background_gc_keeps_every_page() {
     for kind in ["page", "dftl"] {
-        let opts = FtlOptions { seed: 4, ..FtlOptions::default() };
+        let opts = FtlOptions {
+            seed: 4,
+            ..FtlOptions::default()
+        };
         let mut dev = build(kind, tiny(&[]), &opts).unwrap();
         let mut model = ftl::MemDisk::new(dev.capacity_pages());
         let mut t = 0;
@@ -43,7 +57,10 @@ fn idle_time_background_gc_keeps_every_page() {
         }
         let erases = dev.report().gc.erases;
         let t2 = dev.background(t, 64).unwrap();
-        assert!(dev.report().gc.erases > erases, "{kind}: background GC collected nothing");
+        assert!(
+            dev.report().gc.erases > erases,
+            "{kind}: background GC collected nothing"
+        );
         assert!(t2 > t);
         ftl::testkit::compare_all(dev.as_mut(), &mut model, t2).unwrap();
     }

@@ -14,7 +14,10 @@ const OPS: usize = 1500;
 
 /// 15% spare: the 96-block device needs more than the default 7% to hold its open blocks.
 fn opts() -> FtlOptions {
-    FtlOptions { spare_factor: 0.15, ..FtlOptions::default() }
+    FtlOptions {
+        spare_factor: 0.15,
+        ..FtlOptions::default()
+    }
 }
 
 fn device() -> Nand {
@@ -29,19 +32,42 @@ fn cut_everywhere(kind: &'static str, opts: FtlOptions, cuts: u64) {
 }
 
 /// `cuts` power cuts spread over a run of `ops` requests of `pattern` from `seed`.
-fn cut_everywhere_with(kind: &'static str, opts: FtlOptions, cuts: u64, seed: u64, ops: usize, pattern: Pattern) {
+fn cut_everywhere_with(
+    kind: &'static str,
+    opts: FtlOptions,
+    cuts: u64,
+    seed: u64,
+    ops: usize,
+    pattern: Pattern,
+) {
     let make_opts = opts.clone();
-    let make = move || -> Result<Box<dyn BlockDevice>, FtlError> { ftl::build(kind, device(), &make_opts) };
+    let make = move || -> Result<Box<dyn BlockDevice>, FtlError> {
+        ftl::build(kind, device(), &make_opts)
+    };
     let reopen = move |n: Nand| ftl::open(kind, n, &opts);
     let total = count_ops(&make, seed, ops, pattern).unwrap();
-    assert!(total > 1000, "{kind}: the workload issues only {total} flash operations");
+    assert!(
+        total > 1000,
+        "{kind}: the workload issues only {total} flash operations"
+    );
     let mut recovered_newest = 0;
     for k in 1..=cuts {
         // Spread the cut points over the run, and vary them a little around each point.
         let at = (total * k / (cuts + 1)).max(1) + k % 7;
-        let out = power_cut_run(&make, &reopen, seed, ops, at, Durability::Acknowledged, pattern)
-            .unwrap_or_else(|e| panic!("{kind} {pattern:?} seed {seed}, cut at op {at}: {e}"));
-        assert!(out.cut_after_ops > 0, "{kind}: the cut at op {at} did not happen");
+        let out = power_cut_run(
+            &make,
+            &reopen,
+            seed,
+            ops,
+            at,
+            Durability::Acknowledged,
+            pattern,
+        )
+        .unwrap_or_else(|e| panic!("{kind} {pattern:?} seed {seed}, cut at op {at}: {e}"));
+        assert!(
+            out.cut_after_ops > 0,
+            "{kind}: the cut at op {at} did not happen"
+        );
         recovered_newest += out.newest;
     }
     assert!(recovered_newest > 0);
@@ -54,16 +80,45 @@ fn page_ftl_recovers_acknowledged_writes_and_trims_after_power_cuts_at_40_points
 
 #[test]
 fn page_ftl_recovers_with_fifo_and_random_gc_too() {
-    cut_everywhere("page", FtlOptions { gc: ftl::GcPolicy::Fifo, ..opts() }, 10);
-    cut_everywhere("page", FtlOptions { gc: ftl::GcPolicy::Random, ..opts() }, 10);
+    cut_everywhere(
+        "page",
+        FtlOptions {
+            gc: ftl::GcPolicy::Fifo,
+            ..opts()
+        },
+        10,
+    );
+    cut_everywhere(
+        "page",
+        FtlOptions {
+            gc: ftl::GcPolicy::Random,
+            ..opts()
+        },
+        10,
+    );
 }
 
 #[test]
 fn dftl_recovers_acknowledged_writes_and_trims_after_power_cuts_at_many_points() {
     for cache in [0.02, 0.35] {
-        cut_everywhere("dftl", FtlOptions { cache_fraction: cache, ..opts() }, 25);
+        cut_everywhere(
+            "dftl",
+            FtlOptions {
+                cache_fraction: cache,
+                ..opts()
+            },
+            25,
+        );
     }
-    cut_everywhere("dftl", FtlOptions { cache_fraction: 1.0, gc: ftl::GcPolicy::CostBenefit, ..opts() }, 10);
+    cut_everywhere(
+        "dftl",
+        FtlOptions {
+            cache_fraction: 1.0,
+            gc: ftl::GcPolicy::CostBenefit,
+            ..opts()
+        },
+        10,
+    );
 }
 
 #[test]
@@ -74,7 +129,16 @@ fn a_clean_shutdown_and_reopen_keeps_everything() {
         let make = || ftl::build(kind, device(), &opts);
         let reopen = |n: Nand| ftl::open(kind, n, &opts);
         // A cut point past the end of the run: the run ends, power goes off between operations.
-        let out = power_cut_run(&make, &reopen, 3, 500, u64::MAX / 2, Durability::Acknowledged, pattern).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let out = power_cut_run(
+            &make,
+            &reopen,
+            3,
+            500,
+            u64::MAX / 2,
+            Durability::Acknowledged,
+            pattern,
+        )
+        .unwrap_or_else(|e| panic!("{kind}: {e}"));
         assert_eq!(out.cut_after_ops, 0);
     }
 }
@@ -82,7 +146,9 @@ fn a_clean_shutdown_and_reopen_keeps_everything() {
 /// The workload an FTL serves: AMF takes appends and whole-segment trims only.
 fn pattern_for(kind: &str) -> Pattern {
     if kind == "amf" {
-        let segment_pages = ftl::amf::Amf::new(device(), &ftl::amf::AmfOptions::default()).unwrap().segment_pages();
+        let segment_pages = ftl::amf::Amf::new(device(), &ftl::amf::AmfOptions::default())
+            .unwrap()
+            .segment_pages();
         Pattern::AppendOnly { segment_pages }
     } else {
         Pattern::Random
@@ -104,7 +170,14 @@ fn fast_recovers_after_power_cuts_at_60_random_and_40_sequential_points() {
     let ppb = u64::from(device().geometry().pages_per_block);
     for seed in [7, 8] {
         cut_everywhere_with("fast", opts(), 30, seed, 600, Pattern::Random);
-        cut_everywhere_with("fast", opts(), 20, seed, 600, Pattern::Sequential { block_pages: ppb });
+        cut_everywhere_with(
+            "fast",
+            opts(),
+            20,
+            seed,
+            600,
+            Pattern::Sequential { block_pages: ppb },
+        );
     }
 }
 

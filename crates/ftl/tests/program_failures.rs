@@ -12,7 +12,10 @@ use nand::{DeviceConfig, FaultPlan, Nand, NandError};
 const OPS: usize = 400;
 
 fn opts() -> FtlOptions {
-    FtlOptions { spare_factor: 0.15, ..FtlOptions::default() }
+    FtlOptions {
+        spare_factor: 0.15,
+        ..FtlOptions::default()
+    }
 }
 
 fn device() -> Nand {
@@ -33,7 +36,8 @@ fn compare(dev: &mut dyn BlockDevice, e: &mut Expect, t: u64, when: &str) -> Res
         if e.unknown[lpn as usize] {
             continue;
         }
-        dev.read(t, lpn, &mut a).map_err(|x| format!("{when}: read of {lpn}: {x}"))?;
+        dev.read(t, lpn, &mut a)
+            .map_err(|x| format!("{when}: read of {lpn}: {x}"))?;
         e.model.read(t, lpn, &mut b).unwrap();
         if a != b {
             return Err(format!("{when}: lpn {lpn} differs from the model"));
@@ -44,7 +48,15 @@ fn compare(dev: &mut dyn BlockDevice, e: &mut Expect, t: u64, when: &str) -> Res
 
 /// Runs `ops` requests of `w` on `dev` and the model. Writes and trims must succeed, unless the
 /// injected fault was an uncorrectable read (then their pages become unknown).
-fn drive(dev: &mut dyn BlockDevice, e: &mut Expect, w: &mut Workload, max_pages: u64, ops: usize, t: &mut u64, stamp: u64) -> Result<(), String> {
+fn drive(
+    dev: &mut dyn BlockDevice,
+    e: &mut Expect,
+    w: &mut Workload,
+    max_pages: u64,
+    ops: usize,
+    t: &mut u64,
+    stamp: u64,
+) -> Result<(), String> {
     let cap = dev.capacity_pages();
     let mut buf = vec![0u8; max_pages as usize * PAGE];
     let mut want = vec![0u8; max_pages as usize * PAGE];
@@ -52,10 +64,19 @@ fn drive(dev: &mut dyn BlockDevice, e: &mut Expect, w: &mut Workload, max_pages:
     for op in 0..ops {
         let req = w.next(cap);
         match req {
-            Request::Write { lpn, pages, version, fua } => {
+            Request::Write {
+                lpn,
+                pages,
+                version,
+                fua,
+            } => {
                 let n = pages as usize * PAGE;
                 for i in 0..pages as usize {
-                    fill_page(&mut buf[i * PAGE..(i + 1) * PAGE], lpn + i as u64, stamp + version);
+                    fill_page(
+                        &mut buf[i * PAGE..(i + 1) * PAGE],
+                        lpn + i as u64,
+                        stamp + version,
+                    );
                 }
                 match dev.write(*t, lpn, &buf[..n], fua) {
                     Ok(done) => {
@@ -63,7 +84,9 @@ fn drive(dev: &mut dyn BlockDevice, e: &mut Expect, w: &mut Workload, max_pages:
                         e.model.write(*t, lpn, &buf[..n], fua).unwrap();
                         (lpn..lpn + pages).for_each(|l| e.unknown[l as usize] = false);
                     }
-                    Err(x) if read_fault(&x) => (lpn..lpn + pages).for_each(|l| e.unknown[l as usize] = true),
+                    Err(x) if read_fault(&x) => {
+                        (lpn..lpn + pages).for_each(|l| e.unknown[l as usize] = true)
+                    }
                     Err(x) => return Err(format!("op {op} {req:?}: {x}")),
                 }
             }
@@ -73,7 +96,9 @@ fn drive(dev: &mut dyn BlockDevice, e: &mut Expect, w: &mut Workload, max_pages:
                     e.model.trim(*t, lpn, pages).unwrap();
                     (lpn..lpn + pages).for_each(|l| e.unknown[l as usize] = false);
                 }
-                Err(x) if read_fault(&x) => (lpn..lpn + pages).for_each(|l| e.unknown[l as usize] = true),
+                Err(x) if read_fault(&x) => {
+                    (lpn..lpn + pages).for_each(|l| e.unknown[l as usize] = true)
+                }
                 Err(x) => return Err(format!("op {op} {req:?}: {x}")),
             },
             Request::Read { lpn, pages } => {
@@ -83,8 +108,13 @@ fn drive(dev: &mut dyn BlockDevice, e: &mut Expect, w: &mut Workload, max_pages:
                         *t = done;
                         e.model.read(*t, lpn, &mut want[..n]).unwrap();
                         for i in 0..pages as usize {
-                            if !e.unknown[lpn as usize + i] && buf[i * PAGE..(i + 1) * PAGE] != want[i * PAGE..(i + 1) * PAGE] {
-                                return Err(format!("op {op}: lpn {} differs from the model", lpn + i as u64));
+                            if !e.unknown[lpn as usize + i]
+                                && buf[i * PAGE..(i + 1) * PAGE] != want[i * PAGE..(i + 1) * PAGE]
+                            {
+                                return Err(format!(
+                                    "op {op}: lpn {} differs from the model",
+                                    lpn + i as u64
+                                ));
                             }
                         }
                     }
@@ -100,16 +130,35 @@ fn drive(dev: &mut dyn BlockDevice, e: &mut Expect, w: &mut Workload, max_pages:
 
 /// One run: the fault at flash operation `at`, the workload, a check, a power cut, `open`, a
 /// check, more requests, a check. Returns whether the fault was a failed program.
-fn run_with_failure(kind: &'static str, seed: u64, pattern: Pattern, at: u64) -> Result<bool, String> {
+fn run_with_failure(
+    kind: &'static str,
+    seed: u64,
+    pattern: Pattern,
+    at: u64,
+) -> Result<bool, String> {
     let mut dev = ftl::build(kind, device(), &opts()).map_err(|x| x.to_string())?;
     let cap = dev.capacity_pages();
     let base = dev.nand().unwrap().ops_issued();
-    dev.nand_mut().unwrap().set_fault_plan(FaultPlan { fail_op: Some(base + at), ..FaultPlan::default() });
-    let mut e = Expect { model: MemDisk::new(cap), unknown: vec![false; cap as usize] };
+    dev.nand_mut().unwrap().set_fault_plan(FaultPlan {
+        fail_op: Some(base + at),
+        ..FaultPlan::default()
+    });
+    let mut e = Expect {
+        model: MemDisk::new(cap),
+        unknown: vec![false; cap as usize],
+    };
     let mut w = Workload::with_pattern(seed, 0, pattern, true);
     w.trim_percent = 8;
     let mut t = 0;
-    drive(dev.as_mut(), &mut e, &mut w, pattern.max_request_pages(), OPS, &mut t, 0)?;
+    drive(
+        dev.as_mut(),
+        &mut e,
+        &mut w,
+        pattern.max_request_pages(),
+        OPS,
+        &mut t,
+        0,
+    )?;
     compare(dev.as_mut(), &mut e, t, "after the failure")?;
     let failed = dev.nand().unwrap().stats().failed_programs > 0;
     let mut nand = dev.into_nand().unwrap();
@@ -119,7 +168,15 @@ fn run_with_failure(kind: &'static str, seed: u64, pattern: Pattern, at: u64) ->
     let mut t = dev.nand().unwrap().now_ns();
     compare(dev.as_mut(), &mut e, t, "after recovery")?;
     let mut w2 = Workload::with_pattern(seed ^ 0xA5A5, 0, pattern, false);
-    drive(dev.as_mut(), &mut e, &mut w2, pattern.max_request_pages(), OPS / 2, &mut t, 1_000_000)?;
+    drive(
+        dev.as_mut(),
+        &mut e,
+        &mut w2,
+        pattern.max_request_pages(),
+        OPS / 2,
+        &mut t,
+        1_000_000,
+    )?;
     compare(dev.as_mut(), &mut e, t, "after recovery and more requests")?;
     Ok(failed)
 }
@@ -130,9 +187,15 @@ fn failures_everywhere(kind: &'static str, pattern: Pattern, points: u64) {
     let mut programs = 0;
     for k in 1..=points {
         let at = (total * k / (points + 1)).max(1) + k % 5;
-        programs += u64::from(run_with_failure(kind, 7, pattern, at).unwrap_or_else(|x| panic!("{kind} {pattern:?}, failure at op {at}: {x}")));
+        programs += u64::from(
+            run_with_failure(kind, 7, pattern, at)
+                .unwrap_or_else(|x| panic!("{kind} {pattern:?}, failure at op {at}: {x}")),
+        );
     }
-    assert!(programs * 2 > points, "{kind}: only {programs} of {points} faults hit a program");
+    assert!(
+        programs * 2 > points,
+        "{kind}: only {programs} of {points} faults hit a program"
+    );
 }
 
 #[test]
@@ -150,7 +213,10 @@ fn block_ftl_survives_a_failed_program_anywhere_and_recovers_after_a_power_cut()
 /// Fails the next flash operation of `dev`.
 fn fail_next(dev: &mut dyn BlockDevice) {
     let n = dev.nand().unwrap().ops_issued() + 1;
-    dev.nand_mut().unwrap().set_fault_plan(FaultPlan { fail_op: Some(n), ..FaultPlan::default() });
+    dev.nand_mut().unwrap().set_fault_plan(FaultPlan {
+        fail_op: Some(n),
+        ..FaultPlan::default()
+    });
 }
 
 fn page_of(stamp: u8) -> Vec<u8> {
@@ -177,25 +243,37 @@ fn trimmed_pages_on_a_grown_bad_block_stay_trimmed_across_a_power_cut() {
         // The append of page 2 fails: the block holding pages 0 (trimmed) and 1 goes bad.
         fail_next(dev.as_mut());
         dev.write(0, 2, &page_of(3), false).unwrap();
-        assert!(dev.nand().unwrap().stats().failed_programs == 1, "{kind}: the fault missed the program");
+        assert!(
+            dev.nand().unwrap().stats().failed_programs == 1,
+            "{kind}: the fault missed the program"
+        );
         // Page 1 and 2 trimmed after the failure; then enough overwrites elsewhere that every
         // log block of the trims is reclaimed.
         dev.trim(0, 1, 2).unwrap();
         let mut x = 7u64;
         for i in 0..3000u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let lpn = 64 + (x >> 33) % (cap - 64);
-            dev.write(0, lpn, &page_of((i % 200) as u8 + 10), false).unwrap();
+            dev.write(0, lpn, &page_of((i % 200) as u8 + 10), false)
+                .unwrap();
         }
         for lpn in 0..3 {
-            assert!(read_page(dev.as_mut(), lpn).iter().all(|&b| b == 0), "{kind}: lpn {lpn} came back before the cut");
+            assert!(
+                read_page(dev.as_mut(), lpn).iter().all(|&b| b == 0),
+                "{kind}: lpn {lpn} came back before the cut"
+            );
         }
         let mut nand = dev.into_nand().unwrap();
         nand.power_cut();
         nand.power_on();
         let mut dev = ftl::open(kind, nand, &opts()).unwrap();
         for lpn in 0..3 {
-            assert!(read_page(dev.as_mut(), lpn).iter().all(|&b| b == 0), "{kind}: trimmed lpn {lpn} came back after recovery");
+            assert!(
+                read_page(dev.as_mut(), lpn).iter().all(|&b| b == 0),
+                "{kind}: trimmed lpn {lpn} came back after recovery"
+            );
         }
     }
 }

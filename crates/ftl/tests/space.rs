@@ -29,13 +29,24 @@ struct Store {
 impl Store {
     fn new(space: FlashSpace) -> Self {
         let page = vec![0u8; space.geometry().page_size_bytes as usize];
-        Store { space, map: HashMap::new(), moves: Vec::new(), page }
+        Store {
+            space,
+            map: HashMap::new(),
+            moves: Vec::new(),
+            page,
+        }
     }
 
     fn put(&mut self, at: u64, stream: u8, id: u64) -> Result<u64, FtlError> {
         let seq = self.space.alloc_seq();
         self.page[..8].copy_from_slice(&id.to_le_bytes());
-        let (ppn, done) = self.space.write(at, stream, &OobRecord::new(PageKind::Data, id, seq, 0), &self.page, Purpose::Host)?;
+        let (ppn, done) = self.space.write(
+            at,
+            stream,
+            &OobRecord::new(PageKind::Data, id, seq, 0),
+            &self.page,
+            Purpose::Host,
+        )?;
         self.space.take_moves(&mut self.moves);
         for m in &self.moves {
             let e = self.map.get_mut(&m.key).expect("moved an unknown page");
@@ -54,14 +65,25 @@ impl Store {
         let ids: Vec<(u64, Ppn)> = self.map.iter().map(|(&k, &v)| (k, v)).collect();
         for (id, ppn) in ids {
             assert_eq!(self.space.key_at(ppn), Some(id));
-            self.space.read(0, ppn, &mut buf, &mut [], Purpose::Host).unwrap();
-            assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), id, "page of id {id}");
+            self.space
+                .read(0, ppn, &mut buf, &mut [], Purpose::Host)
+                .unwrap();
+            assert_eq!(
+                u64::from_le_bytes(buf[..8].try_into().unwrap()),
+                id,
+                "page of id {id}"
+            );
         }
     }
 }
 
 fn config(gc: GcPolicy) -> SpaceConfig {
-    SpaceConfig { streams: 2, gc, seed: 3, ..SpaceConfig::default() }
+    SpaceConfig {
+        streams: 2,
+        gc,
+        seed: 3,
+        ..SpaceConfig::default()
+    }
 }
 
 #[test]
@@ -79,7 +101,10 @@ fn consecutive_writes_go_to_different_dies_and_run_in_parallel() {
     seen.dedup();
     assert_eq!(seen.len(), dies as usize, "one page per die");
     // One program is 200 us on the tiny preset; four in parallel take little more than one.
-    assert!(done < 2 * 200_000, "4 pages issued at once finish at {done} ns");
+    assert!(
+        done < 2 * 200_000,
+        "4 pages issued at once finish at {done} ns"
+    );
     // Channel-interleaved: the first two pages use different channels.
     let g = s.space.geometry().clone();
     let ch = |id: u64| g.channel_of_die(g.die_of_block(g.block_of(s.map[&id])));
@@ -88,13 +113,20 @@ fn consecutive_writes_go_to_different_dies_and_run_in_parallel() {
 
 #[test]
 fn a_database_page_store_keeps_every_page_through_gc_with_every_policy() {
-    for gc in [GcPolicy::Greedy, GcPolicy::CostBenefit, GcPolicy::Fifo, GcPolicy::Random] {
+    for gc in [
+        GcPolicy::Greedy,
+        GcPolicy::CostBenefit,
+        GcPolicy::Fifo,
+        GcPolicy::Random,
+    ] {
         let (space, _) = FlashSpace::format(nand(&[]), config(gc), 0).unwrap();
         let mut s = Store::new(space);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let mut t = 0;
         // Sparse 64-bit page ids, hot ones on stream 0 and cold ones on stream 1.
-        let ids: Vec<u64> = (0..1500u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 1).collect();
+        let ids: Vec<u64> = (0..1500u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 1)
+            .collect();
         for (i, &id) in ids.iter().enumerate() {
             t = s.put(t, (i % 2) as u8, id).unwrap();
         }
@@ -105,8 +137,15 @@ fn a_database_page_store_keeps_every_page_through_gc_with_every_policy() {
         assert!(s.space.counts().gc_erases > 0, "{gc:?}: no GC happened");
         s.check();
         let st = s.space.nand().stats();
-        assert_eq!(st.get(OpKind::Program, Purpose::Gc), s.space.counts().gc_migrations, "{gc:?}: every move is a Gc program");
-        assert_eq!(st.get(OpKind::Erase, Purpose::Gc), s.space.counts().gc_erases);
+        assert_eq!(
+            st.get(OpKind::Program, Purpose::Gc),
+            s.space.counts().gc_migrations,
+            "{gc:?}: every move is a Gc program"
+        );
+        assert_eq!(
+            st.get(OpKind::Erase, Purpose::Gc),
+            s.space.counts().gc_erases
+        );
     }
 }
 
@@ -121,13 +160,20 @@ fn background_gc_frees_blocks_when_the_caller_is_idle() {
         }
     }
     let before = s.space.free_blocks();
-    assert!(before <= s.space.reserve_blocks(), "the device should be at its GC threshold ({before} free)");
+    assert!(
+        before <= s.space.reserve_blocks(),
+        "the device should be at its GC threshold ({before} free)"
+    );
     let t2 = s.space.background_gc(t, 100).unwrap();
     s.space.take_moves(&mut s.moves);
     for m in s.moves.clone() {
         *s.map.get_mut(&m.key).unwrap() = m.to;
     }
-    assert!(s.space.free_blocks() >= 2 * s.space.reserve_blocks(), "{} free after background GC", s.space.free_blocks());
+    assert!(
+        s.space.free_blocks() >= 2 * s.space.reserve_blocks(),
+        "{} free after background GC",
+        s.space.free_blocks()
+    );
     assert!(t2 > t);
     s.check();
 }
@@ -135,7 +181,9 @@ fn background_gc_frees_blocks_when_the_caller_is_idle() {
 #[test]
 fn factory_bad_blocks_are_never_used() {
     let n = nand(&["reliability.factory_bad_block_ratio=0.1", "seed=5"]);
-    let bad: Vec<u32> = (0..n.geometry().blocks()).filter(|&b| n.is_bad(Pbn(b))).collect();
+    let bad: Vec<u32> = (0..n.geometry().blocks())
+        .filter(|&b| n.is_bad(Pbn(b)))
+        .collect();
     assert!(!bad.is_empty());
     let (space, _) = FlashSpace::format(n, config(GcPolicy::Greedy), 0).unwrap();
     let mut s = Store::new(space);
@@ -145,7 +193,11 @@ fn factory_bad_blocks_are_never_used() {
     }
     for &b in &bad {
         assert_eq!(s.space.block_use(Pbn(b)), BlockUse::Bad);
-        assert_eq!(s.space.nand().block_info(Pbn(b)).unwrap().erase_count, 0, "bad block {b} was erased");
+        assert_eq!(
+            s.space.nand().block_info(Pbn(b)).unwrap().erase_count,
+            0,
+            "bad block {b} was erased"
+        );
     }
     s.check();
 }
@@ -159,7 +211,10 @@ fn a_failed_program_retires_its_block_and_keeps_the_data() {
         t = s.put(t, 0, id).unwrap();
     }
     let next = s.space.nand().ops_issued() + 1;
-    s.space.nand_mut().set_fault_plan(FaultPlan { fail_op: Some(next), ..FaultPlan::default() });
+    s.space.nand_mut().set_fault_plan(FaultPlan {
+        fail_op: Some(next),
+        ..FaultPlan::default()
+    });
     t = s.put(t, 0, 1000).unwrap();
     assert_eq!(s.space.counts().retired_blocks, 1);
     assert_eq!(s.space.nand().report().bad_blocks.grown, 1);
@@ -174,9 +229,17 @@ fn a_failed_program_retires_its_block_and_keeps_the_data() {
 fn a_failed_erase_retires_the_block_and_the_data_survives() {
     // A dry run with a trace finds the 5th erase; the real run makes exactly that one fail.
     let run = |fail_op: Option<u64>| {
-        let (space, _) = FlashSpace::format(nand(&["trace_entries=1000000"]), config(GcPolicy::Greedy), 0).unwrap();
+        let (space, _) = FlashSpace::format(
+            nand(&["trace_entries=1000000"]),
+            config(GcPolicy::Greedy),
+            0,
+        )
+        .unwrap();
         let mut s = Store::new(space);
-        s.space.nand_mut().set_fault_plan(FaultPlan { fail_op, ..FaultPlan::default() });
+        s.space.nand_mut().set_fault_plan(FaultPlan {
+            fail_op,
+            ..FaultPlan::default()
+        });
         let mut t = 0;
         for i in 0..6000u64 {
             t = s.put(t, 0, i % 1300).unwrap();
@@ -184,7 +247,15 @@ fn a_failed_erase_retires_the_block_and_the_data_survives() {
         s
     };
     let dry = run(None);
-    let fifth_erase = dry.space.nand().trace().iter().filter(|e| e.op == OpKind::Erase).nth(4).expect("GC erased blocks").seq;
+    let fifth_erase = dry
+        .space
+        .nand()
+        .trace()
+        .iter()
+        .filter(|e| e.op == OpKind::Erase)
+        .nth(4)
+        .expect("GC erased blocks")
+        .seq;
     let mut s = run(Some(fifth_erase));
     assert_eq!(s.space.nand().report().failed_erases, 1);
     assert_eq!(s.space.counts().retired_blocks, 1);
@@ -195,7 +266,10 @@ fn a_failed_erase_retires_the_block_and_the_data_survives() {
 #[test]
 fn static_wear_levelling_bounds_the_erase_count_spread_of_cold_data() {
     let run = |wl_threshold: u32| {
-        let cfg = SpaceConfig { wl_threshold, ..config(GcPolicy::Greedy) };
+        let cfg = SpaceConfig {
+            wl_threshold,
+            ..config(GcPolicy::Greedy)
+        };
         let (space, _) = FlashSpace::format(nand(&[]), cfg, 0).unwrap();
         let mut s = Store::new(space);
         let mut t = 0;
@@ -208,15 +282,28 @@ fn static_wear_levelling_bounds_the_erase_count_spread_of_cold_data() {
         }
         s.check();
         let r = s.space.nand().report();
-        (r.erase_count.max - r.erase_count.min, s.space.counts().wl_erases, s.space.nand().stats().get(OpKind::Program, Purpose::WearLevel))
+        (
+            r.erase_count.max - r.erase_count.min,
+            s.space.counts().wl_erases,
+            s.space
+                .nand()
+                .stats()
+                .get(OpKind::Program, Purpose::WearLevel),
+        )
     };
     let (spread_off, wl_off, _) = run(0);
     let (spread_on, wl_on, wl_programs) = run(20);
     println!("erase-count spread: {spread_off} without, {spread_on} with static wear levelling ({wl_on} WL erases)");
     assert_eq!(wl_off, 0);
     assert!(wl_on > 0 && wl_programs > 0, "wear levelling never ran");
-    assert!(spread_on <= 20 + 10, "spread {spread_on} with a threshold of 20");
-    assert!(spread_on * 3 < spread_off, "wear levelling should cut the spread ({spread_on} vs {spread_off})");
+    assert!(
+        spread_on <= 20 + 10,
+        "spread {spread_on} with a threshold of 20"
+    );
+    assert!(
+        spread_on * 3 < spread_off,
+        "wear levelling should cut the spread ({spread_on} vs {spread_off})"
+    );
 }
 
 #[test]
@@ -243,9 +330,25 @@ fn spaces_over_disjoint_dies_share_a_device() {
     assert!(dies >= 2, "the tiny preset has several dies");
     let (a_dies, b_dies): (Vec<u32>, Vec<u32>) = (0..dies).partition(|d| d % 2 == 0);
     let standin = nand(&["geometry.channels=1", "geometry.chips_per_channel=1"]);
-    let (mut a, _) = FlashSpace::format(n, SpaceConfig { dies: a_dies.clone(), ..config(GcPolicy::Greedy) }, 0).unwrap();
+    let (mut a, _) = FlashSpace::format(
+        n,
+        SpaceConfig {
+            dies: a_dies.clone(),
+            ..config(GcPolicy::Greedy)
+        },
+        0,
+    )
+    .unwrap();
     let real = a.replace_nand(standin);
-    let (b, _) = FlashSpace::format(real, SpaceConfig { dies: b_dies.clone(), ..config(GcPolicy::Greedy) }, 0).unwrap();
+    let (b, _) = FlashSpace::format(
+        real,
+        SpaceConfig {
+            dies: b_dies.clone(),
+            ..config(GcPolicy::Greedy)
+        },
+        0,
+    )
+    .unwrap();
     let mut sb = Store::new(b);
     // Region B churns a small working set until it has collected many times.
     let span = u64::from(sb.space.good_blocks()) * u64::from(sb.space.pages_per_block()) / 2;

@@ -22,7 +22,10 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// Principal branch of Lambert W on [-1/e, 0], by Halley's iteration.
 fn lambert_w0(x: f64) -> f64 {
-    assert!((-1.0 / std::f64::consts::E..=0.0).contains(&x), "W0 argument {x} out of range");
+    assert!(
+        (-1.0 / std::f64::consts::E..=0.0).contains(&x),
+        "W0 argument {x} out of range"
+    );
     // Start from the branch-point series near -1/e, else from x itself.
     let p = (2.0 * (std::f64::consts::E * x + 1.0)).sqrt();
     if p < 1e-9 {
@@ -70,7 +73,13 @@ fn device(blocks_per_plane: u32, pages_per_block: u32, extra: &[String]) -> Nand
 /// Fills the device sequentially, writes `warmup` x U random pages, then measures WA over
 /// `window` x U random pages.
 fn measure(nand: Nand, gc: GcPolicy, spare: f64, warmup: f64, window: f64, seed: u64) -> Measured {
-    let opts = FtlOptions { spare_factor: spare, gc, seed, wl_threshold: 0, ..FtlOptions::default() };
+    let opts = FtlOptions {
+        spare_factor: spare,
+        gc,
+        seed,
+        wl_threshold: 0,
+        ..FtlOptions::default()
+    };
     let mut ftl = PageFtl::new(nand, &opts).unwrap();
     let u = ftl.capacity_pages();
     let t = ftl.space().usable_pages();
@@ -93,7 +102,11 @@ fn measure(nand: Nand, gc: GcPolicy, spare: f64, warmup: f64, window: f64, seed:
     let programs = ftl.space().nand().stats().total(OpKind::Program) - p0;
     let writes = ftl.report().host.writes - h0;
     ftl.space().check().unwrap();
-    Measured { wa: programs as f64 / writes as f64, t, u }
+    Measured {
+        wa: programs as f64 / writes as f64,
+        t,
+        u,
+    }
 }
 
 fn within(measured: f64, reference: f64, tolerance: f64) -> bool {
@@ -110,9 +123,16 @@ fn lambert_w_is_right() {
     }
     // a = 1.25: W0(-1.25 e^-1.25) = W0(-0.3581) = -0.7855 (by hand: -0.7855 e^-0.7855 =
     // -0.3581), so WA = 1.25 / (1.25 - 0.7855) = 2.691; FIFO beats random victims (5.0).
-    assert!((fifo_wa(1.25, 1.0) - 2.691).abs() < 0.002, "{}", fifo_wa(1.25, 1.0));
+    assert!(
+        (fifo_wa(1.25, 1.0) - 2.691).abs() < 0.002,
+        "{}",
+        fifo_wa(1.25, 1.0)
+    );
     assert!(fifo_wa(1.25, 1.0) < random_wa(1.25, 1.0));
-    assert!((fifo_wa(100.0, 1.0) - 1.0).abs() < 1e-6, "no GC cost with nearly empty flash");
+    assert!(
+        (fifo_wa(100.0, 1.0) - 1.0).abs() < 1e-6,
+        "no GC cost with nearly empty flash"
+    );
 }
 
 /// Devices of 256 Ki pages at three spare factors: (spare, pages per block, blocks per plane).
@@ -123,8 +143,20 @@ fn check_model(gc: GcPolicy, seed: u64, model: fn(f64, f64) -> f64) {
     for &(spare, ppb, bpp) in &CI_DEVICES {
         let m = measure(device(bpp, ppb, &[]), gc, spare, 2.0, 2.0, seed);
         let theory = model(m.t as f64, m.u as f64);
-        println!("{} spare {spare} ppb {ppb}: T {} U {} WA {:.4} theory {theory:.4} ({:+.2}%)", gc.name(), m.t, m.u, m.wa, (m.wa / theory - 1.0) * 100.0);
-        assert!(within(m.wa, theory, 0.02), "{} spare {spare} ppb {ppb}: WA {:.4} vs {theory:.4}", gc.name(), m.wa);
+        println!(
+            "{} spare {spare} ppb {ppb}: T {} U {} WA {:.4} theory {theory:.4} ({:+.2}%)",
+            gc.name(),
+            m.t,
+            m.u,
+            m.wa,
+            (m.wa / theory - 1.0) * 100.0
+        );
+        assert!(
+            within(m.wa, theory, 0.02),
+            "{} spare {spare} ppb {ppb}: WA {:.4} vs {theory:.4}",
+            gc.name(),
+            m.wa
+        );
     }
 }
 
@@ -143,14 +175,18 @@ fn greedy_gc_is_at_or_below_fifo() {
     for &(spare, ppb, bpp) in &[(0.10, 64, 512), (0.20, 128, 256)] {
         let g = measure(device(bpp, ppb, &[]), GcPolicy::Greedy, spare, 2.0, 2.0, 13);
         let f = fifo_wa(g.t as f64, g.u as f64);
-        println!("greedy spare {spare} ppb {ppb}: WA {:.4}, FIFO model {:.4}", g.wa, f);
+        println!(
+            "greedy spare {spare} ppb {ppb}: WA {:.4}, FIFO model {:.4}",
+            g.wa, f
+        );
         assert!(g.wa <= f, "greedy {:.4} above FIFO {f:.4}", g.wa);
     }
 }
 
 /// Issue 3's reference figures for greedy on ~4 M-page devices: (spare, WA at 64, WA at 128
 /// pages per block).
-const GREEDY_REFERENCE: [(f64, f64, f64); 3] = [(0.10, 4.82, 5.00), (0.20, 2.60, 2.65), (0.28, 1.94, 1.97)];
+const GREEDY_REFERENCE: [(f64, f64, f64); 3] =
+    [(0.10, 4.82, 5.00), (0.20, 2.60, 2.65), (0.28, 1.94, 1.97)];
 
 #[test]
 #[ignore = "4 M-page devices: minutes in release mode (cargo test --release -p ftl --test waf -- --ignored)"]
@@ -170,7 +206,10 @@ fn greedy_gc_matches_the_reference_figures_on_4m_page_devices_within_3_percent()
                 (m.wa / reference - 1.0) * 100.0
             );
             if !within(m.wa, reference, 0.03) || m.wa > f {
-                failures.push(format!("spare {spare} ppb {ppb}: {:.4} vs {reference}", m.wa));
+                failures.push(format!(
+                    "spare {spare} ppb {ppb}: {:.4} vs {reference}",
+                    m.wa
+                ));
             }
         }
     }

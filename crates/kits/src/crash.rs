@@ -85,9 +85,23 @@ impl FlashMedium {
     /// on it, and the FTL must hand its flash back after a cut.
     pub fn new(kind: &str) -> Result<FlashMedium> {
         storage::pagestore::engine_runs_on(kind)?;
-        let device = DeviceConfig::preset(FLASH_PRESET, &[FLASH_BLOCKS_PER_PLANE.into(), format!("trace_entries={TRACE_ENTRIES}")])
-            .map_err(|e| Error::Config(e.to_string()))?;
-        let m = FlashMedium { kind: kind.to_string(), device, ftl: FtlOptions { spare_factor: FLASH_SPARE_FACTOR, ..FtlOptions::default() }, aged_fraction: 1.0 };
+        let device = DeviceConfig::preset(
+            FLASH_PRESET,
+            &[
+                FLASH_BLOCKS_PER_PLANE.into(),
+                format!("trace_entries={TRACE_ENTRIES}"),
+            ],
+        )
+        .map_err(|e| Error::Config(e.to_string()))?;
+        let m = FlashMedium {
+            kind: kind.to_string(),
+            device,
+            ftl: FtlOptions {
+                spare_factor: FLASH_SPARE_FACTOR,
+                ..FtlOptions::default()
+            },
+            aged_fraction: 1.0,
+        };
         let probe = ftl::build(kind, m.nand(0)?, &m.ftl)?;
         if probe.into_nand().is_none() {
             return Err(Error::Unsupported(format!(
@@ -97,7 +111,11 @@ impl FlashMedium {
         Ok(m)
     }
     fn nand(&self, seed: u64) -> Result<Nand> {
-        Nand::new(DeviceConfig { seed, ..self.device.clone() }).map_err(|e| Error::Config(e.to_string()))
+        Nand::new(DeviceConfig {
+            seed,
+            ..self.device.clone()
+        })
+        .map_err(|e| Error::Config(e.to_string()))
     }
 }
 
@@ -131,7 +149,11 @@ impl Default for CrashOptions {
             terminals: 4,
             txns_per_terminal: 40,
             buffer_frames: 24,
-            tpcb: TpcbConfig { scale: 2, tellers_per_branch: 10, accounts_per_branch: 300 },
+            tpcb: TpcbConfig {
+                scale: 2,
+                tellers_per_branch: 10,
+                accounts_per_branch: 300,
+            },
         }
     }
 }
@@ -206,7 +228,11 @@ impl Rig {
             Rig::Disk(d) => Box::new(d.clone()),
             Rig::Flash(d, _) => Box::new(d.clone()),
         };
-        Ok(Box::new(BlockPageStore::new(dev, o.page_bytes, Some(self.log_blocks()))?))
+        Ok(Box::new(BlockPageStore::new(
+            dev,
+            o.page_bytes,
+            Some(self.log_blocks()),
+        )?))
     }
     /// Operations so far, as the fault plan counts them.
     fn ops(&self) -> u64 {
@@ -226,14 +252,28 @@ impl Rig {
     fn arm(&self, fault: Fault, at: u64, tear_sectors: bool) {
         match self {
             Rig::Disk(d) => d.set_plan(match fault {
-                Fault::PowerCut => CrashPlan { cut_at_op: Some(at), fail_op: None, tear_sectors },
-                Fault::IoError => CrashPlan { cut_at_op: None, fail_op: Some(at), tear_sectors },
+                Fault::PowerCut => CrashPlan {
+                    cut_at_op: Some(at),
+                    fail_op: None,
+                    tear_sectors,
+                },
+                Fault::IoError => CrashPlan {
+                    cut_at_op: None,
+                    fail_op: Some(at),
+                    tear_sectors,
+                },
             }),
             Rig::Flash(d, _) => d.with(|d| {
                 if let Some(n) = d.nand_mut() {
                     n.set_fault_plan(match fault {
-                        Fault::PowerCut => FaultPlan { cut_at_op: Some(at), ..FaultPlan::default() },
-                        Fault::IoError => FaultPlan { fail_op: Some(at), ..FaultPlan::default() },
+                        Fault::PowerCut => FaultPlan {
+                            cut_at_op: Some(at),
+                            ..FaultPlan::default()
+                        },
+                        Fault::IoError => FaultPlan {
+                            fail_op: Some(at),
+                            ..FaultPlan::default()
+                        },
                     });
                 }
             }),
@@ -250,7 +290,12 @@ impl Rig {
         match self {
             Rig::Disk(_) => Vec::new(),
             Rig::Flash(d, _) => d.with(|d| {
-                d.nand().map_or_else(Vec::new, |n| n.trace().iter().map(|e| format!("{:?} {:?}", e.op, e.purpose).to_lowercase()).collect())
+                d.nand().map_or_else(Vec::new, |n| {
+                    n.trace()
+                        .iter()
+                        .map(|e| format!("{:?} {:?}", e.op, e.purpose).to_lowercase())
+                        .collect()
+                })
             }),
         }
     }
@@ -260,16 +305,28 @@ impl Rig {
         match self {
             Rig::Disk(d) => {
                 d.cut_power();
-                Ok(Ok(Rig::Disk(SharedCrashDisk::new(d.after_power_loss(seed)))))
+                Ok(Ok(Rig::Disk(SharedCrashDisk::new(
+                    d.after_power_loss(seed),
+                ))))
             }
             Rig::Flash(d, m) => {
-                let dev = d.into_inner().ok_or_else(|| Error::Unsupported("the engine still holds the device".into()))?;
-                let mut nand = dev.into_nand().ok_or_else(|| Error::Unsupported(format!("the {} FTL cannot hand its flash back (into_nand)", m.kind)))?;
+                let dev = d.into_inner().ok_or_else(|| {
+                    Error::Unsupported("the engine still holds the device".into())
+                })?;
+                let mut nand = dev.into_nand().ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "the {} FTL cannot hand its flash back (into_nand)",
+                        m.kind
+                    ))
+                })?;
                 nand.power_cut();
                 nand.power_on();
                 Ok(match ftl::open(&m.kind, nand, &m.ftl) {
                     Ok(dev) => Ok(Rig::Flash(SharedDevice::new(dev), m)),
-                    Err(e) => Err(format!("the {} FTL did not recover after the power cut: {e}", m.kind)),
+                    Err(e) => Err(format!(
+                        "the {} FTL did not recover after the power cut: {e}",
+                        m.kind
+                    )),
                 })
             }
         }
@@ -282,18 +339,29 @@ impl Rig {
 /// Zeros read as "never written" to the engine, so the database still finds an empty device.
 fn age(dev: &mut dyn BlockDevice, fraction: f64, seed: u64) -> Result<()> {
     const CHUNK_PAGES: u64 = 64;
-    let pages = ((dev.capacity_pages() as f64 * fraction.clamp(0.0, 1.0)) as u64).min(dev.capacity_pages());
+    let pages =
+        ((dev.capacity_pages() as f64 * fraction.clamp(0.0, 1.0)) as u64).min(dev.capacity_pages());
     let zeros = vec![0u8; CHUNK_PAGES as usize * ftl::LOGICAL_PAGE_BYTES];
     let mut t = 0;
     let mut lpn = 0;
     while lpn < pages {
         let n = CHUNK_PAGES.min(pages - lpn);
-        t = dev.write(t, lpn, &zeros[..n as usize * ftl::LOGICAL_PAGE_BYTES], false)?;
+        t = dev.write(
+            t,
+            lpn,
+            &zeros[..n as usize * ftl::LOGICAL_PAGE_BYTES],
+            false,
+        )?;
         lpn += n;
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xA9E);
     for _ in 0..pages / 4 {
-        t = dev.write(t, rng.random_range(0..pages), &zeros[..ftl::LOGICAL_PAGE_BYTES], false)?;
+        t = dev.write(
+            t,
+            rng.random_range(0..pages),
+            &zeros[..ftl::LOGICAL_PAGE_BYTES],
+            false,
+        )?;
     }
     dev.flush(t)?;
     Ok(())
@@ -329,7 +397,9 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
             let mut dry = CrashOutcome::default();
             run_until_fault(&mut e, h, o, seed, &mut dry);
             if let Some(err) = dry.error_reported {
-                return Err(Error::Unsupported(format!("the dry run of seed {seed} failed without a fault: {err}")));
+                return Err(Error::Unsupported(format!(
+                    "the dry run of seed {seed} failed without a fault: {err}"
+                )));
             }
             let total = rig.ops() - ops0;
             ((total + total / 20).max(10), rig.traced_ops())
@@ -339,7 +409,11 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     let nth = rng.random_range(1..=budget);
     let at = rig.ops() + nth;
     rig.arm(o.fault, at, o.tear_sectors);
-    let mut out = CrashOutcome { seed, fault_at_op: at, ..CrashOutcome::default() };
+    let mut out = CrashOutcome {
+        seed,
+        fault_at_op: at,
+        ..CrashOutcome::default()
+    };
     let (acked, maybe) = run_until_fault(&mut e, h, o, seed, &mut out);
     // A media error the FTL absorbed (a failed program it rewrote elsewhere) reaches no one, so
     // "hit" is judged by the operation count.
@@ -371,11 +445,25 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
             }
         };
     }
-    verify_restart(Engine::open(rig.store(o)?, engine_cfg(o)), h, o.tpcb, &acked, &maybe, out)
+    verify_restart(
+        Engine::open(rig.store(o)?, engine_cfg(o)),
+        h,
+        o.tpcb,
+        &acked,
+        &maybe,
+        out,
+    )
 }
 
 /// Verifies the engine a restart gave, or records that the restart failed.
-pub(crate) fn verify_restart(r: Result<Engine>, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], mut out: CrashOutcome) -> Result<CrashOutcome> {
+pub(crate) fn verify_restart(
+    r: Result<Engine>,
+    h: Handles,
+    cfg: TpcbConfig,
+    acked: &[Done],
+    maybe: &[Done],
+    mut out: CrashOutcome,
+) -> Result<CrashOutcome> {
     let mut e = match r {
         Ok(e) => e,
         Err(err) => {
@@ -389,7 +477,13 @@ pub(crate) fn verify_restart(r: Result<Engine>, h: Handles, cfg: TpcbConfig, ack
 
 /// Runs the crash test's terminals until they finish or the fault stops them; returns the
 /// commits acknowledged and those in flight (requested, not acknowledged).
-pub(crate) fn run_until_fault(e: &mut Engine, h: Handles, o: &CrashOptions, seed: u64, out: &mut CrashOutcome) -> (Vec<Done>, Vec<Done>) {
+pub(crate) fn run_until_fault(
+    e: &mut Engine,
+    h: Handles,
+    o: &CrashOptions,
+    seed: u64,
+    out: &mut CrashOutcome,
+) -> (Vec<Done>, Vec<Done>) {
     let mut terms: Vec<TpcbTerminal> = (0..o.terminals)
         .map(|i| {
             let mut t = TpcbTerminal::new(i, h, o.tpcb, seed, Some(o.txns_per_terminal));
@@ -410,17 +504,28 @@ pub(crate) fn run_until_fault(e: &mut Engine, h: Handles, o: &CrashOptions, seed
     (acked, maybe)
 }
 
-fn verify(e: &mut Engine, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[Done], out: &mut CrashOutcome) -> Result<()> {
+fn verify(
+    e: &mut Engine,
+    h: Handles,
+    cfg: TpcbConfig,
+    acked: &[Done],
+    maybe: &[Done],
+    out: &mut CrashOutcome,
+) -> Result<()> {
     let history = tpcb::rows(e, h.history)?;
     let seqs: BTreeSet<i64> = history.iter().filter_map(|r| r[5].as_i64()).collect();
     if seqs.len() != history.len() {
-        out.violations.push("a transaction's history row appears twice".into());
+        out.violations
+            .push("a transaction's history row appears twice".into());
     }
     out.recovered = seqs.len() as u64;
     let known: BTreeMap<i64, Done> = acked.iter().chain(maybe).map(|d| (d.seq, *d)).collect();
     for d in acked {
         if !seqs.contains(&d.seq) {
-            out.violations.push(format!("acknowledged commit {:#x} is missing after recovery", d.seq));
+            out.violations.push(format!(
+                "acknowledged commit {:#x} is missing after recovery",
+                d.seq
+            ));
             break;
         }
     }
@@ -430,7 +535,9 @@ fn verify(e: &mut Engine, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[
     for s in &seqs {
         match known.get(s) {
             None => {
-                out.violations.push(format!("transaction {s:#x} is visible but its commit was never requested"));
+                out.violations.push(format!(
+                    "transaction {s:#x} is visible but its commit was never requested"
+                ));
                 break;
             }
             Some(d) => {
@@ -440,13 +547,19 @@ fn verify(e: &mut Engine, h: Handles, cfg: TpcbConfig, acked: &[Done], maybe: &[
             }
         }
     }
-    for (table, col, model, name) in [(h.account, 2, &acct, "account"), (h.teller, 2, &tell, "teller"), (h.branch, 1, &bran, "branch")] {
+    for (table, col, model, name) in [
+        (h.account, 2, &acct, "account"),
+        (h.teller, 2, &tell, "teller"),
+        (h.branch, 1, &bran, "branch"),
+    ] {
         for r in tpcb::rows(e, table)? {
             let id = r[0].as_i64().unwrap_or(-1);
             let bal = r[col].as_i64().unwrap_or(i64::MIN);
             let want = model.get(&id).copied().unwrap_or(0);
             if bal != want {
-                out.violations.push(format!("{name} {id} has balance {bal}, the surviving transactions give {want}"));
+                out.violations.push(format!(
+                    "{name} {id} has balance {bal}, the surviving transactions give {want}"
+                ));
                 break;
             }
         }

@@ -16,7 +16,9 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::{Engine, NativeConfig, NativeStore, Result};
 
-use crate::crash::{engine_cfg, run_until_fault, verify_restart, CrashOptions, CrashOutcome, Fault};
+use crate::crash::{
+    engine_cfg, run_until_fault, verify_restart, CrashOptions, CrashOutcome, Fault,
+};
 use crate::tpcb;
 
 /// The crash test's flash: `tiny` with 8 blocks per plane (64 blocks, 1,024 pages of 4 KiB).
@@ -88,5 +90,12 @@ pub fn crash_native_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
             return Ok(out);
         }
     };
-    verify_restart(Engine::open(Box::new(store), engine_cfg(o)), h, o.tpcb, &acked, &maybe, out)
+    verify_restart(
+        Engine::open(Box::new(store), engine_cfg(o)),
+        h,
+        o.tpcb,
+        &acked,
+        &maybe,
+        out,
+    )
 }

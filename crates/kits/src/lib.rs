@@ -4,8 +4,8 @@
 //! the transactions' parameters, and terminals execute them step by step on the engine, in
 //! virtual time (the deterministic scheduler of `storage::sched`) or in real time (threads).
 
-pub mod tpcb;
 pub mod crash;
 pub mod crash_native;
 pub mod tatp;
+pub mod tpcb;
 pub mod tpcc;

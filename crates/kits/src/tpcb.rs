@@ -50,7 +50,11 @@ pub struct TpcbConfig {
 
 impl TpcbConfig {
     pub fn spec(scale: u32) -> Self {
-        TpcbConfig { scale, tellers_per_branch: 10, accounts_per_branch: 100_000 }
+        TpcbConfig {
+            scale,
+            tellers_per_branch: 10,
+            accounts_per_branch: 100_000,
+        }
     }
     pub fn tellers(&self) -> u32 {
         self.scale * self.tellers_per_branch
@@ -98,7 +102,9 @@ fn filler(n: usize) -> Value {
 /// `progress(rows_done)` is called after each batch.
 pub fn load(e: &mut Engine, cfg: TpcbConfig, mut progress: impl FnMut(u64)) -> Result<Handles> {
     if cfg.scale == 0 || cfg.tellers_per_branch == 0 || cfg.accounts_per_branch == 0 {
-        return Err(Error::Config("TPC-B needs at least one branch, teller and account".into()));
+        return Err(Error::Config(
+            "TPC-B needs at least one branch, teller and account".into(),
+        ));
     }
     let t = e.begin()?;
     e.execute_ddl(t, DDL)?;
@@ -118,13 +124,38 @@ pub fn load(e: &mut Engine, cfg: TpcbConfig, mut progress: impl FnMut(u64)) -> R
         Ok(())
     };
     for b in 0..cfg.scale {
-        put(e, &mut t, h.branch, vec![Value::Int(i64::from(b)), Value::Money(0), filler(88)])?;
+        put(
+            e,
+            &mut t,
+            h.branch,
+            vec![Value::Int(i64::from(b)), Value::Money(0), filler(88)],
+        )?;
     }
     for tl in 0..cfg.tellers() {
-        put(e, &mut t, h.teller, vec![Value::Int(i64::from(tl)), Value::Int(i64::from(tl / cfg.tellers_per_branch)), Value::Money(0), filler(84)])?;
+        put(
+            e,
+            &mut t,
+            h.teller,
+            vec![
+                Value::Int(i64::from(tl)),
+                Value::Int(i64::from(tl / cfg.tellers_per_branch)),
+                Value::Money(0),
+                filler(84),
+            ],
+        )?;
     }
     for a in 0..cfg.accounts() {
-        put(e, &mut t, h.account, vec![Value::Int(i64::from(a)), Value::Int(i64::from(a / cfg.accounts_per_branch)), Value::Money(0), filler(84)])?;
+        put(
+            e,
+            &mut t,
+            h.account,
+            vec![
+                Value::Int(i64::from(a)),
+                Value::Int(i64::from(a / cfg.accounts_per_branch)),
+                Value::Money(0),
+                filler(84),
+            ],
+        )?;
     }
     e.commit(t)?;
     progress(cfg.rows());
@@ -150,7 +181,10 @@ pub struct InputGen {
 impl InputGen {
     pub fn new(cfg: TpcbConfig, seed: u64, terminal: u32) -> Self {
         let s = seed ^ (u64::from(terminal) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        InputGen { cfg, rng: Xoshiro256PlusPlus::seed_from_u64(s) }
+        InputGen {
+            cfg,
+            rng: Xoshiro256PlusPlus::seed_from_u64(s),
+        }
     }
     pub fn next_input(&mut self) -> Input {
         let c = self.cfg;
@@ -167,9 +201,15 @@ impl InputGen {
         } else {
             branch
         };
-        let account = acct_branch * c.accounts_per_branch + self.rng.random_range(0..c.accounts_per_branch);
+        let account =
+            acct_branch * c.accounts_per_branch + self.rng.random_range(0..c.accounts_per_branch);
         let delta_cents = self.rng.random_range(-999_999i64..=999_999);
-        Input { account, teller, branch, delta_cents }
+        Input {
+            account,
+            teller,
+            branch,
+            delta_cents,
+        }
     }
 }
 
@@ -219,7 +259,12 @@ impl TpcbTerminal {
             h,
             gen: InputGen::new(cfg, seed, id),
             remaining: txns,
-            input: Input { account: 0, teller: 0, branch: 0, delta_cents: 0 },
+            input: Input {
+                account: 0,
+                teller: 0,
+                branch: 0,
+                delta_cents: 0,
+            },
             stage: Stage::Start,
             txn: 0,
             started_ns: 0,
@@ -237,9 +282,19 @@ impl TpcbTerminal {
         (i64::from(self.id) << 40) | self.seq
     }
 
-    fn update(&mut self, e: &mut Engine, table: ObjectId, index: ObjectId, key: u32, col: usize) -> Result<()> {
+    fn update(
+        &mut self,
+        e: &mut Engine,
+        table: ObjectId,
+        index: ObjectId,
+        key: u32,
+        col: usize,
+    ) -> Result<()> {
         let rids: Vec<Rid> = e.lookup(self.txn, index, &[Value::Int(i64::from(key))], true)?;
-        let rid = *rids.first().ok_or(Error::NotFound { kind: "row", name: format!("key {key} of table #{table}") })?;
+        let rid = *rids.first().ok_or(Error::NotFound {
+            kind: "row",
+            name: format!("key {key} of table #{table}"),
+        })?;
         e.add_to_column(self.txn, table, rid, col, self.input.delta_cents)?;
         Ok(())
     }
@@ -260,9 +315,27 @@ impl TpcbTerminal {
             Stage::Account | Stage::Teller | Stage::Branch => {
                 // (table, index, key, balance column, next stage)
                 let (t, i, k, col, next) = match self.stage {
-                    Stage::Account => (self.h.account, self.h.account_pk, self.input.account, 2, Stage::Teller),
-                    Stage::Teller => (self.h.teller, self.h.teller_pk, self.input.teller, 2, Stage::Branch),
-                    _ => (self.h.branch, self.h.branch_pk, self.input.branch, 1, Stage::History),
+                    Stage::Account => (
+                        self.h.account,
+                        self.h.account_pk,
+                        self.input.account,
+                        2,
+                        Stage::Teller,
+                    ),
+                    Stage::Teller => (
+                        self.h.teller,
+                        self.h.teller_pk,
+                        self.input.teller,
+                        2,
+                        Stage::Branch,
+                    ),
+                    _ => (
+                        self.h.branch,
+                        self.h.branch_pk,
+                        self.input.branch,
+                        1,
+                        Stage::History,
+                    ),
                 };
                 self.update(e, t, i, k, col)?;
                 self.stage = next;
@@ -282,12 +355,17 @@ impl TpcbTerminal {
                 e.insert(self.txn, self.h.history, &row)?;
                 let lsn = e.commit_request(self.txn)?;
                 if self.record {
-                    self.in_flight = Some(Done { seq: self.seq_id(), input: inp });
+                    self.in_flight = Some(Done {
+                        seq: self.seq_id(),
+                        input: inp,
+                    });
                 }
                 self.stage = Stage::Committing;
                 Ok(Step::WaitDurable(lsn))
             }
-            Stage::Committing => Err(Error::Unsupported("a committing terminal was stepped".into())),
+            Stage::Committing => Err(Error::Unsupported(
+                "a committing terminal was stepped".into(),
+            )),
         }
     }
 }
@@ -320,7 +398,9 @@ impl Terminal for TpcbTerminal {
         if let Some(r) = self.remaining.as_mut() {
             *r -= 1;
         }
-        let _ = self.latency_ns.record(acked_ns.saturating_sub(self.started_ns).max(1));
+        let _ = self
+            .latency_ns
+            .record(acked_ns.saturating_sub(self.started_ns).max(1));
         if let Some(d) = self.in_flight.take() {
             self.acked.push(d);
         }
@@ -367,16 +447,33 @@ pub fn check(e: &mut Engine, cfg: TpcbConfig) -> Result<CheckReport> {
     let tellers = rows(e, h.teller)?;
     let accounts = rows(e, h.account)?;
     let history = rows(e, h.history)?;
-    if branches.len() != cfg.scale as usize || tellers.len() != cfg.tellers() as usize || accounts.len() != cfg.accounts() as usize {
-        r.problems.push(format!("row counts {}/{}/{} differ from the scale's {}/{}/{}", branches.len(), tellers.len(), accounts.len(), cfg.scale, cfg.tellers(), cfg.accounts()));
+    if branches.len() != cfg.scale as usize
+        || tellers.len() != cfg.tellers() as usize
+        || accounts.len() != cfg.accounts() as usize
+    {
+        r.problems.push(format!(
+            "row counts {}/{}/{} differ from the scale's {}/{}/{}",
+            branches.len(),
+            tellers.len(),
+            accounts.len(),
+            cfg.scale,
+            cfg.tellers(),
+            cfg.accounts()
+        ));
     }
     r.branch_sum = branches.iter().map(|b| int(&b[1])).sum();
     r.teller_sum = tellers.iter().map(|t| int(&t[2])).sum();
     r.account_sum = accounts.iter().map(|a| int(&a[2])).sum();
     r.history_sum = history.iter().map(|x| int(&x[3])).sum();
     r.history_rows = history.len() as u64;
-    if !(r.branch_sum == r.teller_sum && r.teller_sum == r.account_sum && r.account_sum == r.history_sum) {
-        r.problems.push(format!("sums differ: branches {}, tellers {}, accounts {}, history {}", r.branch_sum, r.teller_sum, r.account_sum, r.history_sum));
+    if !(r.branch_sum == r.teller_sum
+        && r.teller_sum == r.account_sum
+        && r.account_sum == r.history_sum)
+    {
+        r.problems.push(format!(
+            "sums differ: branches {}, tellers {}, accounts {}, history {}",
+            r.branch_sum, r.teller_sum, r.account_sum, r.history_sum
+        ));
     }
     let mut per_branch = vec![(0i64, 0i64); cfg.scale as usize];
     for t in &tellers {
@@ -393,7 +490,10 @@ pub fn check(e: &mut Engine, cfg: TpcbConfig) -> Result<CheckReport> {
         let id = int(&b[0]) as usize;
         if let Some(&(tsum, hsum)) = per_branch.get(id) {
             if int(&b[1]) != tsum || tsum != hsum {
-                r.problems.push(format!("branch {id}: balance {}, its tellers {tsum}, its history {hsum}", int(&b[1])));
+                r.problems.push(format!(
+                    "branch {id}: balance {}, its tellers {tsum}, its history {hsum}",
+                    int(&b[1])
+                ));
             }
         }
     }

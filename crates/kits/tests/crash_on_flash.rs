@@ -10,7 +10,10 @@ use kits::crash::{crash_once, CrashOptions, Fault, FlashMedium, Medium};
 
 fn on(kind: &str) -> CrashOptions {
     let m = FlashMedium::new(kind).unwrap_or_else(|e| panic!("{kind}: {e}"));
-    CrashOptions { medium: Medium::Flash(m), ..CrashOptions::default() }
+    CrashOptions {
+        medium: Medium::Flash(m),
+        ..CrashOptions::default()
+    }
 }
 
 #[derive(Default)]
@@ -25,7 +28,8 @@ struct Sweep {
 fn sweep(seeds: std::ops::Range<u64>, o: &CrashOptions) -> Sweep {
     let mut s = Sweep::default();
     for seed in seeds {
-        let out = crash_once(seed, o).unwrap_or_else(|e| panic!("seed {seed}: the harness failed: {e}"));
+        let out =
+            crash_once(seed, o).unwrap_or_else(|e| panic!("seed {seed}: the harness failed: {e}"));
         s.hit += u64::from(out.fault_hit);
         s.errors += u64::from(out.error_reported.is_some());
         s.recovery_hits += u64::from(out.recovery_cut_hit);
@@ -33,7 +37,8 @@ fn sweep(seeds: std::ops::Range<u64>, o: &CrashOptions) -> Sweep {
             *s.landed.entry(op).or_default() += 1;
         }
         if !out.verified() {
-            s.failures.push(format!("seed {seed}: {:?}", out.violations));
+            s.failures
+                .push(format!("seed {seed}: {:?}", out.violations));
         }
     }
     s
@@ -45,30 +50,61 @@ fn power_cuts_recover(kind: &str, seeds: std::ops::Range<u64>, must_land_on: &[&
     assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
     // The cut is drawn from the workload's operations plus 5%: almost all fall inside it, and
     // every one inside reaches the engine as an error (a power loss is never silent).
-    assert!(s.hit * 10 > n * 9, "{kind}: only {} of {n} cuts fell inside the workload", s.hit);
-    assert_eq!(s.errors, s.hit, "{kind}: a cut inside the workload was not reported");
+    assert!(
+        s.hit * 10 > n * 9,
+        "{kind}: only {} of {n} cuts fell inside the workload",
+        s.hit
+    );
+    assert_eq!(
+        s.errors, s.hit,
+        "{kind}: a cut inside the workload was not reported"
+    );
     for op in must_land_on {
-        assert!(s.landed.contains_key(*op), "{kind}: no cut landed on a {op}: {:?}", s.landed);
+        assert!(
+            s.landed.contains_key(*op),
+            "{kind}: no cut landed on a {op}: {:?}",
+            s.landed
+        );
     }
 }
 
 #[test]
 fn page_ftl_power_cuts_at_random_flash_operations_recover_every_acknowledged_commit() {
-    power_cuts_recover("page", 0..150, &["program host", "program gc", "erase gc", "read host"]);
+    power_cuts_recover(
+        "page",
+        0..150,
+        &["program host", "program gc", "erase gc", "read host"],
+    );
 }
 
 #[test]
 fn dftl_power_cuts_at_random_flash_operations_recover_every_acknowledged_commit() {
-    power_cuts_recover("dftl", 0..150, &["program host", "program gc", "program mapping", "read mapping"]);
+    power_cuts_recover(
+        "dftl",
+        0..150,
+        &[
+            "program host",
+            "program gc",
+            "program mapping",
+            "read mapping",
+        ],
+    );
 }
 
 #[test]
 fn a_second_cut_during_restart_on_flash_recovers_again() {
     for kind in ["page", "dftl"] {
-        let o = CrashOptions { crash_during_recovery: true, ..on(kind) };
+        let o = CrashOptions {
+            crash_during_recovery: true,
+            ..on(kind)
+        };
         let s = sweep(1000..1040, &o);
         assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
-        assert!(s.recovery_hits > 30, "{kind}: only {} of 40 second cuts fell inside the restart", s.recovery_hits);
+        assert!(
+            s.recovery_hits > 30,
+            "{kind}: only {} of 40 second cuts fell inside the restart",
+            s.recovery_hits
+        );
     }
 }
 
@@ -76,7 +112,10 @@ fn a_second_cut_during_restart_on_flash_recovers_again() {
 fn eight_kib_pages_torn_across_flash_pages_are_repaired() {
     // A DB page spans two logical pages, which an FTL writes to two flash pages: a cut between
     // them tears the DB page, and full-page writes (on by default here) repair it.
-    let o = CrashOptions { page_bytes: 8192, ..on("page") };
+    let o = CrashOptions {
+        page_bytes: 8192,
+        ..on("page")
+    };
     let s = sweep(2000..2040, &o);
     assert!(s.failures.is_empty(), "{:#?}", s.failures);
 }
@@ -84,22 +123,41 @@ fn eight_kib_pages_torn_across_flash_pages_are_repaired() {
 #[test]
 fn injected_media_errors_on_flash_are_reported_or_absorbed_and_leave_a_recoverable_database() {
     for kind in ["page", "dftl"] {
-        let o = CrashOptions { fault: Fault::IoError, ..on(kind) };
+        let o = CrashOptions {
+            fault: Fault::IoError,
+            ..on(kind)
+        };
         let s = sweep(4000..4060, &o);
         assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
         // A failed program or erase is absorbed by the FTL (it retires the block and writes
         // elsewhere); an uncorrectable read reaches the engine, which reports it.
-        assert!(s.errors > 10 && s.errors < s.hit, "{kind}: {} errors reported of {} faults", s.errors, s.hit);
+        assert!(
+            s.errors > 10 && s.errors < s.hit,
+            "{kind}: {} errors reported of {} faults",
+            s.errors,
+            s.hit
+        );
     }
 }
 
 #[test]
 fn the_canary_is_caught_on_flash_too() {
     for kind in ["page", "dftl"] {
-        let o = CrashOptions { unsafe_ack_before_force: true, ..on(kind) };
+        let o = CrashOptions {
+            unsafe_ack_before_force: true,
+            ..on(kind)
+        };
         let s = sweep(0..30, &o);
-        assert!(s.failures.len() > 5, "{kind}: the crash test missed a broken durability rule ({} failures)", s.failures.len());
-        assert!(s.failures.iter().any(|f| f.contains("acknowledged commit")), "{kind}: {:#?}", s.failures);
+        assert!(
+            s.failures.len() > 5,
+            "{kind}: the crash test missed a broken durability rule ({} failures)",
+            s.failures.len()
+        );
+        assert!(
+            s.failures.iter().any(|f| f.contains("acknowledged commit")),
+            "{kind}: {:#?}",
+            s.failures
+        );
     }
 }
 
@@ -108,8 +166,16 @@ fn the_block_mapped_ftls_recover_from_power_cuts_and_cuts_during_restart() {
     for kind in ["fast", "block"] {
         let s = sweep(0..40, &on(kind));
         assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
-        assert!(s.hit * 10 > 40 * 9 && s.errors == s.hit, "{kind}: {} cuts inside, {} reported", s.hit, s.errors);
-        let o = CrashOptions { crash_during_recovery: true, ..on(kind) };
+        assert!(
+            s.hit * 10 > 40 * 9 && s.errors == s.hit,
+            "{kind}: {} cuts inside, {} reported",
+            s.hit,
+            s.errors
+        );
+        let o = CrashOptions {
+            crash_during_recovery: true,
+            ..on(kind)
+        };
         let s = sweep(1000..1020, &o);
         assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
     }
@@ -117,7 +183,13 @@ fn the_block_mapped_ftls_recover_from_power_cuts_and_cuts_during_restart() {
 
 #[test]
 fn the_block_ftl_survives_injected_media_errors() {
-    let s = sweep(4000..4030, &CrashOptions { fault: Fault::IoError, ..on("block") });
+    let s = sweep(
+        4000..4030,
+        &CrashOptions {
+            fault: Fault::IoError,
+            ..on("block")
+        },
+    );
     assert!(s.failures.is_empty(), "{:#?}", s.failures);
 }
 
@@ -126,12 +198,21 @@ fn the_block_ftl_survives_injected_media_errors() {
 /// programs into the bad block. Seeds 2, 8, 14 and 16 of 0..20 once hit a FAST bug here.
 #[test]
 fn fast_recovers_after_a_failed_host_program() {
-    let s = sweep(0..20, &CrashOptions { fault: Fault::IoError, ..on("fast") });
+    let s = sweep(
+        0..20,
+        &CrashOptions {
+            fault: Fault::IoError,
+            ..on("fast")
+        },
+    );
     assert!(s.failures.is_empty(), "{:#?}", s.failures);
 }
 
 #[test]
 fn amf_is_refused_up_front_with_the_reason() {
-    let e = FlashMedium::new("amf").err().map(|e| e.to_string()).unwrap_or_default();
+    let e = FlashMedium::new("amf")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(e.contains("amf") && e.contains("in place"), "{e}");
 }

@@ -14,7 +14,14 @@ fn engine() -> Engine {
     d.write_ns = 250_000;
     d.flush_ns = 10_000;
     let store = BlockPageStore::new(Box::new(d), 4096, Some(1024)).unwrap();
-    Engine::create(Box::new(store), EngineConfig { buffer_frames: 512, ..EngineConfig::default() }).unwrap()
+    Engine::create(
+        Box::new(store),
+        EngineConfig {
+            buffer_frames: 512,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
 }
 
 #[test]
@@ -28,17 +35,39 @@ fn the_population_follows_the_rules() {
     // 2.5 access_info and special_facility rows per subscriber, 1.5 call_forwarding rows per
     // special_facility row, on average.
     let per = |n: u64| n as f64 / 2000.0;
-    assert!((per(r.access_info) - 2.5).abs() < 0.1, "{}", per(r.access_info));
-    assert!((per(r.special_facility) - 2.5).abs() < 0.1, "{}", per(r.special_facility));
+    assert!(
+        (per(r.access_info) - 2.5).abs() < 0.1,
+        "{}",
+        per(r.access_info)
+    );
+    assert!(
+        (per(r.special_facility) - 2.5).abs() < 0.1,
+        "{}",
+        per(r.special_facility)
+    );
     assert!((r.call_forwarding as f64 / r.special_facility as f64 - 1.5).abs() < 0.08);
 }
 
 #[test]
 fn the_mix_and_the_subscriber_ids_follow_the_description() {
-    let cfg = TatpConfig { subscribers: 100_000 };
+    let cfg = TatpConfig {
+        subscribers: 100_000,
+    };
     assert_eq!(cfg.nurand_a(), 65_535);
-    assert_eq!(TatpConfig { subscribers: 5_000_000 }.nurand_a(), 1_048_575);
-    assert_eq!(TatpConfig { subscribers: 20_000_000 }.nurand_a(), 2_097_151);
+    assert_eq!(
+        TatpConfig {
+            subscribers: 5_000_000
+        }
+        .nurand_a(),
+        1_048_575
+    );
+    assert_eq!(
+        TatpConfig {
+            subscribers: 20_000_000
+        }
+        .nurand_a(),
+        2_097_151
+    );
     let mut g = InputGen::new(cfg, 3, 0);
     let n = 200_000;
     let mut counts = [0u32; 7];
@@ -54,35 +83,61 @@ fn the_mix_and_the_subscriber_ids_follow_the_description() {
     }
     for (k, &pct) in MIX_PERCENT.iter().enumerate() {
         let got = f64::from(counts[k]) * 100.0 / f64::from(n);
-        assert!((got - f64::from(pct)).abs() < 0.4, "{}: {got:.2}% vs {pct}%", TXN_TYPES[k].name());
+        assert!(
+            (got - f64::from(pct)).abs() < 0.4,
+            "{}: {got:.2}% vs {pct}%",
+            TXN_TYPES[k].name()
+        );
     }
     // Non-uniform: the OR with rand(0, 65535) favours ids whose low 16 bits have many ones.
-    let hot: u32 = hits.iter().enumerate().filter(|(i, _)| *i > 0 && (*i - 1) & 0xFFFF == 0xFFFF).map(|(_, &c)| c).sum();
-    let cold: u32 = hits.iter().enumerate().filter(|(i, _)| *i > 0 && (*i - 1) & 0xFFFF == 0).map(|(_, &c)| c).sum();
+    let hot: u32 = hits
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i > 0 && (*i - 1) & 0xFFFF == 0xFFFF)
+        .map(|(_, &c)| c)
+        .sum();
+    let cold: u32 = hits
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i > 0 && (*i - 1) & 0xFFFF == 0)
+        .map(|(_, &c)| c)
+        .sum();
     assert!(hot > 20 * cold.max(1), "hot {hot} cold {cold}");
     // The same seed gives the same stream; another terminal another one.
-    let a: Vec<_> = (0..50).map({
-        let mut g = InputGen::new(cfg, 9, 1);
-        move |_| g.next_input()
-    }).collect();
-    let b: Vec<_> = (0..50).map({
-        let mut g = InputGen::new(cfg, 9, 1);
-        move |_| g.next_input()
-    }).collect();
-    let c: Vec<_> = (0..50).map({
-        let mut g = InputGen::new(cfg, 9, 2);
-        move |_| g.next_input()
-    }).collect();
+    let a: Vec<_> = (0..50)
+        .map({
+            let mut g = InputGen::new(cfg, 9, 1);
+            move |_| g.next_input()
+        })
+        .collect();
+    let b: Vec<_> = (0..50)
+        .map({
+            let mut g = InputGen::new(cfg, 9, 1);
+            move |_| g.next_input()
+        })
+        .collect();
+    let c: Vec<_> = (0..50)
+        .map({
+            let mut g = InputGen::new(cfg, 9, 2);
+            move |_| g.next_input()
+        })
+        .collect();
     assert_eq!(a, b);
     assert_ne!(a, c);
 }
 
 /// Loads `subscribers`, runs `txns` per terminal; returns per-type outcomes and the virtual time.
-fn run(seed: u64, terminals: u32, txns: u64) -> ([tatp::terminal::Outcome; 7], u64, tatp::CheckReport) {
+fn run(
+    seed: u64,
+    terminals: u32,
+    txns: u64,
+) -> ([tatp::terminal::Outcome; 7], u64, tatp::CheckReport) {
     let mut e = engine();
     let cfg = TatpConfig { subscribers: 2000 };
     let h = tatp::load(&mut e, cfg, tatp::DDL, seed, |_| {}).unwrap();
-    let mut terms: Vec<TatpTerminal> = (0..terminals).map(|i| TatpTerminal::new(i, h, cfg, seed, Some(txns))).collect();
+    let mut terms: Vec<TatpTerminal> = (0..terminals)
+        .map(|i| TatpTerminal::new(i, h, cfg, seed, Some(txns)))
+        .collect();
     let start = e.now();
     let st = run_virtual(&mut e, &mut terms, start, VirtualOptions::default()).unwrap();
     let mut out = [tatp::terminal::Outcome::default(); 7];
@@ -118,7 +173,12 @@ fn success_rates_match_the_description_and_runs_are_deterministic() {
     ];
     for (t, want, tol) in expect {
         let got = rate(t);
-        assert!((got - want).abs() <= tol, "{}: {got:.2}% vs {want}% +- {tol} ({:?})", t.name(), out[t.index()]);
+        assert!(
+            (got - want).abs() <= tol,
+            "{}: {got:.2}% vs {want}% +- {tol} ({:?})",
+            t.name(),
+            out[t.index()]
+        );
     }
     let (again, ns2, rep) = run(5, 4, 5000);
     assert_eq!((out, ns), (again, ns2));

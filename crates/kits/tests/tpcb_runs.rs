@@ -11,10 +11,23 @@ fn run(seed: u64, terminals: u32) -> (u64, u64, u64, i64) {
     d.write_ns = 250_000;
     d.flush_ns = 10_000;
     let store = BlockPageStore::new(Box::new(d), 4096, Some(1024)).unwrap();
-    let mut e = Engine::create(Box::new(store), EngineConfig { buffer_frames: 64, ..EngineConfig::default() }).unwrap();
-    let cfg = TpcbConfig { scale: 3, tellers_per_branch: 10, accounts_per_branch: 1000 };
+    let mut e = Engine::create(
+        Box::new(store),
+        EngineConfig {
+            buffer_frames: 64,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let cfg = TpcbConfig {
+        scale: 3,
+        tellers_per_branch: 10,
+        accounts_per_branch: 1000,
+    };
     let h = tpcb::load(&mut e, cfg, |_| {}).unwrap();
-    let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, cfg, seed, Some(100))).collect();
+    let mut terms: Vec<TpcbTerminal> = (0..terminals)
+        .map(|i| TpcbTerminal::new(i, h, cfg, seed, Some(100)))
+        .collect();
     let start = e.now();
     let st = run_virtual(&mut e, &mut terms, start, VirtualOptions::default()).unwrap();
     let committed: u64 = terms.iter().map(|t| t.committed).sum();
@@ -22,7 +35,12 @@ fn run(seed: u64, terminals: u32) -> (u64, u64, u64, i64) {
     let rep = tpcb::check(&mut e, cfg).unwrap();
     assert!(rep.passed(), "{:?}", rep.problems);
     assert_eq!(rep.history_rows, committed);
-    (committed, st.end_ns - st.start_ns, st.group_forces, rep.account_sum)
+    (
+        committed,
+        st.end_ns - st.start_ns,
+        st.group_forces,
+        rep.account_sum,
+    )
 }
 
 #[test]
@@ -30,7 +48,10 @@ fn a_virtual_time_run_commits_everything_and_passes_the_check() {
     let (c, ns, forces, _) = run(1, 8);
     assert_eq!(c, 800);
     assert!(ns > 0);
-    assert!(forces < c, "group commit shares forces ({forces} forces for {c} commits)");
+    assert!(
+        forces < c,
+        "group commit shares forces ({forces} forces for {c} commits)"
+    );
 }
 
 #[test]

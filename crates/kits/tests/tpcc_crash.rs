@@ -24,7 +24,10 @@ fn power_cuts_during_tpcc_on_native_recover_and_pass_the_check() {
         hit += u64::from(out.fault_hit);
         acked += out.acknowledged;
         if !out.verified() {
-            bad.push(format!("seed {seed} (cut at op {}): {:?}", out.fault_at_op, out.violations));
+            bad.push(format!(
+                "seed {seed} (cut at op {}): {:?}",
+                out.fault_at_op, out.violations
+            ));
         }
     }
     assert!(bad.is_empty(), "{bad:#?}");

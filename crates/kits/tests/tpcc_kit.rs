@@ -22,7 +22,14 @@ fn engine() -> Engine {
     d.write_ns = 250_000;
     d.flush_ns = 10_000;
     let store = BlockPageStore::new(Box::new(d), 4096, Some(1024)).unwrap();
-    Engine::create(Box::new(store), EngineConfig { buffer_frames: 256, ..EngineConfig::default() }).unwrap()
+    Engine::create(
+        Box::new(store),
+        EngineConfig {
+            buffer_frames: 256,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
 }
 
 #[test]
@@ -31,7 +38,10 @@ fn run_constants_satisfy_clause_2_1_6_1() {
         let l = NurandConsts::load(seed);
         let r = NurandConsts::run_from(l, seed);
         let d = l.c_last.abs_diff(r.c_last);
-        assert!((65..=119).contains(&d) && d != 96 && d != 112, "seed {seed}: {l:?} {r:?}");
+        assert!(
+            (65..=119).contains(&d) && d != 96 && d != 112,
+            "seed {seed}: {l:?} {r:?}"
+        );
         assert!(r.c_last <= 255 && r.c_id <= 1023 && r.ol_i_id <= 8191);
     }
     assert!(!NurandConsts::valid_delta(0, 96));
@@ -54,12 +64,26 @@ fn the_mix_and_the_input_rules_hold_over_many_inputs() {
     let mut g = InputGen::new(c, run, 7, 3);
     let n = 200_000;
     let mut kinds = [0u64; 5];
-    let (mut no, mut rb, mut lines, mut remote_lines, mut pay, mut remote_pay, mut by_name, mut cust) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (
+        mut no,
+        mut rb,
+        mut lines,
+        mut remote_lines,
+        mut pay,
+        mut remote_pay,
+        mut by_name,
+        mut cust,
+    ) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for _ in 0..n {
         let i = g.next_input();
         kinds[i.kind().index()] += 1;
         match &i {
-            Input::NewOrder { w_id, lines: ls, rollback, .. } => {
+            Input::NewOrder {
+                w_id,
+                lines: ls,
+                rollback,
+                ..
+            } => {
                 assert_eq!(*w_id, 4, "terminal 3's home warehouse");
                 assert!((5..=15).contains(&ls.len()));
                 no += 1;
@@ -73,7 +97,13 @@ fn the_mix_and_the_input_rules_hold_over_many_inputs() {
                     assert!((1..=10).contains(&l.quantity));
                 }
             }
-            Input::Payment { w_id, c_w_id, customer, amount_cents, .. } => {
+            Input::Payment {
+                w_id,
+                c_w_id,
+                customer,
+                amount_cents,
+                ..
+            } => {
                 pay += 1;
                 remote_pay += u64::from(c_w_id != w_id);
                 assert!((100..=500_000).contains(amount_cents));
@@ -93,10 +123,26 @@ fn the_mix_and_the_input_rules_hold_over_many_inputs() {
         let p = pct(kinds[k.index()], n);
         assert!((p - want[k.index()]).abs() < 0.5, "{k:?}: {p:.2}%");
     }
-    assert!((pct(rb, no) - 1.0).abs() < 0.2, "rollbacks {:.2}%", pct(rb, no));
-    assert!((pct(remote_lines, lines) - 1.0).abs() < 0.1, "remote lines {:.2}%", pct(remote_lines, lines));
-    assert!((pct(remote_pay, pay) - 15.0).abs() < 0.5, "remote payments {:.2}%", pct(remote_pay, pay));
-    assert!((pct(by_name, cust) - 60.0).abs() < 0.5, "by last name {:.2}%", pct(by_name, cust));
+    assert!(
+        (pct(rb, no) - 1.0).abs() < 0.2,
+        "rollbacks {:.2}%",
+        pct(rb, no)
+    );
+    assert!(
+        (pct(remote_lines, lines) - 1.0).abs() < 0.1,
+        "remote lines {:.2}%",
+        pct(remote_lines, lines)
+    );
+    assert!(
+        (pct(remote_pay, pay) - 15.0).abs() < 0.5,
+        "remote payments {:.2}%",
+        pct(remote_pay, pay)
+    );
+    assert!(
+        (pct(by_name, cust) - 60.0).abs() < 0.5,
+        "by last name {:.2}%",
+        pct(by_name, cust)
+    );
     // One warehouse: nothing is remote.
     let mut g1 = InputGen::new(TpccConfig::spec(1), run, 7, 0);
     for _ in 0..10_000 {
@@ -126,7 +172,16 @@ fn the_loader_populates_per_clause_4_3_3_1_and_the_check_passes_with_condition_1
     assert_eq!(rep.new_orders, 20 * 18);
     assert!(rep.order_lines >= 20 * 60 * 5 && rep.order_lines <= 20 * 60 * 15);
     let sp = TpccConfig::spec(1);
-    assert_eq!((sp.items, sp.customers_per_district, sp.orders_per_district, sp.new_orders_per_district, sp.delivered_per_district()), (100_000, 3000, 3000, 900, 2100));
+    assert_eq!(
+        (
+            sp.items,
+            sp.customers_per_district,
+            sp.orders_per_district,
+            sp.new_orders_per_district,
+            sp.delivered_per_district()
+        ),
+        (100_000, 3000, 3000, 900, 2100)
+    );
 }
 
 fn run(seed: u64, terminals: u32, txns: u64) -> (u64, [u64; 5], u64, u64, kits::tpcc::CheckReport) {
@@ -135,7 +190,9 @@ fn run(seed: u64, terminals: u32, txns: u64) -> (u64, [u64; 5], u64, u64, kits::
     let l = tpcc::load(&mut e, c, seed, |_| {}).unwrap();
     e.checkpoint().unwrap();
     let runc = NurandConsts::run_from(l.c_load, seed);
-    let mut terms: Vec<TpccTerminal> = (0..terminals).map(|i| TpccTerminal::new(i, l.h, c, runc, seed, Some(txns))).collect();
+    let mut terms: Vec<TpccTerminal> = (0..terminals)
+        .map(|i| TpccTerminal::new(i, l.h, c, runc, seed, Some(txns)))
+        .collect();
     let start = e.now();
     let st = run_virtual(&mut e, &mut terms, start, VirtualOptions::default()).unwrap();
     let mut by = [0u64; 5];
@@ -173,11 +230,29 @@ fn a_new_order_with_an_unused_item_rolls_back_without_a_trace() {
     let mut g = InputGen::new(c, run, 3, 0);
     let mut n = 0;
     while n < 5 {
-        let Input::NewOrder { w_id, d_id, c_id, mut lines, .. } = g.input_of(Kind::NewOrder) else { unreachable!() };
+        let Input::NewOrder {
+            w_id,
+            d_id,
+            c_id,
+            mut lines,
+            ..
+        } = g.input_of(Kind::NewOrder)
+        else {
+            unreachable!()
+        };
         lines.last_mut().unwrap().i_id = c.items + 1;
-        let input = Input::NewOrder { w_id, d_id, c_id, lines, rollback: true };
+        let input = Input::NewOrder {
+            w_id,
+            d_id,
+            c_id,
+            lines,
+            rollback: true,
+        };
         let t = e.begin().unwrap();
-        assert_eq!(execute(&mut e, &l.h, &c, t, &input).unwrap(), Outcome::RolledBack);
+        assert_eq!(
+            execute(&mut e, &l.h, &c, t, &input).unwrap(),
+            Outcome::RolledBack
+        );
         e.abort(t).unwrap();
         n += 1;
     }
@@ -186,9 +261,17 @@ fn a_new_order_with_an_unused_item_rolls_back_without_a_trace() {
     assert_eq!(before, after);
     // And a committed one does leave its order behind.
     let input = g.input_of(Kind::NewOrder);
-    let Input::NewOrder { rollback: false, .. } = input else { return };
+    let Input::NewOrder {
+        rollback: false, ..
+    } = input
+    else {
+        return;
+    };
     let t = e.begin().unwrap();
-    assert!(matches!(execute(&mut e, &l.h, &c, t, &input).unwrap(), Outcome::Commit { .. }));
+    assert!(matches!(
+        execute(&mut e, &l.h, &c, t, &input).unwrap(),
+        Outcome::Commit { .. }
+    ));
     e.commit(t).unwrap();
     let after2 = tpcc::check(&mut e, c, true).unwrap();
     assert!(after2.passed(), "{:#?}", after2.problems);
@@ -201,25 +284,58 @@ fn a_new_order_with_an_unused_item_rolls_back_without_a_trace() {
 #[test]
 fn one_full_warehouse_has_the_specified_population_and_stays_consistent() {
     let c = TpccConfig::spec(1);
-    let store = BlockPageStore::new(Box::new(ftl::MemDisk::new(1 << 16)), 4096, Some(1024)).unwrap();
-    let mut e = Engine::create(Box::new(store), EngineConfig { buffer_frames: 4096, ..EngineConfig::default() }).unwrap();
+    let store =
+        BlockPageStore::new(Box::new(ftl::MemDisk::new(1 << 16)), 4096, Some(1024)).unwrap();
+    let mut e = Engine::create(
+        Box::new(store),
+        EngineConfig {
+            buffer_frames: 4096,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
     let t0 = std::time::Instant::now();
     tpcc::load(&mut e, c, 1, |_| {}).unwrap();
     let load_s = t0.elapsed().as_secs_f64();
     let rep = tpcc::check(&mut e, c, true).unwrap();
-    eprintln!("one warehouse: load {load_s:.1} s, check {:.1} s", t0.elapsed().as_secs_f64() - load_s);
+    eprintln!(
+        "one warehouse: load {load_s:.1} s, check {:.1} s",
+        t0.elapsed().as_secs_f64() - load_s
+    );
     assert!(rep.passed(), "{:#?}", rep.problems);
-    assert_eq!((rep.items, rep.stock, rep.districts, rep.customers, rep.history), (100_000, 100_000, 10, 30_000, 30_000));
+    assert_eq!(
+        (
+            rep.items,
+            rep.stock,
+            rep.districts,
+            rep.customers,
+            rep.history
+        ),
+        (100_000, 100_000, 10, 30_000, 30_000)
+    );
     assert_eq!((rep.orders, rep.new_orders), (30_000, 9_000));
-    assert!(rep.order_lines > 280_000 && rep.order_lines < 320_000, "{} order lines (5-15 per order)", rep.order_lines);
+    assert!(
+        rep.order_lines > 280_000 && rep.order_lines < 320_000,
+        "{} order lines (5-15 per order)",
+        rep.order_lines
+    );
     let h = kits::tpcc::Handles::get(&e).unwrap();
     let run = NurandConsts::run_from(NurandConsts::load(1), 1);
-    let mut terms: Vec<TpccTerminal> = (0..2).map(|i| TpccTerminal::new(i, h, c, run, 1, Some(150))).collect();
+    let mut terms: Vec<TpccTerminal> = (0..2)
+        .map(|i| TpccTerminal::new(i, h, c, run, 1, Some(150)))
+        .collect();
     let start = e.now();
     run_virtual(&mut e, &mut terms, start, VirtualOptions::default()).unwrap();
-    let delivered: u64 = terms.iter().map(|t| t.counts.committed[Kind::Delivery.index()]).sum();
+    let delivered: u64 = terms
+        .iter()
+        .map(|t| t.counts.committed[Kind::Delivery.index()])
+        .sum();
     assert!(delivered > 0);
     let rep = tpcc::check(&mut e, c, false).unwrap();
     assert!(rep.passed(), "{:#?}", rep.problems);
-    assert_eq!(rep.new_orders + delivered * 10, 9_000 + terms.iter().map(|t| t.counts.committed[0]).sum::<u64>(), "each Delivery delivered one order in each of the 10 districts");
+    assert_eq!(
+        rep.new_orders + delivered * 10,
+        9_000 + terms.iter().map(|t| t.counts.committed[0]).sum::<u64>(),
+        "each Delivery delivered one order in each of the 10 districts"
+    );
 }

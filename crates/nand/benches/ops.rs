@@ -14,7 +14,10 @@ fn device(store: &str) -> Nand {
     let data = vec![0x5Au8; 4096];
     let mut at = 0;
     for p in 0..n.geometry().pages() {
-        at = n.program(at, Ppn(p), &data, &[], Purpose::Host).expect("fill").done_ns;
+        at = n
+            .program(at, Ppn(p), &data, &[], Purpose::Host)
+            .expect("fill")
+            .done_ns;
     }
     n
 }
@@ -32,7 +35,10 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 // A multiplicative stride visits pages in a scattered but cheap order.
                 i = i.wrapping_add(0x9E37_79B9) % pages;
-                at = n.read(at, Ppn(i), &mut buf, &mut [], Purpose::Host).expect("read").done_ns;
+                at = n
+                    .read(at, Ppn(i), &mut buf, &mut [], Purpose::Host)
+                    .expect("read")
+                    .done_ns;
             })
         });
         let data = vec![0xA5u8; 4096];
@@ -42,9 +48,15 @@ fn bench(c: &mut Criterion) {
                 let ppn = Ppn(p);
                 if p.is_multiple_of(64) {
                     let pbn = n.geometry().block_of(ppn);
-                    at = n.erase(at, pbn, nand::CellMode::Slc, Purpose::Host).expect("erase").done_ns;
+                    at = n
+                        .erase(at, pbn, nand::CellMode::Slc, Purpose::Host)
+                        .expect("erase")
+                        .done_ns;
                 }
-                at = n.program(at, ppn, &data, &[], Purpose::Host).expect("program").done_ns;
+                at = n
+                    .program(at, ppn, &data, &[], Purpose::Host)
+                    .expect("program")
+                    .done_ns;
                 p = (p + 1) % pages;
             })
         });

@@ -51,7 +51,9 @@ impl Default for RealClock {
 
 impl RealClock {
     pub fn new() -> Self {
-        RealClock { epoch: Instant::now() }
+        RealClock {
+            epoch: Instant::now(),
+        }
     }
 
     pub fn now_ns(&self) -> Nanos {
@@ -86,7 +88,10 @@ pub struct RealTimeNand {
 
 impl RealTimeNand {
     pub fn new(nand: crate::Nand) -> Self {
-        RealTimeNand { nand: Mutex::new(nand), clock: RealClock::new() }
+        RealTimeNand {
+            nand: Mutex::new(nand),
+            clock: RealClock::new(),
+        }
     }
 
     pub fn clock(&self) -> &RealClock {
@@ -95,9 +100,15 @@ impl RealTimeNand {
 
     /// Runs `op` at the current wall-clock time and waits until its modelled completion.
     /// `op` gets the device and the submit time and returns the completion time with its result.
-    pub fn run<T, E>(&self, op: impl FnOnce(&mut crate::Nand, Nanos) -> Result<(T, Nanos), E>) -> Result<T, E> {
+    pub fn run<T, E>(
+        &self,
+        op: impl FnOnce(&mut crate::Nand, Nanos) -> Result<(T, Nanos), E>,
+    ) -> Result<T, E> {
         let (value, done_ns) = {
-            let mut nand = self.nand.lock().unwrap_or_else(|poison| poison.into_inner());
+            let mut nand = self
+                .nand
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
             let at = self.clock.now_ns();
             op(&mut nand, at)?
         };
@@ -107,11 +118,16 @@ impl RealTimeNand {
 
     /// Direct access (statistics, fault plans, power control).
     pub fn with<T>(&self, f: impl FnOnce(&mut crate::Nand) -> T) -> T {
-        let mut nand = self.nand.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut nand = self
+            .nand
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         f(&mut nand)
     }
 
     pub fn into_inner(self) -> crate::Nand {
-        self.nand.into_inner().unwrap_or_else(|poison| poison.into_inner())
+        self.nand
+            .into_inner()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 }

@@ -202,7 +202,10 @@ fn default_seed() -> u64 {
 /// Presets embedded at build time: `(name, TOML text)`.
 pub const PRESETS: &[(&str, &str)] = &[
     ("noftl13", include_str!("../../../presets/noftl13.toml")),
-    ("mt29f16g08", include_str!("../../../presets/mt29f16g08.toml")),
+    (
+        "mt29f16g08",
+        include_str!("../../../presets/mt29f16g08.toml"),
+    ),
     ("mlc16k", include_str!("../../../presets/mlc16k.toml")),
     ("tlc16k", include_str!("../../../presets/tlc16k.toml")),
     ("tiny", include_str!("../../../presets/tiny.toml")),
@@ -214,20 +217,29 @@ pub const DEFAULT_PRESET: &str = "noftl13";
 impl DeviceConfig {
     /// A preset by name, with overrides applied, validated.
     pub fn preset(name: &str, overrides: &[String]) -> Result<Self, ConfigError> {
-        let text = PRESETS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).ok_or_else(|| {
-            let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-            ConfigError::UnknownPreset(name.to_string(), names.join(", "))
-        })?;
+        let text = PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+                ConfigError::UnknownPreset(name.to_string(), names.join(", "))
+            })?;
         Self::from_toml(text, overrides)
     }
 
     /// A config from TOML text, with `key=value` overrides applied, validated.
     pub fn from_toml(text: &str, overrides: &[String]) -> Result<Self, ConfigError> {
-        let mut value: toml::Value = text.parse::<toml::Table>().map(toml::Value::Table).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let mut value: toml::Value = text
+            .parse::<toml::Table>()
+            .map(toml::Value::Table)
+            .map_err(|e| ConfigError::Parse(e.to_string()))?;
         for item in overrides {
             apply_override(&mut value, item)?;
         }
-        let cfg: DeviceConfig = value.try_into().map_err(|e: toml::de::Error| ConfigError::Parse(e.to_string()))?;
+        let cfg: DeviceConfig = value
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Parse(e.to_string()))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -241,15 +253,28 @@ impl DeviceConfig {
         self.geometry.validate()?;
         let native = self.cell.native;
         if native == CellMode::Pslc {
-            return Err(ConfigError::invalid("cell.native", "must be slc, mlc or tlc (pslc is a block mode of mlc/tlc chips)"));
+            return Err(ConfigError::invalid(
+                "cell.native",
+                "must be slc, mlc or tlc (pslc is a block mode of mlc/tlc chips)",
+            ));
         }
         if self.cell.nop == 0 {
-            return Err(ConfigError::invalid("cell.nop", "must be at least 1 (one program per page)"));
+            return Err(ConfigError::invalid(
+                "cell.nop",
+                "must be at least 1 (one program per page)",
+            ));
         }
-        if !self.geometry.pages_per_block.is_multiple_of(native.bits_per_cell()) {
+        if !self
+            .geometry
+            .pages_per_block
+            .is_multiple_of(native.bits_per_cell())
+        {
             return Err(ConfigError::invalid(
                 "geometry.pages_per_block",
-                format!("must be a multiple of {} for {native} (whole word lines)", native.bits_per_cell()),
+                format!(
+                    "must be a multiple of {} for {native} (whole word lines)",
+                    native.bits_per_cell()
+                ),
             ));
         }
         let t = &self.timing;
@@ -257,14 +282,20 @@ impl DeviceConfig {
             if v.is_finite() && v > 0.0 && v < 1e9 {
                 Ok(())
             } else {
-                Err(ConfigError::invalid(field, format!("must be a positive finite time, got {v}")))
+                Err(ConfigError::invalid(
+                    field,
+                    format!("must be a positive finite time, got {v}"),
+                ))
             }
         };
         positive("timing.read_us", t.read_us)?;
         positive("timing.program_us", t.program_us)?;
         positive("timing.erase_us", t.erase_us)?;
         if !(t.bus_mt_per_s.is_finite() && t.bus_mt_per_s > 0.0) {
-            return Err(ConfigError::invalid("timing.bus_mt_per_s", "must be a positive rate"));
+            return Err(ConfigError::invalid(
+                "timing.bus_mt_per_s",
+                "must be a positive rate",
+            ));
         }
         let optional = [
             ("timing.read_middle_us", t.read_middle_us),
@@ -280,46 +311,87 @@ impl DeviceConfig {
                 positive(field, v)?;
             }
         }
-        for (field, v) in [("timing.oob_read_us", t.oob_read_us), ("timing.oob_program_us", t.oob_program_us)] {
+        for (field, v) in [
+            ("timing.oob_read_us", t.oob_read_us),
+            ("timing.oob_program_us", t.oob_program_us),
+        ] {
             if let Some(v) = v {
                 if !(v.is_finite() && (0.0..1e9).contains(&v)) {
-                    return Err(ConfigError::invalid(field, format!("must be a non-negative finite time, got {v}")));
+                    return Err(ConfigError::invalid(
+                        field,
+                        format!("must be a non-negative finite time, got {v}"),
+                    ));
                 }
             }
         }
         if self.cell.nop > 15 {
-            return Err(ConfigError::invalid("cell.nop", "at most 15 programs per page are tracked"));
+            return Err(ConfigError::invalid(
+                "cell.nop",
+                "at most 15 programs per page are tracked",
+            ));
         }
         if native != CellMode::Slc && t.program_upper_us.is_none() {
-            return Err(ConfigError::invalid("timing.program_upper_us", format!("is required for {native} chips")));
+            return Err(ConfigError::invalid(
+                "timing.program_upper_us",
+                format!("is required for {native} chips"),
+            ));
         }
         if native == CellMode::Tlc && t.program_middle_us.is_none() {
-            return Err(ConfigError::invalid("timing.program_middle_us", "is required for tlc chips"));
+            return Err(ConfigError::invalid(
+                "timing.program_middle_us",
+                "is required for tlc chips",
+            ));
         }
         if self.endurance.native_cycles == 0 {
-            return Err(ConfigError::invalid("endurance.native_cycles", "must be at least 1"));
+            return Err(ConfigError::invalid(
+                "endurance.native_cycles",
+                "must be at least 1",
+            ));
         }
         if self.endurance.pslc_cycles == Some(0) {
-            return Err(ConfigError::invalid("endurance.pslc_cycles", "must be at least 1"));
+            return Err(ConfigError::invalid(
+                "endurance.pslc_cycles",
+                "must be at least 1",
+            ));
         }
         let r = &self.reliability;
         if !(0.0..1.0).contains(&r.factory_bad_block_ratio) {
-            return Err(ConfigError::invalid("reliability.factory_bad_block_ratio", "must be in [0, 1)"));
+            return Err(ConfigError::invalid(
+                "reliability.factory_bad_block_ratio",
+                "must be in [0, 1)",
+            ));
         }
-        if r.ecc_codeword_bytes == 0 || !self.geometry.page_size_bytes.is_multiple_of(r.ecc_codeword_bytes) {
-            return Err(ConfigError::invalid("reliability.ecc_codeword_bytes", "must be at least 1 and divide the page size"));
+        if r.ecc_codeword_bytes == 0
+            || !self
+                .geometry
+                .page_size_bytes
+                .is_multiple_of(r.ecc_codeword_bytes)
+        {
+            return Err(ConfigError::invalid(
+                "reliability.ecc_codeword_bytes",
+                "must be at least 1 and divide the page size",
+            ));
         }
         for (field, v) in [
             ("reliability.rber_fresh", r.rber_fresh),
             ("reliability.rber_at_endurance", r.rber_at_endurance),
-            ("reliability.rber_retention_per_year", r.rber_retention_per_year),
+            (
+                "reliability.rber_retention_per_year",
+                r.rber_retention_per_year,
+            ),
         ] {
             if !(0.0..0.5).contains(&v) {
-                return Err(ConfigError::invalid(field, format!("must be a bit error rate in [0, 0.5), got {v}")));
+                return Err(ConfigError::invalid(
+                    field,
+                    format!("must be a bit error rate in [0, 0.5), got {v}"),
+                ));
             }
         }
         if !(r.rber_wear_exponent.is_finite() && r.rber_wear_exponent > 0.0) {
-            return Err(ConfigError::invalid("reliability.rber_wear_exponent", "must be positive"));
+            return Err(ConfigError::invalid(
+                "reliability.rber_wear_exponent",
+                "must be positive",
+            ));
         }
         let e = &self.energy;
         for (field, v) in [
@@ -331,7 +403,10 @@ impl DeviceConfig {
             ("energy.standby_ua", e.standby_ua),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(ConfigError::invalid(field, format!("must be a non-negative number, got {v}")));
+                return Err(ConfigError::invalid(
+                    field,
+                    format!("must be a non-negative number, got {v}"),
+                ));
             }
         }
         Ok(())
@@ -347,7 +422,10 @@ impl DeviceConfig {
 
     pub fn endurance_cycles(&self, mode: CellMode) -> u32 {
         match mode {
-            CellMode::Pslc => self.endurance.pslc_cycles.unwrap_or(self.endurance.native_cycles),
+            CellMode::Pslc => self
+                .endurance
+                .pslc_cycles
+                .unwrap_or(self.endurance.native_cycles),
             _ => self.endurance.native_cycles,
         }
     }
@@ -391,7 +469,10 @@ fn apply_override(root: &mut toml::Value, item: &str) -> Result<(), ConfigError>
         .ok_or_else(|| ConfigError::BadOverride(item.to_string(), "expected key=value".into()))?;
     let key = key.trim();
     if key.is_empty() {
-        return Err(ConfigError::BadOverride(item.to_string(), "empty key".into()));
+        return Err(ConfigError::BadOverride(
+            item.to_string(),
+            "empty key".into(),
+        ));
     }
     // A value is parsed as TOML (numbers, booleans, quoted strings); anything else is a bare string.
     let value = format!("v = {}", raw.trim())
@@ -402,20 +483,27 @@ fn apply_override(root: &mut toml::Value, item: &str) -> Result<(), ConfigError>
     let parts: Vec<&str> = key.split('.').collect();
     let mut node = root;
     for (i, part) in parts.iter().enumerate() {
-        let table = node
-            .as_table_mut()
-            .ok_or_else(|| ConfigError::BadOverride(item.to_string(), format!("'{}' is not a table", parts[..i].join("."))))?;
+        let table = node.as_table_mut().ok_or_else(|| {
+            ConfigError::BadOverride(
+                item.to_string(),
+                format!("'{}' is not a table", parts[..i].join(".")),
+            )
+        })?;
         if i + 1 == parts.len() {
             // Keep integer fields integer when the override is written as a whole float, and the
             // reverse, so that `--set timing.read_us=25` works for a float field.
             let fixed = match (table.get(*part), value) {
-                (Some(toml::Value::Float(_)), toml::Value::Integer(n)) => toml::Value::Float(n as f64),
+                (Some(toml::Value::Float(_)), toml::Value::Integer(n)) => {
+                    toml::Value::Float(n as f64)
+                }
                 (_, v) => v,
             };
             table.insert((*part).to_string(), fixed);
             return Ok(());
         }
-        node = table.entry((*part).to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        node = table
+            .entry((*part).to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
     }
     Ok(())
 }
@@ -427,18 +515,27 @@ mod tests {
     #[test]
     fn every_preset_is_valid() {
         for (name, _) in PRESETS {
-            let cfg = DeviceConfig::preset(name, &[]).unwrap_or_else(|e| panic!("preset {name}: {e}"));
+            let cfg =
+                DeviceConfig::preset(name, &[]).unwrap_or_else(|e| panic!("preset {name}: {e}"));
             assert_eq!(&cfg.name, name);
         }
     }
 
     #[test]
     fn overrides_reach_any_field_and_bad_ones_name_the_problem() {
-        let cfg = DeviceConfig::preset("noftl13", &["timing.read_us=25".into(), "geometry.channels=4".into()]).unwrap();
+        let cfg = DeviceConfig::preset(
+            "noftl13",
+            &["timing.read_us=25".into(), "geometry.channels=4".into()],
+        )
+        .unwrap();
         assert_eq!(cfg.timing.read_us, 25.0);
         assert_eq!(cfg.geometry.channels, 4);
-        let err = DeviceConfig::preset("noftl13", &["geometry.pages_per_block=0".into()]).unwrap_err();
-        assert!(err.to_string().contains("geometry.pages_per_block"), "{err}");
+        let err =
+            DeviceConfig::preset("noftl13", &["geometry.pages_per_block=0".into()]).unwrap_err();
+        assert!(
+            err.to_string().contains("geometry.pages_per_block"),
+            "{err}"
+        );
         let err = DeviceConfig::preset("noftl13", &["geometry.colour=3".into()]).unwrap_err();
         assert!(err.to_string().contains("colour"), "{err}");
         let err = DeviceConfig::preset("noftl13", &["nokey".into()]).unwrap_err();
@@ -453,7 +550,8 @@ mod tests {
 
     #[test]
     fn mlc_needs_upper_page_timing() {
-        let err = DeviceConfig::preset("mlc16k", &["timing.program_upper_us=0".into()]).unwrap_err();
+        let err =
+            DeviceConfig::preset("mlc16k", &["timing.program_upper_us=0".into()]).unwrap_err();
         assert!(err.to_string().contains("timing.program_upper_us"), "{err}");
     }
 
@@ -463,7 +561,10 @@ mod tests {
         assert_eq!(cfg.page_type(CellMode::Tlc, 0), PageType::Lower);
         assert_eq!(cfg.page_type(CellMode::Tlc, 4), PageType::Middle);
         assert_eq!(cfg.page_type(CellMode::Tlc, 5), PageType::Upper);
-        assert_eq!(cfg.pages_in_mode(CellMode::Pslc), cfg.geometry.pages_per_block / 3);
+        assert_eq!(
+            cfg.pages_in_mode(CellMode::Pslc),
+            cfg.geometry.pages_per_block / 3
+        );
         assert!(cfg.allows_mode(CellMode::Pslc));
         assert!(!cfg.allows_mode(CellMode::Mlc));
     }

@@ -28,10 +28,12 @@ use crate::config::{CellMode, DeviceConfig, PageType, StoreKind};
 use crate::error::{ConfigError, NandError};
 use crate::geometry::{DieId, Geometry, Pbn, Ppn};
 use crate::stats::{
-    BadBlockReport, EccReport, EnergyReport, EraseCountReport, LatencyReport, LatencySummary, OpKind, Purpose,
-    PurposeCounts, Stats, StatsReport, TraceEntry,
+    BadBlockReport, EccReport, EnergyReport, EraseCountReport, LatencyReport, LatencySummary,
+    OpKind, Purpose, PurposeCounts, Stats, StatsReport, TraceEntry,
 };
-use crate::store::{BlockMeta, BlockState, ImageStore, RamStore, Store, PAGE_PROGRAMS_MASK, PAGE_TORN};
+use crate::store::{
+    BlockMeta, BlockState, ImageStore, RamStore, Store, PAGE_PROGRAMS_MASK, PAGE_TORN,
+};
 use crate::timing::{Nanos, Phases, Slot, Timeline};
 
 /// When a request started and completed, in virtual nanoseconds.
@@ -100,8 +102,18 @@ impl Times {
         Times {
             cmd_ns: t.cmd_addr_ns,
             // Indexed by PageType: Slc, Lower, Middle, Upper.
-            read_ns: [read, read, t.read_middle_us.map_or(read_upper, us_to_ns), read_upper],
-            program_ns: [program, program, t.program_middle_us.map_or(program_upper, us_to_ns), program_upper],
+            read_ns: [
+                read,
+                read,
+                t.read_middle_us.map_or(read_upper, us_to_ns),
+                read_upper,
+            ],
+            program_ns: [
+                program,
+                program,
+                t.program_middle_us.map_or(program_upper, us_to_ns),
+                program_upper,
+            ],
             pslc_read_ns: t.pslc_read_us.map_or(read, us_to_ns),
             pslc_program_ns: t.pslc_program_us.map_or(program, us_to_ns),
             erase_ns: us_to_ns(t.erase_us),
@@ -188,7 +200,8 @@ impl Nand {
     /// A fresh device in memory (or metadata-only, per `cfg.store`).
     pub fn new(cfg: DeviceConfig) -> Result<Nand, ConfigError> {
         cfg.validate()?;
-        let store: Box<dyn Store> = Box::new(RamStore::new(&cfg.geometry, cfg.store == StoreKind::Ram));
+        let store: Box<dyn Store> =
+            Box::new(RamStore::new(&cfg.geometry, cfg.store == StoreKind::Ram));
         let blocks = Self::factory_blocks(&cfg);
         let pages = vec![0u8; cfg.geometry.pages() as usize];
         Ok(Self::assemble(cfg, blocks, pages, store, 0))
@@ -196,7 +209,8 @@ impl Nand {
 
     /// A fresh device kept in an image file at `path` (created or truncated).
     pub fn create_image(cfg: DeviceConfig, path: &std::path::Path) -> Result<Nand, NandError> {
-        cfg.validate().map_err(|e| NandError::Image(e.to_string()))?;
+        cfg.validate()
+            .map_err(|e| NandError::Image(e.to_string()))?;
         let blocks = Self::factory_blocks(&cfg);
         let store = ImageStore::create(path, &cfg, &blocks)?;
         let pages = vec![0u8; cfg.geometry.pages() as usize];
@@ -207,7 +221,13 @@ impl Nand {
     /// modes and the virtual clock.
     pub fn open_image(path: &std::path::Path) -> Result<Nand, NandError> {
         let (store, state) = ImageStore::open(path)?;
-        let mut nand = Self::assemble(state.config, state.blocks, state.page_states, Box::new(store), state.clock_ns);
+        let mut nand = Self::assemble(
+            state.config,
+            state.blocks,
+            state.page_states,
+            Box::new(store),
+            state.clock_ns,
+        );
         nand.store.save_clock(state.clock_ns, false);
         Ok(nand)
     }
@@ -225,7 +245,11 @@ impl Nand {
                     erase_count: 0,
                     wear_ppt: 0,
                     mode: cfg.cell.native,
-                    state: if bad { BlockState::FactoryBad } else { BlockState::Good },
+                    state: if bad {
+                        BlockState::FactoryBad
+                    } else {
+                        BlockState::Good
+                    },
                     next_page: 0,
                     programmed_at_ns: 0,
                 }
@@ -233,7 +257,13 @@ impl Nand {
             .collect()
     }
 
-    fn assemble(cfg: DeviceConfig, blocks: Vec<BlockMeta>, pages: Vec<u8>, store: Box<dyn Store>, clock_ns: Nanos) -> Nand {
+    fn assemble(
+        cfg: DeviceConfig,
+        blocks: Vec<BlockMeta>,
+        pages: Vec<u8>,
+        store: Box<dyn Store>,
+        clock_ns: Nanos,
+    ) -> Nand {
         let geo = cfg.geometry.clone();
         let mut timeline = Timeline::new(geo.channels, geo.dies());
         timeline.set_horizon_ns(clock_ns);
@@ -319,7 +349,10 @@ impl Nand {
     }
 
     pub fn block_info(&self, pbn: Pbn) -> Result<BlockInfo, NandError> {
-        let m = self.blocks.get(pbn.0 as usize).ok_or(NandError::BlockOutOfRange(pbn, self.geo.blocks()))?;
+        let m = self
+            .blocks
+            .get(pbn.0 as usize)
+            .ok_or(NandError::BlockOutOfRange(pbn, self.geo.blocks()))?;
         Ok(BlockInfo {
             erase_count: m.erase_count,
             mode: m.mode,
@@ -332,12 +365,16 @@ impl Nand {
 
     /// True if the block refuses programs and erases (factory or grown bad).
     pub fn is_bad(&self, pbn: Pbn) -> bool {
-        self.blocks.get(pbn.0 as usize).is_some_and(|m| matches!(m.state, BlockState::FactoryBad | BlockState::GrownBad))
+        self.blocks
+            .get(pbn.0 as usize)
+            .is_some_and(|m| matches!(m.state, BlockState::FactoryBad | BlockState::GrownBad))
     }
 
     /// How many times a page was programmed since its block's erase (0: erased).
     pub fn page_programs(&self, ppn: Ppn) -> u8 {
-        self.pages.get(ppn.0 as usize).map_or(0, |s| s & PAGE_PROGRAMS_MASK)
+        self.pages
+            .get(ppn.0 as usize)
+            .map_or(0, |s| s & PAGE_PROGRAMS_MASK)
     }
 
     // ----- rules -----------------------------------------------------------------------------
@@ -364,7 +401,12 @@ impl Nand {
         let m = &self.blocks[pbn.0 as usize];
         let usable = self.usable_pages[mode_index(m.mode)];
         if page >= usable {
-            return Err(NandError::PageBeyondMode { pbn, page, usable, mode: m.mode });
+            return Err(NandError::PageBeyondMode {
+                pbn,
+                page,
+                usable,
+                mode: m.mode,
+            });
         }
         Ok(m)
     }
@@ -382,12 +424,22 @@ impl Nand {
         if got == expected {
             Ok(())
         } else {
-            Err(NandError::BufferSize { what, expected, got })
+            Err(NandError::BufferSize {
+                what,
+                expected,
+                got,
+            })
         }
     }
 
     /// Checks a (partial) program against invariant 3. Returns whether the page is erased.
-    fn check_program(&self, ppn: Ppn, pbn: Pbn, page: u32, partial: Option<(usize, &[u8], usize, &[u8])>) -> Result<bool, NandError> {
+    fn check_program(
+        &self,
+        ppn: Ppn,
+        pbn: Pbn,
+        page: u32,
+        partial: Option<(usize, &[u8], usize, &[u8])>,
+    ) -> Result<bool, NandError> {
         self.check_writable(pbn)?;
         let m = self.check_in_mode(pbn, page)?;
         let state = self.pages[ppn.0 as usize];
@@ -416,11 +468,19 @@ impl Nand {
         let view = self.store.page(ppn);
         if let Some(old) = view.data {
             if let Some(i) = first_set_over_cleared(&old[data_off..data_off + data.len()], data) {
-                return Err(NandError::WouldSetBits { ppn, area: "data", offset: data_off + i });
+                return Err(NandError::WouldSetBits {
+                    ppn,
+                    area: "data",
+                    offset: data_off + i,
+                });
             }
         }
         if let Some(i) = first_set_over_cleared(&view.oob[oob_off..oob_off + oob.len()], oob) {
-            return Err(NandError::WouldSetBits { ppn, area: "oob", offset: oob_off + i });
+            return Err(NandError::WouldSetBits {
+                ppn,
+                area: "oob",
+                offset: oob_off + i,
+            });
         }
         Ok(false)
     }
@@ -441,7 +501,8 @@ impl Nand {
         }
         self.op_seq += 1;
         self.timeline.commit(channel, die.0, at_ns, p, slot);
-        let interrupted = self.plan.cut_at_op == Some(self.op_seq) || self.plan.cut_at_ns.is_some_and(|cut| slot.done_ns > cut);
+        let interrupted = self.plan.cut_at_op == Some(self.op_seq)
+            || self.plan.cut_at_ns.is_some_and(|cut| slot.done_ns > cut);
         let fate = if interrupted {
             Fate::Interrupted
         } else if self.plan.fail_op == Some(self.op_seq) {
@@ -461,7 +522,17 @@ impl Nand {
 
     /// Charges the energy of an operation's phases and counts it.
     #[allow(clippy::too_many_arguments)]
-    fn account(&mut self, op: OpKind, purpose: Purpose, address: u64, die: DieId, at_ns: Nanos, p: Phases, slot: Slot, status: &Result<(), NandError>) {
+    fn account(
+        &mut self,
+        op: OpKind,
+        purpose: Purpose,
+        address: u64,
+        die: DieId,
+        at_ns: Nanos,
+        p: Phases,
+        slot: Slot,
+        status: &Result<(), NandError>,
+    ) {
         let e = &self.cfg.energy;
         let array_ma = match op {
             OpKind::Read | OpKind::OobRead => e.read_ma,
@@ -469,7 +540,8 @@ impl Nand {
             OpKind::Erase => e.erase_ma,
         };
         let bus_ns = (p.cmd_ns + p.bus_in_ns + p.bus_out_ns) as f64;
-        self.stats.active_joules += e.vcc_volts * (array_ma * p.array_ns as f64 + e.bus_ma * bus_ns) * 1e-12;
+        self.stats.active_joules +=
+            e.vcc_volts * (array_ma * p.array_ns as f64 + e.bus_ma * bus_ns) * 1e-12;
         self.stats.count(op, purpose, slot.done_ns - at_ns);
         if self.cfg.trace_entries > self.trace.len() {
             self.trace.push(TraceEntry {
@@ -502,7 +574,9 @@ impl Nand {
     /// Effects of a program interrupted by power loss (invariant 6).
     fn tear(&mut self, ppn: Ppn, pbn: Pbn, page: u32, at_ns: Nanos) {
         let m = self.blocks[pbn.0 as usize];
-        let programs = (self.pages[ppn.0 as usize] & PAGE_PROGRAMS_MASK).saturating_add(1).min(PAGE_PROGRAMS_MASK);
+        let programs = (self.pages[ppn.0 as usize] & PAGE_PROGRAMS_MASK)
+            .saturating_add(1)
+            .min(PAGE_PROGRAMS_MASK);
         self.set_page_state(ppn, programs | PAGE_TORN);
         // Pages below on the same word line lose their charge state too (paired-page corruption).
         let siblings = match self.cfg.page_type(m.mode, page) {
@@ -545,7 +619,9 @@ impl Nand {
         } else {
             wear.powf(r.rber_wear_exponent)
         };
-        let rate = r.rber_fresh + (r.rber_at_endurance - r.rber_fresh) * wear_term + r.rber_retention_per_year * years * (1.0 + wear);
+        let rate = r.rber_fresh
+            + (r.rber_at_endurance - r.rber_fresh) * wear_term
+            + r.rber_retention_per_year * years * (1.0 + wear);
         rate.clamp(0.0, 0.5)
     }
 
@@ -584,7 +660,14 @@ impl Nand {
 
     /// Reads a page: `data` (empty, or the page size) and `oob` (empty, or the OOB size).
     /// With an empty `data` this is an OOB-only read.
-    pub fn read(&mut self, at_ns: Nanos, ppn: Ppn, data: &mut [u8], oob: &mut [u8], purpose: Purpose) -> Result<Done, NandError> {
+    pub fn read(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        data: &mut [u8],
+        oob: &mut [u8],
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         self.check_powered()?;
         let (pbn, page) = self.locate(ppn)?;
         if !data.is_empty() {
@@ -596,11 +679,24 @@ impl Nand {
         let m = *self.check_in_mode(pbn, page)?;
         let oob_only = data.is_empty();
         let (op, array_ns) = if oob_only {
-            (OpKind::OobRead, self.times.oob_read_ns.unwrap_or_else(|| self.times.read(m.mode, self.cfg.page_type(m.mode, page))))
+            (
+                OpKind::OobRead,
+                self.times
+                    .oob_read_ns
+                    .unwrap_or_else(|| self.times.read(m.mode, self.cfg.page_type(m.mode, page))),
+            )
         } else {
-            (OpKind::Read, self.times.read(m.mode, self.cfg.page_type(m.mode, page)))
+            (
+                OpKind::Read,
+                self.times.read(m.mode, self.cfg.page_type(m.mode, page)),
+            )
         };
-        let p = Phases { cmd_ns: self.times.cmd_ns, bus_in_ns: 0, array_ns, bus_out_ns: self.times.bus_ns(data.len() + oob.len()) };
+        let p = Phases {
+            cmd_ns: self.times.cmd_ns,
+            bus_in_ns: 0,
+            array_ns,
+            bus_out_ns: self.times.bus_ns(data.len() + oob.len()),
+        };
         let die = self.geo.die_of_block(pbn);
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let result = match fate {
@@ -610,23 +706,45 @@ impl Nand {
             }
             Fate::MediaFail => {
                 self.stats.uncorrectable_reads += 1;
-                Err(NandError::Uncorrectable { ppn, bit_errors: self.cfg.reliability.ecc_correctable_bits + 1, correctable: self.cfg.reliability.ecc_correctable_bits })
+                Err(NandError::Uncorrectable {
+                    ppn,
+                    bit_errors: self.cfg.reliability.ecc_correctable_bits + 1,
+                    correctable: self.cfg.reliability.ecc_correctable_bits,
+                })
             }
             Fate::Completes => self.deliver(at_ns, ppn, pbn, page, &m, data, oob),
         };
         self.account(op, purpose, ppn.0, die, at_ns, p, slot, &result);
-        result.map(|()| Done { start_ns: slot.start_ns, done_ns: slot.done_ns })
+        result.map(|()| Done {
+            start_ns: slot.start_ns,
+            done_ns: slot.done_ns,
+        })
     }
 
     /// Reads only the OOB bytes of a page.
-    pub fn read_oob(&mut self, at_ns: Nanos, ppn: Ppn, oob: &mut [u8], purpose: Purpose) -> Result<Done, NandError> {
+    pub fn read_oob(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        oob: &mut [u8],
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         Self::check_len("oob", oob.len(), self.geo.oob_size_bytes as usize)?;
         self.read(at_ns, ppn, &mut [], oob, purpose)
     }
 
     /// The media outcome of a read that reached the chips: bytes, or an error (invariant 4).
     #[allow(clippy::too_many_arguments)]
-    fn deliver(&mut self, at_ns: Nanos, ppn: Ppn, pbn: Pbn, page: u32, m: &BlockMeta, data: &mut [u8], oob: &mut [u8]) -> Result<(), NandError> {
+    fn deliver(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        pbn: Pbn,
+        page: u32,
+        m: &BlockMeta,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<(), NandError> {
         if m.state == BlockState::NeedsErase {
             return Err(NandError::NeedsErase(pbn));
         }
@@ -649,7 +767,11 @@ impl Nand {
         let correctable = self.cfg.reliability.ecc_correctable_bits;
         if worst > correctable {
             self.stats.uncorrectable_reads += 1;
-            return Err(NandError::Uncorrectable { ppn, bit_errors: worst, correctable });
+            return Err(NandError::Uncorrectable {
+                ppn,
+                bit_errors: worst,
+                correctable,
+            });
         }
         if bits > 0 {
             self.stats.corrected_bits += u64::from(bits);
@@ -667,7 +789,14 @@ impl Nand {
 
     /// Programs an erased page with a full page of data and, optionally, its OOB bytes (an empty
     /// `oob` leaves them erased).
-    pub fn program(&mut self, at_ns: Nanos, ppn: Ppn, data: &[u8], oob: &[u8], purpose: Purpose) -> Result<Done, NandError> {
+    pub fn program(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        data: &[u8],
+        oob: &[u8],
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         self.check_powered()?;
         let (pbn, page) = self.locate(ppn)?;
         Self::check_len("data", data.len(), self.geo.page_size_bytes as usize)?;
@@ -675,34 +804,85 @@ impl Nand {
             Self::check_len("oob", oob.len(), self.geo.oob_size_bytes as usize)?;
         }
         self.check_program(ppn, pbn, page, None)?;
-        self.program_checked(at_ns, ppn, pbn, page, true, (0, data, 0, oob), OpKind::Program, purpose)
+        self.program_checked(
+            at_ns,
+            ppn,
+            pbn,
+            page,
+            true,
+            (0, data, 0, oob),
+            OpKind::Program,
+            purpose,
+        )
     }
 
     /// Programs a byte range of a page's data and/or OOB. On an erased page this is its first
     /// program; on a programmed SLC/pSLC page it adds bits (In-Place Appends build on this).
     #[allow(clippy::too_many_arguments)]
-    pub fn partial_program(&mut self, at_ns: Nanos, ppn: Ppn, data_off: usize, data: &[u8], oob_off: usize, oob: &[u8], purpose: Purpose) -> Result<Done, NandError> {
+    pub fn partial_program(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        data_off: usize,
+        data: &[u8],
+        oob_off: usize,
+        oob: &[u8],
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         self.check_powered()?;
         let (pbn, page) = self.locate(ppn)?;
         if data.is_empty() && oob.is_empty() {
             return Err(NandError::EmptyProgram);
         }
-        check_range("data", data_off, data.len(), self.geo.page_size_bytes as usize)?;
+        check_range(
+            "data",
+            data_off,
+            data.len(),
+            self.geo.page_size_bytes as usize,
+        )?;
         check_range("oob", oob_off, oob.len(), self.geo.oob_size_bytes as usize)?;
         let fresh = self.check_program(ppn, pbn, page, Some((data_off, data, oob_off, oob)))?;
-        let op = if data.is_empty() { OpKind::OobWrite } else { OpKind::PartialProgram };
-        self.program_checked(at_ns, ppn, pbn, page, fresh, (data_off, data, oob_off, oob), op, purpose)
+        let op = if data.is_empty() {
+            OpKind::OobWrite
+        } else {
+            OpKind::PartialProgram
+        };
+        self.program_checked(
+            at_ns,
+            ppn,
+            pbn,
+            page,
+            fresh,
+            (data_off, data, oob_off, oob),
+            op,
+            purpose,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn program_checked(&mut self, at_ns: Nanos, ppn: Ppn, pbn: Pbn, page: u32, fresh: bool, bytes: (usize, &[u8], usize, &[u8]), op: OpKind, purpose: Purpose) -> Result<Done, NandError> {
+    fn program_checked(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        pbn: Pbn,
+        page: u32,
+        fresh: bool,
+        bytes: (usize, &[u8], usize, &[u8]),
+        op: OpKind,
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         let (data_off, data, oob_off, oob) = bytes;
         let mode = self.blocks[pbn.0 as usize].mode;
         let array_ns = match (op, self.times.oob_program_ns) {
             (OpKind::OobWrite, Some(t)) => t,
             _ => self.times.program(mode, self.cfg.page_type(mode, page)),
         };
-        let p = Phases { cmd_ns: self.times.cmd_ns, bus_in_ns: self.times.bus_ns(data.len() + oob.len()), array_ns, bus_out_ns: 0 };
+        let p = Phases {
+            cmd_ns: self.times.cmd_ns,
+            bus_in_ns: self.times.bus_ns(data.len() + oob.len()),
+            array_ns,
+            bus_out_ns: 0,
+        };
         let die = self.geo.die_of_block(pbn);
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let result = match fate {
@@ -728,22 +908,48 @@ impl Nand {
             }
         };
         self.account(op, purpose, ppn.0, die, at_ns, p, slot, &result);
-        result.map(|()| Done { start_ns: slot.start_ns, done_ns: slot.done_ns })
+        result.map(|()| Done {
+            start_ns: slot.start_ns,
+            done_ns: slot.done_ns,
+        })
     }
 
     /// Erases a block into `mode` (the chip's native mode, or pSLC on MLC/TLC chips).
-    pub fn erase(&mut self, at_ns: Nanos, pbn: Pbn, mode: CellMode, purpose: Purpose) -> Result<Done, NandError> {
+    pub fn erase(
+        &mut self,
+        at_ns: Nanos,
+        pbn: Pbn,
+        mode: CellMode,
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         self.check_powered()?;
         self.check_erase(pbn, mode)?;
-        let p = Phases { cmd_ns: self.times.cmd_ns, bus_in_ns: 0, array_ns: self.times.erase(mode), bus_out_ns: 0 };
+        let p = Phases {
+            cmd_ns: self.times.cmd_ns,
+            bus_in_ns: 0,
+            array_ns: self.times.erase(mode),
+            bus_out_ns: 0,
+        };
         let die = self.geo.die_of_block(pbn);
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let result = self.erase_outcome(pbn, mode, fate);
         if fate == Fate::Interrupted {
             return Err(NandError::PowerLost);
         }
-        self.account(OpKind::Erase, purpose, u64::from(pbn.0), die, at_ns, p, slot, &result);
-        result.map(|()| Done { start_ns: slot.start_ns, done_ns: slot.done_ns })
+        self.account(
+            OpKind::Erase,
+            purpose,
+            u64::from(pbn.0),
+            die,
+            at_ns,
+            p,
+            slot,
+            &result,
+        );
+        result.map(|()| Done {
+            start_ns: slot.start_ns,
+            done_ns: slot.done_ns,
+        })
     }
 
     fn check_erase(&self, pbn: Pbn, mode: CellMode) -> Result<(), NandError> {
@@ -751,7 +957,11 @@ impl Nand {
             return Err(NandError::BlockOutOfRange(pbn, self.geo.blocks()));
         }
         if !self.cfg.allows_mode(mode) {
-            return Err(NandError::ModeUnsupported { pbn, mode, native: self.cfg.cell.native });
+            return Err(NandError::ModeUnsupported {
+                pbn,
+                mode,
+                native: self.cfg.cell.native,
+            });
         }
         match self.blocks[pbn.0 as usize].state {
             BlockState::FactoryBad | BlockState::GrownBad => Err(NandError::BadBlock(pbn)),
@@ -767,7 +977,11 @@ impl Nand {
             self.blocks[pbn.0 as usize].state = BlockState::GrownBad;
             self.save_block(pbn);
             self.stats.failed_erases += 1;
-            return Err(NandError::WornOut { pbn, erase_count: m.erase_count, endurance: self.cfg.endurance_cycles(mode) });
+            return Err(NandError::WornOut {
+                pbn,
+                erase_count: m.erase_count,
+                endurance: self.cfg.endurance_cycles(mode),
+            });
         }
         let first = self.geo.first_page(pbn).0 as usize;
         let n = self.geo.pages_per_block as usize;
@@ -807,7 +1021,10 @@ impl Nand {
     fn check_planes(&self, pbns: impl Iterator<Item = Pbn> + Clone) -> Result<DieId, NandError> {
         let count = pbns.clone().count();
         if count == 0 || count > self.geo.planes_per_die as usize {
-            return Err(NandError::MultiPlane(format!("{count} pages for a die of {} planes", self.geo.planes_per_die)));
+            return Err(NandError::MultiPlane(format!(
+                "{count} pages for a die of {} planes",
+                self.geo.planes_per_die
+            )));
         }
         let mut planes_seen = 0u64;
         let mut die = None;
@@ -829,7 +1046,12 @@ impl Nand {
     }
 
     /// Programs one full page on each of several planes of one die at once: one array time.
-    pub fn program_multi_plane(&mut self, at_ns: Nanos, pages: &[(Ppn, &[u8], &[u8])], purpose: Purpose) -> Result<Done, NandError> {
+    pub fn program_multi_plane(
+        &mut self,
+        at_ns: Nanos,
+        pages: &[(Ppn, &[u8], &[u8])],
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         self.check_powered()?;
         for &(ppn, _, _) in pages {
             self.locate(ppn)?;
@@ -842,7 +1064,9 @@ impl Nand {
         for &(ppn, data, oob) in pages {
             let (pbn, page) = self.locate(ppn)?;
             if page != page_index {
-                return Err(NandError::MultiPlane("all pages must have the same page index".into()));
+                return Err(NandError::MultiPlane(
+                    "all pages must have the same page index".into(),
+                ));
             }
             Self::check_len("data", data.len(), self.geo.page_size_bytes as usize)?;
             if !oob.is_empty() {
@@ -854,7 +1078,12 @@ impl Nand {
             cmd_ns += self.times.cmd_ns;
             bus_ns += self.times.bus_ns(data.len() + oob.len());
         }
-        let p = Phases { cmd_ns, bus_in_ns: bus_ns, array_ns, bus_out_ns: 0 };
+        let p = Phases {
+            cmd_ns,
+            bus_in_ns: bus_ns,
+            array_ns,
+            bus_out_ns: 0,
+        };
         let (slot, fate) = self.begin(at_ns, die, p)?;
         if fate == Fate::Interrupted {
             for &(ppn, _, _) in pages {
@@ -881,14 +1110,31 @@ impl Nand {
             self.stats.bytes_programmed += (data.len() + oob.len()) as u64;
         }
         for &(ppn, _, _) in pages {
-            self.account(OpKind::Program, purpose, ppn.0, die, at_ns, p, slot, &result);
+            self.account(
+                OpKind::Program,
+                purpose,
+                ppn.0,
+                die,
+                at_ns,
+                p,
+                slot,
+                &result,
+            );
         }
-        result.map(|()| Done { start_ns: slot.start_ns, done_ns: slot.done_ns })
+        result.map(|()| Done {
+            start_ns: slot.start_ns,
+            done_ns: slot.done_ns,
+        })
     }
 
     /// Reads one page on each of several planes of one die at once: one array time, then the
     /// transfers one after the other. Buffers as for `read`; every page must deliver for `Ok`.
-    pub fn read_multi_plane(&mut self, at_ns: Nanos, pages: &mut [(Ppn, &mut [u8], &mut [u8])], purpose: Purpose) -> Result<Done, NandError> {
+    pub fn read_multi_plane(
+        &mut self,
+        at_ns: Nanos,
+        pages: &mut [(Ppn, &mut [u8], &mut [u8])],
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         self.check_powered()?;
         for (ppn, _, _) in pages.iter() {
             self.locate(*ppn)?;
@@ -906,7 +1152,12 @@ impl Nand {
             bus_in += self.times.cmd_ns;
             bus_out += self.times.bus_ns(data.len() + oob.len());
         }
-        let p = Phases { cmd_ns: bus_in, bus_in_ns: 0, array_ns, bus_out_ns: bus_out };
+        let p = Phases {
+            cmd_ns: bus_in,
+            bus_in_ns: 0,
+            array_ns,
+            bus_out_ns: bus_out,
+        };
         let (slot, fate) = self.begin(at_ns, die, p)?;
         if fate == Fate::Interrupted {
             self.lose_power();
@@ -918,7 +1169,11 @@ impl Nand {
             let m = self.blocks[pbn.0 as usize];
             let r = if fate == Fate::MediaFail && i == 0 {
                 self.stats.uncorrectable_reads += 1;
-                Err(NandError::Uncorrectable { ppn: *ppn, bit_errors: self.cfg.reliability.ecc_correctable_bits + 1, correctable: self.cfg.reliability.ecc_correctable_bits })
+                Err(NandError::Uncorrectable {
+                    ppn: *ppn,
+                    bit_errors: self.cfg.reliability.ecc_correctable_bits + 1,
+                    correctable: self.cfg.reliability.ecc_correctable_bits,
+                })
             } else {
                 self.deliver(at_ns, *ppn, pbn, page, &m, data, oob)
             };
@@ -927,24 +1182,51 @@ impl Nand {
                 result = r;
             }
         }
-        result.map(|()| Done { start_ns: slot.start_ns, done_ns: slot.done_ns })
+        result.map(|()| Done {
+            start_ns: slot.start_ns,
+            done_ns: slot.done_ns,
+        })
     }
 
     /// Erases one block on each of several planes of one die at once.
-    pub fn erase_multi_plane(&mut self, at_ns: Nanos, pbns: &[Pbn], mode: CellMode, purpose: Purpose) -> Result<Done, NandError> {
+    pub fn erase_multi_plane(
+        &mut self,
+        at_ns: Nanos,
+        pbns: &[Pbn],
+        mode: CellMode,
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
         self.check_powered()?;
         let die = self.check_planes(pbns.iter().copied())?;
         for &pbn in pbns {
             self.check_erase(pbn, mode)?;
         }
-        let p = Phases { cmd_ns: self.times.cmd_ns * pbns.len() as u64, bus_in_ns: 0, array_ns: self.times.erase(mode), bus_out_ns: 0 };
+        let p = Phases {
+            cmd_ns: self.times.cmd_ns * pbns.len() as u64,
+            bus_in_ns: 0,
+            array_ns: self.times.erase(mode),
+            bus_out_ns: 0,
+        };
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let mut result = Ok(());
         for (i, &pbn) in pbns.iter().enumerate() {
-            let f = if fate == Fate::MediaFail && i > 0 { Fate::Completes } else { fate };
+            let f = if fate == Fate::MediaFail && i > 0 {
+                Fate::Completes
+            } else {
+                fate
+            };
             let r = self.erase_outcome_quiet(pbn, mode, f);
             if fate != Fate::Interrupted {
-                self.account(OpKind::Erase, purpose, u64::from(pbn.0), die, at_ns, p, slot, &r);
+                self.account(
+                    OpKind::Erase,
+                    purpose,
+                    u64::from(pbn.0),
+                    die,
+                    at_ns,
+                    p,
+                    slot,
+                    &r,
+                );
             }
             if result.is_ok() {
                 result = r;
@@ -954,11 +1236,19 @@ impl Nand {
             self.lose_power();
             return Err(NandError::PowerLost);
         }
-        result.map(|()| Done { start_ns: slot.start_ns, done_ns: slot.done_ns })
+        result.map(|()| Done {
+            start_ns: slot.start_ns,
+            done_ns: slot.done_ns,
+        })
     }
 
     /// `erase_outcome` without cutting power (the group cuts it once).
-    fn erase_outcome_quiet(&mut self, pbn: Pbn, mode: CellMode, fate: Fate) -> Result<(), NandError> {
+    fn erase_outcome_quiet(
+        &mut self,
+        pbn: Pbn,
+        mode: CellMode,
+        fate: Fate,
+    ) -> Result<(), NandError> {
         if fate == Fate::Interrupted {
             let first = self.geo.first_page(pbn).0;
             for i in first..first + u64::from(self.geo.pages_per_block) {
@@ -1012,7 +1302,10 @@ impl Nand {
             flash: self.stats.flash_counts(),
             by_purpose: Purpose::ALL
                 .iter()
-                .map(|&p| PurposeCounts { purpose: p, counts: self.stats.flash_counts_for(p) })
+                .map(|&p| PurposeCounts {
+                    purpose: p,
+                    counts: self.stats.flash_counts_for(p),
+                })
                 .filter(|p| p.counts != Default::default())
                 .collect(),
             bytes_read: self.stats.bytes_read,
@@ -1036,7 +1329,9 @@ impl Nand {
             latency_us: LatencyReport {
                 read: LatencySummary::from_ns_histogram(self.stats.latency(OpKind::Read)),
                 program: LatencySummary::from_ns_histogram(self.stats.latency(OpKind::Program)),
-                partial_program: LatencySummary::from_ns_histogram(self.stats.latency(OpKind::PartialProgram)),
+                partial_program: LatencySummary::from_ns_histogram(
+                    self.stats.latency(OpKind::PartialProgram),
+                ),
                 erase: LatencySummary::from_ns_histogram(self.stats.latency(OpKind::Erase)),
             },
             energy: EnergyReport {
@@ -1044,7 +1339,11 @@ impl Nand {
                 idle_joules,
                 total_joules: self.stats.active_joules + idle_joules,
             },
-            die_utilization: if horizon == 0 { 0.0 } else { busy as f64 / (dies * horizon) as f64 },
+            die_utilization: if horizon == 0 {
+                0.0
+            } else {
+                busy as f64 / (dies * horizon) as f64
+            },
         }
     }
 }
@@ -1058,10 +1357,20 @@ impl Drop for Nand {
     }
 }
 
-fn check_range(area: &'static str, offset: usize, len: usize, size: usize) -> Result<(), NandError> {
+fn check_range(
+    area: &'static str,
+    offset: usize,
+    len: usize,
+    size: usize,
+) -> Result<(), NandError> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
-        _ => Err(NandError::RangeOutOfArea { area, offset, end: offset.saturating_add(len), size }),
+        _ => Err(NandError::RangeOutOfArea {
+            area,
+            offset,
+            end: offset.saturating_add(len),
+            size,
+        }),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Typed errors. Every refused operation changes nothing on the device (see `device.rs`, invariant 1).
 
-use crate::geometry::{Pbn, Ppn};
 use crate::config::CellMode;
+use crate::geometry::{Pbn, Ppn};
 
 /// A configuration that cannot describe a device. Names the offending field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -18,7 +18,10 @@ pub enum ConfigError {
 
 impl ConfigError {
     pub fn invalid(field: &str, reason: impl Into<String>) -> Self {
-        ConfigError::Invalid { field: field.to_string(), reason: reason.into() }
+        ConfigError::Invalid {
+            field: field.to_string(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -30,11 +33,25 @@ pub enum NandError {
     #[error("block {0:?} is beyond the device ({1} blocks)")]
     BlockOutOfRange(Pbn, u32),
     #[error("page {page} of block {pbn:?} is beyond the {usable} usable pages of a {mode} block")]
-    PageBeyondMode { pbn: Pbn, page: u32, usable: u32, mode: CellMode },
+    PageBeyondMode {
+        pbn: Pbn,
+        page: u32,
+        usable: u32,
+        mode: CellMode,
+    },
     #[error("{what} buffer holds {got} bytes, the operation needs {expected}")]
-    BufferSize { what: &'static str, expected: usize, got: usize },
+    BufferSize {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
     #[error("byte range {offset}..{end} is beyond the {size}-byte {area}")]
-    RangeOutOfArea { area: &'static str, offset: usize, end: usize, size: usize },
+    RangeOutOfArea {
+        area: &'static str,
+        offset: usize,
+        end: usize,
+        size: usize,
+    },
     #[error("page {ppn:?} is already programmed; only a partial program may add to it")]
     AlreadyProgrammed { ppn: Ppn },
     #[error("page {ppn:?} programmed out of order: block {pbn:?} accepts pages from {next} on")]
@@ -44,17 +61,35 @@ pub enum NandError {
     #[error("page {ppn:?} has had {limit} programs, the partial-program limit (NOP) of its mode")]
     NopExceeded { ppn: Ppn, limit: u8 },
     #[error("partial program of page {ppn:?} would turn programmed bits back to erased at {area} byte {offset}")]
-    WouldSetBits { ppn: Ppn, area: &'static str, offset: usize },
+    WouldSetBits {
+        ppn: Ppn,
+        area: &'static str,
+        offset: usize,
+    },
     #[error("block {pbn:?} cannot be erased as {mode}: the chip is {native}")]
-    ModeUnsupported { pbn: Pbn, mode: CellMode, native: CellMode },
+    ModeUnsupported {
+        pbn: Pbn,
+        mode: CellMode,
+        native: CellMode,
+    },
     #[error("block {0:?} is bad")]
     BadBlock(Pbn),
-    #[error("block {pbn:?} wore out after {erase_count} erases (endurance {endurance}); it is now bad")]
-    WornOut { pbn: Pbn, erase_count: u32, endurance: u32 },
+    #[error(
+        "block {pbn:?} wore out after {erase_count} erases (endurance {endurance}); it is now bad"
+    )]
+    WornOut {
+        pbn: Pbn,
+        erase_count: u32,
+        endurance: u32,
+    },
     #[error("block {0:?} was interrupted while erasing and must be erased again")]
     NeedsErase(Pbn),
     #[error("page {ppn:?} is uncorrectable: {bit_errors} bit errors in one codeword, ECC corrects {correctable}")]
-    Uncorrectable { ppn: Ppn, bit_errors: u32, correctable: u32 },
+    Uncorrectable {
+        ppn: Ppn,
+        bit_errors: u32,
+        correctable: u32,
+    },
     #[error("page {0:?} was torn by a power loss during its program and is uncorrectable")]
     Torn(Ppn),
     #[error("program of page {0:?} failed (status fail); its block is now bad")]

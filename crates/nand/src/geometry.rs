@@ -68,27 +68,56 @@ impl Geometry {
             }
         }
         // Blocks are addressed by a u32 and pages by a u64; refuse shapes that overflow either.
-        let blocks = [self.channels, self.chips_per_channel, self.dies_per_chip, self.planes_per_die]
-            .iter()
-            .try_fold(u64::from(self.blocks_per_plane), |acc, &n| acc.checked_mul(u64::from(n)))
-            .filter(|&b| b <= u64::from(u32::MAX))
+        let blocks = [
+            self.channels,
+            self.chips_per_channel,
+            self.dies_per_chip,
+            self.planes_per_die,
+        ]
+        .iter()
+        .try_fold(u64::from(self.blocks_per_plane), |acc, &n| {
+            acc.checked_mul(u64::from(n))
+        })
+        .filter(|&b| b <= u64::from(u32::MAX))
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                "geometry.blocks_per_plane",
+                "the total number of blocks overflows a 32-bit block address",
+            )
+        })?;
+        let pages = blocks
+            .checked_mul(u64::from(self.pages_per_block))
             .ok_or_else(|| {
-                ConfigError::invalid("geometry.blocks_per_plane", "the total number of blocks overflows a 32-bit block address")
+                ConfigError::invalid(
+                    "geometry.pages_per_block",
+                    "the total number of pages overflows a 64-bit page address",
+                )
             })?;
-        let pages = blocks.checked_mul(u64::from(self.pages_per_block)).ok_or_else(|| {
-            ConfigError::invalid("geometry.pages_per_block", "the total number of pages overflows a 64-bit page address")
-        })?;
-        pages.checked_mul(u64::from(self.page_size_bytes)).ok_or_else(|| {
-            ConfigError::invalid("geometry.page_size_bytes", "the device capacity in bytes overflows 64 bits")
-        })?;
+        pages
+            .checked_mul(u64::from(self.page_size_bytes))
+            .ok_or_else(|| {
+                ConfigError::invalid(
+                    "geometry.page_size_bytes",
+                    "the device capacity in bytes overflows 64 bits",
+                )
+            })?;
         if self.pages_per_block > u32::from(u16::MAX) {
-            return Err(ConfigError::invalid("geometry.pages_per_block", "at most 65535 pages per block"));
+            return Err(ConfigError::invalid(
+                "geometry.pages_per_block",
+                "at most 65535 pages per block",
+            ));
         }
         if self.page_size_bytes > 1 << 20 {
-            return Err(ConfigError::invalid("geometry.page_size_bytes", "at most 1 MiB per page"));
+            return Err(ConfigError::invalid(
+                "geometry.page_size_bytes",
+                "at most 1 MiB per page",
+            ));
         }
         if self.oob_size_bytes > self.page_size_bytes {
-            return Err(ConfigError::invalid("geometry.oob_size_bytes", "must not exceed the page size"));
+            return Err(ConfigError::invalid(
+                "geometry.oob_size_bytes",
+                "must not exceed the page size",
+            ));
         }
         Ok(())
     }
@@ -173,12 +202,21 @@ impl Geometry {
         let chip_flat = die_flat / self.dies_per_chip;
         let chip = chip_flat % self.chips_per_channel;
         let channel = chip_flat / self.chips_per_channel;
-        Some(PhysAddr { channel, chip, die, plane, block, page })
+        Some(PhysAddr {
+            channel,
+            chip,
+            die,
+            plane,
+            block,
+            page,
+        })
     }
 
     /// Block `index` of plane `plane` of die `die`: the building block of striping allocators.
     pub fn block_on_die(&self, die: DieId, plane: u32, index: u32) -> Pbn {
-        debug_assert!(die.0 < self.dies() && plane < self.planes_per_die && index < self.blocks_per_plane);
+        debug_assert!(
+            die.0 < self.dies() && plane < self.planes_per_die && index < self.blocks_per_plane
+        );
         Pbn((die.0 * self.planes_per_die + plane) * self.blocks_per_plane + index)
     }
 }
@@ -218,7 +256,14 @@ mod tests {
     #[test]
     fn out_of_range_levels_are_refused() {
         let g = geo();
-        let ok = PhysAddr { channel: 1, chip: 2, die: 1, plane: 1, block: 4, page: 6 };
+        let ok = PhysAddr {
+            channel: 1,
+            chip: 2,
+            die: 1,
+            plane: 1,
+            block: 4,
+            page: 6,
+        };
         assert!(g.ppn(ok).is_some());
         assert_eq!(g.ppn(PhysAddr { channel: 2, ..ok }), None);
         assert_eq!(g.ppn(PhysAddr { page: 7, ..ok }), None);
@@ -227,12 +272,26 @@ mod tests {
 
     #[test]
     fn zero_and_overflowing_shapes_name_the_field() {
-        let err = Geometry { planes_per_die: 0, ..geo() }.validate().unwrap_err();
+        let err = Geometry {
+            planes_per_die: 0,
+            ..geo()
+        }
+        .validate()
+        .unwrap_err();
         assert!(err.to_string().contains("geometry.planes_per_die"), "{err}");
-        let huge = Geometry { channels: u32::MAX, blocks_per_plane: u32::MAX, ..geo() };
+        let huge = Geometry {
+            channels: u32::MAX,
+            blocks_per_plane: u32::MAX,
+            ..geo()
+        };
         let err = huge.validate().unwrap_err();
         assert!(err.to_string().contains("overflows"), "{err}");
-        let err = Geometry { oob_size_bytes: 8192, ..geo() }.validate().unwrap_err();
+        let err = Geometry {
+            oob_size_bytes: 8192,
+            ..geo()
+        }
+        .validate()
+        .unwrap_err();
         assert!(err.to_string().contains("geometry.oob_size_bytes"), "{err}");
     }
 }

@@ -22,8 +22,15 @@ pub enum Purpose {
 }
 
 impl Purpose {
-    pub const ALL: [Purpose; 7] =
-        [Purpose::Host, Purpose::Gc, Purpose::Mapping, Purpose::WearLevel, Purpose::Log, Purpose::Meta, Purpose::Recovery];
+    pub const ALL: [Purpose; 7] = [
+        Purpose::Host,
+        Purpose::Gc,
+        Purpose::Mapping,
+        Purpose::WearLevel,
+        Purpose::Log,
+        Purpose::Meta,
+        Purpose::Recovery,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Purpose::Host => "host",
@@ -50,8 +57,14 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 6] =
-        [OpKind::Read, OpKind::Program, OpKind::PartialProgram, OpKind::Erase, OpKind::OobRead, OpKind::OobWrite];
+    pub const ALL: [OpKind; 6] = [
+        OpKind::Read,
+        OpKind::Program,
+        OpKind::PartialProgram,
+        OpKind::Erase,
+        OpKind::OobRead,
+        OpKind::OobWrite,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Read => "read",
@@ -98,7 +111,10 @@ pub struct Stats {
 
 impl Default for Stats {
     fn default() -> Self {
-        let h = || Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds");
+        let h = || {
+            Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds")
+        };
         Stats {
             counts: [[0; 7]; 6],
             bytes_read: 0,
@@ -308,24 +324,47 @@ impl StatsReport {
         }
         for p in &self.by_purpose {
             let c = &p.counts;
-            for (k, v) in [("reads", c.reads), ("programs", c.programs), ("partial_programs", c.partial_programs), ("erases", c.erases), ("oob_reads", c.oob_reads), ("oob_writes", c.oob_writes)] {
+            for (k, v) in [
+                ("reads", c.reads),
+                ("programs", c.programs),
+                ("partial_programs", c.partial_programs),
+                ("erases", c.erases),
+                ("oob_reads", c.oob_reads),
+                ("oob_writes", c.oob_writes),
+            ] {
                 line(&format!("purpose.{}.{k}", p.purpose.name()), v.to_string());
             }
         }
         line("ecc.corrected_bits", self.ecc.corrected_bits.to_string());
-        line("ecc.uncorrectable_reads", self.ecc.uncorrectable_reads.to_string());
+        line(
+            "ecc.uncorrectable_reads",
+            self.ecc.uncorrectable_reads.to_string(),
+        );
         line("bad_blocks.factory", self.bad_blocks.factory.to_string());
         line("bad_blocks.grown", self.bad_blocks.grown.to_string());
         line("erase_count.min", self.erase_count.min.to_string());
         line("erase_count.max", self.erase_count.max.to_string());
         line("erase_count.mean", format!("{:.3}", self.erase_count.mean));
-        for (k, l) in [("read", self.latency_us.read), ("program", self.latency_us.program), ("erase", self.latency_us.erase)] {
+        for (k, l) in [
+            ("read", self.latency_us.read),
+            ("program", self.latency_us.program),
+            ("erase", self.latency_us.erase),
+        ] {
             line(&format!("latency_us.{k}.mean"), format!("{:.3}", l.mean));
             line(&format!("latency_us.{k}.p99"), format!("{:.3}", l.p99));
         }
-        line("energy.active_joules", format!("{:.9}", self.energy.active_joules));
-        line("energy.idle_joules", format!("{:.9}", self.energy.idle_joules));
-        line("energy.total_joules", format!("{:.9}", self.energy.total_joules));
+        line(
+            "energy.active_joules",
+            format!("{:.9}", self.energy.active_joules),
+        );
+        line(
+            "energy.idle_joules",
+            format!("{:.9}", self.energy.idle_joules),
+        );
+        line(
+            "energy.total_joules",
+            format!("{:.9}", self.energy.total_joules),
+        );
         line("die_utilization", format!("{:.6}", self.die_utilization));
         out
     }

@@ -136,7 +136,15 @@ pub trait Store: Send + std::fmt::Debug {
     fn page(&self, ppn: Ppn) -> PageView<'_>;
     /// Programs bytes. With `fresh` the page was erased, and bytes outside the given ranges become
     /// 0xFF; otherwise the stored bytes in the ranges become `stored AND new`.
-    fn program(&mut self, ppn: Ppn, fresh: bool, data_off: usize, data: &[u8], oob_off: usize, oob: &[u8]);
+    fn program(
+        &mut self,
+        ppn: Ppn,
+        fresh: bool,
+        data_off: usize,
+        data: &[u8],
+        oob_off: usize,
+        oob: &[u8],
+    );
     fn save_block(&mut self, _pbn: Pbn, _meta: &BlockMeta) {}
     fn save_page_state(&mut self, _ppn: Ppn, _state: u8) {}
     fn save_clock(&mut self, _ns: u64, _clean: bool) {}
@@ -180,8 +188,18 @@ impl RamStore {
         let pages_per_block = g.pages_per_block as usize;
         let block_bytes = pages_per_block * (if keep_data { page_bytes } else { 0 } + oob_bytes);
         let blocks_per_arena = (ARENA_BYTES / block_bytes).clamp(1, g.blocks() as usize);
-        let arenas = (0..(g.blocks() as usize).div_ceil(blocks_per_arena)).map(|_| None).collect();
-        RamStore { page_bytes, oob_bytes, pages_per_block, keep_data, block_bytes, blocks_per_arena, arenas }
+        let arenas = (0..(g.blocks() as usize).div_ceil(blocks_per_arena))
+            .map(|_| None)
+            .collect();
+        RamStore {
+            page_bytes,
+            oob_bytes,
+            pages_per_block,
+            keep_data,
+            block_bytes,
+            blocks_per_arena,
+            arenas,
+        }
     }
 
     /// (arena, offset of the page's data, offset of its OOB) within the arena.
@@ -201,7 +219,8 @@ impl RamStore {
         self.arenas[i].get_or_insert_with(|| {
             // An anonymous mapping failing means the machine is out of address space or memory:
             // there is no way to go on emulating, and no caller could act on an error.
-            let map = MmapMut::map_anon(len).unwrap_or_else(|e| panic!("cannot map {len} bytes of device memory: {e}"));
+            let map = MmapMut::map_anon(len)
+                .unwrap_or_else(|e| panic!("cannot map {len} bytes of device memory: {e}"));
             #[cfg(target_os = "linux")]
             {
                 // Advice only: without transparent huge pages the arena works the same, slower.
@@ -223,14 +242,28 @@ impl Store for RamStore {
 
     fn page(&self, ppn: Ppn) -> PageView<'_> {
         let (a, d, o) = self.split(ppn);
-        let buf = self.arenas[a].as_deref().expect("a programmed page's arena is mapped");
+        let buf = self.arenas[a]
+            .as_deref()
+            .expect("a programmed page's arena is mapped");
         PageView {
-            data: if self.keep_data { Some(&buf[d..d + self.page_bytes]) } else { None },
+            data: if self.keep_data {
+                Some(&buf[d..d + self.page_bytes])
+            } else {
+                None
+            },
             oob: &buf[o..o + self.oob_bytes],
         }
     }
 
-    fn program(&mut self, ppn: Ppn, fresh: bool, data_off: usize, data: &[u8], oob_off: usize, oob: &[u8]) {
+    fn program(
+        &mut self,
+        ppn: Ppn,
+        fresh: bool,
+        data_off: usize,
+        data: &[u8],
+        oob_off: usize,
+        oob: &[u8],
+    ) {
         let (a, d, o) = self.split(ppn);
         let (page_bytes, oob_bytes, keep) = (self.page_bytes, self.oob_bytes, self.keep_data);
         let buf = self.arena(a);
@@ -279,13 +312,28 @@ impl ImageStore {
         let oob_at = align4k(states_at + g.pages());
         let data_at = align4k(oob_at + g.pages() * u64::from(g.oob_size_bytes));
         let len = data_at + g.pages() * u64::from(g.page_size_bytes);
-        (blocks_at as usize, states_at as usize, oob_at as usize, data_at as usize, len)
+        (
+            blocks_at as usize,
+            states_at as usize,
+            oob_at as usize,
+            data_at as usize,
+            len,
+        )
     }
 
     /// The store over a mapped image of geometry `g` (layout per the module documentation).
     fn over(map: MmapMut, file: File, g: &Geometry) -> Self {
         let (blocks_at, states_at, oob_at, data_at, _) = Self::layout(g);
-        ImageStore { map, _file: file, page_bytes: g.page_size_bytes as usize, oob_bytes: g.oob_size_bytes as usize, blocks_at, states_at, oob_at, data_at }
+        ImageStore {
+            map,
+            _file: file,
+            page_bytes: g.page_size_bytes as usize,
+            oob_bytes: g.oob_size_bytes as usize,
+            blocks_at,
+            states_at,
+            oob_at,
+            data_at,
+        }
     }
 
     fn io(path: &Path, what: &str, e: std::io::Error) -> NandError {
@@ -293,12 +341,19 @@ impl ImageStore {
     }
 
     /// Creates a new image for a device whose initial state is given.
-    pub fn create(path: &Path, cfg: &DeviceConfig, blocks: &[BlockMeta]) -> Result<Self, NandError> {
+    pub fn create(
+        path: &Path,
+        cfg: &DeviceConfig,
+        blocks: &[BlockMeta],
+    ) -> Result<Self, NandError> {
         let g = &cfg.geometry;
         let (_, _, _, _, len) = Self::layout(g);
-        let config_text = toml::to_string(cfg).map_err(|e| NandError::Image(format!("cannot encode config: {e}")))?;
+        let config_text = toml::to_string(cfg)
+            .map_err(|e| NandError::Image(format!("cannot encode config: {e}")))?;
         if 64 + config_text.len() > IMAGE_HEADER_BYTES {
-            return Err(NandError::Image("device config too large for the image header".into()));
+            return Err(NandError::Image(
+                "device config too large for the image header".into(),
+            ));
         }
         let file = OpenOptions::new()
             .read(true)
@@ -307,10 +362,12 @@ impl ImageStore {
             .truncate(true)
             .open(path)
             .map_err(|e| Self::io(path, "cannot create image", e))?;
-        file.set_len(len).map_err(|e| Self::io(path, "cannot size image", e))?;
+        file.set_len(len)
+            .map_err(|e| Self::io(path, "cannot size image", e))?;
         // SAFETY: the file is ours, opened read-write, sized above; no other mapping of it is made
         // by this process while the store lives.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| Self::io(path, "cannot map image", e))?;
+        let map = unsafe { MmapMut::map_mut(&file) }
+            .map_err(|e| Self::io(path, "cannot map image", e))?;
         let mut s = Self::over(map, file, g);
         s.map[0..8].copy_from_slice(IMAGE_MAGIC);
         s.map[8..12].copy_from_slice(&IMAGE_VERSION.to_le_bytes());
@@ -325,30 +382,52 @@ impl ImageStore {
 
     /// Opens an existing image, returning the store and the state it holds.
     pub fn open(path: &Path) -> Result<(Self, ImageState), NandError> {
-        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|e| Self::io(path, "cannot open image", e))?;
-        let file_len = file.metadata().map_err(|e| Self::io(path, "cannot stat image", e))?.len();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Self::io(path, "cannot open image", e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| Self::io(path, "cannot stat image", e))?
+            .len();
         if file_len < IMAGE_HEADER_BYTES as u64 {
-            return Err(NandError::Image(format!("{} is too short to be a device image", path.display())));
+            return Err(NandError::Image(format!(
+                "{} is too short to be a device image",
+                path.display()
+            )));
         }
         // SAFETY: as in `create`.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| Self::io(path, "cannot map image", e))?;
+        let map = unsafe { MmapMut::map_mut(&file) }
+            .map_err(|e| Self::io(path, "cannot map image", e))?;
         if &map[0..8] != IMAGE_MAGIC {
-            return Err(NandError::Image(format!("{} is not a noftl device image (bad magic)", path.display())));
+            return Err(NandError::Image(format!(
+                "{} is not a noftl device image (bad magic)",
+                path.display()
+            )));
         }
         let version = u32::from_le_bytes([map[8], map[9], map[10], map[11]]);
         if version != IMAGE_VERSION {
-            return Err(NandError::Image(format!("image format version {version}, this build reads {IMAGE_VERSION}")));
+            return Err(NandError::Image(format!(
+                "image format version {version}, this build reads {IMAGE_VERSION}"
+            )));
         }
         let config_len = u32::from_le_bytes([map[12], map[13], map[14], map[15]]) as usize;
         if 64 + config_len > IMAGE_HEADER_BYTES {
-            return Err(NandError::Image("corrupt image header (config length)".into()));
+            return Err(NandError::Image(
+                "corrupt image header (config length)".into(),
+            ));
         }
-        let text = std::str::from_utf8(&map[64..64 + config_len]).map_err(|_| NandError::Image("corrupt image config (not UTF-8)".into()))?;
-        let config = DeviceConfig::from_toml(text, &[]).map_err(|e| NandError::Image(format!("image config: {e}")))?;
+        let text = std::str::from_utf8(&map[64..64 + config_len])
+            .map_err(|_| NandError::Image("corrupt image config (not UTF-8)".into()))?;
+        let config = DeviceConfig::from_toml(text, &[])
+            .map_err(|e| NandError::Image(format!("image config: {e}")))?;
         let g = &config.geometry;
         let (blocks_at, states_at, _, _, len) = Self::layout(g);
         if file_len != len {
-            return Err(NandError::Image(format!("image is {file_len} bytes, its geometry needs {len}")));
+            return Err(NandError::Image(format!(
+                "image is {file_len} bytes, its geometry needs {len}"
+            )));
         }
         let mut clock = [0u8; 8];
         clock.copy_from_slice(&map[16..24]);
@@ -356,11 +435,23 @@ impl ImageStore {
         let mut blocks = Vec::with_capacity(g.blocks() as usize);
         for i in 0..g.blocks() as usize {
             let at = blocks_at + i * BlockMeta::ENCODED_BYTES;
-            blocks.push(BlockMeta::decode(&map[at..at + BlockMeta::ENCODED_BYTES]).map_err(|e| NandError::Image(format!("block {i}: {e}")))?);
+            blocks.push(
+                BlockMeta::decode(&map[at..at + BlockMeta::ENCODED_BYTES])
+                    .map_err(|e| NandError::Image(format!("block {i}: {e}")))?,
+            );
         }
         let page_states = map[states_at..states_at + g.pages() as usize].to_vec();
         let store = Self::over(map, file, g);
-        Ok((store, ImageState { config, blocks, page_states, clock_ns: u64::from_le_bytes(clock), clean }))
+        Ok((
+            store,
+            ImageState {
+                config,
+                blocks,
+                page_states,
+                clock_ns: u64::from_le_bytes(clock),
+                clean,
+            },
+        ))
     }
 }
 
@@ -373,10 +464,21 @@ impl Store for ImageStore {
         let p = ppn.0 as usize;
         let d = self.data_at + p * self.page_bytes;
         let o = self.oob_at + p * self.oob_bytes;
-        PageView { data: Some(&self.map[d..d + self.page_bytes]), oob: &self.map[o..o + self.oob_bytes] }
+        PageView {
+            data: Some(&self.map[d..d + self.page_bytes]),
+            oob: &self.map[o..o + self.oob_bytes],
+        }
     }
 
-    fn program(&mut self, ppn: Ppn, fresh: bool, data_off: usize, data: &[u8], oob_off: usize, oob: &[u8]) {
+    fn program(
+        &mut self,
+        ppn: Ppn,
+        fresh: bool,
+        data_off: usize,
+        data: &[u8],
+        oob_off: usize,
+        oob: &[u8],
+    ) {
         let p = ppn.0 as usize;
         let d = self.data_at + p * self.page_bytes;
         let o = self.oob_at + p * self.oob_bytes;
@@ -400,7 +502,9 @@ impl Store for ImageStore {
     }
 
     fn flush(&mut self) -> Result<(), NandError> {
-        self.map.flush().map_err(|e| NandError::Image(format!("cannot flush image: {e}")))
+        self.map
+            .flush()
+            .map_err(|e| NandError::Image(format!("cannot flush image: {e}")))
     }
 }
 

@@ -76,8 +76,14 @@ impl Calendar {
         }
         let end = start_ns + dur_ns;
         let i = self.busy.partition_point(|&(s, _)| s < start_ns);
-        debug_assert!(i == 0 || self.busy[i - 1].1 <= start_ns, "overlap with previous interval");
-        debug_assert!(i == self.busy.len() || self.busy[i].0 >= end, "overlap with next interval");
+        debug_assert!(
+            i == 0 || self.busy[i - 1].1 <= start_ns,
+            "overlap with previous interval"
+        );
+        debug_assert!(
+            i == self.busy.len() || self.busy[i].0 >= end,
+            "overlap with next interval"
+        );
         // Merge with touching neighbours so that back-to-back transfers stay one interval.
         if i > 0 && self.busy[i - 1].1 == start_ns {
             self.busy[i - 1].1 = end;
@@ -148,7 +154,12 @@ impl Timeline {
         let bus_in_at = cal.earliest(start + p.cmd_ns, p.bus_in_ns);
         let array_end = bus_in_at + p.bus_in_ns + p.array_ns;
         let bus_out_at = cal.earliest(array_end, p.bus_out_ns);
-        Slot { start_ns: start, bus_in_at_ns: bus_in_at, bus_out_at_ns: bus_out_at, done_ns: bus_out_at + p.bus_out_ns }
+        Slot {
+            start_ns: start,
+            bus_in_at_ns: bus_in_at,
+            bus_out_at_ns: bus_out_at,
+            done_ns: bus_out_at + p.bus_out_ns,
+        }
     }
 
     /// Commits a slot returned by `plan` (with no other commit in between).
@@ -211,7 +222,12 @@ mod tests {
     #[test]
     fn reads_on_two_dies_of_one_channel_overlap_their_array_time() {
         let mut t = Timeline::new(1, 2);
-        let p = Phases { cmd_ns: 100, bus_in_ns: 0, array_ns: 25_000, bus_out_ns: 20_000 };
+        let p = Phases {
+            cmd_ns: 100,
+            bus_in_ns: 0,
+            array_ns: 25_000,
+            bus_out_ns: 20_000,
+        };
         let a = t.plan(0, 0, 0, p);
         t.commit(0, 0, 0, p, a);
         let b = t.plan(0, 1, 0, p);

@@ -50,9 +50,11 @@ pub fn run_closed_loop<E>(
     mut progress: impl FnMut(u64),
 ) -> Result<LoopResult, E> {
     assert!(qd >= 1, "queue depth must be at least 1");
-    let mut latency_ns = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+    let mut latency_ns =
+        Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
     // Free slots, by the time they become free; ties resolve by slot order (deterministic).
-    let mut free: BinaryHeap<Reverse<(Nanos, u32)>> = (0..qd).map(|s| Reverse((start_ns, s))).collect();
+    let mut free: BinaryHeap<Reverse<(Nanos, u32)>> =
+        (0..qd).map(|s| Reverse((start_ns, s))).collect();
     let mut end_ns = start_ns;
     for i in 0..ops {
         let Reverse((at, slot)) = free.pop().expect("qd >= 1 slots");
@@ -63,7 +65,12 @@ pub fn run_closed_loop<E>(
         free.push(Reverse((done, slot)));
         progress(i + 1);
     }
-    Ok(LoopResult { ops, start_ns, end_ns, latency_ns })
+    Ok(LoopResult {
+        ops,
+        start_ns,
+        end_ns,
+        latency_ns,
+    })
 }
 
 /// Access patterns of the raw workload.
@@ -85,7 +92,9 @@ impl std::str::FromStr for RawPattern {
             "read" => Ok(RawPattern::Read),
             "randread" => Ok(RawPattern::Randread),
             "write" => Ok(RawPattern::Write),
-            other => Err(format!("the raw target runs read, randread or write, not '{other}'")),
+            other => Err(format!(
+                "the raw target runs read, randread or write, not '{other}'"
+            )),
         }
     }
 }
@@ -104,10 +113,17 @@ pub struct RawWorkload {
 }
 
 impl RawWorkload {
-    pub fn new(nand: &Nand, pattern: RawPattern, request_bytes: u64, seed: u64) -> Result<Self, String> {
+    pub fn new(
+        nand: &Nand,
+        pattern: RawPattern,
+        request_bytes: u64,
+        seed: u64,
+    ) -> Result<Self, String> {
         let page = u64::from(nand.geometry().page_size_bytes);
         if request_bytes == 0 || !request_bytes.is_multiple_of(page) {
-            return Err(format!("--bs must be a positive multiple of the {page}-byte flash page"));
+            return Err(format!(
+                "--bs must be a positive multiple of the {page}-byte flash page"
+            ));
         }
         let pages = request_bytes / page;
         if pages > u64::from(nand.geometry().dies()) * 64 {
@@ -116,7 +132,14 @@ impl RawWorkload {
         let mut data = vec![0u8; page as usize];
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         rng.fill_bytes(&mut data);
-        Ok(RawWorkload { pattern, pages_per_request: pages as u32, rng, cursor: 0, data, scratch: vec![0; page as usize] })
+        Ok(RawWorkload {
+            pattern,
+            pages_per_request: pages as u32,
+            rng,
+            cursor: 0,
+            data,
+            scratch: vec![0; page as usize],
+        })
     }
 
     /// The page at stripe position `pos`: die `pos % dies`, then block and page in that die.
@@ -128,7 +151,11 @@ impl RawWorkload {
         let in_die = (pos / dies) % per_die_pages;
         let block_in_die = (in_die / u64::from(g.pages_per_block)) as u32;
         let page = (in_die % u64::from(g.pages_per_block)) as u32;
-        let pbn = g.block_on_die(DieId(die), block_in_die / g.blocks_per_plane, block_in_die % g.blocks_per_plane);
+        let pbn = g.block_on_die(
+            DieId(die),
+            block_in_die / g.blocks_per_plane,
+            block_in_die % g.blocks_per_plane,
+        );
         g.ppn_in_block(pbn, page)
     }
 
@@ -151,7 +178,9 @@ impl RawWorkload {
 
     fn one(&mut self, nand: &mut Nand, at_ns: Nanos, ppn: Ppn) -> Result<Nanos, NandError> {
         match self.pattern {
-            RawPattern::Read | RawPattern::Randread => Ok(nand.read(at_ns, ppn, &mut self.scratch, &mut [], Purpose::Host)?.done_ns),
+            RawPattern::Read | RawPattern::Randread => Ok(nand
+                .read(at_ns, ppn, &mut self.scratch, &mut [], Purpose::Host)?
+                .done_ns),
             RawPattern::Write => {
                 let pbn = nand.geometry().block_of(ppn);
                 let page = nand.geometry().page_in_block(ppn);
@@ -168,7 +197,9 @@ impl RawWorkload {
                 if page >= info.usable_pages {
                     return Ok(at);
                 }
-                Ok(nand.program(at, ppn, &self.data, &[], Purpose::Host)?.done_ns)
+                Ok(nand
+                    .program(at, ppn, &self.data, &[], Purpose::Host)?
+                    .done_ns)
             }
         }
     }

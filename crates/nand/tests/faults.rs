@@ -8,51 +8,112 @@ use nand::{BlockState, CellMode, FaultPlan, NandError, Pbn, Ppn};
 fn power_loss_during_a_program_tears_that_page_and_keeps_completed_ones() {
     let mut n = dev("tiny", &[]);
     n.program(0, Ppn(0), &page(&n, 1), &[], H).unwrap();
-    n.set_fault_plan(FaultPlan { cut_at_op: Some(2), ..Default::default() });
-    assert_eq!(n.program(0, Ppn(1), &page(&n, 2), &[], H), Err(NandError::PowerLost));
+    n.set_fault_plan(FaultPlan {
+        cut_at_op: Some(2),
+        ..Default::default()
+    });
+    assert_eq!(
+        n.program(0, Ppn(1), &page(&n, 2), &[], H),
+        Err(NandError::PowerLost)
+    );
     assert!(!n.is_powered());
     let mut d = page(&n, 0);
-    assert_eq!(n.read(0, Ppn(0), &mut d, &mut [], H), Err(NandError::PoweredOff), "refused until powered on");
+    assert_eq!(
+        n.read(0, Ppn(0), &mut d, &mut [], H),
+        Err(NandError::PoweredOff),
+        "refused until powered on"
+    );
     n.power_on();
-    assert_eq!(read_back(&mut n, Ppn(0)).0, page(&n, 1), "completed programs persist");
+    assert_eq!(
+        read_back(&mut n, Ppn(0)).0,
+        page(&n, 1),
+        "completed programs persist"
+    );
     let at = n.now_ns();
-    assert_eq!(n.read(at, Ppn(1), &mut d, &mut [], H), Err(NandError::Torn(Ppn(1))));
+    assert_eq!(
+        n.read(at, Ppn(1), &mut d, &mut [], H),
+        Err(NandError::Torn(Ppn(1)))
+    );
     // The torn page counts as programmed: the block goes on after it.
-    assert!(matches!(n.program(at, Ppn(1), &page(&n, 3), &[], H), Err(NandError::AlreadyProgrammed { .. })));
+    assert!(matches!(
+        n.program(at, Ppn(1), &page(&n, 3), &[], H),
+        Err(NandError::AlreadyProgrammed { .. })
+    ));
     n.program(at, Ppn(2), &page(&n, 3), &[], H).unwrap();
     assert_eq!(n.report().power_losses, 1);
 }
 
 #[test]
 fn power_loss_during_an_upper_page_program_corrupts_its_lower_page() {
-    let mut n = dev("mlc16k", &["geometry.blocks_per_plane=2", "reliability.factory_bad_block_ratio=0", "reliability.rber_fresh=0", "reliability.rber_at_endurance=0"]);
+    let mut n = dev(
+        "mlc16k",
+        &[
+            "geometry.blocks_per_plane=2",
+            "reliability.factory_bad_block_ratio=0",
+            "reliability.rber_fresh=0",
+            "reliability.rber_at_endurance=0",
+        ],
+    );
     let p = page(&n, 0x5A);
     n.program(0, ppn(&n, 0, 0), &p, &[], H).unwrap(); // lower page of word line 0
     n.program(0, ppn(&n, 0, 1), &p, &[], H).unwrap(); // upper page of word line 0
     n.program(0, ppn(&n, 0, 2), &p, &[], H).unwrap(); // lower page of word line 1
-    n.set_fault_plan(FaultPlan { cut_at_op: Some(4), ..Default::default() });
-    assert_eq!(n.program(0, ppn(&n, 0, 3), &p, &[], H), Err(NandError::PowerLost)); // upper of word line 1
+    n.set_fault_plan(FaultPlan {
+        cut_at_op: Some(4),
+        ..Default::default()
+    });
+    assert_eq!(
+        n.program(0, ppn(&n, 0, 3), &p, &[], H),
+        Err(NandError::PowerLost)
+    ); // upper of word line 1
     n.power_on();
     let mut d = page(&n, 0);
     let at = n.now_ns();
-    assert_eq!(n.read(at, ppn(&n, 0, 2), &mut d, &mut [], H), Err(NandError::Torn(ppn(&n, 0, 2))), "paired lower page lost");
-    assert_eq!(n.read(at, ppn(&n, 0, 3), &mut d, &mut [], H), Err(NandError::Torn(ppn(&n, 0, 3))));
+    assert_eq!(
+        n.read(at, ppn(&n, 0, 2), &mut d, &mut [], H),
+        Err(NandError::Torn(ppn(&n, 0, 2))),
+        "paired lower page lost"
+    );
+    assert_eq!(
+        n.read(at, ppn(&n, 0, 3), &mut d, &mut [], H),
+        Err(NandError::Torn(ppn(&n, 0, 3)))
+    );
     n.read(at, ppn(&n, 0, 1), &mut d, &mut [], H).unwrap();
     assert_eq!(d, p, "the completed word line is intact");
 }
 
 #[test]
 fn power_loss_during_a_tlc_upper_page_corrupts_both_lower_pages_of_its_word_line() {
-    let mut n = dev("tlc16k", &["geometry.blocks_per_plane=2", "reliability.factory_bad_block_ratio=0", "reliability.rber_fresh=0", "reliability.rber_at_endurance=0"]);
+    let mut n = dev(
+        "tlc16k",
+        &[
+            "geometry.blocks_per_plane=2",
+            "reliability.factory_bad_block_ratio=0",
+            "reliability.rber_fresh=0",
+            "reliability.rber_at_endurance=0",
+        ],
+    );
     let p = page(&n, 1);
     n.program(0, ppn(&n, 0, 0), &p, &[], H).unwrap();
     n.program(0, ppn(&n, 0, 1), &p, &[], H).unwrap();
-    n.set_fault_plan(FaultPlan { cut_at_op: Some(3), ..Default::default() });
-    assert_eq!(n.program(0, ppn(&n, 0, 2), &p, &[], H), Err(NandError::PowerLost));
+    n.set_fault_plan(FaultPlan {
+        cut_at_op: Some(3),
+        ..Default::default()
+    });
+    assert_eq!(
+        n.program(0, ppn(&n, 0, 2), &p, &[], H),
+        Err(NandError::PowerLost)
+    );
     n.power_on();
     for i in 0..3 {
         let mut d = page(&n, 0);
-        assert!(matches!(n.read(n.now_ns(), ppn(&n, 0, i), &mut d, &mut [], H), Err(NandError::Torn(_))), "page {i}");
+        assert!(
+            matches!(
+                n.read(n.now_ns(), ppn(&n, 0, i), &mut d, &mut [], H),
+                Err(NandError::Torn(_))
+            ),
+            "page {i}"
+        );
     }
 }
 
@@ -60,14 +121,26 @@ fn power_loss_during_a_tlc_upper_page_corrupts_both_lower_pages_of_its_word_line
 fn power_loss_during_an_erase_leaves_the_block_needing_an_erase() {
     let mut n = dev("tiny", &[]);
     n.program(0, Ppn(0), &page(&n, 1), &[], H).unwrap();
-    n.set_fault_plan(FaultPlan { cut_at_op: Some(2), ..Default::default() });
-    assert_eq!(n.erase(0, Pbn(0), CellMode::Slc, H), Err(NandError::PowerLost));
+    n.set_fault_plan(FaultPlan {
+        cut_at_op: Some(2),
+        ..Default::default()
+    });
+    assert_eq!(
+        n.erase(0, Pbn(0), CellMode::Slc, H),
+        Err(NandError::PowerLost)
+    );
     n.power_on();
     assert_eq!(n.block_info(Pbn(0)).unwrap().state, BlockState::NeedsErase);
     let mut d = page(&n, 0);
     let at = n.now_ns();
-    assert_eq!(n.read(at, Ppn(0), &mut d, &mut [], H), Err(NandError::NeedsErase(Pbn(0))));
-    assert_eq!(n.program(at, Ppn(0), &page(&n, 1), &[], H), Err(NandError::NeedsErase(Pbn(0))));
+    assert_eq!(
+        n.read(at, Ppn(0), &mut d, &mut [], H),
+        Err(NandError::NeedsErase(Pbn(0)))
+    );
+    assert_eq!(
+        n.program(at, Ppn(0), &page(&n, 1), &[], H),
+        Err(NandError::NeedsErase(Pbn(0)))
+    );
     n.erase(at, Pbn(0), CellMode::Slc, H).unwrap();
     assert_eq!(n.block_info(Pbn(0)).unwrap().state, BlockState::Good);
     n.program(n.now_ns(), Ppn(0), &page(&n, 1), &[], H).unwrap();
@@ -75,14 +148,33 @@ fn power_loss_during_an_erase_leaves_the_block_needing_an_erase() {
 
 #[test]
 fn power_cut_at_a_virtual_time_interrupts_the_operation_in_flight_and_refuses_later_ones() {
-    let mut n = dev("tiny", &["geometry.channels=1", "geometry.chips_per_channel=1"]);
-    n.set_fault_plan(FaultPlan { cut_at_ns: Some(300_000), ..Default::default() });
+    let mut n = dev(
+        "tiny",
+        &["geometry.channels=1", "geometry.chips_per_channel=1"],
+    );
+    n.set_fault_plan(FaultPlan {
+        cut_at_ns: Some(300_000),
+        ..Default::default()
+    });
     n.program(0, Ppn(0), &page(&n, 1), &[], H).unwrap(); // 0 .. 220.5 us
-    assert_eq!(n.program(0, Ppn(1), &page(&n, 1), &[], H), Err(NandError::PowerLost)); // 220.5 .. 441 us
+    assert_eq!(
+        n.program(0, Ppn(1), &page(&n, 1), &[], H),
+        Err(NandError::PowerLost)
+    ); // 220.5 .. 441 us
     n.power_on();
-    let mut m = dev("tiny", &["geometry.channels=1", "geometry.chips_per_channel=1"]);
-    m.set_fault_plan(FaultPlan { cut_at_ns: Some(100), ..Default::default() });
-    assert_eq!(m.program(500, Ppn(0), &page(&m, 1), &[], H), Err(NandError::PoweredOff), "it starts after the cut");
+    let mut m = dev(
+        "tiny",
+        &["geometry.channels=1", "geometry.chips_per_channel=1"],
+    );
+    m.set_fault_plan(FaultPlan {
+        cut_at_ns: Some(100),
+        ..Default::default()
+    });
+    assert_eq!(
+        m.program(500, Ppn(0), &page(&m, 1), &[], H),
+        Err(NandError::PoweredOff),
+        "it starts after the cut"
+    );
     assert_eq!(m.page_programs(Ppn(0)), 0);
 }
 
@@ -90,21 +182,46 @@ fn power_cut_at_a_virtual_time_interrupts_the_operation_in_flight_and_refuses_la
 fn an_injected_program_failure_retires_the_block_but_its_pages_stay_readable() {
     let mut n = dev("tiny", &[]);
     n.program(0, Ppn(0), &page(&n, 7), &[], H).unwrap();
-    n.set_fault_plan(FaultPlan { fail_op: Some(2), ..Default::default() });
-    assert_eq!(n.program(0, Ppn(1), &page(&n, 7), &[], H), Err(NandError::ProgramFailed(Ppn(1))));
+    n.set_fault_plan(FaultPlan {
+        fail_op: Some(2),
+        ..Default::default()
+    });
+    assert_eq!(
+        n.program(0, Ppn(1), &page(&n, 7), &[], H),
+        Err(NandError::ProgramFailed(Ppn(1)))
+    );
     assert!(n.is_powered());
     assert!(n.is_bad(Pbn(0)));
-    assert_eq!(read_back(&mut n, Ppn(0)).0, page(&n, 7), "data is moved off a failing block by reading it");
-    assert_eq!(n.program(0, Ppn(2), &page(&n, 7), &[], H), Err(NandError::BadBlock(Pbn(0))));
-    n.set_fault_plan(FaultPlan { fail_op: Some(n.ops_issued() + 1), ..Default::default() });
+    assert_eq!(
+        read_back(&mut n, Ppn(0)).0,
+        page(&n, 7),
+        "data is moved off a failing block by reading it"
+    );
+    assert_eq!(
+        n.program(0, Ppn(2), &page(&n, 7), &[], H),
+        Err(NandError::BadBlock(Pbn(0)))
+    );
+    n.set_fault_plan(FaultPlan {
+        fail_op: Some(n.ops_issued() + 1),
+        ..Default::default()
+    });
     let mut d = page(&n, 0);
-    assert!(matches!(n.read(n.now_ns(), Ppn(0), &mut d, &mut [], H), Err(NandError::Uncorrectable { .. })));
+    assert!(matches!(
+        n.read(n.now_ns(), Ppn(0), &mut d, &mut [], H),
+        Err(NandError::Uncorrectable { .. })
+    ));
 }
 
 #[test]
 fn bit_errors_within_the_ecc_limit_are_corrected_and_beyond_it_fail_never_wrong_data() {
     // About 2 raw bit errors per 512-byte codeword: many reads correct, some exceed 4 bits.
-    let mut n = dev("tiny", &["reliability.rber_fresh=5e-4", "reliability.rber_at_endurance=5e-4"]);
+    let mut n = dev(
+        "tiny",
+        &[
+            "reliability.rber_fresh=5e-4",
+            "reliability.rber_at_endurance=5e-4",
+        ],
+    );
     let data: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
     for p in 0..16 {
         n.program(0, Ppn(p), &data, &[], H).unwrap();
@@ -117,7 +234,11 @@ fn bit_errors_within_the_ecc_limit_are_corrected_and_beyond_it_fail_never_wrong_
                 assert_eq!(d, data, "a successful read is exact");
                 ok += 1;
             }
-            Err(NandError::Uncorrectable { bit_errors, correctable: 4, .. }) => {
+            Err(NandError::Uncorrectable {
+                bit_errors,
+                correctable: 4,
+                ..
+            }) => {
                 assert!(bit_errors > 4);
                 failed += 1;
             }
@@ -127,20 +248,41 @@ fn bit_errors_within_the_ecc_limit_are_corrected_and_beyond_it_fail_never_wrong_
     let r = n.report();
     assert!(ok > 0 && failed > 0, "ok {ok}, failed {failed}");
     assert_eq!(r.ecc.uncorrectable_reads, failed);
-    assert!(r.ecc.corrected_bits > ok as u64, "most successful reads corrected something");
+    assert!(
+        r.ecc.corrected_bits > ok as u64,
+        "most successful reads corrected something"
+    );
     // With a stronger code the same errors are all corrected.
-    let mut strong = dev("tiny", &["reliability.rber_fresh=5e-4", "reliability.rber_at_endurance=5e-4", "reliability.ecc_correctable_bits=40"]);
+    let mut strong = dev(
+        "tiny",
+        &[
+            "reliability.rber_fresh=5e-4",
+            "reliability.rber_at_endurance=5e-4",
+            "reliability.ecc_correctable_bits=40",
+        ],
+    );
     strong.program(0, Ppn(0), &data, &[], H).unwrap();
     for _ in 0..500 {
         let mut d = page(&strong, 0);
-        strong.read(strong.now_ns(), Ppn(0), &mut d, &mut [], H).unwrap();
+        strong
+            .read(strong.now_ns(), Ppn(0), &mut d, &mut [], H)
+            .unwrap();
     }
 }
 
 #[test]
 fn the_raw_bit_error_rate_grows_with_wear_and_with_retention() {
     let corrected = |erases: u32, wait_ns: u64| {
-        let mut n = dev("tiny", &["endurance.native_cycles=100", "reliability.rber_fresh=1e-6", "reliability.rber_at_endurance=1e-4", "reliability.rber_retention_per_year=1e-4", "reliability.ecc_correctable_bits=100"]);
+        let mut n = dev(
+            "tiny",
+            &[
+                "endurance.native_cycles=100",
+                "reliability.rber_fresh=1e-6",
+                "reliability.rber_at_endurance=1e-4",
+                "reliability.rber_retention_per_year=1e-4",
+                "reliability.ecc_correctable_bits=100",
+            ],
+        );
         for _ in 0..erases {
             erase(&mut n, 0, CellMode::Slc);
         }

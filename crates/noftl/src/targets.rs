@@ -40,9 +40,14 @@ impl TargetArgs {
         let opts = FtlOptions {
             cache_fraction: self.cache,
             spare_factor: self.op,
-            gc: self.gc.parse().map_err(|e: ftl::FtlError| anyhow::anyhow!("--gc: {e}"))?,
+            gc: self
+                .gc
+                .parse()
+                .map_err(|e: ftl::FtlError| anyhow::anyhow!("--gc: {e}"))?,
             seed: device_seed,
-            controller: ftl::ControllerConfig { clock_mhz: self.controller_mhz },
+            controller: ftl::ControllerConfig {
+                clock_mhz: self.controller_mhz,
+            },
             ..FtlOptions::default()
         };
         opts.validate()?;
@@ -57,7 +62,9 @@ pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
                 bail!("--image needs a flash target (memdisk keeps nothing)");
             }
             let cfg = t.device.load()?;
-            Ok(Box::new(ftl::MemDisk::new(cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64)))
+            Ok(Box::new(ftl::MemDisk::new(
+                cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64,
+            )))
         }
         kind if ftl::options::KINDS.contains(&kind) => {
             let cfg = t.device.load()?;
@@ -65,14 +72,22 @@ pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
             match &t.image {
                 None => Ok(ftl::build(kind, Nand::new(cfg)?, &opts)?),
                 Some(path) if path.exists() => {
-                    let nand = Nand::open_image(path).with_context(|| format!("cannot reopen {}", path.display()))?;
+                    let nand = Nand::open_image(path)
+                        .with_context(|| format!("cannot reopen {}", path.display()))?;
                     if nand.config() != &cfg {
-                        eprintln!("note: {} holds a '{}' device; its own configuration is used", path.display(), nand.config().name);
+                        eprintln!(
+                            "note: {} holds a '{}' device; its own configuration is used",
+                            path.display(),
+                            nand.config().name
+                        );
                     }
-                    ftl::open(kind, nand, &opts).with_context(|| format!("cannot recover the {kind} FTL from {}", path.display()))
+                    ftl::open(kind, nand, &opts).with_context(|| {
+                        format!("cannot recover the {kind} FTL from {}", path.display())
+                    })
                 }
                 Some(path) => {
-                    let nand = Nand::create_image(cfg, path).with_context(|| format!("cannot create {}", path.display()))?;
+                    let nand = Nand::create_image(cfg, path)
+                        .with_context(|| format!("cannot create {}", path.display()))?;
                     Ok(ftl::build(kind, nand, &opts)?)
                 }
             }

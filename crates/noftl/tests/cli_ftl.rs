@@ -3,8 +3,15 @@
 use std::process::Command;
 
 fn noftl_json(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl")).args(args).output().expect("run noftl");
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(args)
+        .output()
+        .expect("run noftl");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
@@ -13,39 +20,96 @@ const SMALL: [&str; 4] = ["--preset", "tiny", "--set", "geometry.blocks_per_plan
 #[test]
 fn io_on_every_ftl_reports_host_gc_waf_and_ftl_fields() {
     for target in ["page", "dftl", "fast", "block"] {
-        let mut args = vec!["io", "--target", target, "--precondition", "--rw", "randwrite", "--ops", "3000", "--qd", "4", "--json"];
+        let mut args = vec![
+            "io",
+            "--target",
+            target,
+            "--precondition",
+            "--rw",
+            "randwrite",
+            "--ops",
+            "3000",
+            "--qd",
+            "4",
+            "--json",
+        ];
         args.extend(SMALL);
         let v = noftl_json(&args);
-        assert_eq!(v["host"]["writes"], 3000, "{target}: only the measured phase is reported");
+        assert_eq!(
+            v["host"]["writes"], 3000,
+            "{target}: only the measured phase is reported"
+        );
         let waf = v["waf"].as_f64().unwrap();
         assert!(waf >= 1.0, "{target}: WAF {waf}");
-        assert!(v["gc"]["migrations"].as_u64().unwrap() > 0, "{target}: random overwrites of a full device collect garbage");
-        for f in ["name", "mapping_bytes", "translation_reads", "translation_writes", "controller_busy_us"] {
+        assert!(
+            v["gc"]["migrations"].as_u64().unwrap() > 0,
+            "{target}: random overwrites of a full device collect garbage"
+        );
+        for f in [
+            "name",
+            "mapping_bytes",
+            "translation_reads",
+            "translation_writes",
+            "controller_busy_us",
+        ] {
             assert!(v["ftl"].get(f).is_some(), "{target}: ftl.{f} missing");
         }
         let programs = v["flash"]["programs"].as_f64().unwrap();
-        assert!((programs / 3000.0 - waf).abs() < 1e-9, "{target}: WAF is flash programs per host write");
+        assert!(
+            (programs / 3000.0 - waf).abs() < 1e-9,
+            "{target}: WAF is flash programs per host write"
+        );
     }
 }
 
 #[test]
 fn dftl_costs_translation_io_that_a_full_cache_avoids() {
     let run = |cache: &str| {
-        let mut args = vec!["io", "--target", "dftl", "--cache", cache, "--precondition", "--rw", "randread", "--ops", "4000", "--json"];
+        let mut args = vec![
+            "io",
+            "--target",
+            "dftl",
+            "--cache",
+            cache,
+            "--precondition",
+            "--rw",
+            "randread",
+            "--ops",
+            "4000",
+            "--json",
+        ];
         args.extend(SMALL);
         noftl_json(&args)
     };
     let small = run("2%");
     let full = run("100%");
-    assert!(small["ftl"]["translation_reads"].as_u64().unwrap() > 3000, "{small}");
+    assert!(
+        small["ftl"]["translation_reads"].as_u64().unwrap() > 3000,
+        "{small}"
+    );
     assert_eq!(full["ftl"]["translation_reads"], 0, "{full}");
     assert!(small["ftl"]["cmt_hit_ratio"].as_f64().unwrap() < 0.1);
-    assert!(small["iops"].as_f64().unwrap() < full["iops"].as_f64().unwrap(), "a CMT miss costs a flash read");
+    assert!(
+        small["iops"].as_f64().unwrap() < full["iops"].as_f64().unwrap(),
+        "a CMT miss costs a flash read"
+    );
 }
 
 #[test]
 fn io_on_an_ftl_is_deterministic() {
-    let mut args = vec!["io", "--target", "dftl", "--precondition", "--rw", "randrw", "--ops", "2000", "--qd", "8", "--json"];
+    let mut args = vec![
+        "io",
+        "--target",
+        "dftl",
+        "--precondition",
+        "--rw",
+        "randrw",
+        "--ops",
+        "2000",
+        "--qd",
+        "8",
+        "--json",
+    ];
     args.extend(SMALL);
     assert_eq!(noftl_json(&args), noftl_json(&args));
 }
@@ -53,31 +117,84 @@ fn io_on_an_ftl_is_deterministic() {
 #[test]
 fn mapping_memory_matches_the_amf_table() {
     let mib = |rows: &serde_json::Value, ftl: &str| {
-        rows.as_array().unwrap().iter().find(|r| r["ftl"] == ftl).unwrap()["bytes"].as_u64().unwrap() as f64 / (1 << 20) as f64
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["ftl"] == ftl)
+            .unwrap()["bytes"]
+            .as_u64()
+            .unwrap() as f64
+            / (1 << 20) as f64
     };
     // Seed 001: block-level 4 MB, hybrid 96 MB, page-level 512 MB, AFTL 4 MB at 512 GB; 8 MB,
     // (186 MB), 1 GB, 8 MB at 1 TB.
     let at_512g = noftl_json(&["ftl", "memory", "--capacity", "512GiB", "--json"]);
-    assert_eq!((mib(&at_512g, "block"), mib(&at_512g, "hybrid"), mib(&at_512g, "page"), mib(&at_512g, "amf")), (4.0, 96.0, 512.0, 4.0));
+    assert_eq!(
+        (
+            mib(&at_512g, "block"),
+            mib(&at_512g, "hybrid"),
+            mib(&at_512g, "page"),
+            mib(&at_512g, "amf")
+        ),
+        (4.0, 96.0, 512.0, 4.0)
+    );
     let at_1t = noftl_json(&["ftl", "memory", "--capacity", "1TiB", "--json"]);
-    assert_eq!((mib(&at_1t, "block"), mib(&at_1t, "page"), mib(&at_1t, "amf")), (8.0, 1024.0, 8.0));
+    assert_eq!(
+        (
+            mib(&at_1t, "block"),
+            mib(&at_1t, "page"),
+            mib(&at_1t, "amf")
+        ),
+        (8.0, 1024.0, 8.0)
+    );
 }
 
 #[test]
 fn bad_ftl_arguments_are_clear_errors() {
     let cases: &[(&[&str], &str)] = &[
-        (&["io", "--target", "page", "--preset", "tiny", "--gc", "lru"], "--gc"),
-        (&["io", "--target", "dftl", "--preset", "tiny", "--cache", "150%"], "between 0% and 100%"),
-        (&["io", "--target", "page", "--preset", "tiny", "--bs", "6k"], "multiple of 4096"),
+        (
+            &["io", "--target", "page", "--preset", "tiny", "--gc", "lru"],
+            "--gc",
+        ),
+        (
+            &[
+                "io", "--target", "dftl", "--preset", "tiny", "--cache", "150%",
+            ],
+            "between 0% and 100%",
+        ),
+        (
+            &["io", "--target", "page", "--preset", "tiny", "--bs", "6k"],
+            "multiple of 4096",
+        ),
         (&["io", "--target", "page", "--preset", "mlc16k"], "4"),
-        (&["io", "--target", "amf", "--preset", "tiny", "--rw", "randwrite", "--precondition", "--ops", "10"], "overwrit"),
+        (
+            &[
+                "io",
+                "--target",
+                "amf",
+                "--preset",
+                "tiny",
+                "--rw",
+                "randwrite",
+                "--precondition",
+                "--ops",
+                "10",
+            ],
+            "overwrit",
+        ),
         (&["ftl", "memory", "--capacity", "0"], "positive"),
     ];
     for (args, needle) in cases {
-        let out = Command::new(env!("CARGO_BIN_EXE_noftl")).args(*args).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+            .args(*args)
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} should fail");
-        assert!(err.contains(needle), "{args:?}: '{err}' should mention '{needle}'");
+        assert!(
+            err.contains(needle),
+            "{args:?}: '{err}' should mention '{needle}'"
+        );
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }

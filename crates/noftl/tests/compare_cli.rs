@@ -3,12 +3,32 @@
 use std::process::Command;
 
 fn noftl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl")).args(args).output().expect("run noftl");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(args)
+        .output()
+        .expect("run noftl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
-const COMPARE: [&str; 13] =
-    ["compare", "--scale", "1", "--accounts-per-branch", "5000", "--repeat", "2", "--duration", "300ms", "--json", "-", "--seed", "3"];
+const COMPARE: [&str; 13] = [
+    "compare",
+    "--scale",
+    "1",
+    "--accounts-per-branch",
+    "5000",
+    "--repeat",
+    "2",
+    "--duration",
+    "300ms",
+    "--json",
+    "-",
+    "--seed",
+    "3",
+];
 
 #[test]
 fn compare_gives_the_figure_3_rows_and_the_same_json_for_the_same_seed() {
@@ -21,19 +41,37 @@ fn compare_gives_the_figure_3_rows_and_the_same_json_for_the_same_seed() {
     assert_eq!(v["workload"], "tpcb");
     assert_eq!(v["repeat"], 2);
     let rows = v["rows"].as_array().unwrap();
-    let names: Vec<&str> = rows.iter().map(|r| r["storage"].as_str().unwrap()).collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["storage"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["native", "dftl-2%", "dftl-15%", "dftl-35%", "page"]);
     for r in rows {
         for f in ["throughput_tps", "stdev", "slowdown"] {
             assert!(r[f].as_f64().is_some(), "missing {f}");
         }
-        for f in ["flash_reads", "flash_programs", "flash_erases", "gc_migrations", "translation_reads", "translation_writes", "controller_us", "energy_joules"] {
+        for f in [
+            "flash_reads",
+            "flash_programs",
+            "flash_erases",
+            "gc_migrations",
+            "translation_reads",
+            "translation_writes",
+            "controller_us",
+            "energy_joules",
+        ] {
             assert!(r["per_txn"][f].as_f64().is_some(), "missing per_txn.{f}");
         }
     }
     assert_eq!(rows[0]["slowdown"], 1.0);
-    assert_eq!(rows[0]["per_txn"]["translation_reads"], 0.0, "NoFTL has no translation pages");
-    assert!(rows[1]["per_txn"]["translation_reads"].as_f64().unwrap() > 0.0, "DFTL 2% misses its cache");
+    assert_eq!(
+        rows[0]["per_txn"]["translation_reads"], 0.0,
+        "NoFTL has no translation pages"
+    );
+    assert!(
+        rows[1]["per_txn"]["translation_reads"].as_f64().unwrap() > 0.0,
+        "DFTL 2% misses its cache"
+    );
 }
 
 #[test]
@@ -46,7 +84,25 @@ fn compare_refuses_workloads_it_has_no_kit_for() {
 #[test]
 fn bench_tpcb_runs_on_the_native_store_and_passes_the_check() {
     let (ok, out, err) = noftl(&[
-        "bench", "tpcb", "--storage", "native", "--preset", "tiny", "--op", "30%", "--scale", "2", "--accounts-per-branch", "2000", "--terminals", "4", "--txns", "100", "--json", "-", "--check",
+        "bench",
+        "tpcb",
+        "--storage",
+        "native",
+        "--preset",
+        "tiny",
+        "--op",
+        "30%",
+        "--scale",
+        "2",
+        "--accounts-per-branch",
+        "2000",
+        "--terminals",
+        "4",
+        "--txns",
+        "100",
+        "--json",
+        "-",
+        "--check",
     ]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -6,21 +6,46 @@ use std::process::Command;
 #[test]
 fn crashtest_on_native_verifies_every_recovery() {
     let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(["crashtest", "--workload", "tpcb", "--storage", "native", "--seeds", "8", "--json"])
+        .args([
+            "crashtest",
+            "--workload",
+            "tpcb",
+            "--storage",
+            "native",
+            "--seeds",
+            "8",
+            "--json",
+        ])
         .output()
         .expect("run noftl");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v["storage"], "native");
     assert_eq!(v["seeds"], 8);
     assert_eq!(v["verified"], 8, "{v}");
-    assert!(v["faults_inside_workload"].as_u64().unwrap_or(0) > 0, "some cuts must land inside the workload: {v}");
+    assert!(
+        v["faults_inside_workload"].as_u64().unwrap_or(0) > 0,
+        "some cuts must land inside the workload: {v}"
+    );
 }
 
 #[test]
 fn crashtest_options_native_cannot_honour_are_refused() {
     let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(["crashtest", "--workload", "tpcb", "--storage", "native", "--recovery-crash", "--seeds", "1"])
+        .args([
+            "crashtest",
+            "--workload",
+            "tpcb",
+            "--storage",
+            "native",
+            "--recovery-crash",
+            "--seeds",
+            "1",
+        ])
         .output()
         .expect("run noftl");
     assert!(!out.status.success());
@@ -29,10 +54,19 @@ fn crashtest_options_native_cannot_honour_are_refused() {
 
 #[test]
 fn compare_paper_refuses_workloads_seed_000_gives_no_scales_for() {
-    for args in [&["compare", "--paper", "--workload", "tatp"][..], &["compare", "--paper", "--scale", "3"][..]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_noftl")).args(args).output().expect("run noftl");
+    for args in [
+        &["compare", "--paper", "--workload", "tatp"][..],
+        &["compare", "--paper", "--scale", "3"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+            .args(args)
+            .output()
+            .expect("run noftl");
         assert!(!out.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("--paper") || err.contains("cannot be used with"), "{args:?}: {err}");
+        assert!(
+            err.contains("--paper") || err.contains("cannot be used with"),
+            "{args:?}: {err}"
+        );
     }
 }

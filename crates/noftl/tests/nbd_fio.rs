@@ -8,7 +8,13 @@ use std::process::Command;
 
 use nbd_support::*;
 
-fn fio_verify(server: &Server, name: &str, bs: &str, iodepth: u32, size: &str) -> serde_json::Value {
+fn fio_verify(
+    server: &Server,
+    name: &str,
+    bs: &str,
+    iodepth: u32,
+    size: &str,
+) -> serde_json::Value {
     let out = run(Command::new("fio")
         .arg(format!("--name={name}"))
         .arg("--ioengine=nbd")
@@ -24,7 +30,8 @@ fn fio_verify(server: &Server, name: &str, bs: &str, iodepth: u32, size: &str) -
         .arg("--output-format=json"));
     // The nbd engine prints "fio: connected to NBD server" before the JSON.
     let json = out.find('{').map_or("", |i| &out[i..]);
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("fio JSON: {e}\n{out}"));
+    let v: serde_json::Value =
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("fio JSON: {e}\n{out}"));
     let job = &v["jobs"][0];
     assert_eq!(job["error"], 0, "fio job error: {job}");
     job.clone()
@@ -32,14 +39,26 @@ fn fio_verify(server: &Server, name: &str, bs: &str, iodepth: u32, size: &str) -
 
 #[test]
 fn fio_randwrite_then_verify_qd1_and_qd16() {
-    let Ok(()) = require(&["fio"]).map_err(skip) else { return };
+    let Ok(()) = require(&["fio"]).map_err(skip) else {
+        return;
+    };
     let server = Server::start(&[MEMDISK_64M, &["--clock", "none"]].concat());
-    for (name, bs, qd, size) in [("qd1", "4k", 1, "16m"), ("qd16", "4k", 16, "48m"), ("rmw-1k-qd16", "1k", 16, "8m")] {
+    for (name, bs, qd, size) in [
+        ("qd1", "4k", 1, "16m"),
+        ("qd16", "4k", 16, "48m"),
+        ("rmw-1k-qd16", "1k", 16, "8m"),
+    ] {
         let job = fio_verify(&server, name, bs, qd, size);
         let written = job["write"]["io_bytes"].as_u64().unwrap_or(0);
         let verified = job["read"]["io_bytes"].as_u64().unwrap_or(0);
-        eprintln!("fio {name}: wrote {written} B, verified {verified} B, {:.0} write IOPS", job["write"]["iops"].as_f64().unwrap_or(0.0));
-        assert!(written > 0 && verified == written, "{name}: wrote {written}, verified {verified}");
+        eprintln!(
+            "fio {name}: wrote {written} B, verified {verified} B, {:.0} write IOPS",
+            job["write"]["iops"].as_f64().unwrap_or(0.0)
+        );
+        assert!(
+            written > 0 && verified == written,
+            "{name}: wrote {written}, verified {verified}"
+        );
     }
     let stats = server.stop();
     assert_eq!(stats["requests"]["errors"], 0, "{stats}");
@@ -48,7 +67,9 @@ fn fio_randwrite_then_verify_qd1_and_qd16() {
 /// The same through the real-clock pipeline (reader and reply-writer threads).
 #[test]
 fn fio_verify_through_the_real_clock_pipeline() {
-    let Ok(()) = require(&["fio"]).map_err(skip) else { return };
+    let Ok(()) = require(&["fio"]).map_err(skip) else {
+        return;
+    };
     let server = Server::start(&[MEMDISK_64M, &["--clock", "real"]].concat());
     let job = fio_verify(&server, "real-qd16", "4k", 16, "16m");
     assert_eq!(job["write"]["io_bytes"], job["read"]["io_bytes"]);

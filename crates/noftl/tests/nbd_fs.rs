@@ -32,7 +32,9 @@ fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
 fn is_mounted(dir: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let d = dir.display().to_string();
-    mounts.lines().any(|l| l.split(' ').nth(1) == Some(d.as_str()))
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
 }
 
 /// A FUSE process (nbdfuse or fuse2fs) in the foreground, unmounted and reaped on drop.
@@ -47,7 +49,10 @@ impl Mount {
     }
     fn unmount_now(&mut self) {
         if is_mounted(&self.dir) {
-            let _ = Command::new("fusermount3").arg("-u").arg(&self.dir).status();
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.dir)
+                .status();
         }
         // Wait for the process itself: fuse2fs writes its last metadata after the unmount.
         if reap(&mut self.child, Duration::from_secs(30)).is_none() {
@@ -69,25 +74,67 @@ impl Drop for Mount {
 fn nbdfuse(server: &Server, dir: &Path) -> (Mount, PathBuf) {
     std::fs::create_dir_all(dir).expect("mountpoint");
     let pidfile = dir.with_extension("pid");
-    let child = Command::new("nbdfuse").arg("-P").arg(&pidfile).arg(dir).arg(server.uri()).stdin(Stdio::null()).spawn().expect("spawn nbdfuse");
-    let m = Mount { child, dir: dir.to_path_buf() };
-    wait_for("nbdfuse", Duration::from_secs(30), || pidfile.exists() && is_mounted(dir));
+    let child = Command::new("nbdfuse")
+        .arg("-P")
+        .arg(&pidfile)
+        .arg(dir)
+        .arg(server.uri())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn nbdfuse");
+    let m = Mount {
+        child,
+        dir: dir.to_path_buf(),
+    };
+    wait_for("nbdfuse", Duration::from_secs(30), || {
+        pidfile.exists() && is_mounted(dir)
+    });
     (m, dir.join("nbd"))
 }
 
 fn fuse2fs(image: &Path, dir: &Path, read_only: bool) -> Mount {
     std::fs::create_dir_all(dir).expect("mountpoint");
     let opts = if read_only { "ro,fakeroot" } else { "fakeroot" };
-    let child = Command::new(tool("fuse2fs")).arg(image).arg(dir).arg("-o").arg(opts).arg("-f").stdin(Stdio::null()).spawn().expect("spawn fuse2fs");
-    let m = Mount { child, dir: dir.to_path_buf() };
+    let child = Command::new(tool("fuse2fs"))
+        .arg(image)
+        .arg(dir)
+        .arg("-o")
+        .arg(opts)
+        .arg("-f")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn fuse2fs");
+    let m = Mount {
+        child,
+        dir: dir.to_path_buf(),
+    };
     wait_for("fuse2fs", Duration::from_secs(30), || is_mounted(dir));
     m
 }
 
 /// The files written: a few sizes, some not multiples of a block, in two directories.
 fn files() -> Vec<(String, Vec<u8>)> {
-    let sizes = [0usize, 1, 511, 4096, 5000, 65_536, 300_000, 1 << 20, 3 << 20];
-    sizes.iter().enumerate().map(|(i, &n)| (format!("{}/file-{i}.bin", if i % 2 == 0 { "a" } else { "b/c" }), pseudo_random(n, 77 + i as u64))).collect()
+    let sizes = [
+        0usize,
+        1,
+        511,
+        4096,
+        5000,
+        65_536,
+        300_000,
+        1 << 20,
+        3 << 20,
+    ];
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            (
+                format!("{}/file-{i}.bin", if i % 2 == 0 { "a" } else { "b/c" }),
+                pseudo_random(n, 77 + i as u64),
+            )
+        })
+        .collect()
 }
 
 fn write_files(root: &Path) {
@@ -106,16 +153,33 @@ fn check_files(root: &Path) {
 }
 
 fn fsck_clean(image: &Path) {
-    let out = Command::new(tool("e2fsck")).arg("-fn").arg(image).output().expect("run e2fsck");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "e2fsck -fn exited with {}:\n{text}", out.status);
-    assert!(!text.contains("Fix?") && !text.contains("Clear?") && !text.contains("wrong"), "e2fsck found problems:\n{text}");
+    let out = Command::new(tool("e2fsck"))
+        .arg("-fn")
+        .arg(image)
+        .output()
+        .expect("run e2fsck");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "e2fsck -fn exited with {}:\n{text}",
+        out.status
+    );
+    assert!(
+        !text.contains("Fix?") && !text.contains("Clear?") && !text.contains("wrong"),
+        "e2fsck found problems:\n{text}"
+    );
 }
 
 /// Formats the export, writes the files, unmounts, checks; then reads them back read-only.
 fn make_fs_and_files(server: &Server, work: &Path) {
     let (dev, image) = nbdfuse(server, &work.join("dev"));
-    run(Command::new(tool("mkfs.ext4")).args(["-F", "-q"]).arg(&image));
+    run(Command::new(tool("mkfs.ext4"))
+        .args(["-F", "-q"])
+        .arg(&image));
     let fs = fuse2fs(&image, &work.join("fs"), false);
     write_files(&work.join("fs"));
     fs.unmount();
@@ -134,7 +198,9 @@ fn read_back(server: &Server, work: &Path) {
 
 #[test]
 fn ext4_through_nbdfuse_and_fuse2fs() {
-    let Ok(()) = fuse_available().map_err(skip) else { return };
+    let Ok(()) = fuse_available().map_err(skip) else {
+        return;
+    };
     let work = tempfile::tempdir().expect("temp dir");
     let server = Server::start(&[MEMDISK_64M, &["--clock", "none"]].concat());
     make_fs_and_files(&server, work.path());
@@ -145,12 +211,25 @@ fn ext4_through_nbdfuse_and_fuse2fs() {
 
 #[test]
 fn ext4_files_survive_a_server_restart_on_its_image() {
-    let Ok(()) = fuse_available().map_err(skip) else { return };
+    let Ok(()) = fuse_available().map_err(skip) else {
+        return;
+    };
     let work = tempfile::tempdir().expect("temp dir");
     let image = work.path().join("flash.img");
     let image_arg = image.display().to_string();
     // ~80 MiB of raw flash on the tiny preset's chips; the page FTL exports what OP leaves.
-    let args: Vec<&str> = vec!["--target", "page", "--preset", "tiny", "--set", "geometry.blocks_per_plane=160", "--image", &image_arg, "--clock", "none"];
+    let args: Vec<&str> = vec![
+        "--target",
+        "page",
+        "--preset",
+        "tiny",
+        "--set",
+        "geometry.blocks_per_plane=160",
+        "--image",
+        &image_arg,
+        "--clock",
+        "none",
+    ];
     let socket = work.path().join("nbd.sock");
     let stats = work.path().join("stats.json");
     let server = Server::start_at(&socket, &stats, &args);

@@ -5,12 +5,36 @@
 use std::process::Command;
 
 fn noftl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl")).args(args).output().expect("run noftl");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(args)
+        .output()
+        .expect("run noftl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
-const BENCH: [&str; 17] =
-    ["bench", "tatp", "--storage", "native", "--preset", "tiny", "--op", "30%", "--scale", "500", "--terminals", "2", "--txns", "300", "--json", "-", "--check"];
+const BENCH: [&str; 17] = [
+    "bench",
+    "tatp",
+    "--storage",
+    "native",
+    "--preset",
+    "tiny",
+    "--op",
+    "30%",
+    "--scale",
+    "500",
+    "--terminals",
+    "2",
+    "--txns",
+    "300",
+    "--json",
+    "-",
+    "--check",
+];
 
 #[test]
 fn bench_tatp_runs_on_native_with_and_without_regions() {
@@ -47,7 +71,21 @@ fn bench_tatp_runs_on_native_with_and_without_regions() {
 
 #[test]
 fn compare_tatp_gives_the_rows_and_the_same_json_for_the_same_seed() {
-    let args = ["compare", "--workload", "tatp", "--scale", "400", "--repeat", "1", "--duration", "100ms", "--json", "-", "--seed", "2"];
+    let args = [
+        "compare",
+        "--workload",
+        "tatp",
+        "--scale",
+        "400",
+        "--repeat",
+        "1",
+        "--duration",
+        "100ms",
+        "--json",
+        "-",
+        "--seed",
+        "2",
+    ];
     let (ok, a, err) = noftl(&args);
     assert!(ok, "{err}");
     let (_, b, _) = noftl(&args);
@@ -57,5 +95,7 @@ fn compare_tatp_gives_the_rows_and_the_same_json_for_the_same_seed() {
     assert_eq!(v["scale"], 400);
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 5);
-    assert!(rows.iter().all(|r| r["throughput_tps"].as_f64().unwrap() > 0.0));
+    assert!(rows
+        .iter()
+        .all(|r| r["throughput_tps"].as_f64().unwrap() > 0.0));
 }

@@ -4,28 +4,76 @@
 use std::process::Command;
 
 fn noftl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl")).args(args).output().expect("run noftl");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(args)
+        .output()
+        .expect("run noftl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn bench_tpcc_runs_on_native_reports_notpm_and_passes_the_check() {
     let args = [
-        "bench", "tpcc", "--storage", "native", "--preset", "tiny", "--op", "30%", "--items", "1000", "--customers", "60", "--terminals", "2", "--txns", "60", "--json", "-", "--check",
+        "bench",
+        "tpcc",
+        "--storage",
+        "native",
+        "--preset",
+        "tiny",
+        "--op",
+        "30%",
+        "--items",
+        "1000",
+        "--customers",
+        "60",
+        "--terminals",
+        "2",
+        "--txns",
+        "60",
+        "--json",
+        "-",
+        "--check",
     ];
     let (ok, out, err) = noftl(&args);
     assert!(ok, "{err}");
-    assert!(err.contains("REDUCED"), "a reduced population is labelled: {err}");
+    assert!(
+        err.contains("REDUCED"),
+        "a reduced population is labelled: {err}"
+    );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["workload"], "tpcc");
     assert_eq!(v["storage"], "native");
     assert_eq!(v["check"], "passed");
     assert_eq!(v["reduced"], true);
     let m = &v["mix"];
-    let done: u64 = ["new_order", "payment", "order_status", "delivery", "stock_level", "new_order_rollbacks"].iter().map(|k| m[*k].as_u64().unwrap()).sum();
+    let done: u64 = [
+        "new_order",
+        "payment",
+        "order_status",
+        "delivery",
+        "stock_level",
+        "new_order_rollbacks",
+    ]
+    .iter()
+    .map(|k| m[*k].as_u64().unwrap())
+    .sum();
     assert_eq!(done, 120);
     assert!(v["notpm"].as_f64().unwrap() > 0.0);
-    for f in ["throughput_tps", "virtual_seconds", "committed", "aborted", "latency_us", "per_txn", "buffer", "lock_waits", "group_commit_forces"] {
+    for f in [
+        "throughput_tps",
+        "virtual_seconds",
+        "committed",
+        "aborted",
+        "latency_us",
+        "per_txn",
+        "buffer",
+        "lock_waits",
+        "group_commit_forces",
+    ] {
         assert!(!v[f].is_null(), "missing {f}");
     }
     let (_, again, _) = noftl(&args);
@@ -42,7 +90,22 @@ fn bench_tpcc_refuses_bad_arguments_without_panicking() {
 
 #[test]
 fn compare_tpcc_gives_the_figure_3_rows() {
-    let args = ["compare", "--workload", "tpcc", "--tpcc-reduced", "1000", "30", "--repeat", "1", "--duration", "200ms", "--json", "-", "--seed", "2"];
+    let args = [
+        "compare",
+        "--workload",
+        "tpcc",
+        "--tpcc-reduced",
+        "1000",
+        "30",
+        "--repeat",
+        "1",
+        "--duration",
+        "200ms",
+        "--json",
+        "-",
+        "--seed",
+        "2",
+    ];
     let (ok, out, err) = noftl(&args);
     assert!(ok, "{err}");
     assert!(err.contains("[5/5]"), "progress is shown: {err}");
@@ -50,7 +113,10 @@ fn compare_tpcc_gives_the_figure_3_rows() {
     assert_eq!(v["workload"], "tpcc");
     assert_eq!(v["scale"], 1);
     let rows = v["rows"].as_array().unwrap();
-    let names: Vec<&str> = rows.iter().map(|r| r["storage"].as_str().unwrap()).collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["storage"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["native", "dftl-2%", "dftl-15%", "dftl-35%", "page"]);
     for r in rows {
         assert!(r["throughput_tps"].as_f64().unwrap() > 0.0);

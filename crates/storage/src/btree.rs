@@ -125,12 +125,34 @@ fn used_bytes(p: &[u8]) -> usize {
     slotted::end(p) - slotted::SLOTS_AT - slotted::free_space(p)
 }
 fn entries(p: &[u8]) -> Vec<Vec<u8>> {
-    (0..slotted::nslots(p)).filter_map(|i| slotted::get(p, i).map(<[u8]>::to_vec)).collect()
+    (0..slotted::nslots(p))
+        .filter_map(|i| slotted::get(p, i).map(<[u8]>::to_vec))
+        .collect()
 }
 #[allow(clippy::too_many_arguments)] // one image from all its header fields
-fn build(page_bytes: usize, pid: PageId, leaf: bool, level: u16, object: ObjectId, es: &[Vec<u8>], aux: PageId, prev: PageId, next: PageId) -> Vec<u8> {
+fn build(
+    page_bytes: usize,
+    pid: PageId,
+    leaf: bool,
+    level: u16,
+    object: ObjectId,
+    es: &[Vec<u8>],
+    aux: PageId,
+    prev: PageId,
+    next: PageId,
+) -> Vec<u8> {
     let mut img = vec![0u8; page_bytes];
-    page::format(&mut img, pid, if leaf { PageType::BTreeLeaf } else { PageType::BTreeInner }, object, 0);
+    page::format(
+        &mut img,
+        pid,
+        if leaf {
+            PageType::BTreeLeaf
+        } else {
+            PageType::BTreeInner
+        },
+        object,
+        0,
+    );
     slotted::init(&mut img);
     slotted::set_level(&mut img, level);
     slotted::set_aux(&mut img, aux);
@@ -154,13 +176,21 @@ impl Engine {
     fn check_key(&self, key: &[u8], val: &[u8]) -> Result<()> {
         let max = max_key_bytes(self.page_bytes());
         if key.len() > max || val.len() > MAX_VAL {
-            return Err(Error::RecordTooLarge { bytes: key.len(), max });
+            return Err(Error::RecordTooLarge {
+                bytes: key.len(),
+                max,
+            });
         }
         Ok(())
     }
 
     /// Path from the root to the leaf covering `key` (`None`: leftmost / rightmost leaf).
-    fn bt_path(&mut self, root: PageId, key: Option<&[u8]>, rightmost: bool) -> Result<Vec<(PageId, usize)>> {
+    fn bt_path(
+        &mut self,
+        root: PageId,
+        key: Option<&[u8]>,
+        rightmost: bool,
+    ) -> Result<Vec<(PageId, usize)>> {
         let mut path = Vec::with_capacity(4);
         let mut pid = root;
         loop {
@@ -173,7 +203,10 @@ impl Engine {
             }
             if page::page_type(p) != PageType::BTreeInner || path.len() > 64 {
                 self.pool.unfix(f);
-                return Err(Error::Corrupt { pid, why: "not a B-tree page on a B-tree path".into() });
+                return Err(Error::Corrupt {
+                    pid,
+                    why: "not a B-tree page on a B-tree path".into(),
+                });
             }
             let pos = match key {
                 Some(k) => child_pos(p, k),
@@ -189,7 +222,11 @@ impl Engine {
 
     /// Exact lookup.
     pub(crate) fn bt_get(&mut self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let leaf = self.bt_path(root, Some(key), false)?.last().map(|x| x.0).unwrap_or(root);
+        let leaf = self
+            .bt_path(root, Some(key), false)?
+            .last()
+            .map(|x| x.0)
+            .unwrap_or(root);
         let f = self.fix(leaf, Fix::Read)?;
         let p = self.pool.page(f);
         let r = search(p, key).ok().map(|i| val_at(p, i).to_vec());
@@ -199,7 +236,12 @@ impl Engine {
 
     /// Descends for an insert of an entry of `need` bytes, splitting full nodes on the way
     /// (invariant 4); returns the leaf that can take it.
-    pub(crate) fn bt_prepare_insert(&mut self, root: PageId, key: &[u8], need: usize) -> Result<PageId> {
+    pub(crate) fn bt_prepare_insert(
+        &mut self,
+        root: PageId,
+        key: &[u8],
+        need: usize,
+    ) -> Result<PageId> {
         let inner_need = max_key_bytes(self.page_bytes()) + 2 + 4 + 4;
         'restart: for _ in 0..64 {
             let mut parent: Option<PageId> = None;
@@ -209,7 +251,11 @@ impl Engine {
                 let p = self.pool.page(f);
                 let leaf = page::page_type(p) == PageType::BTreeLeaf;
                 let room = slotted::fits(p, if leaf { need } else { inner_need }, true);
-                let child = if leaf { 0 } else { child_at(p, child_pos(p, key)) };
+                let child = if leaf {
+                    0
+                } else {
+                    child_at(p, child_pos(p, key))
+                };
                 self.pool.unfix(f);
                 if !room {
                     self.bt_split(root, pid, parent)?;
@@ -222,7 +268,10 @@ impl Engine {
                 pid = child;
             }
         }
-        Err(Error::Corrupt { pid: root, why: "B-tree insert kept splitting".into() })
+        Err(Error::Corrupt {
+            pid: root,
+            why: "B-tree insert kept splitting".into(),
+        })
     }
 
     /// Splits `pid` (whose parent has room, or which is the root).
@@ -238,7 +287,10 @@ impl Engine {
         let es = entries(p);
         self.pool.unfix(f);
         if es.len() < 2 {
-            return Err(Error::Corrupt { pid, why: "a full B-tree node with fewer than two entries".into() });
+            return Err(Error::Corrupt {
+                pid,
+                why: "a full B-tree node with fewer than two entries".into(),
+            });
         }
         // Split point: half the bytes.
         let total: usize = es.iter().map(|e| e.len() + 4).sum();
@@ -253,9 +305,17 @@ impl Engine {
         let (sep, right_aux, right): (Vec<u8>, PageId, &[Vec<u8>]) = if leaf {
             (entry_key(&right_all[0]).to_vec(), 0, right_all)
         } else {
-            (entry_key(&right_all[0]).to_vec(), child_val(entry_val(&right_all[0])), &right_all[1..])
+            (
+                entry_key(&right_all[0]).to_vec(),
+                child_val(entry_val(&right_all[0])),
+                &right_all[1..],
+            )
         };
-        let kind = if leaf { PageKind::BTreeLeaf } else { PageKind::BTreeInner };
+        let kind = if leaf {
+            PageKind::BTreeLeaf
+        } else {
+            PageKind::BTreeInner
+        };
         let mut ops = Vec::with_capacity(6);
         match parent {
             None => {
@@ -267,17 +327,56 @@ impl Engine {
                 let rimg = build(pb, r, leaf, level, object, right, right_aux, rp, rn);
                 let mut rbytes = r.to_le_bytes().to_vec();
                 rbytes.truncate(4);
-                let root_img = build(pb, root, false, level + 1, object, &[entry(&sep, &rbytes)], l, 0, 0);
-                ops.extend([al, ar, Op::image(l, &limg), Op::image(r, &rimg), Op::image(root, &root_img)]);
+                let root_img = build(
+                    pb,
+                    root,
+                    false,
+                    level + 1,
+                    object,
+                    &[entry(&sep, &rbytes)],
+                    l,
+                    0,
+                    0,
+                );
+                ops.extend([
+                    al,
+                    ar,
+                    Op::image(l, &limg),
+                    Op::image(r, &rimg),
+                    Op::image(root, &root_img),
+                ]);
             }
             Some(par) => {
                 let (r, ar) = self.alloc_page(object, kind, &[])?;
                 let (ln, rp, rn) = if leaf { (r, pid, next) } else { (0, 0, 0) };
-                let limg = build(pb, pid, leaf, level, object, left, aux, if leaf { prev } else { 0 }, ln);
+                let limg = build(
+                    pb,
+                    pid,
+                    leaf,
+                    level,
+                    object,
+                    left,
+                    aux,
+                    if leaf { prev } else { 0 },
+                    ln,
+                );
                 let rimg = build(pb, r, leaf, level, object, right, right_aux, rp, rn);
-                ops.extend([ar, Op::image(pid, &limg), Op::image(r, &rimg), Op::BtInsert { pid: par, key: sep, val: r.to_le_bytes().to_vec() }]);
+                ops.extend([
+                    ar,
+                    Op::image(pid, &limg),
+                    Op::image(r, &rimg),
+                    Op::BtInsert {
+                        pid: par,
+                        key: sep,
+                        val: r.to_le_bytes().to_vec(),
+                    },
+                ]);
                 if leaf && next != 0 {
-                    ops.push(Op::SetField { pid: next, offset: 28, value: r });
+                    ops.push(Op::SetField {
+                        pid: next,
+                        offset: 28,
+                        value: r,
+                    });
                 }
             }
         }
@@ -287,7 +386,14 @@ impl Engine {
     }
 
     /// Inserts `key -> val` (logged, undoable). Fails with `DuplicateKey` if the key exists.
-    pub(crate) fn bt_insert(&mut self, txn: TxnId, root: PageId, key: &[u8], val: &[u8], name: &str) -> Result<()> {
+    pub(crate) fn bt_insert(
+        &mut self,
+        txn: TxnId,
+        root: PageId,
+        key: &[u8],
+        val: &[u8],
+        name: &str,
+    ) -> Result<()> {
         self.check_key(key, val)?;
         let need = 2 + key.len() + val.len() + 4;
         let leaf = self.bt_prepare_insert(root, key, need)?;
@@ -295,26 +401,55 @@ impl Engine {
         let dup = search(self.pool.page(f), key).is_ok();
         self.pool.unfix(f);
         if dup {
-            return Err(Error::DuplicateKey { index: name.to_string() });
+            return Err(Error::DuplicateKey {
+                index: name.to_string(),
+            });
         }
         self.log_apply(
             txn,
-            Body::Update { op: Op::BtInsert { pid: leaf, key: key.to_vec(), val: val.to_vec() }, undo: Undo::IndexRemove { root, key: key.to_vec() } },
+            Body::Update {
+                op: Op::BtInsert {
+                    pid: leaf,
+                    key: key.to_vec(),
+                    val: val.to_vec(),
+                },
+                undo: Undo::IndexRemove {
+                    root,
+                    key: key.to_vec(),
+                },
+            },
         )?;
         Ok(())
     }
 
     /// Deletes `key` (logged, undoable); returns its value, or None if absent. Merges after.
-    pub(crate) fn bt_delete(&mut self, txn: TxnId, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn bt_delete(
+        &mut self,
+        txn: TxnId,
+        root: PageId,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
         let path = self.bt_path(root, Some(key), false)?;
         let leaf = path.last().map(|x| x.0).unwrap_or(root);
         let f = self.fix(leaf, Fix::Read)?;
-        let val = search(self.pool.page(f), key).ok().map(|i| val_at(self.pool.page(f), i).to_vec());
+        let val = search(self.pool.page(f), key)
+            .ok()
+            .map(|i| val_at(self.pool.page(f), i).to_vec());
         self.pool.unfix(f);
         let Some(val) = val else { return Ok(None) };
         self.log_apply(
             txn,
-            Body::Update { op: Op::BtDelete { pid: leaf, key: key.to_vec() }, undo: Undo::IndexPut { root, key: key.to_vec(), val: val.clone() } },
+            Body::Update {
+                op: Op::BtDelete {
+                    pid: leaf,
+                    key: key.to_vec(),
+                },
+                undo: Undo::IndexPut {
+                    root,
+                    key: key.to_vec(),
+                    val: val.clone(),
+                },
+            },
         )?;
         self.bt_rebalance(root, &path)?;
         Ok(Some(val))
@@ -322,7 +457,11 @@ impl Engine {
 
     /// The leaf holding `key` now (for logical undo).
     pub(crate) fn bt_leaf_of(&mut self, root: PageId, key: &[u8]) -> Result<PageId> {
-        Ok(self.bt_path(root, Some(key), false)?.last().map(|x| x.0).unwrap_or(root))
+        Ok(self
+            .bt_path(root, Some(key), false)?
+            .last()
+            .map(|x| x.0)
+            .unwrap_or(root))
     }
 
     /// Merges underfull nodes on `path` bottom-up (invariant 5).
@@ -340,9 +479,19 @@ impl Engine {
             let f = self.fix(par, Fix::Read)?;
             let pp = self.pool.page(f);
             let nchildren = slotted::nslots(pp) + 1;
-            let (lpos, rpos) = if pos + 1 < nchildren { (pos, pos + 1) } else if pos > 0 { (pos - 1, pos) } else { (pos, pos) };
+            let (lpos, rpos) = if pos + 1 < nchildren {
+                (pos, pos + 1)
+            } else if pos > 0 {
+                (pos - 1, pos)
+            } else {
+                (pos, pos)
+            };
             let (l, r) = (child_at(pp, lpos), child_at(pp, rpos));
-            let sep = if rpos > 0 { key_at(pp, rpos - 1).to_vec() } else { vec![] };
+            let sep = if rpos > 0 {
+                key_at(pp, rpos - 1).to_vec()
+            } else {
+                vec![]
+            };
             self.pool.unfix(f);
             if lpos == rpos {
                 return Ok(());
@@ -357,16 +506,34 @@ impl Engine {
             }
             es.extend(entries(rp));
             let bytes: usize = es.iter().map(|e| e.len() + 4).sum();
-            let (level, object, laux, lprev, rnext) = (slotted::level(lp), page::object(lp), slotted::aux(lp), page::prev(lp), page::next(rp));
+            let (level, object, laux, lprev, rnext) = (
+                slotted::level(lp),
+                page::object(lp),
+                slotted::aux(lp),
+                page::prev(lp),
+                page::next(rp),
+            );
             self.pool.unfix(fl);
             self.pool.unfix(fr);
             if bytes > (slotted::end(&vec![0u8; pb]) - slotted::SLOTS_AT) * 3 / 4 {
                 return Ok(());
             }
-            let img = if leaf { build(pb, l, true, level, object, &es, 0, lprev, rnext) } else { build(pb, l, false, level, object, &es, laux, 0, 0) };
-            let mut ops = vec![Op::image(l, &img), Op::BtDelete { pid: par, key: sep }, self.free_op(r)?];
+            let img = if leaf {
+                build(pb, l, true, level, object, &es, 0, lprev, rnext)
+            } else {
+                build(pb, l, false, level, object, &es, laux, 0, 0)
+            };
+            let mut ops = vec![
+                Op::image(l, &img),
+                Op::BtDelete { pid: par, key: sep },
+                self.free_op(r)?,
+            ];
             if leaf && rnext != 0 {
-                ops.push(Op::SetField { pid: rnext, offset: 28, value: l });
+                ops.push(Op::SetField {
+                    pid: rnext,
+                    offset: 28,
+                    value: l,
+                });
             }
             self.stats.btree_merges += 1;
             self.log_apply(0, Body::Redo(ops))?;
@@ -391,7 +558,14 @@ impl Engine {
     }
 
     /// Entries with keys in the bounds, ascending or descending, at most `limit`.
-    pub(crate) fn bt_scan(&mut self, root: PageId, lo: Bound<&[u8]>, hi: Bound<&[u8]>, reverse: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub(crate) fn bt_scan(
+        &mut self,
+        root: PageId,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let in_lo = |k: &[u8]| match lo {
             Bound::Included(b) => k >= b,
             Bound::Excluded(b) => k > b,
@@ -407,18 +581,29 @@ impl Engine {
             Bound::Included(b) | Bound::Excluded(b) => Some(b.to_vec()),
             Bound::Unbounded => None,
         };
-        let mut pid = self.bt_path(root, start_key.as_deref(), reverse)?.last().map(|x| x.0).unwrap_or(root);
+        let mut pid = self
+            .bt_path(root, start_key.as_deref(), reverse)?
+            .last()
+            .map(|x| x.0)
+            .unwrap_or(root);
         let mut guard = 0u64;
         while pid != 0 && out.len() < limit {
             guard += 1;
             if guard > self.store.db_pages() {
-                return Err(Error::Corrupt { pid, why: "leaf chain has a cycle".into() });
+                return Err(Error::Corrupt {
+                    pid,
+                    why: "leaf chain has a cycle".into(),
+                });
             }
             let f = self.fix(pid, Fix::Read)?;
             let p = self.pool.page(f);
             let n = slotted::nslots(p);
             let mut done = false;
-            let idx: Box<dyn Iterator<Item = usize>> = if reverse { Box::new((0..n).rev()) } else { Box::new(0..n) };
+            let idx: Box<dyn Iterator<Item = usize>> = if reverse {
+                Box::new((0..n).rev())
+            } else {
+                Box::new(0..n)
+            };
             for i in idx {
                 let k = key_at(p, i);
                 if reverse {
@@ -444,7 +629,11 @@ impl Engine {
                     break;
                 }
             }
-            let nextp = if reverse { page::prev(p) } else { page::next(p) };
+            let nextp = if reverse {
+                page::prev(p)
+            } else {
+                page::next(p)
+            };
             self.pool.unfix(f);
             if done {
                 break;
@@ -456,7 +645,15 @@ impl Engine {
 
     /// Checks invariants 1-3 of the tree; returns the number of keys.
     pub(crate) fn bt_check(&mut self, root: PageId) -> Result<usize> {
-        fn walk(e: &mut Engine, pid: PageId, lo: Option<Vec<u8>>, hi: Option<Vec<u8>>, depth: usize, leaf_depth: &mut Option<usize>, count: &mut usize) -> Result<()> {
+        fn walk(
+            e: &mut Engine,
+            pid: PageId,
+            lo: Option<Vec<u8>>,
+            hi: Option<Vec<u8>>,
+            depth: usize,
+            leaf_depth: &mut Option<usize>,
+            count: &mut usize,
+        ) -> Result<()> {
             let f = e.fix(pid, Fix::Read)?;
             let p = e.pool.page(f).to_vec();
             e.pool.unfix(f);
@@ -481,8 +678,16 @@ impl Engine {
                 }
                 PageType::BTreeInner => {
                     for c in 0..=n {
-                        let clo = if c == 0 { lo.clone() } else { Some(key_at(&p, c - 1).to_vec()) };
-                        let chi = if c == n { hi.clone() } else { Some(key_at(&p, c).to_vec()) };
+                        let clo = if c == 0 {
+                            lo.clone()
+                        } else {
+                            Some(key_at(&p, c - 1).to_vec())
+                        };
+                        let chi = if c == n {
+                            hi.clone()
+                        } else {
+                            Some(key_at(&p, c).to_vec())
+                        };
                         walk(e, child_at(&p, c), clo, chi, depth + 1, leaf_depth, count)?;
                     }
                     Ok(())
@@ -496,7 +701,14 @@ impl Engine {
         let fwd = self.bt_scan(root, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)?;
         let bwd = self.bt_scan(root, Bound::Unbounded, Bound::Unbounded, true, usize::MAX)?;
         if fwd.len() != count || bwd.len() != count || fwd.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err(Error::Corrupt { pid: root, why: format!("leaf chain holds {}/{} keys, the tree {count}", fwd.len(), bwd.len()) });
+            return Err(Error::Corrupt {
+                pid: root,
+                why: format!(
+                    "leaf chain holds {}/{} keys, the tree {count}",
+                    fwd.len(),
+                    bwd.len()
+                ),
+            });
         }
         Ok(count)
     }

@@ -68,18 +68,30 @@ pub fn hint_of(p: &[u8]) -> WriteHint {
         PageType::BTreeLeaf => PageKind::BTreeLeaf,
         PageType::BTreeInner => PageKind::BTreeInner,
     };
-    WriteHint { object: page::object(p), kind }
+    WriteHint {
+        object: page::object(p),
+        kind,
+    }
 }
 
 impl BufferPool {
     pub fn new(frames: usize, page_bytes: usize) -> Result<BufferPool> {
         if frames < 8 {
-            return Err(Error::Config(format!("the buffer pool needs at least 8 frames, not {frames}")));
+            return Err(Error::Config(format!(
+                "the buffer pool needs at least 8 frames, not {frames}"
+            )));
         }
         Ok(BufferPool {
             page_bytes,
             frames: (0..frames)
-                .map(|_| Frame { pid: None, data: vec![0u8; page_bytes].into(), dirty: false, rec_lsn: 0, pins: 0, referenced: false })
+                .map(|_| Frame {
+                    pid: None,
+                    data: vec![0u8; page_bytes].into(),
+                    dirty: false,
+                    rec_lsn: 0,
+                    pins: 0,
+                    referenced: false,
+                })
                 .collect(),
             map: HashMap::with_capacity(frames * 2),
             hand: 0,
@@ -91,7 +103,14 @@ impl BufferPool {
     }
 
     /// Pins `pid` in a frame; returns the frame, whether it was corrupt (Lenient), and the time.
-    pub fn fix(&mut self, store: &mut dyn PageStore, log: &mut LogManager, at: Nanos, pid: PageId, how: Fix) -> Result<(usize, bool, Nanos)> {
+    pub fn fix(
+        &mut self,
+        store: &mut dyn PageStore,
+        log: &mut LogManager,
+        at: Nanos,
+        pid: PageId,
+        how: Fix,
+    ) -> Result<(usize, bool, Nanos)> {
         if let Some(&f) = self.map.get(&pid) {
             let fr = &mut self.frames[f];
             fr.pins += 1;
@@ -152,7 +171,12 @@ impl BufferPool {
     }
 
     /// Finds a frame to reuse (CLOCK), writing it back if dirty.
-    fn victim(&mut self, store: &mut dyn PageStore, log: &mut LogManager, at: Nanos) -> Result<(usize, Nanos)> {
+    fn victim(
+        &mut self,
+        store: &mut dyn PageStore,
+        log: &mut LogManager,
+        at: Nanos,
+    ) -> Result<(usize, Nanos)> {
         let n = self.frames.len();
         for _ in 0..3 * n {
             let f = self.hand;
@@ -168,24 +192,39 @@ impl BufferPool {
                 fr.referenced = false;
                 continue;
             }
-            let t = if fr.dirty { self.write_back(store, log, at, f)? } else { at };
+            let t = if fr.dirty {
+                self.write_back(store, log, at, f)?
+            } else {
+                at
+            };
             let pid = self.frames[f].pid.take().expect("checked above");
             self.map.remove(&pid);
             self.stats.evictions += 1;
             return Ok((f, t));
         }
-        Err(Error::Config(format!("all {n} buffer frames are pinned; give the pool more frames")))
+        Err(Error::Config(format!(
+            "all {n} buffer frames are pinned; give the pool more frames"
+        )))
     }
 
     /// Writes a dirty frame (WAL rule first); it stays in the pool, clean.
-    fn write_back(&mut self, store: &mut dyn PageStore, log: &mut LogManager, at: Nanos, f: usize) -> Result<Nanos> {
+    fn write_back(
+        &mut self,
+        store: &mut dyn PageStore,
+        log: &mut LogManager,
+        at: Nanos,
+        f: usize,
+    ) -> Result<Nanos> {
         let pid = self.frames[f].pid.expect("a dirty frame holds a page");
         let mut t = at;
         let plsn = page::lsn(&self.frames[f].data);
         if plsn >= log.durable_lsn() {
             t = log.force(store, t)?;
         }
-        assert!(plsn < log.durable_lsn() || plsn == 0, "WAL rule (invariant 3)");
+        assert!(
+            plsn < log.durable_lsn() || plsn == 0,
+            "WAL rule (invariant 3)"
+        );
         let fr = &mut self.frames[f];
         page::seal(&mut fr.data);
         let t = store.write_page(t, pid, &fr.data, hint_of(&fr.data))?;
@@ -197,9 +236,20 @@ impl BufferPool {
 
     /// Writes back up to `max` dirty unpinned pages, oldest `rec_lsn` first, all submitted at
     /// `at`; then syncs them. Returns the completion time.
-    pub fn flush(&mut self, store: &mut dyn PageStore, log: &mut LogManager, at: Nanos, max: usize) -> Result<Nanos> {
-        let mut dirty: Vec<(Lsn, usize)> =
-            self.frames.iter().enumerate().filter(|(_, fr)| fr.dirty && fr.pins == 0).map(|(i, fr)| (fr.rec_lsn, i)).collect();
+    pub fn flush(
+        &mut self,
+        store: &mut dyn PageStore,
+        log: &mut LogManager,
+        at: Nanos,
+        max: usize,
+    ) -> Result<Nanos> {
+        let mut dirty: Vec<(Lsn, usize)> = self
+            .frames
+            .iter()
+            .enumerate()
+            .filter(|(_, fr)| fr.dirty && fr.pins == 0)
+            .map(|(i, fr)| (fr.rec_lsn, i))
+            .collect();
         if dirty.is_empty() {
             return Ok(at);
         }
@@ -214,8 +264,12 @@ impl BufferPool {
 
     /// Dirty pages and their `rec_lsn`, by page id (for checkpoints).
     pub fn dirty_pages(&self) -> Vec<(PageId, Lsn)> {
-        let mut v: Vec<(PageId, Lsn)> =
-            self.frames.iter().filter(|fr| fr.dirty).filter_map(|fr| fr.pid.map(|p| (p, fr.rec_lsn))).collect();
+        let mut v: Vec<(PageId, Lsn)> = self
+            .frames
+            .iter()
+            .filter(|fr| fr.dirty)
+            .filter_map(|fr| fr.pid.map(|p| (p, fr.rec_lsn)))
+            .collect();
         v.sort_unstable();
         v
     }
@@ -223,7 +277,11 @@ impl BufferPool {
         self.frames.iter().filter(|fr| fr.dirty).count()
     }
     pub fn min_rec_lsn(&self) -> Option<Lsn> {
-        self.frames.iter().filter(|fr| fr.dirty).map(|fr| fr.rec_lsn).min()
+        self.frames
+            .iter()
+            .filter(|fr| fr.dirty)
+            .map(|fr| fr.rec_lsn)
+            .min()
     }
     pub fn pinned_count(&self) -> usize {
         self.frames.iter().filter(|fr| fr.pins > 0).count()

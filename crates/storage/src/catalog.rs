@@ -75,7 +75,10 @@ fn put_str(b: &mut Vec<u8>, s: &str) {
 struct Rd<'a>(&'a [u8], usize);
 impl Rd<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8]> {
-        let s = self.0.get(self.1..self.1 + n).ok_or_else(|| Error::Recovery("truncated catalog record".into()))?;
+        let s = self
+            .0
+            .get(self.1..self.1 + n)
+            .ok_or_else(|| Error::Recovery("truncated catalog record".into()))?;
         self.1 += n;
         Ok(s)
     }
@@ -92,7 +95,8 @@ impl Rd<'_> {
     }
     fn str(&mut self) -> Result<String> {
         let n = self.u16()? as usize;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| Error::Recovery("catalog name is not UTF-8".into()))
+        String::from_utf8(self.take(n)?.to_vec())
+            .map_err(|_| Error::Recovery("catalog name is not UTF-8".into()))
     }
 }
 
@@ -171,10 +175,18 @@ impl Entry {
                     let cname = r.str()?;
                     let code = r.u8()?;
                     let len = r.u16()?;
-                    let ty = ColType::from_code(code, len).ok_or_else(|| Error::Recovery(format!("bad column type code {code}")))?;
+                    let ty = ColType::from_code(code, len)
+                        .ok_or_else(|| Error::Recovery(format!("bad column type code {code}")))?;
                     cols.push(Column { name: cname, ty });
                 }
-                Entry::Table(Table { id, name, tablespace, head, schema: Schema::new(cols)?, indexes: vec![] })
+                Entry::Table(Table {
+                    id,
+                    name,
+                    tablespace,
+                    head,
+                    schema: Schema::new(cols)?,
+                    indexes: vec![],
+                })
             }
             3 => {
                 let table = r.u32()?;
@@ -185,7 +197,14 @@ impl Entry {
                 for _ in 0..n {
                     columns.push(r.u16()? as usize);
                 }
-                Entry::Index(Index { id, name, table, root, unique, columns })
+                Entry::Index(Index {
+                    id,
+                    name,
+                    table,
+                    root,
+                    unique,
+                    columns,
+                })
             }
             k => return Err(Error::Recovery(format!("unknown catalog record kind {k}"))),
         })
@@ -221,7 +240,12 @@ impl Catalog {
                 self.tablespaces.insert(t.id, t);
             }
             Entry::Table(mut t) => {
-                t.indexes = self.indexes.values().filter(|i| i.table == t.id).map(|i| i.id).collect();
+                t.indexes = self
+                    .indexes
+                    .values()
+                    .filter(|i| i.table == t.id)
+                    .map(|i| i.id)
+                    .collect();
                 self.tables.insert(t.id, t);
             }
             Entry::Index(i) => {
@@ -235,20 +259,33 @@ impl Catalog {
         }
     }
     pub fn region_by_name(&self, name: &str) -> Option<&Region> {
-        self.regions.values().find(|r| r.name.eq_ignore_ascii_case(name))
+        self.regions
+            .values()
+            .find(|r| r.name.eq_ignore_ascii_case(name))
     }
     /// The region a tablespace names, if any.
     pub fn region_of_tablespace(&self, ts: ObjectId) -> Option<&str> {
-        self.tablespaces.get(&ts)?.options.iter().find(|(k, _)| k == "REGION").map(|(_, v)| v.as_str())
+        self.tablespaces
+            .get(&ts)?
+            .options
+            .iter()
+            .find(|(k, _)| k == "REGION")
+            .map(|(_, v)| v.as_str())
     }
     pub fn tablespace_by_name(&self, name: &str) -> Option<&Tablespace> {
-        self.tablespaces.values().find(|t| t.name.eq_ignore_ascii_case(name))
+        self.tablespaces
+            .values()
+            .find(|t| t.name.eq_ignore_ascii_case(name))
     }
     pub fn table_by_name(&self, name: &str) -> Option<&Table> {
-        self.tables.values().find(|t| t.name.eq_ignore_ascii_case(name))
+        self.tables
+            .values()
+            .find(|t| t.name.eq_ignore_ascii_case(name))
     }
     pub fn index_by_name(&self, name: &str) -> Option<&Index> {
-        self.indexes.values().find(|t| t.name.eq_ignore_ascii_case(name))
+        self.indexes
+            .values()
+            .find(|t| t.name.eq_ignore_ascii_case(name))
     }
 }
 
@@ -258,12 +295,44 @@ mod tests {
 
     #[test]
     fn entries_round_trip() {
-        let s = Schema::new(vec![Column { name: "a".into(), ty: ColType::Varchar(9) }, Column { name: "b".into(), ty: ColType::Money }]).unwrap();
+        let s = Schema::new(vec![
+            Column {
+                name: "a".into(),
+                ty: ColType::Varchar(9),
+            },
+            Column {
+                name: "b".into(),
+                ty: ColType::Money,
+            },
+        ])
+        .unwrap();
         for e in [
-            Entry::Tablespace(Tablespace { id: 3, name: "ts".into(), options: vec![("REGION".into(), "rg".into())] }),
-            Entry::Region(Region { id: 6, name: "rg".into(), options: vec![("MAX_CHIPS".into(), "2".into())] }),
-            Entry::Table(Table { id: 4, name: "t".into(), tablespace: 3, head: 9, schema: s, indexes: vec![] }),
-            Entry::Index(Index { id: 5, name: "i".into(), table: 4, root: 10, unique: true, columns: vec![1, 0] }),
+            Entry::Tablespace(Tablespace {
+                id: 3,
+                name: "ts".into(),
+                options: vec![("REGION".into(), "rg".into())],
+            }),
+            Entry::Region(Region {
+                id: 6,
+                name: "rg".into(),
+                options: vec![("MAX_CHIPS".into(), "2".into())],
+            }),
+            Entry::Table(Table {
+                id: 4,
+                name: "t".into(),
+                tablespace: 3,
+                head: 9,
+                schema: s,
+                indexes: vec![],
+            }),
+            Entry::Index(Index {
+                id: 5,
+                name: "i".into(),
+                table: 4,
+                root: 10,
+                unique: true,
+                columns: vec![1, 0],
+            }),
         ] {
             assert_eq!(Entry::decode(&e.encode()).unwrap(), e);
         }

@@ -93,9 +93,13 @@ impl CrashDisk {
                 2 if self.plan.tear_sectors => {
                     let sectors = LOGICAL_PAGE_BYTES / SECTOR_BYTES;
                     let keep = 1 + (mix(&mut rng) as usize % (sectors - 1));
-                    let old = durable[lpn as usize].clone().unwrap_or_else(|| vec![0u8; LOGICAL_PAGE_BYTES].into());
+                    let old = durable[lpn as usize]
+                        .clone()
+                        .unwrap_or_else(|| vec![0u8; LOGICAL_PAGE_BYTES].into());
                     let mut torn = old.to_vec();
-                    let new = page.clone().unwrap_or_else(|| vec![0u8; LOGICAL_PAGE_BYTES].into());
+                    let new = page
+                        .clone()
+                        .unwrap_or_else(|| vec![0u8; LOGICAL_PAGE_BYTES].into());
                     torn[..keep * SECTOR_BYTES].copy_from_slice(&new[..keep * SECTOR_BYTES]);
                     durable[lpn as usize] = Some(torn.into());
                 }
@@ -175,7 +179,11 @@ impl BlockDevice for CrashDisk {
         let fate = self.gate()?;
         // A cut during a multi-page write leaves its first half in the cache.
         let pages = if fate == Fate::Cut { n / 2 } else { n };
-        for (i, chunk) in data.chunks(LOGICAL_PAGE_BYTES).take(pages as usize).enumerate() {
+        for (i, chunk) in data
+            .chunks(LOGICAL_PAGE_BYTES)
+            .take(pages as usize)
+            .enumerate()
+        {
             let p = lpn + i as u64;
             if fua && fate == Fate::Proceed {
                 self.cache.remove(&p);
@@ -212,7 +220,12 @@ impl BlockDevice for CrashDisk {
         Ok(at_ns + self.flush_ns)
     }
     fn report(&self) -> FtlReport {
-        FtlReport { name: self.name(), host: self.host, waf: 1.0, ..FtlReport::default() }
+        FtlReport {
+            name: self.name(),
+            host: self.host,
+            waf: 1.0,
+            ..FtlReport::default()
+        }
     }
 }
 
@@ -265,13 +278,19 @@ mod tests {
                 assert!(buf.iter().all(|&x| x == 0));
             }
         }
-        assert!(kept > 0 && kept < 32, "unflushed writes persist for some seeds only ({kept})");
+        assert!(
+            kept > 0 && kept < 32,
+            "unflushed writes persist for some seeds only ({kept})"
+        );
     }
 
     #[test]
     fn injected_error_changes_nothing() {
         let mut d = CrashDisk::new(4);
-        d.set_plan(CrashPlan { fail_op: Some(1), ..CrashPlan::default() });
+        d.set_plan(CrashPlan {
+            fail_op: Some(1),
+            ..CrashPlan::default()
+        });
         assert!(d.write(0, 0, &[7u8; 4096], false).is_err());
         let mut buf = vec![1u8; 4096];
         d.read(0, 0, &mut buf).unwrap();

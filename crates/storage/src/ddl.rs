@@ -21,11 +21,27 @@ use crate::tuple::{ColType, Column};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Statement {
-    CreateTablespace { name: String, options: Vec<(String, String)> },
-    CreateTable { name: String, columns: Vec<Column>, tablespace: Option<String> },
-    CreateIndex { name: String, table: String, columns: Vec<String>, unique: bool, tablespace: Option<String> },
+    CreateTablespace {
+        name: String,
+        options: Vec<(String, String)>,
+    },
+    CreateTable {
+        name: String,
+        columns: Vec<Column>,
+        tablespace: Option<String>,
+    },
+    CreateIndex {
+        name: String,
+        table: String,
+        columns: Vec<String>,
+        unique: bool,
+        tablespace: Option<String>,
+    },
     /// Accepted by the parser; the engine refuses it until NoFTL regions exist (issue 5).
-    CreateRegion { name: String, options: Vec<(String, String)> },
+    CreateRegion {
+        name: String,
+        options: Vec<(String, String)>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,24 +85,50 @@ fn lex(src: &str) -> Result<Vec<Token>> {
             continue;
         }
         if c.is_ascii_alphabetic() || c == '_' {
-            let s: String = chars[i..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == '_').collect();
+            let s: String = chars[i..]
+                .iter()
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+                .collect();
             i += s.chars().count();
             col += s.chars().count();
-            out.push(Token { tok: Tok::Word(s), line: l0, col: c0 });
+            out.push(Token {
+                tok: Tok::Word(s),
+                line: l0,
+                col: c0,
+            });
         } else if c.is_ascii_digit() {
-            let s: String = chars[i..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == '.' || **c == '%').collect();
+            let s: String = chars[i..]
+                .iter()
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == '.' || **c == '%')
+                .collect();
             i += s.chars().count();
             col += s.chars().count();
-            out.push(Token { tok: Tok::Num(s), line: l0, col: c0 });
+            out.push(Token {
+                tok: Tok::Num(s),
+                line: l0,
+                col: c0,
+            });
         } else if "(),;=".contains(c) {
-            out.push(Token { tok: Tok::Sym(c), line: l0, col: c0 });
+            out.push(Token {
+                tok: Tok::Sym(c),
+                line: l0,
+                col: c0,
+            });
             i += 1;
             col += 1;
         } else {
-            return Err(Error::Ddl { line: l0, column: c0, message: format!("unexpected character '{c}'") });
+            return Err(Error::Ddl {
+                line: l0,
+                column: c0,
+                message: format!("unexpected character '{c}'"),
+            });
         }
     }
-    out.push(Token { tok: Tok::End, line, col });
+    out.push(Token {
+        tok: Tok::End,
+        line,
+        col,
+    });
     Ok(out)
 }
 
@@ -107,7 +149,11 @@ impl P {
             Tok::Sym(c) => format!("'{c}'"),
             Tok::End => "the end of input".into(),
         };
-        Err(Error::Ddl { line: t.line, column: t.col, message: format!("{}, found {found}", msg.into()) })
+        Err(Error::Ddl {
+            line: t.line,
+            column: t.col,
+            message: format!("{}, found {found}", msg.into()),
+        })
     }
     fn bump(&mut self) -> Token {
         let t = self.peek().clone();
@@ -164,7 +210,10 @@ impl P {
         self.options_checked(|_, _| Ok(()))
     }
     /// Options whose values `check` vets, so that a bad value is reported at its position.
-    fn options_checked(&mut self, check: fn(&str, &str) -> std::result::Result<(), String>) -> Result<Vec<(String, String)>> {
+    fn options_checked(
+        &mut self,
+        check: fn(&str, &str) -> std::result::Result<(), String>,
+    ) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         if !self.is_sym('(') {
             return Ok(out);
@@ -217,7 +266,8 @@ impl P {
             }
             _ => {
                 self.at -= 1;
-                return self.err("expected a column type (INT, BIGINT, MONEY, DATE, CHAR(n), VARCHAR(n))");
+                return self
+                    .err("expected a column type (INT, BIGINT, MONEY, DATE, CHAR(n), VARCHAR(n))");
             }
         })
     }
@@ -233,12 +283,18 @@ impl P {
         if self.is_kw("TABLESPACE") {
             self.bump();
             let name = self.ident("a tablespace name")?;
-            return Ok(Statement::CreateTablespace { name, options: self.options()? });
+            return Ok(Statement::CreateTablespace {
+                name,
+                options: self.options()?,
+            });
         }
         if self.is_kw("REGION") {
             self.bump();
             let name = self.ident("a region name")?;
-            return Ok(Statement::CreateRegion { name, options: self.options_checked(crate::region::check_option)? });
+            return Ok(Statement::CreateRegion {
+                name,
+                options: self.options_checked(crate::region::check_option)?,
+            });
         }
         if self.is_kw("TABLE") {
             self.bump();
@@ -256,7 +312,11 @@ impl P {
                 self.sym(')')?;
                 break;
             }
-            return Ok(Statement::CreateTable { name, columns, tablespace: self.opt_tablespace()? });
+            return Ok(Statement::CreateTable {
+                name,
+                columns,
+                tablespace: self.opt_tablespace()?,
+            });
         }
         let unique = self.is_kw("UNIQUE");
         if unique {
@@ -274,7 +334,13 @@ impl P {
                 columns.push(self.ident("a column name")?);
             }
             self.sym(')')?;
-            return Ok(Statement::CreateIndex { name, table, columns, unique, tablespace: self.opt_tablespace()? });
+            return Ok(Statement::CreateIndex {
+                name,
+                table,
+                columns,
+                unique,
+                tablespace: self.opt_tablespace()?,
+            });
         }
         self.err("expected TABLESPACE, TABLE, [UNIQUE] INDEX or REGION after CREATE")
     }
@@ -282,7 +348,10 @@ impl P {
 
 /// Parses a script of statements.
 pub fn parse(src: &str) -> Result<Vec<Statement>> {
-    let mut p = P { toks: lex(src)?, at: 0 };
+    let mut p = P {
+        toks: lex(src)?,
+        at: 0,
+    };
     let mut out = Vec::new();
     loop {
         while p.is_sym(';') {
@@ -312,32 +381,79 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.len(), 4);
-        assert!(matches!(&s[1], Statement::CreateTablespace { options, .. } if options[1] == ("EXTENT_SIZE".into(), "128K".into())));
-        assert!(matches!(&s[2], Statement::CreateTable { columns, tablespace: Some(ts), .. } if columns.len() == 5 && ts == "ts"));
-        assert!(matches!(&s[3], Statement::CreateIndex { unique: true, columns, .. } if columns.len() == 2));
+        assert!(
+            matches!(&s[1], Statement::CreateTablespace { options, .. } if options[1] == ("EXTENT_SIZE".into(), "128K".into()))
+        );
+        assert!(
+            matches!(&s[2], Statement::CreateTable { columns, tablespace: Some(ts), .. } if columns.len() == 5 && ts == "ts")
+        );
+        assert!(
+            matches!(&s[3], Statement::CreateIndex { unique: true, columns, .. } if columns.len() == 2)
+        );
     }
 
     #[test]
     fn errors_carry_positions() {
         let e = parse("CREATE TABLE t (id INT,\n  x FLOAT)").unwrap_err();
-        assert!(matches!(e, Error::Ddl { line: 2, column: 5, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Ddl {
+                    line: 2,
+                    column: 5,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let e = parse("CREATE TABLE t (id VARCHAR(0))").unwrap_err();
-        assert!(matches!(e, Error::Ddl { line: 1, column: 28, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Ddl {
+                    line: 1,
+                    column: 28,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let e = parse("CREATE INDEX i ON t id").unwrap_err();
         assert!(matches!(e, Error::Ddl { column: 21, .. }), "{e}");
         assert!(parse("DROP TABLE x").is_err());
         assert!(parse("CREATE TABLE t (a INT) garbage").is_err());
         assert!(parse("CREATE TABLE t (a INT $)").is_err());
         let e = parse("CREATE REGION r (MAX_CHIPS=4,\n  GC=lru)").unwrap_err();
-        assert!(matches!(e, Error::Ddl { line: 2, column: 6, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Ddl {
+                    line: 2,
+                    column: 6,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let e = parse("CREATE REGION r (MAX_CHIPS=4, COLOUR=red)").unwrap_err();
-        assert!(matches!(e, Error::Ddl { line: 1, column: 38, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Ddl {
+                    line: 1,
+                    column: 38,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(parse("CREATE REGION r (MAX_SIZE=2G, MAX_CHIPS=4, MAX_CHANNELS=2, GC=greedy, OP=10%, IPA_MODE=pSLC)").is_ok());
     }
 
     #[test]
     fn never_panics_on_prefixes_of_valid_input() {
-        let src = "CREATE UNIQUE INDEX i ON t (a, b) TABLESPACE ts; CREATE TABLE t (a CHAR(4), b INT);";
+        let src =
+            "CREATE UNIQUE INDEX i ON t (a, b) TABLESPACE ts; CREATE TABLE t (a CHAR(4), b INT);";
         for i in 0..src.len() {
             let _ = parse(&src[..i]);
         }

@@ -38,8 +38,10 @@ use crate::ddl::{self, Statement};
 use crate::error::{Error, Result};
 use crate::keyenc;
 use crate::lock::{LockManager, LockMode, Resource};
-use crate::log::{Body, Found, LogManager, LogReader, LogRecord, Op, TxnEntry, Undo, FIRST_LSN, PAYLOAD};
 pub use crate::log::TxnId;
+use crate::log::{
+    Body, Found, LogManager, LogReader, LogRecord, Op, TxnEntry, Undo, FIRST_LSN, PAYLOAD,
+};
 use crate::page::{self, get_u32, get_u64, put_u32, put_u64, PageType};
 use crate::pagestore::{PageKind, PageStore, WriteHint, LOG_BLOCK_BYTES};
 use crate::slotted;
@@ -60,7 +62,12 @@ pub struct CpuModel {
 
 impl Default for CpuModel {
     fn default() -> Self {
-        CpuModel { ns_per_call: 600, ns_per_fix: 120, ns_per_record: 500, ns_per_lock: 150 }
+        CpuModel {
+            ns_per_call: 600,
+            ns_per_fix: 120,
+            ns_per_record: 500,
+            ns_per_lock: 150,
+        }
     }
 }
 
@@ -79,7 +86,13 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { buffer_frames: 1024, checkpoint_bytes: None, full_page_writes: None, unsafe_ack_before_force: false, cpu: CpuModel::default() }
+        EngineConfig {
+            buffer_frames: 1024,
+            checkpoint_bytes: None,
+            full_page_writes: None,
+            unsafe_ack_before_force: false,
+            cpu: CpuModel::default(),
+        }
     }
 }
 
@@ -141,7 +154,10 @@ impl Master {
         b
     }
     fn decode(b: &[u8]) -> Option<Master> {
-        (get_u32(b, 4) == MASTER_MAGIC && get_u32(b, 8) == FORMAT_VERSION && get_u32(b, 0) == crc32fast::hash(&b[4..])).then(|| Master {
+        (get_u32(b, 4) == MASTER_MAGIC
+            && get_u32(b, 8) == FORMAT_VERSION
+            && get_u32(b, 0) == crc32fast::hash(&b[4..]))
+        .then(|| Master {
             seq: get_u64(b, 16),
             epoch: get_u32(b, 24),
             page_bytes: get_u32(b, 12),
@@ -179,7 +195,11 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("store", &self.store.name()).field("now", &self.now).field("txns", &self.txns.len()).finish()
+        f.debug_struct("Engine")
+            .field("store", &self.store.name())
+            .field("now", &self.now)
+            .field("txns", &self.txns.len())
+            .finish()
     }
 }
 
@@ -224,7 +244,10 @@ pub(crate) fn apply_op(p: &mut [u8], op: &Op) -> std::result::Result<(), String>
             if s < slotted::nslots(p) && slotted::slot(p, s).0 != 0 {
                 return Err(format!("slot {s} is taken"));
             }
-            if !slotted::fits(p, data.len(), s >= slotted::nslots(p)) || (s > slotted::nslots(p) && !slotted::fits(p, data.len() + 4 * (s - slotted::nslots(p)), true)) {
+            if !slotted::fits(p, data.len(), s >= slotted::nslots(p))
+                || (s > slotted::nslots(p)
+                    && !slotted::fits(p, data.len() + 4 * (s - slotted::nslots(p)), true))
+            {
                 return Err("no room for the record".into());
             }
             slotted::put_at_slot(p, s, data);
@@ -260,7 +283,9 @@ impl Engine {
     fn blank(store: Box<dyn PageStore>, cfg: EngineConfig) -> Result<Engine> {
         let pb = store.page_bytes();
         let pool = BufferPool::new(cfg.buffer_frames, pb)?;
-        let fpw = cfg.full_page_writes.unwrap_or(pb > store.atomic_write_bytes());
+        let fpw = cfg
+            .full_page_writes
+            .unwrap_or(pb > store.atomic_write_bytes());
         let log = LogManager::new(store.log_blocks(), 1, FIRST_LSN, FIRST_LSN);
         Ok(Engine {
             store,
@@ -275,7 +300,13 @@ impl Engine {
             now: 0,
             next_txn: 1,
             failed: None,
-            master: Master { seq: 0, epoch: 1, page_bytes: pb as u32, ckpt_lsn: 0, next_txn: 1 },
+            master: Master {
+                seq: 0,
+                epoch: 1,
+                page_bytes: pb as u32,
+                ckpt_lsn: 0,
+                next_txn: 1,
+            },
             last_ckpt_lsn: FIRST_LSN,
             alloc_cursor: 2,
             pending_frees: Vec::new(),
@@ -293,14 +324,30 @@ impl Engine {
         page::format(&mut map, 0, PageType::SpaceMap, 0, 0);
         map[slotted::SLOTS_AT] = 0b11;
         let mut cat = vec![0u8; pb];
-        page::format(&mut cat, catalog::CATALOG_HEAD, PageType::Heap, catalog::CATALOG_OBJECT, 0);
+        page::format(
+            &mut cat,
+            catalog::CATALOG_HEAD,
+            PageType::Heap,
+            catalog::CATALOG_OBJECT,
+            0,
+        );
         slotted::init(&mut cat);
         slotted::set_aux(&mut cat, catalog::CATALOG_HEAD);
         slotted::set_aux2(&mut cat, 1);
         e.write_master()?;
-        e.log_apply(0, Body::Redo(vec![Op::image(0, &map), Op::image(catalog::CATALOG_HEAD, &cat)]))?;
+        e.log_apply(
+            0,
+            Body::Redo(vec![
+                Op::image(0, &map),
+                Op::image(catalog::CATALOG_HEAD, &cat),
+            ]),
+        )?;
         let t = e.begin()?;
-        let ts = Entry::Tablespace(Tablespace { id: catalog::DEFAULT_TABLESPACE, name: "default".into(), options: vec![] });
+        let ts = Entry::Tablespace(Tablespace {
+            id: catalog::DEFAULT_TABLESPACE,
+            name: "default".into(),
+            options: vec![],
+        });
         e.catalog.next_id = catalog::DEFAULT_TABLESPACE + 1;
         e.catalog_insert(t, ts)?;
         e.commit(t)?;
@@ -321,9 +368,15 @@ impl Engine {
                 }
             }
         }
-        let m = best.ok_or_else(|| Error::Recovery("no valid master record: the store holds no database".into()))?;
+        let m = best.ok_or_else(|| {
+            Error::Recovery("no valid master record: the store holds no database".into())
+        })?;
         if m.page_bytes as usize != e.page_bytes() {
-            return Err(Error::Recovery(format!("the database has {}-byte pages, the store {}", m.page_bytes, e.page_bytes())));
+            return Err(Error::Recovery(format!(
+                "the database has {}-byte pages, the store {}",
+                m.page_bytes,
+                e.page_bytes()
+            )));
         }
         e.master = m;
         // A new epoch before any log write (log.rs invariant 5).
@@ -359,7 +412,11 @@ impl Engine {
             self.pool.unfix(f);
             map = map.saturating_add(bits);
         }
-        self.now = self.io(|s, t| s.retain_allocated(t, &|pid| allocated.get(pid as usize).copied().unwrap_or(true)))?;
+        self.now = self.io(|s, t| {
+            s.retain_allocated(t, &|pid| {
+                allocated.get(pid as usize).copied().unwrap_or(true)
+            })
+        })?;
         Ok(())
     }
 
@@ -441,7 +498,9 @@ impl Engine {
 
     pub(crate) fn fix(&mut self, pid: PageId, how: Fix) -> Result<usize> {
         self.cpu(self.cfg.cpu.ns_per_fix);
-        let r = self.pool.fix(&mut *self.store, &mut self.log, self.now, pid, how);
+        let r = self
+            .pool
+            .fix(&mut *self.store, &mut self.log, self.now, pid, how);
         let (f, corrupt, t) = self.note(r)?;
         debug_assert!(!corrupt || how == Fix::Lenient);
         self.now = t;
@@ -449,7 +508,9 @@ impl Engine {
     }
 
     fn fix_lenient(&mut self, pid: PageId) -> Result<(usize, bool)> {
-        let r = self.pool.fix(&mut *self.store, &mut self.log, self.now, pid, Fix::Lenient);
+        let r = self
+            .pool
+            .fix(&mut *self.store, &mut self.log, self.now, pid, Fix::Lenient);
         let (f, corrupt, t) = self.note(r)?;
         self.now = t;
         Ok((f, corrupt))
@@ -482,12 +543,24 @@ impl Engine {
                 self.pool.unfix(f);
             }
             if !images.is_empty() {
-                self.append(&LogRecord { txn: 0, prev_lsn: 0, body: Body::Redo(images.clone()) })
-                    .and_then(|lsn| self.apply_ops(lsn, &images))?;
+                self.append(&LogRecord {
+                    txn: 0,
+                    prev_lsn: 0,
+                    body: Body::Redo(images.clone()),
+                })
+                .and_then(|lsn| self.apply_ops(lsn, &images))?;
             }
         }
-        let prev_lsn = if txn == 0 { 0 } else { self.txns.get(&txn).ok_or(Error::NoSuchTxn(txn))?.last_lsn };
-        let rec = LogRecord { txn, prev_lsn, body };
+        let prev_lsn = if txn == 0 {
+            0
+        } else {
+            self.txns.get(&txn).ok_or(Error::NoSuchTxn(txn))?.last_lsn
+        };
+        let rec = LogRecord {
+            txn,
+            prev_lsn,
+            body,
+        };
         let lsn = self.append(&rec)?;
         if txn != 0 {
             let t = self.txns.get_mut(&txn).ok_or(Error::NoSuchTxn(txn))?;
@@ -516,11 +589,22 @@ impl Engine {
 
     fn append(&mut self, rec: &LogRecord) -> Result<Lsn> {
         let need = rec.encode().len();
-        let reserve = if self.in_recovery || matches!(rec.body, Body::Clr { .. } | Body::Abort | Body::End | Body::CkptBegin | Body::CkptEnd { .. }) { 0 } else { LOG_RESERVE };
+        let reserve = if self.in_recovery
+            || matches!(
+                rec.body,
+                Body::Clr { .. } | Body::Abort | Body::End | Body::CkptBegin | Body::CkptEnd { .. }
+            ) {
+            0
+        } else {
+            LOG_RESERVE
+        };
         if !self.log.has_room(need, reserve) {
             self.make_log_room()?;
             if !self.log.has_room(need, reserve) {
-                return Err(Error::LogFull { used_bytes: self.log.used_bytes(), capacity_bytes: self.log.capacity_bytes() });
+                return Err(Error::LogFull {
+                    used_bytes: self.log.used_bytes(),
+                    capacity_bytes: self.log.capacity_bytes(),
+                });
             }
         }
         self.log.append(rec)
@@ -529,7 +613,11 @@ impl Engine {
     fn apply_ops(&mut self, lsn: Lsn, ops: &[Op]) -> Result<()> {
         for op in ops {
             let pid = op.pid();
-            let how = if matches!(op, Op::PageImage { .. }) { Fix::New } else { Fix::Read };
+            let how = if matches!(op, Op::PageImage { .. }) {
+                Fix::New
+            } else {
+                Fix::Read
+            };
             let f = self.fix(pid, how)?;
             let p = self.pool.page_mut(f);
             let r = apply_op(p, op);
@@ -538,14 +626,22 @@ impl Engine {
                 self.pool.mark_dirty(f, lsn);
             }
             self.pool.unfix(f);
-            r.map_err(|why| Error::Corrupt { pid, why: format!("cannot apply {op:?}: {why}") })?;
+            r.map_err(|why| Error::Corrupt {
+                pid,
+                why: format!("cannot apply {op:?}: {why}"),
+            })?;
         }
         Ok(())
     }
 
     /// Picks a free page for `object`; returns it and the op that marks it allocated. Pages in
     /// `taken` are skipped (already chosen for the same structure change).
-    pub(crate) fn alloc_page(&mut self, object: ObjectId, kind: PageKind, taken: &[PageId]) -> Result<(PageId, Op)> {
+    pub(crate) fn alloc_page(
+        &mut self,
+        object: ObjectId,
+        kind: PageKind,
+        taken: &[PageId],
+    ) -> Result<(PageId, Op)> {
         let pb = self.page_bytes();
         let bits = bits_per_map(pb);
         let total = self.store.db_pages() as u32;
@@ -575,7 +671,10 @@ impl Engine {
                         q += 8;
                         continue;
                     }
-                    if byte & (1 << (i % 8)) == 0 && !taken.contains(&q) && !self.pending_frees.iter().any(|(_, x)| *x == q) {
+                    if byte & (1 << (i % 8)) == 0
+                        && !taken.contains(&q)
+                        && !self.pending_frees.iter().any(|(_, x)| *x == q)
+                    {
                         found = Some(q);
                         break;
                     }
@@ -587,13 +686,24 @@ impl Engine {
                     self.stats.pages_allocated += 1;
                     let hint = WriteHint { object, kind };
                     self.store.page_allocated(q, hint);
-                    return Ok((q, Op::SetAlloc { map, pid: q, on: true, object, kind: kind as u8 }));
+                    return Ok((
+                        q,
+                        Op::SetAlloc {
+                            map,
+                            pid: q,
+                            on: true,
+                            object,
+                            kind: kind as u8,
+                        },
+                    ));
                 }
                 pid = end;
             }
             pid = 2;
         }
-        Err(Error::NoSpace { pages: u64::from(total) })
+        Err(Error::NoSpace {
+            pages: u64::from(total),
+        })
     }
 
     /// The op that frees `pid`; the store hears of it once the op is durable.
@@ -601,12 +711,21 @@ impl Engine {
         let bits = bits_per_map(self.page_bytes());
         self.pending_frees.push((self.log.next_lsn(), pid));
         self.stats.pages_freed += 1;
-        Ok(Op::SetAlloc { map: pid / bits * bits, pid, on: false, object: 0, kind: 0 })
+        Ok(Op::SetAlloc {
+            map: pid / bits * bits,
+            pid,
+            on: false,
+            object: 0,
+            kind: 0,
+        })
     }
 
     fn after_force(&mut self) -> Result<()> {
         let durable = self.log.durable_lsn();
-        let (ready, keep): (Vec<_>, Vec<_>) = self.pending_frees.drain(..).partition(|(l, _)| *l < durable);
+        let (ready, keep): (Vec<_>, Vec<_>) = self
+            .pending_frees
+            .drain(..)
+            .partition(|(l, _)| *l < durable);
         self.pending_frees = keep;
         for (_, pid) in ready {
             self.now = self.io(|s, t| s.page_freed(t, pid))?;
@@ -630,7 +749,16 @@ impl Engine {
         self.cpu(self.cfg.cpu.ns_per_call);
         let id = self.next_txn;
         self.next_txn += 1;
-        self.txns.insert(id, Txn { first_lsn: 0, last_lsn: 0, undo_next: 0, state: TxnState::Active, deleted_keys: vec![] });
+        self.txns.insert(
+            id,
+            Txn {
+                first_lsn: 0,
+                last_lsn: 0,
+                undo_next: 0,
+                state: TxnState::Active,
+                deleted_keys: vec![],
+            },
+        );
         Ok(id)
     }
 
@@ -674,9 +802,16 @@ impl Engine {
     /// Ends a commit whose record is durable: releases locks, writes the end record.
     pub fn commit_finish(&mut self, txn: TxnId) -> Result<()> {
         self.check_ok()?;
-        let Some(t) = self.txns.get(&txn) else { return Err(Error::NoSuchTxn(txn)) };
-        let TxnState::Committing(lsn) = t.state else { return Err(Error::NoSuchTxn(txn)) };
-        assert!(self.is_durable(lsn), "commit_finish before the commit record is durable (invariant 3)");
+        let Some(t) = self.txns.get(&txn) else {
+            return Err(Error::NoSuchTxn(txn));
+        };
+        let TxnState::Committing(lsn) = t.state else {
+            return Err(Error::NoSuchTxn(txn));
+        };
+        assert!(
+            self.is_durable(lsn),
+            "commit_finish before the commit record is durable (invariant 3)"
+        );
         if lsn != 0 {
             self.log_apply(txn, Body::End)?;
         }
@@ -742,16 +877,34 @@ impl Engine {
     /// Performs one undo, logged as a CLR whose `undo_next` is `undo_next`.
     fn undo_one(&mut self, txn: TxnId, undo: &Undo, undo_next: Lsn) -> Result<()> {
         let ops = match undo {
-            Undo::HeapRemove { pid, slot } => vec![Op::HeapRemove { pid: *pid, slot: *slot }],
-            Undo::HeapUnghost { pid, slot } => vec![Op::HeapGhost { pid: *pid, slot: *slot, ghost: false }],
-            Undo::HeapRestore { pid, slot, old } => vec![Op::HeapUpdate { pid: *pid, slot: *slot, data: old.clone() }],
+            Undo::HeapRemove { pid, slot } => vec![Op::HeapRemove {
+                pid: *pid,
+                slot: *slot,
+            }],
+            Undo::HeapUnghost { pid, slot } => vec![Op::HeapGhost {
+                pid: *pid,
+                slot: *slot,
+                ghost: false,
+            }],
+            Undo::HeapRestore { pid, slot, old } => vec![Op::HeapUpdate {
+                pid: *pid,
+                slot: *slot,
+                data: old.clone(),
+            }],
             Undo::IndexRemove { root, key } => {
                 let leaf = self.bt_leaf_of(*root, key)?;
-                vec![Op::BtDelete { pid: leaf, key: key.clone() }]
+                vec![Op::BtDelete {
+                    pid: leaf,
+                    key: key.clone(),
+                }]
             }
             Undo::IndexPut { root, key, val } => {
                 let leaf = self.bt_prepare_insert(*root, key, 2 + key.len() + val.len() + 4)?;
-                vec![Op::BtInsert { pid: leaf, key: key.clone(), val: val.clone() }]
+                vec![Op::BtInsert {
+                    pid: leaf,
+                    key: key.clone(),
+                    val: val.clone(),
+                }]
             }
         };
         self.log_apply(txn, Body::Clr { ops, undo_next })?;
@@ -764,16 +917,34 @@ impl Engine {
     /// force, master record (invariant 5); then the log tail moves up.
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_ok()?;
-        let begin = self.log.append(&LogRecord { txn: 0, prev_lsn: 0, body: Body::CkptBegin })?;
+        let begin = self.log.append(&LogRecord {
+            txn: 0,
+            prev_lsn: 0,
+            body: Body::CkptBegin,
+        })?;
         self.now = self.io(|s, t| s.sync_pages(t))?;
         let att: Vec<TxnEntry> = self
             .txns
             .iter()
-            .map(|(&id, t)| TxnEntry { txn: id, last_lsn: t.last_lsn, undo_next: t.undo_next, first_lsn: t.first_lsn, committed: matches!(t.state, TxnState::Committing(l) if l != 0) })
+            .map(|(&id, t)| TxnEntry {
+                txn: id,
+                last_lsn: t.last_lsn,
+                undo_next: t.undo_next,
+                first_lsn: t.first_lsn,
+                committed: matches!(t.state, TxnState::Committing(l) if l != 0),
+            })
             .filter(|e| e.first_lsn != 0)
             .collect();
         let dpt = self.pool.dirty_pages();
-        let end = LogRecord { txn: 0, prev_lsn: 0, body: Body::CkptEnd { att: att.clone(), dpt: dpt.clone(), next_txn: self.next_txn } };
+        let end = LogRecord {
+            txn: 0,
+            prev_lsn: 0,
+            body: Body::CkptEnd {
+                att: att.clone(),
+                dpt: dpt.clone(),
+                next_txn: self.next_txn,
+            },
+        };
         self.log.append(&end)?;
         self.force_log()?;
         self.master.ckpt_lsn = begin;
@@ -788,11 +959,19 @@ impl Engine {
     }
 
     fn maybe_checkpoint(&mut self) -> Result<()> {
-        let every = self.cfg.checkpoint_bytes.unwrap_or(self.log.capacity_bytes() / 4);
+        let every = self
+            .cfg
+            .checkpoint_bytes
+            .unwrap_or(self.log.capacity_bytes() / 4);
         if self.log.next_lsn() - self.last_ckpt_lsn >= every {
             // Write back pages dirtied before the previous checkpoint, so the tail can move.
             let old = self.last_ckpt_lsn;
-            let n = self.pool.dirty_pages().iter().filter(|(_, l)| *l < old).count();
+            let n = self
+                .pool
+                .dirty_pages()
+                .iter()
+                .filter(|(_, l)| *l < old)
+                .count();
             if n > 0 {
                 self.flush_pages(n)?;
             }
@@ -810,7 +989,9 @@ impl Engine {
     /// Writes back up to `max` dirty pages (oldest first) and syncs them.
     pub fn flush_pages(&mut self, max: usize) -> Result<Nanos> {
         self.check_ok()?;
-        let r = self.pool.flush(&mut *self.store, &mut self.log, self.now, max);
+        let r = self
+            .pool
+            .flush(&mut *self.store, &mut self.log, self.now, max);
         self.now = self.note(r)?;
         Ok(self.now)
     }
@@ -822,7 +1003,11 @@ impl Engine {
         let saved = self.now;
         self.now = at;
         let dirty = self.pool.dirty_count();
-        let r = if dirty * 2 > self.pool.capacity() { self.flush_pages(dirty - self.pool.capacity() / 4) } else { Ok(at) };
+        let r = if dirty * 2 > self.pool.capacity() {
+            self.flush_pages(dirty - self.pool.capacity() / 4)
+        } else {
+            Ok(at)
+        };
         let done = self.now;
         self.now = saved;
         r.map(|_| done)
@@ -851,7 +1036,13 @@ impl Engine {
                 Found::Record(rec, next) => {
                     let lsn = pos;
                     if rec.txn != 0 {
-                        let e = att.entry(rec.txn).or_insert(TxnEntry { txn: rec.txn, last_lsn: lsn, undo_next: lsn, first_lsn: lsn, committed: false });
+                        let e = att.entry(rec.txn).or_insert(TxnEntry {
+                            txn: rec.txn,
+                            last_lsn: lsn,
+                            undo_next: lsn,
+                            first_lsn: lsn,
+                            committed: false,
+                        });
                         e.last_lsn = lsn;
                         match &rec.body {
                             Body::Update { .. } | Body::Redo(_) => e.undo_next = lsn,
@@ -867,7 +1058,12 @@ impl Engine {
                     for op in rec.ops() {
                         dpt.entry(op.pid()).or_insert(lsn);
                     }
-                    if let Body::CkptEnd { att: a, dpt: d, next_txn } = &rec.body {
+                    if let Body::CkptEnd {
+                        att: a,
+                        dpt: d,
+                        next_txn,
+                    } = &rec.body
+                    {
                         for t in a {
                             att.entry(t.txn).or_insert_with(|| t.clone());
                         }
@@ -886,11 +1082,19 @@ impl Engine {
         }
         self.now = self.now.max(rd.done_ns);
         if end == ckpt {
-            return Err(Error::Recovery(format!("the checkpoint at LSN {ckpt} named by the master record is missing from the log")));
+            return Err(Error::Recovery(format!(
+                "the checkpoint at LSN {ckpt} named by the master record is missing from the log"
+            )));
         }
         // The log continues at the next block boundary, in the new epoch (log.rs invariant 5).
         let restart = end.div_ceil(PAYLOAD) * PAYLOAD;
-        let tail = dpt.values().copied().min().unwrap_or(ckpt).min(ckpt).min(att.values().map(|t| t.first_lsn).min().unwrap_or(ckpt));
+        let tail = dpt
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(ckpt)
+            .min(ckpt)
+            .min(att.values().map(|t| t.first_lsn).min().unwrap_or(ckpt));
         self.log = LogManager::new(cap, self.master.epoch, restart, tail);
         // Redo: repeat history from the oldest dirty page.
         let mut pos = dpt.values().copied().min().unwrap_or(ckpt).min(ckpt);
@@ -912,7 +1116,12 @@ impl Engine {
                         let p = self.pool.page_mut(f);
                         if corrupt && !matches!(op, Op::PageImage { .. }) {
                             self.pool.unfix(f);
-                            return Err(Error::Corrupt { pid, why: format!("torn page with no page image to repair it (redo of LSN {lsn})") });
+                            return Err(Error::Corrupt {
+                                pid,
+                                why: format!(
+                                    "torn page with no page image to repair it (redo of LSN {lsn})"
+                                ),
+                            });
                         }
                         let needed = match redo_here.iter().find(|(q, _)| *q == pid) {
                             Some(&(_, needed)) => needed,
@@ -933,7 +1142,9 @@ impl Engine {
                                 self.stats.recovery_redone += 1;
                             }
                             self.pool.unfix(f);
-                            r.map_err(|why| Error::Recovery(format!("redo of LSN {lsn} on page {pid}: {why}")))?;
+                            r.map_err(|why| {
+                                Error::Recovery(format!("redo of LSN {lsn} on page {pid}: {why}"))
+                            })?;
                         } else {
                             self.pool.unfix(f);
                         }
@@ -950,14 +1161,28 @@ impl Engine {
         self.now = self.now.max(rd.done_ns);
         // Undo the losers, newest change first across all of them.
         for t in att.values() {
-            self.txns.insert(t.txn, Txn { first_lsn: t.first_lsn, last_lsn: t.last_lsn, undo_next: t.undo_next, state: TxnState::Active, deleted_keys: vec![] });
+            self.txns.insert(
+                t.txn,
+                Txn {
+                    first_lsn: t.first_lsn,
+                    last_lsn: t.last_lsn,
+                    undo_next: t.undo_next,
+                    state: TxnState::Active,
+                    deleted_keys: vec![],
+                },
+            );
         }
-        let winners: Vec<TxnId> = att.values().filter(|t| t.committed).map(|t| t.txn).collect();
+        let winners: Vec<TxnId> = att
+            .values()
+            .filter(|t| t.committed)
+            .map(|t| t.txn)
+            .collect();
         for w in winners {
             self.log_apply(w, Body::End)?;
             self.txns.remove(&w);
         }
-        let mut todo: BTreeSet<(Lsn, TxnId)> = self.txns.iter().map(|(&id, t)| (t.undo_next, id)).collect();
+        let mut todo: BTreeSet<(Lsn, TxnId)> =
+            self.txns.iter().map(|(&id, t)| (t.undo_next, id)).collect();
         while let Some((lsn, txn)) = todo.pop_last() {
             if lsn == 0 {
                 self.log_apply(txn, Body::End)?;
@@ -984,7 +1209,10 @@ impl Engine {
 
     fn load_catalog(&mut self) -> Result<()> {
         let rows = self.heap_scan(catalog::CATALOG_HEAD)?;
-        let mut cat = Catalog { next_id: catalog::DEFAULT_TABLESPACE + 1, ..Catalog::default() };
+        let mut cat = Catalog {
+            next_id: catalog::DEFAULT_TABLESPACE + 1,
+            ..Catalog::default()
+        };
         let mut entries = Vec::new();
         for (rid, b) in rows {
             entries.push((Entry::decode(&b)?, rid));
@@ -997,7 +1225,12 @@ impl Engine {
         self.catalog = cat;
         // NoFTL regions: the store keeps its region table on flash; registering the catalog's
         // regions again is a no-op there and binds every object to its region.
-        let regions: Vec<(String, Vec<(String, String)>)> = self.catalog.regions.values().map(|r| (r.name.clone(), r.options.clone())).collect();
+        let regions: Vec<(String, Vec<(String, String)>)> = self
+            .catalog
+            .regions
+            .values()
+            .map(|r| (r.name.clone(), r.options.clone()))
+            .collect();
         for (name, options) in regions {
             self.now = self.io(|s, t| s.create_region(t, &name, &options))?;
         }
@@ -1006,7 +1239,15 @@ impl Engine {
             .tables
             .values()
             .map(|t| (t.id, t.tablespace))
-            .chain(self.catalog.indexes.values().map(|i| (i.id, self.catalog.tables.get(&i.table).map_or(catalog::DEFAULT_TABLESPACE, |t| t.tablespace))))
+            .chain(self.catalog.indexes.values().map(|i| {
+                (
+                    i.id,
+                    self.catalog
+                        .tables
+                        .get(&i.table)
+                        .map_or(catalog::DEFAULT_TABLESPACE, |t| t.tablespace),
+                )
+            }))
             .collect();
         for (id, ts) in objects {
             self.bind_region(id, ts)?;
@@ -1026,7 +1267,12 @@ impl Engine {
 
     fn catalog_insert(&mut self, txn: TxnId, e: Entry) -> Result<()> {
         self.lock(txn, Resource::Table(catalog::CATALOG_OBJECT), LockMode::X)?;
-        let rid = self.heap_insert(txn, catalog::CATALOG_OBJECT, catalog::CATALOG_HEAD, &e.encode())?;
+        let rid = self.heap_insert(
+            txn,
+            catalog::CATALOG_OBJECT,
+            catalog::CATALOG_HEAD,
+            &e.encode(),
+        )?;
         self.catalog.add(e, rid);
         Ok(())
     }
@@ -1045,7 +1291,10 @@ impl Engine {
         match s {
             Statement::CreateRegion { name, options } => {
                 if self.catalog.region_by_name(&name).is_some() {
-                    return Err(Error::AlreadyExists { kind: "region", name });
+                    return Err(Error::AlreadyExists {
+                        kind: "region",
+                        name,
+                    });
                 }
                 crate::region::RegionSpec::parse(&name, &options)?;
                 // The store checks that the region fits before it writes anything.
@@ -1055,27 +1304,50 @@ impl Engine {
             }
             Statement::CreateTablespace { name, options } => {
                 if self.catalog.tablespace_by_name(&name).is_some() {
-                    return Err(Error::AlreadyExists { kind: "tablespace", name });
+                    return Err(Error::AlreadyExists {
+                        kind: "tablespace",
+                        name,
+                    });
                 }
                 for (k, _) in &options {
                     if !["REGION", "EXTENT_SIZE", "IPA_MODE"].contains(&k.as_str()) {
-                        return Err(Error::Unsupported(format!("tablespace option {k} (known: REGION, EXTENT_SIZE, IPA_MODE)")));
+                        return Err(Error::Unsupported(format!(
+                            "tablespace option {k} (known: REGION, EXTENT_SIZE, IPA_MODE)"
+                        )));
                     }
                 }
                 if let Some((_, r)) = options.iter().find(|(k, _)| k == "REGION") {
                     if self.catalog.region_by_name(r).is_none() {
-                        return Err(Error::NotFound { kind: "region", name: r.clone() });
+                        return Err(Error::NotFound {
+                            kind: "region",
+                            name: r.clone(),
+                        });
                     }
                 }
                 let id = self.catalog.next_id;
                 self.catalog_insert(txn, Entry::Tablespace(Tablespace { id, name, options }))
             }
-            Statement::CreateTable { name, columns, tablespace } => {
+            Statement::CreateTable {
+                name,
+                columns,
+                tablespace,
+            } => {
                 if self.catalog.table_by_name(&name).is_some() {
-                    return Err(Error::AlreadyExists { kind: "table", name });
+                    return Err(Error::AlreadyExists {
+                        kind: "table",
+                        name,
+                    });
                 }
                 let ts = match tablespace {
-                    Some(t) => self.catalog.tablespace_by_name(&t).ok_or(Error::NotFound { kind: "tablespace", name: t })?.id,
+                    Some(t) => {
+                        self.catalog
+                            .tablespace_by_name(&t)
+                            .ok_or(Error::NotFound {
+                                kind: "tablespace",
+                                name: t,
+                            })?
+                            .id
+                    }
                     None => catalog::DEFAULT_TABLESPACE,
                 };
                 let schema = Schema::new(columns)?;
@@ -1083,19 +1355,51 @@ impl Engine {
                 self.catalog.next_id += 1;
                 self.bind_region(id, ts)?;
                 let head = self.heap_create(id)?;
-                self.catalog_insert(txn, Entry::Table(Table { id, name, tablespace: ts, head, schema, indexes: vec![] }))
+                self.catalog_insert(
+                    txn,
+                    Entry::Table(Table {
+                        id,
+                        name,
+                        tablespace: ts,
+                        head,
+                        schema,
+                        indexes: vec![],
+                    }),
+                )
             }
-            Statement::CreateIndex { name, table, columns, unique, tablespace } => {
+            Statement::CreateIndex {
+                name,
+                table,
+                columns,
+                unique,
+                tablespace,
+            } => {
                 if self.catalog.index_by_name(&name).is_some() {
-                    return Err(Error::AlreadyExists { kind: "index", name });
+                    return Err(Error::AlreadyExists {
+                        kind: "index",
+                        name,
+                    });
                 }
                 if let Some(t) = &tablespace {
-                    self.catalog.tablespace_by_name(t).ok_or(Error::NotFound { kind: "tablespace", name: t.clone() })?;
+                    self.catalog.tablespace_by_name(t).ok_or(Error::NotFound {
+                        kind: "tablespace",
+                        name: t.clone(),
+                    })?;
                 }
-                let t = self.catalog.table_by_name(&table).ok_or(Error::NotFound { kind: "table", name: table.clone() })?.clone();
+                let t = self
+                    .catalog
+                    .table_by_name(&table)
+                    .ok_or(Error::NotFound {
+                        kind: "table",
+                        name: table.clone(),
+                    })?
+                    .clone();
                 let mut cols = Vec::new();
                 for c in &columns {
-                    cols.push(t.schema.col(c).ok_or(Error::NotFound { kind: "column", name: format!("{table}.{c}") })?);
+                    cols.push(t.schema.col(c).ok_or(Error::NotFound {
+                        kind: "column",
+                        name: format!("{table}.{c}"),
+                    })?);
                 }
                 let id = self.catalog.next_id;
                 self.catalog.next_id += 1;
@@ -1103,7 +1407,14 @@ impl Engine {
                 // is placed again) with its table.
                 self.bind_region(id, t.tablespace)?;
                 let root = self.bt_create(id)?;
-                let idx = Index { id, name, table: t.id, root, unique, columns: cols };
+                let idx = Index {
+                    id,
+                    name,
+                    table: t.id,
+                    root,
+                    unique,
+                    columns: cols,
+                };
                 // Index the rows already there.
                 self.lock(txn, Resource::Table(t.id), LockMode::S)?;
                 for (rid, row) in self.heap_scan(t.head)? {
@@ -1116,16 +1427,29 @@ impl Engine {
     }
 
     pub fn table(&self, name: &str) -> Result<&Table> {
-        self.catalog.table_by_name(name).ok_or(Error::NotFound { kind: "table", name: name.into() })
+        self.catalog.table_by_name(name).ok_or(Error::NotFound {
+            kind: "table",
+            name: name.into(),
+        })
     }
     pub fn index(&self, name: &str) -> Result<&Index> {
-        self.catalog.index_by_name(name).ok_or(Error::NotFound { kind: "index", name: name.into() })
+        self.catalog.index_by_name(name).ok_or(Error::NotFound {
+            kind: "index",
+            name: name.into(),
+        })
     }
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
     fn table_by_id(&self, id: ObjectId) -> Result<Table> {
-        self.catalog.tables.get(&id).cloned().ok_or(Error::NotFound { kind: "table", name: format!("#{id}") })
+        self.catalog
+            .tables
+            .get(&id)
+            .cloned()
+            .ok_or(Error::NotFound {
+                kind: "table",
+                name: format!("#{id}"),
+            })
     }
 
     /// The index key of a row: the encoded columns, plus the record id for non-unique indexes.
@@ -1143,10 +1467,20 @@ impl Engine {
 
     /// Encodes a key prefix from values of the index's leading columns.
     pub fn key_of(&self, index: ObjectId, vals: &[Value]) -> Result<Vec<u8>> {
-        let idx = self.catalog.indexes.get(&index).ok_or(Error::NotFound { kind: "index", name: format!("#{index}") })?;
-        let t = self.catalog.tables.get(&idx.table).ok_or(Error::NotFound { kind: "table", name: format!("#{}", idx.table) })?;
+        let idx = self.catalog.indexes.get(&index).ok_or(Error::NotFound {
+            kind: "index",
+            name: format!("#{index}"),
+        })?;
+        let t = self.catalog.tables.get(&idx.table).ok_or(Error::NotFound {
+            kind: "table",
+            name: format!("#{}", idx.table),
+        })?;
         if vals.len() > idx.columns.len() {
-            return Err(Error::Schema(format!("{} key values for an index of {} columns", vals.len(), idx.columns.len())));
+            return Err(Error::Schema(format!(
+                "{} key values for an index of {} columns",
+                vals.len(),
+                idx.columns.len()
+            )));
         }
         let mut key = Vec::new();
         for (v, &c) in vals.iter().zip(&idx.columns) {
@@ -1170,7 +1504,11 @@ impl Engine {
         let t = self.table_by_id(table)?;
         t.schema.decode(bytes)?;
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
-        let idxs: Vec<Index> = t.indexes.iter().filter_map(|i| self.catalog.indexes.get(i).cloned()).collect();
+        let idxs: Vec<Index> = t
+            .indexes
+            .iter()
+            .filter_map(|i| self.catalog.indexes.get(i).cloned())
+            .collect();
         // Check unique keys before changing anything, so a conflict leaves no trace.
         for idx in idxs.iter().filter(|i| i.unique) {
             let key = self.index_key(idx, &t.schema, bytes, Rid { page: 0, slot: 0 })?;
@@ -1193,20 +1531,43 @@ impl Engine {
             }
         }
         if let Some(v) = self.bt_get(idx.root, key)? {
-            let rid = Rid::decode(&v).ok_or(Error::Corrupt { pid: idx.root, why: "bad record id in index".into() })?;
+            let rid = Rid::decode(&v).ok_or(Error::Corrupt {
+                pid: idx.root,
+                why: "bad record id in index".into(),
+            })?;
             // An uncommitted insert by another transaction: wait for it to end.
             self.lock(txn, Resource::Row(idx.table, rid), LockMode::S)?;
-            return Err(Error::DuplicateKey { index: idx.name.clone() });
+            return Err(Error::DuplicateKey {
+                index: idx.name.clone(),
+            });
         }
         Ok(())
     }
 
     /// Reads a row (S lock; X with `for_update`).
-    pub fn get_raw(&mut self, txn: TxnId, table: ObjectId, rid: Rid, for_update: bool) -> Result<Option<Vec<u8>>> {
+    pub fn get_raw(
+        &mut self,
+        txn: TxnId,
+        table: ObjectId,
+        rid: Rid,
+        for_update: bool,
+    ) -> Result<Option<Vec<u8>>> {
         self.active(txn)?;
         self.cpu(self.cfg.cpu.ns_per_call);
-        self.lock(txn, Resource::Table(table), if for_update { LockMode::IX } else { LockMode::IS })?;
-        self.lock(txn, Resource::Row(table, rid), if for_update { LockMode::X } else { LockMode::S })?;
+        self.lock(
+            txn,
+            Resource::Table(table),
+            if for_update {
+                LockMode::IX
+            } else {
+                LockMode::IS
+            },
+        )?;
+        self.lock(
+            txn,
+            Resource::Row(table, rid),
+            if for_update { LockMode::X } else { LockMode::S },
+        )?;
         self.heap_get(rid)
     }
 
@@ -1227,7 +1588,11 @@ impl Engine {
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
         self.lock(txn, Resource::Row(table, rid), LockMode::X)?;
         let old = self.heap_get(rid)?.ok_or(Error::NoSuchRecord(rid))?;
-        let idxs: Vec<Index> = t.indexes.iter().filter_map(|i| self.catalog.indexes.get(i).cloned()).collect();
+        let idxs: Vec<Index> = t
+            .indexes
+            .iter()
+            .filter_map(|i| self.catalog.indexes.get(i).cloned())
+            .collect();
         let mut changed = Vec::new();
         for idx in &idxs {
             let ok = self.index_key(idx, &t.schema, &old, rid)?;
@@ -1258,13 +1623,31 @@ impl Engine {
 
     /// Adds `delta` to an integer column of a row in place and returns the new value (the
     /// TPC-B update, without decoding the row).
-    pub fn add_to_column(&mut self, txn: TxnId, table: ObjectId, rid: Rid, col: usize, delta: i64) -> Result<i64> {
+    pub fn add_to_column(
+        &mut self,
+        txn: TxnId,
+        table: ObjectId,
+        rid: Rid,
+        col: usize,
+        delta: i64,
+    ) -> Result<i64> {
         self.active(txn)?;
         self.cpu(self.cfg.cpu.ns_per_call);
         let t = self.table_by_id(table)?;
-        if t.indexes.iter().any(|i| self.catalog.indexes.get(i).is_some_and(|x| x.columns.contains(&col))) {
-            let mut row = self.get_raw(txn, table, rid, true)?.ok_or(Error::NoSuchRecord(rid))?;
-            let v = t.schema.get_i64(&row, col).ok_or_else(|| Error::Schema("not an integer column".into()))? + delta;
+        if t.indexes.iter().any(|i| {
+            self.catalog
+                .indexes
+                .get(i)
+                .is_some_and(|x| x.columns.contains(&col))
+        }) {
+            let mut row = self
+                .get_raw(txn, table, rid, true)?
+                .ok_or(Error::NoSuchRecord(rid))?;
+            let v = t
+                .schema
+                .get_i64(&row, col)
+                .ok_or_else(|| Error::Schema("not an integer column".into()))?
+                + delta;
             t.schema.set_i64(&mut row, col, v)?;
             self.update_raw(txn, table, rid, &row)?;
             return Ok(v);
@@ -1273,7 +1656,12 @@ impl Engine {
         self.lock(txn, Resource::Row(table, rid), LockMode::X)?;
         let old = self.heap_get(rid)?.ok_or(Error::NoSuchRecord(rid))?;
         let mut new = old.clone();
-        let v = t.schema.get_i64(&old, col).ok_or_else(|| Error::Schema("not an integer column".into()))?.checked_add(delta).ok_or_else(|| Error::Schema("integer overflow".into()))?;
+        let v = t
+            .schema
+            .get_i64(&old, col)
+            .ok_or_else(|| Error::Schema("not an integer column".into()))?
+            .checked_add(delta)
+            .ok_or_else(|| Error::Schema("integer overflow".into()))?;
         t.schema.set_i64(&mut new, col, v)?;
         self.heap_update(txn, rid, &old, &new)?;
         Ok(v)
@@ -1293,7 +1681,11 @@ impl Engine {
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
         self.lock(txn, Resource::Row(table, rid), LockMode::X)?;
         let old = self.heap_get(rid)?.ok_or(Error::NoSuchRecord(rid))?;
-        let idxs: Vec<Index> = t.indexes.iter().filter_map(|i| self.catalog.indexes.get(i).cloned()).collect();
+        let idxs: Vec<Index> = t
+            .indexes
+            .iter()
+            .filter_map(|i| self.catalog.indexes.get(i).cloned())
+            .collect();
         for idx in &idxs {
             let key = self.index_key(idx, &t.schema, &old, rid)?;
             self.bt_delete(txn, idx.root, &key)?;
@@ -1306,42 +1698,101 @@ impl Engine {
 
     /// Record ids whose index key starts with the encoded `vals` (S locks on them, X with
     /// `for_update`).
-    pub fn lookup(&mut self, txn: TxnId, index: ObjectId, vals: &[Value], for_update: bool) -> Result<Vec<Rid>> {
+    pub fn lookup(
+        &mut self,
+        txn: TxnId,
+        index: ObjectId,
+        vals: &[Value],
+        for_update: bool,
+    ) -> Result<Vec<Rid>> {
         self.active(txn)?;
         self.cpu(self.cfg.cpu.ns_per_call);
-        let idx = self.catalog.indexes.get(&index).cloned().ok_or(Error::NotFound { kind: "index", name: format!("#{index}") })?;
+        let idx = self
+            .catalog
+            .indexes
+            .get(&index)
+            .cloned()
+            .ok_or(Error::NotFound {
+                kind: "index",
+                name: format!("#{index}"),
+            })?;
         let key = self.key_of(index, vals)?;
-        self.lock(txn, Resource::Table(idx.table), if for_update { LockMode::IX } else { LockMode::IS })?;
+        self.lock(
+            txn,
+            Resource::Table(idx.table),
+            if for_update {
+                LockMode::IX
+            } else {
+                LockMode::IS
+            },
+        )?;
         let rids: Vec<Rid> = if idx.unique && vals.len() == idx.columns.len() {
             if let Some(&other) = self.deleted_keys.get(&(idx.id, key.clone())) {
                 if other != txn {
                     return Err(Error::WouldBlock { holder: other });
                 }
             }
-            self.bt_get(idx.root, &key)?.and_then(|v| Rid::decode(&v)).into_iter().collect()
+            self.bt_get(idx.root, &key)?
+                .and_then(|v| Rid::decode(&v))
+                .into_iter()
+                .collect()
         } else {
             // A prefix: lock the table S against phantoms.
-            self.lock(txn, Resource::Table(idx.table), if for_update { LockMode::SIX } else { LockMode::S })?;
+            self.lock(
+                txn,
+                Resource::Table(idx.table),
+                if for_update {
+                    LockMode::SIX
+                } else {
+                    LockMode::S
+                },
+            )?;
             let mut hi = key.clone();
             hi.push(0xFF);
-            self.bt_scan(idx.root, Bound::Included(&key), Bound::Unbounded, false, usize::MAX)?
-                .into_iter()
-                .take_while(|(k, _)| k.starts_with(&key))
-                .filter_map(|(_, v)| Rid::decode(&v))
-                .collect()
+            self.bt_scan(
+                idx.root,
+                Bound::Included(&key),
+                Bound::Unbounded,
+                false,
+                usize::MAX,
+            )?
+            .into_iter()
+            .take_while(|(k, _)| k.starts_with(&key))
+            .filter_map(|(_, v)| Rid::decode(&v))
+            .collect()
         };
         for &rid in &rids {
-            self.lock(txn, Resource::Row(idx.table, rid), if for_update { LockMode::X } else { LockMode::S })?;
+            self.lock(
+                txn,
+                Resource::Row(idx.table, rid),
+                if for_update { LockMode::X } else { LockMode::S },
+            )?;
         }
         Ok(rids)
     }
 
     /// Index entries between two key prefixes (inclusive), ascending or descending, at most
     /// `limit`. Takes a table S lock (phantom protection).
-    pub fn scan_index(&mut self, txn: TxnId, index: ObjectId, lo: Option<&[Value]>, hi: Option<&[Value]>, reverse: bool, limit: usize) -> Result<Vec<(Vec<u8>, Rid)>> {
+    pub fn scan_index(
+        &mut self,
+        txn: TxnId,
+        index: ObjectId,
+        lo: Option<&[Value]>,
+        hi: Option<&[Value]>,
+        reverse: bool,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Rid)>> {
         self.active(txn)?;
         self.cpu(self.cfg.cpu.ns_per_call);
-        let idx = self.catalog.indexes.get(&index).cloned().ok_or(Error::NotFound { kind: "index", name: format!("#{index}") })?;
+        let idx = self
+            .catalog
+            .indexes
+            .get(&index)
+            .cloned()
+            .ok_or(Error::NotFound {
+                kind: "index",
+                name: format!("#{index}"),
+            })?;
         self.lock(txn, Resource::Table(idx.table), LockMode::S)?;
         let lo_k = lo.map(|v| self.key_of(index, v)).transpose()?;
         let hi_k = hi.map(|v| self.key_of(index, v)).transpose()?.map(|mut k| {
@@ -1350,7 +1801,11 @@ impl Engine {
         });
         let lo_b = lo_k.as_deref().map_or(Bound::Unbounded, Bound::Included);
         let hi_b = hi_k.as_deref().map_or(Bound::Unbounded, Bound::Included);
-        Ok(self.bt_scan(idx.root, lo_b, hi_b, reverse, limit)?.into_iter().filter_map(|(k, v)| Rid::decode(&v).map(|r| (k, r))).collect())
+        Ok(self
+            .bt_scan(idx.root, lo_b, hi_b, reverse, limit)?
+            .into_iter()
+            .filter_map(|(k, v)| Rid::decode(&v).map(|r| (k, r)))
+            .collect())
     }
 
     /// Every row of a table (table S lock).
@@ -1380,7 +1835,12 @@ impl Engine {
             for iid in &t.indexes {
                 let idx = self.catalog.indexes[iid].clone();
                 match self.bt_check(idx.root) {
-                    Ok(n) if n != rows.len() => problems.push(format!("index {} has {n} entries, table {} {} rows", idx.name, t.name, rows.len())),
+                    Ok(n) if n != rows.len() => problems.push(format!(
+                        "index {} has {n} entries, table {} {} rows",
+                        idx.name,
+                        t.name,
+                        rows.len()
+                    )),
                     Ok(_) => {}
                     Err(e) => problems.push(format!("index {}: {e}", idx.name)),
                 }
@@ -1389,7 +1849,10 @@ impl Engine {
                     match self.bt_get(idx.root, &key)? {
                         Some(v) if Rid::decode(&v) == Some(*rid) => {}
                         other => {
-                            problems.push(format!("row {rid:?} of {} is not in index {} (found {other:?})", t.name, idx.name));
+                            problems.push(format!(
+                                "row {rid:?} of {} is not in index {} (found {other:?})",
+                                t.name, idx.name
+                            ));
                             break;
                         }
                     }
@@ -1400,7 +1863,10 @@ impl Engine {
         let n = self.pool.dirty_count();
         self.flush_pages(n)?;
         let mut buf = vec![0u8; self.page_bytes()];
-        let total = self.store.db_pages().min(u64::from(self.alloc_high_water()));
+        let total = self
+            .store
+            .db_pages()
+            .min(u64::from(self.alloc_high_water()));
         for pid in 0..total as PageId {
             self.now = self.io(|s, t| s.read_page(t, pid, &mut buf))?;
             if let Err(e) = page::verify(&buf, pid) {

@@ -12,7 +12,10 @@ pub enum Error {
     #[error("log is corrupt at LSN {lsn}: {why}")]
     LogCorrupt { lsn: Lsn, why: String },
     #[error("the log is full ({used_bytes} of {capacity_bytes} bytes held by active transactions or unflushed pages)")]
-    LogFull { used_bytes: u64, capacity_bytes: u64 },
+    LogFull {
+        used_bytes: u64,
+        capacity_bytes: u64,
+    },
     #[error("the database is full: no free page among {pages}")]
     NoSpace { pages: u64 },
     #[error("record of {bytes} bytes does not fit in a page ({max} bytes at most)")]
@@ -32,7 +35,11 @@ pub enum Error {
     #[error("{kind} '{name}' already exists")]
     AlreadyExists { kind: &'static str, name: String },
     #[error("DDL error at {line}:{column}: {message}")]
-    Ddl { line: usize, column: usize, message: String },
+    Ddl {
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("value does not match the schema: {0}")]
     Schema(String),
     #[error("invalid configuration: {0}")]

@@ -23,12 +23,21 @@ pub struct FileDevice {
 impl FileDevice {
     /// Opens (creating if missing) a file of `capacity_pages` logical pages.
     pub fn open(path: &Path, capacity_pages: u64) -> std::io::Result<Self> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         let want = capacity_pages * LOGICAL_PAGE_BYTES as u64;
         if file.metadata()?.len() < want {
             file.set_len(want)?;
         }
-        Ok(FileDevice { file, capacity_pages, host: HostCounts::default() })
+        Ok(FileDevice {
+            file,
+            capacity_pages,
+            host: HostCounts::default(),
+        })
     }
 }
 
@@ -45,13 +54,17 @@ impl BlockDevice for FileDevice {
     }
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
         let n = check_request(lpn, buf.len(), self.capacity_pages)?;
-        self.file.read_exact_at(buf, lpn * LOGICAL_PAGE_BYTES as u64).map_err(io)?;
+        self.file
+            .read_exact_at(buf, lpn * LOGICAL_PAGE_BYTES as u64)
+            .map_err(io)?;
         self.host.reads += n;
         Ok(at_ns)
     }
     fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
         let n = check_request(lpn, data.len(), self.capacity_pages)?;
-        self.file.write_all_at(data, lpn * LOGICAL_PAGE_BYTES as u64).map_err(io)?;
+        self.file
+            .write_all_at(data, lpn * LOGICAL_PAGE_BYTES as u64)
+            .map_err(io)?;
         if fua {
             self.file.sync_data().map_err(io)?;
         }
@@ -62,7 +75,9 @@ impl BlockDevice for FileDevice {
         check_range(lpn, pages, self.capacity_pages)?;
         let zeros = vec![0u8; LOGICAL_PAGE_BYTES];
         for p in lpn..lpn + pages {
-            self.file.write_all_at(&zeros, p * LOGICAL_PAGE_BYTES as u64).map_err(io)?;
+            self.file
+                .write_all_at(&zeros, p * LOGICAL_PAGE_BYTES as u64)
+                .map_err(io)?;
         }
         self.host.trims += pages;
         Ok(at_ns)
@@ -73,6 +88,11 @@ impl BlockDevice for FileDevice {
         Ok(at_ns)
     }
     fn report(&self) -> FtlReport {
-        FtlReport { name: self.name(), host: self.host, waf: 1.0, ..FtlReport::default() }
+        FtlReport {
+            name: self.name(),
+            host: self.host,
+            waf: 1.0,
+            ..FtlReport::default()
+        }
     }
 }

@@ -31,9 +31,18 @@ impl Engine {
     }
 
     /// Inserts a record; returns its id. Logged as an undoable update (undo: remove the slot).
-    pub(crate) fn heap_insert(&mut self, txn: TxnId, object: ObjectId, head: PageId, rec: &[u8]) -> Result<Rid> {
+    pub(crate) fn heap_insert(
+        &mut self,
+        txn: TxnId,
+        object: ObjectId,
+        head: PageId,
+        rec: &[u8],
+    ) -> Result<Rid> {
         if rec.len() > slotted::max_record(self.page_bytes()) - 64 {
-            return Err(Error::RecordTooLarge { bytes: rec.len(), max: slotted::max_record(self.page_bytes()) - 64 });
+            return Err(Error::RecordTooLarge {
+                bytes: rec.len(),
+                max: slotted::max_record(self.page_bytes()) - 64,
+            });
         }
         let f = self.fix(head, Fix::Read)?;
         let tail = slotted::aux(self.pool.page(f));
@@ -54,9 +63,21 @@ impl Engine {
                 Body::Redo(vec![
                     alloc,
                     Op::image(pid, &img),
-                    Op::SetField { pid: tail, offset: 24, value: pid },
-                    Op::SetField { pid: head, offset: 40, value: pid },
-                    Op::SetField { pid: head, offset: 44, value: count + 1 },
+                    Op::SetField {
+                        pid: tail,
+                        offset: 24,
+                        value: pid,
+                    },
+                    Op::SetField {
+                        pid: head,
+                        offset: 40,
+                        value: pid,
+                    },
+                    Op::SetField {
+                        pid: head,
+                        offset: 44,
+                        value: count + 1,
+                    },
                 ]),
             )?;
             target = pid;
@@ -67,7 +88,14 @@ impl Engine {
         let rid = Rid { page: target, slot };
         self.log_apply(
             txn,
-            Body::Update { op: Op::HeapInsert { pid: target, slot, data: rec.to_vec() }, undo: Undo::HeapRemove { pid: target, slot } },
+            Body::Update {
+                op: Op::HeapInsert {
+                    pid: target,
+                    slot,
+                    data: rec.to_vec(),
+                },
+                undo: Undo::HeapRemove { pid: target, slot },
+            },
         )?;
         Ok(rid)
     }
@@ -79,35 +107,63 @@ impl Engine {
         }
         let f = self.fix(rid.page, Fix::Read)?;
         let p = self.pool.page(f);
-        let r = if page::page_type(p) == PageType::Heap { slotted::get(p, rid.slot as usize).map(<[u8]>::to_vec) } else { None };
+        let r = if page::page_type(p) == PageType::Heap {
+            slotted::get(p, rid.slot as usize).map(<[u8]>::to_vec)
+        } else {
+            None
+        };
         self.pool.unfix(f);
         Ok(r)
     }
 
     /// Runs `f` on the live record at `rid` without copying it.
-    pub(crate) fn heap_with<T>(&mut self, rid: Rid, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+    pub(crate) fn heap_with<T>(
+        &mut self,
+        rid: Rid,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>> {
         if u64::from(rid.page) >= self.store.db_pages() {
             return Ok(None);
         }
         let fr = self.fix(rid.page, Fix::Read)?;
         let p = self.pool.page(fr);
-        let r = if page::page_type(p) == PageType::Heap { slotted::get(p, rid.slot as usize).map(f) } else { None };
+        let r = if page::page_type(p) == PageType::Heap {
+            slotted::get(p, rid.slot as usize).map(f)
+        } else {
+            None
+        };
         self.pool.unfix(fr);
         Ok(r)
     }
 
-    pub(crate) fn heap_update(&mut self, txn: TxnId, rid: Rid, old: &[u8], new: &[u8]) -> Result<()> {
+    pub(crate) fn heap_update(
+        &mut self,
+        txn: TxnId,
+        rid: Rid,
+        old: &[u8],
+        new: &[u8],
+    ) -> Result<()> {
         let f = self.fix(rid.page, Fix::Read)?;
         let ok = slotted::fits_replace(self.pool.page(f), rid.slot as usize, new.len());
         self.pool.unfix(f);
         if !ok {
-            return Err(Error::Unsupported(format!("record {rid:?} grows beyond the room in its page (records do not move yet)")));
+            return Err(Error::Unsupported(format!(
+                "record {rid:?} grows beyond the room in its page (records do not move yet)"
+            )));
         }
         self.log_apply(
             txn,
             Body::Update {
-                op: Op::HeapUpdate { pid: rid.page, slot: rid.slot, data: new.to_vec() },
-                undo: Undo::HeapRestore { pid: rid.page, slot: rid.slot, old: old.to_vec() },
+                op: Op::HeapUpdate {
+                    pid: rid.page,
+                    slot: rid.slot,
+                    data: new.to_vec(),
+                },
+                undo: Undo::HeapRestore {
+                    pid: rid.page,
+                    slot: rid.slot,
+                    old: old.to_vec(),
+                },
             },
         )?;
         Ok(())
@@ -116,7 +172,17 @@ impl Engine {
     pub(crate) fn heap_delete(&mut self, txn: TxnId, rid: Rid) -> Result<()> {
         self.log_apply(
             txn,
-            Body::Update { op: Op::HeapGhost { pid: rid.page, slot: rid.slot, ghost: true }, undo: Undo::HeapUnghost { pid: rid.page, slot: rid.slot } },
+            Body::Update {
+                op: Op::HeapGhost {
+                    pid: rid.page,
+                    slot: rid.slot,
+                    ghost: true,
+                },
+                undo: Undo::HeapUnghost {
+                    pid: rid.page,
+                    slot: rid.slot,
+                },
+            },
         )?;
         Ok(())
     }
@@ -129,13 +195,22 @@ impl Engine {
         while pid != 0 {
             guard += 1;
             if guard > self.store.db_pages() {
-                return Err(Error::Corrupt { pid, why: "heap chain has a cycle".into() });
+                return Err(Error::Corrupt {
+                    pid,
+                    why: "heap chain has a cycle".into(),
+                });
             }
             let f = self.fix(pid, Fix::Read)?;
             let p = self.pool.page(f);
             for s in 0..slotted::nslots(p) {
                 if let Some(r) = slotted::get(p, s) {
-                    out.push((Rid { page: pid, slot: s as u16 }, r.to_vec()));
+                    out.push((
+                        Rid {
+                            page: pid,
+                            slot: s as u16,
+                        },
+                        r.to_vec(),
+                    ));
                 }
             }
             let next = page::next(p);

@@ -17,16 +17,23 @@ use crate::tuple::{ColType, Value};
 pub fn encode_into(out: &mut Vec<u8>, ty: ColType, v: &Value) -> Result<()> {
     match (ty, v) {
         (ColType::Int, Value::Int(x)) => {
-            let x = i32::try_from(*x).map_err(|_| Error::Schema(format!("{x} does not fit in INT")))?;
+            let x =
+                i32::try_from(*x).map_err(|_| Error::Schema(format!("{x} does not fit in INT")))?;
             out.extend_from_slice(&((x as u32) ^ 0x8000_0000).to_be_bytes());
         }
-        (ColType::Date, Value::Date(x)) => out.extend_from_slice(&((*x as u32) ^ 0x8000_0000).to_be_bytes()),
+        (ColType::Date, Value::Date(x)) => {
+            out.extend_from_slice(&((*x as u32) ^ 0x8000_0000).to_be_bytes())
+        }
         (ColType::BigInt | ColType::Money, Value::Int(x) | Value::Money(x)) => {
             out.extend_from_slice(&((*x as u64) ^ 0x8000_0000_0000_0000).to_be_bytes())
         }
         (ColType::Char(_), Value::Str(s)) => escape(out, s.trim_end_matches(' ').as_bytes()),
         (ColType::Varchar(_), Value::Str(s)) => escape(out, s.as_bytes()),
-        (ty, v) => return Err(Error::Schema(format!("key column of type {ty} cannot hold {v:?}"))),
+        (ty, v) => {
+            return Err(Error::Schema(format!(
+                "key column of type {ty} cannot hold {v:?}"
+            )))
+        }
     }
     Ok(())
 }

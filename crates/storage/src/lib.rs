@@ -57,7 +57,9 @@ pub type Lsn = u64;
 pub type ObjectId = u32;
 
 /// A record id: page and slot of a heap record. Stable for the record's life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Rid {
     pub page: PageId,
     pub slot: u16,
@@ -75,6 +77,9 @@ impl Rid {
         if b.len() < 6 {
             return None;
         }
-        Some(Rid { page: u32::from_be_bytes([b[0], b[1], b[2], b[3]]), slot: u16::from_be_bytes([b[4], b[5]]) })
+        Some(Rid {
+            page: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+            slot: u16::from_be_bytes([b[4], b[5]]),
+        })
     }
 }

@@ -31,7 +31,15 @@ impl LockMode {
         use LockMode::*;
         matches!(
             (self, o),
-            (IS, IS) | (IS, IX) | (IS, S) | (IS, SIX) | (IX, IS) | (IX, IX) | (S, IS) | (S, S) | (SIX, IS)
+            (IS, IS)
+                | (IS, IX)
+                | (IS, S)
+                | (IS, SIX)
+                | (IX, IS)
+                | (IX, IX)
+                | (S, IS)
+                | (S, S)
+                | (SIX, IS)
         )
     }
     /// The weakest mode at least as strong as both.
@@ -79,7 +87,11 @@ impl LockManager {
             Some(i) => hs[i].1.join(mode),
             None => mode,
         };
-        let blockers: Vec<TxnId> = hs.iter().filter(|(t, m)| *t != txn && !m.compatible(want)).map(|(t, _)| *t).collect();
+        let blockers: Vec<TxnId> = hs
+            .iter()
+            .filter(|(t, m)| *t != txn && !m.compatible(want))
+            .map(|(t, _)| *t)
+            .collect();
         if !blockers.is_empty() {
             if self.reaches(&blockers, txn) {
                 self.stats.deadlocks += 1;
@@ -121,11 +133,17 @@ impl LockManager {
     }
 
     pub fn holds(&self, txn: TxnId, res: Resource) -> Option<LockMode> {
-        self.holders.get(&res)?.iter().find(|(t, _)| *t == txn).map(|(_, m)| *m)
+        self.holders
+            .get(&res)?
+            .iter()
+            .find(|(t, _)| *t == txn)
+            .map(|(_, m)| *m)
     }
     /// Is the resource locked by anyone in a mode that conflicts with S?
     pub fn is_x_locked(&self, res: Resource) -> bool {
-        self.holders.get(&res).is_some_and(|h| h.iter().any(|(_, m)| !m.compatible(LockMode::S)))
+        self.holders
+            .get(&res)
+            .is_some_and(|h| h.iter().any(|(_, m)| !m.compatible(LockMode::S)))
     }
 
     /// Releases everything `txn` holds (invariant 1).
@@ -158,9 +176,18 @@ mod tests {
         lm.lock(2, Resource::Table(1), LockMode::IX).unwrap();
         lm.lock(1, a, LockMode::X).unwrap();
         lm.lock(2, b, LockMode::X).unwrap();
-        assert!(matches!(lm.lock(1, b, LockMode::S), Err(Error::WouldBlock { holder: 2 })));
-        assert!(matches!(lm.lock(2, a, LockMode::S), Err(Error::Deadlock { victim: 2 })));
-        assert!(matches!(lm.lock(3, Resource::Table(1), LockMode::S), Err(Error::WouldBlock { .. })));
+        assert!(matches!(
+            lm.lock(1, b, LockMode::S),
+            Err(Error::WouldBlock { holder: 2 })
+        ));
+        assert!(matches!(
+            lm.lock(2, a, LockMode::S),
+            Err(Error::Deadlock { victim: 2 })
+        ));
+        assert!(matches!(
+            lm.lock(3, Resource::Table(1), LockMode::S),
+            Err(Error::WouldBlock { .. })
+        ));
         lm.release_all(2);
         lm.lock(1, b, LockMode::S).unwrap();
         lm.lock(1, b, LockMode::X).unwrap();

@@ -50,17 +50,53 @@ pub type TxnId = u64;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// The whole page, with the free gap between `lo` and `hi` bytes elided (zeros).
-    PageImage { pid: PageId, lo: Vec<u8>, hi: Vec<u8> },
+    PageImage {
+        pid: PageId,
+        lo: Vec<u8>,
+        hi: Vec<u8>,
+    },
     /// Sets or clears the allocation bit of `pid` in space-map page `map`.
-    SetAlloc { map: PageId, pid: PageId, on: bool, object: ObjectId, kind: u8 },
+    SetAlloc {
+        map: PageId,
+        pid: PageId,
+        on: bool,
+        object: ObjectId,
+        kind: u8,
+    },
     /// Sets a 32-bit header field (`page::next`, `prev`, slotted `aux`, `aux2`) by its offset.
-    SetField { pid: PageId, offset: u16, value: u32 },
-    HeapInsert { pid: PageId, slot: u16, data: Vec<u8> },
-    HeapRemove { pid: PageId, slot: u16 },
-    HeapGhost { pid: PageId, slot: u16, ghost: bool },
-    HeapUpdate { pid: PageId, slot: u16, data: Vec<u8> },
-    BtInsert { pid: PageId, key: Vec<u8>, val: Vec<u8> },
-    BtDelete { pid: PageId, key: Vec<u8> },
+    SetField {
+        pid: PageId,
+        offset: u16,
+        value: u32,
+    },
+    HeapInsert {
+        pid: PageId,
+        slot: u16,
+        data: Vec<u8>,
+    },
+    HeapRemove {
+        pid: PageId,
+        slot: u16,
+    },
+    HeapGhost {
+        pid: PageId,
+        slot: u16,
+        ghost: bool,
+    },
+    HeapUpdate {
+        pid: PageId,
+        slot: u16,
+        data: Vec<u8>,
+    },
+    BtInsert {
+        pid: PageId,
+        key: Vec<u8>,
+        val: Vec<u8>,
+    },
+    BtDelete {
+        pid: PageId,
+        key: Vec<u8>,
+    },
 }
 
 impl Op {
@@ -81,20 +117,41 @@ impl Op {
     /// A page image of `page`, gap elided.
     pub fn image(pid: PageId, page: &[u8]) -> Op {
         let (lo, hi) = crate::slotted::gap(page);
-        Op::PageImage { pid, lo: page[..lo].to_vec(), hi: page[hi..].to_vec() }
+        Op::PageImage {
+            pid,
+            lo: page[..lo].to_vec(),
+            hi: page[hi..].to_vec(),
+        }
     }
 }
 
 /// How to undo an update (logical for indexes: the key may have moved to another page).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Undo {
-    HeapRemove { pid: PageId, slot: u16 },
-    HeapUnghost { pid: PageId, slot: u16 },
-    HeapRestore { pid: PageId, slot: u16, old: Vec<u8> },
+    HeapRemove {
+        pid: PageId,
+        slot: u16,
+    },
+    HeapUnghost {
+        pid: PageId,
+        slot: u16,
+    },
+    HeapRestore {
+        pid: PageId,
+        slot: u16,
+        old: Vec<u8>,
+    },
     /// Remove `key` from the B-tree rooted at `root`.
-    IndexRemove { root: PageId, key: Vec<u8> },
+    IndexRemove {
+        root: PageId,
+        key: Vec<u8>,
+    },
     /// Put `key -> val` back into the B-tree rooted at `root`.
-    IndexPut { root: PageId, key: Vec<u8>, val: Vec<u8> },
+    IndexPut {
+        root: PageId,
+        key: Vec<u8>,
+        val: Vec<u8>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,14 +167,24 @@ pub struct TxnEntry {
 pub enum Body {
     /// Redo-only changes applied atomically (structure modifications, allocation).
     Redo(Vec<Op>),
-    Update { op: Op, undo: Undo },
+    Update {
+        op: Op,
+        undo: Undo,
+    },
     /// Compensation: redo `ops`; undo continues at `undo_next`.
-    Clr { ops: Vec<Op>, undo_next: Lsn },
+    Clr {
+        ops: Vec<Op>,
+        undo_next: Lsn,
+    },
     Commit,
     Abort,
     End,
     CkptBegin,
-    CkptEnd { att: Vec<TxnEntry>, dpt: Vec<(PageId, Lsn)>, next_txn: TxnId },
+    CkptEnd {
+        att: Vec<TxnEntry>,
+        dpt: Vec<(PageId, Lsn)>,
+        next_txn: TxnId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,7 +232,13 @@ impl W {
                 self.bytes(lo);
                 self.bytes(hi);
             }
-            Op::SetAlloc { map, pid, on, object, kind } => {
+            Op::SetAlloc {
+                map,
+                pid,
+                on,
+                object,
+                kind,
+            } => {
                 self.u8(2);
                 self.u32(*map);
                 self.u32(*pid);
@@ -274,25 +347,78 @@ impl R<'_> {
     }
     fn op(&mut self) -> Option<Op> {
         Some(match self.u8()? {
-            1 => Op::PageImage { pid: self.u32()?, lo: self.bytes()?, hi: self.bytes()? },
-            2 => Op::SetAlloc { map: self.u32()?, pid: self.u32()?, on: self.u8()? != 0, object: self.u32()?, kind: self.u8()? },
-            3 => Op::SetField { pid: self.u32()?, offset: self.u16()?, value: self.u32()? },
-            4 => Op::HeapInsert { pid: self.u32()?, slot: self.u16()?, data: self.bytes()? },
-            5 => Op::HeapRemove { pid: self.u32()?, slot: self.u16()? },
-            6 => Op::HeapGhost { pid: self.u32()?, slot: self.u16()?, ghost: self.u8()? != 0 },
-            7 => Op::HeapUpdate { pid: self.u32()?, slot: self.u16()?, data: self.bytes()? },
-            8 => Op::BtInsert { pid: self.u32()?, key: self.bytes()?, val: self.bytes()? },
-            9 => Op::BtDelete { pid: self.u32()?, key: self.bytes()? },
+            1 => Op::PageImage {
+                pid: self.u32()?,
+                lo: self.bytes()?,
+                hi: self.bytes()?,
+            },
+            2 => Op::SetAlloc {
+                map: self.u32()?,
+                pid: self.u32()?,
+                on: self.u8()? != 0,
+                object: self.u32()?,
+                kind: self.u8()?,
+            },
+            3 => Op::SetField {
+                pid: self.u32()?,
+                offset: self.u16()?,
+                value: self.u32()?,
+            },
+            4 => Op::HeapInsert {
+                pid: self.u32()?,
+                slot: self.u16()?,
+                data: self.bytes()?,
+            },
+            5 => Op::HeapRemove {
+                pid: self.u32()?,
+                slot: self.u16()?,
+            },
+            6 => Op::HeapGhost {
+                pid: self.u32()?,
+                slot: self.u16()?,
+                ghost: self.u8()? != 0,
+            },
+            7 => Op::HeapUpdate {
+                pid: self.u32()?,
+                slot: self.u16()?,
+                data: self.bytes()?,
+            },
+            8 => Op::BtInsert {
+                pid: self.u32()?,
+                key: self.bytes()?,
+                val: self.bytes()?,
+            },
+            9 => Op::BtDelete {
+                pid: self.u32()?,
+                key: self.bytes()?,
+            },
             _ => return None,
         })
     }
     fn undo(&mut self) -> Option<Undo> {
         Some(match self.u8()? {
-            1 => Undo::HeapRemove { pid: self.u32()?, slot: self.u16()? },
-            2 => Undo::HeapUnghost { pid: self.u32()?, slot: self.u16()? },
-            3 => Undo::HeapRestore { pid: self.u32()?, slot: self.u16()?, old: self.bytes()? },
-            4 => Undo::IndexRemove { root: self.u32()?, key: self.bytes()? },
-            5 => Undo::IndexPut { root: self.u32()?, key: self.bytes()?, val: self.bytes()? },
+            1 => Undo::HeapRemove {
+                pid: self.u32()?,
+                slot: self.u16()?,
+            },
+            2 => Undo::HeapUnghost {
+                pid: self.u32()?,
+                slot: self.u16()?,
+            },
+            3 => Undo::HeapRestore {
+                pid: self.u32()?,
+                slot: self.u16()?,
+                old: self.bytes()?,
+            },
+            4 => Undo::IndexRemove {
+                root: self.u32()?,
+                key: self.bytes()?,
+            },
+            5 => Undo::IndexPut {
+                root: self.u32()?,
+                key: self.bytes()?,
+                val: self.bytes()?,
+            },
             _ => return None,
         })
     }
@@ -364,10 +490,16 @@ impl LogRecord {
         let prev_lsn = r.u64()?;
         let body = match r.u8()? {
             1 => Body::Redo(r.ops()?),
-            2 => Body::Update { op: r.op()?, undo: r.undo()? },
+            2 => Body::Update {
+                op: r.op()?,
+                undo: r.undo()?,
+            },
             3 => {
                 let undo_next = r.u64()?;
-                Body::Clr { ops: r.ops()?, undo_next }
+                Body::Clr {
+                    ops: r.ops()?,
+                    undo_next,
+                }
             }
             4 => Body::Commit,
             5 => Body::Abort,
@@ -378,7 +510,13 @@ impl LogRecord {
                 let n = r.u32()? as usize;
                 let mut att = Vec::with_capacity(n.min(4096));
                 for _ in 0..n {
-                    att.push(TxnEntry { txn: r.u64()?, last_lsn: r.u64()?, undo_next: r.u64()?, first_lsn: r.u64()?, committed: r.u8()? != 0 });
+                    att.push(TxnEntry {
+                        txn: r.u64()?,
+                        last_lsn: r.u64()?,
+                        undo_next: r.u64()?,
+                        first_lsn: r.u64()?,
+                        committed: r.u8()? != 0,
+                    });
                 }
                 let n = r.u32()? as usize;
                 let mut dpt = Vec::with_capacity(n.min(65536));
@@ -389,7 +527,11 @@ impl LogRecord {
             }
             _ => return None,
         };
-        (r.1 == b.len()).then_some(LogRecord { txn, prev_lsn, body })
+        (r.1 == b.len()).then_some(LogRecord {
+            txn,
+            prev_lsn,
+            body,
+        })
     }
 }
 
@@ -432,7 +574,11 @@ pub struct LogManager {
 impl LogManager {
     /// A log that appends at `start_lsn` (block aligned) in `epoch`; everything before is durable.
     pub fn new(capacity_blocks: u64, epoch: u32, start_lsn: Lsn, tail_lsn: Lsn) -> LogManager {
-        assert_eq!(start_lsn % PAYLOAD, 0, "the log restarts at a block boundary");
+        assert_eq!(
+            start_lsn % PAYLOAD,
+            0,
+            "the log restarts at a block boundary"
+        );
         LogManager {
             capacity_blocks,
             epoch,
@@ -481,7 +627,10 @@ impl LogManager {
     pub fn append(&mut self, rec: &LogRecord) -> Result<Lsn> {
         let bytes = rec.encode();
         if !self.has_room(bytes.len(), 0) {
-            return Err(Error::LogFull { used_bytes: self.used_bytes(), capacity_bytes: self.capacity_bytes() });
+            return Err(Error::LogFull {
+                used_bytes: self.used_bytes(),
+                capacity_bytes: self.capacity_bytes(),
+            });
         }
         let lsn = self.next_lsn;
         self.buf.extend_from_slice(&bytes);
@@ -509,9 +658,16 @@ impl LogManager {
     }
 
     /// Writes stream blocks `first..` from `payload` (consecutive), splitting at the wrap.
-    fn write_blocks(&mut self, store: &mut dyn PageStore, at: Nanos, first: u64, payload: &[u8]) -> Result<Nanos> {
+    fn write_blocks(
+        &mut self,
+        store: &mut dyn PageStore,
+        at: Nanos,
+        first: u64,
+        payload: &[u8],
+    ) -> Result<Nanos> {
         let mut done = at;
-        let mut images: Vec<u8> = Vec::with_capacity(payload.len().div_ceil(PAYLOAD as usize) * LOG_BLOCK_BYTES);
+        let mut images: Vec<u8> =
+            Vec::with_capacity(payload.len().div_ceil(PAYLOAD as usize) * LOG_BLOCK_BYTES);
         let mut start_dev = first % self.capacity_blocks;
         for (i, chunk) in payload.chunks(PAYLOAD as usize).enumerate() {
             let b = first + i as u64;
@@ -565,18 +721,30 @@ impl LogManager {
     }
 
     /// Reads the record at `lsn`, from memory if it is not yet written.
-    pub fn read(&self, store: &mut dyn PageStore, at: Nanos, lsn: Lsn) -> Result<(LogRecord, Nanos)> {
+    pub fn read(
+        &self,
+        store: &mut dyn PageStore,
+        at: Nanos,
+        lsn: Lsn,
+    ) -> Result<(LogRecord, Nanos)> {
         if lsn >= self.buf_start && lsn < self.next_lsn {
             let off = (lsn - self.buf_start) as usize;
             let len = get_u32(&self.buf, off) as usize;
-            let rec = LogRecord::decode(&self.buf[off + 8..off + 8 + len])
-                .ok_or_else(|| Error::LogCorrupt { lsn, why: "undecodable record in the log buffer".into() })?;
+            let rec = LogRecord::decode(&self.buf[off + 8..off + 8 + len]).ok_or_else(|| {
+                Error::LogCorrupt {
+                    lsn,
+                    why: "undecodable record in the log buffer".into(),
+                }
+            })?;
             return Ok((rec, at));
         }
         let mut rd = LogReader::new(self.capacity_blocks);
         match rd.record_at(store, at, lsn)? {
             Found::Record(rec, _) => Ok((rec, rd.done_ns)),
-            _ => Err(Error::LogCorrupt { lsn, why: "record is missing or damaged".into() }),
+            _ => Err(Error::LogCorrupt {
+                lsn,
+                why: "record is missing or damaged".into(),
+            }),
         }
     }
 }
@@ -612,7 +780,12 @@ pub struct LogReader {
 
 impl LogReader {
     pub fn new(capacity_blocks: u64) -> LogReader {
-        LogReader { capacity_blocks, cache: HashMap::new(), done_ns: 0, blocks_read: 0 }
+        LogReader {
+            capacity_blocks,
+            cache: HashMap::new(),
+            done_ns: 0,
+            blocks_read: 0,
+        }
     }
 
     fn block(&mut self, store: &mut dyn PageStore, at: Nanos, b: u64) -> Result<Option<Block>> {
@@ -632,7 +805,11 @@ impl LogReader {
             && (get_u16(&img, 20) as u64) <= PAYLOAD;
         let blk = ok.then(|| {
             let used = get_u16(&img, 20) as usize;
-            Block { epoch: get_u32(&img, 16), used, payload: img[BLOCK_HEADER..BLOCK_HEADER + used].to_vec() }
+            Block {
+                epoch: get_u32(&img, 16),
+                used,
+                payload: img[BLOCK_HEADER..BLOCK_HEADER + used].to_vec(),
+            }
         });
         self.cache.insert(b, blk.clone());
         Ok(blk)
@@ -641,7 +818,9 @@ impl LogReader {
     /// Reads the record at `pos` (invariants 4 and 5).
     pub fn record_at(&mut self, store: &mut dyn PageStore, at: Nanos, pos: Lsn) -> Result<Found> {
         let b0 = block_of(pos);
-        let Some(first) = self.block(store, at, b0)? else { return Ok(Found::End) };
+        let Some(first) = self.block(store, at, b0)? else {
+            return Ok(Found::End);
+        };
         let off = (pos % PAYLOAD) as usize;
         if off >= first.used {
             // Padding (or the end of a block written before a crash): the next block, if it
@@ -689,15 +868,27 @@ impl LogReader {
         }
         match LogRecord::decode(&bytes[8..]) {
             Some(rec) => Ok(Found::Record(rec, pos + need as u64)),
-            None => Err(Error::LogCorrupt { lsn: pos, why: "a record with a valid crc does not decode".into() }),
+            None => Err(Error::LogCorrupt {
+                lsn: pos,
+                why: "a record with a valid crc does not decode".into(),
+            }),
         }
     }
 
     /// After block `b` ends (padding) or holds a broken record: continue at block `b + 1` if it
     /// is valid and in the same epoch (padding only) or a later epoch (a restart point).
-    fn jump(&mut self, store: &mut dyn PageStore, at: Nanos, b: u64, epoch: u32, padding: bool) -> Result<Found> {
+    fn jump(
+        &mut self,
+        store: &mut dyn PageStore,
+        at: Nanos,
+        b: u64,
+        epoch: u32,
+        padding: bool,
+    ) -> Result<Found> {
         match self.block(store, at, b + 1)? {
-            Some(nb) if nb.epoch > epoch || (padding && nb.epoch == epoch) => Ok(Found::Jump(block_start(b + 1))),
+            Some(nb) if nb.epoch > epoch || (padding && nb.epoch == epoch) => {
+                Ok(Found::Jump(block_start(b + 1)))
+            }
             _ => Ok(Found::End),
         }
     }
@@ -714,7 +905,18 @@ mod tests {
     }
 
     fn rec(i: u64, n: usize) -> LogRecord {
-        LogRecord { txn: i, prev_lsn: i * 3, body: Body::Update { op: Op::HeapInsert { pid: 5, slot: i as u16, data: vec![i as u8; n] }, undo: Undo::HeapRemove { pid: 5, slot: 1 } } }
+        LogRecord {
+            txn: i,
+            prev_lsn: i * 3,
+            body: Body::Update {
+                op: Op::HeapInsert {
+                    pid: 5,
+                    slot: i as u16,
+                    data: vec![i as u8; n],
+                },
+                undo: Undo::HeapRemove { pid: 5, slot: 1 },
+            },
+        }
     }
 
     fn scan(store: &mut dyn PageStore, from: Lsn, cap: u64) -> Vec<(Lsn, LogRecord)> {
@@ -760,21 +962,107 @@ mod tests {
     #[test]
     fn every_body_kind_round_trips() {
         let bodies = vec![
-            Body::Redo(vec![Op::SetAlloc { map: 0, pid: 9, on: true, object: 3, kind: 2 }, Op::SetField { pid: 9, offset: 24, value: 10 }, Op::PageImage { pid: 9, lo: vec![1; 40], hi: vec![2; 7] }]),
-            Body::Clr { ops: vec![Op::BtDelete { pid: 4, key: vec![1, 2] }, Op::HeapGhost { pid: 1, slot: 2, ghost: false }], undo_next: 77 },
-            Body::Update { op: Op::BtInsert { pid: 4, key: vec![3], val: vec![4; 6] }, undo: Undo::IndexRemove { root: 4, key: vec![3] } },
-            Body::Update { op: Op::HeapUpdate { pid: 4, slot: 3, data: vec![5] }, undo: Undo::HeapRestore { pid: 4, slot: 3, old: vec![6] } },
-            Body::Update { op: Op::BtDelete { pid: 4, key: vec![3] }, undo: Undo::IndexPut { root: 4, key: vec![3], val: vec![1] } },
-            Body::Update { op: Op::HeapGhost { pid: 4, slot: 3, ghost: true }, undo: Undo::HeapUnghost { pid: 4, slot: 3 } },
-            Body::Update { op: Op::HeapRemove { pid: 4, slot: 3 }, undo: Undo::HeapRemove { pid: 4, slot: 3 } },
+            Body::Redo(vec![
+                Op::SetAlloc {
+                    map: 0,
+                    pid: 9,
+                    on: true,
+                    object: 3,
+                    kind: 2,
+                },
+                Op::SetField {
+                    pid: 9,
+                    offset: 24,
+                    value: 10,
+                },
+                Op::PageImage {
+                    pid: 9,
+                    lo: vec![1; 40],
+                    hi: vec![2; 7],
+                },
+            ]),
+            Body::Clr {
+                ops: vec![
+                    Op::BtDelete {
+                        pid: 4,
+                        key: vec![1, 2],
+                    },
+                    Op::HeapGhost {
+                        pid: 1,
+                        slot: 2,
+                        ghost: false,
+                    },
+                ],
+                undo_next: 77,
+            },
+            Body::Update {
+                op: Op::BtInsert {
+                    pid: 4,
+                    key: vec![3],
+                    val: vec![4; 6],
+                },
+                undo: Undo::IndexRemove {
+                    root: 4,
+                    key: vec![3],
+                },
+            },
+            Body::Update {
+                op: Op::HeapUpdate {
+                    pid: 4,
+                    slot: 3,
+                    data: vec![5],
+                },
+                undo: Undo::HeapRestore {
+                    pid: 4,
+                    slot: 3,
+                    old: vec![6],
+                },
+            },
+            Body::Update {
+                op: Op::BtDelete {
+                    pid: 4,
+                    key: vec![3],
+                },
+                undo: Undo::IndexPut {
+                    root: 4,
+                    key: vec![3],
+                    val: vec![1],
+                },
+            },
+            Body::Update {
+                op: Op::HeapGhost {
+                    pid: 4,
+                    slot: 3,
+                    ghost: true,
+                },
+                undo: Undo::HeapUnghost { pid: 4, slot: 3 },
+            },
+            Body::Update {
+                op: Op::HeapRemove { pid: 4, slot: 3 },
+                undo: Undo::HeapRemove { pid: 4, slot: 3 },
+            },
             Body::Commit,
             Body::Abort,
             Body::End,
             Body::CkptBegin,
-            Body::CkptEnd { att: vec![TxnEntry { txn: 5, last_lsn: 6, undo_next: 7, first_lsn: 8, committed: true }], dpt: vec![(3, 99)], next_txn: 12 },
+            Body::CkptEnd {
+                att: vec![TxnEntry {
+                    txn: 5,
+                    last_lsn: 6,
+                    undo_next: 7,
+                    first_lsn: 8,
+                    committed: true,
+                }],
+                dpt: vec![(3, 99)],
+                next_txn: 12,
+            },
         ];
         for body in bodies {
-            let r = LogRecord { txn: 42, prev_lsn: 4242, body };
+            let r = LogRecord {
+                txn: 42,
+                prev_lsn: 4242,
+                body,
+            };
             let b = r.encode();
             assert_eq!(LogRecord::decode(&b[8..]).as_ref(), Some(&r));
         }
@@ -792,7 +1080,8 @@ mod tests {
         log.force(&mut s, 0).unwrap();
         // Pretend the second block was lost: overwrite it with zeros.
         let b2 = block_of(big) + 1;
-        s.write_log(0, b2 % 32, &vec![0u8; LOG_BLOCK_BYTES]).unwrap();
+        s.write_log(0, b2 % 32, &vec![0u8; LOG_BLOCK_BYTES])
+            .unwrap();
         assert_eq!(scan(&mut s, a, 32).len(), 1);
         // Restart in epoch 2 at the block after the broken record's first block.
         let mut log2 = LogManager::new(32, 2, block_start(block_of(big) + 1), a);

@@ -86,7 +86,10 @@ use std::collections::HashMap;
 
 /// A tiny device that region spaces hold while the real one is lent to another space.
 fn standin() -> Result<Nand> {
-    let o = ["geometry.channels=1".to_string(), "geometry.chips_per_channel=1".to_string()];
+    let o = [
+        "geometry.channels=1".to_string(),
+        "geometry.chips_per_channel=1".to_string(),
+    ];
     let cfg = nand::DeviceConfig::preset("tiny", &o).map_err(|e| Error::Config(e.to_string()))?;
     Nand::new(cfg).map_err(|e| Error::Config(e.to_string()))
 }
@@ -325,26 +328,54 @@ impl NativeStore {
         let table_at = rec.map[lay.region_key as usize];
         if table_at != UNMAPPED {
             let mut page = vec![0u8; LOG_BLOCK_BYTES];
-            nand.read(rec.done_ns, Ppn(u64::from(table_at)), &mut page, &mut oob, Purpose::Recovery)
-                .map_err(ftl::FtlError::from)?;
+            nand.read(
+                rec.done_ns,
+                Ppn(u64::from(table_at)),
+                &mut page,
+                &mut oob,
+                Purpose::Recovery,
+            )
+            .map_err(ftl::FtlError::from)?;
             regions = decode_table(&page)?;
         }
         let g = nand.geometry().clone();
         let mut owner = vec![0u8; g.dies() as usize];
         for (i, (_, dies)) in regions.iter().enumerate() {
             for &d in dies {
-                *owner.get_mut(d as usize).ok_or_else(|| Error::Recovery(format!("region die {d} beyond the device")))? = (i + 1) as u8;
+                *owner.get_mut(d as usize).ok_or_else(|| {
+                    Error::Recovery(format!("region die {d} beyond the device"))
+                })? = (i + 1) as u8;
             }
         }
         let die_of = |p: &LivePage| owner[g.die_of_block(g.block_of(p.ppn)).0 as usize] as usize;
-        let default_dies: Vec<u32> = if regions.is_empty() { Vec::new() } else { (0..g.dies()).filter(|&d| owner[d as usize] == 0).collect() };
+        let default_dies: Vec<u32> = if regions.is_empty() {
+            Vec::new()
+        } else {
+            (0..g.dies()).filter(|&d| owner[d as usize] == 0).collect()
+        };
         let live0: Vec<LivePage> = live.iter().filter(|p| die_of(p) == 0).copied().collect();
-        let (mut space0, _) = FlashSpace::restore(nand, cfg.region_space_config(cfg.gc, default_dies), rec.done_ns, &live0, rec.next_seq)?;
+        let (mut space0, _) = FlashSpace::restore(
+            nand,
+            cfg.region_space_config(cfg.gc, default_dies),
+            rec.done_ns,
+            &live0,
+            rec.next_seq,
+        )?;
         let mut spaces = Vec::new();
         for (i, (spec, dies)) in regions.iter().enumerate() {
-            let live_r: Vec<LivePage> = live.iter().filter(|p| die_of(p) == i + 1).copied().collect();
+            let live_r: Vec<LivePage> = live
+                .iter()
+                .filter(|p| die_of(p) == i + 1)
+                .copied()
+                .collect();
             let real = space0.replace_nand(standin()?);
-            let (mut sp, _) = FlashSpace::restore(real, cfg.region_space_config(spec.gc, dies.clone()), rec.done_ns, &live_r, rec.next_seq)?;
+            let (mut sp, _) = FlashSpace::restore(
+                real,
+                cfg.region_space_config(spec.gc, dies.clone()),
+                rec.done_ns,
+                &live_r,
+                rec.next_seq,
+            )?;
             space0.replace_nand(sp.replace_nand(standin()?));
             spaces.push(sp);
         }
@@ -380,14 +411,21 @@ impl NativeStore {
             }
         }
         let geo = spaces[0].geometry().clone();
-        let bad: Vec<bool> = (0..geo.blocks()).map(|b| spaces[0].nand().is_bad(nand::Pbn(b))).collect();
+        let bad: Vec<bool> = (0..geo.blocks())
+            .map(|b| spaces[0].nand().is_bad(nand::Pbn(b)))
+            .collect();
         let ppb = u64::from(spaces[0].pages_per_block());
         let mut region_limit = vec![u64::MAX];
-        region_limit.extend(regions.iter().map(|(spec, dies)| region_capacity_pages(&geo, &bad, ppb, spec, dies)));
+        region_limit.extend(
+            regions
+                .iter()
+                .map(|(spec, dies)| region_capacity_pages(&geo, &bad, ppb, spec, dies)),
+        );
         let mut region_used = vec![0u64; regions.len() + 1];
         for &p in &map[lay.db_key0 as usize..lay.region_key as usize] {
             if p != UNMAPPED {
-                region_used[die_owner[geo.die_of_block(geo.block_of(Ppn(u64::from(p)))).0 as usize] as usize] += 1;
+                region_used[die_owner[geo.die_of_block(geo.block_of(Ppn(u64::from(p)))).0 as usize]
+                    as usize] += 1;
             }
         }
         NativeStore {
@@ -418,7 +456,10 @@ impl NativeStore {
     /// A region's space and dies (its device is a stand-in between calls: ask `space()` for the
     /// geometry).
     pub fn region(&self, name: &str) -> Option<(&FlashSpace, &[u32])> {
-        let i = self.regions.iter().position(|(s, _)| s.name.eq_ignore_ascii_case(name))?;
+        let i = self
+            .regions
+            .iter()
+            .position(|(s, _)| s.name.eq_ignore_ascii_case(name))?;
         Some((&self.spaces[i + 1], &self.regions[i].1))
     }
     /// Region names and specs, in creation order.
@@ -438,13 +479,25 @@ impl NativeStore {
     /// them, formats them as the region's own space and writes the region table. Everything is
     /// checked before anything is written; an existing region of the same name and options is
     /// accepted as is (the engine registers its catalog's regions again after a restart).
-    pub fn create_region(&mut self, at: Nanos, name: &str, options: &[(String, String)]) -> Result<Nanos> {
+    pub fn create_region(
+        &mut self,
+        at: Nanos,
+        name: &str,
+        options: &[(String, String)],
+    ) -> Result<Nanos> {
         let spec = RegionSpec::parse(name, options)?;
-        if let Some((old, _)) = self.regions.iter().find(|(s, _)| s.name.eq_ignore_ascii_case(name)) {
+        if let Some((old, _)) = self
+            .regions
+            .iter()
+            .find(|(s, _)| s.name.eq_ignore_ascii_case(name))
+        {
             if old.options == spec.options {
                 return Ok(at);
             }
-            return Err(Error::AlreadyExists { kind: "region", name: name.into() });
+            return Err(Error::AlreadyExists {
+                kind: "region",
+                name: name.into(),
+            });
         }
         if self.regions.len() >= 254 {
             return Err(Error::Config("at most 254 regions".into()));
@@ -453,7 +506,9 @@ impl NativeStore {
         let taken: Vec<bool> = self.die_owner.iter().map(|&o| o != 0).collect();
         let dies = spec.choose_dies(&g, &taken)?;
         let ppb = u64::from(self.spaces[0].pages_per_block());
-        let bad: Vec<bool> = (0..g.blocks()).map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b))).collect();
+        let bad: Vec<bool> = (0..g.blocks())
+            .map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b)))
+            .collect();
         let usable_bytes = usable_pages(&g, &bad, ppb, &spec, &dies) * LOG_BLOCK_BYTES as u64;
         if let Some(max) = spec.max_size_bytes {
             if usable_bytes < max {
@@ -475,7 +530,11 @@ impl NativeStore {
         self.absorb(0);
         let real = self.spaces[0].replace_nand(standin()?);
         // A failure (a power cut while erasing) must give the device back to slot 0.
-        let (mut sp, t2) = match FlashSpace::format_or_give_back(real, self.cfg.region_space_config(spec.gc, dies.clone()), t) {
+        let (mut sp, t2) = match FlashSpace::format_or_give_back(
+            real,
+            self.cfg.region_space_config(spec.gc, dies.clone()),
+            t,
+        ) {
             Ok(x) => x,
             Err((e, nand)) => {
                 self.spaces[0].replace_nand(*nand);
@@ -488,7 +547,8 @@ impl NativeStore {
         for &d in &dies {
             self.die_owner[d as usize] = slot as u8;
         }
-        self.region_limit.push(region_capacity_pages(&g, &bad, ppb, &spec, &dies));
+        self.region_limit
+            .push(region_capacity_pages(&g, &bad, ppb, &spec, &dies));
         self.region_used.push(0);
         self.regions = table;
         self.put(t2, self.lay.region_key, META, &page, Purpose::Meta, 0)
@@ -500,7 +560,10 @@ impl NativeStore {
             .regions
             .iter()
             .position(|(s, _)| s.name.eq_ignore_ascii_case(region))
-            .ok_or_else(|| Error::NotFound { kind: "region", name: region.into() })?;
+            .ok_or_else(|| Error::NotFound {
+                kind: "region",
+                name: region.into(),
+            })?;
         self.object_region.insert(object, i + 1);
         Ok(())
     }
@@ -509,7 +572,11 @@ impl NativeStore {
     }
     /// Gives the flash back (to cut power and reopen).
     pub fn into_nand_raw(self) -> Nand {
-        self.spaces.into_iter().next().map(FlashSpace::into_nand).unwrap_or_else(|| unreachable!("slot 0 always exists"))
+        self.spaces
+            .into_iter()
+            .next()
+            .map(FlashSpace::into_nand)
+            .unwrap_or_else(|| unreachable!("slot 0 always exists"))
     }
     /// Host CPU time spent on mapping, GC bookkeeping and wear levelling so far.
     pub fn host_mapping_ns(&self) -> u64 {
@@ -607,8 +674,7 @@ impl NativeStore {
                 buf.fill(0);
                 Ok(t)
             }
-            p => Ok(self.spaces[0]
-                .read(t, Ppn(u64::from(p)), buf, &mut [], purpose)?),
+            p => Ok(self.spaces[0].read(t, Ppn(u64::from(p)), buf, &mut [], purpose)?),
         }
     }
 
@@ -735,7 +801,12 @@ impl PageStore for NativeStore {
         }
         let r = self.object_region.get(&hint.object).copied().unwrap_or(0);
         // A region holds at most its limit of pages: refused before anything changes.
-        let new_here = (key0..key0 + self.lay.k).filter(|&k| self.map[k as usize] == UNMAPPED || self.owner(Ppn(u64::from(self.map[k as usize]))) != r).count() as u64;
+        let new_here = (key0..key0 + self.lay.k)
+            .filter(|&k| {
+                self.map[k as usize] == UNMAPPED
+                    || self.owner(Ppn(u64::from(self.map[k as usize]))) != r
+            })
+            .count() as u64;
         if self.region_used[r] + new_here > self.region_limit[r] {
             return Err(Error::Io(format!(
                 "region {} is full: {} of its {} pages (MAX_SIZE, or what its OP leaves usable) are taken",
@@ -854,7 +925,12 @@ impl PageStore for NativeStore {
     fn into_nand(self: Box<Self>) -> Option<Nand> {
         Some(self.into_nand_raw())
     }
-    fn create_region(&mut self, at_ns: Nanos, name: &str, options: &[(String, String)]) -> Result<Nanos> {
+    fn create_region(
+        &mut self,
+        at_ns: Nanos,
+        name: &str,
+        options: &[(String, String)],
+    ) -> Result<Nanos> {
         NativeStore::create_region(self, at_ns, name, options)
     }
     fn bind_object_region(&mut self, object: ObjectId, region: &str) -> Result<()> {
@@ -877,14 +953,30 @@ fn sum_counts(spaces: &[FlashSpace]) -> SpaceCounts {
 
 /// Pages a region's dies hold for data at its OP: their good blocks less its GC reserve (dies +
 /// 2) and its open blocks (every stream on every die), times (1 - OP).
-fn usable_pages(g: &nand::Geometry, bad: &[bool], ppb: u64, spec: &RegionSpec, dies: &[u32]) -> u64 {
-    let blocks = (0..g.blocks()).filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0) && !bad[b as usize]).count() as u64;
-    let overhead = (u64::from(STRIPED.count_ones()) + 2) * dies.len() as u64 + dies.len() as u64 + 2;
+fn usable_pages(
+    g: &nand::Geometry,
+    bad: &[bool],
+    ppb: u64,
+    spec: &RegionSpec,
+    dies: &[u32],
+) -> u64 {
+    let blocks = (0..g.blocks())
+        .filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0) && !bad[b as usize])
+        .count() as u64;
+    let overhead =
+        (u64::from(STRIPED.count_ones()) + 2) * dies.len() as u64 + dies.len() as u64 + 2;
     ((1.0 - spec.spare_factor) * (blocks.saturating_sub(overhead) * ppb) as f64) as u64
 }
 
 /// The most DB flash pages a region may hold: its usable pages, capped by MAX_SIZE.
-fn region_capacity_pages(g: &nand::Geometry, bad: &[bool], ppb: u64, spec: &RegionSpec, dies: &[u32]) -> u64 {
+fn region_capacity_pages(
+    g: &nand::Geometry,
+    bad: &[bool],
+    ppb: u64,
+    spec: &RegionSpec,
+    dies: &[u32],
+) -> u64 {
     let usable = usable_pages(g, bad, ppb, spec, dies);
-    spec.max_size_bytes.map_or(usable, |m| usable.min(m / LOG_BLOCK_BYTES as u64))
+    spec.max_size_bytes
+        .map_or(usable, |m| usable.min(m / LOG_BLOCK_BYTES as u64))
 }

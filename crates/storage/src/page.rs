@@ -133,13 +133,22 @@ pub fn verify(p: &[u8], pid: PageId) -> Result<bool> {
         if p.iter().all(|&b| b == 0) {
             return Ok(false);
         }
-        return Err(Error::Corrupt { pid, why: "no checksum on a non-empty page (torn write?)".into() });
+        return Err(Error::Corrupt {
+            pid,
+            why: "no checksum on a non-empty page (torn write?)".into(),
+        });
     }
     if crc(p) != stored {
-        return Err(Error::Corrupt { pid, why: "checksum mismatch (torn or corrupt page)".into() });
+        return Err(Error::Corrupt {
+            pid,
+            why: "checksum mismatch (torn or corrupt page)".into(),
+        });
     }
     if page_id(p) != pid {
-        return Err(Error::Corrupt { pid, why: format!("holds page {} instead", page_id(p)) });
+        return Err(Error::Corrupt {
+            pid,
+            why: format!("holds page {} instead", page_id(p)),
+        });
     }
     Ok(true)
 }

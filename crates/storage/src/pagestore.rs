@@ -67,7 +67,13 @@ pub trait PageStore: Send {
     fn atomic_write_bytes(&self) -> usize;
 
     fn read_page(&mut self, at_ns: Nanos, pid: PageId, buf: &mut [u8]) -> Result<Nanos>;
-    fn write_page(&mut self, at_ns: Nanos, pid: PageId, data: &[u8], hint: WriteHint) -> Result<Nanos>;
+    fn write_page(
+        &mut self,
+        at_ns: Nanos,
+        pid: PageId,
+        data: &[u8],
+        hint: WriteHint,
+    ) -> Result<Nanos>;
     /// Makes every page written so far durable.
     fn sync_pages(&mut self, at_ns: Nanos) -> Result<Nanos>;
 
@@ -76,8 +82,17 @@ pub trait PageStore: Send {
         0
     }
     /// In-Place Appends: writes `bytes` at `offset` of the page's delta area only.
-    fn write_delta(&mut self, _at_ns: Nanos, pid: PageId, _offset: usize, _bytes: &[u8]) -> Result<Nanos> {
-        Err(Error::Unsupported(format!("{}: write_delta of page {pid} (no In-Place Appends on this store)", self.name())))
+    fn write_delta(
+        &mut self,
+        _at_ns: Nanos,
+        pid: PageId,
+        _offset: usize,
+        _bytes: &[u8],
+    ) -> Result<Nanos> {
+        Err(Error::Unsupported(format!(
+            "{}: write_delta of page {pid} (no In-Place Appends on this store)",
+            self.name()
+        )))
     }
 
     fn read_log(&mut self, at_ns: Nanos, block: u64, buf: &mut [u8]) -> Result<Nanos>;
@@ -104,12 +119,23 @@ pub trait PageStore: Send {
 
     /// NoFTL regions (region.rs): creates a region of the device's chips. Stores without
     /// regions refuse, before changing anything.
-    fn create_region(&mut self, _at_ns: Nanos, name: &str, _options: &[(String, String)]) -> Result<Nanos> {
-        Err(Error::Unsupported(format!("{}: CREATE REGION {name} needs the native page store (NoFTL)", self.name())))
+    fn create_region(
+        &mut self,
+        _at_ns: Nanos,
+        name: &str,
+        _options: &[(String, String)],
+    ) -> Result<Nanos> {
+        Err(Error::Unsupported(format!(
+            "{}: CREATE REGION {name} needs the native page store (NoFTL)",
+            self.name()
+        )))
     }
     /// NoFTL regions: places `object`'s pages in `region` from now on.
     fn bind_object_region(&mut self, _object: ObjectId, region: &str) -> Result<()> {
-        Err(Error::NotFound { kind: "region", name: region.into() })
+        Err(Error::NotFound {
+            kind: "region",
+            name: region.into(),
+        })
     }
 
     /// Statistics of the device below, if any.
@@ -128,7 +154,11 @@ pub trait PageStore: Send {
     }
     /// NoFTL: after a restart, the engine says which DB pages its space maps hold allocated, so
     /// that a store which could not make every free durable drops the pages freed since.
-    fn retain_allocated(&mut self, at_ns: Nanos, _allocated: &dyn Fn(PageId) -> bool) -> Result<Nanos> {
+    fn retain_allocated(
+        &mut self,
+        at_ns: Nanos,
+        _allocated: &dyn Fn(PageId) -> bool,
+    ) -> Result<Nanos> {
         Ok(at_ns)
     }
 }
@@ -163,7 +193,9 @@ impl BlockLayout {
     /// (`log_fraction` of the device, at least 64 blocks), then DB pages of `page_bytes`.
     pub fn new(capacity_lpns: u64, page_bytes: usize, log_blocks: u64) -> Result<Self> {
         if ![4096, 8192, 16384].contains(&page_bytes) {
-            return Err(Error::Config(format!("page size {page_bytes} is not 4, 8 or 16 KiB")));
+            return Err(Error::Config(format!(
+                "page size {page_bytes} is not 4, 8 or 16 KiB"
+            )));
         }
         let lpns_per_page = (page_bytes / LOGICAL_PAGE_BYTES) as u64;
         let log_lpn = 2;
@@ -174,7 +206,14 @@ impl BlockLayout {
             )));
         }
         let db_pages = ((capacity_lpns - db_lpn) / lpns_per_page).min(u64::from(u32::MAX));
-        Ok(BlockLayout { meta_lpn: 0, log_lpn, log_blocks, db_lpn, db_pages, lpns_per_page })
+        Ok(BlockLayout {
+            meta_lpn: 0,
+            log_lpn,
+            log_blocks,
+            db_lpn,
+            db_pages,
+            lpns_per_page,
+        })
     }
 }
 
@@ -187,17 +226,28 @@ pub struct BlockPageStore {
 
 impl std::fmt::Debug for BlockPageStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlockPageStore").field("dev", &self.dev.name()).field("layout", &self.layout).finish()
+        f.debug_struct("BlockPageStore")
+            .field("dev", &self.dev.name())
+            .field("layout", &self.layout)
+            .finish()
     }
 }
 
 impl BlockPageStore {
     /// `log_blocks`: size of the log area; `None` picks 1/8 of the device, at most 64 MiB.
-    pub fn new(dev: Box<dyn BlockDevice>, page_bytes: usize, log_blocks: Option<u64>) -> Result<Self> {
+    pub fn new(
+        dev: Box<dyn BlockDevice>,
+        page_bytes: usize,
+        log_blocks: Option<u64>,
+    ) -> Result<Self> {
         let cap = dev.capacity_pages();
         let log_blocks = log_blocks.unwrap_or_else(|| (cap / 8).clamp(16, 16384));
         let layout = BlockLayout::new(cap, page_bytes, log_blocks)?;
-        Ok(BlockPageStore { dev, layout, page_bytes })
+        Ok(BlockPageStore {
+            dev,
+            layout,
+            page_bytes,
+        })
     }
     pub fn layout(&self) -> BlockLayout {
         self.layout
@@ -214,14 +264,21 @@ impl BlockPageStore {
     }
     fn check_pid(&self, pid: PageId) -> Result<u64> {
         if u64::from(pid) >= self.layout.db_pages {
-            return Err(Error::Io(format!("page {pid} is beyond the {} DB pages", self.layout.db_pages)));
+            return Err(Error::Io(format!(
+                "page {pid} is beyond the {} DB pages",
+                self.layout.db_pages
+            )));
         }
         Ok(self.layout.db_lpn + u64::from(pid) * self.layout.lpns_per_page)
     }
     fn check_log(&self, block: u64, bytes: usize) -> Result<u64> {
         let n = (bytes / LOG_BLOCK_BYTES) as u64;
         if !bytes.is_multiple_of(LOG_BLOCK_BYTES) || block + n > self.layout.log_blocks {
-            return Err(Error::Io(format!("log blocks {block}..{} are beyond the {}-block log", block + n, self.layout.log_blocks)));
+            return Err(Error::Io(format!(
+                "log blocks {block}..{} are beyond the {}-block log",
+                block + n,
+                self.layout.log_blocks
+            )));
         }
         Ok(self.layout.log_lpn + block)
     }
@@ -248,7 +305,13 @@ impl PageStore for BlockPageStore {
         let lpn = self.check_pid(pid)?;
         Ok(self.dev.read(at_ns, lpn, buf)?)
     }
-    fn write_page(&mut self, at_ns: Nanos, pid: PageId, data: &[u8], _hint: WriteHint) -> Result<Nanos> {
+    fn write_page(
+        &mut self,
+        at_ns: Nanos,
+        pid: PageId,
+        data: &[u8],
+        _hint: WriteHint,
+    ) -> Result<Nanos> {
         debug_assert_eq!(data.len(), self.page_bytes);
         let lpn = self.check_pid(pid)?;
         Ok(self.dev.write(at_ns, lpn, data, false)?)
@@ -268,12 +331,22 @@ impl PageStore for BlockPageStore {
         Ok(self.dev.flush(at_ns)?)
     }
     fn read_meta(&mut self, at_ns: Nanos, slot: usize, buf: &mut [u8]) -> Result<Nanos> {
-        assert!(slot < 2 && buf.len() == LOG_BLOCK_BYTES, "meta slot 0 or 1, one block");
-        Ok(self.dev.read(at_ns, self.layout.meta_lpn + slot as u64, buf)?)
+        assert!(
+            slot < 2 && buf.len() == LOG_BLOCK_BYTES,
+            "meta slot 0 or 1, one block"
+        );
+        Ok(self
+            .dev
+            .read(at_ns, self.layout.meta_lpn + slot as u64, buf)?)
     }
     fn write_meta(&mut self, at_ns: Nanos, slot: usize, data: &[u8]) -> Result<Nanos> {
-        assert!(slot < 2 && data.len() == LOG_BLOCK_BYTES, "meta slot 0 or 1, one block");
-        let t = self.dev.write(at_ns, self.layout.meta_lpn + slot as u64, data, true)?;
+        assert!(
+            slot < 2 && data.len() == LOG_BLOCK_BYTES,
+            "meta slot 0 or 1, one block"
+        );
+        let t = self
+            .dev
+            .write(at_ns, self.layout.meta_lpn + slot as u64, data, true)?;
         Ok(self.dev.flush(t)?)
     }
     fn page_freed(&mut self, at_ns: Nanos, pid: PageId) -> Result<Nanos> {
@@ -305,7 +378,10 @@ mod tests {
     /// (invariant 1), forced log blocks (2), the master record as soon as it is written (3).
     #[test]
     fn synced_pages_forced_log_and_the_master_survive_a_cut_on_a_device_with_a_write_cache() {
-        let hint = WriteHint { object: 1, kind: PageKind::Heap };
+        let hint = WriteHint {
+            object: 1,
+            kind: PageKind::Heap,
+        };
         for seed in 0..16 {
             let disk = SharedCrashDisk::new(CrashDisk::new(256));
             let mut s = BlockPageStore::new(Box::new(disk.clone()), 4096, Some(32)).unwrap();
@@ -318,7 +394,8 @@ mod tests {
             // Unsynced: may or may not survive.
             s.write_page(0, 6, &page, hint).unwrap();
             disk.cut_power();
-            let mut s = BlockPageStore::new(Box::new(disk.after_power_loss(seed)), 4096, Some(32)).unwrap();
+            let mut s =
+                BlockPageStore::new(Box::new(disk.after_power_loss(seed)), 4096, Some(32)).unwrap();
             let mut b = vec![0u8; 4096];
             s.read_page(0, 5, &mut b).unwrap();
             assert_eq!(b, page, "seed {seed}: a synced page was lost");

@@ -52,17 +52,32 @@ pub fn parse_size_bytes(v: &str) -> Option<u64> {
         'T' => (&v[..v.len() - 1], 1 << 40),
         _ => (v, 1),
     };
-    num.parse::<u64>().ok()?.checked_mul(mult).filter(|&b| b > 0)
+    num.parse::<u64>()
+        .ok()?
+        .checked_mul(mult)
+        .filter(|&b| b > 0)
 }
 
 /// Checks one `CREATE REGION` option (the parser calls this to report a bad value at its
 /// position). Returns why it is refused.
 pub fn check_option(key: &str, value: &str) -> std::result::Result<(), String> {
-    let count = |v: &str| v.parse::<u32>().ok().filter(|&n| (1..=4096).contains(&n)).map(|_| ());
+    let count = |v: &str| {
+        v.parse::<u32>()
+            .ok()
+            .filter(|&n| (1..=4096).contains(&n))
+            .map(|_| ())
+    };
     match key {
-        "MAX_CHIPS" | "MAX_CHANNELS" => count(value).ok_or_else(|| format!("{key} must be a count from 1 to 4096")),
-        "MAX_SIZE" => parse_size_bytes(value).map(|_| ()).ok_or_else(|| format!("{key} must be a size such as 512M or 2G")),
-        "GC" => value.parse::<GcPolicy>().map(|_| ()).map_err(|e| e.to_string()),
+        "MAX_CHIPS" | "MAX_CHANNELS" => {
+            count(value).ok_or_else(|| format!("{key} must be a count from 1 to 4096"))
+        }
+        "MAX_SIZE" => parse_size_bytes(value)
+            .map(|_| ())
+            .ok_or_else(|| format!("{key} must be a size such as 512M or 2G")),
+        "GC" => value
+            .parse::<GcPolicy>()
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
         "OP" => value
             .trim_end_matches('%')
             .parse::<f64>()
@@ -74,7 +89,9 @@ pub fn check_option(key: &str, value: &str) -> std::result::Result<(), String> {
             .contains(&value.to_ascii_lowercase().as_str())
             .then_some(())
             .ok_or_else(|| "IPA_MODE must be none, pSLC or odd-MLC".into()),
-        _ => Err(format!("unknown region option {key} (MAX_SIZE, MAX_CHIPS, MAX_CHANNELS, GC, OP, IPA_MODE)")),
+        _ => Err(format!(
+            "unknown region option {key} (MAX_SIZE, MAX_CHIPS, MAX_CHANNELS, GC, OP, IPA_MODE)"
+        )),
     }
 }
 
@@ -97,12 +114,16 @@ impl RegionSpec {
                 "MAX_CHANNELS" => s.max_channels = v.parse().ok(),
                 "MAX_SIZE" => s.max_size_bytes = parse_size_bytes(v),
                 "GC" => s.gc = v.parse().unwrap_or_default(),
-                "OP" => s.spare_factor = v.trim_end_matches('%').parse::<f64>().unwrap_or(7.0) / 100.0,
+                "OP" => {
+                    s.spare_factor = v.trim_end_matches('%').parse::<f64>().unwrap_or(7.0) / 100.0
+                }
                 _ => s.ipa_mode = v.clone(),
             }
         }
         if s.max_chips == 0 {
-            return Err(Error::Config(format!("region {name}: MAX_CHIPS is required")));
+            return Err(Error::Config(format!(
+                "region {name}: MAX_CHIPS is required"
+            )));
         }
         Ok(s)
     }
@@ -112,9 +133,17 @@ impl RegionSpec {
     /// round-robin over those channels so that the region spreads over its channels.
     pub fn choose_dies(&self, geo: &Geometry, taken: &[bool]) -> Result<Vec<u32>> {
         let dpc = geo.dies_per_channel();
-        let chip_dies = |ch: u32, chip: u32| (0..geo.dies_per_chip).map(move |i| ch * dpc + chip * geo.dies_per_chip + i);
+        let chip_dies = |ch: u32, chip: u32| {
+            (0..geo.dies_per_chip).map(move |i| ch * dpc + chip * geo.dies_per_chip + i)
+        };
         let free_chips: Vec<Vec<u32>> = (0..geo.channels)
-            .map(|ch| (0..geo.chips_per_channel).filter(|&c| chip_dies(ch, c).all(|d| !taken.get(d as usize).copied().unwrap_or(true))).collect())
+            .map(|ch| {
+                (0..geo.chips_per_channel)
+                    .filter(|&c| {
+                        chip_dies(ch, c).all(|d| !taken.get(d as usize).copied().unwrap_or(true))
+                    })
+                    .collect()
+            })
             .collect();
         let total_free: usize = free_chips.iter().map(Vec::len).sum();
         let max_channels = self.max_channels.unwrap_or(geo.channels).min(geo.channels);
@@ -130,7 +159,10 @@ impl RegionSpec {
             )));
         }
         if total_free <= want {
-            return Err(Error::Config(format!("region {}: {want} chips would leave the default region none", self.name)));
+            return Err(Error::Config(format!(
+                "region {}: {want} chips would leave the default region none",
+                self.name
+            )));
         }
         let mut dies = Vec::new();
         let mut next = vec![0usize; geo.channels as usize];
@@ -178,7 +210,11 @@ pub fn encode_table(regions: &[(RegionSpec, Vec<u32>)], out: &mut [u8]) -> Resul
         }
     }
     if b.len() > out.len() {
-        return Err(Error::Config(format!("the region table needs {} bytes, a page has {}", b.len(), out.len())));
+        return Err(Error::Config(format!(
+            "the region table needs {} bytes, a page has {}",
+            b.len(),
+            out.len()
+        )));
     }
     out.fill(0);
     out[..b.len()].copy_from_slice(&b);
@@ -229,34 +265,63 @@ mod tests {
     use super::*;
 
     fn spec(opts: &[(&str, &str)]) -> Result<RegionSpec> {
-        RegionSpec::parse("rg", &opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>())
+        RegionSpec::parse(
+            "rg",
+            &opts
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>(),
+        )
     }
 
     #[test]
     fn options_parse_and_bad_values_are_refused() {
-        let s = spec(&[("MAX_SIZE", "2G"), ("MAX_CHIPS", "4"), ("MAX_CHANNELS", "2"), ("GC", "greedy"), ("OP", "10%"), ("IPA_MODE", "pSLC")]).unwrap();
-        assert_eq!((s.max_chips, s.max_channels, s.max_size_bytes), (4, Some(2), Some(2 << 30)));
+        let s = spec(&[
+            ("MAX_SIZE", "2G"),
+            ("MAX_CHIPS", "4"),
+            ("MAX_CHANNELS", "2"),
+            ("GC", "greedy"),
+            ("OP", "10%"),
+            ("IPA_MODE", "pSLC"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (s.max_chips, s.max_channels, s.max_size_bytes),
+            (4, Some(2), Some(2 << 30))
+        );
         assert!((s.spare_factor - 0.10).abs() < 1e-12);
         assert!(spec(&[("MAX_CHIPS", "0")]).is_err());
         assert!(spec(&[("MAX_CHIPS", "2"), ("OP", "95%")]).is_err());
         assert!(spec(&[("MAX_CHIPS", "2"), ("GC", "lru")]).is_err());
-        assert!(spec(&[("MAX_SIZE", "2G")]).is_err(), "MAX_CHIPS is required");
+        assert!(
+            spec(&[("MAX_SIZE", "2G")]).is_err(),
+            "MAX_CHIPS is required"
+        );
         assert!(spec(&[("MAX_CHIPS", "2"), ("COLOR", "red")]).is_err());
     }
 
     #[test]
     fn dies_come_from_the_channel_and_chip_limits_and_tables_round_trip() {
-        let geo = Geometry { channels: 4, chips_per_channel: 2, dies_per_chip: 2, ..nand::DeviceConfig::preset("tiny", &[]).unwrap().geometry };
+        let geo = Geometry {
+            channels: 4,
+            chips_per_channel: 2,
+            dies_per_chip: 2,
+            ..nand::DeviceConfig::preset("tiny", &[]).unwrap().geometry
+        };
         let s = spec(&[("MAX_CHIPS", "4"), ("MAX_CHANNELS", "2")]).unwrap();
         let mut taken = vec![false; geo.dies() as usize];
         let d = s.choose_dies(&geo, &taken).unwrap();
         assert_eq!(d.len(), 8);
-        let chans: std::collections::BTreeSet<u32> = d.iter().map(|x| x / geo.dies_per_channel()).collect();
+        let chans: std::collections::BTreeSet<u32> =
+            d.iter().map(|x| x / geo.dies_per_channel()).collect();
         assert_eq!(chans.len(), 2);
         for &x in &d {
             taken[x as usize] = true;
         }
-        assert!(s.choose_dies(&geo, &taken).is_err(), "4 more chips would leave the default region none");
+        assert!(
+            s.choose_dies(&geo, &taken).is_err(),
+            "4 more chips would leave the default region none"
+        );
         let s2 = spec(&[("MAX_CHIPS", "2"), ("MAX_CHANNELS", "1")]).unwrap();
         let again = s2.choose_dies(&geo, &taken).unwrap();
         assert_eq!(again.len(), 4);
@@ -264,7 +329,10 @@ mod tests {
         for &x in &again {
             taken[x as usize] = true;
         }
-        assert!(s2.choose_dies(&geo, &taken).is_err(), "no chips left for the default region");
+        assert!(
+            s2.choose_dies(&geo, &taken).is_err(),
+            "no chips left for the default region"
+        );
         let mut page = vec![0u8; 4096];
         encode_table(&[(s.clone(), d.clone())], &mut page).unwrap();
         let t = decode_table(&page).unwrap();

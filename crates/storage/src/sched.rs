@@ -86,16 +86,29 @@ pub struct VirtualOptions {
 
 impl Default for VirtualOptions {
     fn default() -> Self {
-        VirtualOptions { until_ns: None, flusher: true, flusher_period_ns: 1_000_000 }
+        VirtualOptions {
+            until_ns: None,
+            flusher: true,
+            flusher_period_ns: 1_000_000,
+        }
     }
 }
 
 /// Runs `terms` in virtual time from `start_ns` until all finish (or `until_ns`).
-pub fn run_virtual<T: Terminal>(eng: &mut Engine, terms: &mut [T], start_ns: Nanos, opts: VirtualOptions) -> Result<SchedStats> {
+pub fn run_virtual<T: Terminal>(
+    eng: &mut Engine,
+    terms: &mut [T],
+    start_ns: Nanos,
+    opts: VirtualOptions,
+) -> Result<SchedStats> {
     let n = terms.len();
     let mut clock = vec![start_ns; n];
     let mut state = vec![State::Ready; n];
-    let mut stats = SchedStats { start_ns, end_ns: start_ns, ..SchedStats::default() };
+    let mut stats = SchedStats {
+        start_ns,
+        end_ns: start_ns,
+        ..SchedStats::default()
+    };
     // Log daemon: a force in flight covers LSNs below `.0` and completes at `.1`.
     let mut in_flight: Option<(Lsn, Nanos)> = None;
     let mut acked_below: Lsn = 0;
@@ -105,9 +118,16 @@ pub fn run_virtual<T: Terminal>(eng: &mut Engine, terms: &mut [T], start_ns: Nan
     let mut ended = eng.stats().commits + eng.stats().aborts;
     loop {
         // The next terminal.
-        let next_term = (0..n).filter(|&i| state[i] == State::Ready).min_by_key(|&i| (clock[i], i));
+        let next_term = (0..n)
+            .filter(|&i| state[i] == State::Ready)
+            .min_by_key(|&i| (clock[i], i));
         // The daemon's next event.
-        let waiting_min = (0..n).filter_map(|i| match state[i] { State::Waiting(l) if l >= acked_below => Some(clock[i]), _ => None }).min();
+        let waiting_min = (0..n)
+            .filter_map(|i| match state[i] {
+                State::Waiting(l) if l >= acked_below => Some(clock[i]),
+                _ => None,
+            })
+            .min();
         let daemon_at = match in_flight {
             Some((_, done)) => Some(done),
             None => waiting_min.map(|t| t.max(last_force_done)),
@@ -123,7 +143,9 @@ pub fn run_virtual<T: Terminal>(eng: &mut Engine, terms: &mut [T], start_ns: Nan
                 if state.iter().all(|s| *s == State::Done) {
                     break;
                 }
-                return Err(Error::Unsupported("scheduler stalled: every terminal waits for a lock and nothing can end".into()));
+                return Err(Error::Unsupported(
+                    "scheduler stalled: every terminal waits for a lock and nothing can end".into(),
+                ));
             }
             (Some(_), None) => false,
             (None, Some(_)) => true,
@@ -204,7 +226,8 @@ pub fn run_virtual<T: Terminal>(eng: &mut Engine, terms: &mut [T], start_ns: Nan
 }
 
 fn lock_engine(m: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {
-    m.lock().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))
+    m.lock()
+        .map_err(|_| Error::Unsupported("engine mutex poisoned".into()))
 }
 
 /// Runs `terms` in real time, one thread each, sharing the engine behind a mutex (steps are
@@ -217,8 +240,16 @@ fn lock_engine(m: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {
 /// meanwhile and device waits overlap as they would on a real device. The commit is acknowledged
 /// only once the wall clock has reached the log force's completion. The CPU model is switched
 /// off: here the CPU time is real, and charging the model as well would count it twice.
-pub fn run_real<T: Terminal + Send + 'static>(mut eng: Engine, terms: Vec<T>) -> Result<(Engine, Vec<T>)> {
-    eng.set_cpu_model(crate::engine::CpuModel { ns_per_call: 0, ns_per_fix: 0, ns_per_record: 0, ns_per_lock: 0 });
+pub fn run_real<T: Terminal + Send + 'static>(
+    mut eng: Engine,
+    terms: Vec<T>,
+) -> Result<(Engine, Vec<T>)> {
+    eng.set_cpu_model(crate::engine::CpuModel {
+        ns_per_call: 0,
+        ns_per_fix: 0,
+        ns_per_record: 0,
+        ns_per_lock: 0,
+    });
     // The wall clock starts where the engine's (and so the device's) virtual clock stands after
     // loading; otherwise the first requests would queue behind the load's device time.
     let offset_ns = eng.now();
@@ -242,7 +273,9 @@ pub fn run_real<T: Terminal + Send + 'static>(mut eng: Engine, terms: Vec<T>) ->
                     match r {
                         Step::Ran => {}
                         Step::Blocked => {
-                            g = cv.wait(g).map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
+                            g = cv
+                                .wait(g)
+                                .map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
                         }
                         Step::WaitDurable(lsn) => {
                             if !g.is_durable(lsn) {
@@ -284,7 +317,10 @@ pub fn run_real<T: Terminal + Send + 'static>(mut eng: Engine, terms: Vec<T>) ->
     if let Some(e) = err {
         return Err(e);
     }
-    let (m, _) = Arc::try_unwrap(shared).map_err(|_| Error::Unsupported("engine still shared".into()))?;
-    let eng = m.into_inner().map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
+    let (m, _) =
+        Arc::try_unwrap(shared).map_err(|_| Error::Unsupported("engine still shared".into()))?;
+    let eng = m
+        .into_inner()
+        .map_err(|_| Error::Unsupported("engine mutex poisoned".into()))?;
     Ok((eng, out))
 }

@@ -39,7 +39,9 @@ impl<D: BlockDevice> SharedDevice<D> {
     }
     /// The device, if this is the last handle (invariant 2).
     pub fn into_inner(self) -> Option<D> {
-        Arc::try_unwrap(self.0).ok().map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
+        Arc::try_unwrap(self.0)
+            .ok()
+            .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
     }
 }
 

@@ -67,7 +67,11 @@ pub fn set_aux2(p: &mut [u8], v: u32) {
 pub fn slot(p: &[u8], i: usize) -> (usize, usize, bool) {
     let at = SLOTS_AT + 4 * i;
     let len = get_u16(p, at + 2);
-    (get_u16(p, at) as usize, (len & !GHOST) as usize, len & GHOST != 0)
+    (
+        get_u16(p, at) as usize,
+        (len & !GHOST) as usize,
+        len & GHOST != 0,
+    )
 }
 #[inline]
 fn set_slot(p: &mut [u8], i: usize, off: usize, len: usize, ghost: bool) {
@@ -138,7 +142,10 @@ fn alloc(p: &mut [u8], len: usize, extra_slots: usize) -> usize {
         compact(p);
     }
     let at = data_start(p) - len;
-    assert!(at >= lo, "slotted alloc without room: checked by the caller");
+    assert!(
+        at >= lo,
+        "slotted alloc without room: checked by the caller"
+    );
     put_u16(p, 34, at as u16);
     at
 }
@@ -174,7 +181,9 @@ pub fn remove_at(p: &mut [u8], i: usize) {
 
 /// The slot a heap insert would use: the first free slot, else a new one.
 pub fn first_free_slot(p: &[u8]) -> usize {
-    (0..nslots(p)).find(|&i| slot(p, i).0 == 0).unwrap_or(nslots(p))
+    (0..nslots(p))
+        .find(|&i| slot(p, i).0 == 0)
+        .unwrap_or(nslots(p))
 }
 
 /// Puts a record into slot `i` (heap), creating free slots up to it as needed.

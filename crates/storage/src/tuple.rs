@@ -144,7 +144,10 @@ impl Schema {
             }
             match c.ty {
                 ColType::Char(0) | ColType::Varchar(0) => {
-                    return Err(Error::Schema(format!("column '{}' has zero length", c.name)))
+                    return Err(Error::Schema(format!(
+                        "column '{}' has zero length",
+                        c.name
+                    )))
                 }
                 _ => {}
             }
@@ -156,10 +159,16 @@ impl Schema {
                 None => offsets.push(None),
             }
         }
-        Ok(Schema { columns, offsets, fixed_bytes: at })
+        Ok(Schema {
+            columns,
+            offsets,
+            fixed_bytes: at,
+        })
     }
     pub fn col(&self, name: &str) -> Option<usize> {
-        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
+        self.columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name))
     }
     pub fn fixed_offset(&self, col: usize) -> Option<usize> {
         self.offsets.get(col).copied().flatten()
@@ -167,7 +176,11 @@ impl Schema {
 
     pub fn encode(&self, row: &[Value]) -> Result<Vec<u8>> {
         if row.len() != self.columns.len() {
-            return Err(Error::Schema(format!("{} values for {} columns", row.len(), self.columns.len())));
+            return Err(Error::Schema(format!(
+                "{} values for {} columns",
+                row.len(),
+                self.columns.len()
+            )));
         }
         let mut out = vec![0u8; self.fixed_bytes];
         for (i, (c, v)) in self.columns.iter().zip(row).enumerate() {
@@ -178,7 +191,9 @@ impl Schema {
                     let o = self.offsets[i].unwrap_or(0);
                     out[o..o + 4].copy_from_slice(&x.to_le_bytes());
                 }
-                (ColType::BigInt, Value::Int(x)) | (ColType::Money, Value::Money(x)) | (ColType::Money, Value::Int(x)) => {
+                (ColType::BigInt, Value::Int(x))
+                | (ColType::Money, Value::Money(x))
+                | (ColType::Money, Value::Int(x)) => {
                     let o = self.offsets[i].unwrap_or(0);
                     out[o..o + 8].copy_from_slice(&x.to_le_bytes());
                 }
@@ -188,7 +203,10 @@ impl Schema {
                 }
                 (ColType::Char(n), Value::Str(s)) => {
                     if s.len() > n as usize {
-                        return Err(Error::Schema(format!("'{s}' is longer than {} in column '{}'", c.ty, c.name)));
+                        return Err(Error::Schema(format!(
+                            "'{s}' is longer than {} in column '{}'",
+                            c.ty, c.name
+                        )));
                     }
                     let o = self.offsets[i].unwrap_or(0);
                     out[o..o + s.len()].copy_from_slice(s.as_bytes());
@@ -201,7 +219,10 @@ impl Schema {
         for (c, v) in self.columns.iter().zip(row) {
             if let (ColType::Varchar(n), Value::Str(s)) = (c.ty, v) {
                 if s.len() > n as usize {
-                    return Err(Error::Schema(format!("'{s}' is longer than {} in column '{}'", c.ty, c.name)));
+                    return Err(Error::Schema(format!(
+                        "'{s}' is longer than {} in column '{}'",
+                        c.ty, c.name
+                    )));
                 }
                 out.extend_from_slice(&(s.len() as u16).to_le_bytes());
                 out.extend_from_slice(s.as_bytes());
@@ -211,7 +232,12 @@ impl Schema {
     }
 
     pub fn decode(&self, b: &[u8]) -> Result<Vec<Value>> {
-        let short = || Error::Schema(format!("row of {} bytes is too short for its schema", b.len()));
+        let short = || {
+            Error::Schema(format!(
+                "row of {} bytes is too short for its schema",
+                b.len()
+            ))
+        };
         if b.len() < self.fixed_bytes {
             return Err(short());
         }
@@ -220,12 +246,24 @@ impl Schema {
         for (i, c) in self.columns.iter().enumerate() {
             let o = self.offsets[i].unwrap_or(0);
             out.push(match c.ty {
-                ColType::Int => Value::Int(i64::from(i32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]))),
-                ColType::BigInt => Value::Int(i64::from_le_bytes(b[o..o + 8].try_into().map_err(|_| short())?)),
-                ColType::Money => Value::Money(i64::from_le_bytes(b[o..o + 8].try_into().map_err(|_| short())?)),
-                ColType::Date => Value::Date(i32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])),
+                ColType::Int => Value::Int(i64::from(i32::from_le_bytes([
+                    b[o],
+                    b[o + 1],
+                    b[o + 2],
+                    b[o + 3],
+                ]))),
+                ColType::BigInt => Value::Int(i64::from_le_bytes(
+                    b[o..o + 8].try_into().map_err(|_| short())?,
+                )),
+                ColType::Money => Value::Money(i64::from_le_bytes(
+                    b[o..o + 8].try_into().map_err(|_| short())?,
+                )),
+                ColType::Date => {
+                    Value::Date(i32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]))
+                }
                 ColType::Char(n) => Value::Str(
-                    String::from_utf8(b[o..o + n as usize].to_vec()).map_err(|_| Error::Schema("CHAR is not UTF-8".into()))?,
+                    String::from_utf8(b[o..o + n as usize].to_vec())
+                        .map_err(|_| Error::Schema("CHAR is not UTF-8".into()))?,
                 ),
                 ColType::Varchar(_) => {
                     if b.len() < var_at + 2 {
@@ -234,7 +272,10 @@ impl Schema {
                     let n = u16::from_le_bytes([b[var_at], b[var_at + 1]]) as usize;
                     let s = b.get(var_at + 2..var_at + 2 + n).ok_or_else(short)?;
                     var_at += 2 + n;
-                    Value::Str(String::from_utf8(s.to_vec()).map_err(|_| Error::Schema("VARCHAR is not UTF-8".into()))?)
+                    Value::Str(
+                        String::from_utf8(s.to_vec())
+                            .map_err(|_| Error::Schema("VARCHAR is not UTF-8".into()))?,
+                    )
                 }
             });
         }
@@ -245,17 +286,24 @@ impl Schema {
     pub fn get_i64(&self, row: &[u8], col: usize) -> Option<i64> {
         let o = self.fixed_offset(col)?;
         match self.columns[col].ty {
-            ColType::Int | ColType::Date => Some(i64::from(i32::from_le_bytes(row.get(o..o + 4)?.try_into().ok()?))),
-            ColType::BigInt | ColType::Money => Some(i64::from_le_bytes(row.get(o..o + 8)?.try_into().ok()?)),
+            ColType::Int | ColType::Date => Some(i64::from(i32::from_le_bytes(
+                row.get(o..o + 4)?.try_into().ok()?,
+            ))),
+            ColType::BigInt | ColType::Money => {
+                Some(i64::from_le_bytes(row.get(o..o + 8)?.try_into().ok()?))
+            }
             _ => None,
         }
     }
     /// Writes an integer-like fixed column in place.
     pub fn set_i64(&self, row: &mut [u8], col: usize, v: i64) -> Result<()> {
-        let o = self.fixed_offset(col).ok_or_else(|| Error::Schema("not a fixed column".into()))?;
+        let o = self
+            .fixed_offset(col)
+            .ok_or_else(|| Error::Schema("not a fixed column".into()))?;
         match self.columns[col].ty {
             ColType::Int | ColType::Date => {
-                let x = i32::try_from(v).map_err(|_| Error::Schema(format!("{v} does not fit in INT")))?;
+                let x = i32::try_from(v)
+                    .map_err(|_| Error::Schema(format!("{v} does not fit in INT")))?;
                 row[o..o + 4].copy_from_slice(&x.to_le_bytes());
             }
             ColType::BigInt | ColType::Money => row[o..o + 8].copy_from_slice(&v.to_le_bytes()),
@@ -271,11 +319,26 @@ mod tests {
 
     fn schema() -> Schema {
         Schema::new(vec![
-            Column { name: "id".into(), ty: ColType::Int },
-            Column { name: "name".into(), ty: ColType::Varchar(20) },
-            Column { name: "bal".into(), ty: ColType::Money },
-            Column { name: "code".into(), ty: ColType::Char(4) },
-            Column { name: "d".into(), ty: ColType::Date },
+            Column {
+                name: "id".into(),
+                ty: ColType::Int,
+            },
+            Column {
+                name: "name".into(),
+                ty: ColType::Varchar(20),
+            },
+            Column {
+                name: "bal".into(),
+                ty: ColType::Money,
+            },
+            Column {
+                name: "code".into(),
+                ty: ColType::Char(4),
+            },
+            Column {
+                name: "d".into(),
+                ty: ColType::Date,
+            },
         ])
         .unwrap()
     }
@@ -283,7 +346,13 @@ mod tests {
     #[test]
     fn rows_round_trip_and_fixed_columns_update_in_place() {
         let s = schema();
-        let row = vec![Value::Int(-5), Value::Str("héllo".into()), Value::Money(123_45), Value::Str("ab  ".into()), Value::Date(days_from_civil(2024, 2, 29))];
+        let row = vec![
+            Value::Int(-5),
+            Value::Str("héllo".into()),
+            Value::Money(123_45),
+            Value::Str("ab  ".into()),
+            Value::Date(days_from_civil(2024, 2, 29)),
+        ];
         let mut b = s.encode(&row).unwrap();
         assert_eq!(s.decode(&b).unwrap(), row);
         s.set_i64(&mut b, 2, -999_999).unwrap();
@@ -295,9 +364,35 @@ mod tests {
     fn bad_values_are_errors_not_panics() {
         let s = schema();
         assert!(s.encode(&[Value::Int(1)]).is_err());
-        assert!(s.encode(&[Value::Int(1 << 40), Value::Str("".into()), Value::Money(0), Value::Str("".into()), Value::Date(0)]).is_err());
-        assert!(s.encode(&[Value::Int(1), Value::Str("x".repeat(21)), Value::Money(0), Value::Str("".into()), Value::Date(0)]).is_err());
+        assert!(s
+            .encode(&[
+                Value::Int(1 << 40),
+                Value::Str("".into()),
+                Value::Money(0),
+                Value::Str("".into()),
+                Value::Date(0)
+            ])
+            .is_err());
+        assert!(s
+            .encode(&[
+                Value::Int(1),
+                Value::Str("x".repeat(21)),
+                Value::Money(0),
+                Value::Str("".into()),
+                Value::Date(0)
+            ])
+            .is_err());
         assert!(s.decode(&[1, 2, 3]).is_err());
-        assert!(Schema::new(vec![Column { name: "a".into(), ty: ColType::Int }, Column { name: "A".into(), ty: ColType::Int }]).is_err());
+        assert!(Schema::new(vec![
+            Column {
+                name: "a".into(),
+                ty: ColType::Int
+            },
+            Column {
+                name: "A".into(),
+                ty: ColType::Int
+            }
+        ])
+        .is_err());
     }
 }

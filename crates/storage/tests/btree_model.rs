@@ -96,7 +96,14 @@ fn deleting_most_keys_merges_nodes_and_collapses_the_root() {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     let store = BlockPageStore::new(Box::new(CrashDisk::new(8192)), 4096, Some(512)).unwrap();
-    let mut e = Engine::create(Box::new(store), EngineConfig { buffer_frames: 32, ..EngineConfig::default() }).unwrap();
+    let mut e = Engine::create(
+        Box::new(store),
+        EngineConfig {
+            buffer_frames: 32,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
     let t = e.begin().unwrap();
     e.execute_ddl(t, "CREATE TABLE t (k INT, name VARCHAR(200)); CREATE UNIQUE INDEX t_k ON t (k); CREATE INDEX t_name ON t (name)").unwrap();
     let table = e.table("t").unwrap().id;
@@ -106,7 +113,8 @@ fn deleting_most_keys_merges_nodes_and_collapses_the_root() {
     for chunk in keys.chunks(500) {
         let t = e.begin().unwrap();
         for &k in chunk {
-            e.insert(t, table, &[Value::Int(k), Value::Str(name(k, 150))]).unwrap();
+            e.insert(t, table, &[Value::Int(k), Value::Str(name(k, 150))])
+                .unwrap();
         }
         e.commit(t).unwrap();
     }
@@ -122,12 +130,23 @@ fn deleting_most_keys_merges_nodes_and_collapses_the_root() {
         e.commit(t).unwrap();
         assert_eq!(e.check().unwrap(), Vec::<String>::new());
     }
-    assert!(e.stats().btree_merges > 50, "{} merges", e.stats().btree_merges);
+    assert!(
+        e.stats().btree_merges > 50,
+        "{} merges",
+        e.stats().btree_merges
+    );
     let t = e.begin().unwrap();
     let mut left: Vec<i64> = keys[2490..].to_vec();
     left.sort_unstable();
-    let got: Vec<i64> = e.scan_index(t, by_k, None, None, false, usize::MAX).unwrap().into_iter()
-        .map(|(_, r)| match e.get(t, table, r).unwrap().unwrap()[0] { Value::Int(k) => k, _ => -1 }).collect();
+    let got: Vec<i64> = e
+        .scan_index(t, by_k, None, None, false, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| match e.get(t, table, r).unwrap().unwrap()[0] {
+            Value::Int(k) => k,
+            _ => -1,
+        })
+        .collect();
     assert_eq!(got, left);
     e.commit(t).unwrap();
 }

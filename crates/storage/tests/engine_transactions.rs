@@ -12,7 +12,14 @@ CREATE INDEX acct_owner ON acct (owner);";
 fn new_engine(frames: usize) -> (Engine, SharedCrashDisk) {
     let disk = SharedCrashDisk::new(CrashDisk::new(4096));
     let store = BlockPageStore::new(Box::new(disk.clone()), 4096, Some(256)).unwrap();
-    let e = Engine::create(Box::new(store), EngineConfig { buffer_frames: frames, ..EngineConfig::default() }).unwrap();
+    let e = Engine::create(
+        Box::new(store),
+        EngineConfig {
+            buffer_frames: frames,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
     (e, disk)
 }
 
@@ -20,7 +27,14 @@ fn reopen_after_crash(disk: &SharedCrashDisk, seed: u64) -> Engine {
     disk.cut_power();
     let d2 = SharedCrashDisk::new(disk.after_power_loss(seed));
     let store = BlockPageStore::new(Box::new(d2), 4096, Some(256)).unwrap();
-    Engine::open(Box::new(store), EngineConfig { buffer_frames: 64, ..EngineConfig::default() }).unwrap()
+    Engine::open(
+        Box::new(store),
+        EngineConfig {
+            buffer_frames: 64,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
 }
 
 /// Creates the test schema; returns the table and its primary index.
@@ -41,7 +55,8 @@ fn committed_rows_survive_a_crash_and_uncommitted_ones_vanish() {
     let (acct, pk) = with_schema(&mut e);
     let t = e.begin().unwrap();
     for i in 0..500 {
-        e.insert(t, acct, &row(i, &format!("owner{}", i % 7), i * 100)).unwrap();
+        e.insert(t, acct, &row(i, &format!("owner{}", i % 7), i * 100))
+            .unwrap();
     }
     e.commit(t).unwrap();
     let loser = e.begin().unwrap();
@@ -59,9 +74,22 @@ fn committed_rows_survive_a_crash_and_uncommitted_ones_vanish() {
         let rows = e2.scan_table(t, acct).unwrap();
         assert_eq!(rows.len(), 500, "seed {seed}");
         let r = e2.lookup(t, pk, &[Value::Int(3)], false).unwrap();
-        assert_eq!(e2.get(t, acct, r[0]).unwrap().unwrap(), row(3, "owner3", 300));
+        assert_eq!(
+            e2.get(t, acct, r[0]).unwrap().unwrap(),
+            row(3, "owner3", 300)
+        );
         assert_eq!(e2.lookup(t, pk, &[Value::Int(550)], false).unwrap(), vec![]);
-        assert_eq!(e2.lookup(t, e2.index("acct_owner").unwrap().id, &[Value::Str("owner2".into())], false).unwrap().len(), 72);
+        assert_eq!(
+            e2.lookup(
+                t,
+                e2.index("acct_owner").unwrap().id,
+                &[Value::Str("owner2".into())],
+                false
+            )
+            .unwrap()
+            .len(),
+            72
+        );
         e2.commit(t).unwrap();
         assert_eq!(e2.check().unwrap(), Vec::<String>::new());
     }
@@ -82,7 +110,8 @@ fn abort_undoes_inserts_updates_and_deletes_in_heap_and_indexes() {
         e.insert(t, acct, &row(i, &"x".repeat(40), i)).unwrap();
     }
     for (i, rid) in rids.iter().enumerate().take(100) {
-        e.update(t, acct, *rid, &row(i as i64 + 10_000, "b", 0)).unwrap();
+        e.update(t, acct, *rid, &row(i as i64 + 10_000, "b", 0))
+            .unwrap();
     }
     for rid in &rids[100..200] {
         e.delete(t, acct, *rid).unwrap();
@@ -103,14 +132,28 @@ fn ddl_errors_carry_positions_and_change_nothing() {
     let (mut e, _disk) = new_engine(16);
     let t = e.begin().unwrap();
     match e.execute_ddl(t, "CREATE TABLE t (a INT,\n b NUMBER)") {
-        Err(Error::Ddl { line: 2, column: 4, .. }) => {}
+        Err(Error::Ddl {
+            line: 2, column: 4, ..
+        }) => {}
         other => panic!("{other:?}"),
     }
-    assert!(matches!(e.execute_ddl(t, "CREATE TABLE t (a INT) TABLESPACE nope"), Err(Error::NotFound { .. })));
-    assert!(matches!(e.execute_ddl(t, "CREATE REGION r (MAX_CHIPS=2)"), Err(Error::Unsupported(_))));
+    assert!(matches!(
+        e.execute_ddl(t, "CREATE TABLE t (a INT) TABLESPACE nope"),
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        e.execute_ddl(t, "CREATE REGION r (MAX_CHIPS=2)"),
+        Err(Error::Unsupported(_))
+    ));
     e.execute_ddl(t, "CREATE TABLE t (a INT)").unwrap();
-    assert!(matches!(e.execute_ddl(t, "CREATE TABLE T (b INT)"), Err(Error::AlreadyExists { .. })));
-    assert!(matches!(e.execute_ddl(t, "CREATE INDEX i ON t (zz)"), Err(Error::NotFound { .. })));
+    assert!(matches!(
+        e.execute_ddl(t, "CREATE TABLE T (b INT)"),
+        Err(Error::AlreadyExists { .. })
+    ));
+    assert!(matches!(
+        e.execute_ddl(t, "CREATE INDEX i ON t (zz)"),
+        Err(Error::NotFound { .. })
+    ));
     e.commit(t).unwrap();
 }
 
@@ -122,14 +165,26 @@ fn conflicting_writers_block_and_duplicate_keys_are_refused() {
     let r = e.insert(a, acct, &row(1, "a", 1)).unwrap();
     let b = e.begin().unwrap();
     // b sees a's uncommitted key and must wait for a.
-    assert!(matches!(e.insert(b, acct, &row(1, "b", 1)), Err(Error::WouldBlock { .. })));
-    assert!(matches!(e.get_raw(b, acct, r, false), Err(Error::WouldBlock { .. })));
+    assert!(matches!(
+        e.insert(b, acct, &row(1, "b", 1)),
+        Err(Error::WouldBlock { .. })
+    ));
+    assert!(matches!(
+        e.get_raw(b, acct, r, false),
+        Err(Error::WouldBlock { .. })
+    ));
     e.commit(a).unwrap();
-    assert!(matches!(e.insert(b, acct, &row(1, "b", 1)), Err(Error::DuplicateKey { .. })));
+    assert!(matches!(
+        e.insert(b, acct, &row(1, "b", 1)),
+        Err(Error::DuplicateKey { .. })
+    ));
     // A deleted unique key is reserved until its deleter ends.
     e.delete(b, acct, r).unwrap();
     let c = e.begin().unwrap();
-    assert!(matches!(e.insert(c, acct, &row(1, "c", 1)), Err(Error::WouldBlock { .. })));
+    assert!(matches!(
+        e.insert(c, acct, &row(1, "c", 1)),
+        Err(Error::WouldBlock { .. })
+    ));
     e.abort(b).unwrap();
     assert_eq!(e.lookup(c, pk, &[Value::Int(1)], false).unwrap(), vec![r]);
     e.commit(c).unwrap();
@@ -147,7 +202,11 @@ fn a_clean_shutdown_reopens_with_the_same_rows() {
     e.commit(t).unwrap();
     let store = e.shutdown().unwrap();
     drop(store);
-    let mut e2 = Engine::open(Box::new(BlockPageStore::new(Box::new(disk.clone()), 4096, Some(256)).unwrap()), EngineConfig::default()).unwrap();
+    let mut e2 = Engine::open(
+        Box::new(BlockPageStore::new(Box::new(disk.clone()), 4096, Some(256)).unwrap()),
+        EngineConfig::default(),
+    )
+    .unwrap();
     let t = e2.begin().unwrap();
     assert_eq!(e2.scan_table(t, acct).unwrap().len(), 200);
     e2.commit(t).unwrap();

@@ -11,7 +11,11 @@ fn tiny() -> Nand {
 }
 
 fn cfg() -> NativeConfig {
-    NativeConfig { log_blocks: Some(64), spare_factor: 0.25, ..NativeConfig::default() }
+    NativeConfig {
+        log_blocks: Some(64),
+        spare_factor: 0.25,
+        ..NativeConfig::default()
+    }
 }
 
 fn page(pid: u32, version: u8) -> Vec<u8> {
@@ -20,7 +24,10 @@ fn page(pid: u32, version: u8) -> Vec<u8> {
     p
 }
 
-const HEAP: WriteHint = WriteHint { object: 7, kind: PageKind::Heap };
+const HEAP: WriteHint = WriteHint {
+    object: 7,
+    kind: PageKind::Heap,
+};
 
 #[test]
 fn pages_read_back_and_unwritten_pages_read_as_zeros() {
@@ -35,7 +42,11 @@ fn pages_read_back_and_unwritten_pages_read_as_zeros() {
     assert_eq!(buf, page(3, 2));
     s.read_page(t, 60, &mut buf).unwrap();
     assert!(buf.iter().all(|&b| b == 0));
-    assert!(s.write_page(t, s.db_pages() as u32, &page(0, 1), HEAP).is_err(), "out of range is refused");
+    assert!(
+        s.write_page(t, s.db_pages() as u32, &page(0, 1), HEAP)
+            .is_err(),
+        "out of range is refused"
+    );
 }
 
 #[test]
@@ -47,7 +58,11 @@ fn a_freed_page_is_invalid_at_once_without_any_flash_operation() {
     let valid = s.space().valid_pages(block);
     let ops = s.nand().unwrap().ops_issued();
     s.page_freed(t, 5).unwrap();
-    assert_eq!(s.nand().unwrap().ops_issued(), ops, "no TRIM, no record: nothing reaches the flash");
+    assert_eq!(
+        s.nand().unwrap().ops_issued(),
+        ops,
+        "no TRIM, no record: nothing reaches the flash"
+    );
     assert_eq!(s.space().valid_pages(block), valid - 1);
     assert_eq!(s.location(5), None);
 }
@@ -61,11 +76,16 @@ fn a_flusher_batch_runs_on_all_dies_at_once() {
         done = done.max(s.write_page(0, pid, &page(pid, 1), HEAP).unwrap());
     }
     let g = s.space().geometry().clone();
-    let mut used: Vec<u32> = (0..dies).map(|pid| g.die_of_block(g.block_of(s.location(pid).unwrap())).0).collect();
+    let mut used: Vec<u32> = (0..dies)
+        .map(|pid| g.die_of_block(g.block_of(s.location(pid).unwrap())).0)
+        .collect();
     used.sort_unstable();
     used.dedup();
     assert_eq!(used.len(), dies as usize);
-    assert!(done < 2 * 200_000, "{dies} programs issued together finish at {done} ns");
+    assert!(
+        done < 2 * 200_000,
+        "{dies} programs issued together finish at {done} ns"
+    );
 }
 
 #[test]
@@ -80,7 +100,10 @@ fn hot_pages_and_loaded_pages_land_in_different_blocks() {
     }
     let g = s.space().geometry().clone();
     let hot = g.block_of(s.location(0).unwrap());
-    assert!((1..40).all(|pid| g.block_of(s.location(pid).unwrap()) != hot), "the hot page shares a block with loaded pages");
+    assert!(
+        (1..40).all(|pid| g.block_of(s.location(pid).unwrap()) != hot),
+        "the hot page shares a block with loaded pages"
+    );
 }
 
 #[test]
@@ -118,7 +141,14 @@ fn the_mapping_is_rebuilt_from_flash_after_a_power_cut_and_checkpointed_frees_st
     r.read_meta(0, 1, &mut buf).unwrap();
     assert!(buf.iter().all(|&b| b == 7));
     r.space().check().unwrap();
-    assert_eq!(r.nand().unwrap().stats().get(OpKind::Program, nand::Purpose::Recovery), 0, "recovery writes nothing");
+    assert_eq!(
+        r.nand()
+            .unwrap()
+            .stats()
+            .get(OpKind::Program, nand::Purpose::Recovery),
+        0,
+        "recovery writes nothing"
+    );
 }
 
 /// A root split is one redo-only record that sets two allocation bits in the same space-map
@@ -132,13 +162,33 @@ fn a_redone_root_split_keeps_both_new_pages_allocated_after_a_power_cut() {
     use storage::tuple::Value;
     use storage::{Engine, EngineConfig};
     // Room for the engine's log (it keeps 64 blocks for rollbacks) and a database.
-    let device = || Nand::new(DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=64".to_string()]).unwrap()).unwrap();
-    let cfg = || NativeConfig { log_blocks: Some(512), ..cfg() };
+    let device = || {
+        Nand::new(
+            DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=64".to_string()]).unwrap(),
+        )
+        .unwrap()
+    };
+    let cfg = || NativeConfig {
+        log_blocks: Some(512),
+        ..cfg()
+    };
     // No automatic checkpoint: it would write the space map back before the crash.
-    let cfg_e = || EngineConfig { buffer_frames: 256, checkpoint_bytes: Some(u64::MAX), ..EngineConfig::default() };
-    let mut e = Engine::create(Box::new(NativeStore::format(device(), cfg()).unwrap()), cfg_e()).unwrap();
+    let cfg_e = || EngineConfig {
+        buffer_frames: 256,
+        checkpoint_bytes: Some(u64::MAX),
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::create(
+        Box::new(NativeStore::format(device(), cfg()).unwrap()),
+        cfg_e(),
+    )
+    .unwrap();
     let t = e.begin().unwrap();
-    e.execute_ddl(t, "CREATE TABLE acct (id INT, v CHAR(100)); CREATE UNIQUE INDEX acct_pk ON acct (id);").unwrap();
+    e.execute_ddl(
+        t,
+        "CREATE TABLE acct (id INT, v CHAR(100)); CREATE UNIQUE INDEX acct_pk ON acct (id);",
+    )
+    .unwrap();
     e.commit(t).unwrap();
     // Everything on flash, so the space map there is older than the split to come.
     let n = e.store().db_pages() as usize;
@@ -162,7 +212,10 @@ fn a_redone_root_split_keeps_both_new_pages_allocated_after_a_power_cut() {
     nand.power_cut();
     nand.power_on();
     let mut e = Engine::open(Box::new(NativeStore::open(nand, cfg()).unwrap()), cfg_e()).unwrap();
-    assert!(e.stats().recovery_redone > 0, "the split should have been redone");
+    assert!(
+        e.stats().recovery_redone > 0,
+        "the split should have been redone"
+    );
     // New pages after the restart must not be either of the split's.
     let more = e.stats().pages_allocated + 4;
     while e.stats().pages_allocated < more {
@@ -171,7 +224,11 @@ fn a_redone_root_split_keeps_both_new_pages_allocated_after_a_power_cut() {
     }
     let t = e.begin().unwrap();
     for i in 0..rows {
-        assert_eq!(e.lookup(t, pk, &[Value::Int(i)], false).unwrap().len(), 1, "row {i}");
+        assert_eq!(
+            e.lookup(t, pk, &[Value::Int(i)], false).unwrap().len(),
+            1,
+            "row {i}"
+        );
     }
     e.commit(t).unwrap();
     assert_eq!(e.check().unwrap(), Vec::<String>::new());

@@ -14,11 +14,17 @@ fn device() -> Nand {
 }
 
 fn cfg() -> NativeConfig {
-    NativeConfig { log_blocks: Some(512), spare_factor: 0.25, ..NativeConfig::default() }
+    NativeConfig {
+        log_blocks: Some(512),
+        spare_factor: 0.25,
+        ..NativeConfig::default()
+    }
 }
 
 fn opts(s: &[(&str, &str)]) -> Vec<(String, String)> {
-    s.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    s.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn page(pid: u32, version: u8) -> Vec<u8> {
@@ -27,8 +33,14 @@ fn page(pid: u32, version: u8) -> Vec<u8> {
     p
 }
 
-const HOT: WriteHint = WriteHint { object: 9, kind: PageKind::Heap };
-const OTHER: WriteHint = WriteHint { object: 7, kind: PageKind::Heap };
+const HOT: WriteHint = WriteHint {
+    object: 9,
+    kind: PageKind::Heap,
+};
+const OTHER: WriteHint = WriteHint {
+    object: 7,
+    kind: PageKind::Heap,
+};
 
 fn die_of(s: &NativeStore, pid: u32) -> u32 {
     let g = s.space().geometry();
@@ -42,7 +54,18 @@ fn a_regions_pages_land_on_its_dies_and_it_collects_on_its_own() {
     for pid in 0..200 {
         t = s.write_page(t, pid, &page(pid, 1), OTHER).unwrap();
     }
-    t = s.create_region(t, "rg_hot", &opts(&[("MAX_CHIPS", "1"), ("MAX_CHANNELS", "1"), ("GC", "fifo"), ("OP", "20%")])).unwrap();
+    t = s
+        .create_region(
+            t,
+            "rg_hot",
+            &opts(&[
+                ("MAX_CHIPS", "1"),
+                ("MAX_CHANNELS", "1"),
+                ("GC", "fifo"),
+                ("OP", "20%"),
+            ]),
+        )
+        .unwrap();
     let (_, dies) = s.region("rg_hot").unwrap();
     let dies = dies.to_vec();
     assert_eq!(dies.len(), 1, "one chip of one die");
@@ -62,13 +85,20 @@ fn a_regions_pages_land_on_its_dies_and_it_collects_on_its_own() {
         }
     }
     for pid in 1000..1300 {
-        assert!(dies.contains(&die_of(&s, pid)), "page {pid} of the region's object");
+        assert!(
+            dies.contains(&die_of(&s, pid)),
+            "page {pid} of the region's object"
+        );
         t = s.read_page(t, pid, &mut buf).unwrap();
         assert_eq!(buf, page(pid, 11));
     }
     let (rs, _) = s.region("rg_hot").unwrap();
     assert!(rs.counts().gc_erases > 0, "the region collected");
-    assert_eq!(s.space().counts().gc_erases, default_gc, "the default region did not collect for it");
+    assert_eq!(
+        s.space().counts().gc_erases,
+        default_gc,
+        "the default region did not collect for it"
+    );
     assert_eq!(rs.config().gc, ftl::GcPolicy::Fifo);
     s.space().check().unwrap();
     // Power cut: the region table, the dies and the data come back.
@@ -81,8 +111,20 @@ fn a_regions_pages_land_on_its_dies_and_it_collects_on_its_own() {
     }
     assert!(dies.contains(&die_of(&r, 1000)));
     // Registering it again with the same options is a no-op; other options are refused.
-    r.create_region(t, "rg_hot", &opts(&[("MAX_CHIPS", "1"), ("MAX_CHANNELS", "1"), ("GC", "fifo"), ("OP", "20%")])).unwrap();
-    assert!(r.create_region(t, "RG_HOT", &opts(&[("MAX_CHIPS", "2")])).is_err());
+    r.create_region(
+        t,
+        "rg_hot",
+        &opts(&[
+            ("MAX_CHIPS", "1"),
+            ("MAX_CHANNELS", "1"),
+            ("GC", "fifo"),
+            ("OP", "20%"),
+        ]),
+    )
+    .unwrap();
+    assert!(r
+        .create_region(t, "RG_HOT", &opts(&[("MAX_CHIPS", "2")]))
+        .is_err());
 }
 
 #[test]
@@ -94,18 +136,29 @@ fn regions_that_do_not_fit_are_refused_before_anything_is_written() {
     }
     let programs = s.nand().unwrap().stats().total(OpKind::Program);
     let bad: [&[(&str, &str)]; 4] = [
-        &[("MAX_CHIPS", "4")],                              // leaves the default region nothing
-        &[("MAX_CHIPS", "3"), ("MAX_CHANNELS", "1")],       // one channel has two chips
-        &[("MAX_CHIPS", "1"), ("MAX_SIZE", "8M")],          // a chip holds 8 MiB raw, less usable
-        &[("MAX_CHIPS", "1"), ("OP", "150%")],              // not a percentage
+        &[("MAX_CHIPS", "4")], // leaves the default region nothing
+        &[("MAX_CHIPS", "3"), ("MAX_CHANNELS", "1")], // one channel has two chips
+        &[("MAX_CHIPS", "1"), ("MAX_SIZE", "8M")], // a chip holds 8 MiB raw, less usable
+        &[("MAX_CHIPS", "1"), ("OP", "150%")], // not a percentage
     ];
     for o in bad {
         assert!(s.create_region(t, "r", &opts(o)).is_err(), "{o:?}");
     }
-    assert_eq!(s.nand().unwrap().stats().total(OpKind::Program), programs, "nothing written");
-    t = s.create_region(t, "a", &opts(&[("MAX_CHIPS", "2"), ("MAX_SIZE", "4M")])).unwrap();
-    assert!(s.create_region(t, "b", &opts(&[("MAX_CHIPS", "2")])).is_err(), "chips already taken");
-    s.create_region(t, "b", &opts(&[("MAX_CHIPS", "1")])).unwrap();
+    assert_eq!(
+        s.nand().unwrap().stats().total(OpKind::Program),
+        programs,
+        "nothing written"
+    );
+    t = s
+        .create_region(t, "a", &opts(&[("MAX_CHIPS", "2"), ("MAX_SIZE", "4M")]))
+        .unwrap();
+    assert!(
+        s.create_region(t, "b", &opts(&[("MAX_CHIPS", "2")]))
+            .is_err(),
+        "chips already taken"
+    );
+    s.create_region(t, "b", &opts(&[("MAX_CHIPS", "1")]))
+        .unwrap();
     let (_, a) = s.region("a").unwrap();
     let (_, b) = s.region("b").unwrap();
     assert!(a.iter().all(|d| !b.contains(d)));
@@ -132,8 +185,10 @@ fn ddl_places_tables_in_regions_and_regions_survive_a_restart() {
     let (hot, cold) = (e.table("hot").unwrap().id, e.table("cold").unwrap().id);
     let txn = e.begin().unwrap();
     for i in 0..300 {
-        e.insert(txn, hot, &[Value::Int(i), Value::Str("h".into())]).unwrap();
-        e.insert(txn, cold, &[Value::Int(i), Value::Str("c".into())]).unwrap();
+        e.insert(txn, hot, &[Value::Int(i), Value::Str("h".into())])
+            .unwrap();
+        e.insert(txn, cold, &[Value::Int(i), Value::Str("c".into())])
+            .unwrap();
     }
     e.commit(txn).unwrap();
     e.checkpoint().unwrap();
@@ -145,12 +200,16 @@ fn ddl_places_tables_in_regions_and_regions_survive_a_restart() {
     assert!(e.catalog().region_by_name("RG_HOT").is_some());
     let txn = e.begin().unwrap();
     let idx = e.index("hot_pk").unwrap().id;
-    assert_eq!(e.lookup(txn, idx, &[Value::Int(299)], false).unwrap().len(), 1);
+    assert_eq!(
+        e.lookup(txn, idx, &[Value::Int(299)], false).unwrap().len(),
+        1
+    );
     e.commit(txn).unwrap();
     // Pages written after the restart still go to the region.
     let txn = e.begin().unwrap();
     for i in 300..400 {
-        e.insert(txn, hot, &[Value::Int(i), Value::Str("h".into())]).unwrap();
+        e.insert(txn, hot, &[Value::Int(i), Value::Str("h".into())])
+            .unwrap();
     }
     e.commit(txn).unwrap();
     e.checkpoint().unwrap();
@@ -169,7 +228,12 @@ fn ddl_places_tables_in_regions_and_regions_survive_a_restart() {
 fn pages_of(e: &mut Engine, table: &str) -> Vec<u32> {
     let t = e.table(table).unwrap().id;
     let txn = e.begin().unwrap();
-    let mut pages: Vec<u32> = e.scan_table(txn, t).unwrap().iter().map(|(rid, _)| rid.page).collect();
+    let mut pages: Vec<u32> = e
+        .scan_table(txn, t)
+        .unwrap()
+        .iter()
+        .map(|(rid, _)| rid.page)
+        .collect();
     e.commit(txn).unwrap();
     pages.sort_unstable();
     pages.dedup();
@@ -180,17 +244,43 @@ fn pages_of(e: &mut Engine, table: &str) -> Vec<u32> {
 fn bad_region_ddl_is_refused_with_its_position_and_block_stores_refuse_regions() {
     let mut e = native_engine();
     let txn = e.begin().unwrap();
-    let err = e.execute_ddl(txn, "CREATE REGION r (MAX_CHIPS=1,\n OP=200%)").unwrap_err();
-    assert!(matches!(err, Error::Ddl { line: 2, column: 5, .. }), "{err}");
-    let err = e.execute_ddl(txn, "CREATE TABLESPACE ts (REGION=nowhere)").unwrap_err();
-    assert!(matches!(err, Error::NotFound { kind: "region", .. }), "{err}");
-    let err = e.execute_ddl(txn, "CREATE REGION r (MAX_CHIPS=9)").unwrap_err();
+    let err = e
+        .execute_ddl(txn, "CREATE REGION r (MAX_CHIPS=1,\n OP=200%)")
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Ddl {
+                line: 2,
+                column: 5,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = e
+        .execute_ddl(txn, "CREATE TABLESPACE ts (REGION=nowhere)")
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::NotFound { kind: "region", .. }),
+        "{err}"
+    );
+    let err = e
+        .execute_ddl(txn, "CREATE REGION r (MAX_CHIPS=9)")
+        .unwrap_err();
     assert!(matches!(err, Error::Config(_)), "{err}");
     e.commit(txn).unwrap();
-    let store = BlockPageStore::new(Box::new(storage::crashdisk::CrashDisk::new(8192)), 4096, Some(512)).unwrap();
+    let store = BlockPageStore::new(
+        Box::new(storage::crashdisk::CrashDisk::new(8192)),
+        4096,
+        Some(512),
+    )
+    .unwrap();
     let mut e = Engine::create(Box::new(store), EngineConfig::default()).unwrap();
     let txn = e.begin().unwrap();
-    let err = e.execute_ddl(txn, "CREATE REGION r (MAX_CHIPS=1)").unwrap_err();
+    let err = e
+        .execute_ddl(txn, "CREATE REGION r (MAX_CHIPS=1)")
+        .unwrap_err();
     assert!(matches!(err, Error::Unsupported(_)), "{err}");
 }
 
@@ -209,7 +299,10 @@ fn power_cuts_during_region_creation_and_use_lose_nothing_acknowledged() {
         }
         let nand = s.nand_mut().unwrap();
         let at = nand.ops_issued() + k;
-        nand.set_fault_plan(FaultPlan { cut_at_op: Some(at), ..FaultPlan::default() });
+        nand.set_fault_plan(FaultPlan {
+            cut_at_op: Some(at),
+            ..FaultPlan::default()
+        });
         // (pid -> last acknowledged version, version in flight)
         let mut acked: Vec<(u32, u8, Option<u8>)> = (0..150).map(|p| (p, 1, None)).collect();
         let mut created = false;
@@ -219,7 +312,11 @@ fn power_cuts_during_region_creation_and_use_lose_nothing_acknowledged() {
             s.bind_object(9, "rg")?;
             for v in 2..5u8 {
                 for pid in 0..150u32 {
-                    let (hint, id) = if pid % 2 == 0 { (HOT, pid + 1000) } else { (OTHER, pid) };
+                    let (hint, id) = if pid % 2 == 0 {
+                        (HOT, pid + 1000)
+                    } else {
+                        (OTHER, pid)
+                    };
                     let e = acked.iter_mut().find(|x| x.0 == id);
                     let slot = match e {
                         Some(x) => x,
@@ -241,19 +338,32 @@ fn power_cuts_during_region_creation_and_use_lose_nothing_acknowledged() {
         nand.set_fault_plan(FaultPlan::default());
         nand.power_cut();
         nand.power_on();
-        let mut r = NativeStore::open(nand, cfg()).unwrap_or_else(|e| panic!("cut at op +{k}: reopen failed: {e}"));
+        let mut r = NativeStore::open(nand, cfg())
+            .unwrap_or_else(|e| panic!("cut at op +{k}: reopen failed: {e}"));
         let mut buf = vec![0u8; 4096];
         for &(pid, v, in_flight) in &acked {
             r.read_page(0, pid, &mut buf).unwrap();
-            let got = if buf.iter().all(|&b| b == 0) { 0 } else { buf[4] };
-            assert!(got == v || Some(got) == in_flight, "cut at op +{k}: page {pid} reads version {got}, acknowledged {v}");
+            let got = if buf.iter().all(|&b| b == 0) {
+                0
+            } else {
+                buf[4]
+            };
+            assert!(
+                got == v || Some(got) == in_flight,
+                "cut at op +{k}: page {pid} reads version {got}, acknowledged {v}"
+            );
         }
         if created {
-            let (_, dies) = r.region("rg").unwrap_or_else(|| panic!("cut at op +{k}: the acknowledged region is gone"));
+            let (_, dies) = r
+                .region("rg")
+                .unwrap_or_else(|| panic!("cut at op +{k}: the acknowledged region is gone"));
             let dies = dies.to_vec();
             for &(pid, v, _) in &acked {
                 if pid >= 1000 && v >= 2 {
-                    assert!(dies.contains(&die_of(&r, pid)), "cut at op +{k}: region page {pid} off its dies");
+                    assert!(
+                        dies.contains(&die_of(&r, pid)),
+                        "cut at op +{k}: region page {pid} off its dies"
+                    );
                 }
             }
         }
@@ -266,7 +376,13 @@ fn power_cuts_during_region_creation_and_use_lose_nothing_acknowledged() {
 #[test]
 fn a_region_refuses_pages_beyond_its_max_size() {
     let mut s = NativeStore::format(device(), cfg()).unwrap();
-    let mut t = s.create_region(0, "small", &opts(&[("MAX_CHIPS", "1"), ("MAX_SIZE", "64K")])).unwrap();
+    let mut t = s
+        .create_region(
+            0,
+            "small",
+            &opts(&[("MAX_CHIPS", "1"), ("MAX_SIZE", "64K")]),
+        )
+        .unwrap();
     s.bind_object(9, "small").unwrap();
     for pid in 0..16 {
         t = s.write_page(t, pid, &page(pid, 1), HOT).unwrap();
@@ -274,7 +390,11 @@ fn a_region_refuses_pages_beyond_its_max_size() {
     let programs = s.nand().unwrap().stats().total(OpKind::Program);
     let err = s.write_page(t, 16, &page(16, 1), HOT).unwrap_err();
     assert!(err.to_string().contains("region small is full"), "{err}");
-    assert_eq!(s.nand().unwrap().stats().total(OpKind::Program), programs, "refused before writing");
+    assert_eq!(
+        s.nand().unwrap().stats().total(OpKind::Program),
+        programs,
+        "refused before writing"
+    );
     t = s.write_page(t, 3, &page(3, 2), HOT).unwrap();
     t = s.write_page(t, 100, &page(100, 1), OTHER).unwrap();
     t = s.page_freed(t, 5).unwrap();

@@ -119,29 +119,68 @@ impl Flash {
         self.geo.die_of_block(Pbn(pbn)).0
     }
 
-    pub fn program(&mut self, at_ns: Nanos, ppn: Ppn, data: &[u8], rec: &OobRecord, purpose: Purpose) -> Result<Nanos, FtlError> {
+    pub fn program(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        data: &[u8],
+        rec: &OobRecord,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
         rec.encode_into(&mut self.oob);
-        Ok(self.nand.program(at_ns, ppn, data, &self.oob, purpose)?.done_ns)
+        Ok(self
+            .nand
+            .program(at_ns, ppn, data, &self.oob, purpose)?
+            .done_ns)
     }
 
     /// Programs the scratch buffer (a page just read for a merge copy).
-    pub fn program_buf(&mut self, at_ns: Nanos, ppn: Ppn, rec: &OobRecord, purpose: Purpose) -> Result<Nanos, FtlError> {
+    pub fn program_buf(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        rec: &OobRecord,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
         rec.encode_into(&mut self.oob);
-        Ok(self.nand.program(at_ns, ppn, &self.buf, &self.oob, purpose)?.done_ns)
+        Ok(self
+            .nand
+            .program(at_ns, ppn, &self.buf, &self.oob, purpose)?
+            .done_ns)
     }
 
-    pub fn read(&mut self, at_ns: Nanos, ppn: Ppn, buf: &mut [u8], purpose: Purpose) -> Result<Nanos, FtlError> {
+    pub fn read(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        buf: &mut [u8],
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
         Ok(self.nand.read(at_ns, ppn, buf, &mut [], purpose)?.done_ns)
     }
 
     /// Reads a page into the scratch buffer.
-    pub fn read_buf(&mut self, at_ns: Nanos, ppn: Ppn, purpose: Purpose) -> Result<Nanos, FtlError> {
-        Ok(self.nand.read(at_ns, ppn, &mut self.buf, &mut [], purpose)?.done_ns)
+    pub fn read_buf(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
+        Ok(self
+            .nand
+            .read(at_ns, ppn, &mut self.buf, &mut [], purpose)?
+            .done_ns)
     }
 
     /// Reads data and OOB; returns the record too (`None` for erased or unreadable pages,
     /// whose data the caller must treat as never written).
-    pub fn read_with_record(&mut self, at_ns: Nanos, ppn: Ppn, buf: &mut [u8], purpose: Purpose) -> Result<(Nanos, Option<OobRecord>), FtlError> {
+    pub fn read_with_record(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        buf: &mut [u8],
+        purpose: Purpose,
+    ) -> Result<(Nanos, Option<OobRecord>), FtlError> {
         match self.nand.read(at_ns, ppn, buf, &mut self.oob, purpose) {
             Ok(d) => Ok((d.done_ns, OobRecord::decode(&self.oob))),
             Err(NandError::Torn(_)) => Ok((self.nand.now_ns().max(at_ns), None)),
@@ -150,7 +189,10 @@ impl Flash {
     }
 
     pub fn erase(&mut self, at_ns: Nanos, pbn: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
-        Ok(self.nand.erase(at_ns, Pbn(pbn), self.mode, purpose)?.done_ns)
+        Ok(self
+            .nand
+            .erase(at_ns, Pbn(pbn), self.mode, purpose)?
+            .done_ns)
     }
 
     pub fn is_bad(&self, pbn: u32) -> bool {
@@ -161,22 +203,36 @@ impl Flash {
     /// format erases exactly these. Reading the chip's own block state stands in for a full
     /// read of the block, which would find the same.
     pub fn needs_format_erase(&self, pbn: u32) -> bool {
-        self.nand
-            .block_info(Pbn(pbn))
-            .is_ok_and(|i| i.state == BlockState::NeedsErase || (i.state == BlockState::Good && i.next_page > 0))
+        self.nand.block_info(Pbn(pbn)).is_ok_and(|i| {
+            i.state == BlockState::NeedsErase || (i.state == BlockState::Good && i.next_page > 0)
+        })
     }
 
     /// Programs pad pages from `*next_free` up to (not including) `page` when the chip forbids
     /// skipping pages (invariant 2); advances `*next_free` to `page + 1` in any case.
     #[allow(clippy::too_many_arguments)]
-    pub fn pad_to(&mut self, at_ns: Nanos, pbn: u32, next_free: &mut u32, page: u32, lpn_base: u64, seq: u64, aux: u64, purpose: Purpose) -> Result<Nanos, FtlError> {
+    pub fn pad_to(
+        &mut self,
+        at_ns: Nanos,
+        pbn: u32,
+        next_free: &mut u32,
+        page: u32,
+        lpn_base: u64,
+        seq: u64,
+        aux: u64,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
         let mut done = at_ns;
         if self.strict {
             while *next_free < page {
                 let rec = OobRecord::new(PageKind::Pad, lpn_base + u64::from(*next_free), seq, aux);
                 let ppn = self.ppn(pbn, *next_free);
                 rec.encode_into(&mut self.oob);
-                done = done.max(self.nand.program(at_ns, ppn, &self.zeros, &self.oob, purpose)?.done_ns);
+                done = done.max(
+                    self.nand
+                        .program(at_ns, ppn, &self.zeros, &self.oob, purpose)?
+                        .done_ns,
+                );
                 *next_free += 1;
             }
         }
@@ -186,7 +242,12 @@ impl Flash {
 
     /// Makes a block that recovery found unneeded ready for reuse: erases it unless the scan
     /// found it clean. `Ok(false)` if it went bad on the erase (it must not be used).
-    pub fn make_clean(&mut self, at_ns: Nanos, pbn: u32, scan: &BlockScan) -> Result<bool, FtlError> {
+    pub fn make_clean(
+        &mut self,
+        at_ns: Nanos,
+        pbn: u32,
+        scan: &BlockScan,
+    ) -> Result<bool, FtlError> {
         if scan.is_clean() {
             return Ok(true);
         }
@@ -217,7 +278,12 @@ impl Flash {
 /// The block went bad (erase or program status fail, worn out, or already bad): the FTL stops
 /// using it and carries on.
 pub(crate) fn is_block_failure(e: &FtlError) -> bool {
-    matches!(e, FtlError::Flash(NandError::EraseFailed(_) | NandError::WornOut { .. } | NandError::BadBlock(_)))
+    matches!(
+        e,
+        FtlError::Flash(
+            NandError::EraseFailed(_) | NandError::WornOut { .. } | NandError::BadBlock(_)
+        )
+    )
 }
 
 /// A program failed (the block turned grown-bad, the page is torn) or went to a block that is
@@ -235,7 +301,11 @@ pub(crate) fn failed_program_block(e: &FtlError, geo: &Geometry) -> Option<u32> 
 /// Reads the OOB of every page of every block (bad blocks too: their pages stay readable; SLC
 /// blocks may have erased pages below programmed ones, so every page is read), all reads issued
 /// at `at_ns`, and charges the controller for parsing them.
-pub(crate) fn scan_device(f: &mut Flash, ctrl: &mut Controller, at_ns: Nanos) -> Result<(Vec<BlockScan>, Nanos), FtlError> {
+pub(crate) fn scan_device(
+    f: &mut Flash,
+    ctrl: &mut Controller,
+    at_ns: Nanos,
+) -> Result<(Vec<BlockScan>, Nanos), FtlError> {
     let mut out = Vec::with_capacity(f.geo.blocks() as usize);
     let scanned = scan_blocks(&mut f.nand, at_ns, ScanExtent::AllPages, &mut |_, s| {
         out.push(s);
@@ -257,7 +327,10 @@ pub(crate) struct FreePool {
 
 impl FreePool {
     pub fn new(dies: u32) -> FreePool {
-        FreePool { per_die: vec![VecDeque::new(); dies as usize], count: 0 }
+        FreePool {
+            per_die: vec![VecDeque::new(); dies as usize],
+            count: 0,
+        }
     }
     pub fn push(&mut self, die: u32, pbn: u32) {
         self.per_die[die as usize].push_back(pbn);
@@ -267,7 +340,11 @@ impl FreePool {
     pub fn pop(&mut self, prefer_die: u32) -> Option<u32> {
         let d = prefer_die as usize % self.per_die.len();
         let die = if self.per_die[d].is_empty() {
-            let (best, q) = self.per_die.iter().enumerate().max_by_key(|(i, q)| (q.len(), std::cmp::Reverse(*i)))?;
+            let (best, q) = self
+                .per_die
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, q)| (q.len(), std::cmp::Reverse(*i)))?;
             if q.is_empty() {
                 return None;
             }
@@ -287,13 +364,17 @@ impl FreePool {
 /// writes, so a flush only costs the controller's request overhead.
 macro_rules! shared_block_device_methods {
     () => {
-        fn flush(&mut self, at_ns: nand::Nanos) -> Result<nand::Nanos, $crate::block_device::FtlError> {
+        fn flush(
+            &mut self,
+            at_ns: nand::Nanos,
+        ) -> Result<nand::Nanos, $crate::block_device::FtlError> {
             self.c.host.flushes += 1;
             Ok(self.ctrl.charge(at_ns, $crate::block::common::CYC_REQUEST))
         }
 
         fn report(&self) -> $crate::block_device::FtlReport {
-            self.c.report(self.name(), &self.f.nand, self.mapping_bytes(), &self.ctrl)
+            self.c
+                .report(self.name(), &self.f.nand, self.mapping_bytes(), &self.ctrl)
         }
 
         fn nand(&self) -> Option<&nand::Nand> {

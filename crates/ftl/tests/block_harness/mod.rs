@@ -57,7 +57,9 @@ fn stamp_of(page: &[u8]) -> Option<u64> {
         return Some(0);
     }
     let s = u64::from_le_bytes(page[..8].try_into().ok()?);
-    page.chunks(8).all(|w| w == &s.to_le_bytes()[..w.len()]).then_some(s)
+    page.chunks(8)
+        .all(|w| w == &s.to_le_bytes()[..w.len()])
+        .then_some(s)
 }
 
 /// The reference: what each logical page must read as. `alt` holds the other acceptable value
@@ -72,14 +74,24 @@ pub struct Model {
 
 impl Model {
     pub fn new(capacity: u64) -> Model {
-        Model { pages: vec![0; capacity as usize], alt: vec![None; capacity as usize], next_stamp: 1, mem: MemDisk::new(capacity) }
+        Model {
+            pages: vec![0; capacity as usize],
+            alt: vec![None; capacity as usize],
+            next_stamp: 1,
+            mem: MemDisk::new(capacity),
+        }
     }
 }
 
 /// Applies one operation to the device and, if it succeeds, to the model. Returns the device's
 /// result; on error the model is left as it was, with the touched pages' new values recorded as
 /// acceptable alternatives (the caller decides whether the error was expected).
-pub fn apply<D: BlockDevice>(dev: &mut D, m: &mut Model, op: Op, now: &mut u64) -> Result<(), FtlError> {
+pub fn apply<D: BlockDevice>(
+    dev: &mut D,
+    m: &mut Model,
+    op: Op,
+    now: &mut u64,
+) -> Result<(), FtlError> {
     let t = *now;
     let r = match op {
         Op::Write { lpn, pages } => {
@@ -126,7 +138,10 @@ pub fn apply<D: BlockDevice>(dev: &mut D, m: &mut Model, op: Op, now: &mut u64) 
             if r.is_ok() {
                 let mut want = vec![0u8; buf.len()];
                 m.mem.read(t, lpn, &mut want).expect("model read");
-                assert!(buf == want, "read of {lpn}+{pages} differs from the model at {t} ns");
+                assert!(
+                    buf == want,
+                    "read of {lpn}+{pages} differs from the model at {t} ns"
+                );
             }
             r
         }
@@ -146,11 +161,15 @@ pub fn apply<D: BlockDevice>(dev: &mut D, m: &mut Model, op: Op, now: &mut u64) 
 pub fn verify_all<D: BlockDevice>(dev: &mut D, m: &Model, at: u64) {
     let mut buf = vec![0u8; PAGE];
     for lpn in 0..dev.capacity_pages() {
-        dev.read(at, lpn, &mut buf).unwrap_or_else(|e| panic!("read {lpn}: {e}"));
+        dev.read(at, lpn, &mut buf)
+            .unwrap_or_else(|e| panic!("read {lpn}: {e}"));
         let got = stamp_of(&buf).unwrap_or_else(|| panic!("page {lpn} holds mixed data"));
         let want = m.pages[lpn as usize];
         let alt = m.alt[lpn as usize];
-        assert!(got == want || Some(got) == alt, "page {lpn}: read stamp {got}, want {want} (or {alt:?})");
+        assert!(
+            got == want || Some(got) == alt,
+            "page {lpn}: read stamp {got}, want {want} (or {alt:?})"
+        );
     }
 }
 
@@ -161,7 +180,10 @@ pub fn random_op(rng: &mut Rng, capacity: u64) -> Op {
     let lpn = rng.below(capacity - pages);
     match rng.below(100) {
         0..=64 => Op::Write { lpn, pages },
-        65..=74 => Op::Trim { lpn, pages: 1 + rng.below(24).min(capacity - lpn - 1) },
+        65..=74 => Op::Trim {
+            lpn,
+            pages: 1 + rng.below(24).min(capacity - lpn - 1),
+        },
         75..=94 => Op::Read { lpn, pages },
         _ => Op::Flush,
     }
@@ -174,7 +196,12 @@ pub fn random_ops(capacity: u64) -> impl FnMut(&mut Rng, &Model) -> Op {
 
 /// Runs `ops` operations of `gen` from `seed` on `dev`, checks every page against the model,
 /// and returns the device with its report and virtual time (for determinism checks).
-pub fn checked_run<D: BlockDevice>(mut dev: D, seed: u64, ops: usize, gen: &mut dyn FnMut(&mut Rng, &Model) -> Op) -> (D, ftl::FtlReport, u64) {
+pub fn checked_run<D: BlockDevice>(
+    mut dev: D,
+    seed: u64,
+    ops: usize,
+    gen: &mut dyn FnMut(&mut Rng, &Model) -> Op,
+) -> (D, ftl::FtlReport, u64) {
     let mut m = Model::new(dev.capacity_pages());
     let mut now = 0;
     run(&mut dev, &mut m, &mut Rng::new(seed), ops, &mut now, gen);
@@ -185,7 +212,14 @@ pub fn checked_run<D: BlockDevice>(mut dev: D, seed: u64, ops: usize, gen: &mut 
 }
 
 /// Runs `ops` operations from `gen`, checking reads against the model; panics on any error.
-pub fn run<D: BlockDevice>(dev: &mut D, m: &mut Model, rng: &mut Rng, ops: usize, now: &mut u64, gen: &mut dyn FnMut(&mut Rng, &Model) -> Op) {
+pub fn run<D: BlockDevice>(
+    dev: &mut D,
+    m: &mut Model,
+    rng: &mut Rng,
+    ops: usize,
+    now: &mut u64,
+    gen: &mut dyn FnMut(&mut Rng, &Model) -> Op,
+) {
     for _ in 0..ops {
         let op = gen(rng, m);
         apply(dev, m, op, now).unwrap_or_else(|e| panic!("{op:?}: {e}"));

@@ -76,7 +76,10 @@ pub struct InputGen {
 impl InputGen {
     pub fn new(cfg: TatpConfig, seed: u64, terminal: u32) -> Self {
         let s = seed ^ (u64::from(terminal) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x7A7F;
-        InputGen { cfg, rng: Xoshiro256PlusPlus::seed_from_u64(s) }
+        InputGen {
+            cfg,
+            rng: Xoshiro256PlusPlus::seed_from_u64(s),
+        }
     }
 
     /// NURand(A, 1, P) = ((rand(0, A) | rand(1, P)) % P) + 1.
@@ -98,7 +101,18 @@ impl InputGen {
             x -= pct;
         }
         let s_id = self.nurand_s_id();
-        let mut inp = Input { kind, s_id, sub_nbr: String::new(), typ: 0, start_time: 0, end_time: 0, bit_1: 0, data_a: 0, vlr_location: 0, numberx: String::new() };
+        let mut inp = Input {
+            kind,
+            s_id,
+            sub_nbr: String::new(),
+            typ: 0,
+            start_time: 0,
+            end_time: 0,
+            bit_1: 0,
+            data_a: 0,
+            vlr_location: 0,
+            numberx: String::new(),
+        };
         let r = &mut self.rng;
         match kind {
             TxnType::GetSubscriberData => {}

@@ -139,11 +139,15 @@ pub fn sub_nbr(s_id: u32) -> String {
 }
 
 pub(crate) fn capitals(rng: &mut Xoshiro256PlusPlus, n: usize) -> String {
-    (0..n).map(|_| char::from(b'A' + rng.random_range(0..26u8))).collect()
+    (0..n)
+        .map(|_| char::from(b'A' + rng.random_range(0..26u8)))
+        .collect()
 }
 
 pub(crate) fn digits(rng: &mut Xoshiro256PlusPlus, n: usize) -> String {
-    (0..n).map(|_| char::from(b'0' + rng.random_range(0..10u8))).collect()
+    (0..n)
+        .map(|_| char::from(b'0' + rng.random_range(0..10u8)))
+        .collect()
 }
 
 /// `k` distinct values of `from`, in random order.
@@ -159,7 +163,13 @@ fn distinct(rng: &mut Xoshiro256PlusPlus, from: &[i64], k: usize) -> Vec<i64> {
 
 /// Creates the schema (`ddl`: `DDL` or `regions_ddl`) and loads the population from `seed`,
 /// committing every 2,000 rows; `progress(rows_done)` after each batch.
-pub fn load(e: &mut Engine, cfg: TatpConfig, ddl: &str, seed: u64, mut progress: impl FnMut(u64)) -> Result<Handles> {
+pub fn load(
+    e: &mut Engine,
+    cfg: TatpConfig,
+    ddl: &str,
+    seed: u64,
+    mut progress: impl FnMut(u64),
+) -> Result<Handles> {
     if cfg.subscribers == 0 {
         return Err(Error::Config("TATP needs at least one subscriber".into()));
     }
@@ -193,18 +203,38 @@ pub fn load(e: &mut Engine, cfg: TatpConfig, ddl: &str, seed: u64, mut progress:
         put(e, &mut t, h.subscriber, row)?;
         let n_ai = rng.random_range(1..=4);
         for ai in distinct(&mut rng, &[1, 2, 3, 4], n_ai) {
-            let row = vec![int(sid), int(ai), int(rng.random_range(0..=255)), int(rng.random_range(0..=255)), Value::Str(capitals(&mut rng, 3)), Value::Str(capitals(&mut rng, 5))];
+            let row = vec![
+                int(sid),
+                int(ai),
+                int(rng.random_range(0..=255)),
+                int(rng.random_range(0..=255)),
+                Value::Str(capitals(&mut rng, 3)),
+                Value::Str(capitals(&mut rng, 5)),
+            ];
             put(e, &mut t, h.access_info, row)?;
         }
         let n_sf = rng.random_range(1..=4);
         for sf in distinct(&mut rng, &[1, 2, 3, 4], n_sf) {
             let active = i64::from(rng.random_range(0..100) < 85);
-            let row = vec![int(sid), int(sf), int(active), int(rng.random_range(0..=255)), int(rng.random_range(0..=255)), Value::Str(capitals(&mut rng, 5))];
+            let row = vec![
+                int(sid),
+                int(sf),
+                int(active),
+                int(rng.random_range(0..=255)),
+                int(rng.random_range(0..=255)),
+                Value::Str(capitals(&mut rng, 5)),
+            ];
             put(e, &mut t, h.special_facility, row)?;
             let n_cf = rng.random_range(0..=3);
             for start in distinct(&mut rng, &[0, 8, 16], n_cf) {
                 let end = start + rng.random_range(1..=8);
-                let row = vec![int(sid), int(sf), int(start), int(end), Value::Str(digits(&mut rng, 15))];
+                let row = vec![
+                    int(sid),
+                    int(sf),
+                    int(start),
+                    int(end),
+                    Value::Str(digits(&mut rng, 15)),
+                ];
                 put(e, &mut t, h.call_forwarding, row)?;
             }
         }
@@ -242,7 +272,13 @@ pub fn check(e: &mut Engine, cfg: TatpConfig) -> Result<CheckReport> {
     let ai = rows(e, h.access_info)?;
     let sf = rows(e, h.special_facility)?;
     let cf = rows(e, h.call_forwarding)?;
-    let mut r = CheckReport { subscribers: subs.len() as u64, access_info: ai.len() as u64, special_facility: sf.len() as u64, call_forwarding: cf.len() as u64, problems: vec![] };
+    let mut r = CheckReport {
+        subscribers: subs.len() as u64,
+        access_info: ai.len() as u64,
+        special_facility: sf.len() as u64,
+        call_forwarding: cf.len() as u64,
+        problems: vec![],
+    };
     let p = cfg.subscribers as usize;
     let mut seen = vec![false; p + 1];
     for s in &subs {
@@ -251,14 +287,18 @@ pub fn check(e: &mut Engine, cfg: TatpConfig) -> Result<CheckReport> {
             Some(x) if !seen[x] => {
                 seen[x] = true;
                 if s[1].as_str() != Some(sub_nbr(x as u32).as_str()) {
-                    r.problems.push(format!("subscriber {id}: sub_nbr {:?}", s[1]));
+                    r.problems
+                        .push(format!("subscriber {id}: sub_nbr {:?}", s[1]));
                 }
             }
-            _ => r.problems.push(format!("subscriber id {id} is out of range or repeated")),
+            _ => r
+                .problems
+                .push(format!("subscriber id {id} is out of range or repeated")),
         }
     }
     if subs.len() != p {
-        r.problems.push(format!("{} subscribers, expected {p}", subs.len()));
+        r.problems
+            .push(format!("{} subscribers, expected {p}", subs.len()));
     }
     let mut n_ai = vec![0u8; p + 1];
     for a in &ai {
@@ -276,13 +316,20 @@ pub fn check(e: &mut Engine, cfg: TatpConfig) -> Result<CheckReport> {
     }
     for s in 1..=p {
         if !(1..=4).contains(&n_ai[s]) || !(1..=4).contains(&n_sf[s]) {
-            r.problems.push(format!("subscriber {s}: {} access_info and {} special_facility rows", n_ai[s], n_sf[s]));
+            r.problems.push(format!(
+                "subscriber {s}: {} access_info and {} special_facility rows",
+                n_ai[s], n_sf[s]
+            ));
         }
     }
     for c in &cf {
         let (st, en) = (i(&c[2]), i(&c[3]));
-        if !facilities.contains(&(i(&c[0]), i(&c[1]))) || ![0, 8, 16].contains(&st) || !(1..=24).contains(&en) {
-            r.problems.push(format!("call_forwarding row {c:?} breaks invariant 3"));
+        if !facilities.contains(&(i(&c[0]), i(&c[1])))
+            || ![0, 8, 16].contains(&st)
+            || !(1..=24).contains(&en)
+        {
+            r.problems
+                .push(format!("call_forwarding row {c:?} breaks invariant 3"));
         }
     }
     r.problems.truncate(20);

@@ -74,16 +74,29 @@ impl TatpTerminal {
         self.outcomes.iter().map(|o| o.succeeded).sum()
     }
 
-    fn one(&self, e: &mut Engine, index: storage::ObjectId, key: &[Value], for_update: bool) -> Result<Option<Rid>> {
+    fn one(
+        &self,
+        e: &mut Engine,
+        index: storage::ObjectId,
+        key: &[Value],
+        for_update: bool,
+    ) -> Result<Option<Rid>> {
         Ok(e.lookup(self.txn, index, key, for_update)?.first().copied())
     }
 
     /// The subscriber id of a subscriber number.
     fn s_id_of(&self, e: &mut Engine, nbr: &str) -> Result<Option<i64>> {
-        let Some(rid) = self.one(e, self.h.subscriber_nbr, &[Value::Str(nbr.to_string())], false)? else {
+        let Some(rid) = self.one(
+            e,
+            self.h.subscriber_nbr,
+            &[Value::Str(nbr.to_string())],
+            false,
+        )?
+        else {
             return Ok(None);
         };
-        Ok(e.get(self.txn, self.h.subscriber, rid)?.and_then(|r| r[0].as_i64()))
+        Ok(e.get(self.txn, self.h.subscriber, rid)?
+            .and_then(|r| r[0].as_i64()))
     }
 
     /// Runs the transaction's statements; returns whether it found what it needed.
@@ -92,57 +105,106 @@ impl TatpTerminal {
         let sid = i64::from(inp.s_id);
         match inp.kind {
             TxnType::GetSubscriberData => {
-                let Some(rid) = self.one(e, h.subscriber_pk, &[int(sid)], false)? else { return Ok(false) };
+                let Some(rid) = self.one(e, h.subscriber_pk, &[int(sid)], false)? else {
+                    return Ok(false);
+                };
                 Ok(e.get(self.txn, h.subscriber, rid)?.is_some())
             }
             TxnType::GetNewDestination => {
-                let Some(rid) = self.one(e, h.special_facility_pk, &[int(sid), int(inp.typ)], false)? else { return Ok(false) };
-                let active = e.get(self.txn, h.special_facility, rid)?.is_some_and(|r| r[2].as_i64() == Some(1));
+                let Some(rid) =
+                    self.one(e, h.special_facility_pk, &[int(sid), int(inp.typ)], false)?
+                else {
+                    return Ok(false);
+                };
+                let active = e
+                    .get(self.txn, h.special_facility, rid)?
+                    .is_some_and(|r| r[2].as_i64() == Some(1));
                 if !active {
                     return Ok(false);
                 }
                 let mut found = false;
                 for start in [0, 8, 16].into_iter().filter(|&s| s <= inp.start_time) {
-                    if let Some(rid) = self.one(e, h.call_forwarding_pk, &[int(sid), int(inp.typ), int(start)], false)? {
-                        found |= e.get(self.txn, h.call_forwarding, rid)?.is_some_and(|r| r[3].as_i64().is_some_and(|end| inp.end_time < end));
+                    if let Some(rid) = self.one(
+                        e,
+                        h.call_forwarding_pk,
+                        &[int(sid), int(inp.typ), int(start)],
+                        false,
+                    )? {
+                        found |= e
+                            .get(self.txn, h.call_forwarding, rid)?
+                            .is_some_and(|r| r[3].as_i64().is_some_and(|end| inp.end_time < end));
                     }
                 }
                 Ok(found)
             }
             TxnType::GetAccessData => {
-                let Some(rid) = self.one(e, h.access_info_pk, &[int(sid), int(inp.typ)], false)? else { return Ok(false) };
+                let Some(rid) = self.one(e, h.access_info_pk, &[int(sid), int(inp.typ)], false)?
+                else {
+                    return Ok(false);
+                };
                 Ok(e.get(self.txn, h.access_info, rid)?.is_some())
             }
             TxnType::UpdateSubscriberData => {
-                let Some(rid) = self.one(e, h.subscriber_pk, &[int(sid)], true)? else { return Ok(false) };
-                let Some(mut row) = e.get(self.txn, h.subscriber, rid)? else { return Ok(false) };
+                let Some(rid) = self.one(e, h.subscriber_pk, &[int(sid)], true)? else {
+                    return Ok(false);
+                };
+                let Some(mut row) = e.get(self.txn, h.subscriber, rid)? else {
+                    return Ok(false);
+                };
                 row[2] = int(inp.bit_1);
                 e.update(self.txn, h.subscriber, rid, &row)?;
-                let Some(rid) = self.one(e, h.special_facility_pk, &[int(sid), int(inp.typ)], true)? else { return Ok(false) };
-                let Some(mut row) = e.get(self.txn, h.special_facility, rid)? else { return Ok(false) };
+                let Some(rid) =
+                    self.one(e, h.special_facility_pk, &[int(sid), int(inp.typ)], true)?
+                else {
+                    return Ok(false);
+                };
+                let Some(mut row) = e.get(self.txn, h.special_facility, rid)? else {
+                    return Ok(false);
+                };
                 row[4] = int(inp.data_a);
                 e.update(self.txn, h.special_facility, rid, &row)?;
                 Ok(true)
             }
             TxnType::UpdateLocation => {
-                let Some(rid) = self.one(e, h.subscriber_nbr, &[Value::Str(inp.sub_nbr.clone())], true)? else { return Ok(false) };
-                let Some(mut row) = e.get(self.txn, h.subscriber, rid)? else { return Ok(false) };
+                let Some(rid) = self.one(
+                    e,
+                    h.subscriber_nbr,
+                    &[Value::Str(inp.sub_nbr.clone())],
+                    true,
+                )?
+                else {
+                    return Ok(false);
+                };
+                let Some(mut row) = e.get(self.txn, h.subscriber, rid)? else {
+                    return Ok(false);
+                };
                 let last = row.len() - 1;
                 row[last] = int(inp.vlr_location);
                 e.update(self.txn, h.subscriber, rid, &row)?;
                 Ok(true)
             }
             TxnType::InsertCallForwarding => {
-                let Some(sid) = self.s_id_of(e, &inp.sub_nbr)? else { return Ok(false) };
+                let Some(sid) = self.s_id_of(e, &inp.sub_nbr)? else {
+                    return Ok(false);
+                };
                 // The facility must exist (the description reads the subscriber's sf_types).
-                if self.one(e, h.special_facility_pk, &[int(sid), int(inp.typ)], false)?.is_none() {
+                if self
+                    .one(e, h.special_facility_pk, &[int(sid), int(inp.typ)], false)?
+                    .is_none()
+                {
                     return Ok(false);
                 }
                 let key = [int(sid), int(inp.typ), int(inp.start_time)];
                 if self.one(e, h.call_forwarding_pk, &key, true)?.is_some() {
                     return Ok(false); // the primary key is taken: the insert fails
                 }
-                let row = [int(sid), int(inp.typ), int(inp.start_time), int(inp.end_time), Value::Str(inp.numberx.clone())];
+                let row = [
+                    int(sid),
+                    int(inp.typ),
+                    int(inp.start_time),
+                    int(inp.end_time),
+                    Value::Str(inp.numberx.clone()),
+                ];
                 match e.insert(self.txn, h.call_forwarding, &row) {
                     Ok(_) => Ok(true),
                     Err(Error::DuplicateKey { .. }) => Ok(false),
@@ -150,9 +212,13 @@ impl TatpTerminal {
                 }
             }
             TxnType::DeleteCallForwarding => {
-                let Some(sid) = self.s_id_of(e, &inp.sub_nbr)? else { return Ok(false) };
+                let Some(sid) = self.s_id_of(e, &inp.sub_nbr)? else {
+                    return Ok(false);
+                };
                 let key = [int(sid), int(inp.typ), int(inp.start_time)];
-                let Some(rid) = self.one(e, h.call_forwarding_pk, &key, true)? else { return Ok(false) };
+                let Some(rid) = self.one(e, h.call_forwarding_pk, &key, true)? else {
+                    return Ok(false);
+                };
                 e.delete(self.txn, h.call_forwarding, rid)?;
                 Ok(true)
             }
@@ -172,7 +238,9 @@ impl TatpTerminal {
                 Ok(Step::Ran)
             }
             Stage::Run => {
-                let inp = self.input.clone().ok_or_else(|| Error::Unsupported("a TATP terminal ran without input".into()))?;
+                let inp = self.input.clone().ok_or_else(|| {
+                    Error::Unsupported("a TATP terminal ran without input".into())
+                })?;
                 let ok = self.execute(e, &inp)?;
                 let o = &mut self.outcomes[inp.kind.index()];
                 o.attempted += 1;
@@ -188,7 +256,9 @@ impl TatpTerminal {
                     Ok(Step::Ran)
                 }
             }
-            Stage::Committing => Err(Error::Unsupported("a committing terminal was stepped".into())),
+            Stage::Committing => Err(Error::Unsupported(
+                "a committing terminal was stepped".into(),
+            )),
         }
     }
 

@@ -50,7 +50,15 @@ impl CheckReport {
 }
 
 fn table(e: &mut Engine, t: ObjectId) -> Result<(Schema, Vec<Vec<u8>>)> {
-    let schema = e.catalog().tables.get(&t).map(|x| x.schema.clone()).ok_or(storage::Error::NotFound { kind: "table", name: format!("#{t}") })?;
+    let schema =
+        e.catalog()
+            .tables
+            .get(&t)
+            .map(|x| x.schema.clone())
+            .ok_or(storage::Error::NotFound {
+                kind: "table",
+                name: format!("#{t}"),
+            })?;
     let txn = e.begin()?;
     let rows = e.scan_table(txn, t)?;
     e.commit(txn)?;
@@ -83,8 +91,14 @@ impl Problems {
 /// Checks the twelve conditions (11 only with `before_delivery`) and the engine's structure.
 pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<CheckReport> {
     let h = Handles::get(e)?;
-    let mut p = Problems { list: Vec::new(), per_condition: std::collections::BTreeMap::new() };
-    let mut r = CheckReport { conditions_checked: (1..=12).filter(|&c| c != 11 || before_delivery).collect(), ..CheckReport::default() };
+    let mut p = Problems {
+        list: Vec::new(),
+        per_condition: std::collections::BTreeMap::new(),
+    };
+    let mut r = CheckReport {
+        conditions_checked: (1..=12).filter(|&c| c != 11 || before_delivery).collect(),
+        ..CheckReport::default()
+    };
     let g = |s: &Schema, b: &[u8], c: usize| s.get_i64(b, c).unwrap_or(i64::MIN);
 
     // Warehouses and districts.
@@ -120,8 +134,19 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     let mut sum_ol_cnt: HashMap<u64, i64> = HashMap::new();
     let mut count_o: HashMap<u64, i64> = HashMap::new();
     for b in &orows {
-        let (o, d, w) = (g(&os, b, col::O_ID), g(&os, b, col::O_D_ID), g(&os, b, col::O_W_ID));
-        orders.insert(okey(w, d, o), (g(&os, b, col::O_C_ID), g(&os, b, col::O_CARRIER_ID), g(&os, b, col::O_OL_CNT)));
+        let (o, d, w) = (
+            g(&os, b, col::O_ID),
+            g(&os, b, col::O_D_ID),
+            g(&os, b, col::O_W_ID),
+        );
+        orders.insert(
+            okey(w, d, o),
+            (
+                g(&os, b, col::O_C_ID),
+                g(&os, b, col::O_CARRIER_ID),
+                g(&os, b, col::O_OL_CNT),
+            ),
+        );
         let m = max_o.entry(dkey(w, d)).or_insert(i64::MIN);
         *m = (*m).max(o);
         *sum_ol_cnt.entry(dkey(w, d)).or_default() += g(&os, b, col::O_OL_CNT);
@@ -131,11 +156,14 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     drop(orows);
     let (ns, nrows) = table(e, h.new_order)?;
     let mut no_minmax: HashMap<u64, (i64, i64, i64)> = HashMap::new();
-    let mut has_no: std::collections::HashSet<u64> = std::collections::HashSet::with_capacity(nrows.len());
+    let mut has_no: std::collections::HashSet<u64> =
+        std::collections::HashSet::with_capacity(nrows.len());
     for b in &nrows {
         let (o, d, w) = (g(&ns, b, 0), g(&ns, b, 1), g(&ns, b, 2));
         has_no.insert(okey(w, d, o));
-        let x = no_minmax.entry(dkey(w, d)).or_insert((i64::MAX, i64::MIN, 0));
+        let x = no_minmax
+            .entry(dkey(w, d))
+            .or_insert((i64::MAX, i64::MIN, 0));
         x.0 = x.0.min(o);
         x.1 = x.1.max(o);
         x.2 += 1;
@@ -146,27 +174,54 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
         let (w, d) = (dk >> 8, dk & 0xFF);
         let mo = max_o.get(dk).copied();
         if mo != Some(next - 1) {
-            p.add(2, format!("district {w}/{d}: D_NEXT_O_ID - 1 = {}, max(O_ID) {mo:?}", next - 1));
+            p.add(
+                2,
+                format!(
+                    "district {w}/{d}: D_NEXT_O_ID - 1 = {}, max(O_ID) {mo:?}",
+                    next - 1
+                ),
+            );
         }
         if let Some(&(lo, hi, n)) = no_minmax.get(dk) {
             if hi != next - 1 {
-                p.add(2, format!("district {w}/{d}: D_NEXT_O_ID - 1 = {}, max(NO_O_ID) {hi}", next - 1));
+                p.add(
+                    2,
+                    format!(
+                        "district {w}/{d}: D_NEXT_O_ID - 1 = {}, max(NO_O_ID) {hi}",
+                        next - 1
+                    ),
+                );
             }
             if hi - lo + 1 != n {
-                p.add(3, format!("district {w}/{d}: new orders {lo}..={hi} but {n} rows"));
+                p.add(
+                    3,
+                    format!("district {w}/{d}: new orders {lo}..={hi} but {n} rows"),
+                );
             }
         }
         if before_delivery {
             let n_no = no_minmax.get(dk).map_or(0, |x| x.2);
             let n_o = count_o.get(dk).copied().unwrap_or(0);
             if n_o - n_no != i64::from(cfg.delivered_per_district()) {
-                p.add(11, format!("district {w}/{d}: {n_o} orders - {n_no} new orders != {}", cfg.delivered_per_district()));
+                p.add(
+                    11,
+                    format!(
+                        "district {w}/{d}: {n_o} orders - {n_no} new orders != {}",
+                        cfg.delivered_per_district()
+                    ),
+                );
             }
         }
     }
     for (k, &(_, carrier, _)) in &orders {
         if (carrier == 0) != has_no.contains(k) {
-            p.add(5, format!("order {k:#x}: carrier {carrier}, new-order row {}", has_no.contains(k)));
+            p.add(
+                5,
+                format!(
+                    "order {k:#x}: carrier {carrier}, new-order row {}",
+                    has_no.contains(k)
+                ),
+            );
         }
     }
     for k in &has_no {
@@ -181,7 +236,11 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     // (w, d, c) -> delivered amount
     let mut delivered: HashMap<u64, i64> = HashMap::new();
     for b in &lrows {
-        let (o, d, w) = (g(&ls, b, col::OL_O_ID), g(&ls, b, col::OL_D_ID), g(&ls, b, col::OL_W_ID));
+        let (o, d, w) = (
+            g(&ls, b, col::OL_O_ID),
+            g(&ls, b, col::OL_D_ID),
+            g(&ls, b, col::OL_W_ID),
+        );
         let k = okey(w, d, o);
         *ol_count.entry(k).or_default() += 1;
         *ol_per_d.entry(dkey(w, d)).or_default() += 1;
@@ -190,7 +249,10 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
             None => p.add(6, format!("order line of missing order {w}/{d}/{o}")),
             Some(&(c, carrier, _)) => {
                 if (dd == 0) != (carrier == 0) {
-                    p.add(7, format!("order {w}/{d}/{o}: OL_DELIVERY_D {dd}, O_CARRIER_ID {carrier}"));
+                    p.add(
+                        7,
+                        format!("order {w}/{d}/{o}: OL_DELIVERY_D {dd}, O_CARRIER_ID {carrier}"),
+                    );
                 }
                 if dd != 0 {
                     *delivered.entry(okey(w, d, c)).or_default() += g(&ls, b, col::OL_AMOUNT);
@@ -203,7 +265,14 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     for (dk, s) in &sum_ol_cnt {
         let n = ol_per_d.get(dk).copied().unwrap_or(0);
         if *s != n {
-            p.add(4, format!("district {}/{}: sum(O_OL_CNT) {s}, order lines {n}", dk >> 8, dk & 0xFF));
+            p.add(
+                4,
+                format!(
+                    "district {}/{}: sum(O_OL_CNT) {s}, order lines {n}",
+                    dk >> 8,
+                    dk & 0xFF
+                ),
+            );
         }
     }
     for (k, &(_, _, cnt)) in &orders {
@@ -222,8 +291,14 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     for b in &hrows {
         let a = g(&hs, b, col::H_AMOUNT);
         *h_w.entry(g(&hs, b, col::H_W_ID)).or_default() += a;
-        *h_d.entry(dkey(g(&hs, b, col::H_W_ID), g(&hs, b, col::H_D_ID))).or_default() += a;
-        *h_c.entry(okey(g(&hs, b, col::H_C_W_ID), g(&hs, b, col::H_C_D_ID), g(&hs, b, col::H_C_ID))).or_default() += a;
+        *h_d.entry(dkey(g(&hs, b, col::H_W_ID), g(&hs, b, col::H_D_ID)))
+            .or_default() += a;
+        *h_c.entry(okey(
+            g(&hs, b, col::H_C_W_ID),
+            g(&hs, b, col::H_C_D_ID),
+            g(&hs, b, col::H_C_ID),
+        ))
+        .or_default() += a;
     }
     r.history = hrows.len() as u64;
     drop(hrows);
@@ -236,23 +311,42 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     for (dk, y) in &d_ytd {
         let s = h_d.get(dk).copied().unwrap_or(0);
         if *y != s {
-            p.add(9, format!("district {}/{}: D_YTD {y}, sum of H_AMOUNT {s}", dk >> 8, dk & 0xFF));
+            p.add(
+                9,
+                format!(
+                    "district {}/{}: D_YTD {y}, sum of H_AMOUNT {s}",
+                    dk >> 8,
+                    dk & 0xFF
+                ),
+            );
         }
     }
 
     // Customers.
     let (cs, crows) = table(e, h.customer)?;
     for b in &crows {
-        let k = okey(g(&cs, b, col::C_W_ID), g(&cs, b, col::C_D_ID), g(&cs, b, col::C_ID));
+        let k = okey(
+            g(&cs, b, col::C_W_ID),
+            g(&cs, b, col::C_D_ID),
+            g(&cs, b, col::C_ID),
+        );
         let bal = g(&cs, b, col::C_BALANCE);
         let ytd = g(&cs, b, col::C_YTD_PAYMENT);
         let del = delivered.get(&k).copied().unwrap_or(0);
         let paid = h_c.get(&k).copied().unwrap_or(0);
         if bal != del - paid {
-            p.add(10, format!("customer {k:#x}: C_BALANCE {bal}, delivered {del} - paid {paid}"));
+            p.add(
+                10,
+                format!("customer {k:#x}: C_BALANCE {bal}, delivered {del} - paid {paid}"),
+            );
         }
         if bal + ytd != del {
-            p.add(12, format!("customer {k:#x}: C_BALANCE {bal} + C_YTD_PAYMENT {ytd} != delivered {del}"));
+            p.add(
+                12,
+                format!(
+                    "customer {k:#x}: C_BALANCE {bal} + C_YTD_PAYMENT {ytd} != delivered {del}"
+                ),
+            );
         }
     }
     r.customers = crows.len() as u64;
@@ -262,12 +356,18 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
 
     // Population that never changes.
     let w = u64::from(cfg.warehouses);
-    if r.warehouses != w || r.districts != cfg.districts() || r.items != u64::from(cfg.items) || r.stock != w * u64::from(cfg.items) || r.customers != cfg.districts() * u64::from(cfg.customers_per_district) {
+    if r.warehouses != w
+        || r.districts != cfg.districts()
+        || r.items != u64::from(cfg.items)
+        || r.stock != w * u64::from(cfg.items)
+        || r.customers != cfg.districts() * u64::from(cfg.customers_per_district)
+    {
         p.list.push(format!("population: {} warehouses, {} districts, {} items, {} stock, {} customers differ from {cfg:?}", r.warehouses, r.districts, r.items, r.stock, r.customers));
     }
     for (c, n) in &p.per_condition {
         if *n > 3 {
-            p.list.push(format!("condition {c}: {} more violations", n - 3));
+            p.list
+                .push(format!("condition {c}: {} more violations", n - 3));
         }
     }
     p.list.extend(e.check()?);

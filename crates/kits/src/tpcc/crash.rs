@@ -37,22 +37,42 @@ pub struct TpccCrashOptions {
 
 impl Default for TpccCrashOptions {
     fn default() -> Self {
-        TpccCrashOptions { fault: Fault::PowerCut, terminals: 2, txns_per_terminal: 30, buffer_frames: 48, tpcc: TpccConfig::reduced(1, 500, 20) }
+        TpccCrashOptions {
+            fault: Fault::PowerCut,
+            terminals: 2,
+            txns_per_terminal: 30,
+            buffer_frames: 48,
+            tpcc: TpccConfig::reduced(1, 500, 20),
+        }
     }
 }
 
 /// `tiny` with 16 blocks per plane: 128 blocks, 2,048 pages of 4 KiB.
 pub fn crash_device(seed: u64) -> Result<Nand> {
-    let cfg = DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=16".to_string(), format!("seed={seed}")]).map_err(|e| storage::Error::Config(e.to_string()))?;
+    let cfg = DeviceConfig::preset(
+        "tiny",
+        &[
+            "geometry.blocks_per_plane=16".to_string(),
+            format!("seed={seed}"),
+        ],
+    )
+    .map_err(|e| storage::Error::Config(e.to_string()))?;
     Nand::new(cfg).map_err(|e| storage::Error::Config(e.to_string()))
 }
 
 fn store_cfg() -> NativeConfig {
-    NativeConfig { log_blocks: Some(256), spare_factor: 0.42, ..NativeConfig::default() }
+    NativeConfig {
+        log_blocks: Some(256),
+        spare_factor: 0.42,
+        ..NativeConfig::default()
+    }
 }
 
 fn engine_cfg(o: &TpccCrashOptions) -> EngineConfig {
-    EngineConfig { buffer_frames: o.buffer_frames, ..EngineConfig::default() }
+    EngineConfig {
+        buffer_frames: o.buffer_frames,
+        ..EngineConfig::default()
+    }
 }
 
 fn count(e: &mut Engine, table: storage::ObjectId) -> Result<u64> {
@@ -72,15 +92,28 @@ pub fn crash_tpcc_native_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOu
     let h: Handles = loaded.h;
     let orders0 = count(&mut e, h.orders)?;
     let history0 = count(&mut e, h.history)?;
-    let nand = e.store_mut().nand_mut().ok_or_else(|| storage::Error::Config("the native store has no flash".into()))?;
+    let nand = e
+        .store_mut()
+        .nand_mut()
+        .ok_or_else(|| storage::Error::Config("the native store has no flash".into()))?;
     // About ten flash operations per TPC-C transaction here (reads, write-backs, log blocks).
     let budget = (u64::from(o.terminals) * o.txns_per_terminal * 10).max(10);
     let at = nand.ops_issued() + rng.random_range(1..=budget);
     nand.set_fault_plan(match o.fault {
-        Fault::PowerCut => FaultPlan { cut_at_op: Some(at), ..FaultPlan::default() },
-        Fault::IoError => FaultPlan { fail_op: Some(at), ..FaultPlan::default() },
+        Fault::PowerCut => FaultPlan {
+            cut_at_op: Some(at),
+            ..FaultPlan::default()
+        },
+        Fault::IoError => FaultPlan {
+            fail_op: Some(at),
+            ..FaultPlan::default()
+        },
     });
-    let mut out = CrashOutcome { seed, fault_at_op: at, ..CrashOutcome::default() };
+    let mut out = CrashOutcome {
+        seed,
+        fault_at_op: at,
+        ..CrashOutcome::default()
+    };
     let run = NurandConsts::run_from(loaded.c_load, seed);
     let mut terms: Vec<TpccTerminal> = (0..o.terminals)
         .map(|i| {
@@ -98,7 +131,9 @@ pub fn crash_tpcc_native_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOu
     let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
     out.acknowledged = acked.len() as u64;
     let Some(mut nand) = e.into_store().into_nand() else {
-        return Err(storage::Error::Config("the native store gave no flash back".into()));
+        return Err(storage::Error::Config(
+            "the native store gave no flash back".into(),
+        ));
     };
     nand.set_fault_plan(FaultPlan::default());
     nand.power_cut();
@@ -119,24 +154,43 @@ pub fn crash_tpcc_native_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOu
     };
     if let Err(err) = verify(&mut e, h, o, &acked, &maybe, orders0, history0, &mut out) {
         // An error reading the recovered database is a failed recovery, not a harness error.
-        out.violations.push(format!("reading the recovered database failed: {err}"));
+        out.violations
+            .push(format!("reading the recovered database failed: {err}"));
     }
     Ok(out)
 }
 
 #[allow(clippy::too_many_arguments)] // the model's parts, named
-fn verify(e: &mut Engine, h: Handles, o: &TpccCrashOptions, acked: &[Done], maybe: &[Done], orders0: u64, history0: u64, out: &mut CrashOutcome) -> Result<()> {
+fn verify(
+    e: &mut Engine,
+    h: Handles,
+    o: &TpccCrashOptions,
+    acked: &[Done],
+    maybe: &[Done],
+    orders0: u64,
+    history0: u64,
+    out: &mut CrashOutcome,
+) -> Result<()> {
     // 1. Acknowledged New-Orders survive.
     let t = e.begin()?;
     for d in acked.iter().filter(|d| d.kind == Kind::NewOrder) {
-        let key = [Value::Int(i64::from(d.w_id)), Value::Int(i64::from(d.d_id)), Value::Int(i64::from(d.o_id))];
+        let key = [
+            Value::Int(i64::from(d.w_id)),
+            Value::Int(i64::from(d.d_id)),
+            Value::Int(i64::from(d.o_id)),
+        ];
         let rids = e.lookup(t, h.orders_pk, &key, false)?;
         let cnt = match rids.first() {
-            Some(&r) => e.get(t, h.orders, r)?.and_then(|row| row[super::col::O_OL_CNT].as_i64()),
+            Some(&r) => e
+                .get(t, h.orders, r)?
+                .and_then(|row| row[super::col::O_OL_CNT].as_i64()),
             None => None,
         };
         if cnt != Some(i64::from(d.ol_cnt)) {
-            out.violations.push(format!("acknowledged New-Order {}/{}/{} is missing or changed after recovery ({cnt:?})", d.w_id, d.d_id, d.o_id));
+            out.violations.push(format!(
+                "acknowledged New-Order {}/{}/{} is missing or changed after recovery ({cnt:?})",
+                d.w_id, d.d_id, d.o_id
+            ));
             break;
         }
     }
@@ -146,10 +200,15 @@ fn verify(e: &mut Engine, h: Handles, o: &TpccCrashOptions, acked: &[Done], mayb
     let orders = count(e, h.orders)?.saturating_sub(orders0);
     let history = count(e, h.history)?.saturating_sub(history0);
     out.recovered = orders + history;
-    for (name, got, k) in [("orders", orders, Kind::NewOrder), ("history rows", history, Kind::Payment)] {
+    for (name, got, k) in [
+        ("orders", orders, Kind::NewOrder),
+        ("history rows", history, Kind::Payment),
+    ] {
         let (lo, hi) = (n(acked, k), n(acked, k) + n(maybe, k));
         if got < lo || got > hi {
-            out.violations.push(format!("{got} new {name} after recovery; acknowledged {lo}, at most {hi} requested"));
+            out.violations.push(format!(
+                "{got} new {name} after recovery; acknowledged {lo}, at most {hi} requested"
+            ));
         }
     }
     // 3. Clause 3.3.2.

@@ -18,7 +18,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use super::{last_name, nurand, NurandConsts, TpccConfig};
 
 pub(crate) fn rng_for(seed: u64, stream: u64) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(seed ^ stream.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    Xoshiro256PlusPlus::seed_from_u64(
+        seed ^ stream.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    )
 }
 
 /// The five transaction types.
@@ -32,12 +34,24 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::NewOrder, Kind::Payment, Kind::OrderStatus, Kind::Delivery, Kind::StockLevel];
+    pub const ALL: [Kind; 5] = [
+        Kind::NewOrder,
+        Kind::Payment,
+        Kind::OrderStatus,
+        Kind::Delivery,
+        Kind::StockLevel,
+    ];
     pub fn index(self) -> usize {
         self as usize
     }
     pub fn name(self) -> &'static str {
-        ["new_order", "payment", "order_status", "delivery", "stock_level"][self as usize]
+        [
+            "new_order",
+            "payment",
+            "order_status",
+            "delivery",
+            "stock_level",
+        ][self as usize]
     }
 }
 
@@ -57,11 +71,35 @@ pub struct OrderLineIn {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
-    NewOrder { w_id: u32, d_id: u32, c_id: u32, lines: Vec<OrderLineIn>, rollback: bool },
-    Payment { w_id: u32, d_id: u32, c_w_id: u32, c_d_id: u32, customer: CustomerBy, amount_cents: i64 },
-    OrderStatus { w_id: u32, d_id: u32, customer: CustomerBy },
-    Delivery { w_id: u32, carrier_id: u32 },
-    StockLevel { w_id: u32, d_id: u32, threshold: u32 },
+    NewOrder {
+        w_id: u32,
+        d_id: u32,
+        c_id: u32,
+        lines: Vec<OrderLineIn>,
+        rollback: bool,
+    },
+    Payment {
+        w_id: u32,
+        d_id: u32,
+        c_w_id: u32,
+        c_d_id: u32,
+        customer: CustomerBy,
+        amount_cents: i64,
+    },
+    OrderStatus {
+        w_id: u32,
+        d_id: u32,
+        customer: CustomerBy,
+    },
+    Delivery {
+        w_id: u32,
+        carrier_id: u32,
+    },
+    StockLevel {
+        w_id: u32,
+        d_id: u32,
+        threshold: u32,
+    },
 }
 
 impl Input {
@@ -91,12 +129,18 @@ impl InputGen {
     pub fn new(cfg: TpccConfig, run: NurandConsts, seed: u64, terminal: u32) -> Self {
         let w_id = terminal % cfg.warehouses + 1;
         let d_id = (terminal / cfg.warehouses) % cfg.districts_per_warehouse + 1;
-        InputGen { cfg, c: run, rng: rng_for(seed, u64::from(terminal)), w_id, d_id }
+        InputGen {
+            cfg,
+            c: run,
+            rng: rng_for(seed, u64::from(terminal)),
+            w_id,
+            d_id,
+        }
     }
 
     fn other_warehouse(&mut self) -> u32 {
         // Uniform over the warehouses other than the home one (W > 1).
-        let o = self.rng.random_range(1..self.cfg.warehouses) ;
+        let o = self.rng.random_range(1..self.cfg.warehouses);
         if o >= self.w_id {
             o + 1
         } else {
@@ -106,9 +150,21 @@ impl InputGen {
 
     fn customer(&mut self) -> CustomerBy {
         if self.rng.random_range(1..=100) <= 60 {
-            CustomerBy::LastName(last_name(nurand(&mut self.rng, 255, 0, self.cfg.last_name_max(), self.c.c_last)))
+            CustomerBy::LastName(last_name(nurand(
+                &mut self.rng,
+                255,
+                0,
+                self.cfg.last_name_max(),
+                self.c.c_last,
+            )))
         } else {
-            CustomerBy::Id(nurand(&mut self.rng, 1023, 1, self.cfg.customers_per_district, self.c.c_id))
+            CustomerBy::Id(nurand(
+                &mut self.rng,
+                1023,
+                1,
+                self.cfg.customers_per_district,
+                self.c.c_id,
+            ))
         }
     }
 
@@ -137,30 +193,76 @@ impl InputGen {
         match kind {
             Kind::NewOrder => {
                 let d_id = self.district();
-                let c_id = nurand(&mut self.rng, 1023, 1, self.cfg.customers_per_district, self.c.c_id);
+                let c_id = nurand(
+                    &mut self.rng,
+                    1023,
+                    1,
+                    self.cfg.customers_per_district,
+                    self.c.c_id,
+                );
                 let n = self.rng.random_range(5..=15);
                 let rollback = self.rng.random_range(1..=100) == 1;
                 let mut lines = Vec::with_capacity(n);
                 for k in 0..n {
-                    let i_id = if rollback && k == n - 1 { self.cfg.items + 1 } else { nurand(&mut self.rng, 8191, 1, self.cfg.items, self.c.ol_i_id) };
-                    let supply_w_id = if multi && self.rng.random_range(1..=100) == 1 { self.other_warehouse() } else { w_id };
-                    lines.push(OrderLineIn { i_id, supply_w_id, quantity: self.rng.random_range(1..=10) });
+                    let i_id = if rollback && k == n - 1 {
+                        self.cfg.items + 1
+                    } else {
+                        nurand(&mut self.rng, 8191, 1, self.cfg.items, self.c.ol_i_id)
+                    };
+                    let supply_w_id = if multi && self.rng.random_range(1..=100) == 1 {
+                        self.other_warehouse()
+                    } else {
+                        w_id
+                    };
+                    lines.push(OrderLineIn {
+                        i_id,
+                        supply_w_id,
+                        quantity: self.rng.random_range(1..=10),
+                    });
                 }
-                Input::NewOrder { w_id, d_id, c_id, lines, rollback }
+                Input::NewOrder {
+                    w_id,
+                    d_id,
+                    c_id,
+                    lines,
+                    rollback,
+                }
             }
             Kind::Payment => {
                 let d_id = self.district();
-                let (c_w_id, c_d_id) = if multi && self.rng.random_range(1..=100) > 85 { (self.other_warehouse(), self.district()) } else { (w_id, d_id) };
+                let (c_w_id, c_d_id) = if multi && self.rng.random_range(1..=100) > 85 {
+                    (self.other_warehouse(), self.district())
+                } else {
+                    (w_id, d_id)
+                };
                 let customer = self.customer();
                 let amount_cents = self.rng.random_range(100..=500_000);
-                Input::Payment { w_id, d_id, c_w_id, c_d_id, customer, amount_cents }
+                Input::Payment {
+                    w_id,
+                    d_id,
+                    c_w_id,
+                    c_d_id,
+                    customer,
+                    amount_cents,
+                }
             }
             Kind::OrderStatus => {
                 let d_id = self.district();
-                Input::OrderStatus { w_id, d_id, customer: self.customer() }
+                Input::OrderStatus {
+                    w_id,
+                    d_id,
+                    customer: self.customer(),
+                }
             }
-            Kind::Delivery => Input::Delivery { w_id, carrier_id: self.rng.random_range(1..=10) },
-            Kind::StockLevel => Input::StockLevel { w_id, d_id: self.d_id, threshold: self.rng.random_range(10..=20) },
+            Kind::Delivery => Input::Delivery {
+                w_id,
+                carrier_id: self.rng.random_range(1..=10),
+            },
+            Kind::StockLevel => Input::StockLevel {
+                w_id,
+                d_id: self.d_id,
+                threshold: self.rng.random_range(10..=20),
+            },
         }
     }
 }

@@ -17,7 +17,9 @@ use rand::Rng;
 use storage::tuple::Value;
 use storage::{Engine, ObjectId, Result};
 
-use super::{input::rng_for, last_name, nurand, timestamp_s, Handles, NurandConsts, TpccConfig, DDL};
+use super::{
+    input::rng_for, last_name, nurand, timestamp_s, Handles, NurandConsts, TpccConfig, DDL,
+};
 
 const BATCH: u64 = 2000;
 
@@ -32,11 +34,15 @@ pub struct Loaded {
 fn astr(r: &mut impl Rng, lo: usize, hi: usize) -> String {
     const A: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let n = r.random_range(lo..=hi);
-    (0..n).map(|_| A[r.random_range(0..A.len())] as char).collect()
+    (0..n)
+        .map(|_| A[r.random_range(0..A.len())] as char)
+        .collect()
 }
 
 fn nstr(r: &mut impl Rng, n: usize) -> String {
-    (0..n).map(|_| char::from(b'0' + r.random_range(0..10u8))).collect()
+    (0..n)
+        .map(|_| char::from(b'0' + r.random_range(0..10u8)))
+        .collect()
 }
 
 /// I_DATA / S_DATA: 26-50 characters, 10% with "ORIGINAL" at a random position.
@@ -84,7 +90,12 @@ impl<F: FnMut(u64)> Batcher<'_, F> {
 
 /// Creates the schema and loads the population (invariants in the module doc).
 /// `progress(rows_done)` is called after each batch; the total is about `cfg.rows_estimate()`.
-pub fn load(e: &mut Engine, cfg: TpccConfig, seed: u64, mut progress: impl FnMut(u64)) -> Result<Loaded> {
+pub fn load(
+    e: &mut Engine,
+    cfg: TpccConfig,
+    seed: u64,
+    mut progress: impl FnMut(u64),
+) -> Result<Loaded> {
     cfg.validate()?;
     let t = e.begin()?;
     e.execute_ddl(t, DDL)?;
@@ -98,14 +109,34 @@ pub fn load(e: &mut Engine, cfg: TpccConfig, seed: u64, mut progress: impl FnMut
     let d_ytd_cents = i64::from(cfg.customers_per_district) * 1000;
     let w_ytd_cents = d_ytd_cents * i64::from(cfg.districts_per_warehouse);
     let txn = e.begin()?;
-    let mut b = Batcher { done: 0, txn, progress: &mut progress };
+    let mut b = Batcher {
+        done: 0,
+        txn,
+        progress: &mut progress,
+    };
     for i in 1..=cfg.items {
-        let row = [int(i), int(r.random_range(1..=10_000)), Value::Str(astr(&mut r, 14, 24)), Value::Money(r.random_range(100..=10_000)), Value::Str(data_original(&mut r))];
+        let row = [
+            int(i),
+            int(r.random_range(1..=10_000)),
+            Value::Str(astr(&mut r, 14, 24)),
+            Value::Money(r.random_range(100..=10_000)),
+            Value::Str(data_original(&mut r)),
+        ];
         b.put(e, h.item, &row)?;
     }
     for w in 1..=cfg.warehouses {
         let [s1, s2, city, st, zip] = address(&mut r);
-        let row = [int(w), Value::Str(astr(&mut r, 6, 10)), s1, s2, city, st, zip, int(r.random_range(0..=2000)), Value::Money(w_ytd_cents)];
+        let row = [
+            int(w),
+            Value::Str(astr(&mut r, 6, 10)),
+            s1,
+            s2,
+            city,
+            st,
+            zip,
+            int(r.random_range(0..=2000)),
+            Value::Money(w_ytd_cents),
+        ];
         b.put(e, h.warehouse, &row)?;
         for i in 1..=cfg.items {
             let mut row = vec![int(i), int(w), int(r.random_range(10..=100))];
@@ -117,12 +148,32 @@ pub fn load(e: &mut Engine, cfg: TpccConfig, seed: u64, mut progress: impl FnMut
         }
         for d in 1..=cfg.districts_per_warehouse {
             let [s1, s2, city, st, zip] = address(&mut r);
-            let row = [int(d), int(w), Value::Str(astr(&mut r, 6, 10)), s1, s2, city, st, zip, int(r.random_range(0..=2000)), Value::Money(d_ytd_cents), int(cfg.orders_per_district + 1)];
+            let row = [
+                int(d),
+                int(w),
+                Value::Str(astr(&mut r, 6, 10)),
+                s1,
+                s2,
+                city,
+                st,
+                zip,
+                int(r.random_range(0..=2000)),
+                Value::Money(d_ytd_cents),
+                int(cfg.orders_per_district + 1),
+            ];
             b.put(e, h.district, &row)?;
             for c in 1..=cfg.customers_per_district {
-                let last = if c <= 1000 { last_name(c - 1) } else { last_name(nurand(&mut r, 255, 0, 999, c_load.c_last)) };
+                let last = if c <= 1000 {
+                    last_name(c - 1)
+                } else {
+                    last_name(nurand(&mut r, 255, 0, 999, c_load.c_last))
+                };
                 let [s1, s2, city, st, zip] = address(&mut r);
-                let credit = if r.random_range(0..10) == 0 { "BC" } else { "GC" };
+                let credit = if r.random_range(0..10) == 0 {
+                    "BC"
+                } else {
+                    "GC"
+                };
                 let row = [
                     int(c),
                     int(d),
@@ -147,7 +198,16 @@ pub fn load(e: &mut Engine, cfg: TpccConfig, seed: u64, mut progress: impl FnMut
                     Value::Str(astr(&mut r, 300, 500)),
                 ];
                 b.put(e, h.customer, &row)?;
-                let hist = [int(c), int(d), int(w), int(d), int(w), Value::Int(now), Value::Money(1000), Value::Str(astr(&mut r, 12, 24))];
+                let hist = [
+                    int(c),
+                    int(d),
+                    int(w),
+                    int(d),
+                    int(w),
+                    Value::Int(now),
+                    Value::Money(1000),
+                    Value::Str(astr(&mut r, 12, 24)),
+                ];
                 b.put(e, h.history, &hist)?;
             }
             let mut perm: Vec<u32> = (1..=cfg.customers_per_district).collect();
@@ -157,10 +217,23 @@ pub fn load(e: &mut Engine, cfg: TpccConfig, seed: u64, mut progress: impl FnMut
                 let delivered = o < first_new;
                 let ol_cnt = r.random_range(5..=15u32);
                 let carrier = if delivered { r.random_range(1..=10) } else { 0 };
-                let row = [int(o), int(d), int(w), int(perm[(o - 1) as usize]), Value::Int(now), int(carrier), int(ol_cnt), int(1)];
+                let row = [
+                    int(o),
+                    int(d),
+                    int(w),
+                    int(perm[(o - 1) as usize]),
+                    Value::Int(now),
+                    int(carrier),
+                    int(ol_cnt),
+                    int(1),
+                ];
                 b.put(e, h.orders, &row)?;
                 for n in 1..=ol_cnt {
-                    let amount = if delivered { 0 } else { r.random_range(1..=999_999) };
+                    let amount = if delivered {
+                        0
+                    } else {
+                        r.random_range(1..=999_999)
+                    };
                     let row = [
                         int(o),
                         int(d),

@@ -157,7 +157,9 @@ impl TpccConfig {
         if ok {
             Ok(())
         } else {
-            Err(storage::Error::Config(format!("not a usable TPC-C population: {self:?}")))
+            Err(storage::Error::Config(format!(
+                "not a usable TPC-C population: {self:?}"
+            )))
         }
     }
     /// Orders per district delivered at load (2,100 in the specification; condition 11).
@@ -178,7 +180,9 @@ impl TpccConfig {
         let d = self.districts();
         let c = u64::from(self.customers_per_district);
         let o = u64::from(self.orders_per_district);
-        u64::from(self.items) + w * (1 + u64::from(self.items)) + d * (1 + 2 * c + o * 11 + u64::from(self.new_orders_per_district))
+        u64::from(self.items)
+            + w * (1 + u64::from(self.items))
+            + d * (1 + 2 * c + o * 11 + u64::from(self.new_orders_per_district))
     }
 }
 
@@ -195,7 +199,11 @@ impl NurandConsts {
     /// Seeded load constants.
     pub fn load(seed: u64) -> Self {
         let mut r = input::rng_for(seed, u64::MAX);
-        NurandConsts { c_last: r.random_range(0..=255), c_id: r.random_range(0..=1023), ol_i_id: r.random_range(0..=8191) }
+        NurandConsts {
+            c_last: r.random_range(0..=255),
+            c_id: r.random_range(0..=1023),
+            ol_i_id: r.random_range(0..=8191),
+        }
     }
     /// Run constants for a database loaded with `load` (clause 2.1.6.1): C_LAST's delta is in
     /// [65, 119] and is neither 96 nor 112; C_ID and OL_I_ID are drawn anew.
@@ -204,7 +212,11 @@ impl NurandConsts {
         loop {
             let c: u32 = r.random_range(0..=255);
             if Self::valid_delta(load.c_last, c) {
-                return NurandConsts { c_last: c, c_id: r.random_range(0..=1023), ol_i_id: r.random_range(0..=8191) };
+                return NurandConsts {
+                    c_last: c,
+                    c_id: r.random_range(0..=1023),
+                    ol_i_id: r.random_range(0..=8191),
+                };
             }
         }
     }
@@ -224,9 +236,16 @@ pub fn nurand(rng: &mut impl Rng, a: u32, x: u32, y: u32, c: u32) -> u32 {
 
 /// Clause 4.3.2.3: the last name of number 0..=999 from its three digits.
 pub fn last_name(n: u32) -> String {
-    const SYL: [&str; 10] = ["BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING"];
+    const SYL: [&str; 10] = [
+        "BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING",
+    ];
     let n = n % 1000;
-    format!("{}{}{}", SYL[(n / 100) as usize], SYL[(n / 10 % 10) as usize], SYL[(n % 10) as usize])
+    format!(
+        "{}{}{}",
+        SYL[(n / 100) as usize],
+        SYL[(n / 10 % 10) as usize],
+        SYL[(n % 10) as usize]
+    )
 }
 
 /// Table and index ids, looked up once.
@@ -282,5 +301,6 @@ impl Handles {
 /// Seconds since 1970 of the virtual clock: a fixed base date (2026-01-01) plus virtual time,
 /// so that dates are deterministic and never 0 (0 is NULL).
 pub fn timestamp_s(e: &Engine) -> i64 {
-    i64::from(storage::tuple::days_from_civil(2026, 1, 1)) * 86_400 + (e.now() / 1_000_000_000) as i64
+    i64::from(storage::tuple::days_from_civil(2026, 1, 1)) * 86_400
+        + (e.now() / 1_000_000_000) as i64
 }

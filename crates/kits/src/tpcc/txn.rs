@@ -56,34 +56,76 @@ fn vi(v: &Value) -> i64 {
 }
 
 fn not_found(what: &str) -> Error {
-    Error::NotFound { kind: "row", name: what.to_string() }
+    Error::NotFound {
+        kind: "row",
+        name: what.to_string(),
+    }
 }
 
 /// The one row of a unique key.
-fn one(e: &mut Engine, txn: u64, idx: ObjectId, key: &[Value], upd: bool, what: &str) -> Result<Rid> {
-    e.lookup(txn, idx, key, upd)?.first().copied().ok_or_else(|| not_found(what))
+fn one(
+    e: &mut Engine,
+    txn: u64,
+    idx: ObjectId,
+    key: &[Value],
+    upd: bool,
+    what: &str,
+) -> Result<Rid> {
+    e.lookup(txn, idx, key, upd)?
+        .first()
+        .copied()
+        .ok_or_else(|| not_found(what))
 }
 
 /// The record ids under a key prefix, in key order. A bounded index scan: `Engine::lookup`
 /// with a prefix walks to the end of the index, which for ORDER-LINE is the whole table.
 fn prefix(e: &mut Engine, txn: u64, idx: ObjectId, key: &[Value]) -> Result<Vec<Rid>> {
-    Ok(e.scan_index(txn, idx, Some(key), Some(key), false, usize::MAX)?.into_iter().map(|(_, r)| r).collect())
+    Ok(
+        e.scan_index(txn, idx, Some(key), Some(key), false, usize::MAX)?
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect(),
+    )
 }
 
 fn read(e: &mut Engine, txn: u64, table: ObjectId, rid: Rid, upd: bool) -> Result<Vec<Value>> {
-    let b = e.get_raw(txn, table, rid, upd)?.ok_or(Error::NoSuchRecord(rid))?;
-    e.catalog().tables.get(&table).ok_or_else(|| not_found("table"))?.schema.decode(&b)
+    let b = e
+        .get_raw(txn, table, rid, upd)?
+        .ok_or(Error::NoSuchRecord(rid))?;
+    e.catalog()
+        .tables
+        .get(&table)
+        .ok_or_else(|| not_found("table"))?
+        .schema
+        .decode(&b)
 }
 
 /// Selects the customer (invariant 3); returns its record id and row.
-fn customer(e: &mut Engine, h: &Handles, txn: u64, w: u32, d: u32, by: &CustomerBy, upd: bool) -> Result<(Rid, Vec<Value>)> {
+fn customer(
+    e: &mut Engine,
+    h: &Handles,
+    txn: u64,
+    w: u32,
+    d: u32,
+    by: &CustomerBy,
+    upd: bool,
+) -> Result<(Rid, Vec<Value>)> {
     let rid = match by {
-        CustomerBy::Id(c) => one(e, txn, h.customer_pk, &[int(w), int(d), int(*c)], upd, "customer")?,
+        CustomerBy::Id(c) => one(
+            e,
+            txn,
+            h.customer_pk,
+            &[int(w), int(d), int(*c)],
+            upd,
+            "customer",
+        )?,
         CustomerBy::LastName(name) => {
             let key = [int(w), int(d), Value::Str(name.clone())];
             let rids = prefix(e, txn, h.customer_name, &key)?;
             if rids.is_empty() {
-                return Err(not_found(&format!("customer named {name} in district {w}/{d}")));
+                return Err(not_found(&format!(
+                    "customer named {name} in district {w}/{d}"
+                )));
             }
             rids[(rids.len() - 1) / 2]
         }
@@ -94,16 +136,50 @@ fn customer(e: &mut Engine, h: &Handles, txn: u64, w: u32, d: u32, by: &Customer
 
 /// Runs one transaction body inside `txn` (not committing it). For Delivery, `o_id` of the
 /// outcome is the number of districts skipped.
-pub fn execute(e: &mut Engine, h: &Handles, cfg: &TpccConfig, txn: u64, input: &Input) -> Result<Outcome> {
+pub fn execute(
+    e: &mut Engine,
+    h: &Handles,
+    cfg: &TpccConfig,
+    txn: u64,
+    input: &Input,
+) -> Result<Outcome> {
     match input {
-        Input::NewOrder { w_id, d_id, c_id, lines, .. } => new_order(e, h, txn, *w_id, *d_id, *c_id, lines),
-        Input::Payment { w_id, d_id, c_w_id, c_d_id, customer: by, amount_cents } => {
+        Input::NewOrder {
+            w_id,
+            d_id,
+            c_id,
+            lines,
+            ..
+        } => new_order(e, h, txn, *w_id, *d_id, *c_id, lines),
+        Input::Payment {
+            w_id,
+            d_id,
+            c_w_id,
+            c_d_id,
+            customer: by,
+            amount_cents,
+        } => {
             let wr = one(e, txn, h.warehouse_pk, &[int(*w_id)], true, "warehouse")?;
             e.add_to_column(txn, h.warehouse, wr, col::W_YTD, *amount_cents)?;
-            let w_name = read(e, txn, h.warehouse, wr, true)?[col::W_NAME].as_str().unwrap_or("").trim_end().to_string();
-            let dr = one(e, txn, h.district_pk, &[int(*w_id), int(*d_id)], true, "district")?;
+            let w_name = read(e, txn, h.warehouse, wr, true)?[col::W_NAME]
+                .as_str()
+                .unwrap_or("")
+                .trim_end()
+                .to_string();
+            let dr = one(
+                e,
+                txn,
+                h.district_pk,
+                &[int(*w_id), int(*d_id)],
+                true,
+                "district",
+            )?;
             e.add_to_column(txn, h.district, dr, col::D_YTD, *amount_cents)?;
-            let d_name = read(e, txn, h.district, dr, true)?[col::D_NAME].as_str().unwrap_or("").trim_end().to_string();
+            let d_name = read(e, txn, h.district, dr, true)?[col::D_NAME]
+                .as_str()
+                .unwrap_or("")
+                .trim_end()
+                .to_string();
             let (cr, mut c) = customer(e, h, txn, *c_w_id, *c_d_id, by, true)?;
             let c_id = vi(&c[col::C_ID]);
             c[col::C_BALANCE] = Value::Money(vi(&c[col::C_BALANCE]) - amount_cents);
@@ -113,25 +189,51 @@ pub fn execute(e: &mut Engine, h: &Handles, cfg: &TpccConfig, txn: u64, input: &
                 // Clause 2.5.2.2: prepend the payment to C_DATA, keep 500 characters (C_DATA is
                 // CHAR(500), so the record keeps its size and is updated in place).
                 let old = c[col::C_DATA].as_str().unwrap_or("");
-                let mut s = format!("{c_id} {c_d_id} {c_w_id} {d_id} {w_id} {}.{:02}|{old}", amount_cents / 100, amount_cents % 100);
+                let mut s = format!(
+                    "{c_id} {c_d_id} {c_w_id} {d_id} {w_id} {}.{:02}|{old}",
+                    amount_cents / 100,
+                    amount_cents % 100
+                );
                 s.truncate(500);
                 c[col::C_DATA] = Value::Str(s);
             }
             e.update(txn, h.customer, cr, &c)?;
             let mut h_data = format!("{w_name}    {d_name}");
             h_data.truncate(24);
-            let row = [Value::Int(c_id), int(*c_d_id), int(*c_w_id), int(*d_id), int(*w_id), Value::Int(timestamp_s(e)), Value::Money(*amount_cents), Value::Str(h_data)];
+            let row = [
+                Value::Int(c_id),
+                int(*c_d_id),
+                int(*c_w_id),
+                int(*d_id),
+                int(*w_id),
+                Value::Int(timestamp_s(e)),
+                Value::Money(*amount_cents),
+                Value::Str(h_data),
+            ];
             e.insert(txn, h.history, &row)?;
             Ok(Outcome::Commit { o_id: 0 })
         }
-        Input::OrderStatus { w_id, d_id, customer: by } => {
+        Input::OrderStatus {
+            w_id,
+            d_id,
+            customer: by,
+        } => {
             let (_, c) = customer(e, h, txn, *w_id, *d_id, by, false)?;
             let c_id = vi(&c[col::C_ID]);
             let key = [int(*w_id), int(*d_id), Value::Int(c_id)];
             // The customer's latest order: the last entry of (w, d, c, o_id) in the index.
-            if let Some((_, orid)) = e.scan_index(txn, h.orders_cust, Some(&key), Some(&key), true, 1)?.into_iter().next() {
+            if let Some((_, orid)) = e
+                .scan_index(txn, h.orders_cust, Some(&key), Some(&key), true, 1)?
+                .into_iter()
+                .next()
+            {
                 let o = read(e, txn, h.orders, orid, false)?;
-                let ols = prefix(e, txn, h.order_line_pk, &[int(*w_id), int(*d_id), o[col::O_ID].clone()])?;
+                let ols = prefix(
+                    e,
+                    txn,
+                    h.order_line_pk,
+                    &[int(*w_id), int(*d_id), o[col::O_ID].clone()],
+                )?;
                 for r in ols {
                     read(e, txn, h.order_line, r, false)?;
                 }
@@ -142,18 +244,45 @@ pub fn execute(e: &mut Engine, h: &Handles, cfg: &TpccConfig, txn: u64, input: &
             let skipped = delivery(e, h, cfg, txn, *w_id, *carrier_id)?;
             Ok(Outcome::Commit { o_id: skipped })
         }
-        Input::StockLevel { w_id, d_id, threshold } => {
-            let dr = one(e, txn, h.district_pk, &[int(*w_id), int(*d_id)], false, "district")?;
-            let next = read(e, txn, h.district, dr, false)?[col::D_NEXT_O_ID].as_i64().unwrap_or(1);
+        Input::StockLevel {
+            w_id,
+            d_id,
+            threshold,
+        } => {
+            let dr = one(
+                e,
+                txn,
+                h.district_pk,
+                &[int(*w_id), int(*d_id)],
+                false,
+                "district",
+            )?;
+            let next = read(e, txn, h.district, dr, false)?[col::D_NEXT_O_ID]
+                .as_i64()
+                .unwrap_or(1);
             let lo = [int(*w_id), int(*d_id), Value::Int((next - 20).max(1))];
             let hi = [int(*w_id), int(*d_id), Value::Int(next - 1)];
             let mut items = std::collections::BTreeSet::new();
-            for (_, r) in e.scan_index(txn, h.order_line_pk, Some(&lo), Some(&hi), false, usize::MAX)? {
+            for (_, r) in e.scan_index(
+                txn,
+                h.order_line_pk,
+                Some(&lo),
+                Some(&hi),
+                false,
+                usize::MAX,
+            )? {
                 items.insert(vi(&read(e, txn, h.order_line, r, false)?[col::OL_I_ID]));
             }
             let mut low = 0u32;
             for i in items {
-                let sr = one(e, txn, h.stock_pk, &[int(*w_id), Value::Int(i)], false, "stock")?;
+                let sr = one(
+                    e,
+                    txn,
+                    h.stock_pk,
+                    &[int(*w_id), Value::Int(i)],
+                    false,
+                    "stock",
+                )?;
                 if vi(&read(e, txn, h.stock, sr, false)?[col::S_QUANTITY]) < i64::from(*threshold) {
                     low += 1;
                 }
@@ -164,28 +293,68 @@ pub fn execute(e: &mut Engine, h: &Handles, cfg: &TpccConfig, txn: u64, input: &
     }
 }
 
-fn new_order(e: &mut Engine, h: &Handles, txn: u64, w: u32, d: u32, c: u32, lines: &[super::input::OrderLineIn]) -> Result<Outcome> {
+fn new_order(
+    e: &mut Engine,
+    h: &Handles,
+    txn: u64,
+    w: u32,
+    d: u32,
+    c: u32,
+    lines: &[super::input::OrderLineIn],
+) -> Result<Outcome> {
     let wr = one(e, txn, h.warehouse_pk, &[int(w)], false, "warehouse")?;
     let w_tax = vi(&read(e, txn, h.warehouse, wr, false)?[col::W_TAX]);
     let dr = one(e, txn, h.district_pk, &[int(w), int(d)], true, "district")?;
     let dist = read(e, txn, h.district, dr, true)?;
     let d_tax = vi(&dist[col::D_TAX]);
     let o_id = e.add_to_column(txn, h.district, dr, col::D_NEXT_O_ID, 1)? - 1;
-    let o_id = u32::try_from(o_id).map_err(|_| Error::Schema(format!("order id {o_id} out of range")))?;
-    let cr = one(e, txn, h.customer_pk, &[int(w), int(d), int(c)], false, "customer")?;
+    let o_id =
+        u32::try_from(o_id).map_err(|_| Error::Schema(format!("order id {o_id} out of range")))?;
+    let cr = one(
+        e,
+        txn,
+        h.customer_pk,
+        &[int(w), int(d), int(c)],
+        false,
+        "customer",
+    )?;
     let discount = vi(&read(e, txn, h.customer, cr, false)?[col::C_DISCOUNT]);
     let all_local = lines.iter().all(|l| l.supply_w_id == w);
     let now = timestamp_s(e);
-    e.insert(txn, h.orders, &[int(o_id), int(d), int(w), int(c), Value::Int(now), int(0), int(lines.len() as u32), int(u32::from(all_local))])?;
+    e.insert(
+        txn,
+        h.orders,
+        &[
+            int(o_id),
+            int(d),
+            int(w),
+            int(c),
+            Value::Int(now),
+            int(0),
+            int(lines.len() as u32),
+            int(u32::from(all_local)),
+        ],
+    )?;
     e.insert(txn, h.new_order, &[int(o_id), int(d), int(w)])?;
     let mut total_cents = 0i64;
     for (n, l) in lines.iter().enumerate() {
-        let Some(ir) = e.lookup(txn, h.item_pk, &[int(l.i_id)], false)?.first().copied() else {
+        let Some(ir) = e
+            .lookup(txn, h.item_pk, &[int(l.i_id)], false)?
+            .first()
+            .copied()
+        else {
             // Clause 2.4.2.3: an unused item id rolls the whole transaction back.
             return Ok(Outcome::RolledBack);
         };
         let price = vi(&read(e, txn, h.item, ir, false)?[col::I_PRICE]);
-        let sr = one(e, txn, h.stock_pk, &[int(l.supply_w_id), int(l.i_id)], true, "stock")?;
+        let sr = one(
+            e,
+            txn,
+            h.stock_pk,
+            &[int(l.supply_w_id), int(l.i_id)],
+            true,
+            "stock",
+        )?;
         let mut s = read(e, txn, h.stock, sr, true)?;
         let q = vi(&s[col::S_QUANTITY]);
         let oq = i64::from(l.quantity);
@@ -199,7 +368,22 @@ fn new_order(e: &mut Engine, h: &Handles, txn: u64, w: u32, d: u32, c: u32, line
         e.update(txn, h.stock, sr, &s)?;
         let amount = oq * price;
         total_cents += amount;
-        e.insert(txn, h.order_line, &[int(o_id), int(d), int(w), int(n as u32 + 1), int(l.i_id), int(l.supply_w_id), Value::Int(0), int(l.quantity), Value::Money(amount), dist_info])?;
+        e.insert(
+            txn,
+            h.order_line,
+            &[
+                int(o_id),
+                int(d),
+                int(w),
+                int(n as u32 + 1),
+                int(l.i_id),
+                int(l.supply_w_id),
+                Value::Int(0),
+                int(l.quantity),
+                Value::Money(amount),
+                dist_info,
+            ],
+        )?;
     }
     // Output only: total * (1 - discount) * (1 + w_tax + d_tax), rates in basis points.
     let _total = total_cents * (10_000 - discount) * (10_000 + w_tax + d_tax) / 100_000_000;
@@ -207,19 +391,37 @@ fn new_order(e: &mut Engine, h: &Handles, txn: u64, w: u32, d: u32, c: u32, line
 }
 
 /// Delivery (invariant 2); returns how many districts had nothing to deliver.
-pub fn delivery(e: &mut Engine, h: &Handles, cfg: &TpccConfig, txn: u64, w: u32, carrier: u32) -> Result<u32> {
+pub fn delivery(
+    e: &mut Engine,
+    h: &Handles,
+    cfg: &TpccConfig,
+    txn: u64,
+    w: u32,
+    carrier: u32,
+) -> Result<u32> {
     let mut skipped = 0;
     let now = timestamp_s(e);
     for d in 1..=cfg.districts_per_warehouse {
         let key = [int(w), int(d)];
-        let Some((_, nor)) = e.scan_index(txn, h.new_order_pk, Some(&key), Some(&key), false, 1)?.into_iter().next() else {
+        let Some((_, nor)) = e
+            .scan_index(txn, h.new_order_pk, Some(&key), Some(&key), false, 1)?
+            .into_iter()
+            .next()
+        else {
             skipped += 1;
             continue;
         };
         let no = read(e, txn, h.new_order, nor, true)?;
         let o_id = no[0].clone();
         e.delete(txn, h.new_order, nor)?;
-        let or = one(e, txn, h.orders_pk, &[int(w), int(d), o_id.clone()], true, "order")?;
+        let or = one(
+            e,
+            txn,
+            h.orders_pk,
+            &[int(w), int(d), o_id.clone()],
+            true,
+            "order",
+        )?;
         let mut o = read(e, txn, h.orders, or, true)?;
         let c_id = o[col::O_C_ID].clone();
         o[col::O_CARRIER_ID] = int(carrier);
@@ -231,7 +433,14 @@ pub fn delivery(e: &mut Engine, h: &Handles, cfg: &TpccConfig, txn: u64, w: u32,
             ol[col::OL_DELIVERY_D] = Value::Int(now);
             e.update(txn, h.order_line, r, &ol)?;
         }
-        let cr = one(e, txn, h.customer_pk, &[int(w), int(d), c_id], true, "customer")?;
+        let cr = one(
+            e,
+            txn,
+            h.customer_pk,
+            &[int(w), int(d), c_id],
+            true,
+            "customer",
+        )?;
         e.add_to_column(txn, h.customer, cr, col::C_BALANCE, sum)?;
         e.add_to_column(txn, h.customer, cr, col::C_DELIVERY_CNT, 1)?;
     }
@@ -293,7 +502,14 @@ pub struct TpccTerminal {
 impl TpccTerminal {
     /// `txns`: how many transactions to complete (commits plus New-Order rollbacks; None:
     /// until the scheduler stops). `run`: the run-time NURand constants.
-    pub fn new(id: u32, h: Handles, cfg: TpccConfig, run: NurandConsts, seed: u64, txns: Option<u64>) -> Self {
+    pub fn new(
+        id: u32,
+        h: Handles,
+        cfg: TpccConfig,
+        run: NurandConsts,
+        seed: u64,
+        txns: Option<u64>,
+    ) -> Self {
         TpccTerminal {
             id,
             h,
@@ -338,11 +554,19 @@ impl TpccTerminal {
             Outcome::RolledBack => Step2::Rollback,
             Outcome::Commit { o_id } => {
                 let (w_id, d_id, ol_cnt) = match input {
-                    Input::NewOrder { w_id, d_id, lines, .. } => (*w_id, *d_id, lines.len() as u32),
+                    Input::NewOrder {
+                        w_id, d_id, lines, ..
+                    } => (*w_id, *d_id, lines.len() as u32),
                     Input::Payment { w_id, d_id, .. } => (*w_id, *d_id, 0),
                     _ => (0, 0, 0),
                 };
-                Step2::Commit(Done { kind: input.kind(), w_id, d_id, o_id, ol_cnt })
+                Step2::Commit(Done {
+                    kind: input.kind(),
+                    w_id,
+                    d_id,
+                    o_id,
+                    ol_cnt,
+                })
             }
         })
     }
@@ -372,7 +596,9 @@ use storage::sched::{Step, Terminal};
 impl Terminal for TpccTerminal {
     fn step(&mut self, e: &mut Engine) -> Result<Step> {
         if self.stage == Stage::Committing {
-            return Err(Error::Unsupported("a committing terminal was stepped".into()));
+            return Err(Error::Unsupported(
+                "a committing terminal was stepped".into(),
+            ));
         }
         let input = match self.input.take() {
             Some(i) => i,
@@ -402,7 +628,10 @@ impl Terminal for TpccTerminal {
                 self.finish_one(e);
                 Ok(Step::Ran)
             }
-            Err(err) if err.is_retryable() || matches!(err, Error::WouldBlock { .. } | Error::Deadlock { .. }) => {
+            Err(err)
+                if err.is_retryable()
+                    || matches!(err, Error::WouldBlock { .. } | Error::Deadlock { .. }) =>
+            {
                 // Roll back and retry the same input later (module doc: execution model).
                 e.abort(self.txn)?;
                 self.counts.retries += 1;

@@ -144,9 +144,13 @@ struct BenchResult {
 
 pub(crate) fn parse_duration_ns(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().with_context(|| format!("'{s}' is not a duration (e.g. 60s, 500ms, 2m)"))?;
+    let v: f64 = num
+        .parse()
+        .with_context(|| format!("'{s}' is not a duration (e.g. 60s, 500ms, 2m)"))?;
     let mult = match unit {
         "ns" => 1.0,
         "us" => 1e3,
@@ -165,19 +169,38 @@ pub(crate) fn parse_duration_ns(s: &str) -> anyhow::Result<u64> {
 
 fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
     if args.storage == "file" {
-        let path = args.path.clone().context("--storage file needs --path FILE")?;
+        let path = args
+            .path
+            .clone()
+            .context("--storage file needs --path FILE")?;
         let cfg = args.device.load()?;
         let pages = cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64;
-        return Ok(Box::new(storage::filedev::FileDevice::open(&path, pages).with_context(|| format!("cannot open {}", path.display()))?));
+        return Ok(Box::new(
+            storage::filedev::FileDevice::open(&path, pages)
+                .with_context(|| format!("cannot open {}", path.display()))?,
+        ));
     }
-    let t = TargetArgs { target: args.storage.clone(), device: args.device.clone(), cache: args.cache, op: args.op, gc: "greedy".into(), image: None, controller_mhz: 400.0 };
+    let t = TargetArgs {
+        target: args.storage.clone(),
+        device: args.device.clone(),
+        cache: args.cache,
+        op: args.op,
+        gc: "greedy".into(),
+        image: None,
+        controller_mhz: 400.0,
+    };
     targets::build(&t)
 }
 
 fn flash(store: &dyn PageStore) -> (u64, u64, u64, f64, u64) {
     let (r, p, e, j) = store.nand().map_or((0, 0, 0, 0.0), |n| {
         let rep = n.report();
-        (rep.flash.reads, rep.flash.programs + rep.flash.partial_programs, rep.flash.erases, rep.energy.total_joules)
+        (
+            rep.flash.reads,
+            rep.flash.programs + rep.flash.partial_programs,
+            rep.flash.erases,
+            rep.energy.total_joules,
+        )
     });
     let gc = store.device_report().map_or(0, |d| d.gc.migrations);
     (r, p, e, j, gc)
@@ -185,13 +208,27 @@ fn flash(store: &dyn PageStore) -> (u64, u64, u64, f64, u64) {
 
 pub(super) fn latency_us(hist: &Histogram<u64>) -> LatencyUs {
     let us = |v: u64| v as f64 / 1000.0;
-    LatencyUs { mean: hist.mean() / 1000.0, p50: us(hist.value_at_quantile(0.5)), p95: us(hist.value_at_quantile(0.95)), p99: us(hist.value_at_quantile(0.99)), max: us(hist.max()) }
+    LatencyUs {
+        mean: hist.mean() / 1000.0,
+        p50: us(hist.value_at_quantile(0.5)),
+        p95: us(hist.value_at_quantile(0.95)),
+        p99: us(hist.value_at_quantile(0.99)),
+        max: us(hist.max()),
+    }
 }
 
-pub(super) type Snapshot = ((u64, u64, u64, f64, u64), Option<ftl::HostCounts>, storage::log::LogStats);
+pub(super) type Snapshot = (
+    (u64, u64, u64, f64, u64),
+    Option<ftl::HostCounts>,
+    storage::log::LogStats,
+);
 
 pub(super) fn snapshot(e: &Engine) -> Snapshot {
-    (flash(e.store()), e.store().device_report().map(|r| r.host), e.log_stats())
+    (
+        flash(e.store()),
+        e.store().device_report().map(|r| r.host),
+        e.log_stats(),
+    )
 }
 
 /// Device and host counters per transaction, as differences across the run.
@@ -203,15 +240,31 @@ pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64) -> PerTxn 
         flash_erases: per((after.0 .2 - before.0 .2) as f64),
         gc_migrations: per((after.0 .4 - before.0 .4) as f64),
         energy_joules: per(after.0 .3 - before.0 .3),
-        host_page_reads: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
-        host_page_writes: per(after.1.zip(before.1).map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
+        host_page_reads: per(after
+            .1
+            .zip(before.1)
+            .map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
+        host_page_writes: per(after
+            .1
+            .zip(before.1)
+            .map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
         log_forces: per((after.2.forces - before.2.forces) as f64),
     }
 }
 
 /// Buffer pool counters as differences across the run.
-pub(super) fn buffer(frames: usize, before: &storage::buffer::BufferStats, after: &storage::buffer::BufferStats) -> Buffer {
-    Buffer { frames, hits: after.hits - before.hits, misses: after.misses - before.misses, evictions: after.evictions - before.evictions, writebacks: after.writebacks - before.writebacks }
+pub(super) fn buffer(
+    frames: usize,
+    before: &storage::buffer::BufferStats,
+    after: &storage::buffer::BufferStats,
+) -> Buffer {
+    Buffer {
+        frames,
+        hits: after.hits - before.hits,
+        misses: after.misses - before.misses,
+        evictions: after.evictions - before.evictions,
+        writebacks: after.writebacks - before.writebacks,
+    }
 }
 
 /// The run's end (`--duration`, if given) and clock (true: virtual), checked.
@@ -219,7 +272,11 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
     if args.txns.is_none() && args.duration.is_none() {
         bail!("give --txns N or --duration D");
     }
-    let until = args.duration.as_deref().map(parse_duration_ns).transpose()?;
+    let until = args
+        .duration
+        .as_deref()
+        .map(parse_duration_ns)
+        .transpose()?;
     let virtual_clock = match args.clock.as_str() {
         "virtual" => true,
         "real" => false,
@@ -233,11 +290,21 @@ pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>
     storage::pagestore::engine_runs_on(&args.storage)?;
     Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
-        (Box::new(super::compare::native_store(&args.device, args.op, args.page_size)?), "native".into())
+        (
+            Box::new(super::compare::native_store(
+                &args.device,
+                args.op,
+                args.page_size,
+            )?),
+            "native".into(),
+        )
     } else {
         let dev = device(args)?;
         let name = dev.name();
-        (Box::new(BlockPageStore::new(dev, args.page_size, None)?), name)
+        (
+            Box::new(BlockPageStore::new(dev, args.page_size, None)?),
+            name,
+        )
     })
 }
 
@@ -252,7 +319,15 @@ pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
     virtual_clock: bool,
 ) -> anyhow::Result<(Engine, Vec<T>, u64, u64)> {
     if virtual_clock {
-        let st = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
+        let st = run_virtual(
+            &mut e,
+            &mut terms,
+            start_ns,
+            VirtualOptions {
+                until_ns: until.map(|u| start_ns + u),
+                ..VirtualOptions::default()
+            },
+        )?;
         Ok((e, terms, st.end_ns - start_ns, st.group_forces))
     } else {
         if until.is_some() {
@@ -273,28 +348,54 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
     }
     let (until, virtual_clock) = run_plan(&args)?;
-    let cfg = TpcbConfig { scale: args.scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch };
+    let cfg = TpcbConfig {
+        scale: args.scale,
+        tellers_per_branch: 10,
+        accounts_per_branch: args.accounts_per_branch,
+    };
     let (store, storage_name) = page_store(&args)?;
     let db_pages_est = (cfg.rows() * 110 / args.page_size as u64) + 64;
-    let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
-    let ecfg = EngineConfig { buffer_frames: frames, ..EngineConfig::default() };
+    let frames = args
+        .buffer_pages
+        .unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let ecfg = EngineConfig {
+        buffer_frames: frames,
+        ..EngineConfig::default()
+    };
 
     // Reuse a database the file already holds; otherwise create and load.
     let wall = Instant::now();
     let reuse = args.storage == "file" && args.path.as_ref().is_some_and(|p| p.exists());
-    let existing = if reuse { Engine::open(Box::new(BlockPageStore::new(device(&args)?, args.page_size, None)?), ecfg.clone()).ok() } else { None };
+    let existing = if reuse {
+        Engine::open(
+            Box::new(BlockPageStore::new(device(&args)?, args.page_size, None)?),
+            ecfg.clone(),
+        )
+        .ok()
+    } else {
+        None
+    };
     let (e, h): (Engine, Handles) = match existing {
         Some(mut e) if Handles::get(&e).is_ok() => {
             let h = Handles::get(&e)?;
             e.set_now(0);
-            eprintln!("reusing the TPC-B database in {}", args.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+            eprintln!(
+                "reusing the TPC-B database in {}",
+                args.path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
             drop(store);
             (e, h)
         }
         _ => {
             let mut e = Engine::create(store, ecfg)?;
             let bar = ProgressBar::new(cfg.rows());
-            bar.set_style(ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
+            bar.set_style(
+                ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
             let h = tpcb::load(&mut e, cfg, |n| bar.set_position(n))?;
             bar.finish_and_clear();
             e.checkpoint()?;
@@ -305,9 +406,12 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 
     let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let start_ns = e.now();
-    let terms: Vec<TpcbTerminal> = (0..args.terminals).map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns)).collect();
+    let terms: Vec<TpcbTerminal> = (0..args.terminals)
+        .map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns))
+        .collect();
     let cpu0 = Instant::now();
-    let (mut e, terms, virtual_ns, forces) = run_terminals(e, terms, start_ns, until, virtual_clock)?;
+    let (mut e, terms, virtual_ns, forces) =
+        run_terminals(e, terms, start_ns, until, virtual_clock)?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let committed: u64 = terms.iter().map(|t| t.committed).sum();
     let aborted: u64 = terms.iter().map(|t| t.aborted).sum();
@@ -316,7 +420,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         hist.add(&t.latency_ns)?;
     }
     let after = (snapshot(&e), e.buffer_stats(), e.lock_stats());
-    let secs = if virtual_clock { virtual_ns as f64 / 1e9 } else { run_wall_s };
+    let secs = if virtual_clock {
+        virtual_ns as f64 / 1e9
+    } else {
+        run_wall_s
+    };
     let (check, problems) = if args.check {
         let rep = tpcb::check(&mut e, cfg)?;
         (if rep.passed() { "passed" } else { "failed" }, rep.problems)
@@ -334,7 +442,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         page_bytes: args.page_size,
         committed,
         aborted,
-        throughput_tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
+        throughput_tps: if secs > 0.0 {
+            committed as f64 / secs
+        } else {
+            0.0
+        },
         virtual_seconds: virtual_ns as f64 / 1e9,
         latency_us: latency_us(&hist),
         per_txn: per_txn(&before.0, &after.0, committed),
@@ -349,10 +461,17 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             "tpcb on {} ({} clock): scale {}, {} terminals, seed {}",
             res.storage, res.clock, res.scale, res.terminals, res.seed
         );
-        println!("  committed {} aborted {}  throughput {:.1} tx/s over {:.3} s", committed, aborted, res.throughput_tps, secs);
+        println!(
+            "  committed {} aborted {}  throughput {:.1} tx/s over {:.3} s",
+            committed, aborted, res.throughput_tps, secs
+        );
         println!(
             "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
-            res.latency_us.mean, res.latency_us.p50, res.latency_us.p95, res.latency_us.p99, res.latency_us.max
+            res.latency_us.mean,
+            res.latency_us.p50,
+            res.latency_us.p95,
+            res.latency_us.p99,
+            res.latency_us.max
         );
         println!(
             "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
@@ -361,11 +480,29 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         );
         println!(
             "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}; lock waits {}",
-            frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks, res.lock_waits
+            frames,
+            res.buffer.hits,
+            res.buffer.misses,
+            res.buffer.evictions,
+            res.buffer.writebacks,
+            res.lock_waits
         );
-        println!("  check: {}{}", res.check, if res.check_problems.is_empty() { String::new() } else { format!(" {:?}", res.check_problems) });
+        println!(
+            "  check: {}{}",
+            res.check,
+            if res.check_problems.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", res.check_problems)
+            }
+        );
         if committed > 0 {
-            println!("  host: load {:.2} s; run {:.3} s wall, {:.2} us wall per committed transaction", load_s, run_wall_s, run_wall_s * 1e6 / committed as f64);
+            println!(
+                "  host: load {:.2} s; run {:.3} s wall, {:.2} us wall per committed transaction",
+                load_s,
+                run_wall_s,
+                run_wall_s * 1e6 / committed as f64
+            );
         }
     }
     if res.check == "failed" {

@@ -13,7 +13,10 @@ use kits::tatp::{self, TatpConfig, TatpTerminal, TXN_TYPES};
 use serde::Serialize;
 use storage::{Engine, EngineConfig, PageStore};
 
-use super::bench::{latency_us, page_store, per_txn, run_plan, run_terminals, snapshot, BenchArgs, LatencyUs, PerTxn};
+use super::bench::{
+    latency_us, page_store, per_txn, run_plan, run_terminals, snapshot, BenchArgs, LatencyUs,
+    PerTxn,
+};
 
 #[derive(Debug, Serialize)]
 struct TxnRow {
@@ -51,7 +54,9 @@ struct TatpResult {
 }
 
 fn gc_and_host_writes(store: &dyn PageStore) -> (u64, u64, u64) {
-    store.device_report().map_or((0, 0, 0), |r| (r.gc.migrations, r.gc.erases, r.host.writes))
+    store
+        .device_report()
+        .map_or((0, 0, 0), |r| (r.gc.migrations, r.gc.erases, r.host.writes))
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -65,19 +70,32 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         bail!("--regions needs --storage native (regions are NoFTL's)");
     }
     let (until, virtual_clock) = run_plan(&args)?;
-    let cfg = TatpConfig { subscribers: args.scale };
+    let cfg = TatpConfig {
+        subscribers: args.scale,
+    };
     let (store, storage_name) = page_store(&args)?;
     // About 250 bytes of rows and keys per subscriber, all tables together.
     let db_pages_est = u64::from(cfg.subscribers) * 250 / args.page_size as u64 + 64;
-    let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
-    let mut e = Engine::create(store, EngineConfig { buffer_frames: frames, ..EngineConfig::default() })?;
+    let frames = args
+        .buffer_pages
+        .unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let mut e = Engine::create(
+        store,
+        EngineConfig {
+            buffer_frames: frames,
+            ..EngineConfig::default()
+        },
+    )?;
     let ddl = match args.regions {
         Some(chips) => tatp::regions_ddl(chips, (args.op * 100.0).round() as u32),
         None => tatp::DDL.to_string(),
     };
     let wall = Instant::now();
     let bar = ProgressBar::new(cfg.rows_estimate());
-    bar.set_style(ProgressStyle::with_template("loading {wide_bar} {pos}/~{len} rows ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("loading {wide_bar} {pos}/~{len} rows ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let h = tatp::load(&mut e, cfg, &ddl, args.seed, |n| bar.set_position(n))?;
     bar.finish_and_clear();
     e.checkpoint()?;
@@ -86,7 +104,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let before = snapshot(&e);
     let gc0 = gc_and_host_writes(e.store());
     let start_ns = e.now();
-    let terms: Vec<TatpTerminal> = (0..args.terminals).map(|i| TatpTerminal::new(i, h, cfg, args.seed, args.txns)).collect();
+    let terms: Vec<TatpTerminal> = (0..args.terminals)
+        .map(|i| TatpTerminal::new(i, h, cfg, args.seed, args.txns))
+        .collect();
     let cpu0 = Instant::now();
     let (mut e, terms, virtual_ns, _) = run_terminals(e, terms, start_ns, until, virtual_clock)?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
@@ -95,7 +115,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let succeeded: u64 = terms.iter().map(TatpTerminal::succeeded).sum();
     let finished: u64 = terms.iter().map(|t| t.finished).sum();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
-    let mut rows: Vec<TxnRow> = TXN_TYPES.iter().map(|t| TxnRow { name: t.name(), attempted: 0, succeeded: 0, success_percent: 0.0 }).collect();
+    let mut rows: Vec<TxnRow> = TXN_TYPES
+        .iter()
+        .map(|t| TxnRow {
+            name: t.name(),
+            attempted: 0,
+            succeeded: 0,
+            success_percent: 0.0,
+        })
+        .collect();
     for t in &terms {
         hist.add(&t.latency_ns)?;
         for (r, o) in rows.iter_mut().zip(&t.outcomes) {
@@ -104,9 +132,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
     }
     for r in &mut rows {
-        r.success_percent = if r.attempted == 0 { 0.0 } else { (r.succeeded as f64 * 1e6 / r.attempted as f64).round() / 1e4 };
+        r.success_percent = if r.attempted == 0 {
+            0.0
+        } else {
+            (r.succeeded as f64 * 1e6 / r.attempted as f64).round() / 1e4
+        };
     }
-    let secs = if virtual_clock { virtual_ns as f64 / 1e9 } else { run_wall_s };
+    let secs = if virtual_clock {
+        virtual_ns as f64 / 1e9
+    } else {
+        run_wall_s
+    };
     let (check, problems) = if args.check {
         let rep = tatp::check(&mut e, cfg)?;
         (if rep.passed() { "passed" } else { "failed" }, rep.problems)
@@ -126,7 +162,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         finished,
         succeeded,
         deadlocks: terms.iter().map(|t| t.deadlocks).sum(),
-        throughput_tps: if secs > 0.0 { succeeded as f64 / secs } else { 0.0 },
+        throughput_tps: if secs > 0.0 {
+            succeeded as f64 / secs
+        } else {
+            0.0
+        },
         virtual_seconds: virtual_ns as f64 / 1e9,
         latency_us: latency_us(&hist),
         per_txn: per_txn(&before, &after, succeeded),
@@ -142,16 +182,35 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             res.storage,
             res.clock,
             res.subscribers,
-            res.regions.map_or(String::new(), |c| format!(", Subscriber + Special_Facility in a {c}-chip region")),
+            res.regions.map_or(String::new(), |c| format!(
+                ", Subscriber + Special_Facility in a {c}-chip region"
+            )),
             res.terminals,
             res.seed
         );
-        println!("  finished {} succeeded {}  throughput {:.1} successful tx/s over {:.3} s", finished, succeeded, res.throughput_tps, secs);
+        println!(
+            "  finished {} succeeded {}  throughput {:.1} successful tx/s over {:.3} s",
+            finished, succeeded, res.throughput_tps, secs
+        );
         for r in &res.transactions {
-            println!("  {:<24} {:>8} attempted {:>6.2}% succeeded", r.name, r.attempted, r.success_percent);
+            println!(
+                "  {:<24} {:>8} attempted {:>6.2}% succeeded",
+                r.name, r.attempted, r.success_percent
+            );
         }
-        println!("  GC per host write: {:.4} migrations, {:.5} erases", res.gc_migrations_per_host_write, res.gc_erases_per_host_write);
-        println!("  check: {}{}", res.check, if res.check_problems.is_empty() { String::new() } else { format!(" {:?}", res.check_problems) });
+        println!(
+            "  GC per host write: {:.4} migrations, {:.5} erases",
+            res.gc_migrations_per_host_write, res.gc_erases_per_host_write
+        );
+        println!(
+            "  check: {}{}",
+            res.check,
+            if res.check_problems.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", res.check_problems)
+            }
+        );
         println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
     }
     if res.check == "failed" {

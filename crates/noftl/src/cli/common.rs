@@ -24,8 +24,10 @@ impl DeviceArgs {
     pub fn load(&self) -> anyhow::Result<DeviceConfig> {
         match &self.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-                DeviceConfig::from_toml(&text, &self.set).with_context(|| format!("in {}", path.display()))
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                DeviceConfig::from_toml(&text, &self.set)
+                    .with_context(|| format!("in {}", path.display()))
             }
             None => Ok(DeviceConfig::preset(&self.preset, &self.set)?),
         }
@@ -34,14 +36,18 @@ impl DeviceArgs {
 
 /// Writes `res` as pretty JSON to `path` ("-": standard output). Returns whether the human
 /// report should be printed too (not when the JSON went to standard output).
-pub fn emit_json(path: Option<&std::path::Path>, res: &impl serde::Serialize) -> anyhow::Result<bool> {
+pub fn emit_json(
+    path: Option<&std::path::Path>,
+    res: &impl serde::Serialize,
+) -> anyhow::Result<bool> {
     let json = serde_json::to_string_pretty(res)?;
     match path {
         Some(p) if p.as_os_str() == "-" => {
             println!("{json}");
             return Ok(false);
         }
-        Some(p) => std::fs::write(p, format!("{json}\n")).with_context(|| format!("cannot write {}", p.display()))?,
+        Some(p) => std::fs::write(p, format!("{json}\n"))
+            .with_context(|| format!("cannot write {}", p.display()))?,
         None => {}
     }
     Ok(true)
@@ -50,9 +56,13 @@ pub fn emit_json(path: Option<&std::path::Path>, res: &impl serde::Serialize) ->
 /// Parses sizes like 4096, 4k, 4KiB, 16M, 512GiB (binary units).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| format!("'{s}' is not a size (e.g. 4k, 16MiB, 512GiB)"))?;
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 4k, 16MiB, 512GiB)"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -71,8 +81,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Parses a percentage like 2%, 2 or 0.02 (a bare number below 1 is a fraction).
 pub fn parse_percent(s: &str) -> Result<f64, String> {
     let t = s.trim().trim_end_matches('%');
-    let v: f64 = t.parse().map_err(|_| format!("'{s}' is not a percentage (e.g. 2%)"))?;
-    let frac = if s.trim().ends_with('%') || v > 1.0 { v / 100.0 } else { v };
+    let v: f64 = t
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage (e.g. 2%)"))?;
+    let frac = if s.trim().ends_with('%') || v > 1.0 {
+        v / 100.0
+    } else {
+        v
+    };
     if !(0.0..=1.0).contains(&frac) {
         return Err(format!("'{s}' is not between 0% and 100%"));
     }

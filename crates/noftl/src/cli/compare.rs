@@ -95,7 +95,13 @@ const PAPER_SCALES_TPCB: [u32; 3] = [48, 200, 500];
 const PAPER_SCALES_TPCC: [u32; 3] = [5, 25, 50];
 
 /// The stores compared, in seed 000's column order (and the page FTL after them).
-const ROWS: [(&str, Option<f64>); 5] = [("native", None), ("dftl-2%", Some(0.02)), ("dftl-15%", Some(0.15)), ("dftl-35%", Some(0.35)), ("page", None)];
+const ROWS: [(&str, Option<f64>); 5] = [
+    ("native", None),
+    ("dftl-2%", Some(0.02)),
+    ("dftl-15%", Some(0.15)),
+    ("dftl-35%", Some(0.35)),
+    ("page", None),
+];
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct PerTxn {
@@ -182,20 +188,51 @@ impl Workload {
     /// Runs the terminals until `until_ns`; returns the transactions counted (committed for
     /// TPC-B and TPC-C, successful for TATP), their summed latency, the end time and the
     /// completed New-Orders (TPC-C; else 0).
-    fn run(&self, e: &mut Engine, loaded: Loaded, terminals: u32, seed: u64, start: u64, until_ns: u64) -> anyhow::Result<(u64, f64, u64, u64)> {
-        let opts = VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() };
+    fn run(
+        &self,
+        e: &mut Engine,
+        loaded: Loaded,
+        terminals: u32,
+        seed: u64,
+        start: u64,
+        until_ns: u64,
+    ) -> anyhow::Result<(u64, f64, u64, u64)> {
+        let opts = VirtualOptions {
+            until_ns: Some(start + until_ns),
+            ..VirtualOptions::default()
+        };
         Ok(match (*self, loaded) {
             (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
-                let mut terms: Vec<TpcbTerminal> = (0..terminals).map(|i| TpcbTerminal::new(i, h, c, seed, None)).collect();
+                let mut terms: Vec<TpcbTerminal> = (0..terminals)
+                    .map(|i| TpcbTerminal::new(i, h, c, seed, None))
+                    .collect();
                 let st = run_virtual(e, &mut terms, start, opts)?;
-                let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
-                (terms.iter().map(|t| t.committed).sum(), lat_ns, st.end_ns, 0)
+                let lat_ns: f64 = terms
+                    .iter()
+                    .map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64)
+                    .sum();
+                (
+                    terms.iter().map(|t| t.committed).sum(),
+                    lat_ns,
+                    st.end_ns,
+                    0,
+                )
             }
             (Workload::Tatp(c, _), Loaded::Tatp(h)) => {
-                let mut terms: Vec<TatpTerminal> = (0..terminals).map(|i| TatpTerminal::new(i, h, c, seed, None)).collect();
+                let mut terms: Vec<TatpTerminal> = (0..terminals)
+                    .map(|i| TatpTerminal::new(i, h, c, seed, None))
+                    .collect();
                 let st = run_virtual(e, &mut terms, start, opts)?;
-                let lat_ns: f64 = terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum();
-                (terms.iter().map(TatpTerminal::succeeded).sum(), lat_ns, st.end_ns, 0)
+                let lat_ns: f64 = terms
+                    .iter()
+                    .map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64)
+                    .sum();
+                (
+                    terms.iter().map(TatpTerminal::succeeded).sum(),
+                    lat_ns,
+                    st.end_ns,
+                    0,
+                )
             }
             (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
                 let r = tpcc::run(e, &l, c, terminals, seed, start, until_ns)?;
@@ -257,21 +294,50 @@ fn counters(store: &dyn PageStore) -> Counters {
 }
 
 /// The NoFTL store for `bench --storage native`: on the device of `device`, with `op` spare.
-pub fn native_store(device: &DeviceArgs, op: f64, page_bytes: usize) -> anyhow::Result<NativeStore> {
+pub fn native_store(
+    device: &DeviceArgs,
+    op: f64,
+    page_bytes: usize,
+) -> anyhow::Result<NativeStore> {
     let cfg = device.load()?;
     let seed = cfg.seed;
-    Ok(NativeStore::format(Nand::new(cfg)?, NativeConfig { page_bytes, spare_factor: op, seed, ..NativeConfig::default() })?)
+    Ok(NativeStore::format(
+        Nand::new(cfg)?,
+        NativeConfig {
+            page_bytes,
+            spare_factor: op,
+            seed,
+            ..NativeConfig::default()
+        },
+    )?)
 }
 
 fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
     let nand = Nand::new(rig.nand.clone())?;
     let (name, cache) = ROWS[row];
     Ok(match name {
-        "native" => Box::new(NativeStore::format(nand, NativeConfig { log_blocks: Some(rig.log_blocks), spare_factor: rig.spare, seed: rig.nand.seed, ..NativeConfig::default() })?),
+        "native" => Box::new(NativeStore::format(
+            nand,
+            NativeConfig {
+                log_blocks: Some(rig.log_blocks),
+                spare_factor: rig.spare,
+                seed: rig.nand.seed,
+                ..NativeConfig::default()
+            },
+        )?),
         _ => {
-            let opts = FtlOptions { cache_fraction: cache.unwrap_or(0.02), spare_factor: rig.spare, seed: rig.nand.seed, ..FtlOptions::default() };
+            let opts = FtlOptions {
+                cache_fraction: cache.unwrap_or(0.02),
+                spare_factor: rig.spare,
+                seed: rig.nand.seed,
+                ..FtlOptions::default()
+            };
             let kind = if cache.is_some() { "dftl" } else { "page" };
-            Box::new(BlockPageStore::new(ftl::build(kind, nand, &opts)?, 4096, Some(rig.log_blocks))?)
+            Box::new(BlockPageStore::new(
+                ftl::build(kind, nand, &opts)?,
+                4096,
+                Some(rig.log_blocks),
+            )?)
         }
     })
 }
@@ -279,7 +345,13 @@ fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
 /// Measures the database (loaded on a RAM disk) and sizes the device for it.
 fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
     let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
-    let mut e = Engine::create(Box::new(probe), EngineConfig { buffer_frames: 4096, ..EngineConfig::default() })?;
+    let mut e = Engine::create(
+        Box::new(probe),
+        EngineConfig {
+            buffer_frames: 4096,
+            ..EngineConfig::default()
+        },
+    )?;
     w.load(&mut e)?;
     let loaded = e.stats().pages_allocated + 2;
     let db_pages = loaded + loaded / 10 + 256;
@@ -300,29 +372,59 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
     let fixed_blocks = (dies + 2) + (5 * dies + 2 + 2);
     let blocks_per_plane = (data_blocks + fixed_blocks).div_ceil(planes);
     let mut sized = args.device.clone();
-    sized.set.push(format!("geometry.blocks_per_plane={blocks_per_plane}"));
+    sized
+        .set
+        .push(format!("geometry.blocks_per_plane={blocks_per_plane}"));
     let cfg = sized.load()?;
     // Every store exports exactly the logical space: U = (1 - s) T, T = (blocks - reserve) ppb.
     let t = (blocks_per_plane * planes - (dies + 2)) * ppb;
     let spare = 1.0 - logical as f64 / t as f64;
     let frames = ((db_pages as f64 * 0.02) as usize).max(256);
-    Ok(Rig { nand: cfg, spare, log_blocks, frames, db_pages })
+    Ok(Rig {
+        nand: cfg,
+        spare,
+        log_blocks,
+        frames,
+        db_pages,
+    })
 }
 
-fn run_one(rig: &Rig, row: usize, w: Workload, terminals: u32, seed: u64, until_ns: u64) -> anyhow::Result<RunOut> {
+fn run_one(
+    rig: &Rig,
+    row: usize,
+    w: Workload,
+    terminals: u32,
+    seed: u64,
+    until_ns: u64,
+) -> anyhow::Result<RunOut> {
     let store = build_store(rig, row)?;
-    let mut e = Engine::create(store, EngineConfig { buffer_frames: rig.frames, ..EngineConfig::default() })?;
+    let mut e = Engine::create(
+        store,
+        EngineConfig {
+            buffer_frames: rig.frames,
+            ..EngineConfig::default()
+        },
+    )?;
     let loaded = w.load(&mut e)?;
     e.checkpoint()?;
     let before = counters(e.store());
     let start = e.now();
-    let (committed, lat_ns, end_ns, new_orders) = w.run(&mut e, loaded, terminals, seed, start, until_ns)?;
+    let (committed, lat_ns, end_ns, new_orders) =
+        w.run(&mut e, loaded, terminals, seed, start, until_ns)?;
     let after = counters(e.store());
     let n = committed.max(1) as f64;
     let secs = (end_ns - start) as f64 / 1e9;
     Ok(RunOut {
-        tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
-        notpm: if secs > 0.0 { new_orders as f64 * 60.0 / secs } else { 0.0 },
+        tps: if secs > 0.0 {
+            committed as f64 / secs
+        } else {
+            0.0
+        },
+        notpm: if secs > 0.0 {
+            new_orders as f64 * 60.0 / secs
+        } else {
+            0.0
+        },
         per: PerTxn {
             flash_reads: (after.reads - before.reads) as f64 / n,
             flash_programs: (after.programs - before.programs) as f64 / n,
@@ -340,7 +442,11 @@ fn run_one(rig: &Rig, row: usize, w: Workload, terminals: u32, seed: u64, until_
 fn mean_stdev(v: &[f64]) -> (f64, f64) {
     let n = v.len() as f64;
     let m = v.iter().sum::<f64>() / n;
-    let var = if v.len() > 1 { v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
     (m, var.sqrt())
 }
 
@@ -374,7 +480,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let scales = match args.workload.as_str() {
         "tpcb" => PAPER_SCALES_TPCB,
         "tpcc" => PAPER_SCALES_TPCC,
-        other => bail!("--paper runs seed 000's scales, which it gives for tpcb and tpcc only, not '{other}'"),
+        other => bail!(
+            "--paper runs seed 000's scales, which it gives for tpcb and tpcc only, not '{other}'"
+        ),
     };
     for scale in scales {
         let mut one = args.clone();
@@ -391,7 +499,10 @@ fn with_scale(path: &std::path::Path, scale: u32) -> PathBuf {
     if path.as_os_str() == "-" {
         return path.to_path_buf();
     }
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let name = match path.extension() {
         Some(ext) => format!("{stem}-sf{scale}.{}", ext.to_string_lossy()),
         None => format!("{stem}-sf{scale}"),
@@ -411,11 +522,21 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     let (w, scale) = match args.workload.as_str() {
         "tpcb" => {
             let scale = args.scale.unwrap_or(12);
-            (Workload::Tpcb(TpcbConfig { scale, tellers_per_branch: 10, accounts_per_branch: args.accounts_per_branch }), scale)
+            (
+                Workload::Tpcb(TpcbConfig {
+                    scale,
+                    tellers_per_branch: 10,
+                    accounts_per_branch: args.accounts_per_branch,
+                }),
+                scale,
+            )
         }
         "tatp" => {
             let scale = args.scale.unwrap_or(20_000);
-            (Workload::Tatp(TatpConfig { subscribers: scale }, args.seed), scale)
+            (
+                Workload::Tatp(TatpConfig { subscribers: scale }, args.seed),
+                scale,
+            )
         }
         "tpcc" => {
             let scale = args.scale.unwrap_or(1);
@@ -461,7 +582,9 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         rig.spare * 100.0,
         rig.frames
     );
-    let jobs: Vec<(usize, u32)> = (0..ROWS.len()).flat_map(|r| (0..args.repeat).map(move |k| (r, k))).collect();
+    let jobs: Vec<(usize, u32)> = (0..ROWS.len())
+        .flat_map(|r| (0..args.repeat).map(move |k| (r, k)))
+        .collect();
     let results: Mutex<Vec<Option<RunOut>>> = Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
     let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
@@ -474,10 +597,23 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
                     break;
                 }
                 let (row, k) = jobs[i];
-                match run_one(&rig, row, w, args.terminals, args.seed.wrapping_add(u64::from(k)), until_ns) {
+                match run_one(
+                    &rig,
+                    row,
+                    w,
+                    args.terminals,
+                    args.seed.wrapping_add(u64::from(k)),
+                    until_ns,
+                ) {
                     Ok(out) => {
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        eprintln!("[{n}/{}] {} repeat {}: {:.1} tx/s", jobs.len(), ROWS[row].0, k + 1, out.tps);
+                        eprintln!(
+                            "[{n}/{}] {} repeat {}: {:.1} tx/s",
+                            jobs.len(),
+                            ROWS[row].0,
+                            k + 1,
+                            out.tps
+                        );
                         if let Ok(mut r) = results.lock() {
                             r[i] = Some(out);
                         }
@@ -495,14 +631,22 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     if let Some(e) = failed.into_inner().ok().flatten() {
         return Err(e);
     }
-    let results = results.into_inner().map_err(|_| anyhow::anyhow!("a worker panicked"))?;
+    let results = results
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a worker panicked"))?;
     let mut rows = Vec::new();
     let mut native_tps = 0.0;
     for (r, (name, _)) in ROWS.iter().enumerate() {
-        let runs: Vec<RunOut> = jobs.iter().zip(&results).filter(|((row, _), _)| *row == r).filter_map(|(_, o)| *o).collect();
+        let runs: Vec<RunOut> = jobs
+            .iter()
+            .zip(&results)
+            .filter(|((row, _), _)| *row == r)
+            .filter_map(|(_, o)| *o)
+            .collect();
         let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
         let (m, sd) = mean_stdev(&tps);
-        let notpm = matches!(w, Workload::Tpcc(_)).then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
+        let notpm = matches!(w, Workload::Tpcc(_))
+            .then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
         if r == 0 {
             native_tps = m;
         }
@@ -581,12 +725,27 @@ fn print_table(res: &CompareResult) {
     println!();
     print!("{:<8}", label);
     for r in &res.rows {
-        let sd = if r.storage == "native" { String::new() } else { format!("{:.2}", r.slowdown) };
+        let sd = if r.storage == "native" {
+            String::new()
+        } else {
+            format!("{:.2}", r.slowdown)
+        };
         print!(" | {:>9.1} {:>7.2} {:>8}", r.throughput_tps, r.stdev, sd);
     }
     println!();
     println!();
-    println!("per transaction    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>11}", "flash rd", "programs", "erases", "GC migr.", "transl. rd", "transl. wr", "mapping us", "energy uJ", "latency us");
+    println!(
+        "per transaction    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>11}",
+        "flash rd",
+        "programs",
+        "erases",
+        "GC migr.",
+        "transl. rd",
+        "transl. wr",
+        "mapping us",
+        "energy uJ",
+        "latency us"
+    );
     for r in &res.rows {
         let p = r.per_txn;
         println!(
@@ -596,11 +755,20 @@ fn print_table(res: &CompareResult) {
     }
     println!("mapping us: DFTL and page on the device controller (400 MHz); native on the host (2.53 GHz), part of the engine's CPU time.");
     if res.workload == "tpcc" {
-        let n: Vec<String> = res.rows.iter().map(|r| format!("{} {:.0}", r.storage, r.notpm.unwrap_or(0.0))).collect();
-        println!("NOTPM (New-Orders per minute, no keying or think times): {}", n.join(", "));
+        let n: Vec<String> = res
+            .rows
+            .iter()
+            .map(|r| format!("{} {:.0}", r.storage, r.notpm.unwrap_or(0.0)))
+            .collect();
+        println!(
+            "NOTPM (New-Orders per minute, no keying or think times): {}",
+            n.join(", ")
+        );
         println!("{}", tpcc::SEED_000);
     } else if res.workload == "tatp" {
-        println!("TATP: successful transactions per second (TATP's MQTh); seed 000 has no TATP figure.");
+        println!(
+            "TATP: successful transactions per second (TATP's MQTh); seed 000 has no TATP figure."
+        );
     } else {
         println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
     }
@@ -612,8 +780,14 @@ mod paper_tests {
 
     #[test]
     fn paper_json_files_carry_the_scale() {
-        assert_eq!(with_scale(std::path::Path::new("out/compare.json"), 48), PathBuf::from("out/compare-sf48.json"));
-        assert_eq!(with_scale(std::path::Path::new("compare"), 5), PathBuf::from("compare-sf5"));
+        assert_eq!(
+            with_scale(std::path::Path::new("out/compare.json"), 48),
+            PathBuf::from("out/compare-sf48.json")
+        );
+        assert_eq!(
+            with_scale(std::path::Path::new("compare"), 5),
+            PathBuf::from("compare-sf5")
+        );
         assert_eq!(with_scale(std::path::Path::new("-"), 5), PathBuf::from("-"));
         assert!(available_memory_bytes().is_some_and(|b| b > 0) || !cfg!(target_os = "linux"));
     }

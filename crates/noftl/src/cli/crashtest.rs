@@ -126,7 +126,11 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         unsafe_ack_before_force: args.canary,
         terminals: args.terminals.max(1),
         txns_per_terminal: args.txns.max(1),
-        tpcb: TpcbConfig { scale: 2, tellers_per_branch: 10, accounts_per_branch: 300 },
+        tpcb: TpcbConfig {
+            scale: 2,
+            tellers_per_branch: 10,
+            accounts_per_branch: 300,
+        },
         ..CrashOptions::default()
     };
     let mut rep = CrashReport {
@@ -143,9 +147,16 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         failures: vec![],
     };
     let bar = ProgressBar::new(args.seeds);
-    bar.set_style(ProgressStyle::with_template("crashtest {wide_bar} {pos}/{len} seeds ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("crashtest {wide_bar} {pos}/{len} seeds ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     for s in args.first_seed..args.first_seed + args.seeds {
-        let out = if native { kits::crash_native::crash_native_once(s, &o)? } else { crash_once(s, &o)? };
+        let out = if native {
+            kits::crash_native::crash_native_once(s, &o)?
+        } else {
+            crash_once(s, &o)?
+        };
         rep.faults_inside_workload += u64::from(out.fault_hit);
         rep.errors_reported += u64::from(out.error_reported.is_some());
         rep.recovery_cuts_inside_restart += u64::from(out.recovery_cut_hit);
@@ -155,7 +166,10 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         if out.verified() {
             rep.verified += 1;
         } else {
-            rep.failures.push(Failure { seed: s, violations: out.violations });
+            rep.failures.push(Failure {
+                seed: s,
+                violations: out.violations,
+            });
         }
         bar.inc(1);
     }
@@ -168,18 +182,29 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
             rep.storage, rep.fault, rep.verified, rep.seeds, rep.faults_inside_workload, rep.errors_reported
         );
         if !rep.faults_landed_on.is_empty() {
-            let ops: Vec<String> = rep.faults_landed_on.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let ops: Vec<String> = rep
+                .faults_landed_on
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
             println!("  faults landed on: {}", ops.join(", "));
         }
         if args.recovery_crash {
-            println!("  second cuts inside the restart: {}", rep.recovery_cuts_inside_restart);
+            println!(
+                "  second cuts inside the restart: {}",
+                rep.recovery_cuts_inside_restart
+            );
         }
         for f in &rep.failures {
             println!("  seed {}: {}", f.seed, f.violations.join("; "));
         }
     }
     if !rep.failures.is_empty() {
-        bail!("{} of {} recoveries failed verification", rep.failures.len(), rep.seeds);
+        bail!(
+            "{} of {} recoveries failed verification",
+            rep.failures.len(),
+            rep.seeds
+        );
     }
     Ok(())
 }

@@ -48,18 +48,48 @@ pub fn run(c: DeviceCommand) -> anyhow::Result<()> {
                 f64::from(g.page_size_bytes + g.oob_size_bytes) / t.bus_mt_per_s
             };
             if json {
-                let shown = Shown { config: &cfg, dies: g.dies(), blocks: g.blocks(), pages: g.pages(), capacity_bytes: g.capacity_bytes(), page_transfer_us: transfer_us };
+                let shown = Shown {
+                    config: &cfg,
+                    dies: g.dies(),
+                    blocks: g.blocks(),
+                    pages: g.pages(),
+                    capacity_bytes: g.capacity_bytes(),
+                    page_transfer_us: transfer_us,
+                };
                 println!("{}", serde_json::to_string_pretty(&shown)?);
                 return Ok(());
             }
             println!("device      {}  ({})", cfg.name, cfg.description);
             println!(
                 "geometry    {} channels x {} chips x {} dies x {} planes x {} blocks x {} pages",
-                g.channels, g.chips_per_channel, g.dies_per_chip, g.planes_per_die, g.blocks_per_plane, g.pages_per_block
+                g.channels,
+                g.chips_per_channel,
+                g.dies_per_chip,
+                g.planes_per_die,
+                g.blocks_per_plane,
+                g.pages_per_block
             );
-            println!("page        {} B data + {} B OOB", g.page_size_bytes, g.oob_size_bytes);
-            println!("capacity    {} ({} dies, {} blocks, {} pages)", human_bytes(g.capacity_bytes()), g.dies(), g.blocks(), g.pages());
-            println!("cells       {} (NOP {}{})", cfg.cell.native, cfg.cell.nop, if cfg.cell.native != nand::CellMode::Slc { ", pSLC capable" } else { "" });
+            println!(
+                "page        {} B data + {} B OOB",
+                g.page_size_bytes, g.oob_size_bytes
+            );
+            println!(
+                "capacity    {} ({} dies, {} blocks, {} pages)",
+                human_bytes(g.capacity_bytes()),
+                g.dies(),
+                g.blocks(),
+                g.pages()
+            );
+            println!(
+                "cells       {} (NOP {}{})",
+                cfg.cell.native,
+                cfg.cell.nop,
+                if cfg.cell.native != nand::CellMode::Slc {
+                    ", pSLC capable"
+                } else {
+                    ""
+                }
+            );
             let opt = |v: Option<f64>| v.map(|x| format!("{x}")).unwrap_or_else(|| "-".into());
             println!(
                 "timing      tR {} us (middle {}, upper {}), tPROG {} us (middle {}, upper {}), tBERS {} us",
@@ -72,17 +102,30 @@ pub fn run(c: DeviceCommand) -> anyhow::Result<()> {
                 t.erase_us
             );
             if cfg.cell.native != nand::CellMode::Slc {
-                println!("pslc        tR {} us, tPROG {} us", opt(t.pslc_read_us), opt(t.pslc_program_us));
+                println!(
+                    "pslc        tR {} us, tPROG {} us",
+                    opt(t.pslc_read_us),
+                    opt(t.pslc_program_us)
+                );
             }
             if t.transfer_in_array_time {
-                println!("bus         transfer included in array times; command cycles {} ns", t.cmd_addr_ns);
+                println!(
+                    "bus         transfer included in array times; command cycles {} ns",
+                    t.cmd_addr_ns
+                );
             } else {
-                println!("bus         {} MT/s ({transfer_us:.2} us per page), command cycles {} ns", t.bus_mt_per_s, t.cmd_addr_ns);
+                println!(
+                    "bus         {} MT/s ({transfer_us:.2} us per page), command cycles {} ns",
+                    t.bus_mt_per_s, t.cmd_addr_ns
+                );
             }
             println!(
                 "endurance   {} P/E cycles{}",
                 cfg.endurance.native_cycles,
-                cfg.endurance.pslc_cycles.map(|c| format!(", pSLC {c}")).unwrap_or_default()
+                cfg.endurance
+                    .pslc_cycles
+                    .map(|c| format!(", pSLC {c}"))
+                    .unwrap_or_default()
             );
             let r = &cfg.reliability;
             println!(

@@ -110,7 +110,15 @@ struct IoResult {
 
 impl IoResult {
     /// The fields every target reports, from a measured closed-loop run.
-    fn measured(args: &IoArgs, target: String, device: String, rw: String, l: &LoopResult, flash: FlashCounts, energy_joules: f64) -> Self {
+    fn measured(
+        args: &IoArgs,
+        target: String,
+        device: String,
+        rw: String,
+        l: &LoopResult,
+        flash: FlashCounts,
+        energy_joules: f64,
+    ) -> Self {
         IoResult {
             target,
             device,
@@ -143,7 +151,11 @@ struct Progress {
 
 impl Progress {
     fn new(total: u64) -> Self {
-        Progress { total, started: Instant::now(), bar: None }
+        Progress {
+            total,
+            started: Instant::now(),
+            bar: None,
+        }
     }
     fn tick(&mut self, done: u64) {
         if !done.is_multiple_of(4096) && done != self.total {
@@ -152,8 +164,10 @@ impl Progress {
         if self.bar.is_none() && self.started.elapsed().as_secs_f64() > 1.0 {
             let bar = ProgressBar::new(self.total);
             bar.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} requests ({eta})")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} requests ({eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             self.bar = Some(bar);
         }
@@ -170,7 +184,12 @@ impl Progress {
 
 fn summary(l: &LoopResult) -> LatencyUs {
     let s = LatencySummary::from_ns_histogram(&l.latency_ns);
-    LatencyUs { mean: s.mean, p50: s.p50, p99: s.p99, max: s.max }
+    LatencyUs {
+        mean: s.mean,
+        p50: s.p50,
+        p99: s.p99,
+        max: s.max,
+    }
 }
 
 fn request_count(args: &IoArgs) -> anyhow::Result<u64> {
@@ -215,12 +234,24 @@ fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     let mut nand = Nand::new(cfg)?;
     if args.precondition {
         // Program every page once (stripe order, all dies busy) so that reads return real data.
-        let mut fill = RawWorkload::new(&nand, RawPattern::Write, u64::from(nand.geometry().page_size_bytes), args.seed ^ 0xF111)
-            .map_err(anyhow::Error::msg)?;
+        let mut fill = RawWorkload::new(
+            &nand,
+            RawPattern::Write,
+            u64::from(nand.geometry().page_size_bytes),
+            args.seed ^ 0xF111,
+        )
+        .map_err(anyhow::Error::msg)?;
         let pages = nand.geometry().pages();
         let dies = nand.geometry().dies();
         let mut progress = Progress::new(pages);
-        run_closed_loop(0, dies, pages, |_, at| fill.submit(&mut nand, at), |d| progress.tick(d)).context("precondition failed")?;
+        run_closed_loop(
+            0,
+            dies,
+            pages,
+            |_, at| fill.submit(&mut nand, at),
+            |d| progress.tick(d),
+        )
+        .context("precondition failed")?;
         progress.finish();
         nand.reset_stats();
     }
@@ -230,9 +261,14 @@ fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     let energy_before = nand.report().energy.total_joules;
     let mut clock_error_us = None;
     let l = match args.clock {
-        nand::ClockMode::Virtual | nand::ClockMode::None => {
-            run_closed_loop(start, args.qd, ops, |_, at| w.submit(&mut nand, at), |d| progress.tick(d)).context("flash operation failed")?
-        }
+        nand::ClockMode::Virtual | nand::ClockMode::None => run_closed_loop(
+            start,
+            args.qd,
+            ops,
+            |_, at| w.submit(&mut nand, at),
+            |d| progress.tick(d),
+        )
+        .context("flash operation failed")?,
         nand::ClockMode::Real => {
             if args.qd != 1 {
                 bail!("--clock real runs at QD 1 here (one thread waits per request); use noftl serve for concurrency");
@@ -244,7 +280,15 @@ fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     };
     progress.finish();
     let report = nand.report();
-    let mut r = IoResult::measured(args, "raw".into(), nand.config().name.clone(), rw, &l, report.flash, report.energy.total_joules - energy_before);
+    let mut r = IoResult::measured(
+        args,
+        "raw".into(),
+        nand.config().name.clone(),
+        rw,
+        &l,
+        report.flash,
+        report.energy.total_joules - energy_before,
+    );
     r.clock_error_us = clock_error_us;
     Ok(r)
 }
@@ -252,7 +296,12 @@ fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
 /// Runs QD-1 requests on the wall clock: each is submitted at the real clock's now and waited
 /// for until its modelled completion. Returns the modelled latencies and the clock's error
 /// (actual minus modelled latency) in microseconds.
-fn run_real_time(nand: &mut Nand, w: &mut RawWorkload, ops: u64, progress: &mut Progress) -> anyhow::Result<(LoopResult, LatencyUs)> {
+fn run_real_time(
+    nand: &mut Nand,
+    w: &mut RawWorkload,
+    ops: u64,
+    progress: &mut Progress,
+) -> anyhow::Result<(LoopResult, LatencyUs)> {
     let clock = nand::RealClock::new();
     // The device's virtual time must run on the wall clock: start it where the device stands.
     let offset = nand.now_ns();
@@ -279,7 +328,15 @@ fn run_real_time(nand: &mut Nand, w: &mut RawWorkload, ops: u64, progress: &mut 
     )?;
     debug_assert_eq!(negative, 0, "wait_until never returns early");
     let us = |q: f64| error_ns.value_at_quantile(q) as f64 / 1000.0;
-    Ok((l, LatencyUs { mean: error_ns.mean() / 1000.0, p50: us(0.5), p99: us(0.99), max: error_ns.max() as f64 / 1000.0 }))
+    Ok((
+        l,
+        LatencyUs {
+            mean: error_ns.mean() / 1000.0,
+            p50: us(0.5),
+            p99: us(0.99),
+            max: error_ns.max() as f64 / 1000.0,
+        },
+    ))
 }
 
 /// Block-device access patterns.
@@ -302,7 +359,9 @@ impl BlockPattern {
             "randwrite" => BlockPattern::Randwrite,
             "randrw" => BlockPattern::Randrw,
             "trim" => BlockPattern::Trim,
-            other => bail!("unknown --rw '{other}' (read, randread, write, randwrite, randrw, trim)"),
+            other => {
+                bail!("unknown --rw '{other}' (read, randread, write, randwrite, randrw, trim)")
+            }
         })
     }
 }
@@ -367,7 +426,11 @@ fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     let pages_per_request = args.bs / LOGICAL_PAGE_BYTES as u64;
     let capacity = dev.capacity_pages();
     if pages_per_request > capacity {
-        bail!("--bs {} is larger than the device ({} pages)", args.bs, capacity);
+        bail!(
+            "--bs {} is larger than the device ({} pages)",
+            args.bs,
+            capacity
+        );
     }
     let mut data = vec![0u8; args.bs as usize];
     Xoshiro256PlusPlus::seed_from_u64(args.seed ^ 0xDA7A).fill_bytes(&mut data);
@@ -376,7 +439,11 @@ fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     if args.precondition {
         now = precondition(dev.as_mut(), &data)?;
     }
-    let before = (dev.report(), flash_counts(dev.as_ref()), energy(dev.as_ref()));
+    let before = (
+        dev.report(),
+        flash_counts(dev.as_ref()),
+        energy(dev.as_ref()),
+    );
     let mut stream = BlockStream {
         pattern,
         pages_per_request,
@@ -403,7 +470,16 @@ fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     progress.finish();
     let after = dev.report();
     let flash = flash_counts(dev.as_ref()).saturating_sub(&before.1);
-    Ok(block_result(args, rw, &l, &before.0, &after, flash, energy(dev.as_ref()) - before.2, dev.as_ref()))
+    Ok(block_result(
+        args,
+        rw,
+        &l,
+        &before.0,
+        &after,
+        flash,
+        energy(dev.as_ref()) - before.2,
+        dev.as_ref(),
+    ))
 }
 
 /// Fills every logical page once, sequentially, in large requests.
@@ -420,7 +496,9 @@ fn precondition(dev: &mut dyn BlockDevice, pattern: &[u8]) -> anyhow::Result<Nan
     let mut i = 0;
     while lpn < capacity {
         let n = chunk_pages.min(capacity - lpn);
-        now = dev.write(now, lpn, &chunk[..n as usize * LOGICAL_PAGE_BYTES], false).context("precondition write failed")?;
+        now = dev
+            .write(now, lpn, &chunk[..n as usize * LOGICAL_PAGE_BYTES], false)
+            .context("precondition write failed")?;
         lpn += n;
         i += 1;
         progress.tick(i);
@@ -430,7 +508,9 @@ fn precondition(dev: &mut dyn BlockDevice, pattern: &[u8]) -> anyhow::Result<Nan
 }
 
 fn flash_counts(dev: &dyn BlockDevice) -> FlashCounts {
-    dev.nand().map(|n| n.stats().flash_counts()).unwrap_or_default()
+    dev.nand()
+        .map(|n| n.stats().flash_counts())
+        .unwrap_or_default()
 }
 
 fn energy(dev: &dyn BlockDevice) -> f64 {
@@ -438,7 +518,16 @@ fn energy(dev: &dyn BlockDevice) -> f64 {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn block_result(args: &IoArgs, rw: String, l: &LoopResult, before: &FtlReport, after: &FtlReport, flash: FlashCounts, energy_joules: f64, dev: &dyn BlockDevice) -> IoResult {
+fn block_result(
+    args: &IoArgs,
+    rw: String,
+    l: &LoopResult,
+    before: &FtlReport,
+    after: &FtlReport,
+    flash: FlashCounts,
+    energy_joules: f64,
+    dev: &dyn BlockDevice,
+) -> IoResult {
     let host = HostCounts {
         reads: after.host.reads - before.host.reads,
         writes: after.host.writes - before.host.writes,
@@ -451,11 +540,16 @@ fn block_result(args: &IoArgs, rw: String, l: &LoopResult, before: &FtlReport, a
         wl_migrations: after.gc.wl_migrations - before.gc.wl_migrations,
         wl_erases: after.gc.wl_erases - before.gc.wl_erases,
     };
-    let waf = if host.writes == 0 { 0.0 } else { (flash.programs + flash.partial_programs) as f64 / host.writes as f64 };
+    let waf = if host.writes == 0 {
+        0.0
+    } else {
+        (flash.programs + flash.partial_programs) as f64 / host.writes as f64
+    };
     let mut r = IoResult::measured(
         args,
         args.target.target.clone(),
-        dev.nand().map_or_else(|| "none".to_string(), |n| n.config().name.clone()),
+        dev.nand()
+            .map_or_else(|| "none".to_string(), |n| n.config().name.clone()),
         rw,
         l,
         flash,
@@ -476,17 +570,32 @@ fn block_result(args: &IoArgs, rw: String, l: &LoopResult, before: &FtlReport, a
 }
 
 fn print_human(r: &IoResult, wall_s: f64) {
-    println!("{} on {} ({}), {} x {} B at QD {}, seed {}", r.rw, r.target, r.device, r.ops, r.bs, r.qd, r.seed);
-    println!("  throughput  {:.0} IOPS, {:.2} MiB/s over {:.6} s of device time", r.iops, r.mib_per_s, r.virtual_seconds);
-    println!("  latency us  mean {:.2}  p50 {:.2}  p99 {:.2}  max {:.2}", r.latency_us.mean, r.latency_us.p50, r.latency_us.p99, r.latency_us.max);
+    println!(
+        "{} on {} ({}), {} x {} B at QD {}, seed {}",
+        r.rw, r.target, r.device, r.ops, r.bs, r.qd, r.seed
+    );
+    println!(
+        "  throughput  {:.0} IOPS, {:.2} MiB/s over {:.6} s of device time",
+        r.iops, r.mib_per_s, r.virtual_seconds
+    );
+    println!(
+        "  latency us  mean {:.2}  p50 {:.2}  p99 {:.2}  max {:.2}",
+        r.latency_us.mean, r.latency_us.p50, r.latency_us.p99, r.latency_us.max
+    );
     let f = &r.flash;
     println!(
         "  flash       {} reads, {} programs, {} partial programs, {} erases, {} OOB reads, {} OOB writes",
         f.reads, f.programs, f.partial_programs, f.erases, f.oob_reads, f.oob_writes
     );
     if let (Some(h), Some(g), Some(waf), Some(x)) = (&r.host, &r.gc, r.waf, &r.ftl) {
-        println!("  host        {} reads, {} writes, {} trims (pages)", h.reads, h.writes, h.trims);
-        println!("  gc          {} migrations, {} erases; WAF {waf:.3}", g.migrations, g.erases);
+        println!(
+            "  host        {} reads, {} writes, {} trims (pages)",
+            h.reads, h.writes, h.trims
+        );
+        println!(
+            "  gc          {} migrations, {} erases; WAF {waf:.3}",
+            g.migrations, g.erases
+        );
         println!(
             "  ftl         {}: mapping {} B, translation {} reads / {} writes{}, controller {:.1} us",
             x.name,
@@ -498,10 +607,17 @@ fn print_human(r: &IoResult, wall_s: f64) {
         );
     }
     if let Some(e) = &r.clock_error_us {
-        println!("  real clock  actual - modelled latency: p50 {:.2} us, p99 {:.2} us, max {:.2} us", e.p50, e.p99, e.max);
+        println!(
+            "  real clock  actual - modelled latency: p50 {:.2} us, p99 {:.2} us, max {:.2} us",
+            e.p50, e.p99, e.max
+        );
     }
     println!("  energy      {:.6} J", r.energy_joules);
     if wall_s > 0.0 {
-        println!("  emulator    {:.2} s wall clock, {:.0} requests/s", wall_s, r.ops as f64 / wall_s);
+        println!(
+            "  emulator    {:.2} s wall clock, {:.0} requests/s",
+            wall_s,
+            r.ops as f64 / wall_s
+        );
     }
 }

@@ -13,7 +13,11 @@ pub mod serve;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "noftl", version, about = "NAND flash emulator, FTLs and a flash-aware storage engine, with the benchmarks to compare them")]
+#[command(
+    name = "noftl",
+    version,
+    about = "NAND flash emulator, FTLs and a flash-aware storage engine, with the benchmarks to compare them"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

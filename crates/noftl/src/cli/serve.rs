@@ -36,7 +36,9 @@ pub struct ServeArgs {
 
 fn parse_clock(s: &str) -> Result<ClockMode, String> {
     match s.parse::<ClockMode>()? {
-        ClockMode::Virtual => Err("serve runs in real time: use --clock real or --clock none".into()),
+        ClockMode::Virtual => {
+            Err("serve runs in real time: use --clock real or --clock none".into())
+        }
         m => Ok(m),
     }
 }
@@ -48,7 +50,9 @@ pub fn parse_listen(s: &str) -> anyhow::Result<SocketAddr> {
     }
     match s.parse::<SocketAddr>() {
         Ok(a) => Ok(a),
-        Err(_) => bail!("--listen '{s}' is neither a port nor ADDR:PORT (e.g. 10809 or 127.0.0.1:10809)"),
+        Err(_) => {
+            bail!("--listen '{s}' is neither a port nor ADDR:PORT (e.g. 10809 or 127.0.0.1:10809)")
+        }
     }
 }
 
@@ -69,7 +73,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let dev = targets::build(&args.target)?;
     let export = nbd::Export::new(dev, args.clock);
-    nbd::server::run(export, ServerConfig { endpoint, max_connections: args.max_connections, stats_file: args.stats_file })
+    nbd::server::run(
+        export,
+        ServerConfig {
+            endpoint,
+            max_connections: args.max_connections,
+            stats_file: args.stats_file,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -78,8 +89,14 @@ mod tests {
 
     #[test]
     fn listen_defaults_to_loopback() {
-        assert_eq!(parse_listen("10809").ok(), Some("127.0.0.1:10809".parse().expect("literal")));
-        assert_eq!(parse_listen("[::1]:7").ok(), Some("[::1]:7".parse().expect("literal")));
+        assert_eq!(
+            parse_listen("10809").ok(),
+            Some("127.0.0.1:10809".parse().expect("literal"))
+        );
+        assert_eq!(
+            parse_listen("[::1]:7").ok(),
+            Some("[::1]:7".parse().expect("literal"))
+        );
         assert!(parse_listen("localhost").is_err());
         assert!(parse_clock("virtual").is_err());
         assert_eq!(parse_clock("none"), Ok(ClockMode::None));

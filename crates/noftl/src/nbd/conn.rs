@@ -116,7 +116,10 @@ impl Budget {
     fn acquire(&self, bytes: usize) -> Option<Vec<u8>> {
         let mut st = self.lock();
         // A request always fits when nothing is in flight, whatever its size.
-        while !st.writer_gone && st.requests > 0 && (st.requests >= MAX_IN_FLIGHT || st.bytes + bytes > MAX_IN_FLIGHT_BYTES) {
+        while !st.writer_gone
+            && st.requests > 0
+            && (st.requests >= MAX_IN_FLIGHT || st.bytes + bytes > MAX_IN_FLIGHT_BYTES)
+        {
             st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         if st.writer_gone {
@@ -151,7 +154,12 @@ impl Budget {
 
 /// Serves one connection from handshake to end. `shutdown` is called when the writer fails so
 /// that a reader blocked on the socket wakes up (a no-op for in-memory streams).
-pub fn serve<R: Read, W: Write + Send>(export: &Export, reader: R, writer: W, shutdown: &(dyn Fn() + Sync)) -> Result<Ended, ProtoError> {
+pub fn serve<R: Read, W: Write + Send>(
+    export: &Export,
+    reader: R,
+    writer: W,
+    shutdown: &(dyn Fn() + Sync),
+) -> Result<Ended, ProtoError> {
     let mut r = BufReader::with_capacity(IO_BUFFER_BYTES, reader);
     let mut w = BufWriter::with_capacity(IO_BUFFER_BYTES, writer);
     if negotiate(export, &mut r, &mut w)? == Handshake::Ended {
@@ -178,7 +186,9 @@ pub fn serve<R: Read, W: Write + Send>(export: &Export, reader: R, writer: W, sh
             Err(e) => return Err(ProtoError::Io(e)),
         };
         let read_result = read_requests(export, &mut r, tx, &budget);
-        let write_result = writer.join().unwrap_or_else(|_| Err(std::io::Error::other("reply writer panicked")));
+        let write_result = writer
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("reply writer panicked")));
         match (read_result, write_result) {
             (Err(e), _) => Err(e),
             (Ok(_), Err(_)) => Ok(Ended::WriteFailed),
@@ -195,7 +205,12 @@ enum Next {
 
 /// Reads one request and schedules it. `get_buf(bytes)` supplies a buffer of at least `bytes`
 /// (waiting for room in the budget); `None` means the writer is gone.
-fn next_request(export: &Export, r: &mut impl Read, seq: u64, get_buf: &mut impl FnMut(usize) -> Option<Vec<u8>>) -> Result<Next, ProtoError> {
+fn next_request(
+    export: &Export,
+    r: &mut impl Read,
+    seq: u64,
+    get_buf: &mut impl FnMut(usize) -> Option<Vec<u8>>,
+) -> Result<Next, ProtoError> {
     let mut head = [0u8; REQUEST_HEADER_BYTES];
     if !read_exact_or_eof(r, &mut head)? {
         return Ok(Next::Ended(Ended::Closed));
@@ -223,22 +238,48 @@ fn next_request(export: &Export, r: &mut impl Read, seq: u64, get_buf: &mut impl
     let (sched, data_len) = match cmd {
         Ok(c) => {
             let s = export.schedule(&c, &mut buf);
-            let data = if let Command::Read { len, .. } = c { len } else { 0 };
+            let data = if let Command::Read { len, .. } = c {
+                len
+            } else {
+                0
+            };
             (s, if s.errno == 0 { data } else { 0 })
         }
         Err(errno) => {
             export.counters.errors.fetch_add(1, Ordering::Relaxed);
             // Due on arrival, which keeps it behind the requests before it (invariant 3).
             let due_ns = if export.waits() { arrived_ns } else { 0 };
-            (super::export::Scheduled { errno, model_ns: 0, due_ns }, 0)
+            (
+                super::export::Scheduled {
+                    errno,
+                    model_ns: 0,
+                    due_ns,
+                },
+                0,
+            )
         }
     };
-    Ok(Next::Request(Reply { due_ns: sched.due_ns, seq, handle: h.handle, errno: sched.errno, buf, data_len, model_ns: sched.model_ns, arrived_ns, reserved: bytes }))
+    Ok(Next::Request(Reply {
+        due_ns: sched.due_ns,
+        seq,
+        handle: h.handle,
+        errno: sched.errno,
+        buf,
+        data_len,
+        model_ns: sched.model_ns,
+        arrived_ns,
+        reserved: bytes,
+    }))
 }
 
 /// The reader of the real-clock pipeline: reads and schedules requests until DISC, end of
 /// stream or a violation, handing each reply to the writer.
-fn read_requests(export: &Export, r: &mut impl Read, tx: mpsc::Sender<Reply>, budget: &Budget) -> Result<Ended, ProtoError> {
+fn read_requests(
+    export: &Export,
+    r: &mut impl Read,
+    tx: mpsc::Sender<Reply>,
+    budget: &Budget,
+) -> Result<Ended, ProtoError> {
     let mut get_buf = |bytes| budget.acquire(bytes);
     for seq in 0.. {
         match next_request(export, r, seq, &mut get_buf)? {
@@ -256,7 +297,11 @@ fn read_requests(export: &Export, r: &mut impl Read, tx: mpsc::Sender<Reply>, bu
 /// `--clock none`: nothing waits, so one thread reads, runs and replies in order, and flushes
 /// the replies only when no further request is already buffered (replies to a burst of
 /// requests go out in one write). One reusable buffer; no thread hand-off per request.
-fn serve_inline<R: Read>(export: &Export, r: &mut BufReader<R>, w: &mut impl Write) -> Result<Ended, ProtoError> {
+fn serve_inline<R: Read>(
+    export: &Export,
+    r: &mut BufReader<R>,
+    w: &mut impl Write,
+) -> Result<Ended, ProtoError> {
     let mut spare: Option<Vec<u8>> = Some(Vec::new());
     for seq in 0.. {
         let mut get_buf = |bytes: usize| {
@@ -269,7 +314,11 @@ fn serve_inline<R: Read>(export: &Export, r: &mut BufReader<R>, w: &mut impl Wri
         let reply = match next_request(export, r, seq, &mut get_buf)? {
             Next::Request(reply) => reply,
             Next::Ended(e) => {
-                return Ok(if w.flush().is_err() { Ended::WriteFailed } else { e });
+                return Ok(if w.flush().is_err() {
+                    Ended::WriteFailed
+                } else {
+                    e
+                });
             }
         };
         let mut sent = send_reply(w, &reply);
@@ -290,7 +339,12 @@ fn serve_inline<R: Read>(export: &Export, r: &mut BufReader<R>, w: &mut impl Wri
 
 /// The writer: sends replies when due, earliest first (invariant 3), flushing the socket
 /// whenever nothing else is ready to go.
-fn write_replies(export: &Export, w: &mut impl Write, rx: mpsc::Receiver<Reply>, budget: &Budget) -> std::io::Result<()> {
+fn write_replies(
+    export: &Export,
+    w: &mut impl Write,
+    rx: mpsc::Receiver<Reply>,
+    budget: &Budget,
+) -> std::io::Result<()> {
     let clock = export.clock();
     let mut heap: BinaryHeap<Reply> = BinaryHeap::new();
     let mut open = true;
@@ -356,9 +410,9 @@ mod tests {
     //! it, and well-formed requests must behave like a plain byte array (the reference model).
     use super::*;
     use ftl::MemDisk;
-    use std::io::{Read, Write};
     use nand::ClockMode;
     use proptest::prelude::*;
+    use std::io::{Read, Write};
 
     const PAGES: u64 = 16;
     const SIZE: usize = PAGES as usize * 4096;
@@ -417,18 +471,34 @@ mod tests {
         let flags = prop_oneof![6 => Just(0u16), 2 => Just(CMD_FLAG_FUA), 2 => Just(CMD_FLAG_NO_HOLE), 1 => any::<u16>()];
         let sector = 0u64..(SIZE as u64 / 512 + 8);
         let length = prop_oneof![8 => (0u32..40).prop_map(|s| s * 512), 1 => 0u32..20_000, 1 => Just(MAX_PAYLOAD_BYTES + 512)];
-        (kind, flags, sector, any::<bool>(), length, any::<u8>()).prop_map(|(kind, flags, sector, odd, length, fill)| {
-            // Keep writes small enough to send: an oversized WRITE is a hard disconnect, tested apart.
-            let length = if kind == CMD_WRITE { length.min(64 << 10) } else { length };
-            // DISC ends the stream; the test sends it last.
-            let kind = if kind == CMD_DISC { CMD_FLUSH } else { kind };
-            Req { kind, flags, offset: sector * 512 + if odd { 100 } else { 0 }, length, fill }
-        })
+        (kind, flags, sector, any::<bool>(), length, any::<u8>()).prop_map(
+            |(kind, flags, sector, odd, length, fill)| {
+                // Keep writes small enough to send: an oversized WRITE is a hard disconnect, tested apart.
+                let length = if kind == CMD_WRITE {
+                    length.min(64 << 10)
+                } else {
+                    length
+                };
+                // DISC ends the stream; the test sends it last.
+                let kind = if kind == CMD_DISC { CMD_FLUSH } else { kind };
+                Req {
+                    kind,
+                    flags,
+                    offset: sector * 512 + if odd { 100 } else { 0 },
+                    length,
+                    fill,
+                }
+            },
+        )
     }
 
     /// What the reference model says a request returns, applying it to `model`.
     fn expect(model: &mut [u8], r: &Req) -> (u32, Option<Vec<u8>>) {
-        let allowed = if r.kind == CMD_WRITE_ZEROES { CMD_FLAG_FUA | CMD_FLAG_NO_HOLE } else { CMD_FLAG_FUA };
+        let allowed = if r.kind == CMD_WRITE_ZEROES {
+            CMD_FLAG_FUA | CMD_FLAG_NO_HOLE
+        } else {
+            CMD_FLAG_FUA
+        };
         if r.flags & !allowed != 0 || !matches!(r.kind, 0 | 1 | 3 | 4 | 6) {
             return (EINVAL, None);
         }
@@ -532,7 +602,13 @@ mod tests {
     #[test]
     fn oversized_write_is_a_hard_disconnect() {
         let mut input = go_handshake();
-        let h = RequestHeader { flags: 0, kind: CMD_WRITE, handle: 1, offset: 0, length: MAX_PAYLOAD_BYTES + 1 };
+        let h = RequestHeader {
+            flags: 0,
+            kind: CMD_WRITE,
+            handle: 1,
+            offset: 0,
+            length: MAX_PAYLOAD_BYTES + 1,
+        };
         input.extend_from_slice(&h.encode());
         let (res, _) = run(input);
         assert!(matches!(res, Err(ProtoError::PayloadTooLarge(_))));
@@ -569,7 +645,17 @@ mod tests {
             kinds.push(be_u32(&out[p + 12..p + 16]));
             p += 20 + be_u32(&out[p + 16..p + 20]) as usize;
         }
-        assert_eq!(kinds, vec![REP_ERR_UNSUP, REP_ERR_UNSUP, REP_ERR_POLICY, REP_SERVER, REP_ACK, REP_ACK]);
+        assert_eq!(
+            kinds,
+            vec![
+                REP_ERR_UNSUP,
+                REP_ERR_UNSUP,
+                REP_ERR_POLICY,
+                REP_SERVER,
+                REP_ACK,
+                REP_ACK
+            ]
+        );
     }
 
     #[test]
@@ -602,8 +688,16 @@ mod tests {
         fn read(&mut self, at: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, ftl::FtlError> {
             self.inner.read(at, lpn, buf).map(|d| d + self.latency_ns)
         }
-        fn write(&mut self, at: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, ftl::FtlError> {
-            self.inner.write(at, lpn, data, fua).map(|d| d + self.latency_ns)
+        fn write(
+            &mut self,
+            at: Nanos,
+            lpn: u64,
+            data: &[u8],
+            fua: bool,
+        ) -> Result<Nanos, ftl::FtlError> {
+            self.inner
+                .write(at, lpn, data, fua)
+                .map(|d| d + self.latency_ns)
         }
         fn trim(&mut self, at: Nanos, lpn: u64, pages: u64) -> Result<Nanos, ftl::FtlError> {
             self.inner.trim(at, lpn, pages)
@@ -624,9 +718,18 @@ mod tests {
 
     /// Runs `client` against a real-clock export of a device with `latency_ns` per request,
     /// over a socket pair.
-    fn with_real_clock_server(latency_ns: u64, client: impl FnOnce(&mut std::os::unix::net::UnixStream)) -> Export {
+    fn with_real_clock_server(
+        latency_ns: u64,
+        client: impl FnOnce(&mut std::os::unix::net::UnixStream),
+    ) -> Export {
         use std::os::unix::net::UnixStream;
-        let ex = Export::new(Box::new(FixedLatency { inner: MemDisk::new(PAGES), latency_ns }), ClockMode::Real);
+        let ex = Export::new(
+            Box::new(FixedLatency {
+                inner: MemDisk::new(PAGES),
+                latency_ns,
+            }),
+            ClockMode::Real,
+        );
         let (server_end, mut client_end) = UnixStream::pair().expect("socket pair");
         std::thread::scope(|s| {
             let ex = &ex;
@@ -650,14 +753,27 @@ mod tests {
                 }
             }
             client(&mut client_end);
-            let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
+            let disc = RequestHeader {
+                flags: 0,
+                kind: CMD_DISC,
+                handle: 0,
+                offset: 0,
+                length: 0,
+            };
             client_end.write_all(&disc.encode()).expect("disc");
         });
         ex
     }
 
     fn read_request(handle: u64) -> [u8; REQUEST_HEADER_BYTES] {
-        RequestHeader { flags: 0, kind: CMD_READ, handle, offset: (handle % PAGES) * 4096, length: 4096 }.encode()
+        RequestHeader {
+            flags: 0,
+            kind: CMD_READ,
+            handle,
+            offset: (handle % PAGES) * 4096,
+            length: 4096,
+        }
+        .encode()
     }
 
     /// `--clock real` at QD1: no reply before its modelled time. How close the replies come to
@@ -679,11 +795,20 @@ mod tests {
         });
         seen_ns.sort_unstable();
         let median = seen_ns[seen_ns.len() / 2];
-        assert!(seen_ns[0] >= MODEL_NS, "a reply came {} ns early", MODEL_NS - seen_ns[0]);
+        assert!(
+            seen_ns[0] >= MODEL_NS,
+            "a reply came {} ns early",
+            MODEL_NS - seen_ns[0]
+        );
         let report = ex.report(1.0);
-        let served_p50_us = report["latency_us"]["served"]["p50"].as_f64().unwrap_or(0.0);
+        let served_p50_us = report["latency_us"]["served"]["p50"]
+            .as_f64()
+            .unwrap_or(0.0);
         eprintln!("real clock QD1: client median {median} ns, min {} ns, server p50 {served_p50_us} us, model {MODEL_NS} ns", seen_ns[0]);
-        assert!(served_p50_us >= 1000.0, "server-side p50 {served_p50_us} us is below the model's 1000 us");
+        assert!(
+            served_p50_us >= 1000.0,
+            "server-side p50 {served_p50_us} us is below the model's 1000 us"
+        );
     }
 
     /// `--clock real` with requests in flight: they overlap as the model says (a fixed-latency
@@ -709,8 +834,14 @@ mod tests {
             handles.sort_unstable();
             assert_eq!(handles, (0..16).collect::<Vec<_>>());
         });
-        assert!(elapsed_ns >= MODEL_NS, "replies came early: {elapsed_ns} ns");
+        assert!(
+            elapsed_ns >= MODEL_NS,
+            "replies came early: {elapsed_ns} ns"
+        );
         // One after another they would take 16 latencies; overlapped, one (plus scheduling noise).
-        assert!(elapsed_ns < 8 * MODEL_NS, "16 requests in flight took {elapsed_ns} ns: not overlapped");
+        assert!(
+            elapsed_ns < 8 * MODEL_NS,
+            "16 requests in flight took {elapsed_ns} ns: not overlapped"
+        );
     }
 }

@@ -47,7 +47,10 @@ struct DeviceState {
 
 impl std::fmt::Debug for DeviceState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceState").field("device", &self.dev.inner().name()).field("virtual_now_ns", &self.virtual_now_ns).finish()
+        f.debug_struct("DeviceState")
+            .field("device", &self.dev.inner().name())
+            .field("virtual_now_ns", &self.virtual_now_ns)
+            .finish()
     }
 }
 
@@ -55,7 +58,10 @@ const SECTOR: u64 = ftl::SECTOR_BYTES as u64;
 
 /// The sector-aligned span `[start, end)` that covers `[offset, offset + len)`.
 fn sector_span(offset: u64, len: usize) -> (u64, u64) {
-    (offset / SECTOR * SECTOR, (offset + len as u64).div_ceil(SECTOR) * SECTOR)
+    (
+        offset / SECTOR * SECTOR,
+        (offset + len as u64).div_ceil(SECTOR) * SECTOR,
+    )
 }
 
 fn is_aligned(offset: u64, len: usize) -> bool {
@@ -84,12 +90,21 @@ impl DeviceState {
         if is_aligned(offset, data.len()) {
             return self.dev.write(at, offset, data, fua);
         }
-        self.rmw(at, offset, data.len(), fua, |span| span.copy_from_slice(data))
+        self.rmw(at, offset, data.len(), fua, |span| {
+            span.copy_from_slice(data)
+        })
     }
 
     /// Reads the sectors around `[offset, offset + len)`, lets `merge` change that part, and
     /// writes them back; the write is issued when the read completes.
-    fn rmw(&mut self, at: Nanos, offset: u64, len: usize, fua: bool, merge: impl FnOnce(&mut [u8])) -> Result<Nanos, FtlError> {
+    fn rmw(
+        &mut self,
+        at: Nanos,
+        offset: u64,
+        len: usize,
+        fua: bool,
+        merge: impl FnOnce(&mut [u8]),
+    ) -> Result<Nanos, FtlError> {
         let (start, end) = sector_span(offset, len);
         self.scratch.resize((end - start) as usize, 0);
         let read_done = self.dev.read(at, start, &mut self.scratch)?;
@@ -98,20 +113,45 @@ impl DeviceState {
         self.dev.write(read_done, start, &self.scratch, fua)
     }
 
-    fn write_zeroes(&mut self, at: Nanos, offset: u64, len: usize, may_trim: bool, fua: bool) -> Result<Nanos, FtlError> {
+    fn write_zeroes(
+        &mut self,
+        at: Nanos,
+        offset: u64,
+        len: usize,
+        may_trim: bool,
+        fua: bool,
+    ) -> Result<Nanos, FtlError> {
         let end = offset + len as u64;
         let inner_start = offset.div_ceil(SECTOR) * SECTOR;
         let inner_end = end / SECTOR * SECTOR;
         if inner_end <= inner_start {
             // No whole sector inside: one read-modify-write of the (at most two) sectors touched.
-            return if len == 0 { Ok(at) } else { self.rmw(at, offset, len, fua, |s| s.fill(0)) };
+            return if len == 0 {
+                Ok(at)
+            } else {
+                self.rmw(at, offset, len, fua, |s| s.fill(0))
+            };
         }
-        let mut done = self.dev.write_zeroes(at, inner_start, (inner_end - inner_start) as usize, may_trim, fua)?;
+        let mut done = self.dev.write_zeroes(
+            at,
+            inner_start,
+            (inner_end - inner_start) as usize,
+            may_trim,
+            fua,
+        )?;
         if offset < inner_start {
-            done = done.max(self.rmw(at, offset, (inner_start - offset) as usize, fua, |s| s.fill(0))?);
+            done = done.max(
+                self.rmw(at, offset, (inner_start - offset) as usize, fua, |s| {
+                    s.fill(0)
+                })?,
+            );
         }
         if inner_end < end {
-            done = done.max(self.rmw(at, inner_end, (end - inner_end) as usize, fua, |s| s.fill(0))?);
+            done = done.max(
+                self.rmw(at, inner_end, (end - inner_end) as usize, fua, |s| {
+                    s.fill(0)
+                })?,
+            );
         }
         Ok(done)
     }
@@ -121,7 +161,11 @@ impl DeviceState {
     fn trim(&mut self, at: Nanos, offset: u64, len: usize, fua: bool) -> Result<Nanos, FtlError> {
         let start = offset.div_ceil(SECTOR) * SECTOR;
         let end = (offset + len as u64) / SECTOR * SECTOR;
-        let done = if end > start { self.dev.trim(at, start, (end - start) as usize)? } else { at };
+        let done = if end > start {
+            self.dev.trim(at, start, (end - start) as usize)?
+        } else {
+            at
+        };
         if fua {
             return self.dev.flush(done);
         }
@@ -168,7 +212,8 @@ pub struct Scheduled {
 
 fn histogram() -> Histogram<u64> {
     // 1 ns .. 1 hour at 3 significant digits.
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("constant histogram bounds are valid")
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+        .expect("constant histogram bounds are valid")
 }
 
 impl Export {
@@ -177,13 +222,20 @@ impl Export {
         let size_bytes = dev.size_bytes();
         let name = dev.inner().name();
         Export {
-            dev: Mutex::new(DeviceState { dev, virtual_now_ns: 0, scratch: Vec::new() }),
+            dev: Mutex::new(DeviceState {
+                dev,
+                virtual_now_ns: 0,
+                scratch: Vec::new(),
+            }),
             clock: RealClock::new(),
             mode,
             size_bytes,
             name,
             counters: Counters::default(),
-            latency: Mutex::new(Latency { model_ns: histogram(), served_ns: histogram() }),
+            latency: Mutex::new(Latency {
+                model_ns: histogram(),
+                served_ns: histogram(),
+            }),
         }
     }
 
@@ -211,7 +263,12 @@ impl Export {
     /// The transmission flags this export offers: flush, FUA, trim, write-zeroes, and
     /// multi-conn, since every connection shares one device and a flush covers all of it.
     pub fn transmission_flags(&self) -> u16 {
-        proto::TF_HAS_FLAGS | proto::TF_SEND_FLUSH | proto::TF_SEND_FUA | proto::TF_SEND_TRIM | proto::TF_SEND_WRITE_ZEROES | proto::TF_CAN_MULTI_CONN
+        proto::TF_HAS_FLAGS
+            | proto::TF_SEND_FLUSH
+            | proto::TF_SEND_FUA
+            | proto::TF_SEND_TRIM
+            | proto::TF_SEND_WRITE_ZEROES
+            | proto::TF_CAN_MULTI_CONN
     }
 
     fn lock(&self) -> MutexGuard<'_, DeviceState> {
@@ -225,19 +282,27 @@ impl Export {
         let mut st = self.lock();
         let submit_ns = match self.mode {
             ClockMode::Real => self.clock.now_ns(),
-            _ => st.virtual_now_ns.max(st.dev.inner().nand().map_or(0, |n| n.now_ns())),
+            _ => st
+                .virtual_now_ns
+                .max(st.dev.inner().nand().map_or(0, |n| n.now_ns())),
         };
         let c = &self.counters;
         let result = match *cmd {
             Command::Read { offset, len } => {
                 c.reads.fetch_add(1, Ordering::Relaxed);
                 c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
-                self.check_range(offset, len, false).and_then(|_| st.read(submit_ns, offset, &mut buf[..len]).map_err(|e| errno(&e, false)))
+                self.check_range(offset, len, false).and_then(|_| {
+                    st.read(submit_ns, offset, &mut buf[..len])
+                        .map_err(|e| errno(&e, false))
+                })
             }
             Command::Write { offset, len, fua } => {
                 c.writes.fetch_add(1, Ordering::Relaxed);
                 c.bytes_written.fetch_add(len as u64, Ordering::Relaxed);
-                self.check_range(offset, len, true).and_then(|_| st.write(submit_ns, offset, &buf[..len], fua).map_err(|e| errno(&e, true)))
+                self.check_range(offset, len, true).and_then(|_| {
+                    st.write(submit_ns, offset, &buf[..len], fua)
+                        .map_err(|e| errno(&e, true))
+                })
             }
             Command::Flush => {
                 c.flushes.fetch_add(1, Ordering::Relaxed);
@@ -245,11 +310,22 @@ impl Export {
             }
             Command::Trim { offset, len, fua } => {
                 c.trims.fetch_add(1, Ordering::Relaxed);
-                self.check_range(offset, len, false).and_then(|_| st.trim(submit_ns, offset, len, fua).map_err(|e| errno(&e, false)))
+                self.check_range(offset, len, false).and_then(|_| {
+                    st.trim(submit_ns, offset, len, fua)
+                        .map_err(|e| errno(&e, false))
+                })
             }
-            Command::WriteZeroes { offset, len, fua, may_trim } => {
+            Command::WriteZeroes {
+                offset,
+                len,
+                fua,
+                may_trim,
+            } => {
                 c.write_zeroes.fetch_add(1, Ordering::Relaxed);
-                self.check_range(offset, len, true).and_then(|_| st.write_zeroes(submit_ns, offset, len, may_trim, fua).map_err(|e| errno(&e, true)))
+                self.check_range(offset, len, true).and_then(|_| {
+                    st.write_zeroes(submit_ns, offset, len, may_trim, fua)
+                        .map_err(|e| errno(&e, true))
+                })
             }
             Command::Disc => Ok(submit_ns),
         };
@@ -263,7 +339,11 @@ impl Export {
         st.virtual_now_ns = st.virtual_now_ns.max(done_ns);
         drop(st);
         let due_ns = if self.waits() { done_ns } else { 0 };
-        Scheduled { errno, model_ns: done_ns - submit_ns, due_ns }
+        Scheduled {
+            errno,
+            model_ns: done_ns - submit_ns,
+            due_ns,
+        }
     }
 
     /// Requests reaching past the end: ENOSPC for writes, EINVAL otherwise (the spec's values).
@@ -343,7 +423,9 @@ impl Export {
 pub fn errno(e: &FtlError, writing: bool) -> u32 {
     match e {
         FtlError::OutOfRange { .. } if writing => proto::ENOSPC,
-        FtlError::OutOfRange { .. } | FtlError::Misaligned { .. } | FtlError::Unsupported(_) => proto::EINVAL,
+        FtlError::OutOfRange { .. } | FtlError::Misaligned { .. } | FtlError::Unsupported(_) => {
+            proto::EINVAL
+        }
         FtlError::NoSpace(_) => proto::ENOSPC,
         FtlError::Overwrite { .. } => proto::EPERM,
         FtlError::Flash(_) | FtlError::Recovery(_) | FtlError::Config(_) => proto::EIO,

@@ -25,7 +25,11 @@ pub enum Handshake {
 }
 
 /// Runs the server side of the handshake on `r`/`w`.
-pub fn negotiate(export: &Export, r: &mut impl Read, w: &mut impl Write) -> Result<Handshake, ProtoError> {
+pub fn negotiate(
+    export: &Export,
+    r: &mut impl Read,
+    w: &mut impl Write,
+) -> Result<Handshake, ProtoError> {
     w.write_all(&NBDMAGIC.to_be_bytes())?;
     w.write_all(&IHAVEOPT.to_be_bytes())?;
     w.write_all(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes())?;
@@ -94,7 +98,12 @@ pub fn negotiate(export: &Export, r: &mut impl Read, w: &mut impl Write) -> Resu
                     }
                 }
             },
-            OPT_STARTTLS => error_reply(w, option, REP_ERR_POLICY, "noftl serves without TLS (loopback by default)")?,
+            OPT_STARTTLS => error_reply(
+                w,
+                option,
+                REP_ERR_POLICY,
+                "noftl serves without TLS (loopback by default)",
+            )?,
             _ => error_reply(w, option, REP_ERR_UNSUP, "option not supported by noftl")?,
         }
         w.flush()?;
@@ -108,23 +117,49 @@ fn error_reply(w: &mut impl Write, option: u32, kind: u32, msg: &str) -> std::io
 
 /// Replies to INFO/GO: the export's size and flags, the block sizes, and name or description
 /// when asked, then ACK.
-fn send_info(export: &Export, w: &mut impl Write, option: u32, req: &InfoRequest<'_>) -> std::io::Result<()> {
+fn send_info(
+    export: &Export,
+    w: &mut impl Write,
+    option: u32,
+    req: &InfoRequest<'_>,
+) -> std::io::Result<()> {
     let tflags = export.transmission_flags();
-    write_option_reply(w, option, REP_INFO, &[&INFO_EXPORT.to_be_bytes(), &export.size_bytes().to_be_bytes(), &tflags.to_be_bytes()])?;
+    write_option_reply(
+        w,
+        option,
+        REP_INFO,
+        &[
+            &INFO_EXPORT.to_be_bytes(),
+            &export.size_bytes().to_be_bytes(),
+            &tflags.to_be_bytes(),
+        ],
+    )?;
     // Block sizes are sent whether asked for or not (the spec allows it): any byte, 4 KiB
     // preferred (the logical page; smaller writes cost a read-modify-write), 32 MiB at most.
     write_option_reply(
         w,
         option,
         REP_INFO,
-        &[&INFO_BLOCK_SIZE.to_be_bytes(), &MIN_BLOCK_BYTES.to_be_bytes(), &PREFERRED_BLOCK_BYTES.to_be_bytes(), &MAX_PAYLOAD_BYTES.to_be_bytes()],
+        &[
+            &INFO_BLOCK_SIZE.to_be_bytes(),
+            &MIN_BLOCK_BYTES.to_be_bytes(),
+            &PREFERRED_BLOCK_BYTES.to_be_bytes(),
+            &MAX_PAYLOAD_BYTES.to_be_bytes(),
+        ],
     )?;
     for info in req.infos() {
         match info {
-            INFO_NAME => write_option_reply(w, option, REP_INFO, &[&INFO_NAME.to_be_bytes(), req.name])?,
+            INFO_NAME => {
+                write_option_reply(w, option, REP_INFO, &[&INFO_NAME.to_be_bytes(), req.name])?
+            }
             INFO_DESCRIPTION => {
                 let text = format!("noftl {} ({} clock)", export.name(), export.clock_name());
-                write_option_reply(w, option, REP_INFO, &[&INFO_DESCRIPTION.to_be_bytes(), text.as_bytes()])?
+                write_option_reply(
+                    w,
+                    option,
+                    REP_INFO,
+                    &[&INFO_DESCRIPTION.to_be_bytes(), text.as_bytes()],
+                )?
             }
             _ => {} // EXPORT and BLOCK_SIZE were sent; unknown info types are ignored (spec).
         }

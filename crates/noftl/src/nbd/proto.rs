@@ -177,11 +177,24 @@ impl RequestHeader {
         match self.kind {
             CMD_READ | CMD_WRITE if self.length > MAX_PAYLOAD_BYTES => Err(EINVAL),
             CMD_READ => Ok(Command::Read { offset: off, len }),
-            CMD_WRITE => Ok(Command::Write { offset: off, len, fua }),
+            CMD_WRITE => Ok(Command::Write {
+                offset: off,
+                len,
+                fua,
+            }),
             CMD_DISC => Ok(Command::Disc),
             CMD_FLUSH => Ok(Command::Flush),
-            CMD_TRIM => Ok(Command::Trim { offset: off, len, fua }),
-            CMD_WRITE_ZEROES => Ok(Command::WriteZeroes { offset: off, len, fua, may_trim: self.flags & CMD_FLAG_NO_HOLE == 0 }),
+            CMD_TRIM => Ok(Command::Trim {
+                offset: off,
+                len,
+                fua,
+            }),
+            CMD_WRITE_ZEROES => Ok(Command::WriteZeroes {
+                offset: off,
+                len,
+                fua,
+                may_trim: self.flags & CMD_FLAG_NO_HOLE == 0,
+            }),
             _ => Err(EINVAL),
         }
     }
@@ -190,12 +203,28 @@ impl RequestHeader {
 /// A request the server runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
-    Read { offset: u64, len: usize },
-    Write { offset: u64, len: usize, fua: bool },
+    Read {
+        offset: u64,
+        len: usize,
+    },
+    Write {
+        offset: u64,
+        len: usize,
+        fua: bool,
+    },
     Disc,
     Flush,
-    Trim { offset: u64, len: usize, fua: bool },
-    WriteZeroes { offset: u64, len: usize, fua: bool, may_trim: bool },
+    Trim {
+        offset: u64,
+        len: usize,
+        fua: bool,
+    },
+    WriteZeroes {
+        offset: u64,
+        len: usize,
+        fua: bool,
+        may_trim: bool,
+    },
 }
 
 /// Encodes a simple reply header.
@@ -208,7 +237,12 @@ pub fn simple_reply(errno: u32, handle: u64) -> [u8; SIMPLE_REPLY_BYTES] {
 }
 
 /// Writes an option reply (fixed newstyle).
-pub fn write_option_reply(w: &mut impl Write, option: u32, kind: u32, data: &[&[u8]]) -> io::Result<()> {
+pub fn write_option_reply(
+    w: &mut impl Write,
+    option: u32,
+    kind: u32,
+    data: &[&[u8]],
+) -> io::Result<()> {
     let len: usize = data.iter().map(|d| d.len()).sum();
     w.write_all(&OPT_REPLY_MAGIC.to_be_bytes())?;
     w.write_all(&option.to_be_bytes())?;
@@ -295,17 +329,60 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_classifies() {
-        let h = RequestHeader { flags: CMD_FLAG_FUA, kind: CMD_WRITE, handle: 7, offset: 4096, length: 512 };
+        let h = RequestHeader {
+            flags: CMD_FLAG_FUA,
+            kind: CMD_WRITE,
+            handle: 7,
+            offset: 4096,
+            length: 512,
+        };
         assert_eq!(RequestHeader::decode(&h.encode()).ok(), Some(h));
-        assert_eq!(h.command(), Ok(Command::Write { offset: 4096, len: 512, fua: true }));
-        let zeroes = RequestHeader { flags: CMD_FLAG_NO_HOLE, kind: CMD_WRITE_ZEROES, ..h };
-        assert_eq!(zeroes.command(), Ok(Command::WriteZeroes { offset: 4096, len: 512, fua: false, may_trim: false }));
-        assert_eq!(RequestHeader { flags: CMD_FLAG_NO_HOLE, ..h }.command(), Err(EINVAL));
+        assert_eq!(
+            h.command(),
+            Ok(Command::Write {
+                offset: 4096,
+                len: 512,
+                fua: true
+            })
+        );
+        let zeroes = RequestHeader {
+            flags: CMD_FLAG_NO_HOLE,
+            kind: CMD_WRITE_ZEROES,
+            ..h
+        };
+        assert_eq!(
+            zeroes.command(),
+            Ok(Command::WriteZeroes {
+                offset: 4096,
+                len: 512,
+                fua: false,
+                may_trim: false
+            })
+        );
+        assert_eq!(
+            RequestHeader {
+                flags: CMD_FLAG_NO_HOLE,
+                ..h
+            }
+            .command(),
+            Err(EINVAL)
+        );
         assert_eq!(RequestHeader { kind: 5, ..h }.command(), Err(EINVAL));
-        assert_eq!(RequestHeader { kind: CMD_READ, length: MAX_PAYLOAD_BYTES + 1, ..h }.command(), Err(EINVAL));
+        assert_eq!(
+            RequestHeader {
+                kind: CMD_READ,
+                length: MAX_PAYLOAD_BYTES + 1,
+                ..h
+            }
+            .command(),
+            Err(EINVAL)
+        );
         let mut bad = h.encode();
         bad[0] ^= 1;
-        assert!(matches!(RequestHeader::decode(&bad), Err(ProtoError::RequestMagic(_))));
+        assert!(matches!(
+            RequestHeader::decode(&bad),
+            Err(ProtoError::RequestMagic(_))
+        ));
     }
 
     #[test]
@@ -318,7 +395,10 @@ mod tests {
         d.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
         let r = InfoRequest::parse(&d).expect("well-formed");
         assert_eq!(r.name, b"abc");
-        assert_eq!(r.infos().collect::<Vec<_>>(), vec![INFO_NAME, INFO_BLOCK_SIZE]);
+        assert_eq!(
+            r.infos().collect::<Vec<_>>(),
+            vec![INFO_NAME, INFO_BLOCK_SIZE]
+        );
         assert!(InfoRequest::parse(&d[..d.len() - 1]).is_none());
         assert!(InfoRequest::parse(&[0xff, 0xff, 0xff, 0xff, 0, 0]).is_none());
     }

@@ -53,11 +53,16 @@ fn bind(endpoint: &Endpoint) -> anyhow::Result<Listener> {
                 if UnixStream::connect(path).is_ok() {
                     bail!("{} is in use by a running server", path.display());
                 }
-                std::fs::remove_file(path).with_context(|| format!("cannot remove stale socket {}", path.display()))?;
+                std::fs::remove_file(path)
+                    .with_context(|| format!("cannot remove stale socket {}", path.display()))?;
             }
-            Ok(Listener::Unix(UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?))
+            Ok(Listener::Unix(UnixListener::bind(path).with_context(
+                || format!("cannot listen on {}", path.display()),
+            )?))
         }
-        Endpoint::Tcp(addr) => Ok(Listener::Tcp(TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?)),
+        Endpoint::Tcp(addr) => Ok(Listener::Tcp(
+            TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?,
+        )),
     }
 }
 
@@ -75,7 +80,10 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
 
     let where_ = match &listener {
         Listener::Unix(_) => format!("unix socket {}", endpoint_text(&cfg.endpoint)),
-        Listener::Tcp(l) => l.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| endpoint_text(&cfg.endpoint)),
+        Listener::Tcp(l) => l
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| endpoint_text(&cfg.endpoint)),
     };
     eprintln!(
         "noftl serve: exporting {} ({} bytes, clock {}) on {where_}; ready",
@@ -102,7 +110,10 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
         let c = &export.counters;
         if c.connections_active.load(Ordering::Relaxed) >= cfg.max_connections {
             c.connections_refused.fetch_add(1, Ordering::Relaxed);
-            eprintln!("noftl serve: refusing a connection: {} already open", cfg.max_connections);
+            eprintln!(
+                "noftl serve: refusing a connection: {} already open",
+                cfg.max_connections
+            );
             continue; // dropping the job closes the socket
         }
         next_id += 1;
@@ -171,12 +182,19 @@ fn serve_socket<S: Socket>(export: &Export, s: S, id: u64) {
         Ok(h) => h,
         Err(e) => return eprintln!("noftl serve: connection {id}: {e}"),
     };
-    log_end(export, id, conn::serve(export, s, w, &move || closer.shut()));
+    log_end(
+        export,
+        id,
+        conn::serve(export, s, w, &move || closer.shut()),
+    );
 }
 
 fn log_end(export: &Export, id: u64, end: Result<conn::Ended, super::proto::ProtoError>) {
     if let Err(e) = end {
-        export.counters.protocol_errors.fetch_add(1, Ordering::Relaxed);
+        export
+            .counters
+            .protocol_errors
+            .fetch_add(1, Ordering::Relaxed);
         eprintln!("noftl serve: connection {id} dropped: {e}");
     }
 }
@@ -184,38 +202,48 @@ fn log_end(export: &Export, id: u64, end: Result<conn::Ended, super::proto::Prot
 /// Prints the statistics to stderr and writes them to the stats file, if any.
 pub fn emit_stats(export: &Export, started: Instant, stats_file: Option<&Path>) {
     let report = export.report(started.elapsed().as_secs_f64());
-    let text = serde_json::to_string_pretty(&report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let text =
+        serde_json::to_string_pretty(&report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "noftl serve: statistics\n{text}");
     if let Some(path) = stats_file {
         // Write then rename, so a reader never sees half a file.
         let tmp = path.with_extension("tmp");
-        let res = std::fs::write(&tmp, format!("{text}\n")).and_then(|_| std::fs::rename(&tmp, path));
+        let res =
+            std::fs::write(&tmp, format!("{text}\n")).and_then(|_| std::fs::rename(&tmp, path));
         if let Err(e) = res {
             let _ = writeln!(err, "noftl serve: cannot write {}: {e}", path.display());
         }
     }
 }
 
-fn spawn_signal_thread(export: Arc<Export>, started: Instant, stats_file: Option<PathBuf>, socket: Option<PathBuf>) -> anyhow::Result<()> {
+fn spawn_signal_thread(
+    export: Arc<Export>,
+    started: Instant,
+    stats_file: Option<PathBuf>,
+    socket: Option<PathBuf>,
+) -> anyhow::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1]).context("cannot install signal handlers")?;
-    std::thread::Builder::new().name("nbd-signals".into()).spawn(move || {
-        for sig in signals.forever() {
-            if sig == SIGUSR1 {
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1])
+        .context("cannot install signal handlers")?;
+    std::thread::Builder::new()
+        .name("nbd-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if sig == SIGUSR1 {
+                    emit_stats(&export, started, stats_file.as_deref());
+                    continue;
+                }
+                eprintln!("noftl serve: shutting down (signal {sig})");
+                if let Err(e) = export.flush_device() {
+                    eprintln!("noftl serve: final flush failed: {e}");
+                }
                 emit_stats(&export, started, stats_file.as_deref());
-                continue;
+                if let Some(p) = &socket {
+                    let _ = std::fs::remove_file(p);
+                }
+                std::process::exit(0);
             }
-            eprintln!("noftl serve: shutting down (signal {sig})");
-            if let Err(e) = export.flush_device() {
-                eprintln!("noftl serve: final flush failed: {e}");
-            }
-            emit_stats(&export, started, stats_file.as_deref());
-            if let Some(p) = &socket {
-                let _ = std::fs::remove_file(p);
-            }
-            std::process::exit(0);
-        }
-    })?;
+        })?;
     Ok(())
 }

@@ -10,16 +10,31 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 /// The memdisk export used by most tests: the tiny preset grown to 64 MiB.
-pub const MEMDISK_64M: &[&str] = &["--target", "memdisk", "--preset", "tiny", "--set", "geometry.blocks_per_plane=128"];
+pub const MEMDISK_64M: &[&str] = &[
+    "--target",
+    "memdisk",
+    "--preset",
+    "tiny",
+    "--set",
+    "geometry.blocks_per_plane=128",
+];
 pub const MEMDISK_64M_BYTES: u64 = 64 << 20;
 
 static INSTALL: Once = Once::new();
 
 fn have(tool: &str) -> bool {
-    if Command::new("sh").arg("-c").arg(format!("command -v {tool}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success()) {
+    if Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
         return true;
     }
-    ["/sbin", "/usr/sbin"].iter().any(|d| Path::new(d).join(tool).exists())
+    ["/sbin", "/usr/sbin"]
+        .iter()
+        .any(|d| Path::new(d).join(tool).exists())
 }
 
 /// Full path of a tool (e2fsck and mkfs live in /sbin, which a non-root PATH may lack).
@@ -34,7 +49,12 @@ pub fn tool(name: &str) -> String {
 }
 
 fn have_on_path(tool: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Makes sure `tools` exist, running scripts/install-test-deps.sh once if any is missing.
@@ -44,7 +64,8 @@ pub fn require(tools: &[&str]) -> Result<(), String> {
         return Ok(());
     }
     INSTALL.call_once(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-test-deps.sh");
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-test-deps.sh");
         eprintln!("installing missing test tools with {}", script.display());
         match Command::new("bash").arg(&script).status() {
             Ok(s) if s.success() => {}
@@ -56,7 +77,9 @@ pub fn require(tools: &[&str]) -> Result<(), String> {
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(format!("missing {missing:?} and scripts/install-test-deps.sh could not install them"))
+        Err(format!(
+            "missing {missing:?} and scripts/install-test-deps.sh could not install them"
+        ))
     }
 }
 
@@ -128,9 +151,18 @@ impl Server {
         });
         if rx.recv_timeout(Duration::from_secs(30)).is_err() {
             let _ = child.kill();
-            panic!("noftl serve did not become ready: {}", log.lock().unwrap_or_else(|p| p.into_inner()));
+            panic!(
+                "noftl serve did not become ready: {}",
+                log.lock().unwrap_or_else(|p| p.into_inner())
+            );
         }
-        Server { child, socket: socket.to_path_buf(), stats: stats.to_path_buf(), log, _dir: None }
+        Server {
+            child,
+            socket: socket.to_path_buf(),
+            stats: stats.to_path_buf(),
+            log,
+            _dir: None,
+        }
     }
 
     pub fn uri(&self) -> String {
@@ -142,7 +174,11 @@ impl Server {
     }
 
     pub fn signal(&self, sig: &str) {
-        let ok = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().is_ok_and(|s| s.success());
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
         assert!(ok, "kill -{sig} failed");
     }
 
@@ -150,7 +186,11 @@ impl Server {
     pub fn stop(mut self) -> serde_json::Value {
         self.signal("TERM");
         match reap(&mut self.child, Duration::from_secs(30)) {
-            Some(status) => assert!(status.success(), "noftl serve exited with {status}: {}", self.log()),
+            Some(status) => assert!(
+                status.success(),
+                "noftl serve exited with {status}: {}",
+                self.log()
+            ),
             None => panic!("noftl serve did not stop on SIGTERM"),
         }
         let text = std::fs::read_to_string(&self.stats).expect("stats file written at shutdown");
@@ -161,7 +201,10 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
             if reap(&mut self.child, Duration::from_secs(10)).is_none() {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
@@ -172,8 +215,16 @@ impl Drop for Server {
 
 /// Runs a command, panicking with its output if it fails; returns stdout.
 pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed with {}:\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed with {}:\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

@@ -20,7 +20,10 @@ use serde::Serialize;
 use storage::sched::{run_virtual, VirtualOptions};
 use storage::{Engine, EngineConfig};
 
-use super::{buffer, latency_us, page_store, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn};
+use super::{
+    buffer, latency_us, page_store, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs,
+    PerTxn,
+};
 
 /// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
 #[derive(Debug, Args)]
@@ -83,19 +86,35 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         bail!("--scale and --terminals must be at least 1");
     }
     let (until, _virtual_clock) = run_plan(args)?;
-    let cfg = if a.items == 100_000 && a.customers == 3000 { TpccConfig::spec(args.scale) } else { TpccConfig::reduced(args.scale, a.items, a.customers) };
-    cfg.validate().context("--items must be at least 15 and --customers at least 2")?;
+    let cfg = if a.items == 100_000 && a.customers == 3000 {
+        TpccConfig::spec(args.scale)
+    } else {
+        TpccConfig::reduced(args.scale, a.items, a.customers)
+    };
+    cfg.validate()
+        .context("--items must be at least 15 and --customers at least 2")?;
     if cfg.reduced {
         eprintln!("note: REDUCED TPC-C population ({} items, {} customers per district): not the specification's", cfg.items, cfg.customers_per_district);
     }
     let (st, storage_name) = page_store(args)?;
     // About 130 bytes per row on average, slotted-page and index overhead included.
     let db_pages_est = cfg.rows_estimate() * 130 / args.page_size as u64 + 64;
-    let frames = args.buffer_pages.unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
-    let mut e = Engine::create(st, EngineConfig { buffer_frames: frames, ..EngineConfig::default() })?;
+    let frames = args
+        .buffer_pages
+        .unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let mut e = Engine::create(
+        st,
+        EngineConfig {
+            buffer_frames: frames,
+            ..EngineConfig::default()
+        },
+    )?;
     let wall = Instant::now();
     let bar = ProgressBar::new(cfg.rows_estimate());
-    bar.set_style(ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let loaded = tpcc::load(&mut e, cfg, args.seed, |n| bar.set_position(n))?;
     bar.finish_and_clear();
     e.checkpoint()?;
@@ -103,16 +122,29 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     if args.check {
         let rep = tpcc::check(&mut e, cfg, true)?;
         if !rep.passed() {
-            bail!("the TPC-C check failed right after loading: {:?}", rep.problems);
+            bail!(
+                "the TPC-C check failed right after loading: {:?}",
+                rep.problems
+            );
         }
     }
 
     let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let start_ns = e.now();
     let run_c = NurandConsts::run_from(loaded.c_load, args.seed);
-    let mut terms: Vec<TpccTerminal> = (0..args.terminals).map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, args.seed, args.txns)).collect();
+    let mut terms: Vec<TpccTerminal> = (0..args.terminals)
+        .map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, args.seed, args.txns))
+        .collect();
     let cpu0 = Instant::now();
-    let sched = run_virtual(&mut e, &mut terms, start_ns, VirtualOptions { until_ns: until.map(|u| start_ns + u), ..VirtualOptions::default() })?;
+    let sched = run_virtual(
+        &mut e,
+        &mut terms,
+        start_ns,
+        VirtualOptions {
+            until_ns: until.map(|u| start_ns + u),
+            ..VirtualOptions::default()
+        },
+    )?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let virtual_ns = sched.end_ns - start_ns;
     let mut by = [0u64; 5];
@@ -150,8 +182,16 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         page_bytes: args.page_size,
         committed,
         aborted: rb + retries,
-        throughput_tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
-        notpm: if secs > 0.0 { (by[Kind::NewOrder.index()] + rb) as f64 * 60.0 / secs } else { 0.0 },
+        throughput_tps: if secs > 0.0 {
+            committed as f64 / secs
+        } else {
+            0.0
+        },
+        notpm: if secs > 0.0 {
+            (by[Kind::NewOrder.index()] + rb) as f64 * 60.0 / secs
+        } else {
+            0.0
+        },
         virtual_seconds: secs,
         mix: Mix {
             new_order: by[0],
@@ -172,20 +212,48 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         check_problems: problems,
     };
     if super::super::common::emit_json(args.json.as_deref(), &res)? {
-        println!("tpcc on {} (virtual clock): {} warehouse(s){}, {} terminals, seed {}", res.storage, res.scale, if cfg.reduced { " REDUCED" } else { "" }, res.terminals, res.seed);
-        println!("  NOTPM {:.0}  committed {} ({:.1} tx/s) over {:.3} s virtual", res.notpm, committed, res.throughput_tps, secs);
+        println!(
+            "tpcc on {} (virtual clock): {} warehouse(s){}, {} terminals, seed {}",
+            res.storage,
+            res.scale,
+            if cfg.reduced { " REDUCED" } else { "" },
+            res.terminals,
+            res.seed
+        );
+        println!(
+            "  NOTPM {:.0}  committed {} ({:.1} tx/s) over {:.3} s virtual",
+            res.notpm, committed, res.throughput_tps, secs
+        );
         let m = &res.mix;
         println!(
             "  mix: new-order {} (+{} rolled back) payment {} order-status {} delivery {} stock-level {}; conflict retries {}",
             m.new_order, m.new_order_rollbacks, m.payment, m.order_status, m.delivery, m.stock_level, m.conflict_retries
         );
-        println!("  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}", res.latency_us.mean, res.latency_us.p50, res.latency_us.p95, res.latency_us.p99, res.latency_us.max);
+        println!(
+            "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
+            res.latency_us.mean,
+            res.latency_us.p50,
+            res.latency_us.p95,
+            res.latency_us.p99,
+            res.latency_us.max
+        );
         println!(
             "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
             res.per_txn.flash_reads, res.per_txn.flash_programs, res.per_txn.flash_erases, res.per_txn.gc_migrations, res.per_txn.energy_joules, res.per_txn.host_page_reads, res.per_txn.host_page_writes, res.per_txn.log_forces
         );
-        println!("  buffer ({} frames): hits {} misses {} evictions {} writebacks {}", frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks);
-        println!("  check: {}{}", res.check, if res.check_problems.is_empty() { String::new() } else { format!(" {:?}", res.check_problems) });
+        println!(
+            "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}",
+            frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks
+        );
+        println!(
+            "  check: {}{}",
+            res.check,
+            if res.check_problems.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", res.check_problems)
+            }
+        );
         println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
     }
     if res.check == "failed" {

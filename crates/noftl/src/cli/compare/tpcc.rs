@@ -25,16 +25,41 @@ pub struct Ran {
     pub end_ns: u64,
 }
 
-pub fn run(e: &mut Engine, l: &tpcc::load::Loaded, cfg: TpccConfig, terminals: u32, seed: u64, start: u64, until_ns: u64) -> Result<Ran> {
+pub fn run(
+    e: &mut Engine,
+    l: &tpcc::load::Loaded,
+    cfg: TpccConfig,
+    terminals: u32,
+    seed: u64,
+    start: u64,
+    until_ns: u64,
+) -> Result<Ran> {
     let run_c = NurandConsts::run_from(l.c_load, seed);
-    let mut terms: Vec<TpccTerminal> = (0..terminals).map(|i| TpccTerminal::new(i, l.h, cfg, run_c, seed, None)).collect();
-    let st = run_virtual(e, &mut terms, start, VirtualOptions { until_ns: Some(start + until_ns), ..VirtualOptions::default() })?;
+    let mut terms: Vec<TpccTerminal> = (0..terminals)
+        .map(|i| TpccTerminal::new(i, l.h, cfg, run_c, seed, None))
+        .collect();
+    let st = run_virtual(
+        e,
+        &mut terms,
+        start,
+        VirtualOptions {
+            until_ns: Some(start + until_ns),
+            ..VirtualOptions::default()
+        },
+    )?;
     Ok(Ran {
         committed: terms.iter().map(|t| t.committed()).sum(),
-        new_orders: terms.iter().map(|t| t.counts.committed[0] + t.counts.rolled_back).sum(),
-        latency_sum_ns: terms.iter().map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64).sum(),
+        new_orders: terms
+            .iter()
+            .map(|t| t.counts.committed[0] + t.counts.rolled_back)
+            .sum(),
+        latency_sum_ns: terms
+            .iter()
+            .map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64)
+            .sum(),
         end_ns: st.end_ns,
     })
 }
 
-pub const SEED_000: &str = "seed 000 Figure 3 (TPC-C SF=5): DFTL 2% 1.63x, 15% 1.71x, 35% 1.44x slower than NoFTL.";
+pub const SEED_000: &str =
+    "seed 000 Figure 3 (TPC-C SF=5): DFTL 2% 1.63x, 15% 1.71x, 35% 1.44x slower than NoFTL.";

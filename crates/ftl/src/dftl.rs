@@ -329,25 +329,7 @@ impl Dftl {
         let tpages = capacity.div_ceil(per_tpage);
         let at = nand.now_ns();
         let rec = scan(&mut nand, at, capacity, tpages)?;
-        let mut live: Vec<LivePage> = Vec::new();
-        for (lpn, (&p, &seq)) in rec.map.iter().zip(&rec.map_seq).enumerate() {
-            if p != UNMAPPED {
-                live.push(LivePage {
-                    ppn: Ppn(u64::from(p)),
-                    key: lpn as u64,
-                    stream: DATA,
-                    seq,
-                });
-            }
-        }
-        for &(_, seq, ppn) in &rec.journal {
-            live.push(LivePage {
-                ppn,
-                key: seq,
-                stream: JOURNAL,
-                seq,
-            });
-        }
+        let mut live = rec.live_pages(|_| DATA, JOURNAL);
         let mut t = rec.done_ns;
         let mut buf = vec![0u8; page_bytes];
         let mut gtd = vec![UNMAPPED; tpages as usize];

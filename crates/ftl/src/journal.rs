@@ -52,7 +52,7 @@ use nand::{Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
 use crate::block_device::FtlError;
 use crate::oob::{scan_blocks, OobRecord, PageKind, ScanExtent};
-use crate::space::{FlashSpace, Move};
+use crate::space::{FlashSpace, LivePage, Move};
 
 /// Forward-map value of an unmapped logical page (the FTLs keep physical pages in a `u32`).
 pub const UNMAPPED: u32 = u32::MAX;
@@ -220,6 +220,9 @@ pub struct Recovered {
     pub map: Vec<u32>,
     /// Sequence number of each mapped page's winning copy (0 if unmapped).
     pub map_seq: Vec<u64>,
+    /// The OOB `aux` field of each mapped page's winning copy (callers keep their own tags in
+    /// it, e.g. the native store's stream), so that nobody reads those OOBs a second time.
+    pub map_aux: Vec<u64>,
     /// Per translation page: its newest copy (seq, location), seq 0 if none.
     pub tpages: Vec<(u64, Ppn)>,
     /// Live journal pages (for `Journal::recovered`).
@@ -241,6 +244,7 @@ pub fn scan(
     let g = nand.geometry().clone();
     let mut map = vec![UNMAPPED; capacity as usize];
     let mut map_seq = vec![0u64; capacity as usize];
+    let mut map_aux = vec![0u64; capacity as usize];
     let mut tpages = vec![(0u64, Ppn(0)); translation_pages as usize];
     let mut trims: Vec<(u64, u64, u64, Ppn)> = Vec::new();
     let mut cps: Vec<(u64, u32, u32, Ppn)> = Vec::new();
@@ -256,6 +260,7 @@ pub fn scan(
                     if rec.seq > map_seq[k] {
                         map[k] = ppn.0 as u32;
                         map_seq[k] = rec.seq;
+                        map_aux[k] = rec.aux;
                     }
                 }
                 PageKind::Translation if rec.key < translation_pages => {
@@ -358,6 +363,7 @@ pub fn scan(
     Ok(Recovered {
         map,
         map_seq,
+        map_aux,
         tpages,
         journal,
         next_seq: max_seq + 1,
@@ -365,6 +371,38 @@ pub fn scan(
         pages_scanned: scanned.pages_read,
         done_ns: done,
     })
+}
+
+impl Recovered {
+    /// The pages a `FlashSpace::restore` needs: every mapped page, in the stream `stream_of` its
+    /// OOB `aux` names, and every live journal page in `journal_stream`.
+    pub fn live_pages(&self, stream_of: impl Fn(u64) -> u8, journal_stream: u8) -> Vec<LivePage> {
+        let mut live = Vec::with_capacity(self.journal.len());
+        for (key, (&p, (&seq, &aux))) in self
+            .map
+            .iter()
+            .zip(self.map_seq.iter().zip(&self.map_aux))
+            .enumerate()
+        {
+            if p != UNMAPPED {
+                live.push(LivePage {
+                    ppn: Ppn(u64::from(p)),
+                    key: key as u64,
+                    stream: stream_of(aux),
+                    seq,
+                });
+            }
+        }
+        for &(_, seq, ppn) in &self.journal {
+            live.push(LivePage {
+                ppn,
+                key: seq,
+                stream: journal_stream,
+                seq,
+            });
+        }
+        live
+    }
 }
 
 /// The bitmap bytes of checkpoint page `index` of `count`, if its header and CRC check out.

@@ -31,7 +31,7 @@ use crate::options::{
     charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report,
     FtlOptions, LOOKUP_CYCLES, UPDATE_CYCLES,
 };
-use crate::space::{FlashSpace, LivePage, Move, SpaceCounts};
+use crate::space::{FlashSpace, Move, SpaceCounts};
 
 const DATA: u8 = 0;
 const JOURNAL: u8 = 1;
@@ -71,25 +71,7 @@ impl PageFtl {
         let capacity = page_mapped_capacity(&nand, opts, 1)?;
         let at = nand.now_ns();
         let rec = scan(&mut nand, at, capacity, 0)?;
-        let mut live: Vec<LivePage> = Vec::with_capacity(capacity as usize);
-        for (lpn, (&p, &seq)) in rec.map.iter().zip(&rec.map_seq).enumerate() {
-            if p != UNMAPPED {
-                live.push(LivePage {
-                    ppn: Ppn(u64::from(p)),
-                    key: lpn as u64,
-                    stream: DATA,
-                    seq,
-                });
-            }
-        }
-        for &(_, seq, ppn) in &rec.journal {
-            live.push(LivePage {
-                ppn,
-                key: seq,
-                stream: JOURNAL,
-                seq,
-            });
-        }
+        let live = rec.live_pages(|_| DATA, JOURNAL);
         let (space, _) = FlashSpace::restore(
             nand,
             opts.space_config(STREAMS),

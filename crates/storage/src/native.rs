@@ -294,35 +294,8 @@ impl NativeStore {
         let lay = layout(&nand, &cfg)?;
         let at = nand.now_ns();
         let rec = scan(&mut nand, at, lay.capacity, 0)?;
-        // The stream of each winning copy is in its OOB (aux); reading it back costs nothing
-        // extra on the emulator (the scan read every OOB), so take it from the page again.
-        let mut oob = vec![0u8; nand.geometry().oob_size_bytes as usize];
-        let mut live: Vec<LivePage> = Vec::new();
-        for (key, (&p, &seq)) in rec.map.iter().zip(&rec.map_seq).enumerate() {
-            if p == UNMAPPED {
-                continue;
-            }
-            let ppn = Ppn(u64::from(p));
-            nand.read_oob(rec.done_ns, ppn, &mut oob, Purpose::Recovery)
-                .map_err(ftl::FtlError::from)?;
-            let stream = OobRecord::decode(&oob)
-                .map_or(DATA, |r| r.aux as u8)
-                .min(STREAMS - 1);
-            live.push(LivePage {
-                ppn,
-                key: key as u64,
-                stream,
-                seq,
-            });
-        }
-        for &(_, seq, ppn) in &rec.journal {
-            live.push(LivePage {
-                ppn,
-                key: seq,
-                stream: JOURNAL,
-                seq,
-            });
-        }
+        // The stream of each winning copy is in its OOB `aux`, which the scan already read.
+        let live = rec.live_pages(|aux| (aux as u8).min(STREAMS - 1), JOURNAL);
         // The region table says which dies belong to which region's space.
         let mut regions = Vec::new();
         let table_at = rec.map[lay.region_key as usize];
@@ -332,7 +305,7 @@ impl NativeStore {
                 rec.done_ns,
                 Ppn(u64::from(table_at)),
                 &mut page,
-                &mut oob,
+                &mut [],
                 Purpose::Recovery,
             )
             .map_err(ftl::FtlError::from)?;

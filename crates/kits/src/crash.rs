@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ftl::{BlockDevice, FtlOptions};
-use nand::{DeviceConfig, FaultPlan, Nand};
+use nand::{DeviceConfig, Nand};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::crashdisk::{CrashDisk, CrashPlan, SharedCrashDisk};
@@ -46,6 +46,22 @@ use crate::tpcb::{self, Done, Handles, TpcbConfig, TpcbTerminal};
 pub enum Fault {
     PowerCut,
     IoError,
+}
+
+impl Fault {
+    /// The emulator's fault plan that injects this fault at flash operation `at`.
+    pub fn plan_at(self, at: u64) -> nand::FaultPlan {
+        match self {
+            Fault::PowerCut => nand::FaultPlan {
+                cut_at_op: Some(at),
+                ..nand::FaultPlan::default()
+            },
+            Fault::IoError => nand::FaultPlan {
+                fail_op: Some(at),
+                ..nand::FaultPlan::default()
+            },
+        }
+    }
 }
 
 /// Where the database lives.
@@ -265,16 +281,7 @@ impl Rig {
             }),
             Rig::Flash(d, _) => d.with(|d| {
                 if let Some(n) = d.nand_mut() {
-                    n.set_fault_plan(match fault {
-                        Fault::PowerCut => FaultPlan {
-                            cut_at_op: Some(at),
-                            ..FaultPlan::default()
-                        },
-                        Fault::IoError => FaultPlan {
-                            fail_op: Some(at),
-                            ..FaultPlan::default()
-                        },
-                    });
+                    n.set_fault_plan(fault.plan_at(at));
                 }
             }),
         }

@@ -23,10 +23,15 @@ use crate::tpcb;
 
 /// The crash test's flash: `tiny` with 8 blocks per plane (64 blocks, 1,024 pages of 4 KiB).
 pub fn crash_device(seed: u64) -> Result<Nand> {
+    tiny_device(seed, 8)
+}
+
+/// The `tiny` preset with `blocks_per_plane` blocks per plane, seeded.
+pub fn tiny_device(seed: u64, blocks_per_plane: u32) -> Result<Nand> {
     let cfg = DeviceConfig::preset(
         "tiny",
         &[
-            "geometry.blocks_per_plane=8".to_string(),
+            format!("geometry.blocks_per_plane={blocks_per_plane}"),
             format!("seed={seed}"),
         ],
     )
@@ -34,7 +39,30 @@ pub fn crash_device(seed: u64) -> Result<Nand> {
     Nand::new(cfg).map_err(|e| storage::Error::Config(e.to_string()))
 }
 
-/// The native store's configuration in the crash test.
+/// Arms `fault` at a flash operation drawn from the next `budget` ones of the engine's native
+/// store; returns the operation's number.
+pub fn arm_native(
+    e: &mut Engine,
+    fault: Fault,
+    rng: &mut Xoshiro256PlusPlus,
+    budget: u64,
+) -> Result<u64> {
+    let nand = e
+        .store_mut()
+        .nand_mut()
+        .ok_or_else(|| storage::Error::Config("the native store has no flash".into()))?;
+    let at = nand.ops_issued() + rng.random_range(1..=budget.max(1));
+    nand.set_fault_plan(fault.plan_at(at));
+    Ok(at)
+}
+
+/// The flash under the engine's native store, for power-on and recovery.
+pub fn native_flash_back(e: Engine) -> Result<Nand> {
+    e.into_store()
+        .into_nand()
+        .ok_or_else(|| storage::Error::Config("the native store gave no flash back".into()))
+}
+
 pub fn crash_store_config(o: &CrashOptions) -> NativeConfig {
     NativeConfig {
         page_bytes: o.page_bytes,
@@ -51,34 +79,16 @@ pub fn crash_native_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     let mut e = Engine::create(Box::new(store), engine_cfg(o))?;
     let h = tpcb::load(&mut e, o.tpcb, |_| {})?;
     e.checkpoint()?;
-    let nand = e
-        .store_mut()
-        .nand_mut()
-        .ok_or_else(|| storage::Error::Config("the native store has no flash".into()))?;
     // About four flash operations per transaction here (page reads, write-backs, log blocks).
     let budget = (u64::from(o.terminals) * o.txns_per_terminal * 4).max(10);
-    let at = nand.ops_issued() + rng.random_range(1..=budget);
-    nand.set_fault_plan(match o.fault {
-        Fault::PowerCut => FaultPlan {
-            cut_at_op: Some(at),
-            ..FaultPlan::default()
-        },
-        Fault::IoError => FaultPlan {
-            fail_op: Some(at),
-            ..FaultPlan::default()
-        },
-    });
+    let at = arm_native(&mut e, o.fault, &mut rng, budget)?;
     let mut out = CrashOutcome {
         seed,
         fault_at_op: at,
         ..CrashOutcome::default()
     };
     let (acked, maybe) = run_until_fault(&mut e, h, o, seed, &mut out);
-    let Some(mut nand) = e.into_store().into_nand() else {
-        return Err(storage::Error::Config(
-            "the native store gave no flash back".into(),
-        ));
-    };
+    let mut nand = native_flash_back(e)?;
     // Power goes off now if the fault did not already cut it, and comes back.
     nand.set_fault_plan(FaultPlan::default());
     nand.power_cut();

@@ -13,8 +13,8 @@
 //!
 //! Everything depends on the seed only.
 
-use nand::{DeviceConfig, FaultPlan, Nand};
-use rand::{Rng, SeedableRng};
+use nand::FaultPlan;
+use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::sched::{run_virtual, VirtualOptions};
 use storage::tuple::Value;
@@ -24,6 +24,7 @@ use super::input::Kind;
 use super::txn::{Done, TpccTerminal};
 use super::{check, load, Handles, NurandConsts, TpccConfig};
 use crate::crash::{CrashOutcome, Fault};
+use crate::crash_native::{arm_native, native_flash_back, tiny_device};
 
 #[derive(Clone, Debug)]
 pub struct TpccCrashOptions {
@@ -45,19 +46,6 @@ impl Default for TpccCrashOptions {
             tpcc: TpccConfig::reduced(1, 500, 20),
         }
     }
-}
-
-/// `tiny` with 16 blocks per plane: 128 blocks, 2,048 pages of 4 KiB.
-pub fn crash_device(seed: u64) -> Result<Nand> {
-    let cfg = DeviceConfig::preset(
-        "tiny",
-        &[
-            "geometry.blocks_per_plane=16".to_string(),
-            format!("seed={seed}"),
-        ],
-    )
-    .map_err(|e| storage::Error::Config(e.to_string()))?;
-    Nand::new(cfg).map_err(|e| storage::Error::Config(e.to_string()))
 }
 
 fn store_cfg() -> NativeConfig {
@@ -85,30 +73,16 @@ fn count(e: &mut Engine, table: storage::ObjectId) -> Result<u64> {
 /// One crash-and-recover round for `seed`.
 pub fn crash_tpcc_native_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOutcome> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let store = NativeStore::format(crash_device(seed)?, store_cfg())?;
+    let store = NativeStore::format(tiny_device(seed, 16)?, store_cfg())?;
     let mut e = Engine::create(Box::new(store), engine_cfg(o))?;
     let loaded = load(&mut e, o.tpcc, seed, |_| {})?;
     e.checkpoint()?;
     let h: Handles = loaded.h;
     let orders0 = count(&mut e, h.orders)?;
     let history0 = count(&mut e, h.history)?;
-    let nand = e
-        .store_mut()
-        .nand_mut()
-        .ok_or_else(|| storage::Error::Config("the native store has no flash".into()))?;
     // About ten flash operations per TPC-C transaction here (reads, write-backs, log blocks).
     let budget = (u64::from(o.terminals) * o.txns_per_terminal * 10).max(10);
-    let at = nand.ops_issued() + rng.random_range(1..=budget);
-    nand.set_fault_plan(match o.fault {
-        Fault::PowerCut => FaultPlan {
-            cut_at_op: Some(at),
-            ..FaultPlan::default()
-        },
-        Fault::IoError => FaultPlan {
-            fail_op: Some(at),
-            ..FaultPlan::default()
-        },
-    });
+    let at = arm_native(&mut e, o.fault, &mut rng, budget)?;
     let mut out = CrashOutcome {
         seed,
         fault_at_op: at,
@@ -130,11 +104,7 @@ pub fn crash_tpcc_native_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOu
     let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
     let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
     out.acknowledged = acked.len() as u64;
-    let Some(mut nand) = e.into_store().into_nand() else {
-        return Err(storage::Error::Config(
-            "the native store gave no flash back".into(),
-        ));
-    };
+    let mut nand = native_flash_back(e)?;
     nand.set_fault_plan(FaultPlan::default());
     nand.power_cut();
     nand.power_on();

@@ -1,18 +1,7 @@
 //! The `device` and `io` verbs as a user runs them: determinism, JSON fields, clear errors.
 
-use std::process::Command;
-
-fn noftl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(args)
-        .output()
-        .expect("run noftl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod cli_support;
+use cli_support::noftl;
 
 #[test]
 fn the_same_io_command_twice_gives_byte_identical_json() {

@@ -2,18 +2,8 @@
 
 use std::process::Command;
 
-fn noftl_json(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(args)
-        .output()
-        .expect("run noftl");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
+mod cli_support;
+use cli_support::noftl_json;
 
 const SMALL: [&str; 4] = ["--preset", "tiny", "--set", "geometry.blocks_per_plane=64"];
 

@@ -1,19 +1,8 @@
 //! The `bench tpcb` and `crashtest` verbs as a user runs them: stable JSON fields, determinism,
 //! the check, clear errors.
 
-use std::process::Command;
-
-fn noftl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(args)
-        .output()
-        .expect("run noftl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod cli_support;
+use cli_support::noftl;
 
 const BENCH: [&str; 17] = [
     "bench",

@@ -2,19 +2,8 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::process::Command;
-
-fn noftl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(args)
-        .output()
-        .expect("run noftl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod cli_support;
+use cli_support::noftl;
 
 const BENCH: [&str; 17] = [
     "bench",

@@ -1,19 +1,8 @@
 //! `noftl bench tpcc` and `noftl compare --workload tpcc` as a user runs them (REDUCED
 //! populations, labelled as such by the commands, so that the suite stays fast).
 
-use std::process::Command;
-
-fn noftl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(args)
-        .output()
-        .expect("run noftl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod cli_support;
+use cli_support::noftl;
 
 #[test]
 fn bench_tpcc_runs_on_native_reports_notpm_and_passes_the_check() {

@@ -465,19 +465,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             "  committed {} aborted {}  throughput {:.1} tx/s over {:.3} s",
             committed, aborted, res.throughput_tps, secs
         );
-        println!(
-            "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
-            res.latency_us.mean,
-            res.latency_us.p50,
-            res.latency_us.p95,
-            res.latency_us.p99,
-            res.latency_us.max
-        );
-        println!(
-            "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
-            res.per_txn.flash_reads, res.per_txn.flash_programs, res.per_txn.flash_erases, res.per_txn.gc_migrations, res.per_txn.energy_joules,
-            res.per_txn.host_page_reads, res.per_txn.host_page_writes, res.per_txn.log_forces
-        );
+        res.latency_us.print();
+        res.per_txn.print();
         println!(
             "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}; lock waits {}",
             frames,
@@ -487,15 +476,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             res.buffer.writebacks,
             res.lock_waits
         );
-        println!(
-            "  check: {}{}",
-            res.check,
-            if res.check_problems.is_empty() {
-                String::new()
-            } else {
-                format!(" {:?}", res.check_problems)
-            }
-        );
+        print_check(&res.check, &res.check_problems);
         if committed > 0 {
             println!(
                 "  host: load {:.2} s; run {:.3} s wall, {:.2} us wall per committed transaction",
@@ -509,4 +490,34 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         bail!("the TPC-B check failed");
     }
     Ok(())
+}
+
+impl LatencyUs {
+    /// The human-output line of every bench verb.
+    pub(super) fn print(&self) {
+        println!(
+            "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
+            self.mean, self.p50, self.p95, self.p99, self.max
+        );
+    }
+}
+
+impl PerTxn {
+    /// The human-output line of every bench verb.
+    pub(super) fn print(&self) {
+        println!(
+            "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
+            self.flash_reads, self.flash_programs, self.flash_erases, self.gc_migrations, self.energy_joules,
+            self.host_page_reads, self.host_page_writes, self.log_forces
+        );
+    }
+}
+
+/// The check line of every bench verb: the outcome and, if any, the problems found.
+pub(super) fn print_check(check: &str, problems: &[String]) {
+    if problems.is_empty() {
+        println!("  check: {check}");
+    } else {
+        println!("  check: {check} {problems:?}");
+    }
 }

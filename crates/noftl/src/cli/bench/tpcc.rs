@@ -229,31 +229,13 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             "  mix: new-order {} (+{} rolled back) payment {} order-status {} delivery {} stock-level {}; conflict retries {}",
             m.new_order, m.new_order_rollbacks, m.payment, m.order_status, m.delivery, m.stock_level, m.conflict_retries
         );
-        println!(
-            "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
-            res.latency_us.mean,
-            res.latency_us.p50,
-            res.latency_us.p95,
-            res.latency_us.p99,
-            res.latency_us.max
-        );
-        println!(
-            "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
-            res.per_txn.flash_reads, res.per_txn.flash_programs, res.per_txn.flash_erases, res.per_txn.gc_migrations, res.per_txn.energy_joules, res.per_txn.host_page_reads, res.per_txn.host_page_writes, res.per_txn.log_forces
-        );
+        res.latency_us.print();
+        res.per_txn.print();
         println!(
             "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}",
             frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks
         );
-        println!(
-            "  check: {}{}",
-            res.check,
-            if res.check_problems.is_empty() {
-                String::new()
-            } else {
-                format!(" {:?}", res.check_problems)
-            }
-        );
+        super::print_check(&res.check, &res.check_problems);
         println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
     }
     if res.check == "failed" {

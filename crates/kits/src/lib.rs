@@ -6,6 +6,7 @@
 
 pub mod crash;
 pub mod crash_native;
+mod settle;
 pub mod tatp;
 pub mod tpcb;
 pub mod tpcc;

@@ -25,6 +25,8 @@ use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::sched::{Step, Terminal};
+
+use crate::settle::{settle, Settled};
 use storage::tuple::Value;
 use storage::{Engine, Error, ObjectId, Result, Rid};
 
@@ -372,19 +374,15 @@ impl TpcbTerminal {
 
 impl Terminal for TpcbTerminal {
     fn step(&mut self, e: &mut Engine) -> Result<Step> {
-        match self.run_stage(e) {
-            Ok(s) => Ok(s),
-            Err(Error::WouldBlock { .. }) => Ok(Step::Blocked),
-            Err(Error::Deadlock { .. }) => {
-                // The victim rolls back and retries the same input.
-                e.abort(self.txn)?;
+        let step = self.run_stage(e);
+        match settle(e, &mut self.txn, step)? {
+            Settled::Step(s) => Ok(s),
+            Settled::Retry => {
                 self.aborted += 1;
                 self.seq += 1;
-                self.txn = e.begin()?;
                 self.stage = Stage::Account;
                 Ok(Step::Ran)
             }
-            Err(err) => Err(err),
         }
     }
 

@@ -8,6 +8,8 @@
 
 use hdrhistogram::Histogram;
 use storage::sched::{Step, Terminal};
+
+use crate::settle::{settle, Settled};
 use storage::tuple::Value;
 use storage::{Engine, Error, Result, Rid};
 
@@ -274,18 +276,14 @@ impl TatpTerminal {
 
 impl Terminal for TatpTerminal {
     fn step(&mut self, e: &mut Engine) -> Result<Step> {
-        match self.run_stage(e) {
-            Ok(s) => Ok(s),
-            Err(Error::WouldBlock { .. }) => Ok(Step::Blocked),
-            Err(Error::Deadlock { .. }) => {
-                // The victim rolls back and retries the same input.
-                e.abort(self.txn)?;
+        let step = self.run_stage(e);
+        match settle(e, &mut self.txn, step)? {
+            Settled::Step(s) => Ok(s),
+            Settled::Retry => {
                 self.deadlocks += 1;
-                self.txn = e.begin()?;
                 self.stage = Stage::Run;
                 Ok(Step::Ran)
             }
-            Err(err) => Err(err),
         }
     }
 

@@ -17,6 +17,16 @@ pub struct TargetArgs {
     pub target: String,
     #[command(flatten)]
     pub device: DeviceArgs,
+    #[command(flatten)]
+    pub knobs: FtlKnobs,
+    /// Keep the flash in this image file (created if missing, reopened and recovered if present).
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+}
+
+/// The knobs of an FTL target, shared by every verb that builds one.
+#[derive(Debug, Clone, Args)]
+pub struct FtlKnobs {
     /// DFTL: fraction of the page mappings the controller caches (e.g. 2%).
     #[arg(long, value_parser = parse_percent, default_value = "2%")]
     pub cache: f64,
@@ -26,9 +36,6 @@ pub struct TargetArgs {
     /// Garbage-collection victim policy: greedy | cost-benefit | fifo | random.
     #[arg(long, default_value = "greedy")]
     pub gc: String,
-    /// Keep the flash in this image file (created if missing, reopened and recovered if present).
-    #[arg(long)]
-    pub image: Option<PathBuf>,
     /// Controller clock of the device's FTL, MHz (default: 400, an embedded ARM Cortex-R class core).
     #[arg(long, default_value_t = 400.0)]
     pub controller_mhz: f64,
@@ -38,15 +45,16 @@ impl TargetArgs {
     /// The FTL knobs these arguments set; the FTL's seed is the device's.
     pub fn ftl_options(&self, device_seed: u64) -> anyhow::Result<FtlOptions> {
         let opts = FtlOptions {
-            cache_fraction: self.cache,
-            spare_factor: self.op,
+            cache_fraction: self.knobs.cache,
+            spare_factor: self.knobs.op,
             gc: self
+                .knobs
                 .gc
                 .parse()
                 .map_err(|e: ftl::FtlError| anyhow::anyhow!("--gc: {e}"))?,
             seed: device_seed,
             controller: ftl::ControllerConfig {
-                clock_mhz: self.controller_mhz,
+                clock_mhz: self.knobs.controller_mhz,
             },
             ..FtlOptions::default()
         };

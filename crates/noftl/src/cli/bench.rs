@@ -19,8 +19,8 @@ use serde::Serialize;
 use storage::sched::{run_real, run_virtual, VirtualOptions};
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
-use super::common::{parse_percent, DeviceArgs};
-use crate::targets::{self, TargetArgs};
+use super::common::DeviceArgs;
+use crate::targets::{self, FtlKnobs, TargetArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -43,12 +43,9 @@ pub struct BenchArgs {
     pub storage: String,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// DFTL: fraction of the page mappings cached.
-    #[arg(long, value_parser = parse_percent, default_value = "2%")]
-    pub cache: f64,
-    /// Over-provisioning of FTL targets.
-    #[arg(long, value_parser = parse_percent, default_value = "7%")]
-    pub op: f64,
+    /// FTL targets' knobs; `--op` is also the native store's spare factor.
+    #[command(flatten)]
+    pub knobs: FtlKnobs,
     /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
@@ -183,11 +180,8 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
     let t = TargetArgs {
         target: args.storage.clone(),
         device: args.device.clone(),
-        cache: args.cache,
-        op: args.op,
-        gc: "greedy".into(),
+        knobs: args.knobs.clone(),
         image: None,
-        controller_mhz: 400.0,
     };
     targets::build(&t)
 }
@@ -293,7 +287,7 @@ pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>
         (
             Box::new(super::compare::native_store(
                 &args.device,
-                args.op,
+                args.knobs.op,
                 args.page_size,
             )?),
             "native".into(),

@@ -1747,19 +1747,15 @@ impl Engine {
                     LockMode::S
                 },
             )?;
-            let mut hi = key.clone();
-            hi.push(0xFF);
-            self.bt_scan(
-                idx.root,
-                Bound::Included(&key),
-                Bound::Unbounded,
-                false,
-                usize::MAX,
-            )?
-            .into_iter()
-            .take_while(|(k, _)| k.starts_with(&key))
-            .filter_map(|(_, v)| Rid::decode(&v))
-            .collect()
+            // Stop the walk where the prefix ends: every key under it sorts below its successor.
+            let end = prefix_successor(&key);
+            let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let entries = self.bt_scan(idx.root, Bound::Included(&key), hi, false, usize::MAX)?;
+            debug_assert!(entries.iter().all(|(k, _)| k.starts_with(&key)));
+            entries
+                .into_iter()
+                .filter_map(|(_, v)| Rid::decode(&v))
+                .collect()
         };
         for &rid in &rids {
             self.lock(
@@ -1897,5 +1893,35 @@ impl Engine {
     /// True in the canary configuration that acknowledges commits before the log force.
     pub fn acks_early(&self) -> bool {
         self.cfg.unsafe_ack_before_force
+    }
+}
+
+/// The smallest byte string greater than every string that starts with `prefix` (`None`: no
+/// such string, the prefix is all 0xFF). Keys compare bytewise, so a prefix scan ends there.
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut end = prefix[..=last].to_vec();
+    end[last] += 1;
+    Some(end)
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::prefix_successor;
+
+    #[test]
+    fn a_prefix_successor_bounds_exactly_the_keys_under_the_prefix() {
+        assert_eq!(prefix_successor(&[1, 2, 3]), Some(vec![1, 2, 4]));
+        assert_eq!(prefix_successor(&[1, 0xFF, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_successor(&[0xFF, 0xFF]), None);
+        let end = prefix_successor(&[7, 0xFE]).unwrap();
+        for under in [
+            &[7u8, 0xFE][..],
+            &[7, 0xFE, 0xFF, 0xFF, 0xFF],
+            &[7, 0xFE, 0],
+        ] {
+            assert!(under < &end[..]);
+        }
+        assert!(&[7u8, 0xFF][..] >= &end[..]);
     }
 }

@@ -77,8 +77,8 @@ fn one(
         .ok_or_else(|| not_found(what))
 }
 
-/// The record ids under a key prefix, in key order. A bounded index scan: `Engine::lookup`
-/// with a prefix walks to the end of the index, which for ORDER-LINE is the whole table.
+/// The record ids under a key prefix, in key order: an index scan bounded by the prefix (a table
+/// S lock for phantom protection; rows are locked when they are read).
 fn prefix(e: &mut Engine, txn: u64, idx: ObjectId, key: &[Value]) -> Result<Vec<Rid>> {
     Ok(
         e.scan_index(txn, idx, Some(key), Some(key), false, usize::MAX)?

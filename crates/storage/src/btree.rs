@@ -68,6 +68,33 @@ fn child_val(v: &[u8]) -> PageId {
     u32::from_le_bytes([v[0], v[1], v[2], v[3]])
 }
 
+/// Checks a B-tree node read from storage (after `slotted::check`): every entry's key fits in
+/// it, keys strictly increase (invariant 1 within the node), and an inner node's values are child
+/// page ids. `entry_key`, `key_at` and `child_val` trust this on the hot path.
+pub fn check_node(p: &[u8]) -> std::result::Result<(), String> {
+    let inner = page::page_type(p) == PageType::BTreeInner;
+    let mut prev: Option<&[u8]> = None;
+    for i in 0..slotted::nslots(p) {
+        let (off, len, _) = slotted::slot(p, i);
+        if off == 0 {
+            return Err(format!("entry {i} is a free slot"));
+        }
+        let e = &p[off..off + len];
+        if len < 2 || 2 + usize::from(u16::from_le_bytes([e[0], e[1]])) > len {
+            return Err(format!("entry {i}: key length beyond its {len}-byte entry"));
+        }
+        let (key, val) = (entry_key(e), entry_val(e));
+        if inner && val.len() != 4 {
+            return Err(format!("entry {i}: a {}-byte child pointer", val.len()));
+        }
+        if prev.is_some_and(|k| k >= key) {
+            return Err(format!("entry {i}: keys out of order"));
+        }
+        prev = Some(key);
+    }
+    Ok(())
+}
+
 /// Binary search for `key` among the node's entries.
 pub fn search(p: &[u8], key: &[u8]) -> std::result::Result<usize, usize> {
     let (mut lo, mut hi) = (0usize, slotted::nslots(p));

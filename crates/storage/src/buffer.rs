@@ -11,13 +11,15 @@
 //! 3. WAL rule: a dirty page is written only after the log is durable up to its page LSN.
 //! 4. A dirty frame's `rec_lsn` is the LSN of the first record that dirtied it since it was last
 //!    written, so redo from the minimum `rec_lsn` of all dirty frames restores every lost change.
-//! 5. Pages leave the pool sealed (checksum) and are verified when read.
+//! 5. Pages leave the pool sealed (checksum) and are verified when read: checksum, then the
+//!    slotted and B-tree structure that the accessors trust (`check_structure`).
 
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::log::LogManager;
 use crate::page::{self, PageType};
+use crate::slotted;
 use crate::pagestore::{PageKind, PageStore, WriteHint};
 use crate::{Lsn, Nanos, PageId};
 
@@ -127,7 +129,7 @@ impl BufferPool {
                 fr.data.fill(0);
             } else {
                 t = store.read_page(t, pid, &mut fr.data)?;
-                match page::verify(&fr.data, pid) {
+                match page::verify(&fr.data, pid).and_then(|_| check_structure(&fr.data, pid)) {
                     Ok(_) => {}
                     Err(e) => {
                         if how == Fix::Lenient {
@@ -288,5 +290,24 @@ impl BufferPool {
     }
     pub fn page_bytes(&self) -> usize {
         self.page_bytes
+    }
+}
+
+/// A page with a valid checksum whose structure is broken (only an engine bug or a forged page
+/// can make one) is reported as `Corrupt` before any accessor indexes into it (invariant 5).
+fn check_structure(p: &[u8], pid: PageId) -> Result<()> {
+    let ty = page::page_type(p);
+    let why = match ty {
+        PageType::Heap | PageType::BTreeLeaf | PageType::BTreeInner => slotted::check(p)
+            .and_then(|()| match ty {
+                PageType::Heap => Ok(()),
+                _ => crate::btree::check_node(p),
+            })
+            .err(),
+        PageType::Unformatted | PageType::SpaceMap => None,
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(Error::Corrupt { pid, why }),
     }
 }

@@ -112,6 +112,51 @@ pub fn max_record(page_bytes: usize) -> usize {
     page_bytes - SLOTS_AT - 4
 }
 
+/// Checks invariant 1 on page bytes read from storage, so that the accessors above, which
+/// trust it on the hot path, never index out of the page. A page can pass its checksum and still
+/// break it only through an engine bug or a deliberately forged page; either must surface as a
+/// typed error, not a panic.
+pub fn check(p: &[u8]) -> std::result::Result<(), String> {
+    let delta = delta_area(p);
+    if delta > p.len() / 2 {
+        return Err(format!(
+            "delta area of {delta} bytes in a {}-byte page",
+            p.len()
+        ));
+    }
+    let e = end(p);
+    let n = nslots(p);
+    let slots_end = SLOTS_AT + 4 * n;
+    let start = data_start(p);
+    if slots_end > start || start > e {
+        return Err(format!(
+            "{n} slots end at {slots_end}, data starts at {start}, page data ends at {e}"
+        ));
+    }
+    let mut live = 0usize;
+    for i in 0..n {
+        let (off, len, _) = slot(p, i);
+        if off == 0 {
+            continue;
+        }
+        if off < start || off + len > e {
+            return Err(format!(
+                "slot {i}: record at {off}..{} outside the data area {start}..{e}",
+                off + len
+            ));
+        }
+        live += len;
+    }
+    if live + garbage(p) > e - start {
+        return Err(format!(
+            "{live} live and {} garbage bytes in a {}-byte data area",
+            garbage(p),
+            e - start
+        ));
+    }
+    Ok(())
+}
+
 /// Rewrites records contiguously at the end (invariant 2).
 pub fn compact(p: &mut [u8]) {
     let n = nslots(p);

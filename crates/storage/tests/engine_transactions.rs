@@ -211,3 +211,52 @@ fn a_clean_shutdown_reopens_with_the_same_rows() {
     assert_eq!(e2.scan_table(t, acct).unwrap().len(), 200);
     e2.commit(t).unwrap();
 }
+
+/// A B-tree leaf that passes its checksum but whose entry claims a key longer than itself (only
+/// an engine bug or a forged page can make one) is a typed `Corrupt` error on the lookup that
+/// reads it, not a panic, and the engine stays usable for pages that are sound.
+#[test]
+fn a_checksum_valid_but_malformed_btree_page_is_a_corrupt_error() {
+    use ftl::block_device::BlockDevice;
+    use storage::page::{self, PageType};
+    use storage::slotted;
+
+    let (mut e, disk) = new_engine(32);
+    let (acct, pk) = with_schema(&mut e);
+    let t = e.begin().unwrap();
+    for i in 0..50 {
+        e.insert(t, acct, &row(i, "o", i)).unwrap();
+    }
+    e.commit(t).unwrap();
+    e.shutdown().unwrap();
+
+    // Forge the primary index's leaf on the device: every entry's key length = 0xFFFF.
+    let mut dev = disk.clone();
+    let mut buf = vec![0u8; 4096];
+    let mut forged = 0;
+    for lpn in 0..dev.capacity_pages() {
+        dev.read(0, lpn, &mut buf).unwrap();
+        if page::page_type(&buf) != PageType::BTreeLeaf || page::object(&buf) != pk {
+            continue;
+        }
+        if !matches!(page::verify(&buf, page::page_id(&buf)), Ok(true)) {
+            continue;
+        }
+        for i in 0..slotted::nslots(&buf) {
+            let (off, _, _) = slotted::slot(&buf, i);
+            buf[off..off + 2].copy_from_slice(&0xFFFFu16.to_le_bytes());
+        }
+        page::seal(&mut buf);
+        dev.write(0, lpn, &buf, true).unwrap();
+        forged += 1;
+    }
+    assert_eq!(forged, 1, "the 50-key index is one leaf");
+
+    let store = BlockPageStore::new(Box::new(disk.clone()), 4096, Some(256)).unwrap();
+    let mut e2 = Engine::open(Box::new(store), EngineConfig::default()).unwrap();
+    let t = e2.begin().unwrap();
+    match e2.lookup(t, pk, &[Value::Int(3)], false) {
+        Err(Error::Corrupt { why, .. }) => assert!(why.contains("key length"), "{why}"),
+        other => panic!("expected a Corrupt error, got {other:?}"),
+    }
+}

@@ -19,8 +19,8 @@ use std::collections::HashMap;
 use crate::error::{Error, Result};
 use crate::log::LogManager;
 use crate::page::{self, PageType};
-use crate::slotted;
 use crate::pagestore::{PageKind, PageStore, WriteHint};
+use crate::slotted;
 use crate::{Lsn, Nanos, PageId};
 
 /// Counters of the buffer pool.

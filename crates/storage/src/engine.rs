@@ -841,6 +841,35 @@ impl Engine {
         self.locks.release_all(txn);
     }
 
+    /// Ends every transaction still open, so that another run can start on this database with
+    /// no lock held: a virtual run stops at a time, not at a transaction boundary. Commits whose
+    /// record is appended are made durable and finished (they were requested); transactions
+    /// still active are rolled back. Returns (finished commits, rolled-back transactions).
+    pub fn quiesce(&mut self) -> Result<(u64, u64)> {
+        let open: Vec<(TxnId, TxnState)> = self.txns.iter().map(|(&id, t)| (id, t.state)).collect();
+        let mut counts = (0, 0);
+        if open
+            .iter()
+            .any(|(_, st)| matches!(st, TxnState::Committing(lsn) if !self.is_durable(*lsn)))
+        {
+            self.force_log()?;
+        }
+        for (id, st) in open {
+            match st {
+                TxnState::Committing(_) => {
+                    self.commit_finish(id)?;
+                    counts.0 += 1;
+                }
+                TxnState::Active => {
+                    self.abort(id)?;
+                    counts.1 += 1;
+                }
+            }
+        }
+        assert!(self.txns.is_empty(), "quiesce leaves no transaction open");
+        Ok(counts)
+    }
+
     /// Rolls the transaction back (CLRs for every undone change) and ends it.
     pub fn abort(&mut self, txn: TxnId) -> Result<()> {
         self.active(txn)?;

@@ -19,10 +19,19 @@
 //! default. The buffer pool is 2% of the database pages (at least 256), the same for every
 //! store. Runs are in virtual time: the same command and seed give byte-identical JSON.
 //!
+//! Warm-up: right after the load the device still has all its free blocks, so the first writes
+//! cost no garbage collection and every store looks faster than it is in steady state (the
+//! larger the device, the longer this lasts: at TPC-B scale 48 a 10 s run would end before GC
+//! starts). Before measuring, each run therefore runs the same workload (other inputs, the same
+//! on every row) until the flash has programmed as many pages as it had free after the load
+//! (`--warmup auto`), so that every free block has been used once and GC reclaims the space the
+//! measured run writes. `--warmup 30s` runs a fixed virtual time instead, `--warmup none` skips it.
+//!
 //! Invariants:
 //! 1. Every row runs the same workload inputs (seed + repeat index) on a device of the same
 //!    geometry and logical layout; only the store differs.
-//! 2. Only the measured run is counted: device counters are differences across it.
+//! 2. Only the measured run is counted: device counters are differences across it; the warm-up
+//!    is before it.
 //! 3. The JSON depends on the arguments only (virtual time, seeded inputs, results ordered by
 //!    row and repeat however the worker threads interleave).
 
@@ -59,6 +68,11 @@ pub struct CompareArgs {
     /// Virtual run time of each run, e.g. 10s.
     #[arg(long, default_value = "10s")]
     pub duration: String,
+    /// Before each measured run: auto (run until the flash has programmed as many pages as it
+    /// had free after the load, so GC is in steady state; at most 600 s virtual), a virtual
+    /// time such as 30s, or none.
+    #[arg(long, default_value = "auto")]
+    pub warmup: String,
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
     /// Over-provisioning on top of the database, as a spare factor (seed 000 Fig. 5: 116 extra
@@ -127,6 +141,8 @@ struct Row {
     stdev: f64,
     slowdown: f64,
     runs_tps: Vec<f64>,
+    /// Mean virtual seconds of warm-up before each measured run.
+    warmup_seconds: f64,
     per_txn: PerTxn,
 }
 
@@ -149,6 +165,8 @@ struct CompareResult {
     seed: u64,
     terminals: u32,
     virtual_seconds: f64,
+    /// auto, none or a virtual time (module doc: warm-up).
+    warmup: String,
     device: Device,
     rows: Vec<Row>,
 }
@@ -162,6 +180,7 @@ enum Workload {
     Tpcc(kits::tpcc::TpccConfig),
 }
 
+#[derive(Clone, Copy)]
 enum Loaded {
     Tpcb(tpcb::Handles),
     Tatp(tatp::Handles),
@@ -191,7 +210,7 @@ impl Workload {
     fn run(
         &self,
         e: &mut Engine,
-        loaded: Loaded,
+        loaded: &Loaded,
         terminals: u32,
         seed: u64,
         start: u64,
@@ -201,7 +220,7 @@ impl Workload {
             until_ns: Some(start + until_ns),
             ..VirtualOptions::default()
         };
-        Ok(match (*self, loaded) {
+        Ok(match (*self, *loaded) {
             (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
                 let mut terms: Vec<TpcbTerminal> = (0..terminals)
                     .map(|i| TpcbTerminal::new(i, h, c, seed, None))
@@ -251,11 +270,41 @@ struct Rig {
     log_blocks: u64,
     frames: usize,
     db_pages: u64,
+    warmup: Warmup,
+}
+
+/// What runs before the measured run (module doc: warm-up).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Warmup {
+    None,
+    /// Until the flash programmed as many pages as it had free after the load.
+    Auto,
+    VirtualNs(u64),
+}
+
+/// The longest auto warm-up, virtual: a device that never turns over its free space in this
+/// time (a read-mostly workload) is measured as it is then.
+const WARMUP_MAX_NS: u64 = 600_000_000_000;
+/// Auto warm-up checks the programs after each slice of this virtual length.
+const WARMUP_SLICE_NS: u64 = 1_000_000_000;
+/// Warm-up inputs differ from every measured run's (seed + repeat) and are the same on every row.
+const WARMUP_SEED: u64 = 0x5741_524D_5550;
+
+fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
+    Ok(match s {
+        "auto" => Warmup::Auto,
+        "none" | "0" | "0s" => Warmup::None,
+        d => Warmup::VirtualNs(super::bench::parse_duration_ns(d).map_err(|e| {
+            anyhow::anyhow!("--warmup takes auto, none or a virtual time like 30s: {e}")
+        })?),
+    })
 }
 
 /// One measured run.
 #[derive(Clone, Copy, Debug, Default)]
 struct RunOut {
+    /// Virtual time the warm-up before it took.
+    warmup_s: f64,
     tps: f64,
     /// TPC-C only.
     notpm: f64,
@@ -386,6 +435,7 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
         log_blocks,
         frames,
         db_pages,
+        warmup: parse_warmup(&args.warmup)?,
     })
 }
 
@@ -407,14 +457,16 @@ fn run_one(
     )?;
     let loaded = w.load(&mut e)?;
     e.checkpoint()?;
+    let warmup_ns = warm_up(rig, &mut e, w, &loaded, terminals)?;
     let before = counters(e.store());
     let start = e.now();
     let (committed, lat_ns, end_ns, new_orders) =
-        w.run(&mut e, loaded, terminals, seed, start, until_ns)?;
+        w.run(&mut e, &loaded, terminals, seed, start, until_ns)?;
     let after = counters(e.store());
     let n = committed.max(1) as f64;
     let secs = (end_ns - start) as f64 / 1e9;
     Ok(RunOut {
+        warmup_s: warmup_ns as f64 / 1e9,
         tps: if secs > 0.0 {
             committed as f64 / secs
         } else {
@@ -437,6 +489,50 @@ fn run_one(
             latency_us: lat_ns / n / 1000.0,
         },
     })
+}
+
+/// Runs the workload before the measured run (module doc: warm-up); returns its virtual length.
+fn warm_up(
+    rig: &Rig,
+    e: &mut Engine,
+    w: Workload,
+    loaded: &Loaded,
+    terminals: u32,
+) -> anyhow::Result<u64> {
+    let start = e.now();
+    match rig.warmup {
+        Warmup::None => {}
+        Warmup::VirtualNs(ns) => {
+            w.run(e, loaded, terminals, WARMUP_SEED, start, ns)?;
+            e.quiesce()?;
+        }
+        Warmup::Auto => {
+            let g = &rig.nand.geometry;
+            let pages = u64::from(g.blocks()) * u64::from(g.pages_per_block);
+            let free_pages = pages.saturating_sub(e.stats().pages_allocated);
+            let programs0 = counters(e.store()).programs;
+            let mut slice = 0u64;
+            while counters(e.store()).programs - programs0 < free_pages
+                && e.now() - start < WARMUP_MAX_NS
+            {
+                // Each slice draws other inputs: the same on every row, never a measured run's.
+                let now = e.now();
+                w.run(
+                    e,
+                    loaded,
+                    terminals,
+                    WARMUP_SEED.wrapping_add(slice),
+                    now,
+                    WARMUP_SLICE_NS,
+                )?;
+                // The slice stopped mid-transaction: end those before the next terminals start.
+                e.quiesce()?;
+                slice += 1;
+            }
+        }
+    }
+    e.checkpoint()?;
+    Ok(e.now() - start)
 }
 
 fn mean_stdev(v: &[f64]) -> (f64, f64) {
@@ -556,6 +652,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
     let until_ns = super::bench::parse_duration_ns(&args.duration)?;
+    parse_warmup(&args.warmup)?; // refused before the long load, not after it
     eprintln!("measuring the database of {} scale {scale} ...", w.label());
     let rig = size_rig(args, w)?;
     let g = &rig.nand.geometry;
@@ -658,6 +755,9 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
             stdev: r4(sd),
             slowdown: r4(if m > 0.0 { native_tps / m } else { 0.0 }),
             runs_tps: tps.iter().map(|&x| r4(x)).collect(),
+            warmup_seconds: r4(
+                runs.iter().map(|o| o.warmup_s).sum::<f64>() / runs.len().max(1) as f64
+            ),
             per_txn: PerTxn {
                 flash_reads: r4(p.flash_reads),
                 flash_programs: r4(p.flash_programs),
@@ -678,6 +778,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         seed: args.seed,
         terminals: args.terminals,
         virtual_seconds: until_ns as f64 / 1e9,
+        warmup: args.warmup.clone(),
         device: Device {
             preset: rig.nand.name.clone(),
             blocks: g.blocks(),
@@ -733,6 +834,16 @@ fn print_table(res: &CompareResult) {
         print!(" | {:>9.1} {:>7.2} {:>8}", r.throughput_tps, r.stdev, sd);
     }
     println!();
+    let warm: Vec<String> = res
+        .rows
+        .iter()
+        .map(|r| format!("{} {:.1}", r.storage, r.warmup_seconds))
+        .collect();
+    println!(
+        "warm-up before each run ({}), virtual s: {}",
+        res.warmup,
+        warm.join(", ")
+    );
     println!();
     println!(
         "per transaction    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>11}",

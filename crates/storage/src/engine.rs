@@ -984,6 +984,10 @@ impl Engine {
         tail = tail.min(dpt.iter().map(|d| d.1).min().unwrap_or(tail));
         tail = tail.min(att.iter().map(|a| a.first_lsn).min().unwrap_or(tail));
         self.log.set_tail(tail);
+        // The master record naming this checkpoint is durable: recovery no longer reads below
+        // the tail, so the store may drop those log blocks.
+        let r = self.log.release_dead(&mut *self.store, self.now);
+        self.now = self.note(r)?;
         Ok(())
     }
 
@@ -1915,6 +1919,10 @@ impl Engine {
     }
     pub fn log_next_lsn(&self) -> Lsn {
         self.log.next_lsn()
+    }
+    /// Log records below this LSN are no longer needed by recovery (log.rs invariant 3).
+    pub fn log_tail_lsn(&self) -> Lsn {
+        self.log.tail_lsn()
     }
 }
 

@@ -30,6 +30,10 @@
 //! 5. After a crash the log restarts at the next block boundary in a higher epoch; a record that
 //!    cannot be completed inside its own epoch is followed by a jump to the next block if that
 //!    block belongs to a higher epoch (the restart point), and the log ends otherwise.
+//! 6. Blocks are reported dead to the store (`PageStore::log_released`) only once the tail has
+//!    passed them, and never a device slot of the live window from the tail's block to the head's
+//!    block; so a store may drop their content (NoFTL: invalidate without a flash operation), and a
+//!    stale or missing copy of a released block is what invariant 4 already handles.
 
 use std::collections::HashMap;
 
@@ -566,6 +570,8 @@ pub struct LogManager {
     buf_start: Lsn,
     durable_lsn: Lsn,
     tail_lsn: Lsn,
+    /// Absolute blocks below this were reported dead to the store (invariant 6).
+    released_to: u64,
     pub stats: LogStats,
     /// Bytes kept in memory before full blocks are written without a force.
     spill_bytes: usize,
@@ -587,6 +593,9 @@ impl LogManager {
             buf_start: start_lsn,
             durable_lsn: start_lsn,
             tail_lsn: tail_lsn.min(start_lsn),
+            // The live window is the tail's block to the head's: the device slots of the lap
+            // before it hold dead blocks (of this or earlier epochs) not yet reported.
+            released_to: (block_of(start_lsn) + 1).saturating_sub(capacity_blocks),
             stats: LogStats::default(),
             spill_bytes: 1 << 20,
         }
@@ -615,6 +624,25 @@ impl LogManager {
         if lsn > self.tail_lsn {
             self.tail_lsn = lsn.min(self.durable_lsn);
         }
+    }
+    /// Reports to the store the blocks the tail has passed since the last call (invariant 6), in
+    /// at most two ranges of device blocks (split at the wrap). Returns the completion time.
+    pub fn release_dead(&mut self, store: &mut dyn PageStore, at: Nanos) -> Result<Nanos> {
+        let cap = self.capacity_blocks;
+        let end = block_of(self.tail_lsn);
+        let head = block_of(self.next_lsn);
+        // A slot of the live window [end, head] is never released: start past head - cap.
+        let mut b = self.released_to.max((head + 1).saturating_sub(cap));
+        let mut done = at;
+        while b < end {
+            let dev = b % cap;
+            let n = (end - b).min(cap - dev);
+            debug_assert!(b + cap > head && b < end, "released block {b} is live");
+            done = done.max(store.log_released(at, dev, n)?);
+            b += n;
+        }
+        self.released_to = self.released_to.max(end);
+        Ok(done)
     }
     /// Would `bytes` more fit (keeping `reserve` bytes free for rollbacks)?
     pub fn has_room(&self, bytes: usize, reserve: u64) -> bool {

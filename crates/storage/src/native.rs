@@ -824,6 +824,28 @@ impl PageStore for NativeStore {
         Ok(at_ns)
     }
 
+    /// Dead log blocks become invalid flash pages at once, with no flash operation, so GC never
+    /// copies them (seed 000's "redundant functionality": the engine knows what is dead). Unlike
+    /// page frees this needs no liveness checkpoint: a released block that comes back after a
+    /// power cut is stale to the log reader (log.rs invariants 4 and 6), and the restart releases
+    /// it again.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn log_released(&mut self, at_ns: Nanos, block: u64, n: u64) -> Result<Nanos> {
+        let key0 = self.check_log(block, (n as usize) * LOG_BLOCK_BYTES)?;
+        let t = self.host_cpu(at_ns, HOST_UPDATE_CYCLES * n);
+        for key in key0..key0 + n {
+            let old = std::mem::replace(&mut self.map[key as usize], UNMAPPED);
+            if old != UNMAPPED {
+                self.invalidate(Ppn(u64::from(old)));
+                self.host.trims += 1; // an invalidation without TRIM, as page frees count
+            }
+        }
+        Ok(t)
+    }
+
     fn read_meta(&mut self, at_ns: Nanos, slot: usize, buf: &mut [u8]) -> Result<Nanos> {
         if slot > 1 || buf.len() != LOG_BLOCK_BYTES {
             return Err(Error::Io(format!(

@@ -100,6 +100,16 @@ pub trait PageStore: Send {
     fn write_log(&mut self, at_ns: Nanos, block: u64, data: &[u8]) -> Result<Nanos>;
     /// Makes every log block written so far durable.
     fn force_log(&mut self, at_ns: Nanos) -> Result<Nanos>;
+    /// NoFTL: log blocks `block..block + n` are dead (the log's tail passed them; log.rs
+    /// invariant 6). A block store cannot tell its device without a TRIM, and a conventional
+    /// engine issues none for its log, so the default does nothing.
+    fn log_released(&mut self, at_ns: Nanos, _block: u64, _n: u64) -> Result<Nanos> {
+        Ok(at_ns)
+    }
+    /// The concrete store, for inspection by tests and tools (`downcast_ref`).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 
     /// Master-record slot 0 or 1 (`LOG_BLOCK_BYTES` each).
     fn read_meta(&mut self, at_ns: Nanos, slot: usize, buf: &mut [u8]) -> Result<Nanos>;

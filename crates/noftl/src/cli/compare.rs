@@ -90,6 +90,14 @@ pub struct CompareArgs {
     pub tpcc_reduced: Option<Vec<u32>>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The stores to run, comma-separated, native first (the slowdowns are against it):
+    /// native, dftl-2%, dftl-15%, dftl-35%, page.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "native,dftl-2%,dftl-15%,dftl-35%,page"
+    )]
+    pub stores: Vec<String>,
     /// Worker threads (runs are independent).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
@@ -289,6 +297,26 @@ const WARMUP_MAX_NS: u64 = 600_000_000_000;
 const WARMUP_SLICE_NS: u64 = 1_000_000_000;
 /// Warm-up inputs differ from every measured run's (seed + repeat) and are the same on every row.
 const WARMUP_SEED: u64 = 0x5741_524D_5550;
+
+/// Row indices of `--stores`, in `ROWS` order; native must be among them.
+fn parse_stores(names: &[String]) -> anyhow::Result<Vec<usize>> {
+    let mut rows = Vec::new();
+    for n in names {
+        match ROWS.iter().position(|(r, _)| r == n) {
+            Some(i) if !rows.contains(&i) => rows.push(i),
+            Some(_) => bail!("--stores names '{n}' twice"),
+            None => bail!(
+                "--stores: no store '{n}' (the stores are {})",
+                ROWS.map(|r| r.0).join(", ")
+            ),
+        }
+    }
+    if !rows.contains(&0) {
+        bail!("--stores must include native: the slowdowns are against it");
+    }
+    rows.sort_unstable();
+    Ok(rows)
+}
 
 fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
     Ok(match s {
@@ -653,6 +681,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     }
     let until_ns = super::bench::parse_duration_ns(&args.duration)?;
     parse_warmup(&args.warmup)?; // refused before the long load, not after it
+    let selected = parse_stores(&args.stores)?;
     eprintln!("measuring the database of {} scale {scale} ...", w.label());
     let rig = size_rig(args, w)?;
     let g = &rig.nand.geometry;
@@ -679,7 +708,9 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         rig.spare * 100.0,
         rig.frames
     );
-    let jobs: Vec<(usize, u32)> = (0..ROWS.len())
+    let jobs: Vec<(usize, u32)> = selected
+        .iter()
+        .copied()
         .flat_map(|r| (0..args.repeat).map(move |k| (r, k)))
         .collect();
     let results: Mutex<Vec<Option<RunOut>>> = Mutex::new(vec![None; jobs.len()]);
@@ -733,7 +764,8 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("a worker panicked"))?;
     let mut rows = Vec::new();
     let mut native_tps = 0.0;
-    for (r, (name, _)) in ROWS.iter().enumerate() {
+    for &r in &selected {
+        let name = ROWS[r].0;
         let runs: Vec<RunOut> = jobs
             .iter()
             .zip(&results)
@@ -749,7 +781,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         }
         let p = average(&runs);
         rows.push(Row {
-            storage: (*name).into(),
+            storage: name.into(),
             throughput_tps: r4(m),
             notpm,
             stdev: r4(sd),

@@ -89,6 +89,24 @@ fn failed_flash_operations_are_reported_and_the_database_recovers_on_native() {
     assert!(s.bad.is_empty(), "{:#?}", s.bad);
 }
 
+/// Seed 2205 once drew its second cut onto the restore's moves off a block a failed program
+/// had retired, where a failed restore keeps the flash: the cut is now drawn before the restore.
+#[test]
+fn failed_flash_operations_then_power_cuts_during_recovery_recover_on_native() {
+    let o = CrashOptions {
+        fault: Fault::IoError,
+        crash_during_recovery: true,
+        ..CrashOptions::default()
+    };
+    let s = sweep(2200..2210, &o);
+    assert!(s.bad.is_empty(), "{:#?}", s.bad);
+    assert!(
+        s.recovery_hits >= 7,
+        "only {} of 10 second cuts fell inside the restart",
+        s.recovery_hits
+    );
+}
+
 #[test]
 fn the_canary_is_caught_on_native() {
     let o = CrashOptions {

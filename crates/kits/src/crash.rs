@@ -185,6 +185,8 @@ pub struct CrashOutcome {
     pub error_reported: Option<String>,
     /// The second cut (`crash_during_recovery`) fell inside the restart.
     pub recovery_cut_hit: bool,
+    /// Native only: the restart's operation the second cut hit ("read recovery", "program log").
+    pub recovery_cut_landed_on: Option<String>,
     pub acknowledged: u64,
     pub recovered: u64,
     pub violations: Vec<String>,
@@ -286,24 +288,11 @@ impl Rig {
             }),
         }
     }
-    /// Flash: the trace restarts here (it keeps the first `TRACE_ENTRIES` operations).
-    fn start_trace(&self) {
-        if let Rig::Flash(d, _) = self {
-            d.with(|d| d.nand_mut().map(Nand::reset_stats));
-        }
-    }
-    /// Flash: the operations traced since `arm`, named "program host", "erase gc", ...
-    fn traced_ops(&self) -> Vec<String> {
+    /// Flash: `f` on the device under the FTL (`None` on the crash disk).
+    fn with_nand<R>(&self, f: impl FnOnce(&mut Nand) -> R) -> Option<R> {
         match self {
-            Rig::Disk(_) => Vec::new(),
-            Rig::Flash(d, _) => d.with(|d| {
-                d.nand().map_or_else(Vec::new, |n| {
-                    n.trace()
-                        .iter()
-                        .map(|e| format!("{:?} {:?}", e.op, e.purpose).to_lowercase())
-                        .collect()
-                })
-            }),
+            Rig::Disk(_) => None,
+            Rig::Flash(d, _) => d.with(|d| d.nand_mut().map(f)),
         }
     }
     /// Cuts power (if the fault has not already), powers on, and brings the device back as the
@@ -395,21 +384,18 @@ fn prepare(o: &CrashOptions, seed: u64) -> Result<(Rig, Engine, Handles)> {
 pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let txns = u64::from(o.terminals) * o.txns_per_terminal;
-    let (budget, names) = match o.medium {
-        Medium::CrashDisk => ((txns * 3 / 2).max(10), Vec::new()),
+    let (budget, count) = match o.medium {
+        Medium::CrashDisk => ((txns * 3 / 2).max(10), OpCount::default()),
         Medium::Flash(_) => {
             let (rig, mut e, h) = prepare(o, seed)?;
-            rig.start_trace();
-            let ops0 = rig.ops();
+            let no_flash = || Error::Unsupported("the FTL shows no flash to count on".into());
+            let start = rig.with_nand(OpCount::start).ok_or_else(no_flash)?;
             let mut dry = CrashOutcome::default();
             run_until_fault(&mut e, h, o, seed, &mut dry);
-            if let Some(err) = dry.error_reported {
-                return Err(Error::Unsupported(format!(
-                    "the dry run of seed {seed} failed without a fault: {err}"
-                )));
-            }
-            let total = rig.ops() - ops0;
-            ((total + total / 20).max(10), rig.traced_ops())
+            let count = rig
+                .with_nand(|n| OpCount::of_dry_run(n, start, seed, &dry))
+                .ok_or_else(no_flash)??;
+            (count.budget(), count)
         }
     };
     let (rig, mut e, h) = prepare(o, seed)?;
@@ -426,7 +412,7 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     // "hit" is judged by the operation count.
     out.fault_hit = out.error_reported.is_some() || rig.ops() >= at;
     if out.fault_hit {
-        out.fault_landed_on = names.get(nth as usize - 1).cloned();
+        out.fault_landed_on = count.name(nth);
     }
     drop(e);
 
@@ -460,6 +446,65 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
         &maybe,
         out,
     )
+}
+
+/// The flash operations of a fault-free dry run, counted and named in order ("program host",
+/// "erase gc", ...), so that a fault is drawn from what the run really issues and named where it
+/// lands. Exact for the faulted run of the same seed on an identical device: everything up to
+/// the fault is the same in both (nand device.rs invariant 7).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpCount {
+    pub ops: u64,
+    pub names: Vec<String>,
+}
+
+impl OpCount {
+    /// Restarts `nand`'s trace (it keeps the device config's first `trace_entries` operations
+    /// from here) and gives the operation number that `since` counts from.
+    pub(crate) fn start(nand: &mut Nand) -> u64 {
+        nand.reset_stats();
+        nand.ops_issued()
+    }
+
+    /// The operations `nand` issued since `start`.
+    pub(crate) fn since(nand: &Nand, start: u64) -> OpCount {
+        OpCount {
+            ops: nand.ops_issued() - start,
+            names: nand
+                .trace()
+                .iter()
+                .map(|e| format!("{:?} {:?}", e.op, e.purpose).to_lowercase())
+                .collect(),
+        }
+    }
+
+    /// `since` for a dry run of the workload, which must not have failed: without a fault, a
+    /// failure is the harness's or the engine's, and the count would be meaningless.
+    pub(crate) fn of_dry_run(
+        nand: &Nand,
+        start: u64,
+        seed: u64,
+        dry: &CrashOutcome,
+    ) -> Result<OpCount> {
+        match &dry.error_reported {
+            Some(err) => Err(Error::Unsupported(format!(
+                "the dry run of seed {seed} failed without a fault: {err}"
+            ))),
+            None => Ok(Self::since(nand, start)),
+        }
+    }
+
+    /// The range a fault is drawn from: the count plus 5% (a cut after the last operation: power
+    /// lost while idle).
+    pub(crate) fn budget(&self) -> u64 {
+        (self.ops + self.ops / 20).max(10)
+    }
+
+    /// The `nth` operation counted (1-based), if the trace kept it.
+    pub(crate) fn name(&self, nth: u64) -> Option<String> {
+        let i = usize::try_from(nth.checked_sub(1)?).ok()?;
+        self.names.get(i).cloned()
+    }
 }
 
 /// Verifies the engine a restart gave, or records that the restart failed.

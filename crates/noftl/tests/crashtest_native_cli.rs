@@ -34,7 +34,7 @@ fn crashtest_on_native_verifies_every_recovery() {
 }
 
 #[test]
-fn crashtest_options_native_cannot_honour_are_refused() {
+fn crashtest_on_native_cuts_power_again_during_recovery_and_verifies() {
     let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
         .args([
             "crashtest",
@@ -44,12 +44,41 @@ fn crashtest_options_native_cannot_honour_are_refused() {
             "native",
             "--recovery-crash",
             "--seeds",
+            "6",
+            "--json",
+        ])
+        .output()
+        .expect("run noftl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["verified"], 6, "{v}");
+    assert!(
+        v["recovery_cuts_inside_restart"].as_u64().unwrap_or(0) > 0,
+        "some second cuts must land inside the restart: {v}"
+    );
+}
+
+#[test]
+fn crashtest_options_native_cannot_honour_are_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args([
+            "crashtest",
+            "--workload",
+            "tpcb",
+            "--storage",
+            "native",
+            "--torn",
+            "--seeds",
             "1",
         ])
         .output()
         .expect("run noftl");
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not available on native"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--torn is for the crash disk"));
 }
 
 #[test]

@@ -280,9 +280,16 @@ pub(crate) fn apply_op(p: &mut [u8], op: &Op) -> std::result::Result<(), String>
 impl Engine {
     // ---- opening ----
 
-    fn blank(store: Box<dyn PageStore>, cfg: EngineConfig) -> Result<Engine> {
+    /// A failure gives the store back (`open_or_give_back`).
+    fn blank(
+        store: Box<dyn PageStore>,
+        cfg: EngineConfig,
+    ) -> std::result::Result<Engine, (Error, Box<dyn PageStore>)> {
         let pb = store.page_bytes();
-        let pool = BufferPool::new(cfg.buffer_frames, pb)?;
+        let pool = match BufferPool::new(cfg.buffer_frames, pb) {
+            Ok(p) => p,
+            Err(e) => return Err((e, store)),
+        };
         let fpw = cfg
             .full_page_writes
             .unwrap_or(pb > store.atomic_write_bytes());
@@ -317,7 +324,7 @@ impl Engine {
 
     /// Formats a new database on the store (everything on it is lost).
     pub fn create(store: Box<dyn PageStore>, cfg: EngineConfig) -> Result<Engine> {
-        let mut e = Engine::blank(store, cfg)?;
+        let mut e = Engine::blank(store, cfg).map_err(|(e, _)| e)?;
         let pb = e.page_bytes();
         // Space map 0 (owns pages 0 and 1) and the catalog heap head (page 1).
         let mut map = vec![0u8; pb];
@@ -357,11 +364,31 @@ impl Engine {
 
     /// Opens a database from the store alone and recovers it (ARIES analysis, redo, undo).
     pub fn open(store: Box<dyn PageStore>, cfg: EngineConfig) -> Result<Engine> {
+        Self::open_or_give_back(store, cfg).map_err(|(e, _)| e)
+    }
+
+    /// `open`, but a failure gives the store back with the error, so that the caller can take
+    /// its device back (`PageStore::into_nand`), power-cycle it and open again: the crash test
+    /// cuts power a second time during this restart. What the failed restart left in memory is
+    /// dropped; what it wrote is on the store, which a restart after a crash during restart
+    /// recovers (invariant 4).
+    pub fn open_or_give_back(
+        store: Box<dyn PageStore>,
+        cfg: EngineConfig,
+    ) -> std::result::Result<Engine, (Error, Box<dyn PageStore>)> {
         let mut e = Engine::blank(store, cfg)?;
+        match e.restart() {
+            Ok(()) => Ok(e),
+            Err(err) => Err((err, e.store)),
+        }
+    }
+
+    /// `open`'s work: master record, ARIES restart, catalog, space maps to the store, checkpoint.
+    fn restart(&mut self) -> Result<()> {
         let mut best: Option<Master> = None;
         for slot in 0..2 {
             let mut b = vec![0u8; LOG_BLOCK_BYTES];
-            e.now = e.store.read_meta(e.now, slot, &mut b)?;
+            self.now = self.store.read_meta(self.now, slot, &mut b)?;
             if let Some(m) = Master::decode(&b) {
                 if best.is_none_or(|x| m.seq > x.seq) {
                     best = Some(m);
@@ -371,25 +398,25 @@ impl Engine {
         let m = best.ok_or_else(|| {
             Error::Recovery("no valid master record: the store holds no database".into())
         })?;
-        if m.page_bytes as usize != e.page_bytes() {
+        if m.page_bytes as usize != self.page_bytes() {
             return Err(Error::Recovery(format!(
                 "the database has {}-byte pages, the store {}",
                 m.page_bytes,
-                e.page_bytes()
+                self.page_bytes()
             )));
         }
-        e.master = m;
+        self.master = m;
         // A new epoch before any log write (log.rs invariant 5).
-        e.master.epoch = m.epoch + 1;
-        e.write_master()?;
-        e.next_txn = m.next_txn;
-        e.in_recovery = true;
-        e.recover(m.ckpt_lsn)?;
-        e.in_recovery = false;
-        e.load_catalog()?;
-        e.retain_allocated()?;
-        e.checkpoint()?;
-        Ok(e)
+        self.master.epoch = m.epoch + 1;
+        self.write_master()?;
+        self.next_txn = m.next_txn;
+        self.in_recovery = true;
+        self.recover(m.ckpt_lsn)?;
+        self.in_recovery = false;
+        self.load_catalog()?;
+        self.retain_allocated()?;
+        self.checkpoint()?;
+        Ok(())
     }
 
     /// After restart, tells the store which pages the (recovered) space maps hold allocated, so

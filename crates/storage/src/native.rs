@@ -290,10 +290,37 @@ impl NativeStore {
     /// Rebuilds the store from what `nand` holds (after a power cut or a clean stop): scans every
     /// page's OOB, takes the newest copy of every key and the newest complete liveness
     /// checkpoint (journal.rs steps 1-5), and gives the blocks back to their streams.
-    pub fn open(mut nand: Nand, cfg: NativeConfig) -> Result<NativeStore> {
-        let lay = layout(&nand, &cfg)?;
+    pub fn open(nand: Nand, cfg: NativeConfig) -> Result<NativeStore> {
+        Self::open_or_give_back(nand, cfg).map_err(|(e, _)| e)
+    }
+
+    /// `open`, but a failure gives the flash back with the error, so that the caller can
+    /// power-cycle it and open again: the crash test cuts power a second time during this
+    /// restart (kits `crash_native`), which a store that consumed the device cannot survive.
+    ///
+    /// The flash comes back (`Some`) from every failure up to the hand-over to
+    /// `FlashSpace::restore`: the layout check, the OOB scan and the region table read, that is
+    /// every flash operation of the open but the restore's few erases of blocks a cut left
+    /// half-erased and moves off grown-bad blocks. A failure from the restore on gives `None`:
+    /// the space owns the device then and drops it (ftl has `format_or_give_back` but no
+    /// give-back variant of `restore`). A store that opened gives its flash back by
+    /// `PageStore::into_nand`, also after `Engine::open_or_give_back` failed on it.
+    pub fn open_or_give_back(
+        nand: Nand,
+        cfg: NativeConfig,
+    ) -> std::result::Result<NativeStore, (Error, Option<Box<Nand>>)> {
+        let mut slot = Some(nand);
+        Self::open_from(&mut slot, cfg).map_err(|e| (e, slot.map(Box::new)))
+    }
+
+    /// `open`'s work on the flash in `slot`, which stays there until the restore takes it.
+    fn open_from(slot: &mut Option<Nand>, cfg: NativeConfig) -> Result<NativeStore> {
+        let nand = slot
+            .as_mut()
+            .ok_or_else(|| Error::Config("no flash to open".into()))?;
+        let lay = layout(nand, &cfg)?;
         let at = nand.now_ns();
-        let rec = scan(&mut nand, at, lay.capacity, 0)?;
+        let rec = scan(nand, at, lay.capacity, 0)?;
         // The stream of each winning copy is in its OOB `aux`, which the scan already read.
         let live = rec.live_pages(|aux| (aux as u8).min(STREAMS - 1), JOURNAL);
         // The region table says which dies belong to which region's space.
@@ -327,6 +354,9 @@ impl NativeStore {
             (0..g.dies()).filter(|&d| owner[d as usize] == 0).collect()
         };
         let live0: Vec<LivePage> = live.iter().filter(|p| die_of(p) == 0).copied().collect();
+        let nand = slot
+            .take()
+            .ok_or_else(|| Error::Config("no flash to open".into()))?;
         let (mut space0, _) = FlashSpace::restore(
             nand,
             cfg.region_space_config(cfg.gc, default_dies),

@@ -1,6 +1,7 @@
 //! The crash test for TPC-C on the NoFTL page store: a reduced TPC-C database on a small flash
-//! device, terminals running the full mix, a power cut at a seeded flash operation, recovery
-//! from the flash alone (`NativeStore::open`, then ARIES), and a check.
+//! device, terminals running the full mix, a power cut at a seeded flash operation (drawn from a
+//! dry run's count), optionally a second cut during the restart, recovery from the flash alone
+//! (`NativeStore::open`, then ARIES), and a check. The round is `crash_native::native_round`'s.
 //!
 //! Model: terminals record every acknowledged commit and the one in flight (kits::crash's
 //! approach). Verified (what a verified seed shows):
@@ -10,21 +11,20 @@
 //!    unrequested survives).
 //! 3. The consistency conditions of clause 3.3.2 hold (condition 11 too when no Delivery was
 //!    acknowledged or in flight), and the engine's structural check passes.
+//! 4. With the second cut, 1 to 3 hold after the restart that follows it.
 //!
 //! Everything depends on the seed only.
 
-use nand::FaultPlan;
-use rand::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use nand::Nand;
 use storage::sched::{run_virtual, VirtualOptions};
 use storage::tuple::Value;
-use storage::{Engine, EngineConfig, NativeConfig, NativeStore, Result};
+use storage::{Engine, EngineConfig, NativeConfig, Result};
 
 use super::input::Kind;
 use super::txn::{Done, TpccTerminal};
 use super::{check, load, Handles, NurandConsts, TpccConfig};
 use crate::crash::{CrashOutcome, Fault};
-use crate::crash_native::{arm_native, native_flash_back, tiny_device};
+use crate::crash_native::{native_round, tiny_device, NativeWorkload};
 
 #[derive(Clone, Debug)]
 pub struct TpccCrashOptions {
@@ -32,6 +32,8 @@ pub struct TpccCrashOptions {
     pub terminals: u32,
     pub txns_per_terminal: u64,
     pub buffer_frames: usize,
+    /// Also cut power during the first recovery, then recover again (`crash_native`).
+    pub crash_during_recovery: bool,
     /// A REDUCED population (tests): the crash device holds about 2,000 flash pages.
     pub tpcc: TpccConfig,
 }
@@ -43,6 +45,7 @@ impl Default for TpccCrashOptions {
             terminals: 2,
             txns_per_terminal: 30,
             buffer_frames: 48,
+            crash_during_recovery: false,
             tpcc: TpccConfig::reduced(1, 500, 20),
         }
     }
@@ -70,64 +73,95 @@ fn count(e: &mut Engine, table: storage::ObjectId) -> Result<u64> {
     Ok(n)
 }
 
-/// One crash-and-recover round for `seed`.
-pub fn crash_tpcc_native_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOutcome> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let store = NativeStore::format(tiny_device(seed, 16)?, store_cfg())?;
-    let mut e = Engine::create(Box::new(store), engine_cfg(o))?;
-    let loaded = load(&mut e, o.tpcc, seed, |_| {})?;
-    e.checkpoint()?;
-    let h: Handles = loaded.h;
-    let orders0 = count(&mut e, h.orders)?;
-    let history0 = count(&mut e, h.history)?;
-    // About ten flash operations per TPC-C transaction here (reads, write-backs, log blocks).
-    let budget = (u64::from(o.terminals) * o.txns_per_terminal * 10).max(10);
-    let at = arm_native(&mut e, o.fault, &mut rng, budget)?;
-    let mut out = CrashOutcome {
-        seed,
-        fault_at_op: at,
-        ..CrashOutcome::default()
-    };
-    let run = NurandConsts::run_from(loaded.c_load, seed);
-    let mut terms: Vec<TpccTerminal> = (0..o.terminals)
-        .map(|i| {
-            let mut t = TpccTerminal::new(i, h, o.tpcc, run, seed, Some(o.txns_per_terminal));
-            t.record = true;
-            t
+/// What the check needs from the load.
+struct AfterLoad {
+    h: Handles,
+    run: NurandConsts,
+    orders0: u64,
+    history0: u64,
+}
+
+struct Tpcc<'a>(&'a TpccCrashOptions);
+
+impl NativeWorkload for Tpcc<'_> {
+    type Loaded = AfterLoad;
+    /// The commits acknowledged and those in flight.
+    type Seen = (Vec<Done>, Vec<Done>);
+    fn fault(&self) -> Fault {
+        self.0.fault
+    }
+    fn crash_during_recovery(&self) -> bool {
+        self.0.crash_during_recovery
+    }
+    fn store_config(&self) -> NativeConfig {
+        store_cfg()
+    }
+    fn engine_config(&self) -> EngineConfig {
+        engine_cfg(self.0)
+    }
+    fn device(&self, seed: u64) -> Result<Nand> {
+        tiny_device(seed, 16)
+    }
+    fn load(&self, e: &mut Engine, seed: u64) -> Result<AfterLoad> {
+        let loaded = load(e, self.0.tpcc, seed, |_| {})?;
+        e.checkpoint()?;
+        Ok(AfterLoad {
+            h: loaded.h,
+            run: NurandConsts::run_from(loaded.c_load, seed),
+            orders0: count(e, loaded.h.orders)?,
+            history0: count(e, loaded.h.history)?,
         })
-        .collect();
-    let start = e.now();
-    if let Err(err) = run_virtual(&mut e, &mut terms, start, VirtualOptions::default()) {
-        out.fault_hit = true;
-        out.error_reported = Some(err.to_string());
     }
-    let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
-    let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
-    out.acknowledged = acked.len() as u64;
-    let mut nand = native_flash_back(e)?;
-    nand.set_fault_plan(FaultPlan::default());
-    nand.power_cut();
-    nand.power_on();
-    let store = match NativeStore::open(nand, store_cfg()) {
-        Ok(s) => s,
-        Err(err) => {
-            out.violations.push(format!("flash recovery failed: {err}"));
-            return Ok(out);
+    fn run(&self, e: &mut Engine, l: &AfterLoad, seed: u64, out: &mut CrashOutcome) -> Self::Seen {
+        let o = self.0;
+        let mut terms: Vec<TpccTerminal> = (0..o.terminals)
+            .map(|i| {
+                let mut t =
+                    TpccTerminal::new(i, l.h, o.tpcc, l.run, seed, Some(o.txns_per_terminal));
+                t.record = true;
+                t
+            })
+            .collect();
+        let start = e.now();
+        if let Err(err) = run_virtual(e, &mut terms, start, VirtualOptions::default()) {
+            out.fault_hit = true;
+            out.error_reported = Some(err.to_string());
         }
-    };
-    let mut e = match Engine::open(Box::new(store), engine_cfg(o)) {
-        Ok(e) => e,
-        Err(err) => {
-            out.violations.push(format!("recovery failed: {err}"));
-            return Ok(out);
-        }
-    };
-    if let Err(err) = verify(&mut e, h, o, &acked, &maybe, orders0, history0, &mut out) {
-        // An error reading the recovered database is a failed recovery, not a harness error.
-        out.violations
-            .push(format!("reading the recovered database failed: {err}"));
+        let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
+        let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
+        out.acknowledged = acked.len() as u64;
+        (acked, maybe)
     }
-    Ok(out)
+    fn verify(
+        &self,
+        r: Result<Engine>,
+        l: &AfterLoad,
+        (acked, maybe): Self::Seen,
+        mut out: CrashOutcome,
+    ) -> Result<CrashOutcome> {
+        let mut e = match r {
+            Ok(e) => e,
+            Err(err) => {
+                out.violations.push(format!("recovery failed: {err}"));
+                return Ok(out);
+            }
+        };
+        let (h, o) = (l.h, self.0);
+        if let Err(err) = verify(
+            &mut e, h, o, &acked, &maybe, l.orders0, l.history0, &mut out,
+        ) {
+            // An error reading the recovered database is a failed recovery, not a harness error.
+            out.violations
+                .push(format!("reading the recovered database failed: {err}"));
+        }
+        Ok(out)
+    }
+}
+
+/// One crash-and-recover round for `seed` (`crash_native::native_round`: the fault drawn from a
+/// dry run's flash operations, optionally a second cut during the restart).
+pub fn crash_tpcc_native_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOutcome> {
+    native_round(&Tpcc(o), seed)
 }
 
 #[allow(clippy::too_many_arguments)] // the model's parts, named

@@ -76,6 +76,8 @@ struct CrashReport {
     faults_landed_on: BTreeMap<String, u64>,
     /// With --recovery-crash: second cuts that fell inside the restart.
     recovery_cuts_inside_restart: u64,
+    /// Native, with --recovery-crash: how many second cuts hit each kind of flash operation.
+    recovery_cuts_landed_on: BTreeMap<String, u64>,
     failures: Vec<Failure>,
 }
 
@@ -92,8 +94,8 @@ fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
             Medium::Flash(m)
         }
         "native" => {
-            if args.torn || args.recovery_crash {
-                bail!("--torn and --recovery-crash are not available on native yet: a failed restart consumes the native store (see docs/noftl.md)");
+            if args.torn {
+                bail!("--torn is for the crash disk: on flash, the cut tears the page being programmed by itself");
             }
             Medium::CrashDisk // unused: the native harness builds its own flash device
         }
@@ -144,6 +146,7 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         errors_reported: 0,
         faults_landed_on: BTreeMap::new(),
         recovery_cuts_inside_restart: 0,
+        recovery_cuts_landed_on: BTreeMap::new(),
         failures: vec![],
     };
     let bar = ProgressBar::new(args.seeds);
@@ -162,6 +165,9 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         rep.recovery_cuts_inside_restart += u64::from(out.recovery_cut_hit);
         if let Some(op) = out.fault_landed_on.clone() {
             *rep.faults_landed_on.entry(op).or_default() += 1;
+        }
+        if let Some(op) = out.recovery_cut_landed_on.clone() {
+            *rep.recovery_cuts_landed_on.entry(op).or_default() += 1;
         }
         if out.verified() {
             rep.verified += 1;
@@ -194,6 +200,14 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
                 "  second cuts inside the restart: {}",
                 rep.recovery_cuts_inside_restart
             );
+            if !rep.recovery_cuts_landed_on.is_empty() {
+                let ops: Vec<String> = rep
+                    .recovery_cuts_landed_on
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect();
+                println!("  second cuts landed on: {}", ops.join(", "));
+            }
         }
         for f in &rep.failures {
             println!("  seed {}: {}", f.seed, f.violations.join("; "));

@@ -7,19 +7,16 @@
 
 use kits::tpcc::crash::{crash_tpcc_native_once, TpccCrashOptions};
 
-/// Seeds that fail today: none. Seeds 3 and 15 failed until restart redo tested the page LSN
-/// once per record and page (engine.rs invariant 4): a root split's second allocation bit was
-/// lost, and the native store's `retain_allocated` dropped that live B-tree page. Regression
-/// test: storage `a_redone_root_split_keeps_both_new_pages_allocated_after_a_power_cut`.
-const KNOWN_FAILING_ON_NATIVE: [u64; 0] = [];
-
 #[test]
 fn power_cuts_during_tpcc_on_native_recover_and_pass_the_check() {
     let o = TpccCrashOptions::default();
     let mut hit = 0;
     let mut acked = 0;
     let mut bad = Vec::new();
-    for seed in (0..13).filter(|s| !KNOWN_FAILING_ON_NATIVE.contains(s)) {
+    // Seeds 3 and 15 failed until restart redo tested the page LSN once per record and page
+    // (engine.rs invariant 4); regression test: storage
+    // `a_redone_root_split_keeps_both_new_pages_allocated_after_a_power_cut`.
+    for seed in 0..13 {
         let out = crash_tpcc_native_once(seed, &o).unwrap();
         hit += u64::from(out.fault_hit);
         acked += out.acknowledged;
@@ -59,14 +56,4 @@ fn power_cuts_during_tpcc_recovery_on_native_recover_again_and_pass_the_check() 
         recovery_hits >= 9,
         "only {recovery_hits} of 12 second cuts fell inside the restart"
     );
-}
-
-#[test]
-#[ignore = "native-store recovery bug, see KNOWN_FAILING_ON_NATIVE"]
-fn known_failing_native_seeds_recover() {
-    let o = TpccCrashOptions::default();
-    for seed in KNOWN_FAILING_ON_NATIVE {
-        let out = crash_tpcc_native_once(seed, &o).unwrap();
-        assert!(out.verified(), "seed {seed}: {:?}", out.violations);
-    }
 }

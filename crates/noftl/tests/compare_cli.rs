@@ -52,6 +52,13 @@ fn compare_gives_the_figure_3_rows_and_the_same_json_for_the_same_seed() {
             assert!(r["per_txn"][f].as_f64().is_some(), "missing per_txn.{f}");
         }
     }
+    assert_eq!(v["warmup"], "auto");
+    for r in rows {
+        assert!(
+            r["warmup_seconds"].as_f64().unwrap() > 0.0,
+            "every run is warmed up before it is measured"
+        );
+    }
     assert_eq!(rows[0]["slowdown"], 1.0);
     assert_eq!(
         rows[0]["per_txn"]["translation_reads"], 0.0,
@@ -68,6 +75,37 @@ fn compare_refuses_workloads_it_has_no_kit_for() {
     let (ok, _, err) = noftl(&["compare", "--workload", "ycsb"]);
     assert!(!ok);
     assert!(err.contains("tpcb"), "{err}");
+}
+
+#[test]
+fn compare_refuses_bad_warmups_and_stores_before_loading_anything() {
+    for (args, says) in [
+        (&["compare", "--warmup", "soon"][..], "--warmup takes auto"),
+        (&["compare", "--stores", "page"][..], "must include native"),
+        (&["compare", "--stores", "native,ssd"][..], "no store 'ssd'"),
+    ] {
+        let (ok, _, err) = noftl(args);
+        assert!(!ok, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("measuring"), "refused before the load: {err}");
+    }
+}
+
+#[test]
+fn compare_runs_only_the_stores_asked_for() {
+    let mut args = COMPARE.to_vec();
+    args.extend(["--stores", "native,page", "--warmup", "none"]);
+    let (ok, out, err) = noftl(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["storage"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["native", "page"]);
+    assert_eq!(v["rows"][1]["warmup_seconds"], 0.0);
 }
 
 #[test]

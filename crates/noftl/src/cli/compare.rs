@@ -532,7 +532,7 @@ fn warm_up(
 ) -> anyhow::Result<u64> {
     let start = e.now();
     match rig.warmup {
-        Warmup::None => {}
+        Warmup::None => return Ok(0),
         Warmup::VirtualNs(ns) => {
             w.run(e, loaded, terminals, WARMUP_SEED, start, ns)?;
             e.quiesce()?;

@@ -71,7 +71,10 @@
 //! 7. `region_used[r]` is the number of DB flash pages mapped on slot r's dies, and never exceeds
 //!    `region_limit[r]` (a write that would pass it is refused before anything changes).
 
-use ftl::journal::{mapped_bitmap, scan, Journal, UNMAPPED};
+use ftl::journal::{
+    encode_map_checkpoint, map_checkpoint_pages, recover_mapped, BlockAtCheckpoint, Journal,
+    RecoveryReads, UNMAPPED,
+};
 use ftl::oob::{OobRecord, PageKind as OobKind};
 use ftl::{
     FlashSpace, FtlReport, GcCounts, GcPolicy, HostCounts, LivePage, Move, SpaceConfig, SpaceCounts,
@@ -105,6 +108,11 @@ pub const JOURNAL: u8 = 6;
 const STREAMS: u8 = 7;
 /// Striped page by page over all dies: every stream but the two small metadata ones.
 const STRIPED: u64 = (1 << LOG) | (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 << COLD);
+
+/// Key writes and frees between two map checkpoints, per page of a checkpoint: a checkpoint
+/// then costs at most 1/32 of a flash program per update (31.25 pages per 1,000), and recovery
+/// reads the OOB of at most that many updates' pages (and their GC copies) past it.
+pub const UPDATES_PER_CHECKPOINT_PAGE: u64 = 32;
 
 /// Host clock of seed 000's server (Intel Xeon E5630), in cycles per microsecond.
 pub const HOST_CYCLES_PER_US: u64 = 2530;
@@ -161,6 +169,8 @@ impl NativeConfig {
             background_free_blocks: 0,
             wl_threshold: self.wl_threshold,
             striped: STRIPED,
+            // Map checkpoints (journal.rs) tell unchanged blocks by page 0's stamp.
+            stamp_incarnation: true,
         }
     }
 }
@@ -256,7 +266,10 @@ pub struct NativeStore {
     page_writes: u64,
     hot_window: u64,
     journal: Journal,
-    freed_since_checkpoint: u64,
+    /// Key writes and frees since the last map checkpoint.
+    updates_since_checkpoint: u64,
+    /// Pages of one map checkpoint.
+    checkpoint_pages: u64,
     host: HostCounts,
     host_mapping_ps: u128,
     charged: SpaceCounts,
@@ -287,13 +300,27 @@ impl NativeStore {
         ))
     }
 
-    /// Rebuilds the store from what `nand` holds (after a power cut or a clean stop): scans every
-    /// page's OOB, takes the newest copy of every key and the newest complete liveness
-    /// checkpoint (journal.rs steps 1-5), and gives the blocks back to their streams.
-    pub fn open(mut nand: Nand, cfg: NativeConfig) -> Result<NativeStore> {
+    /// Rebuilds the store from what `nand` holds (after a power cut or a clean stop): the newest
+    /// complete map checkpoint plus the OOB of what was written after it (journal.rs,
+    /// `recover_mapped`), and gives the blocks back to their streams.
+    pub fn open(nand: Nand, cfg: NativeConfig) -> Result<NativeStore> {
+        Self::open_reading(nand, cfg, RecoveryReads::SinceCheckpoint)
+    }
+
+    /// `open` by a full OOB scan (the checkpoint only for frees): the reference recovery that
+    /// `open` must agree with, for tests and measurements.
+    pub fn open_full_scan(nand: Nand, cfg: NativeConfig) -> Result<NativeStore> {
+        Self::open_reading(nand, cfg, RecoveryReads::Full)
+    }
+
+    fn open_reading(
+        mut nand: Nand,
+        cfg: NativeConfig,
+        reads: RecoveryReads,
+    ) -> Result<NativeStore> {
         let lay = layout(&nand, &cfg)?;
         let at = nand.now_ns();
-        let rec = scan(&mut nand, at, lay.capacity, 0)?;
+        let rec = recover_mapped(&mut nand, at, lay.capacity, reads)?;
         // The stream of each winning copy is in its OOB `aux`, which the scan already read.
         let live = rec.live_pages(|aux| (aux as u8).min(STREAMS - 1), JOURNAL);
         // The region table says which dies belong to which region's space.
@@ -414,8 +441,13 @@ impl NativeStore {
             last_write: vec![0; lay.db_pages as usize],
             page_writes: 0,
             hot_window,
+            checkpoint_pages: u64::from(map_checkpoint_pages(
+                lay.capacity,
+                geo.blocks(),
+                LOG_BLOCK_BYTES,
+            )),
             journal,
-            freed_since_checkpoint: 0,
+            updates_since_checkpoint: 0,
             host: HostCounts::default(),
             host_mapping_ps: 0,
             lay,
@@ -555,9 +587,13 @@ impl NativeStore {
     pub fn host_mapping_ns(&self) -> u64 {
         (self.host_mapping_ps / 1000) as u64
     }
-    /// Liveness checkpoints written so far.
+    /// Map checkpoints written so far.
     pub fn checkpoints_written(&self) -> u64 {
         self.journal.checkpoints_written
+    }
+    /// Flash pages of map checkpoints written so far, and the pages of one checkpoint.
+    pub fn checkpoint_pages_written(&self) -> (u64, u64) {
+        (self.journal.map_pages_written, self.checkpoint_pages)
     }
     /// Where a DB page's first flash page is (tests).
     pub fn location(&self, pid: PageId) -> Option<Ppn> {
@@ -634,6 +670,7 @@ impl NativeStore {
             self.invalidate(Ppn(u64::from(old)));
         }
         self.host.writes += 1;
+        self.updates_since_checkpoint += 1;
         let gc_done = self.charge_gc(t);
         Ok(done.max(gc_done))
     }
@@ -687,20 +724,49 @@ impl NativeStore {
         }
     }
 
-    /// Writes a liveness checkpoint once enough pages were freed since the last one.
-    fn checkpoint_frees(&mut self, at: Nanos) -> Result<Nanos> {
-        if self.freed_since_checkpoint < u64::from(self.journal.checkpoint_pages()).max(8) {
+    /// Writes a map checkpoint once `UPDATES_PER_CHECKPOINT_PAGE` key writes and frees per
+    /// checkpoint page happened since the last one.
+    fn maybe_checkpoint(&mut self, at: Nanos) -> Result<Nanos> {
+        if self.updates_since_checkpoint < UPDATES_PER_CHECKPOINT_PAGE * self.checkpoint_pages {
             return Ok(at);
         }
-        let bitmap = mapped_bitmap(self.lay.capacity, |k| self.map[k as usize] != UNMAPPED);
+        self.write_map_checkpoint(at)
+    }
+
+    /// Writes a map checkpoint now (journal.rs format): every key's flash page and every
+    /// block's incarnation, write pointer and stream, at a fresh sequence number C. Recovery then
+    /// reads it and only what was written after it; the previous one stays valid until this
+    /// one is complete. Returns when its last page is programmed.
+    pub fn write_map_checkpoint(&mut self, at: Nanos) -> Result<Nanos> {
+        let seq = self.spaces[0].alloc_seq();
+        let g = self.spaces[0].geometry().clone();
+        let blocks: Vec<BlockAtCheckpoint> = (0..g.blocks())
+            .map(|b| {
+                let slot = self.die_owner[g.die_of_block(nand::Pbn(b)).0 as usize] as usize;
+                let (incarnation, written, stream) =
+                    self.spaces[slot].block_checkpoint(nand::Pbn(b));
+                BlockAtCheckpoint {
+                    incarnation,
+                    written,
+                    stream,
+                }
+            })
+            .collect();
+        let content = encode_map_checkpoint(&self.map, &blocks);
+        // Copying the map out: about one cycle per 4-byte entry.
+        let t = self.host_cpu(at, content.len() as u64 / 4);
         let map = &mut self.map;
-        let done =
-            self.journal
-                .write_checkpoint(&mut self.spaces[0], at, &bitmap, &mut |m: &Move| {
-                    map[m.key as usize] = m.to.0 as u32;
-                })?;
-        self.freed_since_checkpoint = 0;
-        Ok(done.max(self.charge_gc(at)))
+        let done = self.journal.write_map_checkpoint(
+            &mut self.spaces[0],
+            t,
+            seq,
+            &content,
+            &mut |m: &Move| {
+                map[m.key as usize] = m.to.0 as u32;
+            },
+        )?;
+        self.updates_since_checkpoint = 0;
+        Ok(done.max(self.charge_gc(t)))
     }
 
     /// The slot whose space owns the die of `ppn`.
@@ -723,7 +789,7 @@ impl NativeStore {
                 let o = self.owner(Ppn(u64::from(old)));
                 self.region_used[o] -= 1;
                 self.invalidate(Ppn(u64::from(old)));
-                self.freed_since_checkpoint += 1;
+                self.updates_since_checkpoint += 1;
                 self.host.trims += 1;
             }
         }
@@ -797,9 +863,10 @@ impl PageStore for NativeStore {
     }
 
     fn sync_pages(&mut self, at_ns: Nanos) -> Result<Nanos> {
-        // Writes are durable when they return (invariant 4); only frees may need a checkpoint.
+        // Writes are durable when they return (invariant 4); a checkpoint only bounds recovery
+        // and makes frees durable.
         self.host.flushes += 1;
-        self.checkpoint_frees(at_ns)
+        self.maybe_checkpoint(at_ns)
     }
 
     fn read_log(&mut self, at_ns: Nanos, block: u64, buf: &mut [u8]) -> Result<Nanos> {
@@ -862,7 +929,7 @@ impl PageStore for NativeStore {
                 t = self.free_keys(t, key0);
             }
         }
-        self.checkpoint_frees(t)
+        self.maybe_checkpoint(t)
     }
 
     fn device_report(&self) -> Option<FtlReport> {

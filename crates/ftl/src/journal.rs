@@ -39,6 +39,14 @@
 //!    is older than the record is unmapped.
 //! 5. The next sequence number is one past the highest seen.
 //!
+//! **Map checkpoints** (the NoFTL store, which keeps no trim records): the whole forward map
+//! (key -> flash page) and, per physical block, its incarnation, write pointer and stream at a
+//! sequence number C (`Journal::write_map_checkpoint`, format there). `recover_mapped` reads page
+//! 0 of every block, the checkpoint, and only the pages programmed after C, instead of every
+//! page (its steps 1-5 and the proof that a scanned copy is never older than the checkpoint's
+//! entry are at the function). Blocks are told apart by the incarnation that a space with
+//! `stamp_incarnation` writes into every data page's OOB (oob.rs, space.rs invariant 8).
+//!
 //! Invariants:
 //! 1. A trim record is programmed before the trimmed pages are invalidated (so before GC can
 //!    erase them), and stays valid until a complete checkpoint newer than it exists.
@@ -47,6 +55,14 @@
 //!    copies newer than both always win (a write after a trim is newer than the trim).
 //! 4. On a metadata-only store checkpoint payloads do not survive, so recovery there falls back
 //!    to older checkpoints or none; such stores keep no data to recover anyway.
+//! 5. Invariant 2 holds for map checkpoints too, and pages of a checkpoint being written are
+//!    followed through GC moves (`pending`) until it is complete. A checkpoint page whose
+//!    header, CRC or layout does not check out makes its checkpoint incomplete: recovery takes
+//!    the next older one, or reads everything.
+//! 6. `recover_mapped` trusts a checkpoint entry only in a block whose page 0 bears the
+//!    incarnation the checkpoint recorded, and only below the write pointer recorded; every
+//!    other programmed page is read, so it rebuilds the same pages as a full scan for every key
+//!    not freed after C (tests: storage/tests/native_checkpoint.rs).
 
 use nand::{Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
@@ -66,6 +82,8 @@ pub struct Journal {
     /// plus one checkpoint.
     live: Vec<(PageKind, u64, Ppn)>,
     live_trims: usize,
+    /// Pages of the checkpoint being written: GC may move them before it is complete.
+    pending: Vec<Ppn>,
     cp_pages: u32,
     capacity: u64,
     stream: u8,
@@ -83,6 +101,7 @@ impl Journal {
         Journal {
             live: Vec::new(),
             live_trims: 0,
+            pending: Vec::new(),
             cp_pages: capacity.div_ceil(bits).max(1) as u32,
             capacity,
             stream,
@@ -124,6 +143,8 @@ impl Journal {
             if m.stream == self.stream {
                 if let Some(l) = self.live.iter_mut().find(|l| l.2 == m.from) {
                     l.2 = m.to;
+                } else if let Some(p) = self.pending.iter_mut().find(|p| **p == m.from) {
+                    *p = m.to;
                 } else {
                     debug_assert!(
                         false,
@@ -176,23 +197,12 @@ impl Journal {
         let seq = space.alloc_seq();
         let per_page = self.page.len() - CP_HEADER_BYTES;
         let mut done = at_ns;
-        let mut written = Vec::with_capacity(self.cp_pages as usize);
+        self.pending.clear();
         for index in 0..self.cp_pages {
             let from = (index as usize * per_page).min(mapped.len());
             let to = (from + per_page).min(mapped.len());
             let bytes = &mapped[from..to];
-            self.page.fill(0);
-            self.page[0..8].copy_from_slice(CP_MAGIC);
-            self.page[8..16].copy_from_slice(&seq.to_le_bytes());
-            self.page[16..20].copy_from_slice(&index.to_le_bytes());
-            self.page[20..24].copy_from_slice(&self.cp_pages.to_le_bytes());
-            self.page[24..28].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-            self.page[CP_HEADER_BYTES..CP_HEADER_BYTES + bytes.len()].copy_from_slice(bytes);
-            let mut h = crc32fast::Hasher::new();
-            h.update(&self.page[0..28]);
-            h.update(bytes);
-            let crc = h.finalize();
-            self.page[28..32].copy_from_slice(&crc.to_le_bytes());
+            fill_checkpoint_page(&mut self.page, CP_MAGIC, seq, index, self.cp_pages, bytes);
             let rec = OobRecord::new(
                 PageKind::Checkpoint,
                 u64::from(index),
@@ -200,14 +210,15 @@ impl Journal {
                 u64::from(self.cp_pages),
             );
             let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
+            self.pending.push(ppn);
             self.absorb(space, other);
-            written.push(ppn);
             done = done.max(t);
         }
         // Only now is the new checkpoint complete: drop what it supersedes.
         for (_, _, ppn) in self.live.drain(..) {
             space.invalidate(ppn);
         }
+        let written = std::mem::take(&mut self.pending);
         self.live
             .extend(written.into_iter().map(|p| (PageKind::Checkpoint, seq, p)));
         self.live_trims = 0;
@@ -557,7 +568,7 @@ impl Journal {
         let per_page = self.page.len() - CP_HEADER_BYTES;
         let count = content.len().div_ceil(per_page).max(1) as u32;
         let mut done = at_ns;
-        let mut written = Vec::with_capacity(count as usize);
+        self.pending.clear();
         for (index, bytes) in
             (0..count).zip(content.chunks(per_page).chain(std::iter::once(&[][..])))
         {
@@ -569,13 +580,15 @@ impl Journal {
                 u64::from(count),
             );
             let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
+            self.pending.push(ppn);
             self.absorb(space, other);
-            written.push(ppn);
             done = done.max(t);
         }
+        // Only now is the new checkpoint complete: drop what it supersedes.
         for (_, _, ppn) in self.live.drain(..) {
             space.invalidate(ppn);
         }
+        let written = std::mem::take(&mut self.pending);
         self.live.extend(
             written
                 .into_iter()
@@ -720,7 +733,9 @@ pub fn recover_mapped(
     cps.dedup_by_key(|c| (c.0, c.1));
     let per_page = g.page_size_bytes as usize - CP_HEADER_BYTES;
     let mut data = vec![0u8; g.page_size_bytes as usize];
-    let mut chosen: Option<(u64, Vec<u32>, Vec<BlockAtCheckpoint>, Vec<Ppn>)> = None;
+    // (C, map, blocks, pages)
+    type Chosen = (u64, Vec<u32>, Vec<BlockAtCheckpoint>, Vec<Ppn>);
+    let mut chosen: Option<Chosen> = None;
     let mut cp_done = done;
     let mut i = 0;
     while i < cps.len() {

@@ -1,7 +1,7 @@
 //! `native`: the NoFTL page store. The engine maps its own pages to flash pages on a raw
 //! [`Nand`], through the shared flash management of crate `ftl` ([`FlashSpace`] for allocation,
 //! GC and wear levelling; `oob.rs` for the per-page record; `journal.rs` for the recovery scan
-//! and the liveness checkpoints). No FTL, no block interface, no TRIM.
+//! and the map checkpoints). No FTL, no block interface, no TRIM.
 //!
 //! Keys (the `u64` every flash page names in its OOB): 0 and 1 the master-record slots, then
 //! one per log block, then `k` per DB page (`k` = DB page bytes / flash page bytes; key
@@ -16,10 +16,10 @@
 //!   teller pages, B-tree roots).
 //! - `INDEX`: other B-tree and space-map pages; `DATA`: other heap pages.
 //! - `COLD`: a DB page's first write in this session (the load; pages not rewritten since).
-//! - `META`: master-record slots (unstriped); `JOURNAL`: liveness checkpoints (unstriped).
+//! - `META`: master-record slots (unstriped); `JOURNAL`: map checkpoints (unstriped).
 //!
-//! The stream of a page is in its OOB record's `aux` field, so recovery restores the blocks to
-//! their streams.
+//! The stream of a page is in bits 0..8 of its OOB record's `aux` field (bits 8.. are its
+//! block's incarnation, stamped by the space), so recovery restores the blocks to their streams.
 //!
 //! Writes are issued at the caller's time on the next die of their stream (the space stripes
 //! consecutive pages over dies and channels), so a flusher batch runs on all dies at once.
@@ -28,8 +28,12 @@
 //!
 //! Freed pages (`page_freed`, called once the freeing log record is durable) are invalid at
 //! once: no TRIM, no trim record. Their old copies may survive on flash until GC erases them;
-//! a *liveness checkpoint* (`journal.rs` format: a bitmap of mapped keys) written at a sync once
-//! enough pages were freed makes the frees durable for recovery. A page freed after the last
+//! a *map checkpoint* (`journal.rs` format: every key's flash page, every block's incarnation
+//! and write pointer) makes the frees durable for recovery and bounds it: recovery reads the
+//! checkpoint and what was written after it. One is written at a `sync_pages` once
+//! `UPDATES_PER_CHECKPOINT_PAGE` flash programs (host writes and GC copies) and frees per
+//! checkpoint page happened since the last, so it adds at most 1/32 to the programs whatever the
+//! device size, and bounds what recovery reads past it. A page freed after the last
 //! checkpoint may come back mapped after a power cut; the engine's space map (recovered from the
 //! WAL) says it is free, the engine formats pages it allocates without reading them, and
 //! `retain_allocated` (called by the engine after restart) invalidates such pages again.
@@ -56,10 +60,11 @@
 //! 1. `map[key] == p` (p != UNMAPPED) iff the space's reverse map says flash page p holds the
 //!    valid copy of `key`; moves reported by the space are applied before the map is read again.
 //! 2. A key is unmapped iff never written in this store's life or freed since its last write
-//!    (after a power cut: or freed before the newest complete liveness checkpoint).
-//! 3. Every flash page written carries (key, sequence number, stream) in its OOB; sequence
-//!    numbers grow with every write, GC copies keep theirs, so recovery's "newest copy wins"
-//!    (journal.rs) rebuilds the map of invariant 1 for every key written since the checkpoint.
+//!    (after a power cut: or freed before the newest complete map checkpoint).
+//! 3. Every flash page written carries (key, sequence number, stream, block incarnation) in its
+//!    OOB; sequence numbers grow with every write, GC copies keep theirs, so recovery (journal.rs
+//!    `recover_mapped`: the checkpoint's entries into blocks not erased since, then "newest copy
+//!    wins" among the pages programmed after it) rebuilds the map of invariant 1.
 //! 4. A write returns after its last flash program completes; a DB page of `k` flash pages is
 //!    atomic only per flash page (`atomic_write_bytes` says so, and the engine logs full-page
 //!    images for larger pages).
@@ -70,6 +75,8 @@
 //!    device is in slot 0 between calls; one sequence (slot 0's) numbers every write.
 //! 7. `region_used[r]` is the number of DB flash pages mapped on slot r's dies, and never exceeds
 //!    `region_limit[r]` (a write that would pass it is refused before anything changes).
+//! 8. A map checkpoint is a snapshot at a fresh sequence number C taken between two calls (no
+//!    GC half done); the previous one stays valid until every page of it is programmed.
 
 use ftl::journal::{
     encode_map_checkpoint, map_checkpoint_pages, recover_mapped, BlockAtCheckpoint, Journal,
@@ -109,9 +116,10 @@ const STREAMS: u8 = 7;
 /// Striped page by page over all dies: every stream but the two small metadata ones.
 const STRIPED: u64 = (1 << LOG) | (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 << COLD);
 
-/// Key writes and frees between two map checkpoints, per page of a checkpoint: a checkpoint
-/// then costs at most 1/32 of a flash program per update (31.25 pages per 1,000), and recovery
-/// reads the OOB of at most that many updates' pages (and their GC copies) past it.
+/// Flash programs (host writes and GC/WL copies) and frees between two map checkpoints, per page
+/// of a checkpoint: a checkpoint then adds at most 1/32 to the flash programs (31.25 pages per
+/// 1,000 programs, more per 1,000 host writes when GC copies), and recovery reads the OOB of at
+/// most that many programs past it, whatever the write amplification.
 pub const UPDATES_PER_CHECKPOINT_PAGE: u64 = 32;
 
 /// Host clock of seed 000's server (Intel Xeon E5630), in cycles per microsecond.
@@ -266,7 +274,8 @@ pub struct NativeStore {
     page_writes: u64,
     hot_window: u64,
     journal: Journal,
-    /// Key writes and frees since the last map checkpoint.
+    /// Flash pages programmed (host writes, GC and wear-levelling copies) and keys freed since
+    /// the last map checkpoint.
     updates_since_checkpoint: u64,
     /// Pages of one map checkpoint.
     checkpoint_pages: u64,
@@ -634,6 +643,8 @@ impl NativeStore {
         let moves = (now.gc_migrations + now.wl_migrations) - (c.gc_migrations + c.wl_migrations);
         let victims = (now.gc_victims + now.wl_erases) - (c.gc_victims + c.wl_erases);
         self.charged = now;
+        // Copies are programs recovery would read past a checkpoint, like the host's writes.
+        self.updates_since_checkpoint += moves;
         self.host_cpu(at, moves * HOST_MOVE_CYCLES + victims * HOST_VICTIM_CYCLES)
     }
 
@@ -724,7 +735,7 @@ impl NativeStore {
         }
     }
 
-    /// Writes a map checkpoint once `UPDATES_PER_CHECKPOINT_PAGE` key writes and frees per
+    /// Writes a map checkpoint once `UPDATES_PER_CHECKPOINT_PAGE` programs and frees per
     /// checkpoint page happened since the last one.
     fn maybe_checkpoint(&mut self, at: Nanos) -> Result<Nanos> {
         if self.updates_since_checkpoint < UPDATES_PER_CHECKPOINT_PAGE * self.checkpoint_pages {

@@ -760,9 +760,7 @@ pub fn recover_mapped(
         for c in group {
             match nand.read(done, c.3, &mut data, &mut [], Purpose::Recovery) {
                 Ok(d) => cp_done = cp_done.max(d.done_ns),
-                Err(NandError::PowerLost | NandError::PoweredOff) => {
-                    return Err(NandError::PowerLost.into())
-                }
+                // An unreadable page makes the checkpoint incomplete (invariant 5).
                 Err(e) if e.is_media_error() => {
                     intact = false;
                     break;

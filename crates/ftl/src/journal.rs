@@ -232,10 +232,12 @@ impl Journal {
 pub struct Recovered {
     /// Logical page -> physical page, `UNMAPPED` if none.
     pub map: Vec<u32>,
-    /// Sequence number of each mapped page's winning copy (0 if unmapped).
+    /// Sequence number of each mapped page's winning copy (0 if unmapped, or if the entry came
+    /// from a map checkpoint, whose OOB `recover_mapped` does not read).
     pub map_seq: Vec<u64>,
     /// The OOB `aux` field of each mapped page's winning copy (callers keep their own tags in
-    /// it, e.g. the native store's stream), so that nobody reads those OOBs a second time.
+    /// it, e.g. the native store's stream), so that nobody reads those OOBs a second time; for
+    /// an entry from a map checkpoint, its block's stream.
     pub map_aux: Vec<u64>,
     /// Per translation page: its newest copy (seq, location), seq 0 if none.
     pub tpages: Vec<(u64, Ppn)>,

@@ -330,7 +330,8 @@ impl NativeStore {
         let lay = layout(&nand, &cfg)?;
         let at = nand.now_ns();
         let rec = recover_mapped(&mut nand, at, lay.capacity, reads)?;
-        // The stream of each winning copy is in its OOB `aux`, which the scan already read.
+        // The stream of each winning copy is in its OOB `aux` (bits 0..8), which recovery already
+        // read, or for entries taken from the checkpoint, the checkpoint's stream of the block.
         let live = rec.live_pages(|aux| (aux as u8).min(STREAMS - 1), JOURNAL);
         // The region table says which dies belong to which region's space.
         let mut regions = Vec::new();

@@ -245,7 +245,9 @@ impl Fast {
                     }
                     PageKind::Trim => trims.push((rec.key, rec.aux, rec.seq)),
                     PageKind::Pad => {}
-                    PageKind::Translation | PageKind::Checkpoint => return Err(not_fast(pbn, rec)),
+                    PageKind::Translation | PageKind::Checkpoint | PageKind::MapCheckpoint => {
+                        return Err(not_fast(pbn, rec))
+                    }
                 }
             }
         }

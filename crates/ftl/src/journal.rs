@@ -39,6 +39,14 @@
 //!    is older than the record is unmapped.
 //! 5. The next sequence number is one past the highest seen.
 //!
+//! **Map checkpoints** (the NoFTL store, which keeps no trim records): the whole forward map
+//! (key -> flash page) and, per physical block, its incarnation, write pointer and stream at a
+//! sequence number C (`Journal::write_map_checkpoint`, format there). `recover_mapped` reads page
+//! 0 of every block, the checkpoint, and only the pages programmed after C, instead of every
+//! page (its steps 1-5 and the proof that a scanned copy is never older than the checkpoint's
+//! entry are at the function). Blocks are told apart by the incarnation that a space with
+//! `stamp_incarnation` writes into every data page's OOB (oob.rs, space.rs invariant 8).
+//!
 //! Invariants:
 //! 1. A trim record is programmed before the trimmed pages are invalidated (so before GC can
 //!    erase them), and stays valid until a complete checkpoint newer than it exists.
@@ -47,11 +55,19 @@
 //!    copies newer than both always win (a write after a trim is newer than the trim).
 //! 4. On a metadata-only store checkpoint payloads do not survive, so recovery there falls back
 //!    to older checkpoints or none; such stores keep no data to recover anyway.
+//! 5. Invariant 2 holds for map checkpoints too, and pages of a checkpoint being written are
+//!    followed through GC moves (`pending`) until it is complete. A checkpoint page whose
+//!    header, CRC or layout does not check out makes its checkpoint incomplete: recovery takes
+//!    the next older one, or reads everything.
+//! 6. `recover_mapped` trusts a checkpoint entry only in a block whose page 0 bears the
+//!    incarnation the checkpoint recorded, and only below the write pointer recorded; every
+//!    other programmed page is read, so it rebuilds the same pages as a full scan for every key
+//!    not freed after C (tests: storage/tests/native_checkpoint.rs).
 
 use nand::{Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
 use crate::block_device::FtlError;
-use crate::oob::{scan_blocks, OobRecord, PageKind, ScanExtent};
+use crate::oob::{read_record, scan_blocks, OobRecord, PageKind, PageOob, ScanExtent};
 use crate::space::{FlashSpace, LivePage, Move};
 
 /// Forward-map value of an unmapped logical page (the FTLs keep physical pages in a `u32`).
@@ -66,6 +82,8 @@ pub struct Journal {
     /// plus one checkpoint.
     live: Vec<(PageKind, u64, Ppn)>,
     live_trims: usize,
+    /// Pages of the checkpoint being written: GC may move them before it is complete.
+    pending: Vec<Ppn>,
     cp_pages: u32,
     capacity: u64,
     stream: u8,
@@ -73,6 +91,8 @@ pub struct Journal {
     moves: Vec<Move>,
     pub records_written: u64,
     pub checkpoints_written: u64,
+    /// Pages of map checkpoints written (their cost).
+    pub map_pages_written: u64,
 }
 
 impl Journal {
@@ -81,6 +101,7 @@ impl Journal {
         Journal {
             live: Vec::new(),
             live_trims: 0,
+            pending: Vec::new(),
             cp_pages: capacity.div_ceil(bits).max(1) as u32,
             capacity,
             stream,
@@ -88,6 +109,7 @@ impl Journal {
             moves: Vec::new(),
             records_written: 0,
             checkpoints_written: 0,
+            map_pages_written: 0,
         }
     }
 
@@ -121,6 +143,8 @@ impl Journal {
             if m.stream == self.stream {
                 if let Some(l) = self.live.iter_mut().find(|l| l.2 == m.from) {
                     l.2 = m.to;
+                } else if let Some(p) = self.pending.iter_mut().find(|p| **p == m.from) {
+                    *p = m.to;
                 } else {
                     debug_assert!(
                         false,
@@ -173,23 +197,12 @@ impl Journal {
         let seq = space.alloc_seq();
         let per_page = self.page.len() - CP_HEADER_BYTES;
         let mut done = at_ns;
-        let mut written = Vec::with_capacity(self.cp_pages as usize);
+        self.pending.clear();
         for index in 0..self.cp_pages {
             let from = (index as usize * per_page).min(mapped.len());
             let to = (from + per_page).min(mapped.len());
             let bytes = &mapped[from..to];
-            self.page.fill(0);
-            self.page[0..8].copy_from_slice(CP_MAGIC);
-            self.page[8..16].copy_from_slice(&seq.to_le_bytes());
-            self.page[16..20].copy_from_slice(&index.to_le_bytes());
-            self.page[20..24].copy_from_slice(&self.cp_pages.to_le_bytes());
-            self.page[24..28].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-            self.page[CP_HEADER_BYTES..CP_HEADER_BYTES + bytes.len()].copy_from_slice(bytes);
-            let mut h = crc32fast::Hasher::new();
-            h.update(&self.page[0..28]);
-            h.update(bytes);
-            let crc = h.finalize();
-            self.page[28..32].copy_from_slice(&crc.to_le_bytes());
+            fill_checkpoint_page(&mut self.page, CP_MAGIC, seq, index, self.cp_pages, bytes);
             let rec = OobRecord::new(
                 PageKind::Checkpoint,
                 u64::from(index),
@@ -197,14 +210,15 @@ impl Journal {
                 u64::from(self.cp_pages),
             );
             let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
+            self.pending.push(ppn);
             self.absorb(space, other);
-            written.push(ppn);
             done = done.max(t);
         }
         // Only now is the new checkpoint complete: drop what it supersedes.
         for (_, _, ppn) in self.live.drain(..) {
             space.invalidate(ppn);
         }
+        let written = std::mem::take(&mut self.pending);
         self.live
             .extend(written.into_iter().map(|p| (PageKind::Checkpoint, seq, p)));
         self.live_trims = 0;
@@ -218,10 +232,12 @@ impl Journal {
 pub struct Recovered {
     /// Logical page -> physical page, `UNMAPPED` if none.
     pub map: Vec<u32>,
-    /// Sequence number of each mapped page's winning copy (0 if unmapped).
+    /// Sequence number of each mapped page's winning copy (0 if unmapped, or if the entry came
+    /// from a map checkpoint, whose OOB `recover_mapped` does not read).
     pub map_seq: Vec<u64>,
     /// The OOB `aux` field of each mapped page's winning copy (callers keep their own tags in
-    /// it, e.g. the native store's stream), so that nobody reads those OOBs a second time.
+    /// it, e.g. the native store's stream), so that nobody reads those OOBs a second time; for
+    /// an entry from a map checkpoint, its block's stream.
     pub map_aux: Vec<u64>,
     /// Per translation page: its newest copy (seq, location), seq 0 if none.
     pub tpages: Vec<(u64, Ppn)>,
@@ -407,7 +423,18 @@ impl Recovered {
 
 /// The bitmap bytes of checkpoint page `index` of `count`, if its header and CRC check out.
 fn checkpoint_payload(page: &[u8], seq: u64, index: u32, count: u32) -> Option<&[u8]> {
-    if &page[0..8] != CP_MAGIC {
+    checkpoint_payload_of(page, CP_MAGIC, seq, index, count)
+}
+
+/// The content bytes of a checkpoint page with `magic`, if its header and CRC check out.
+fn checkpoint_payload_of<'a>(
+    page: &'a [u8],
+    magic: &[u8; 8],
+    seq: u64,
+    index: u32,
+    count: u32,
+) -> Option<&'a [u8]> {
+    if &page[0..8] != magic {
         return None;
     }
     let u32_at = |o: usize| u32::from_le_bytes([page[o], page[o + 1], page[o + 2], page[o + 3]]);
@@ -436,4 +463,417 @@ pub fn mapped_bitmap(capacity: u64, mapped: impl Fn(u64) -> bool) -> Vec<u8> {
         }
     }
     bits
+}
+
+// ----- map checkpoints ------------------------------------------------------------------------
+
+const MAP_MAGIC: &[u8; 8] = b"NFTLMAP1";
+const MAP_HEADER_BYTES: usize = 16;
+const MAP_BLOCK_BYTES: usize = 16;
+
+/// What a map checkpoint keeps of one physical block (`FlashSpace::block_checkpoint`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockAtCheckpoint {
+    /// The incarnation stamped in its data pages (oob.rs); 0: the checkpoint promises nothing
+    /// about this block (free, bad, foreign), recovery reads it in full.
+    pub incarnation: u64,
+    /// Pages handed out in it at C: pages at or past this were programmed after C.
+    pub written: u32,
+    pub stream: u8,
+}
+
+/// Bytes of the logical content of a map checkpoint over `keys` keys and `blocks` blocks.
+pub fn map_checkpoint_bytes(keys: u64, blocks: u32) -> u64 {
+    MAP_HEADER_BYTES as u64 + u64::from(blocks) * MAP_BLOCK_BYTES as u64 + 4 * keys
+}
+
+/// Flash pages of a map checkpoint over `keys` keys and `blocks` blocks.
+pub fn map_checkpoint_pages(keys: u64, blocks: u32, page_bytes: usize) -> u32 {
+    let per_page = (page_bytes - CP_HEADER_BYTES) as u64;
+    map_checkpoint_bytes(keys, blocks).div_ceil(per_page).max(1) as u32
+}
+
+/// The logical content of a map checkpoint (see `write_map_checkpoint` for the format).
+pub fn encode_map_checkpoint(map: &[u32], blocks: &[BlockAtCheckpoint]) -> Vec<u8> {
+    let mut out =
+        Vec::with_capacity(map_checkpoint_bytes(map.len() as u64, blocks.len() as u32) as usize);
+    out.extend_from_slice(&(map.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(blocks.len() as u32).to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    for b in blocks {
+        out.extend_from_slice(&b.incarnation.to_le_bytes());
+        out.extend_from_slice(&b.written.to_le_bytes());
+        out.extend_from_slice(&[b.stream, 0, 0, 0]);
+    }
+    for &p in map {
+        out.extend_from_slice(&p.to_le_bytes());
+    }
+    out
+}
+
+/// The map and blocks of a checkpoint's content, if it is one for `keys` keys and `blocks`
+/// blocks (a checkpoint of another layout is no checkpoint of this store).
+fn decode_map_checkpoint(
+    bytes: &[u8],
+    keys: u64,
+    blocks: u32,
+) -> Option<(Vec<u32>, Vec<BlockAtCheckpoint>)> {
+    if bytes.len() as u64 != map_checkpoint_bytes(keys, blocks)
+        || bytes[0..8] != keys.to_le_bytes()
+        || bytes[8..12] != blocks.to_le_bytes()
+    {
+        return None;
+    }
+    let u32_at =
+        |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+    let mut o = MAP_HEADER_BYTES;
+    let mut bl = Vec::with_capacity(blocks as usize);
+    for _ in 0..blocks {
+        bl.push(BlockAtCheckpoint {
+            incarnation: u64::from(u32_at(o)) | (u64::from(u32_at(o + 4)) << 32),
+            written: u32_at(o + 8),
+            stream: bytes[o + 12],
+        });
+        o += MAP_BLOCK_BYTES;
+    }
+    let map = (0..keys as usize).map(|k| u32_at(o + 4 * k)).collect();
+    Some((map, bl))
+}
+
+impl Journal {
+    /// Writes a map checkpoint at sequence number `seq` (issued by the caller when it took the
+    /// snapshot `content`, from `encode_map_checkpoint`), then invalidates the checkpoint it
+    /// supersedes (invariant 2: only once every page of this one is programmed).
+    ///
+    /// Pages: kind `MapCheckpoint`, OOB key = page index, aux = pages, seq = `seq`; payload:
+    ///
+    /// | bytes  | field                                                        |
+    /// |--------|--------------------------------------------------------------|
+    /// | 0..8   | magic `NFTLMAP1`                                             |
+    /// | 8..16  | C = `seq`                                                    |
+    /// | 16..20 | index of this page                                           |
+    /// | 20..24 | pages in the checkpoint                                      |
+    /// | 24..28 | content bytes in this page (n)                               |
+    /// | 28..32 | CRC-32 of bytes 0..28 and the n content bytes                |
+    /// | 32..   | bytes [index x (page bytes - 32), + n) of the content        |
+    ///
+    /// Content: keys u64 | blocks u32 | 0 u32 | per block: incarnation u64, written u32,
+    /// stream u8, 3 zero bytes | per key: flash page u32 (`UNMAPPED` = u32::MAX).
+    pub fn write_map_checkpoint(
+        &mut self,
+        space: &mut FlashSpace,
+        at_ns: Nanos,
+        seq: u64,
+        content: &[u8],
+        other: &mut dyn FnMut(&Move),
+    ) -> Result<Nanos, FtlError> {
+        let per_page = self.page.len() - CP_HEADER_BYTES;
+        let count = content.len().div_ceil(per_page).max(1) as u32;
+        let mut done = at_ns;
+        self.pending.clear();
+        for (index, bytes) in
+            (0..count).zip(content.chunks(per_page).chain(std::iter::once(&[][..])))
+        {
+            fill_checkpoint_page(&mut self.page, MAP_MAGIC, seq, index, count, bytes);
+            let rec = OobRecord::new(
+                PageKind::MapCheckpoint,
+                u64::from(index),
+                seq,
+                u64::from(count),
+            );
+            let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
+            self.pending.push(ppn);
+            self.absorb(space, other);
+            done = done.max(t);
+        }
+        // Only now is the new checkpoint complete: drop what it supersedes.
+        for (_, _, ppn) in self.live.drain(..) {
+            space.invalidate(ppn);
+        }
+        let written = std::mem::take(&mut self.pending);
+        self.live.extend(
+            written
+                .into_iter()
+                .map(|p| (PageKind::MapCheckpoint, seq, p)),
+        );
+        self.live_trims = 0;
+        self.checkpoints_written += 1;
+        self.map_pages_written += u64::from(count);
+        Ok(done)
+    }
+}
+
+/// One checkpoint page: header (magic, seq, index, count, length, CRC) and `bytes`.
+fn fill_checkpoint_page(
+    page: &mut [u8],
+    magic: &[u8; 8],
+    seq: u64,
+    index: u32,
+    count: u32,
+    bytes: &[u8],
+) {
+    page.fill(0);
+    page[0..8].copy_from_slice(magic);
+    page[8..16].copy_from_slice(&seq.to_le_bytes());
+    page[16..20].copy_from_slice(&index.to_le_bytes());
+    page[20..24].copy_from_slice(&count.to_le_bytes());
+    page[24..28].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+    page[CP_HEADER_BYTES..CP_HEADER_BYTES + bytes.len()].copy_from_slice(bytes);
+    let mut h = crc32fast::Hasher::new();
+    h.update(&page[0..28]);
+    h.update(bytes);
+    let crc = h.finalize();
+    page[28..32].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// How `recover_mapped` treats blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryReads {
+    /// Read only what changed since the newest complete map checkpoint (the point).
+    SinceCheckpoint,
+    /// Read every programmed page; the checkpoint only unmaps keys it says were unmapped at C
+    /// and that have no newer copy (the reference the incremental recovery must agree with).
+    Full,
+}
+
+/// Rebuilds key -> flash page of a store that writes only data pages (OOB kind data, no trims)
+/// and map checkpoints (`Journal::write_map_checkpoint`) in a space with `stamp_incarnation`.
+///
+/// 1. Page-0 pass: the OOB of page 0 of every programmed block (factory-bad and half-erased
+///    blocks hold nothing). A block whose page 0 is no data record (checkpoint pages, torn) is
+///    read in full at once: that is how the checkpoints are found.
+/// 2. The newest map checkpoint whose pages are all present with intact payloads (header,
+///    CRC, layout); a damaged one is skipped for the next older, none means a full scan. Its
+///    content is read (one page read per checkpoint page).
+/// 3. A block is *unchanged* if the checkpoint gives it an incarnation (not 0) and page 0 bears
+///    it: no erase since C (space.rs invariant 8), so its pages below `written` are as at C and
+///    only pages from `written` on are read. Every other block is read in full (it was opened
+///    after C, or free or bad at C); reads stop at the chip's first erased page.
+/// 4. The map: the checkpoint's entries that point into unchanged blocks, then every data
+///    record read in step 3 (the *scanned* ones) where its seq is higher. A scanned copy beats a
+///    checkpoint entry whatever their seqs: every scanned page was programmed after C, as a new
+///    write (seq > C) or as a GC/WL copy of a page valid at that moment, i.e. of the key's
+///    version at C or a newer one (GC copies only valid pages, and a key freed before C has no
+///    valid copy until it is written again, with a seq > C). So scanned copies are never older
+///    than the checkpoint's entry, and a key the checkpoint says was unmapped comes back only by
+///    a write after C (invariant 2 of native.rs: frees before C stay freed).
+/// 5. The next seq is one past the highest seen (C included).
+///
+/// Map entries from the checkpoint have seq 0 in `map_seq` (their OOB was not read) and the
+/// block's stream as `map_aux`.
+pub fn recover_mapped(
+    nand: &mut Nand,
+    at_ns: Nanos,
+    capacity: u64,
+    reads: RecoveryReads,
+) -> Result<Recovered, FtlError> {
+    let g = nand.geometry().clone();
+    let nblocks = g.blocks();
+    let mut oob = vec![0xFFu8; g.oob_size_bytes as usize];
+    let mut reads_done = 0u64;
+    // Step 1.
+    let mut programmed = vec![0u32; nblocks as usize];
+    let mut first: Vec<Option<OobRecord>> = vec![None; nblocks as usize];
+    let mut page0_done = at_ns;
+    let mut meta_pages: Vec<(u32, u32, OobRecord)> = Vec::new();
+    for b in 0..nblocks {
+        let info = nand.block_info(Pbn(b))?;
+        let n = match info.state {
+            nand::BlockState::FactoryBad | nand::BlockState::NeedsErase => 0,
+            _ => info.next_page.min(g.pages_per_block),
+        };
+        programmed[b as usize] = n;
+        if n == 0 {
+            continue;
+        }
+        let (found, t) = read_record(nand, at_ns, g.ppn_in_block(Pbn(b), 0), &mut oob)?;
+        reads_done += 1;
+        page0_done = page0_done.max(t);
+        if let PageOob::Record(r) = found {
+            first[b as usize] = Some(r);
+        }
+    }
+    let mut done = page0_done;
+    for b in 0..nblocks {
+        let is_data = first[b as usize].is_some_and(|r| r.kind == PageKind::Data);
+        if programmed[b as usize] == 0 || is_data {
+            continue;
+        }
+        if let Some(r) = first[b as usize] {
+            meta_pages.push((b, 0, r));
+        }
+        for page in 1..programmed[b as usize] {
+            let (found, t) = read_record(nand, page0_done, g.ppn_in_block(Pbn(b), page), &mut oob)?;
+            reads_done += 1;
+            done = done.max(t);
+            if let PageOob::Record(r) = found {
+                meta_pages.push((b, page, r));
+            }
+        }
+    }
+    let mut max_seq = 0u64;
+    for r in first.iter().flatten() {
+        max_seq = max_seq.max(r.seq);
+    }
+    // Step 2.
+    let mut cps: Vec<(u64, u32, u32, Ppn)> = meta_pages
+        .iter()
+        .filter(|m| m.2.kind == PageKind::MapCheckpoint)
+        .map(|&(b, page, r)| {
+            (
+                r.seq,
+                r.key.min(u64::from(u32::MAX)) as u32,
+                u32::try_from(r.aux).unwrap_or(0),
+                g.ppn_in_block(Pbn(b), page),
+            )
+        })
+        .collect();
+    for m in &meta_pages {
+        max_seq = max_seq.max(m.2.seq);
+    }
+    cps.sort_unstable_by_key(|c| (std::cmp::Reverse(c.0), c.1));
+    cps.dedup_by_key(|c| (c.0, c.1));
+    let per_page = g.page_size_bytes as usize - CP_HEADER_BYTES;
+    let mut data = vec![0u8; g.page_size_bytes as usize];
+    // (C, map, blocks, pages)
+    type Chosen = (u64, Vec<u32>, Vec<BlockAtCheckpoint>, Vec<Ppn>);
+    let mut chosen: Option<Chosen> = None;
+    let mut cp_done = done;
+    let mut i = 0;
+    while i < cps.len() {
+        let seq = cps[i].0;
+        let end = cps[i..]
+            .iter()
+            .position(|c| c.0 != seq)
+            .map_or(cps.len(), |p| i + p);
+        let group = &cps[i..end];
+        i = end;
+        let count = group[0].2;
+        let complete = group.len() as u32 == count
+            && group
+                .iter()
+                .enumerate()
+                .all(|(k, c)| c.1 == k as u32 && c.2 == count);
+        if !complete {
+            continue;
+        }
+        let mut content = Vec::with_capacity(count as usize * per_page);
+        let mut intact = true;
+        for c in group {
+            match nand.read(done, c.3, &mut data, &mut [], Purpose::Recovery) {
+                Ok(d) => cp_done = cp_done.max(d.done_ns),
+                // An unreadable page makes the checkpoint incomplete (invariant 5).
+                Err(e) if e.is_media_error() => {
+                    intact = false;
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let Some(bytes) = checkpoint_payload_of(&data, MAP_MAGIC, seq, c.1, count) else {
+                intact = false;
+                break;
+            };
+            content.extend_from_slice(bytes);
+        }
+        if !intact {
+            continue;
+        }
+        if let Some((map, blocks)) = decode_map_checkpoint(&content, capacity, nblocks) {
+            chosen = Some((seq, map, blocks, group.iter().map(|c| c.3).collect()));
+            break;
+        }
+    }
+    done = cp_done;
+    // Step 3.
+    let full = reads == RecoveryReads::Full;
+    let unchanged: Vec<bool> = (0..nblocks as usize)
+        .map(|b| {
+            chosen.as_ref().is_some_and(|c| {
+                let at_c = c.2[b];
+                at_c.incarnation != 0
+                    && first[b].is_some_and(|r| r.incarnation() == at_c.incarnation)
+            })
+        })
+        .collect();
+    let mut map = vec![UNMAPPED; capacity as usize];
+    let mut map_seq = vec![0u64; capacity as usize];
+    let mut map_aux = vec![0u64; capacity as usize];
+    let mut take = |ppn: Ppn, r: &OobRecord| {
+        if r.kind == PageKind::Data && r.key < capacity {
+            let k = r.key as usize;
+            if r.seq > map_seq[k] {
+                map[k] = ppn.0 as u32;
+                map_seq[k] = r.seq;
+                map_aux[k] = r.aux;
+            }
+        }
+    };
+    let mut scan_done = done;
+    for b in 0..nblocks as usize {
+        // Blocks without a data record on page 0 were read in step 1 (their records are in
+        // `meta_pages`); a torn page 0 means the cut hit the block's first program.
+        let Some(r0) = first[b].filter(|r| r.kind == PageKind::Data) else {
+            continue;
+        };
+        let from = match &chosen {
+            Some(c) if !full && unchanged[b] => c.2[b].written.max(1),
+            _ => {
+                take(g.ppn_in_block(Pbn(b as u32), 0), &r0);
+                1
+            }
+        };
+        for page in from..programmed[b] {
+            let ppn = g.ppn_in_block(Pbn(b as u32), page);
+            let (found, t) = read_record(nand, done, ppn, &mut oob)?;
+            reads_done += 1;
+            scan_done = scan_done.max(t);
+            if let PageOob::Record(r) = found {
+                max_seq = max_seq.max(r.seq);
+                take(ppn, &r);
+            }
+        }
+    }
+    for &(b, page, r) in &meta_pages {
+        take(g.ppn_in_block(Pbn(b), page), &r);
+    }
+    done = scan_done;
+    // Step 4: the checkpoint's entries into unchanged blocks where nothing was scanned.
+    let mut journal = Vec::new();
+    let mut checkpoint_seq = None;
+    if let Some((seq, cmap, blocks, pages)) = chosen {
+        max_seq = max_seq.max(seq);
+        for (k, &p) in cmap.iter().enumerate() {
+            if full {
+                // The reference: the checkpoint only says which keys were unmapped at C.
+                if p == UNMAPPED && map[k] != UNMAPPED && map_seq[k] <= seq {
+                    map[k] = UNMAPPED;
+                    map_seq[k] = 0;
+                }
+                continue;
+            }
+            if p == UNMAPPED || u64::from(p) >= g.pages() || map[k] != UNMAPPED {
+                continue;
+            }
+            let ppn = Ppn(u64::from(p));
+            let b = g.block_of(ppn);
+            let page = (ppn.0 - g.first_page(b).0) as u32;
+            if unchanged[b.0 as usize] && page < blocks[b.0 as usize].written {
+                map[k] = p;
+                map_aux[k] = u64::from(blocks[b.0 as usize].stream);
+            }
+        }
+        journal.extend(pages.into_iter().map(|p| (PageKind::MapCheckpoint, seq, p)));
+        checkpoint_seq = Some(seq);
+    }
+    Ok(Recovered {
+        map,
+        map_seq,
+        map_aux,
+        tpages: Vec::new(),
+        journal,
+        next_seq: max_seq + 1,
+        checkpoint_seq,
+        pages_scanned: reads_done,
+        done_ns: done,
+    })
 }

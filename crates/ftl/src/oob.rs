@@ -7,17 +7,24 @@
 //!
 //! | bytes  | field   | meaning                                                              |
 //! |--------|---------|----------------------------------------------------------------------|
-//! | 0..8   | key     | data and pad: logical page; translation: translation page number; trim: first trimmed page; checkpoint: page index within the checkpoint |
+//! | 0..8   | key     | data and pad: logical page; translation: translation page number; trim: first trimmed page; checkpoint, map checkpoint: page index within the checkpoint |
 //! | 8..16  | seq     | sequence number of the write (GC copies keep the original's); block FTL: the version of the physical block |
-//! | 16     | kind    | 1 data, 2 translation, 3 trim record, 4 checkpoint, 5 pad            |
-//! | 17     | version | format version, 2                                                    |
+//! | 16     | kind    | 1 data, 2 translation, 3 trim record, 4 checkpoint, 5 pad, 6 map checkpoint |
+//! | 17     | version | format version, 3 (2 is read too)                                    |
 //! | 18     | flags   | bit 0 commit (block FTL: the page completes its block), bit 1 log (FAST: the page is in a random-write log block); other bits 0 |
 //! | 19     | zero    | reserved                                                             |
-//! | 20..28 | aux     | trim: pages trimmed; checkpoint: pages in the checkpoint; FAST data and pad: version of the physical block; else 0 |
+//! | 20..28 | aux     | trim: pages trimmed; checkpoint, map checkpoint: pages in the checkpoint; FAST data and pad: version of the physical block; data of a space with `stamp_incarnation` (NoFTL): bits 0..8 the caller's tag (the write stream), bits 8..64 the block's incarnation (see below); else 0 |
 //! | 28..32 | crc     | CRC-32 (IEEE, as zlib) of bytes 0..28                                |
 //!
 //! Version 1 (page FTL and DFTL only: no flags, a 4-byte aux) was never released; its records
-//! are refused like foreign ones.
+//! are refused like foreign ones. Version 3 added kind 6 and the incarnation in `aux`; a
+//! version-2 record reads as before (its incarnation is 0, which matches no checkpoint, so
+//! recovery reads such blocks in full).
+//!
+//! Incarnation (`space.rs`, only in spaces with `SpaceConfig::stamp_incarnation`): the erase
+//! count of the page's block when it was opened, plus one. The space stamps it into every data
+//! page it programs there, GC and wear-levelling copies included (they are re-stamped with their
+//! new block's, keeping key and seq), so page 0 alone tells which incarnation a block holds.
 //!
 //! Invariants:
 //! 1. `decode(encode(r)) == Some(r)` for every record; an erased OOB (all 0xFF) classifies as
@@ -38,7 +45,11 @@ use crate::block_device::FtlError;
 
 /// Bytes of the record; the smallest OOB the FTLs accept.
 pub const OOB_RECORD_BYTES: usize = 32;
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
+/// The oldest version still read (see the module documentation).
+const VERSION_MIN: u8 = 2;
+/// Bits of `aux` below a data page's incarnation (the caller's tag).
+pub const INCARNATION_SHIFT: u32 = 8;
 
 /// Flag bit: the page completes its physical block (block FTL: the last page of a merge, or a
 /// page programmed on its own); a block without a committed page is an interrupted merge.
@@ -58,6 +69,8 @@ pub enum PageKind {
     /// Filler programmed only to keep the pages of a block consecutive (MLC/TLC chips forbid
     /// skipping pages); holds no data and reads as zeros.
     Pad = 5,
+    /// A page of a full map checkpoint (`journal.rs`): key -> flash page and per-block state.
+    MapCheckpoint = 6,
 }
 
 impl PageKind {
@@ -68,6 +81,7 @@ impl PageKind {
             3 => Some(PageKind::Trim),
             4 => Some(PageKind::Checkpoint),
             5 => Some(PageKind::Pad),
+            6 => Some(PageKind::MapCheckpoint),
             _ => None,
         }
     }
@@ -120,6 +134,24 @@ impl OobRecord {
         self.flags & FLAG_LOG != 0
     }
 
+    /// The block incarnation a data page carries (0: none; see the module documentation).
+    pub fn incarnation(&self) -> u64 {
+        if self.kind == PageKind::Data {
+            self.aux >> INCARNATION_SHIFT
+        } else {
+            0
+        }
+    }
+
+    /// The same record with `incarnation` stamped over the bits above the caller's tag.
+    pub fn with_incarnation(self, incarnation: u64) -> Self {
+        let tag = self.aux & ((1 << INCARNATION_SHIFT) - 1);
+        OobRecord {
+            aux: tag | (incarnation << INCARNATION_SHIFT),
+            ..self
+        }
+    }
+
     /// Writes the record into the first 32 bytes of `oob`; the rest is left erased.
     pub fn encode_into(&self, oob: &mut [u8]) {
         debug_assert!(oob.len() >= OOB_RECORD_BYTES);
@@ -167,7 +199,7 @@ impl OobRecord {
         let kind = PageKind::from_u8(rec[16]);
         match kind {
             Some(kind)
-                if rec[17] == VERSION
+                if (VERSION_MIN..=VERSION).contains(&rec[17])
                     && rec[18] & !FLAGS_KNOWN == 0
                     && rec[19] == 0
                     && crc32fast::hash(&rec[0..28]) == crc =>
@@ -207,6 +239,22 @@ pub enum ScanExtent {
     /// scan stops at the first erased page. The chip's own block state stands in for that
     /// last read.
     Programmed,
+}
+
+/// Reads the OOB of `ppn` for recovery (into `oob`, the device's OOB size) and classifies it;
+/// a media error is `Damaged`. Errors: power loss, or anything but a media error.
+pub fn read_record(
+    nand: &mut Nand,
+    at_ns: Nanos,
+    ppn: nand::Ppn,
+    oob: &mut [u8],
+) -> Result<(PageOob, Nanos), FtlError> {
+    match nand.read_oob(at_ns, ppn, oob, nand::Purpose::Recovery) {
+        Ok(d) => Ok((OobRecord::classify(oob), d.done_ns)),
+        Err(e @ (NandError::PowerLost | NandError::PoweredOff)) => Err(e.into()),
+        Err(e) if e.is_media_error() => Ok((PageOob::Damaged, at_ns)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// What a scan found in one block.
@@ -333,7 +381,15 @@ mod tests {
         // The byte table of the module doc, field by field.
         assert_eq!(oob[0..8], 0x0102_0304_0506_0708u64.to_le_bytes());
         assert_eq!(oob[8..16], 99u64.to_le_bytes());
-        assert_eq!((oob[16], oob[17], oob[18], oob[19]), (3, 2, FLAG_LOG, 0));
+        assert_eq!((oob[16], oob[17], oob[18], oob[19]), (3, 3, FLAG_LOG, 0));
+        // Version 2 records still read; version 1 and 4 do not.
+        for (v, ok) in [(1u8, false), (2, true), (4, false)] {
+            let mut old = oob;
+            old[17] = v;
+            let crc = crc32fast::hash(&old[0..28]);
+            old[28..32].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(OobRecord::decode(&old).is_some(), ok, "version {v}");
+        }
         assert_eq!(oob[20..28], (1u64 << 40).to_le_bytes());
         assert_eq!(oob[28..32], crc32fast::hash(&oob[0..28]).to_le_bytes());
         assert_eq!(
@@ -351,6 +407,7 @@ mod tests {
             PageKind::Trim,
             PageKind::Checkpoint,
             PageKind::Pad,
+            PageKind::MapCheckpoint,
         ] {
             for flags in [0, FLAG_COMMIT, FLAG_LOG, FLAG_COMMIT | FLAG_LOG] {
                 let r = OobRecord::new(kind, 7, u64::MAX - 1, 3).with_flags(flags);

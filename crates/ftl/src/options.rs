@@ -96,6 +96,7 @@ impl FtlOptions {
             wl_threshold: self.wl_threshold,
             striped: 1,
             dies: Vec::new(),
+            stamp_incarnation: false,
         }
     }
 }

@@ -42,6 +42,11 @@
 //! 6. Every flash operation is tagged with its purpose: the caller's for its writes and reads,
 //!    `Gc` for collection, `WearLevel` for static wear levelling, `Recovery` during restore.
 //! 7. Given the same device, config, seed and call sequence, results are identical.
+//! 8. With `stamp_incarnation`, every data page programmed in block `b` (caller's write, GC,
+//!    wear-levelling or evacuation copy) carries `incarnation(b)` = the block's erase count when
+//!    it was opened + 1. Erase counts only grow (the device counts interrupted erases too, and
+//!    the space reads them back at `restore`), so a block's incarnations never repeat, across
+//!    restarts and across spaces sharing the device (regions): equal stamps mean not erased since.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -52,7 +57,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 use crate::block_device::FtlError;
-use crate::oob::{check_oob_size, OobRecord};
+use crate::oob::{check_oob_size, OobRecord, PageKind};
 
 /// Reverse-map value of a page that holds no valid data.
 pub const NO_KEY: u64 = u64::MAX;
@@ -124,6 +129,11 @@ pub struct SpaceConfig {
     /// collected, so spaces over disjoint die sets can share one device (see `lend_nand`).
     #[serde(default)]
     pub dies: Vec<u32>,
+    /// Stamp every data page programmed in a block with the block's incarnation (oob.rs: `aux`
+    /// bits 8..64; the caller's bits 0..8 are kept), copies included, so that a map checkpoint
+    /// (journal.rs) can tell from page 0 alone whether a block was erased since.
+    #[serde(default)]
+    pub stamp_incarnation: bool,
 }
 
 impl Default for SpaceConfig {
@@ -137,6 +147,7 @@ impl Default for SpaceConfig {
             wl_threshold: 0,
             striped: u64::MAX,
             dies: Vec::new(),
+            stamp_incarnation: false,
         }
     }
 }
@@ -237,6 +248,19 @@ pub struct FlashSpace {
     write_oob: Vec<u8>,
     mig_data: Vec<u8>,
     mig_oob: Vec<u8>,
+}
+
+/// Re-stamps the data record in `oob` (a page being copied) with its new block's incarnation
+/// (invariant 8); other kinds and damaged records are left alone.
+fn restamp(enabled: bool, incarnation: u64, oob: &mut [u8]) {
+    if !enabled {
+        return;
+    }
+    if let Some(r) = OobRecord::decode(oob) {
+        if r.kind == PageKind::Data {
+            r.with_incarnation(incarnation).encode_into(oob);
+        }
+    }
 }
 
 /// Erases between two checks of the erase-count spread (a scan of the closed blocks).
@@ -571,6 +595,22 @@ impl FlashSpace {
     pub fn block_use(&self, pbn: Pbn) -> BlockUse {
         self.blocks[pbn.0 as usize].usage
     }
+    /// The incarnation stamped into block `b`'s pages (invariant 8), whatever its state.
+    fn stamp_of(&self, b: u32) -> u64 {
+        u64::from(self.blocks[b as usize].erase_count) + 1
+    }
+    /// What a map checkpoint keeps of block `pbn`: its incarnation (0 unless it is open,
+    /// closed or being collected: a free, bad or foreign block promises nothing), the pages
+    /// handed out in it since its erase, and its stream.
+    pub fn block_checkpoint(&self, pbn: Pbn) -> (u64, u32, u8) {
+        let blk = &self.blocks[pbn.0 as usize];
+        match blk.usage {
+            BlockUse::Open | BlockUse::Closed | BlockUse::Collecting => {
+                (self.stamp_of(pbn.0), blk.written, blk.stream)
+            }
+            _ => (0, 0, 0),
+        }
+    }
     /// The next sequence number that `alloc_seq` will return.
     pub fn peek_seq(&self) -> u64 {
         self.seq
@@ -611,9 +651,15 @@ impl FlashSpace {
                 self.cfg.streams
             )));
         }
-        rec.encode_into(&mut self.write_oob);
         loop {
             let (ppn, t) = self.alloc_page(at_ns, stream, false)?;
+            let b = self.geo.block_of(ppn).0;
+            if self.cfg.stamp_incarnation && rec.kind == PageKind::Data {
+                rec.with_incarnation(self.stamp_of(b))
+                    .encode_into(&mut self.write_oob);
+            } else {
+                rec.encode_into(&mut self.write_oob);
+            }
             match self.nand.program(t, ppn, data, &self.write_oob, purpose) {
                 Ok(done) => {
                     self.note_written(ppn, rec.key);
@@ -959,6 +1005,8 @@ impl FlashSpace {
                 .read(at_ns, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
             let to = loop {
                 let (to, t) = self.alloc_page(r.done_ns, stream, true)?;
+                let inc = self.stamp_of(self.geo.block_of(to).0);
+                restamp(self.cfg.stamp_incarnation, inc, &mut self.mig_oob);
                 match self
                     .nand
                     .program(t, to, &self.mig_data, &self.mig_oob, purpose)
@@ -1019,6 +1067,8 @@ impl FlashSpace {
                 &mut self.mig_oob,
                 Purpose::WearLevel,
             )?;
+            let inc = self.stamp_of(dest);
+            restamp(self.cfg.stamp_incarnation, inc, &mut self.mig_oob);
             let written = self.blocks[dest as usize].written;
             let to = self.geo.ppn_in_block(Pbn(dest), written);
             self.blocks[dest as usize].written = written + 1;

@@ -1,7 +1,7 @@
 //! `native`: the NoFTL page store. The engine maps its own pages to flash pages on a raw
 //! [`Nand`], through the shared flash management of crate `ftl` ([`FlashSpace`] for allocation,
 //! GC and wear levelling; `oob.rs` for the per-page record; `journal.rs` for the recovery scan
-//! and the liveness checkpoints). No FTL, no block interface, no TRIM.
+//! and the map checkpoints). No FTL, no block interface, no TRIM.
 //!
 //! Keys (the `u64` every flash page names in its OOB): 0 and 1 the master-record slots, then
 //! one per log block, then `k` per DB page (`k` = DB page bytes / flash page bytes; key
@@ -16,10 +16,10 @@
 //!   teller pages, B-tree roots).
 //! - `INDEX`: other B-tree and space-map pages; `DATA`: other heap pages.
 //! - `COLD`: a DB page's first write in this session (the load; pages not rewritten since).
-//! - `META`: master-record slots (unstriped); `JOURNAL`: liveness checkpoints (unstriped).
+//! - `META`: master-record slots (unstriped); `JOURNAL`: map checkpoints (unstriped).
 //!
-//! The stream of a page is in its OOB record's `aux` field, so recovery restores the blocks to
-//! their streams.
+//! The stream of a page is in bits 0..8 of its OOB record's `aux` field (bits 8.. are its
+//! block's incarnation, stamped by the space), so recovery restores the blocks to their streams.
 //!
 //! Writes are issued at the caller's time on the next die of their stream (the space stripes
 //! consecutive pages over dies and channels), so a flusher batch runs on all dies at once.
@@ -28,8 +28,12 @@
 //!
 //! Freed pages (`page_freed`, called once the freeing log record is durable) are invalid at
 //! once: no TRIM, no trim record. Their old copies may survive on flash until GC erases them;
-//! a *liveness checkpoint* (`journal.rs` format: a bitmap of mapped keys) written at a sync once
-//! enough pages were freed makes the frees durable for recovery. A page freed after the last
+//! a *map checkpoint* (`journal.rs` format: every key's flash page, every block's incarnation
+//! and write pointer) makes the frees durable for recovery and bounds it: recovery reads the
+//! checkpoint and what was written after it. One is written at a `sync_pages` once
+//! `UPDATES_PER_CHECKPOINT_PAGE` flash programs (host writes and GC copies) and frees per
+//! checkpoint page happened since the last, so it adds at most 1/32 to the programs whatever the
+//! device size, and bounds what recovery reads past it. A page freed after the last
 //! checkpoint may come back mapped after a power cut; the engine's space map (recovered from the
 //! WAL) says it is free, the engine formats pages it allocates without reading them, and
 //! `retain_allocated` (called by the engine after restart) invalidates such pages again.
@@ -56,10 +60,11 @@
 //! 1. `map[key] == p` (p != UNMAPPED) iff the space's reverse map says flash page p holds the
 //!    valid copy of `key`; moves reported by the space are applied before the map is read again.
 //! 2. A key is unmapped iff never written in this store's life or freed since its last write
-//!    (after a power cut: or freed before the newest complete liveness checkpoint).
-//! 3. Every flash page written carries (key, sequence number, stream) in its OOB; sequence
-//!    numbers grow with every write, GC copies keep theirs, so recovery's "newest copy wins"
-//!    (journal.rs) rebuilds the map of invariant 1 for every key written since the checkpoint.
+//!    (after a power cut: or freed before the newest complete map checkpoint).
+//! 3. Every flash page written carries (key, sequence number, stream, block incarnation) in its
+//!    OOB; sequence numbers grow with every write, GC copies keep theirs, so recovery (journal.rs
+//!    `recover_mapped`: the checkpoint's entries into blocks not erased since, then "newest copy
+//!    wins" among the pages programmed after it) rebuilds the map of invariant 1.
 //! 4. A write returns after its last flash program completes; a DB page of `k` flash pages is
 //!    atomic only per flash page (`atomic_write_bytes` says so, and the engine logs full-page
 //!    images for larger pages).
@@ -70,8 +75,13 @@
 //!    device is in slot 0 between calls; one sequence (slot 0's) numbers every write.
 //! 7. `region_used[r]` is the number of DB flash pages mapped on slot r's dies, and never exceeds
 //!    `region_limit[r]` (a write that would pass it is refused before anything changes).
+//! 8. A map checkpoint is a snapshot at a fresh sequence number C taken between two calls (no
+//!    GC half done); the previous one stays valid until every page of it is programmed.
 
-use ftl::journal::{mapped_bitmap, scan, Journal, UNMAPPED};
+use ftl::journal::{
+    encode_map_checkpoint, map_checkpoint_pages, recover_mapped, BlockAtCheckpoint, Journal,
+    RecoveryReads, UNMAPPED,
+};
 use ftl::oob::{OobRecord, PageKind as OobKind};
 use ftl::{
     FlashSpace, FtlReport, GcCounts, GcPolicy, HostCounts, LivePage, Move, SpaceConfig, SpaceCounts,
@@ -105,6 +115,12 @@ pub const JOURNAL: u8 = 6;
 const STREAMS: u8 = 7;
 /// Striped page by page over all dies: every stream but the two small metadata ones.
 const STRIPED: u64 = (1 << LOG) | (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 << COLD);
+
+/// Flash programs (host writes and GC/WL copies) and frees between two map checkpoints, per page
+/// of a checkpoint: a checkpoint then adds at most 1/32 to the flash programs (31.25 pages per
+/// 1,000 programs, more per 1,000 host writes when GC copies), and recovery reads the OOB of at
+/// most that many programs past it, whatever the write amplification.
+pub const UPDATES_PER_CHECKPOINT_PAGE: u64 = 32;
 
 /// Host clock of seed 000's server (Intel Xeon E5630), in cycles per microsecond.
 pub const HOST_CYCLES_PER_US: u64 = 2530;
@@ -161,6 +177,8 @@ impl NativeConfig {
             background_free_blocks: 0,
             wl_threshold: self.wl_threshold,
             striped: STRIPED,
+            // Map checkpoints (journal.rs) tell unchanged blocks by page 0's stamp.
+            stamp_incarnation: true,
         }
     }
 }
@@ -256,7 +274,11 @@ pub struct NativeStore {
     page_writes: u64,
     hot_window: u64,
     journal: Journal,
-    freed_since_checkpoint: u64,
+    /// Flash pages programmed (host writes, GC and wear-levelling copies) and keys freed since
+    /// the last map checkpoint.
+    updates_since_checkpoint: u64,
+    /// Pages of one map checkpoint.
+    checkpoint_pages: u64,
     host: HostCounts,
     host_mapping_ps: u128,
     charged: SpaceCounts,
@@ -287,11 +309,18 @@ impl NativeStore {
         ))
     }
 
-    /// Rebuilds the store from what `nand` holds (after a power cut or a clean stop): scans every
-    /// page's OOB, takes the newest copy of every key and the newest complete liveness
-    /// checkpoint (journal.rs steps 1-5), and gives the blocks back to their streams.
+    /// Rebuilds the store from what `nand` holds (after a power cut or a clean stop): the newest
+    /// complete map checkpoint plus the OOB of what was written after it (journal.rs,
+    /// `recover_mapped`), and gives the blocks back to their streams.
     pub fn open(nand: Nand, cfg: NativeConfig) -> Result<NativeStore> {
         Self::open_or_give_back(nand, cfg).map_err(|(e, _)| e)
+    }
+
+    /// `open` by a full OOB scan (the checkpoint only for frees): the reference recovery that
+    /// `open` must agree with, for tests and measurements.
+    pub fn open_full_scan(nand: Nand, cfg: NativeConfig) -> Result<NativeStore> {
+        let mut slot = Some(nand);
+        Self::open_from(&mut slot, cfg, RecoveryReads::Full)
     }
 
     /// `open`, but a failure gives the flash back with the error, so that the caller can
@@ -299,29 +328,36 @@ impl NativeStore {
     /// restart (kits `crash_native`), which a store that consumed the device cannot survive.
     ///
     /// The flash comes back (`Some`) from every failure up to the hand-over to
-    /// `FlashSpace::restore`: the layout check, the OOB scan and the region table read, that is
-    /// every flash operation of the open but the restore's few erases of blocks a cut left
-    /// half-erased and moves off grown-bad blocks. A failure from the restore on gives `None`:
-    /// the space owns the device then and drops it (ftl has `format_or_give_back` but no
-    /// give-back variant of `restore`). A store that opened gives its flash back by
-    /// `PageStore::into_nand`, also after `Engine::open_or_give_back` failed on it.
+    /// `FlashSpace::restore`: the layout check, the recovery reads (checkpoint and OOB) and the
+    /// region table read, that is every flash operation of the open but the restore's few
+    /// erases of blocks a cut left half-erased and moves off grown-bad blocks. A failure from the
+    /// restore on gives `None`: the space owns the device then and drops it (ftl has
+    /// `format_or_give_back` but no give-back variant of `restore`). A store that opened gives
+    /// its flash back by `PageStore::into_nand`, also after `Engine::open_or_give_back` failed
+    /// on it.
     pub fn open_or_give_back(
         nand: Nand,
         cfg: NativeConfig,
     ) -> std::result::Result<NativeStore, (Error, Option<Box<Nand>>)> {
         let mut slot = Some(nand);
-        Self::open_from(&mut slot, cfg).map_err(|e| (e, slot.map(Box::new)))
+        Self::open_from(&mut slot, cfg, RecoveryReads::SinceCheckpoint)
+            .map_err(|e| (e, slot.map(Box::new)))
     }
 
     /// `open`'s work on the flash in `slot`, which stays there until the restore takes it.
-    fn open_from(slot: &mut Option<Nand>, cfg: NativeConfig) -> Result<NativeStore> {
+    fn open_from(
+        slot: &mut Option<Nand>,
+        cfg: NativeConfig,
+        reads: RecoveryReads,
+    ) -> Result<NativeStore> {
         let nand = slot
             .as_mut()
             .ok_or_else(|| Error::Config("no flash to open".into()))?;
         let lay = layout(nand, &cfg)?;
         let at = nand.now_ns();
-        let rec = scan(nand, at, lay.capacity, 0)?;
-        // The stream of each winning copy is in its OOB `aux`, which the scan already read.
+        let rec = recover_mapped(nand, at, lay.capacity, reads)?;
+        // The stream of each winning copy is in its OOB `aux` (bits 0..8), which recovery already
+        // read, or for entries taken from the checkpoint, the checkpoint's stream of the block.
         let live = rec.live_pages(|aux| (aux as u8).min(STREAMS - 1), JOURNAL);
         // The region table says which dies belong to which region's space.
         let mut regions = Vec::new();
@@ -444,8 +480,13 @@ impl NativeStore {
             last_write: vec![0; lay.db_pages as usize],
             page_writes: 0,
             hot_window,
+            checkpoint_pages: u64::from(map_checkpoint_pages(
+                lay.capacity,
+                geo.blocks(),
+                LOG_BLOCK_BYTES,
+            )),
             journal,
-            freed_since_checkpoint: 0,
+            updates_since_checkpoint: 0,
             host: HostCounts::default(),
             host_mapping_ps: 0,
             lay,
@@ -585,9 +626,13 @@ impl NativeStore {
     pub fn host_mapping_ns(&self) -> u64 {
         (self.host_mapping_ps / 1000) as u64
     }
-    /// Liveness checkpoints written so far.
+    /// Map checkpoints written so far.
     pub fn checkpoints_written(&self) -> u64 {
         self.journal.checkpoints_written
+    }
+    /// Flash pages of map checkpoints written so far, and the pages of one checkpoint.
+    pub fn checkpoint_pages_written(&self) -> (u64, u64) {
+        (self.journal.map_pages_written, self.checkpoint_pages)
     }
     /// Where a DB page's first flash page is (tests).
     pub fn location(&self, pid: PageId) -> Option<Ppn> {
@@ -628,6 +673,8 @@ impl NativeStore {
         let moves = (now.gc_migrations + now.wl_migrations) - (c.gc_migrations + c.wl_migrations);
         let victims = (now.gc_victims + now.wl_erases) - (c.gc_victims + c.wl_erases);
         self.charged = now;
+        // Copies are programs recovery would read past a checkpoint, like the host's writes.
+        self.updates_since_checkpoint += moves;
         self.host_cpu(at, moves * HOST_MOVE_CYCLES + victims * HOST_VICTIM_CYCLES)
     }
 
@@ -664,6 +711,7 @@ impl NativeStore {
             self.invalidate(Ppn(u64::from(old)));
         }
         self.host.writes += 1;
+        self.updates_since_checkpoint += 1;
         let gc_done = self.charge_gc(t);
         Ok(done.max(gc_done))
     }
@@ -717,20 +765,49 @@ impl NativeStore {
         }
     }
 
-    /// Writes a liveness checkpoint once enough pages were freed since the last one.
-    fn checkpoint_frees(&mut self, at: Nanos) -> Result<Nanos> {
-        if self.freed_since_checkpoint < u64::from(self.journal.checkpoint_pages()).max(8) {
+    /// Writes a map checkpoint once `UPDATES_PER_CHECKPOINT_PAGE` programs and frees per
+    /// checkpoint page happened since the last one.
+    fn maybe_checkpoint(&mut self, at: Nanos) -> Result<Nanos> {
+        if self.updates_since_checkpoint < UPDATES_PER_CHECKPOINT_PAGE * self.checkpoint_pages {
             return Ok(at);
         }
-        let bitmap = mapped_bitmap(self.lay.capacity, |k| self.map[k as usize] != UNMAPPED);
+        self.write_map_checkpoint(at)
+    }
+
+    /// Writes a map checkpoint now (journal.rs format): every key's flash page and every
+    /// block's incarnation, write pointer and stream, at a fresh sequence number C. Recovery then
+    /// reads it and only what was written after it; the previous one stays valid until this
+    /// one is complete. Returns when its last page is programmed.
+    pub fn write_map_checkpoint(&mut self, at: Nanos) -> Result<Nanos> {
+        let seq = self.spaces[0].alloc_seq();
+        let g = self.spaces[0].geometry().clone();
+        let blocks: Vec<BlockAtCheckpoint> = (0..g.blocks())
+            .map(|b| {
+                let slot = self.die_owner[g.die_of_block(nand::Pbn(b)).0 as usize] as usize;
+                let (incarnation, written, stream) =
+                    self.spaces[slot].block_checkpoint(nand::Pbn(b));
+                BlockAtCheckpoint {
+                    incarnation,
+                    written,
+                    stream,
+                }
+            })
+            .collect();
+        let content = encode_map_checkpoint(&self.map, &blocks);
+        // Copying the map out: about one cycle per 4-byte entry.
+        let t = self.host_cpu(at, content.len() as u64 / 4);
         let map = &mut self.map;
-        let done =
-            self.journal
-                .write_checkpoint(&mut self.spaces[0], at, &bitmap, &mut |m: &Move| {
-                    map[m.key as usize] = m.to.0 as u32;
-                })?;
-        self.freed_since_checkpoint = 0;
-        Ok(done.max(self.charge_gc(at)))
+        let done = self.journal.write_map_checkpoint(
+            &mut self.spaces[0],
+            t,
+            seq,
+            &content,
+            &mut |m: &Move| {
+                map[m.key as usize] = m.to.0 as u32;
+            },
+        )?;
+        self.updates_since_checkpoint = 0;
+        Ok(done.max(self.charge_gc(t)))
     }
 
     /// The slot whose space owns the die of `ppn`.
@@ -753,7 +830,7 @@ impl NativeStore {
                 let o = self.owner(Ppn(u64::from(old)));
                 self.region_used[o] -= 1;
                 self.invalidate(Ppn(u64::from(old)));
-                self.freed_since_checkpoint += 1;
+                self.updates_since_checkpoint += 1;
                 self.host.trims += 1;
             }
         }
@@ -827,9 +904,10 @@ impl PageStore for NativeStore {
     }
 
     fn sync_pages(&mut self, at_ns: Nanos) -> Result<Nanos> {
-        // Writes are durable when they return (invariant 4); only frees may need a checkpoint.
+        // Writes are durable when they return (invariant 4); a checkpoint only bounds recovery
+        // and makes frees durable.
         self.host.flushes += 1;
-        self.checkpoint_frees(at_ns)
+        self.maybe_checkpoint(at_ns)
     }
 
     fn read_log(&mut self, at_ns: Nanos, block: u64, buf: &mut [u8]) -> Result<Nanos> {
@@ -914,7 +992,7 @@ impl PageStore for NativeStore {
                 t = self.free_keys(t, key0);
             }
         }
-        self.checkpoint_frees(t)
+        self.maybe_checkpoint(t)
     }
 
     fn device_report(&self) -> Option<FtlReport> {

@@ -195,33 +195,15 @@ impl Journal {
     ) -> Result<Nanos, FtlError> {
         debug_assert!(mapped.len() as u64 >= self.capacity.div_ceil(8));
         let seq = space.alloc_seq();
-        let per_page = self.page.len() - CP_HEADER_BYTES;
-        let mut done = at_ns;
-        self.pending.clear();
-        for index in 0..self.cp_pages {
-            let from = (index as usize * per_page).min(mapped.len());
-            let to = (from + per_page).min(mapped.len());
-            let bytes = &mapped[from..to];
-            fill_checkpoint_page(&mut self.page, CP_MAGIC, seq, index, self.cp_pages, bytes);
-            let rec = OobRecord::new(
-                PageKind::Checkpoint,
-                u64::from(index),
-                seq,
-                u64::from(self.cp_pages),
-            );
-            let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
-            self.pending.push(ppn);
-            self.absorb(space, other);
-            done = done.max(t);
-        }
-        // Only now is the new checkpoint complete: drop what it supersedes.
-        for (_, _, ppn) in self.live.drain(..) {
-            space.invalidate(ppn);
-        }
-        let written = std::mem::take(&mut self.pending);
-        self.live
-            .extend(written.into_iter().map(|p| (PageKind::Checkpoint, seq, p)));
-        self.live_trims = 0;
+        let done = self.write_pages(
+            space,
+            at_ns,
+            (PageKind::Checkpoint, CP_MAGIC),
+            seq,
+            self.cp_pages,
+            mapped,
+            other,
+        )?;
         self.checkpoints_written += 1;
         Ok(done)
     }
@@ -569,18 +551,45 @@ impl Journal {
     ) -> Result<Nanos, FtlError> {
         let per_page = self.page.len() - CP_HEADER_BYTES;
         let count = content.len().div_ceil(per_page).max(1) as u32;
+        let done = self.write_pages(
+            space,
+            at_ns,
+            (PageKind::MapCheckpoint, MAP_MAGIC),
+            seq,
+            count,
+            content,
+            other,
+        )?;
+        self.checkpoints_written += 1;
+        self.map_pages_written += u64::from(count);
+        Ok(done)
+    }
+}
+
+impl Journal {
+    /// Writes `content` as the `count` pages of a checkpoint at `seq` (page i holds bytes
+    /// [i x (page bytes - 32), + page bytes - 32) of it, fewer at the end), then invalidates the
+    /// checkpoint and trim records it supersedes: only once every page of it is programmed
+    /// (invariant 2). Its pages are followed through GC moves while it is written (`pending`).
+    #[allow(clippy::too_many_arguments)] // one checkpoint write: where, when, what and who else moves
+    fn write_pages(
+        &mut self,
+        space: &mut FlashSpace,
+        at_ns: Nanos,
+        (kind, magic): (PageKind, &[u8; 8]),
+        seq: u64,
+        count: u32,
+        content: &[u8],
+        other: &mut dyn FnMut(&Move),
+    ) -> Result<Nanos, FtlError> {
+        let per_page = self.page.len() - CP_HEADER_BYTES;
         let mut done = at_ns;
         self.pending.clear();
-        for (index, bytes) in
-            (0..count).zip(content.chunks(per_page).chain(std::iter::once(&[][..])))
-        {
-            fill_checkpoint_page(&mut self.page, MAP_MAGIC, seq, index, count, bytes);
-            let rec = OobRecord::new(
-                PageKind::MapCheckpoint,
-                u64::from(index),
-                seq,
-                u64::from(count),
-            );
+        for index in 0..count {
+            let from = (index as usize * per_page).min(content.len());
+            let to = (from + per_page).min(content.len());
+            fill_checkpoint_page(&mut self.page, magic, seq, index, count, &content[from..to]);
+            let rec = OobRecord::new(kind, u64::from(index), seq, u64::from(count));
             let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
             self.pending.push(ppn);
             self.absorb(space, other);
@@ -591,14 +600,9 @@ impl Journal {
             space.invalidate(ppn);
         }
         let written = std::mem::take(&mut self.pending);
-        self.live.extend(
-            written
-                .into_iter()
-                .map(|p| (PageKind::MapCheckpoint, seq, p)),
-        );
+        self.live
+            .extend(written.into_iter().map(|p| (kind, seq, p)));
         self.live_trims = 0;
-        self.checkpoints_written += 1;
-        self.map_pages_written += u64::from(count);
         Ok(done)
     }
 }

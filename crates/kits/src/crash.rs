@@ -543,17 +543,25 @@ pub(crate) fn run_until_fault(
             t
         })
         .collect();
-    let start = e.now();
-    if let Err(err) = run_virtual(e, &mut terms, start, VirtualOptions::default()) {
-        // A read error may leave the engine running; either way the test restarts from the
-        // device below.
-        out.fault_hit = true;
-        out.error_reported = Some(err.to_string());
-    }
+    run_to_fault(e, &mut terms, out);
     let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
     let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
     out.acknowledged = acked.len() as u64;
     (acked, maybe)
+}
+
+/// Runs the crash test's terminals to their end or to the fault, whose error is recorded (a
+/// read error may leave the engine running; either way the test restarts from the device).
+pub(crate) fn run_to_fault<T: storage::sched::Terminal>(
+    e: &mut Engine,
+    terms: &mut [T],
+    out: &mut CrashOutcome,
+) {
+    let start = e.now();
+    if let Err(err) = run_virtual(e, terms, start, VirtualOptions::default()) {
+        out.fault_hit = true;
+        out.error_reported = Some(err.to_string());
+    }
 }
 
 fn verify(

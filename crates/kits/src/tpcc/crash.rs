@@ -16,7 +16,6 @@
 //! Everything depends on the seed only.
 
 use nand::Nand;
-use storage::sched::{run_virtual, VirtualOptions};
 use storage::tuple::Value;
 use storage::{Engine, EngineConfig, NativeConfig, Result};
 
@@ -122,11 +121,7 @@ impl NativeWorkload for Tpcc<'_> {
                 t
             })
             .collect();
-        let start = e.now();
-        if let Err(err) = run_virtual(e, &mut terms, start, VirtualOptions::default()) {
-            out.fault_hit = true;
-            out.error_reported = Some(err.to_string());
-        }
+        crate::crash::run_to_fault(e, &mut terms, out);
         let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
         let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
         out.acknowledged = acked.len() as u64;

@@ -285,62 +285,24 @@ pub fn scan(
     let mut done = scanned.done_ns;
 
     // Step 3: the newest complete checkpoint with intact payloads.
-    cps.sort_unstable_by_key(|c| (std::cmp::Reverse(c.0), c.1));
-    cps.dedup_by_key(|c| (c.0, c.1));
     let mut journal = Vec::new();
-    let mut checkpoint_seq = None;
-    let mut data = vec![0u8; g.page_size_bytes as usize];
-    let per_page = g.page_size_bytes as usize - CP_HEADER_BYTES;
-    let mut i = 0;
-    while i < cps.len() {
-        let seq = cps[i].0;
-        let group_end = cps[i..]
-            .iter()
-            .position(|c| c.0 != seq)
-            .map_or(cps.len(), |p| i + p);
-        let group = &cps[i..group_end];
-        let count = group[0].2;
-        let complete = group.len() as u32 == count
-            && group
-                .iter()
-                .enumerate()
-                .all(|(k, c)| c.1 == k as u32 && c.2 == count);
-        if complete {
-            let mut bitmap = vec![0u8; count as usize * per_page];
-            let mut intact = true;
-            for c in group {
-                match nand.read(at_ns, c.3, &mut data, &mut [], Purpose::Recovery) {
-                    Ok(d) => done = done.max(d.done_ns),
-                    Err(NandError::Torn(_) | NandError::Uncorrectable { .. }) => {
-                        intact = false;
-                        break;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-                let Some(bytes) = checkpoint_payload(&data, seq, c.1, count) else {
-                    intact = false;
-                    break;
-                };
-                let off = c.1 as usize * per_page;
-                bitmap[off..off + bytes.len()].copy_from_slice(bytes);
-            }
-            if intact {
-                for lpn in 0..capacity as usize {
-                    let bit = bitmap
-                        .get(lpn / 8)
-                        .is_some_and(|b| b & (1 << (lpn % 8)) != 0);
-                    if map[lpn] != UNMAPPED && map_seq[lpn] <= seq && !bit {
-                        map[lpn] = UNMAPPED;
-                        map_seq[lpn] = 0;
-                    }
-                }
-                journal.extend(group.iter().map(|c| (PageKind::Checkpoint, seq, c.3)));
-                checkpoint_seq = Some(seq);
-                break;
+    let (found, cp_done) = newest_checkpoint(nand, at_ns, &mut cps, CP_MAGIC, |bitmap| {
+        Some(bitmap.to_vec())
+    })?;
+    done = done.max(cp_done);
+    let checkpoint_seq = found.map(|(seq, bitmap, pages)| {
+        for lpn in 0..capacity as usize {
+            let bit = bitmap
+                .get(lpn / 8)
+                .is_some_and(|b| b & (1 << (lpn % 8)) != 0);
+            if map[lpn] != UNMAPPED && map_seq[lpn] <= seq && !bit {
+                map[lpn] = UNMAPPED;
+                map_seq[lpn] = 0;
             }
         }
-        i = group_end;
-    }
+        journal.extend(pages.iter().map(|&p| (PageKind::Checkpoint, seq, p)));
+        seq
+    });
 
     // Step 4: trim records newer than the checkpoint, in sequence order.
     let floor = checkpoint_seq.unwrap_or(0);
@@ -401,11 +363,6 @@ impl Recovered {
         }
         live
     }
-}
-
-/// The bitmap bytes of checkpoint page `index` of `count`, if its header and CRC check out.
-fn checkpoint_payload(page: &[u8], seq: u64, index: u32, count: u32) -> Option<&[u8]> {
-    checkpoint_payload_of(page, CP_MAGIC, seq, index, count)
 }
 
 /// The content bytes of a checkpoint page with `magic`, if its header and CRC check out.
@@ -607,6 +564,71 @@ impl Journal {
     }
 }
 
+/// The newest complete checkpoint with `magic` among `cps` (seq, page index, page count, where)
+/// whose pages all read back intact and whose content `decode` accepts: its seq, decoded
+/// content and pages, and when the reads completed. A newer checkpoint that is incomplete, has an
+/// unreadable page (torn, uncorrectable: invariant 2 kept the previous one valid) or is refused
+/// gives way to the next older one. A power loss is not unreadability: it ends the recovery.
+#[allow(clippy::type_complexity)] // (seq, content, pages) of the one checkpoint found
+fn newest_checkpoint<T>(
+    nand: &mut Nand,
+    at_ns: Nanos,
+    cps: &mut Vec<(u64, u32, u32, Ppn)>,
+    magic: &[u8; 8],
+    mut decode: impl FnMut(&[u8]) -> Option<T>,
+) -> Result<(Option<(u64, T, Vec<Ppn>)>, Nanos), FtlError> {
+    cps.sort_unstable_by_key(|c| (std::cmp::Reverse(c.0), c.1));
+    cps.dedup_by_key(|c| (c.0, c.1));
+    let page_bytes = nand.geometry().page_size_bytes as usize;
+    let mut data = vec![0u8; page_bytes];
+    let mut done = at_ns;
+    let mut i = 0;
+    while i < cps.len() {
+        let seq = cps[i].0;
+        let end = cps[i..]
+            .iter()
+            .position(|c| c.0 != seq)
+            .map_or(cps.len(), |p| i + p);
+        let group = &cps[i..end];
+        i = end;
+        let count = group[0].2;
+        let complete = group.len() as u32 == count
+            && group
+                .iter()
+                .enumerate()
+                .all(|(k, c)| c.1 == k as u32 && c.2 == count);
+        if !complete {
+            continue;
+        }
+        let mut content = Vec::with_capacity(count as usize * (page_bytes - CP_HEADER_BYTES));
+        let mut intact = true;
+        for c in group {
+            match nand.read(at_ns, c.3, &mut data, &mut [], Purpose::Recovery) {
+                Ok(d) => done = done.max(d.done_ns),
+                Err(e)
+                    if e.is_media_error()
+                        && !matches!(e, NandError::PowerLost | NandError::PoweredOff) =>
+                {
+                    intact = false;
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let Some(bytes) = checkpoint_payload_of(&data, magic, seq, c.1, count) else {
+                intact = false;
+                break;
+            };
+            content.extend_from_slice(bytes);
+        }
+        if intact {
+            if let Some(t) = decode(&content) {
+                return Ok((Some((seq, t, group.iter().map(|c| c.3).collect())), done));
+            }
+        }
+    }
+    Ok((None, done))
+}
+
 /// One checkpoint page: header (magic, seq, index, count, length, CRC) and `bytes`.
 fn fill_checkpoint_page(
     page: &mut [u8],
@@ -735,58 +757,12 @@ pub fn recover_mapped(
     for m in &meta_pages {
         max_seq = max_seq.max(m.2.seq);
     }
-    cps.sort_unstable_by_key(|c| (std::cmp::Reverse(c.0), c.1));
-    cps.dedup_by_key(|c| (c.0, c.1));
-    let per_page = g.page_size_bytes as usize - CP_HEADER_BYTES;
-    let mut data = vec![0u8; g.page_size_bytes as usize];
     // (C, map, blocks, pages)
     type Chosen = (u64, Vec<u32>, Vec<BlockAtCheckpoint>, Vec<Ppn>);
-    let mut chosen: Option<Chosen> = None;
-    let mut cp_done = done;
-    let mut i = 0;
-    while i < cps.len() {
-        let seq = cps[i].0;
-        let end = cps[i..]
-            .iter()
-            .position(|c| c.0 != seq)
-            .map_or(cps.len(), |p| i + p);
-        let group = &cps[i..end];
-        i = end;
-        let count = group[0].2;
-        let complete = group.len() as u32 == count
-            && group
-                .iter()
-                .enumerate()
-                .all(|(k, c)| c.1 == k as u32 && c.2 == count);
-        if !complete {
-            continue;
-        }
-        let mut content = Vec::with_capacity(count as usize * per_page);
-        let mut intact = true;
-        for c in group {
-            match nand.read(done, c.3, &mut data, &mut [], Purpose::Recovery) {
-                Ok(d) => cp_done = cp_done.max(d.done_ns),
-                // An unreadable page makes the checkpoint incomplete (invariant 5).
-                Err(e) if e.is_media_error() => {
-                    intact = false;
-                    break;
-                }
-                Err(e) => return Err(e.into()),
-            }
-            let Some(bytes) = checkpoint_payload_of(&data, MAP_MAGIC, seq, c.1, count) else {
-                intact = false;
-                break;
-            };
-            content.extend_from_slice(bytes);
-        }
-        if !intact {
-            continue;
-        }
-        if let Some((map, blocks)) = decode_map_checkpoint(&content, capacity, nblocks) {
-            chosen = Some((seq, map, blocks, group.iter().map(|c| c.3).collect()));
-            break;
-        }
-    }
+    let (found, cp_done) = newest_checkpoint(nand, done, &mut cps, MAP_MAGIC, |content| {
+        decode_map_checkpoint(content, capacity, nblocks)
+    })?;
+    let chosen: Option<Chosen> = found.map(|(seq, (map, blocks), pages)| (seq, map, blocks, pages));
     done = cp_done;
     // Step 3.
     let full = reads == RecoveryReads::Full;

@@ -331,8 +331,32 @@ impl FlashSpace {
         live: &[LivePage],
         next_seq: u64,
     ) -> Result<(FlashSpace, Nanos), FtlError> {
-        let mut s = Self::empty(nand, cfg)?;
+        Self::restore_or_give_back(nand, cfg, at_ns, live, next_seq).map_err(|(e, _)| e)
+    }
+
+    /// `restore`, but a failure (a power cut during its erases of half-erased blocks or its moves
+    /// off bad blocks, or live pages that do not fit the configuration) gives the device back, so
+    /// that a caller can power-cycle it and recover again (the crash tests' second cut).
+    pub fn restore_or_give_back(
+        nand: Nand,
+        cfg: SpaceConfig,
+        at_ns: Nanos,
+        live: &[LivePage],
+        next_seq: u64,
+    ) -> Result<(FlashSpace, Nanos), (FtlError, Box<Nand>)> {
+        if let Err(e) = Self::check_config(nand.geometry(), &cfg) {
+            return Err((e, Box::new(nand)));
+        }
+        let mut s = Self::empty_checked(nand, cfg);
         s.seq = next_seq;
+        match s.restore_blocks(at_ns, live) {
+            Ok(t) => Ok((s, t)),
+            Err(e) => Err((e, Box::new(s.nand))),
+        }
+    }
+
+    fn restore_blocks(&mut self, at_ns: Nanos, live: &[LivePage]) -> Result<Nanos, FtlError> {
+        let s = self;
         let mut t = at_ns;
         let mut stamps = vec![0u64; s.geo.blocks() as usize];
         for p in live {
@@ -417,11 +441,10 @@ impl FlashSpace {
             }
         }
         s.finish_setup()?;
-        let t = s.evacuate(t)?;
-        Ok((s, t))
+        s.evacuate(t)
     }
 
-    /// What `empty` refuses, checked before the device is handed over.
+    /// What a space refuses, checked before the device is handed over.
     fn check_config(geo: &Geometry, cfg: &SpaceConfig) -> Result<(), FtlError> {
         check_oob_size(geo)?;
         if cfg.streams == 0 {
@@ -436,11 +459,6 @@ impl FlashSpace {
             )));
         }
         Ok(())
-    }
-
-    fn empty(nand: Nand, cfg: SpaceConfig) -> Result<FlashSpace, FtlError> {
-        Self::check_config(nand.geometry(), &cfg)?;
-        Ok(Self::empty_checked(nand, cfg))
     }
 
     fn empty_checked(nand: Nand, cfg: SpaceConfig) -> FlashSpace {

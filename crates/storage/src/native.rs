@@ -327,21 +327,22 @@ impl NativeStore {
     /// power-cycle it and open again: the crash test cuts power a second time during this
     /// restart (kits `crash_native`), which a store that consumed the device cannot survive.
     ///
-    /// The flash comes back (`Some`) from every failure up to the hand-over to
-    /// `FlashSpace::restore`: the layout check, the recovery reads (checkpoint and OOB) and the
-    /// region table read, that is every flash operation of the open but the restore's few
-    /// erases of blocks a cut left half-erased and moves off grown-bad blocks. A failure from the
-    /// restore on gives `None`: the space owns the device then and drops it (ftl has
-    /// `format_or_give_back` but no give-back variant of `restore`). A store that opened gives
-    /// its flash back by `PageStore::into_nand`, also after `Engine::open_or_give_back` failed
-    /// on it.
+    /// The flash comes back from every failure: the layout check, the recovery reads
+    /// (checkpoint and OOB), the region table read, and the spaces' restores (their erases of
+    /// blocks a cut left half-erased and moves off grown-bad blocks; `FlashSpace::
+    /// restore_or_give_back`). A store that opened gives its flash back by
+    /// `PageStore::into_nand`, also after `Engine::open_or_give_back` failed on it.
     pub fn open_or_give_back(
         nand: Nand,
         cfg: NativeConfig,
-    ) -> std::result::Result<NativeStore, (Error, Option<Box<Nand>>)> {
+    ) -> std::result::Result<NativeStore, (Error, Box<Nand>)> {
         let mut slot = Some(nand);
-        Self::open_from(&mut slot, cfg, RecoveryReads::SinceCheckpoint)
-            .map_err(|e| (e, slot.map(Box::new)))
+        Self::open_from(&mut slot, cfg, RecoveryReads::SinceCheckpoint).map_err(|e| {
+            let Some(back) = slot else {
+                unreachable!("every failure of open_from leaves the flash in its slot")
+            };
+            (e, Box::new(back))
+        })
     }
 
     /// `open`'s work on the flash in `slot`, which stays there until the restore takes it.
@@ -390,32 +391,48 @@ impl NativeStore {
             (0..g.dies()).filter(|&d| owner[d as usize] == 0).collect()
         };
         let live0: Vec<LivePage> = live.iter().filter(|p| die_of(p) == 0).copied().collect();
+        // Stand-ins hold the space's place while a region's space restores from the one device;
+        // made before the device leaves the slot, so that every failure from here on is a
+        // restore's, which gives the device back to the slot.
+        let standins: Vec<(Nand, Nand)> = regions
+            .iter()
+            .map(|_| Ok((standin()?, standin()?)))
+            .collect::<Result<_>>()?;
         let nand = slot
             .take()
             .ok_or_else(|| Error::Config("no flash to open".into()))?;
-        let (mut space0, _) = FlashSpace::restore(
+        // A failed restore (a cut during its erases or moves) puts the flash back in the slot.
+        let (mut space0, _) = FlashSpace::restore_or_give_back(
             nand,
             cfg.region_space_config(cfg.gc, default_dies),
             rec.done_ns,
             &live0,
             rec.next_seq,
-        )?;
+        )
+        .map_err(|(e, back)| {
+            *slot = Some(*back);
+            e
+        })?;
         let mut spaces = Vec::new();
-        for (i, (spec, dies)) in regions.iter().enumerate() {
+        for ((i, (spec, dies)), (held, given)) in regions.iter().enumerate().zip(standins) {
             let live_r: Vec<LivePage> = live
                 .iter()
                 .filter(|p| die_of(p) == i + 1)
                 .copied()
                 .collect();
-            let real = space0.replace_nand(standin()?);
-            let (mut sp, _) = FlashSpace::restore(
+            let real = space0.replace_nand(held);
+            let (mut sp, _) = FlashSpace::restore_or_give_back(
                 real,
                 cfg.region_space_config(spec.gc, dies.clone()),
                 rec.done_ns,
                 &live_r,
                 rec.next_seq,
-            )?;
-            space0.replace_nand(sp.replace_nand(standin()?));
+            )
+            .map_err(|(e, back)| {
+                *slot = Some(*back);
+                e
+            })?;
+            space0.replace_nand(sp.replace_nand(given));
             spaces.push(sp);
         }
         spaces.insert(0, space0);

@@ -49,7 +49,7 @@ fn a_power_cut_during_the_oob_scan_gives_the_flash_back_and_the_next_open_finds_
     let Err((_, back)) = NativeStore::open_or_give_back(nand, cfg()) else {
         panic!("the open survived a power cut during its scan");
     };
-    let mut nand = *back.expect("a cut during the scan gives the flash back");
+    let mut nand = *back;
     power_cycle_and_cut_after(&mut nand, None);
     let mut s = NativeStore::open(nand, cfg()).unwrap();
     let mut buf = vec![0u8; 4096];

@@ -1,5 +1,7 @@
 //! TPC-B on the engine: loading, virtual-time runs that are deterministic, the consistency check.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use storage::crashdisk::CrashDisk;
 use storage::sched::{run_virtual, VirtualOptions};

@@ -1,6 +1,8 @@
 //! The `bench tpcb` and `crashtest` verbs as a user runs them: stable JSON fields, determinism,
 //! the check, clear errors.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 mod cli_support;
 use cli_support::noftl;
 

@@ -1986,6 +1986,6 @@ mod prefix_tests {
         ] {
             assert!(under < &end[..]);
         }
-        assert!(&[7u8, 0xFF][..] >= &end[..]);
+        assert!([7u8, 0xFF][..] >= end[..]);
     }
 }

@@ -300,6 +300,28 @@ pub fn replace(p: &mut [u8], i: usize, rec: &[u8]) {
     set_slot(p, i, at, rec.len(), false);
 }
 
+/// The free gap of a page image, as `(lo, hi)`: bytes `lo..hi` are zeros that a page image in
+/// the log may leave out. Slotted pages: between slot array and data; others: trailing zeros.
+pub fn gap(p: &[u8]) -> (usize, usize) {
+    use crate::page::{page_type, PageType};
+    match page_type(p) {
+        PageType::Heap | PageType::BTreeLeaf | PageType::BTreeInner => {
+            let lo = SLOTS_AT + 4 * nslots(p);
+            let hi = data_start(p).max(lo);
+            // Garbage inside the data area is kept: only the untouched gap is zero for sure.
+            if p[lo..hi].iter().all(|&b| b == 0) {
+                (lo, hi)
+            } else {
+                (p.len(), p.len())
+            }
+        }
+        _ => {
+            let lo = p.len() - p.iter().rev().take_while(|&&b| b == 0).count();
+            (lo, p.len())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,7 +338,7 @@ mod tests {
     fn inserts_removes_and_compaction_keep_slots() {
         let mut p = page();
         for i in 0..10 {
-            insert_at(&mut p, i, &vec![i as u8; 100]);
+            insert_at(&mut p, i, &[i as u8; 100]);
         }
         remove_at(&mut p, 3);
         assert_eq!(nslots(&p), 9);
@@ -349,27 +371,5 @@ mod tests {
         assert_eq!(get(&p, 6).unwrap()[0], 6);
         set_ghost(&mut p, 6, true);
         assert!(get(&p, 6).is_none() && get_any(&p, 6).is_some());
-    }
-}
-
-/// The free gap of a page image, as `(lo, hi)`: bytes `lo..hi` are zeros that a page image in
-/// the log may leave out. Slotted pages: between slot array and data; others: trailing zeros.
-pub fn gap(p: &[u8]) -> (usize, usize) {
-    use crate::page::{page_type, PageType};
-    match page_type(p) {
-        PageType::Heap | PageType::BTreeLeaf | PageType::BTreeInner => {
-            let lo = SLOTS_AT + 4 * nslots(p);
-            let hi = data_start(p).max(lo);
-            // Garbage inside the data area is kept: only the untouched gap is zero for sure.
-            if p[lo..hi].iter().all(|&b| b == 0) {
-                (lo, hi)
-            } else {
-                (p.len(), p.len())
-            }
-        }
-        _ => {
-            let lo = p.len() - p.iter().rev().take_while(|&&b| b == 0).count();
-            (lo, p.len())
-        }
     }
 }

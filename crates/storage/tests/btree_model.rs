@@ -2,6 +2,8 @@
 //! point lookups and range scans in both directions, inside transactions that commit or abort.
 //! Long keys and a small buffer pool force splits, merges and evictions.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;

@@ -1,5 +1,7 @@
 //! Transactions on the engine: commit, abort, reopen, DDL errors, lock conflicts.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use storage::crashdisk::{CrashDisk, SharedCrashDisk};
 use storage::tuple::Value;
 use storage::{BlockPageStore, Engine, EngineConfig, Error};

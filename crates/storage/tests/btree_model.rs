@@ -52,11 +52,11 @@ proptest! {
                 match op {
                     Op::Insert(k, n) => {
                         let r = e.insert(t, table, &[Value::Int(k), Value::Str(name(k, n))]);
-                        if model.contains_key(&k) {
-                            prop_assert!(r.is_err());
-                        } else {
+                        if let std::collections::btree_map::Entry::Vacant(e) = model.entry(k) {
                             r.unwrap();
-                            model.insert(k, name(k, n));
+                            e.insert(name(k, n));
+                        } else {
+                            prop_assert!(r.is_err());
                         }
                     }
                     Op::Delete(k) => {

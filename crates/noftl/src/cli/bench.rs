@@ -470,7 +470,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             res.buffer.writebacks,
             res.lock_waits
         );
-        print_check(&res.check, &res.check_problems);
+        print_check(res.check, &res.check_problems);
         if committed > 0 {
             println!(
                 "  host: load {:.2} s; run {:.3} s wall, {:.2} us wall per committed transaction",

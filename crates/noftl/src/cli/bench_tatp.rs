@@ -202,7 +202,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             "  GC per host write: {:.4} migrations, {:.5} erases",
             res.gc_migrations_per_host_write, res.gc_erases_per_host_write
         );
-        super::bench::print_check(&res.check, &res.check_problems);
+        super::bench::print_check(res.check, &res.check_problems);
         println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
     }
     if res.check == "failed" {

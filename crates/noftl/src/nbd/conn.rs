@@ -360,7 +360,7 @@ fn write_replies(
         }
         let now = clock.now_ns();
         let next_due = heap.peek().map(|r| r.due_ns);
-        if dirty && next_due.map_or(true, |d| d > now) {
+        if dirty && next_due.is_none_or(|d| d > now) {
             w.flush()?;
             dirty = false;
         }
@@ -570,7 +570,7 @@ mod tests {
                 let h = RequestHeader { flags: r.flags, kind: r.kind, handle: i as u64 ^ 0xabcd_0000, offset: r.offset, length: r.length };
                 input.extend_from_slice(&h.encode());
                 if r.kind == CMD_WRITE {
-                    input.extend(std::iter::repeat(r.fill).take(r.length as usize));
+                    input.extend(std::iter::repeat_n(r.fill, r.length as usize));
                 }
             }
             let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };

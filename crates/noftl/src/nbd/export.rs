@@ -65,7 +65,7 @@ fn sector_span(offset: u64, len: usize) -> (u64, u64) {
 }
 
 fn is_aligned(offset: u64, len: usize) -> bool {
-    offset % SECTOR == 0 && len as u64 % SECTOR == 0
+    offset.is_multiple_of(SECTOR) && (len as u64).is_multiple_of(SECTOR)
 }
 
 /// Byte-granular access on top of the sector-granular [`ByteDevice`]: clients (ext2fs through

@@ -235,7 +235,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}",
             frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks
         );
-        super::print_check(&res.check, &res.check_problems);
+        super::print_check(res.check, &res.check_problems);
         println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
     }
     if res.check == "failed" {

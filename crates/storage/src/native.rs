@@ -60,7 +60,9 @@
 //! 1. `map[key] == p` (p != UNMAPPED) iff the space's reverse map says flash page p holds the
 //!    valid copy of `key`; moves reported by the space are applied before the map is read again.
 //! 2. A key is unmapped iff never written in this store's life or freed since its last write
-//!    (after a power cut: or freed before the newest complete map checkpoint).
+//!    (a DB page by `page_freed`, a log block by `log_released`); after a power cut also a key
+//!    freed before the newest complete map checkpoint, while a released log block may come back
+//!    mapped (stale to the log reader, released again at restart: log.rs invariant 6).
 //! 3. Every flash page written carries (key, sequence number, stream, block incarnation) in its
 //!    OOB; sequence numbers grow with every write, GC copies keep theirs, so recovery (journal.rs
 //!    `recover_mapped`: the checkpoint's entries into blocks not erased since, then "newest copy

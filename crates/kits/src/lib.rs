@@ -4,6 +4,7 @@
 //! the transactions' parameters, and terminals execute them step by step on the engine, in
 //! virtual time (the deterministic scheduler of `storage::sched`) or in real time (threads).
 
+mod batch;
 pub mod crash;
 pub mod crash_native;
 mod settle;

@@ -26,6 +26,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::sched::{Step, Terminal};
 
+use crate::batch::Batcher;
 use crate::settle::{settle, Settled};
 use storage::tuple::Value;
 use storage::{Engine, Error, ObjectId, Result, Rid};
@@ -112,33 +113,19 @@ pub fn load(e: &mut Engine, cfg: TpcbConfig, mut progress: impl FnMut(u64)) -> R
     e.execute_ddl(t, DDL)?;
     e.commit(t)?;
     let h = Handles::get(e)?;
-    const BATCH: u64 = 2000;
-    let mut done = 0u64;
-    let mut t = e.begin()?;
-    let mut put = |e: &mut Engine, t: &mut u64, table: ObjectId, row: Vec<Value>| -> Result<()> {
-        e.insert(*t, table, &row)?;
-        done += 1;
-        if done.is_multiple_of(BATCH) {
-            e.commit(*t)?;
-            progress(done);
-            *t = e.begin()?;
-        }
-        Ok(())
-    };
-    for b in 0..cfg.scale {
-        put(
+    let mut b = Batcher::begin(e, &mut progress)?;
+    for br in 0..cfg.scale {
+        b.put(
             e,
-            &mut t,
             h.branch,
-            vec![Value::Int(i64::from(b)), Value::Money(0), filler(88)],
+            &[Value::Int(i64::from(br)), Value::Money(0), filler(88)],
         )?;
     }
     for tl in 0..cfg.tellers() {
-        put(
+        b.put(
             e,
-            &mut t,
             h.teller,
-            vec![
+            &[
                 Value::Int(i64::from(tl)),
                 Value::Int(i64::from(tl / cfg.tellers_per_branch)),
                 Value::Money(0),
@@ -147,11 +134,10 @@ pub fn load(e: &mut Engine, cfg: TpcbConfig, mut progress: impl FnMut(u64)) -> R
         )?;
     }
     for a in 0..cfg.accounts() {
-        put(
+        b.put(
             e,
-            &mut t,
             h.account,
-            vec![
+            &[
                 Value::Int(i64::from(a)),
                 Value::Int(i64::from(a / cfg.accounts_per_branch)),
                 Value::Money(0),
@@ -159,8 +145,8 @@ pub fn load(e: &mut Engine, cfg: TpcbConfig, mut progress: impl FnMut(u64)) -> R
             ],
         )?;
     }
-    e.commit(t)?;
-    progress(cfg.rows());
+    let done = b.finish(e)?;
+    debug_assert_eq!(done, cfg.rows());
     Ok(h)
 }
 

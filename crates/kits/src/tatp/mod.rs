@@ -49,6 +49,8 @@ pub mod terminal;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::tuple::Value;
+
+use crate::batch::Batcher;
 use storage::{Engine, Error, ObjectId, Result};
 
 pub use input::{Input, InputGen, TxnType, MIX_PERCENT, TXN_TYPES};
@@ -178,19 +180,7 @@ pub fn load(
     e.commit(t)?;
     let h = Handles::get(e)?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7A7F_10AD);
-    const BATCH: u64 = 2000;
-    let mut done = 0u64;
-    let mut t = e.begin()?;
-    let mut put = |e: &mut Engine, t: &mut u64, table: ObjectId, row: Vec<Value>| -> Result<()> {
-        e.insert(*t, table, &row)?;
-        done += 1;
-        if done.is_multiple_of(BATCH) {
-            e.commit(*t)?;
-            progress(done);
-            *t = e.begin()?;
-        }
-        Ok(())
-    };
+    let mut b = Batcher::begin(e, &mut progress)?;
     let int = |v: i64| Value::Int(v);
     for s in 1..=cfg.subscribers {
         let sid = i64::from(s);
@@ -200,7 +190,7 @@ pub fn load(
         row.extend((0..10).map(|_| int(rng.random_range(0..=255))));
         row.push(int(rng.random_range(1..=i64::from(u32::MAX))));
         row.push(int(rng.random_range(1..=i64::from(u32::MAX))));
-        put(e, &mut t, h.subscriber, row)?;
+        b.put(e, h.subscriber, &row)?;
         let n_ai = rng.random_range(1..=4);
         for ai in distinct(&mut rng, &[1, 2, 3, 4], n_ai) {
             let row = vec![
@@ -211,7 +201,7 @@ pub fn load(
                 Value::Str(capitals(&mut rng, 3)),
                 Value::Str(capitals(&mut rng, 5)),
             ];
-            put(e, &mut t, h.access_info, row)?;
+            b.put(e, h.access_info, &row)?;
         }
         let n_sf = rng.random_range(1..=4);
         for sf in distinct(&mut rng, &[1, 2, 3, 4], n_sf) {
@@ -224,7 +214,7 @@ pub fn load(
                 int(rng.random_range(0..=255)),
                 Value::Str(capitals(&mut rng, 5)),
             ];
-            put(e, &mut t, h.special_facility, row)?;
+            b.put(e, h.special_facility, &row)?;
             let n_cf = rng.random_range(0..=3);
             for start in distinct(&mut rng, &[0, 8, 16], n_cf) {
                 let end = start + rng.random_range(1..=8);
@@ -235,12 +225,11 @@ pub fn load(
                     int(end),
                     Value::Str(digits(&mut rng, 15)),
                 ];
-                put(e, &mut t, h.call_forwarding, row)?;
+                b.put(e, h.call_forwarding, &row)?;
             }
         }
     }
-    e.commit(t)?;
-    progress(done);
+    b.finish(e)?;
     Ok(h)
 }
 

@@ -10,18 +10,18 @@
 //!    amount 0.00. Items are shared (`items` rows, 10% with "ORIGINAL" in I_DATA).
 //! 2. Customer c_id <= 1,000 is named from c_id - 1, the others from NURand(255, 0, 999) with
 //!    the load constant (clause 4.3.2.3).
-//! 3. The loader commits every `BATCH` rows and reports progress after each commit.
+//! 3. The loader commits every `batch::BATCH` rows and reports progress after each commit.
 
 use rand::seq::SliceRandom;
 use rand::Rng;
 use storage::tuple::Value;
-use storage::{Engine, ObjectId, Result};
+use storage::{Engine, Result};
+
+use crate::batch::Batcher;
 
 use super::{
     input::rng_for, last_name, nurand, timestamp_s, Handles, NurandConsts, TpccConfig, DDL,
 };
-
-const BATCH: u64 = 2000;
 
 /// What the loader produced: the handles and the load-time NURand constants (the run
 /// constants are derived from them).
@@ -69,25 +69,6 @@ fn int(v: u32) -> Value {
     Value::Int(i64::from(v))
 }
 
-struct Batcher<'a, F: FnMut(u64)> {
-    done: u64,
-    txn: u64,
-    progress: &'a mut F,
-}
-
-impl<F: FnMut(u64)> Batcher<'_, F> {
-    fn put(&mut self, e: &mut Engine, table: ObjectId, row: &[Value]) -> Result<()> {
-        e.insert(self.txn, table, row)?;
-        self.done += 1;
-        if self.done.is_multiple_of(BATCH) {
-            e.commit(self.txn)?;
-            (self.progress)(self.done);
-            self.txn = e.begin()?;
-        }
-        Ok(())
-    }
-}
-
 /// Creates the schema and loads the population (invariants in the module doc).
 /// `progress(rows_done)` is called after each batch; the total is about `cfg.rows_estimate()`.
 pub fn load(
@@ -108,12 +89,7 @@ pub fn load(
     // so that conditions 8 and 9 also hold for a reduced population.
     let d_ytd_cents = i64::from(cfg.customers_per_district) * 1000;
     let w_ytd_cents = d_ytd_cents * i64::from(cfg.districts_per_warehouse);
-    let txn = e.begin()?;
-    let mut b = Batcher {
-        done: 0,
-        txn,
-        progress: &mut progress,
-    };
+    let mut b = Batcher::begin(e, &mut progress)?;
     for i in 1..=cfg.items {
         let row = [
             int(i),
@@ -254,8 +230,6 @@ pub fn load(
             }
         }
     }
-    e.commit(b.txn)?;
-    let done = b.done;
-    progress(done);
+    b.finish(e)?;
     Ok(Loaded { h, c_load })
 }

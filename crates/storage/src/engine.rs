@@ -1511,6 +1511,12 @@ impl Engine {
                 name: format!("#{id}"),
             })
     }
+    fn index_by_id(&self, id: ObjectId) -> Result<&Index> {
+        self.catalog.indexes.get(&id).ok_or(Error::NotFound {
+            kind: "index",
+            name: format!("#{id}"),
+        })
+    }
 
     /// The index key of a row: the encoded columns, plus the record id for non-unique indexes.
     fn index_key(&self, idx: &Index, schema: &Schema, row: &[u8], rid: Rid) -> Result<Vec<u8>> {
@@ -1527,10 +1533,7 @@ impl Engine {
 
     /// Encodes a key prefix from values of the index's leading columns.
     pub fn key_of(&self, index: ObjectId, vals: &[Value]) -> Result<Vec<u8>> {
-        let idx = self.catalog.indexes.get(&index).ok_or(Error::NotFound {
-            kind: "index",
-            name: format!("#{index}"),
-        })?;
+        let idx = self.index_by_id(index)?;
         let t = self.catalog.tables.get(&idx.table).ok_or(Error::NotFound {
             kind: "table",
             name: format!("#{}", idx.table),
@@ -1767,15 +1770,7 @@ impl Engine {
     ) -> Result<Vec<Rid>> {
         self.active(txn)?;
         self.cpu(self.cfg.cpu.ns_per_call);
-        let idx = self
-            .catalog
-            .indexes
-            .get(&index)
-            .cloned()
-            .ok_or(Error::NotFound {
-                kind: "index",
-                name: format!("#{index}"),
-            })?;
+        let idx = self.index_by_id(index)?.clone();
         let key = self.key_of(index, vals)?;
         self.lock(
             txn,
@@ -1840,15 +1835,7 @@ impl Engine {
     ) -> Result<Vec<(Vec<u8>, Rid)>> {
         self.active(txn)?;
         self.cpu(self.cfg.cpu.ns_per_call);
-        let idx = self
-            .catalog
-            .indexes
-            .get(&index)
-            .cloned()
-            .ok_or(Error::NotFound {
-                kind: "index",
-                name: format!("#{index}"),
-            })?;
+        let idx = self.index_by_id(index)?.clone();
         self.lock(txn, Resource::Table(idx.table), LockMode::S)?;
         let lo_k = lo.map(|v| self.key_of(index, v)).transpose()?;
         let hi_k = hi.map(|v| self.key_of(index, v)).transpose()?.map(|mut k| {

@@ -32,6 +32,15 @@ pub fn fill_page(buf: &mut [u8], lpn: u64, version: u64) {
     }
 }
 
+/// `fill_page` for `pages` consecutive logical pages from `lpn`, into the front of `buf`;
+/// returns the filled bytes.
+pub fn fill_pages(buf: &mut [u8], lpn: u64, pages: u64, version: u64) -> &[u8] {
+    for (i, page) in buf.chunks_exact_mut(PAGE).take(pages as usize).enumerate() {
+        fill_page(page, lpn + i as u64, version);
+    }
+    &buf[..pages as usize * PAGE]
+}
+
 /// What a page read back holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Content {
@@ -372,13 +381,7 @@ pub fn random_vs_model(
                 fua,
             } => {
                 let n = pages as usize * PAGE;
-                for i in 0..pages {
-                    fill_page(
-                        &mut buf[i as usize * PAGE..(i as usize + 1) * PAGE],
-                        lpn + i,
-                        version,
-                    );
-                }
+                fill_pages(&mut buf, lpn, pages, version);
                 t = dev
                     .write(t, lpn, &buf[..n], fua)
                     .map_err(|e| format!("op {op} {req:?}: {e}"))?;
@@ -524,12 +527,8 @@ pub fn power_cut_run(
                 version,
                 fua,
             } => {
+                fill_pages(&mut buf, lpn, pages, version);
                 for i in 0..pages {
-                    fill_page(
-                        &mut buf[i as usize * PAGE..(i as usize + 1) * PAGE],
-                        lpn + i,
-                        version,
-                    );
                     acc.attempt(lpn + i, Content::Version(version));
                 }
                 let r = dev.write(t, lpn, &buf[..pages as usize * PAGE], fua);
@@ -644,13 +643,7 @@ pub fn power_cut_run(
                 fua,
             } => {
                 let n = pages as usize * PAGE;
-                for i in 0..pages {
-                    fill_page(
-                        &mut buf[i as usize * PAGE..(i as usize + 1) * PAGE],
-                        lpn + i,
-                        1_000_000 + version,
-                    );
-                }
+                fill_pages(&mut buf, lpn, pages, 1_000_000 + version);
                 t = dev
                     .write(t, lpn, &buf[..n], fua)
                     .map_err(|e| format!("after recovery, op {op}: {e}"))?;
@@ -697,13 +690,7 @@ pub fn count_ops(
                 version,
                 fua,
             } => {
-                for i in 0..pages {
-                    fill_page(
-                        &mut buf[i as usize * PAGE..(i as usize + 1) * PAGE],
-                        lpn + i,
-                        version,
-                    );
-                }
+                fill_pages(&mut buf, lpn, pages, version);
                 dev.write(t, lpn, &buf[..pages as usize * PAGE], fua)
             }
             Request::Read { lpn, pages } => dev.read(t, lpn, &mut buf[..pages as usize * PAGE]),

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use ftl::testkit::{count_ops, fill_page, Pattern, Request, Workload};
+use ftl::testkit::{count_ops, fill_pages, Pattern, Request, Workload};
 use ftl::{BlockDevice, FtlError, FtlOptions, MemDisk, LOGICAL_PAGE_BYTES as PAGE};
 use nand::{DeviceConfig, FaultPlan, Nand, NandError};
 
@@ -71,13 +71,7 @@ fn drive(
                 fua,
             } => {
                 let n = pages as usize * PAGE;
-                for i in 0..pages as usize {
-                    fill_page(
-                        &mut buf[i * PAGE..(i + 1) * PAGE],
-                        lpn + i as u64,
-                        stamp + version,
-                    );
-                }
+                fill_pages(&mut buf, lpn, pages, stamp + version);
                 match dev.write(*t, lpn, &buf[..n], fua) {
                     Ok(done) => {
                         *t = done;

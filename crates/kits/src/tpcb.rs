@@ -391,6 +391,10 @@ impl Terminal for TpcbTerminal {
         self.stage = Stage::Start;
         Ok(())
     }
+
+    fn in_transaction(&self) -> bool {
+        self.stage != Stage::Start
+    }
 }
 
 /// What `check` found.

@@ -318,6 +318,16 @@ impl Nand {
     pub fn now_ns(&self) -> Nanos {
         self.timeline.horizon_ns()
     }
+    /// Time each die has been busy (an operation holds its die from start to completion),
+    /// indexed by die number, since the device was created.
+    pub fn die_busy_ns(&self) -> &[Nanos] {
+        self.timeline.die_busy_ns()
+    }
+    /// Bus time each channel has carried data (program data in, read data out), indexed by
+    /// channel, since the device was created.
+    pub fn channel_busy_ns(&self) -> &[Nanos] {
+        self.timeline.channel_busy_ns()
+    }
     pub fn is_powered(&self) -> bool {
         self.powered
     }

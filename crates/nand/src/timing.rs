@@ -133,6 +133,9 @@ pub struct Timeline {
     channels: Vec<Calendar>,
     die_free_ns: Vec<Nanos>,
     die_busy_ns: Vec<Nanos>,
+    /// Bus time reserved on each channel (data in and out), summed: the measured-window checks
+    /// compare it with elapsed time (a bus carries one transfer at a time, invariant 1).
+    channel_busy_ns: Vec<Nanos>,
     /// The latest completion of any operation: the device's own notion of "now".
     horizon_ns: Nanos,
 }
@@ -143,6 +146,7 @@ impl Timeline {
             channels: vec![Calendar::default(); channels as usize],
             die_free_ns: vec![0; dies as usize],
             die_busy_ns: vec![0; dies as usize],
+            channel_busy_ns: vec![0; channels as usize],
             horizon_ns: 0,
         }
     }
@@ -168,6 +172,7 @@ impl Timeline {
         cal.advance(at_ns);
         cal.reserve(s.bus_in_at_ns, p.bus_in_ns);
         cal.reserve(s.bus_out_at_ns, p.bus_out_ns);
+        self.channel_busy_ns[channel as usize] += p.bus_in_ns + p.bus_out_ns;
         let d = die as usize;
         debug_assert!(s.start_ns >= self.die_free_ns[d], "die invariant 2");
         self.die_free_ns[d] = s.done_ns;
@@ -180,6 +185,9 @@ impl Timeline {
     }
     pub fn die_busy_ns(&self) -> &[Nanos] {
         &self.die_busy_ns
+    }
+    pub fn channel_busy_ns(&self) -> &[Nanos] {
+        &self.channel_busy_ns
     }
     pub fn set_horizon_ns(&mut self, t: Nanos) {
         self.horizon_ns = self.horizon_ns.max(t);

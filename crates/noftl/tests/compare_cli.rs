@@ -54,6 +54,17 @@ fn compare_gives_the_figure_3_rows_and_the_same_json_for_the_same_seed() {
     }
     assert_eq!(v["warmup"], "auto");
     for r in rows {
+        // Every row checks its windows against the physical bounds, and none breaks one.
+        let c = &r["consistency"];
+        assert_eq!(c["status"], "ok", "{}: {c}", r["storage"]);
+        assert!(c["die_busy_fraction_max"].as_f64().unwrap() <= 1.0);
+        assert!(c["little_law_ratio"].as_f64().unwrap() > 0.95);
+        assert!(
+            r["window_seconds"].as_f64().unwrap() >= 0.3,
+            "a window is at least --duration long"
+        );
+    }
+    for r in rows {
         assert!(
             r["warmup_seconds"].as_f64().unwrap() > 0.0,
             "every run is warmed up before it is measured"
@@ -68,6 +79,22 @@ fn compare_gives_the_figure_3_rows_and_the_same_json_for_the_same_seed() {
         rows[1]["per_txn"]["translation_reads"].as_f64().unwrap() > 0.0,
         "DFTL 2% misses its cache"
     );
+}
+
+#[test]
+fn compare_refuses_a_home_warehouse_outside_tpcc() {
+    let (ok, _, err) = noftl(&["compare", "--home-warehouse", "random"]);
+    assert!(!ok);
+    assert!(err.contains("TPC-C"), "{err}");
+    let (ok, _, err) = noftl(&[
+        "compare",
+        "--workload",
+        "tpcc",
+        "--home-warehouse",
+        "nearest",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("fixed or random"), "{err}");
 }
 
 #[test]

@@ -70,6 +70,7 @@ fn bench_tpcb_in_virtual_time_gives_byte_identical_json_with_the_stable_fields()
     }
     assert_eq!(v["committed"], 600);
     assert_eq!(v["check"], "passed");
+    assert_eq!(v["consistency"]["status"], "ok", "{}", v["consistency"]);
     let mut other = BENCH;
     other[15] = "-";
     let (_, c, _) = noftl(&[&other[..], &["--seed", "2"]].concat());

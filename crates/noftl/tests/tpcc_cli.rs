@@ -65,8 +65,40 @@ fn bench_tpcc_runs_on_native_reports_notpm_and_passes_the_check() {
     ] {
         assert!(!v[f].is_null(), "missing {f}");
     }
+    assert_eq!(v["home_warehouse"], "fixed");
+    assert_eq!(v["consistency"]["status"], "ok", "{}", v["consistency"]);
     let (_, again, _) = noftl(&args);
     assert_eq!(out, again, "the same seed gives the same JSON");
+}
+
+#[test]
+fn bench_tpcc_with_random_home_warehouses_visits_them_all_and_passes_the_check() {
+    let args = [
+        "bench",
+        "tpcc",
+        "--storage",
+        "memdisk",
+        "--scale",
+        "3",
+        "--items",
+        "1000",
+        "--customers",
+        "30",
+        "--home-warehouse",
+        "random",
+        "--txns",
+        "200",
+        "--json",
+        "-",
+        "--check",
+    ];
+    let (ok, out, err) = noftl(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["home_warehouse"], "random");
+    assert_eq!(v["check"], "passed");
+    let (ok, _, err) = noftl(&[&args[..10], &["--home-warehouse", "any", "--txns", "1"]].concat());
+    assert!(!ok && err.contains("fixed or random"), "{err}");
 }
 
 #[test]

@@ -237,13 +237,14 @@ impl BufferPool {
     }
 
     /// Writes back up to `max` dirty unpinned pages, oldest `rec_lsn` first, all submitted at
-    /// `at`; then syncs them. Returns the completion time.
+    /// `at`; then, with `sync`, syncs them. Returns the completion time.
     pub fn flush(
         &mut self,
         store: &mut dyn PageStore,
         log: &mut LogManager,
         at: Nanos,
         max: usize,
+        sync: bool,
     ) -> Result<Nanos> {
         let mut dirty: Vec<(Lsn, usize)> = self
             .frames
@@ -255,13 +256,21 @@ impl BufferPool {
         if dirty.is_empty() {
             return Ok(at);
         }
+        // The background cleaner asks for a few pages of a large pool: select, do not sort all.
+        if max < dirty.len() {
+            dirty.select_nth_unstable(max);
+            dirty.truncate(max);
+        }
         dirty.sort_unstable();
-        dirty.truncate(max);
         let mut done = at;
         for (_, f) in dirty {
             done = done.max(self.write_back(store, log, at, f)?);
         }
-        store.sync_pages(done)
+        if sync {
+            store.sync_pages(done)
+        } else {
+            Ok(done)
+        }
     }
 
     /// Dirty pages and their `rec_lsn`, by page id (for checkpoints).

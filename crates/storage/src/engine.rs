@@ -191,6 +191,13 @@ pub struct Engine {
     /// Unique keys deleted by active transactions.
     deleted_keys: HashMap<(ObjectId, Vec<u8>), TxnId>,
     in_recovery: bool,
+    /// Background mode (the virtual-time scheduler's): checkpoints and page cleaning run in
+    /// `background`, as a checkpointer and a cleaner thread would, instead of on the thread of
+    /// the commit that made them due (see `set_background_mode`).
+    background_mode: bool,
+    /// The cleaner is writing back (it started above half the pool dirty and goes on down to a
+    /// quarter: hysteresis, so it runs in bursts of useful length, not one page at a time).
+    cleaning: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -318,6 +325,8 @@ impl Engine {
             alloc_cursor: 2,
             pending_frees: Vec::new(),
             deleted_keys: HashMap::new(),
+            background_mode: false,
+            cleaning: false,
             in_recovery: false,
         })
     }
@@ -463,6 +472,14 @@ impl Engine {
     }
     pub fn set_now(&mut self, t: Nanos) {
         self.now = t;
+    }
+    /// When the device has completed every operation submitted so far (the flash's latest
+    /// completion; the engine's clock on stores without flash): a quiescent point for the
+    /// measured window.
+    pub fn device_idle_ns(&self) -> Nanos {
+        self.store
+            .nand()
+            .map_or(self.now, |n| n.now_ns().max(self.now))
     }
     /// Replaces the CPU cost model (real time runs with none: there the CPU time is real).
     pub fn set_cpu_model(&mut self, m: CpuModel) {
@@ -1019,25 +1036,35 @@ impl Engine {
     }
 
     fn maybe_checkpoint(&mut self) -> Result<()> {
+        if !self.background_mode && self.checkpoint_due() {
+            self.checkpoint_now()?;
+        }
+        Ok(())
+    }
+
+    /// Has enough log been written since the last checkpoint to take the next one?
+    pub fn checkpoint_due(&self) -> bool {
         let every = self
             .cfg
             .checkpoint_bytes
             .unwrap_or(self.log.capacity_bytes() / 4);
-        if self.log.next_lsn() - self.last_ckpt_lsn >= every {
-            // Write back pages dirtied before the previous checkpoint, so the tail can move.
-            let old = self.last_ckpt_lsn;
-            let n = self
-                .pool
-                .dirty_pages()
-                .iter()
-                .filter(|(_, l)| *l < old)
-                .count();
-            if n > 0 {
-                self.flush_pages(n)?;
-            }
-            self.checkpoint()?;
+        self.log.next_lsn() - self.last_ckpt_lsn >= every
+    }
+
+    /// The periodic checkpoint: writes back pages dirtied before the previous checkpoint, so
+    /// that the tail can move, then checkpoints.
+    fn checkpoint_now(&mut self) -> Result<()> {
+        let old = self.last_ckpt_lsn;
+        let n = self
+            .pool
+            .dirty_pages()
+            .iter()
+            .filter(|(_, l)| *l < old)
+            .count();
+        if n > 0 {
+            self.flush_pages(n)?;
         }
-        Ok(())
+        self.checkpoint()
     }
 
     fn make_log_room(&mut self) -> Result<()> {
@@ -1051,26 +1078,66 @@ impl Engine {
         self.check_ok()?;
         let r = self
             .pool
-            .flush(&mut *self.store, &mut self.log, self.now, max);
+            .flush(&mut *self.store, &mut self.log, self.now, max, true);
         self.now = self.note(r)?;
         Ok(self.now)
     }
 
-    /// Background work at time `at` (the flusher): writes back dirty pages when more than half
-    /// of the pool is dirty. Returns when its I/O completes.
-    pub fn background(&mut self, at: Nanos) -> Result<Nanos> {
+    /// Background mode: `commit_finish` no longer runs a due checkpoint itself; `background`
+    /// does, at its own time. The virtual-time scheduler turns it on for a run (and off after),
+    /// so that a checkpoint's I/O contends with the terminals for the flash, as a checkpointer
+    /// thread's would, instead of stopping the terminal whose commit made it due for seconds.
+    /// A full log still checkpoints inline (`make_log_room`): nothing can proceed without room.
+    pub fn set_background_mode(&mut self, on: bool) {
+        self.background_mode = on;
+    }
+
+    /// Background work at time `at`: a due checkpoint (in background mode), else the page
+    /// cleaner, which starts when more than half of the pool is dirty and writes back, oldest
+    /// first, one page per die per call (a queue depth of one per die, so that the terminals'
+    /// reads wait behind at most one write per die instead of behind a whole batch) until a
+    /// quarter of the pool is dirty. Cleaner writes are not synced: the WAL covers them, and
+    /// the next checkpoint syncs before the log tail moves past them.
+    ///
+    /// Returns when its I/O completes and whether it has more to do right away (call again at
+    /// that time) rather than at the next period.
+    pub fn background(&mut self, at: Nanos) -> Result<(Nanos, bool)> {
         self.check_ok()?;
         let saved = self.now;
         self.now = at;
-        let dirty = self.pool.dirty_count();
-        let r = if dirty * 2 > self.pool.capacity() {
-            self.flush_pages(dirty - self.pool.capacity() / 4)
-        } else {
-            Ok(at)
-        };
+        let r = self.background_work();
         let done = self.now;
         self.now = saved;
-        r.map(|_| done)
+        r.map(|more| (done, more))
+    }
+
+    fn background_work(&mut self) -> Result<bool> {
+        if self.background_mode && self.checkpoint_due() {
+            self.checkpoint_now()?;
+            return Ok(self.cleaning);
+        }
+        let dirty = self.pool.dirty_count();
+        let cap = self.pool.capacity();
+        if dirty * 2 > cap {
+            self.cleaning = true;
+        }
+        if !self.cleaning || dirty <= cap / 4 {
+            self.cleaning = false;
+            return Ok(false);
+        }
+        let batch = self
+            .store
+            .nand()
+            .map_or(1, |n| n.geometry().dies() as usize)
+            .min(dirty - cap / 4);
+        let r = self
+            .pool
+            .flush(&mut *self.store, &mut self.log, self.now, batch, false);
+        self.now = self.note(r)?;
+        // Pinned pages cannot be written: stop rather than spin when nothing was.
+        let progress = self.pool.dirty_count() < dirty;
+        self.cleaning = progress && self.pool.dirty_count() > cap / 4;
+        Ok(self.cleaning)
     }
 
     /// Clean shutdown: all pages written, a checkpoint. The store can be reopened.

@@ -32,6 +32,7 @@ pub mod heap;
 pub mod keyenc;
 pub mod lock;
 pub mod log;
+pub mod measure;
 pub mod native;
 pub mod page;
 pub mod pagestore;

@@ -9,9 +9,11 @@
 //! emulator's timing model. Commits use group commit: a committing terminal waits; the log
 //! daemon issues one force for everything appended when it runs (at the first waiting commit's
 //! time, or when the previous force completes), and acknowledges the waiting commits at that
-//! force's completion time. The flusher writes back dirty pages in the background every
-//! millisecond of virtual time when more than half the pool is dirty. Nothing reads the wall
-//! clock: a run is a function of the seed.
+//! force's completion time. The background entity (the engine's checkpointer and page cleaner,
+//! `Engine::background`) runs a due checkpoint, or writes back dirty pages one per die at a
+//! time while the pool is more than half (down to a quarter) dirty, and looks again every
+//! millisecond of virtual time otherwise. Nothing reads the wall clock: a run is a function of
+//! the seed.
 //!
 //! Approximations (also in docs/storage.md):
 //! - A step runs to completion before any other entity runs; I/O inside a step is submitted at
@@ -27,6 +29,9 @@
 //! 2. A terminal waiting for a commit resumes only at the completion time of a force that
 //!    covered its commit record.
 //! 3. The same engine state, terminals and seed give the same schedule.
+//! 4. The measured window `[start_ns, end_ns]` contains every flash operation issued by the
+//!    run: it starts on a drained device and ends on one, after every commit requested before
+//!    the stop is acknowledged (`run_virtual`).
 
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -53,6 +58,13 @@ pub trait Terminal {
     /// The commit this terminal waited for is durable; the engine's clock is the time it became
     /// so. The terminal finishes the commit here (`Engine::commit_finish`).
     fn durable(&mut self, eng: &mut Engine) -> Result<()>;
+    /// Has the terminal begun a transaction it has not ended (committed, rolled back or given
+    /// up)? A run that stops at a time lets such a transaction finish, so that the measured
+    /// window holds whole transactions. The default, false, stops the terminal at the time
+    /// limit wherever it is.
+    fn in_transaction(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,13 +107,46 @@ impl Default for VirtualOptions {
 }
 
 /// Runs `terms` in virtual time from `start_ns` until all finish (or `until_ns`).
+///
+/// The measured window (docs/storage.md, "The measured window"): it starts at `start_ns` or,
+/// if the device is still busy with earlier work, when the device has drained (so that no
+/// operation counted in the window started before it); it stops admitting work at `until_ns`
+/// (no transaction and no background work starts at or after it); and it ends when every
+/// transaction begun before the stop has ended (`Terminal::in_transaction`), every commit
+/// requested is acknowledged, and the device has drained. So the window's elapsed time
+/// (`end_ns - start_ns`) covers every flash operation issued in it, and it holds whole
+/// transactions. The engine's clock is left at `end_ns`.
 pub fn run_virtual<T: Terminal>(
     eng: &mut Engine,
     terms: &mut [T],
     start_ns: Nanos,
     opts: VirtualOptions,
 ) -> Result<SchedStats> {
+    eng.set_background_mode(opts.flusher);
+    let r = run_virtual_inner(eng, terms, start_ns, opts);
+    eng.set_background_mode(false);
+    let stats = r?;
+    eng.set_now(stats.end_ns);
+    Ok(stats)
+}
+
+/// What the scheduler runs next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    Terminal(usize),
+    Daemon,
+    Flusher,
+}
+
+fn run_virtual_inner<T: Terminal>(
+    eng: &mut Engine,
+    terms: &mut [T],
+    start_ns: Nanos,
+    opts: VirtualOptions,
+) -> Result<SchedStats> {
     let n = terms.len();
+    // Start on a quiescent device: work issued before the window completes before it.
+    let start_ns = start_ns.max(eng.device_idle_ns());
     let mut clock = vec![start_ns; n];
     let mut state = vec![State::Ready; n];
     let mut stats = SchedStats {
@@ -109,6 +154,7 @@ pub fn run_virtual<T: Terminal>(
         end_ns: start_ns,
         ..SchedStats::default()
     };
+    let limit_ns = opts.until_ns.unwrap_or(Nanos::MAX);
     // Log daemon: a force in flight covers LSNs below `.0` and completes at `.1`.
     let mut in_flight: Option<(Lsn, Nanos)> = None;
     let mut acked_below: Lsn = 0;
@@ -117,11 +163,15 @@ pub fn run_virtual<T: Terminal>(
     let early = eng.acks_early();
     let mut ended = eng.stats().commits + eng.stats().aborts;
     loop {
-        // The next terminal.
+        // The next terminal; none starts a transaction at or after the limit, and one in a
+        // transaction finishes it (the window's drain).
         let next_term = (0..n)
-            .filter(|&i| state[i] == State::Ready)
+            .filter(|&i| {
+                state[i] == State::Ready && (clock[i] < limit_ns || terms[i].in_transaction())
+            })
             .min_by_key(|&i| (clock[i], i));
-        // The daemon's next event.
+        // The daemon's next event: it also runs after the limit, to acknowledge the commits
+        // requested before it (the window's drain).
         let waiting_min = (0..n)
             .filter_map(|i| match state[i] {
                 State::Waiting(l) if l >= acked_below => Some(clock[i]),
@@ -133,38 +183,44 @@ pub fn run_virtual<T: Terminal>(
             None => waiting_min.map(|t| t.max(last_force_done)),
         };
         let term_at = next_term.map(|i| clock[i]);
-        if let Some(until) = opts.until_ns {
-            if term_at.is_none_or(|t| t >= until) && daemon_at.is_none_or(|t| t >= until) {
-                break;
-            }
-        }
-        let run_daemon = match (term_at, daemon_at) {
+        let flusher_next = (opts.flusher && flusher_at < limit_ns).then_some(flusher_at);
+        // Earliest event first; ties: terminals, then the daemon, then the flusher (invariant 1).
+        let next = match (term_at, daemon_at) {
             (None, None) => {
-                if state.iter().all(|s| *s == State::Done) {
+                if opts.until_ns.is_some() || state.iter().all(|s| *s == State::Done) {
                     break;
                 }
                 return Err(Error::Unsupported(
                     "scheduler stalled: every terminal waits for a lock and nothing can end".into(),
                 ));
             }
-            (Some(_), None) => false,
-            (None, Some(_)) => true,
-            (Some(a), Some(b)) => b < a,
+            (Some(a), Some(b)) if b < a => (b, Next::Daemon),
+            (Some(a), _) => (
+                a,
+                Next::Terminal(next_term.expect("a terminal time comes from a terminal")),
+            ),
+            (None, Some(b)) => (b, Next::Daemon),
         };
-        if opts.flusher {
-            let now = if run_daemon { daemon_at } else { term_at }.unwrap_or(flusher_at);
-            if flusher_at <= now {
-                let done = eng.background(flusher_at)?;
+        let next = match flusher_next {
+            Some(f) if f < next.0 => Next::Flusher,
+            _ => next.1,
+        };
+        match next {
+            Next::Flusher => {
+                let (done, more) = eng.background(flusher_at)?;
                 stats.flusher_runs += 1;
-                flusher_at = done.max(flusher_at + opts.flusher_period_ns);
+                stats.end_ns = stats.end_ns.max(done);
+                flusher_at = if more && done > flusher_at {
+                    done
+                } else {
+                    done.max(flusher_at + opts.flusher_period_ns)
+                };
             }
-        }
-        if run_daemon {
-            let at = daemon_at.unwrap_or(start_ns);
-            match in_flight.take() {
+            Next::Daemon => match in_flight.take() {
                 Some((covered, done)) => {
                     acked_below = acked_below.max(covered);
                     last_force_done = done;
+                    stats.end_ns = stats.end_ns.max(done);
                     let mut group = 0;
                     for i in 0..n {
                         if let State::Waiting(l) = state[i] {
@@ -172,7 +228,8 @@ pub fn run_virtual<T: Terminal>(
                                 clock[i] = clock[i].max(done);
                                 eng.set_now(clock[i]);
                                 terms[i].durable(eng)?;
-                                clock[i] = eng.now();
+                                clock[i] = clock[i].max(eng.now());
+                                stats.end_ns = stats.end_ns.max(clock[i]);
                                 state[i] = State::Ready;
                                 group += 1;
                             }
@@ -181,33 +238,33 @@ pub fn run_virtual<T: Terminal>(
                     stats.grouped_commits += group;
                 }
                 None => {
-                    eng.set_now(at);
+                    eng.set_now(daemon_at.unwrap_or(start_ns));
                     let done = eng.force_log()?;
                     stats.group_forces += 1;
                     in_flight = Some((eng.log_durable_lsn(), done));
                 }
+            },
+            Next::Terminal(i) => {
+                eng.set_now(clock[i]);
+                let r = terms[i].step(eng)?;
+                stats.steps += 1;
+                clock[i] = clock[i].max(eng.now());
+                state[i] = match r {
+                    Step::Ran => State::Ready,
+                    Step::Blocked => {
+                        stats.blocked += 1;
+                        State::Blocked
+                    }
+                    Step::WaitDurable(lsn) if early || lsn == 0 => {
+                        terms[i].durable(eng)?;
+                        clock[i] = clock[i].max(eng.now());
+                        State::Ready
+                    }
+                    Step::WaitDurable(lsn) => State::Waiting(lsn),
+                    Step::Finished => State::Done,
+                };
+                stats.end_ns = stats.end_ns.max(clock[i]);
             }
-            stats.end_ns = stats.end_ns.max(at);
-        } else if let Some(i) = next_term {
-            eng.set_now(clock[i]);
-            let r = terms[i].step(eng)?;
-            stats.steps += 1;
-            clock[i] = clock[i].max(eng.now());
-            stats.end_ns = stats.end_ns.max(clock[i]);
-            state[i] = match r {
-                Step::Ran => State::Ready,
-                Step::Blocked => {
-                    stats.blocked += 1;
-                    State::Blocked
-                }
-                Step::WaitDurable(lsn) if early || lsn == 0 => {
-                    terms[i].durable(eng)?;
-                    clock[i] = eng.now();
-                    State::Ready
-                }
-                Step::WaitDurable(lsn) => State::Waiting(lsn),
-                Step::Finished => State::Done,
-            };
         }
         // A transaction ended: wake the blocked terminals at the waker's time.
         let e = eng.stats().commits + eng.stats().aborts;
@@ -222,7 +279,20 @@ pub fn run_virtual<T: Terminal>(
             }
         }
     }
+    // End on a drained device: everything issued in the window has completed by `end_ns`.
+    stats.end_ns = stats.end_ns.max(eng.device_idle_ns());
+    debug_assert!(
+        stats.end_ns >= stats.start_ns,
+        "a window never ends before it starts"
+    );
     Ok(stats)
+}
+
+impl SchedStats {
+    /// The measured window's length.
+    pub fn elapsed_ns(&self) -> Nanos {
+        self.end_ns - self.start_ns
+    }
 }
 
 fn lock_engine(m: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {

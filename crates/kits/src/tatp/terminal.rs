@@ -292,4 +292,8 @@ impl Terminal for TatpTerminal {
         self.finish(e);
         Ok(())
     }
+
+    fn in_transaction(&self) -> bool {
+        self.stage != Stage::Start
+    }
 }

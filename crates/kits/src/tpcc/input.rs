@@ -6,7 +6,8 @@
 //! 1. The mix is 45% New-Order, 43% Payment, 4% each Order-Status, Delivery and Stock-Level,
 //!    drawn independently per transaction.
 //! 2. A terminal has a fixed home warehouse (terminal mod W, 1-based) and, for Stock-Level, a
-//!    fixed district (clause 2.8.1).
+//!    fixed district (clause 2.8.1); with `HomeWarehouse::Random` the home warehouse is drawn
+//!    uniformly for every transaction instead (before its other parameters).
 //! 3. 1% of New-Orders carry an unused item id (items + 1) as their last item, so they roll
 //!    back; 1% of order lines are supplied by a remote warehouse and 15% of Payments pay for a
 //!    customer of a remote warehouse (only when W > 1); 60% of Payments and Order-Statuses
@@ -188,6 +189,9 @@ impl InputGen {
     }
 
     pub fn input_of(&mut self, kind: Kind) -> Input {
+        if self.cfg.home_warehouse == super::HomeWarehouse::Random {
+            self.w_id = self.rng.random_range(1..=self.cfg.warehouses);
+        }
         let w_id = self.w_id;
         let multi = self.cfg.warehouses > 1;
         match kind {

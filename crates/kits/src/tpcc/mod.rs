@@ -118,6 +118,40 @@ pub struct TpccConfig {
     pub new_orders_per_district: u32,
     /// True when anything is below the specification's population (tests only).
     pub reduced: bool,
+    /// How a terminal picks each transaction's home warehouse.
+    pub home_warehouse: HomeWarehouse,
+}
+
+/// How a terminal picks the home warehouse of its transactions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HomeWarehouse {
+    /// The specification's: a terminal keeps one home warehouse (clause 2.4.1.1; terminal
+    /// mod W here).
+    #[default]
+    Fixed,
+    /// Drawn uniformly over all warehouses for every transaction, as Shore-MT's TPC-C kit does
+    /// when it runs fewer threads than warehouses (the NoFTL paper's runs, one thread): one
+    /// terminal then touches the whole database, not one warehouse.
+    Random,
+}
+
+impl HomeWarehouse {
+    pub fn parse(s: &str) -> Result<HomeWarehouse> {
+        match s {
+            "fixed" => Ok(HomeWarehouse::Fixed),
+            "random" => Ok(HomeWarehouse::Random),
+            other => Err(storage::Error::Config(format!(
+                "--home-warehouse is fixed or random, not '{other}'"
+            ))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            HomeWarehouse::Fixed => "fixed",
+            HomeWarehouse::Random => "random",
+        }
+    }
 }
 
 impl TpccConfig {
@@ -130,6 +164,7 @@ impl TpccConfig {
             orders_per_district: 3000,
             new_orders_per_district: 900,
             reduced: false,
+            home_warehouse: HomeWarehouse::Fixed,
         }
     }
     /// A REDUCED population for fast tests: `items` items and `customers` customers (and
@@ -143,6 +178,7 @@ impl TpccConfig {
             orders_per_district: customers,
             new_orders_per_district: customers * 3 / 10,
             reduced: true,
+            home_warehouse: HomeWarehouse::Fixed,
         }
     }
     pub fn validate(&self) -> Result<()> {

@@ -657,4 +657,8 @@ impl Terminal for TpccTerminal {
         self.finish_one(e);
         Ok(())
     }
+
+    fn in_transaction(&self) -> bool {
+        self.input.is_some()
+    }
 }

@@ -16,6 +16,7 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcb::{self, Handles, TpcbConfig, TpcbTerminal};
 use serde::Serialize;
+use storage::measure::{self, Busy, Consistency};
 use storage::sched::{run_real, run_virtual, VirtualOptions};
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
@@ -135,6 +136,7 @@ struct BenchResult {
     buffer: Buffer,
     lock_waits: u64,
     group_commit_forces: u64,
+    consistency: Consistency,
     check: &'static str,
     check_problems: Vec<String>,
 }
@@ -215,6 +217,7 @@ pub(super) type Snapshot = (
     (u64, u64, u64, f64, u64),
     Option<ftl::HostCounts>,
     storage::log::LogStats,
+    Busy,
 );
 
 pub(super) fn snapshot(e: &Engine) -> Snapshot {
@@ -222,7 +225,45 @@ pub(super) fn snapshot(e: &Engine) -> Snapshot {
         flash(e.store()),
         e.store().device_report().map(|r| r.host),
         e.log_stats(),
+        Busy::of(e.store()),
     )
+}
+
+/// The window's self-check (storage::measure) from the snapshots around it, its length and the
+/// latencies of the transactions it completed.
+/// `for_duration`: the run was for a time (not for a number of transactions per terminal).
+pub(super) fn consistency(
+    before: &Snapshot,
+    after: &Snapshot,
+    elapsed_ns: u64,
+    terminals: u32,
+    for_duration: bool,
+    latency_ns: &Histogram<u64>,
+) -> Consistency {
+    measure::check(measure::Window {
+        before: &before.3,
+        after: &after.3,
+        elapsed_ns,
+        terminals,
+        terminals_run_throughout: for_duration,
+        txns: latency_ns.len(),
+        latency_sum_ns: latency_ns.mean() * latency_ns.len() as f64,
+    })
+}
+
+/// The consistency line of every bench verb's human output.
+pub(super) fn print_consistency(c: &Consistency) {
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
+    println!(
+        "  consistency: {} (busiest die {} and channel {} of the elapsed time; Little's law {})",
+        c.status,
+        f(c.die_busy_fraction_max),
+        f(c.channel_busy_fraction_max),
+        f(c.little_law_ratio)
+    );
+    for v in &c.violations {
+        println!("  WARNING: violated: {v}");
+    }
 }
 
 /// Device and host counters per transaction, as differences across the run.
@@ -322,7 +363,7 @@ pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
                 ..VirtualOptions::default()
             },
         )?;
-        Ok((e, terms, st.end_ns - start_ns, st.group_forces))
+        Ok((e, terms, st.elapsed_ns(), st.group_forces))
     } else {
         if until.is_some() {
             bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
@@ -447,6 +488,14 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         buffer: buffer(frames, &before.1, &after.1),
         lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: forces,
+        consistency: consistency(
+            &before.0,
+            &after.0,
+            (secs * 1e9) as u64,
+            args.terminals,
+            until.is_some(),
+            &hist,
+        ),
         check,
         check_problems: problems,
     };
@@ -470,6 +519,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             res.buffer.writebacks,
             res.lock_waits
         );
+        print_consistency(&res.consistency);
         print_check(res.check, &res.check_problems);
         if committed > 0 {
             println!(

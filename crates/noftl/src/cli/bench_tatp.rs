@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use kits::tatp::{self, TatpConfig, TatpTerminal, TXN_TYPES};
 use serde::Serialize;
+use storage::measure::Consistency;
 use storage::{Engine, EngineConfig, PageStore};
 
 use super::bench::{
@@ -49,6 +50,7 @@ struct TatpResult {
     gc_migrations_per_host_write: f64,
     gc_erases_per_host_write: f64,
     transactions: Vec<TxnRow>,
+    consistency: Consistency,
     check: &'static str,
     check_problems: Vec<String>,
 }
@@ -173,6 +175,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         gc_migrations_per_host_write: (gc1.0 - gc0.0) as f64 / host_writes,
         gc_erases_per_host_write: (gc1.1 - gc0.1) as f64 / host_writes,
         transactions: rows,
+        consistency: super::bench::consistency(
+            &before,
+            &after,
+            (secs * 1e9) as u64,
+            args.terminals,
+            until.is_some(),
+            &hist,
+        ),
         check,
         check_problems: problems,
     };
@@ -202,6 +212,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             "  GC per host write: {:.4} migrations, {:.5} erases",
             res.gc_migrations_per_host_write, res.gc_erases_per_host_write
         );
+        super::bench::print_consistency(&res.consistency);
         super::bench::print_check(res.check, &res.check_problems);
         println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
     }

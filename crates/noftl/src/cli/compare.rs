@@ -49,6 +49,7 @@ use kits::tatp::{self, TatpConfig, TatpTerminal};
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
+use storage::measure::{self, Busy, Consistency};
 use storage::sched::{run_virtual, VirtualOptions};
 use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
 
@@ -113,6 +114,16 @@ pub struct CompareArgs {
     /// up to ~10 GiB each: every device keeps its data.
     #[arg(long, conflicts_with = "scale")]
     pub paper: bool,
+    /// TPC-C: fixed (each terminal keeps one home warehouse, the specification's clause
+    /// 2.4.1.1) or random (every transaction draws its home warehouse over all warehouses, as
+    /// Shore-MT's kit ran the NoFTL paper's single thread; the default here, so that one
+    /// terminal touches the whole database at every scale).
+    #[arg(long)]
+    pub home_warehouse: Option<String>,
+    /// Exit non-zero when any row's measured windows break a physical bound (consistency:
+    /// violated), after writing the results.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Seed 000's scales (Figure 3: 1 GB, 5 GB and 10 GB of flash).
@@ -154,7 +165,11 @@ struct Row {
     runs_tps: Vec<f64>,
     /// Mean virtual seconds of warm-up before each measured run.
     warmup_seconds: f64,
+    /// Mean length of the measured windows (at least --duration; they end on a drained device).
+    window_seconds: f64,
     per_txn: PerTxn,
+    /// The windows' self-check over all repeats (storage::measure).
+    consistency: Consistency,
 }
 
 #[derive(Debug, Serialize)]
@@ -178,6 +193,9 @@ struct CompareResult {
     virtual_seconds: f64,
     /// auto, none or a virtual time (module doc: warm-up).
     warmup: String,
+    /// TPC-C: fixed or random (--home-warehouse).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    home_warehouse: Option<kits::tpcc::HomeWarehouse>,
     device: Device,
     rows: Vec<Row>,
 }
@@ -215,9 +233,8 @@ impl Workload {
             Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c)?),
         })
     }
-    /// Runs the terminals until `until_ns`; returns the transactions counted (committed for
-    /// TPC-B and TPC-C, successful for TATP), their summed latency, the end time and the
-    /// completed New-Orders (TPC-C; else 0).
+    /// Runs the terminals for `until_ns` of virtual time from `start` (the measured window of
+    /// storage::sched::run_virtual).
     fn run(
         &self,
         e: &mut Engine,
@@ -226,7 +243,7 @@ impl Workload {
         seed: u64,
         start: u64,
         until_ns: u64,
-    ) -> anyhow::Result<(u64, f64, u64, u64)> {
+    ) -> anyhow::Result<Ran> {
         let opts = VirtualOptions {
             until_ns: Some(start + until_ns),
             ..VirtualOptions::default()
@@ -237,14 +254,10 @@ impl Workload {
                     .map(|i| TpcbTerminal::new(i, h, c, seed, None))
                     .collect();
                 let st = run_virtual(e, &mut terms, start, opts)?;
-                let lat_ns: f64 = terms
-                    .iter()
-                    .map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64)
-                    .sum();
-                (
+                Ran::new(
                     terms.iter().map(|t| t.committed).sum(),
-                    lat_ns,
-                    st.end_ns,
+                    terms.iter().map(|t| &t.latency_ns),
+                    &st,
                     0,
                 )
             }
@@ -253,23 +266,54 @@ impl Workload {
                     .map(|i| TatpTerminal::new(i, h, c, seed, None))
                     .collect();
                 let st = run_virtual(e, &mut terms, start, opts)?;
-                let lat_ns: f64 = terms
-                    .iter()
-                    .map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64)
-                    .sum();
-                (
+                Ran::new(
                     terms.iter().map(TatpTerminal::succeeded).sum(),
-                    lat_ns,
-                    st.end_ns,
+                    terms.iter().map(|t| &t.latency_ns),
+                    &st,
                     0,
                 )
             }
             (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
-                let r = tpcc::run(e, &l, c, terminals, seed, start, until_ns)?;
-                (r.committed, r.latency_sum_ns, r.end_ns, r.new_orders)
+                tpcc::run(e, &l, c, terminals, seed, start, until_ns)?
             }
             _ => bail!("workload and loaded database differ"),
         })
+    }
+}
+
+/// What one measured window gave.
+pub(crate) struct Ran {
+    /// Committed (TPC-B, TPC-C) or successful (TATP) transactions.
+    pub counted: u64,
+    /// Transactions with a recorded latency, and the sum of their latencies.
+    pub latency_txns: u64,
+    pub latency_sum_ns: f64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// TPC-C: completed New-Orders (NOTPM counts the rolled-back 1% too); else 0.
+    pub new_orders: u64,
+}
+
+impl Ran {
+    pub(crate) fn new<'a>(
+        counted: u64,
+        latencies: impl Iterator<Item = &'a hdrhistogram::Histogram<u64>>,
+        st: &storage::sched::SchedStats,
+        new_orders: u64,
+    ) -> Ran {
+        let (mut n, mut sum) = (0, 0.0);
+        for h in latencies {
+            n += h.len();
+            sum += h.mean() * h.len() as f64;
+        }
+        Ran {
+            counted,
+            latency_txns: n,
+            latency_sum_ns: sum,
+            start_ns: st.start_ns,
+            end_ns: st.end_ns,
+            new_orders,
+        }
     }
 }
 
@@ -332,14 +376,17 @@ fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
 }
 
 /// One measured run.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug)]
 struct RunOut {
     /// Virtual time the warm-up before it took.
     warmup_s: f64,
     tps: f64,
     /// TPC-C only.
     notpm: f64,
+    /// The measured window's length (at least --duration: it ends on a drained device).
+    window_s: f64,
     per: PerTxn,
+    consistency: Consistency,
 }
 
 /// Counters that the per-transaction figures are differences of.
@@ -490,24 +537,28 @@ fn run_one(
     e.checkpoint()?;
     let warmup_ns = warm_up(rig, &mut e, w, &loaded, terminals)?;
     let before = counters(e.store());
+    let busy0 = Busy::of(e.store());
     let start = e.now();
-    let (committed, lat_ns, end_ns, new_orders) =
-        w.run(&mut e, &loaded, terminals, seed, start, until_ns)?;
+    let ran = w.run(&mut e, &loaded, terminals, seed, start, until_ns)?;
     let after = counters(e.store());
-    let n = committed.max(1) as f64;
-    let secs = (end_ns - start) as f64 / 1e9;
+    let elapsed_ns = ran.end_ns - ran.start_ns;
+    let consistency = measure::check(measure::Window {
+        before: &busy0,
+        after: &Busy::of(e.store()),
+        elapsed_ns,
+        terminals,
+        terminals_run_throughout: true,
+        txns: ran.latency_txns,
+        latency_sum_ns: ran.latency_sum_ns,
+    });
+    let n = ran.counted.max(1) as f64;
+    let secs = elapsed_ns as f64 / 1e9;
+    let per_second = |x: u64| if secs > 0.0 { x as f64 / secs } else { 0.0 };
     Ok(RunOut {
         warmup_s: warmup_ns as f64 / 1e9,
-        tps: if secs > 0.0 {
-            committed as f64 / secs
-        } else {
-            0.0
-        },
-        notpm: if secs > 0.0 {
-            new_orders as f64 * 60.0 / secs
-        } else {
-            0.0
-        },
+        tps: per_second(ran.counted),
+        notpm: per_second(ran.new_orders) * 60.0,
+        window_s: secs,
         per: PerTxn {
             flash_reads: (after.reads - before.reads) as f64 / n,
             flash_programs: (after.programs - before.programs) as f64 / n,
@@ -517,8 +568,9 @@ fn run_one(
             translation_writes: (after.tw - before.tw) as f64 / n,
             controller_us: (after.ctrl_us - before.ctrl_us) / n,
             energy_joules: (after.joules - before.joules) / n,
-            latency_us: lat_ns / n / 1000.0,
+            latency_us: ran.latency_sum_ns / ran.latency_txns.max(1) as f64 / 1000.0,
         },
+        consistency,
     })
 }
 
@@ -672,18 +724,24 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         }
         "tpcc" => {
             let scale = args.scale.unwrap_or(1);
-            let c = match args.tpcc_reduced.as_deref() {
+            let mut c = match args.tpcc_reduced.as_deref() {
                 Some(&[items, customers]) => {
                     eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
                     kits::tpcc::TpccConfig::reduced(scale, items, customers)
                 }
                 _ => kits::tpcc::TpccConfig::spec(scale),
             };
+            c.home_warehouse = kits::tpcc::HomeWarehouse::parse(
+                args.home_warehouse.as_deref().unwrap_or("random"),
+            )?;
             c.validate()?;
             (Workload::Tpcc(c), scale)
         }
         other => bail!("compare runs --workload tpcb, tatp or tpcc, not '{other}'"),
     };
+    if args.home_warehouse.is_some() && !matches!(w, Workload::Tpcc(_)) {
+        bail!("--home-warehouse is TPC-C's (--workload tpcc)");
+    }
     if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
@@ -778,7 +836,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
             .iter()
             .zip(&results)
             .filter(|((row, _), _)| *row == r)
-            .filter_map(|(_, o)| *o)
+            .filter_map(|(_, o)| o.clone())
             .collect();
         let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
         let (m, sd) = mean_stdev(&tps);
@@ -797,6 +855,14 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
             runs_tps: tps.iter().map(|&x| r4(x)).collect(),
             warmup_seconds: r4(
                 runs.iter().map(|o| o.warmup_s).sum::<f64>() / runs.len().max(1) as f64
+            ),
+            window_seconds: r4(
+                runs.iter().map(|o| o.window_s).sum::<f64>() / runs.len().max(1) as f64
+            ),
+            consistency: Consistency::merge(
+                runs.iter()
+                    .enumerate()
+                    .map(|(k, o)| (format!("repeat {}", k + 1), &o.consistency)),
             ),
             per_txn: PerTxn {
                 flash_reads: r4(p.flash_reads),
@@ -819,6 +885,10 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         terminals: args.terminals,
         virtual_seconds: until_ns as f64 / 1e9,
         warmup: args.warmup.clone(),
+        home_warehouse: match w {
+            Workload::Tpcc(c) => Some(c.home_warehouse),
+            _ => None,
+        },
         device: Device {
             preset: rig.nand.name.clone(),
             blocks: g.blocks(),
@@ -832,6 +902,26 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     };
     if super::common::emit_json(args.json.as_deref(), &res)? {
         print_table(&res);
+    }
+    let violated: Vec<&str> = res
+        .rows
+        .iter()
+        .filter(|r| !r.consistency.is_ok())
+        .map(|r| r.storage.as_str())
+        .collect();
+    if !violated.is_empty() {
+        eprintln!(
+            "warning: {} scale {}: the measured windows of {} break a physical bound (consistency: violated); their figures are not results",
+            w.label(),
+            scale,
+            violated.join(", ")
+        );
+        if args.strict {
+            bail!(
+                "--strict: {} row(s) violated their consistency check",
+                violated.len()
+            );
+        }
     }
     Ok(())
 }
@@ -850,6 +940,16 @@ fn print_table(res: &CompareResult) {
         res.virtual_seconds,
         res.terminals,
         res.seed);
+    if let Some(h) = res.home_warehouse {
+        println!(
+            "home warehouse: {} ({})",
+            h.name(),
+            match h {
+                kits::tpcc::HomeWarehouse::Random => "drawn over all warehouses for every transaction, as the NoFTL paper's Shore-MT kit ran its single thread",
+                kits::tpcc::HomeWarehouse::Fixed => "one per terminal, the specification's clause 2.4.1.1",
+            }
+        );
+    }
     print!("{:<8}", "");
     for r in &res.rows {
         print!(" | {:^26}", r.storage);
@@ -903,7 +1003,25 @@ fn print_table(res: &CompareResult) {
             "{:<18} {:>10.2} {:>10.2} {:>10.4} {:>10.2} {:>10.2} {:>10.2} {:>12.2} {:>12.1} {:>11.1}",
             r.storage, p.flash_reads, p.flash_programs, p.flash_erases, p.gc_migrations, p.translation_reads, p.translation_writes, p.controller_us, p.energy_joules * 1e6, p.latency_us
         );
+        for v in &r.consistency.violations {
+            println!("{:<18} WARNING: violated: {v}", "");
+        }
     }
+    let checks: Vec<String> = res
+        .rows
+        .iter()
+        .map(|r| {
+            let f = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.3}"));
+            format!(
+                "{} {} (die {}, Little {})",
+                r.storage,
+                r.consistency.status,
+                f(r.consistency.die_busy_fraction_max),
+                f(r.consistency.little_law_ratio)
+            )
+        })
+        .collect();
+    println!("consistency of the measured windows: {}", checks.join(", "));
     println!("mapping us: DFTL and page on the device controller (400 MHz); native on the host (2.53 GHz), part of the engine's CPU time.");
     if res.workload == "tpcc" {
         let n: Vec<String> = res

@@ -9,20 +9,13 @@ use kits::tpcc::{self, NurandConsts, TpccConfig, TpccTerminal};
 use storage::sched::{run_virtual, VirtualOptions};
 use storage::{Engine, Result};
 
+use super::Ran;
+
 /// The load's seed: fixed, so that every row and repeat holds the same database.
 const LOAD_SEED: u64 = 0x7C;
 
 pub fn load(e: &mut Engine, cfg: TpccConfig) -> Result<tpcc::load::Loaded> {
     tpcc::load(e, cfg, LOAD_SEED, |_| {})
-}
-
-/// What one measured run gave: committed transactions, completed New-Orders (NOTPM counts
-/// the rolled-back 1% too), summed latency in ns, and the virtual end time.
-pub struct Ran {
-    pub committed: u64,
-    pub new_orders: u64,
-    pub latency_sum_ns: f64,
-    pub end_ns: u64,
 }
 
 pub fn run(
@@ -47,18 +40,15 @@ pub fn run(
             ..VirtualOptions::default()
         },
     )?;
-    Ok(Ran {
-        committed: terms.iter().map(|t| t.committed()).sum(),
-        new_orders: terms
+    Ok(Ran::new(
+        terms.iter().map(|t| t.committed()).sum(),
+        terms.iter().map(|t| &t.latency_ns),
+        &st,
+        terms
             .iter()
             .map(|t| t.counts.committed[0] + t.counts.rolled_back)
             .sum(),
-        latency_sum_ns: terms
-            .iter()
-            .map(|t| t.latency_ns.mean() * t.latency_ns.len() as f64)
-            .sum(),
-        end_ns: st.end_ns,
-    })
+    ))
 }
 
 pub const SEED_000: &str =

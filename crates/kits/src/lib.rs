@@ -11,3 +11,10 @@ mod settle;
 pub mod tatp;
 pub mod tpcb;
 pub mod tpcc;
+
+/// Pages for `rows` rows of `bytes_per_row` measured page space each on pages of `page_bytes`,
+/// plus 64 for the catalog and the first pages of every table and index.
+pub(crate) fn pages_for(rows: u64, bytes_per_row: u64, page_bytes: usize) -> u64 {
+    assert!(page_bytes > 0, "a page has a size");
+    rows.saturating_mul(bytes_per_row) / page_bytes as u64 + 64
+}

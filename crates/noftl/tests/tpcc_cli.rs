@@ -145,3 +145,27 @@ fn compare_tpcc_gives_the_figure_3_rows() {
     }
     assert_eq!(rows[0]["slowdown"], 1.0);
 }
+
+#[test]
+fn every_bench_refuses_a_device_too_small_for_its_database_before_loading() {
+    for (workload, scale) in [("tpcc", "25"), ("tpcb", "200"), ("tatp", "2000000")] {
+        for storage in ["native", "dftl", "memdisk"] {
+            let (ok, out, err) = noftl(&[
+                "bench",
+                workload,
+                "--storage",
+                storage,
+                "--scale",
+                scale,
+                "--duration",
+                "1s",
+            ]);
+            assert!(!ok, "{workload} {storage}: {out}");
+            assert!(
+                err.contains("needs about") && err.contains("blocks_per_plane="),
+                "{workload} {storage}: the size it needs and how to get it: {err}"
+            );
+            assert!(!err.contains("loading"), "refused before loading: {err}");
+        }
+    }
+}

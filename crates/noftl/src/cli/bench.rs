@@ -343,6 +343,42 @@ pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>
     })
 }
 
+/// Refuses, before anything is loaded, a store too small for the database (`need_pages`, the
+/// kit's estimate); returns the buffer pool's frames (`--buffer-pages`, or 2% of the estimate,
+/// at least 256).
+pub(super) fn sized_frames(
+    args: &BenchArgs,
+    store: &dyn PageStore,
+    need_pages: u64,
+    what: &str,
+) -> anyhow::Result<usize> {
+    let have_pages = store.db_pages();
+    if need_pages > have_pages {
+        let gib = |pages: u64| pages as f64 * args.page_size as f64 / f64::from(1u32 << 30);
+        let per_plane = args
+            .device
+            .load()
+            .map(|c| {
+                let g = &c.geometry;
+                let grow = need_pages as f64 / have_pages.max(1) as f64 * 1.15;
+                format!(
+                    " (for example --set geometry.blocks_per_plane={})",
+                    (f64::from(g.blocks_per_plane) * grow).ceil() as u64
+                )
+            })
+            .unwrap_or_default();
+        bail!(
+            "{what} needs about {need_pages} DB pages ({:.2} GiB) and {} offers {have_pages} ({:.2} GiB): use a larger device{per_plane} or a smaller --scale",
+            gib(need_pages),
+            store.name(),
+            gib(have_pages)
+        );
+    }
+    Ok(args
+        .buffer_pages
+        .unwrap_or(((need_pages as f64 * 0.02) as usize).max(256)))
+}
+
 /// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
 /// (one thread each); returns the engine, the terminals, the virtual time run and the group
 /// commit forces.
@@ -389,10 +425,12 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         accounts_per_branch: args.accounts_per_branch,
     };
     let (store, storage_name) = page_store(&args)?;
-    let db_pages_est = (cfg.rows() * 110 / args.page_size as u64) + 64;
-    let frames = args
-        .buffer_pages
-        .unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let frames = sized_frames(
+        &args,
+        &*store,
+        cfg.db_pages_estimate(args.page_size),
+        &format!("TPC-B scale {}", args.scale),
+    )?;
     let ecfg = EngineConfig {
         buffer_frames: frames,
         ..EngineConfig::default()

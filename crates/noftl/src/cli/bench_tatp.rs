@@ -76,11 +76,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         subscribers: args.scale,
     };
     let (store, storage_name) = page_store(&args)?;
-    // About 250 bytes of rows and keys per subscriber, all tables together.
-    let db_pages_est = u64::from(cfg.subscribers) * 250 / args.page_size as u64 + 64;
-    let frames = args
-        .buffer_pages
-        .unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let frames = super::bench::sized_frames(
+        &args,
+        &*store,
+        cfg.db_pages_estimate(args.page_size),
+        &format!("TATP with {} subscribers", cfg.subscribers),
+    )?;
     let mut e = Engine::create(
         store,
         EngineConfig {

@@ -106,11 +106,12 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         eprintln!("note: REDUCED TPC-C population ({} items, {} customers per district): not the specification's", cfg.items, cfg.customers_per_district);
     }
     let (st, storage_name) = page_store(args)?;
-    // About 130 bytes per row on average, slotted-page and index overhead included.
-    let db_pages_est = cfg.rows_estimate() * 130 / args.page_size as u64 + 64;
-    let frames = args
-        .buffer_pages
-        .unwrap_or(((db_pages_est as f64 * 0.02) as usize).max(256));
+    let frames = super::sized_frames(
+        args,
+        &*st,
+        cfg.db_pages_estimate(args.page_size),
+        &format!("TPC-C scale {}", args.scale),
+    )?;
     let mut e = Engine::create(
         st,
         EngineConfig {

@@ -517,14 +517,22 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
     })
 }
 
-fn run_one(
+/// One row: the store is built, loaded and warmed up once, then measured `repeat` times in
+/// consecutive windows of the same steady-state run (batch means: window k draws the inputs of
+/// seed + k, the same on every row). `progress` is told each window's throughput.
+#[allow(clippy::too_many_arguments)]
+fn run_row(
     rig: &Rig,
     row: usize,
     w: Workload,
     terminals: u32,
     seed: u64,
+    repeat: u32,
     until_ns: u64,
-) -> anyhow::Result<RunOut> {
+    progress: &(dyn Fn(u32, &RunOut) + Sync),
+) -> anyhow::Result<Vec<RunOut>> {
+    let name = ROWS[row].0;
+    let wall = std::time::Instant::now();
     let store = build_store(rig, row)?;
     let mut e = Engine::create(
         store,
@@ -535,11 +543,46 @@ fn run_one(
     )?;
     let loaded = w.load(&mut e)?;
     e.checkpoint()?;
+    let load_s = wall.elapsed().as_secs_f64();
     let warmup_ns = warm_up(rig, &mut e, w, &loaded, terminals)?;
+    eprintln!(
+        "{name}: loaded in {load_s:.1} s, warmed up in {:.1} s wall ({:.1} s virtual)",
+        wall.elapsed().as_secs_f64() - load_s,
+        warmup_ns as f64 / 1e9
+    );
+    let mut outs = Vec::new();
+    for k in 0..repeat {
+        let out = measure_window(
+            &mut e,
+            &loaded,
+            w,
+            terminals,
+            seed.wrapping_add(u64::from(k)),
+            until_ns,
+            warmup_ns,
+        )?;
+        progress(k, &out);
+        outs.push(out);
+        // A window stops at a time: end what it left open before the next one starts.
+        e.quiesce()?;
+    }
+    Ok(outs)
+}
+
+/// One measured window on a warmed-up engine.
+fn measure_window(
+    e: &mut Engine,
+    loaded: &Loaded,
+    w: Workload,
+    terminals: u32,
+    seed: u64,
+    until_ns: u64,
+    warmup_ns: u64,
+) -> anyhow::Result<RunOut> {
     let before = counters(e.store());
     let busy0 = Busy::of(e.store());
     let start = e.now();
-    let ran = w.run(&mut e, &loaded, terminals, seed, start, until_ns)?;
+    let ran = w.run(e, loaded, terminals, seed, start, until_ns)?;
     let after = counters(e.store());
     let elapsed_ns = ran.end_ns - ran.start_ns;
     let consistency = measure::check(measure::Window {
@@ -774,47 +817,51 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         rig.spare * 100.0,
         rig.frames
     );
-    let jobs: Vec<(usize, u32)> = selected
-        .iter()
-        .copied()
-        .flat_map(|r| (0..args.repeat).map(move |k| (r, k)))
-        .collect();
-    let results: Mutex<Vec<Option<RunOut>>> = Mutex::new(vec![None; jobs.len()]);
+    let results: Mutex<Vec<Option<Vec<RunOut>>>> = Mutex::new(vec![None; selected.len()]);
     let next = AtomicUsize::new(0);
     let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let done = AtomicUsize::new(0);
+    let windows = selected.len() * args.repeat as usize;
     std::thread::scope(|s| {
-        for _ in 0..args.jobs.clamp(1, jobs.len()) {
+        for _ in 0..args.jobs.clamp(1, selected.len()) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= jobs.len() {
+                if i >= selected.len() {
                     break;
                 }
-                let (row, k) = jobs[i];
-                match run_one(
+                let row = selected[i];
+                let progress = |k: u32, out: &RunOut| {
+                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    eprintln!(
+                        "[{n}/{windows}] {} repeat {}: {:.1} tx/s{}",
+                        ROWS[row].0,
+                        k + 1,
+                        out.tps,
+                        if out.consistency.is_ok() {
+                            ""
+                        } else {
+                            " (consistency: violated)"
+                        }
+                    );
+                };
+                match run_row(
                     &rig,
                     row,
                     w,
                     args.terminals,
-                    args.seed.wrapping_add(u64::from(k)),
+                    args.seed,
+                    args.repeat,
                     until_ns,
+                    &progress,
                 ) {
-                    Ok(out) => {
-                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        eprintln!(
-                            "[{n}/{}] {} repeat {}: {:.1} tx/s",
-                            jobs.len(),
-                            ROWS[row].0,
-                            k + 1,
-                            out.tps
-                        );
+                    Ok(outs) => {
                         if let Ok(mut r) = results.lock() {
-                            r[i] = Some(out);
+                            r[i] = Some(outs);
                         }
                     }
                     Err(e) => {
                         if let Ok(mut f) = failed.lock() {
-                            f.get_or_insert(e.context(format!("{} repeat {}", ROWS[row].0, k + 1)));
+                            f.get_or_insert(e.context(ROWS[row].0));
                         }
                         break;
                     }
@@ -832,12 +879,12 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     let mut native_tps = 0.0;
     for &r in &selected {
         let name = ROWS[r].0;
-        let runs: Vec<RunOut> = jobs
+        let runs: Vec<RunOut> = selected
             .iter()
             .zip(&results)
-            .filter(|((row, _), _)| *row == r)
-            .filter_map(|(_, o)| o.clone())
-            .collect();
+            .filter(|(row, _)| **row == r)
+            .find_map(|(_, o)| o.clone())
+            .unwrap_or_default();
         let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
         let (m, sd) = mean_stdev(&tps);
         let notpm = matches!(w, Workload::Tpcc(_))

@@ -45,6 +45,7 @@ use std::sync::Mutex;
 use anyhow::bail;
 use clap::Args;
 use ftl::{FtlOptions, MemDisk};
+use indicatif::{ProgressBar, ProgressStyle};
 use kits::tatp::{self, TatpConfig, TatpTerminal};
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use nand::{DeviceConfig, Nand};
@@ -226,12 +227,26 @@ impl Workload {
             Workload::Tpcc(_) => "TPC-C",
         }
     }
-    fn load(&self, e: &mut Engine) -> anyhow::Result<Loaded> {
+    fn load(&self, e: &mut Engine, progress: &dyn Fn(u64)) -> anyhow::Result<Loaded> {
         Ok(match *self {
-            Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load(e, c, |_| {})?),
-            Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, |_| {})?),
-            Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c)?),
+            Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load(e, c, progress)?),
+            Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, progress)?),
+            Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c, progress)?),
         })
+    }
+    fn db_pages_estimate(&self) -> u64 {
+        match self {
+            Workload::Tpcb(c) => c.db_pages_estimate(4096),
+            Workload::Tatp(c, _) => c.db_pages_estimate(4096),
+            Workload::Tpcc(c) => c.db_pages_estimate(4096),
+        }
+    }
+    fn rows_estimate(&self) -> u64 {
+        match self {
+            Workload::Tpcb(c) => c.rows(),
+            Workload::Tatp(c, _) => c.rows_estimate(),
+            Workload::Tpcc(c) => c.rows_estimate(),
+        }
     }
     /// Runs the terminals for `until_ns` of virtual time from `start` (the measured window of
     /// storage::sched::run_virtual).
@@ -469,8 +484,19 @@ fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
     })
 }
 
-/// Measures the database (loaded on a RAM disk) and sizes the device for it.
-fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
+/// The database, loaded once on a RAM disk: measured to size the device, then copied onto
+/// every row's store (`Engine::copy_to`) instead of being loaded again row by row.
+struct Probe {
+    engine: Mutex<Engine>,
+    loaded: Loaded,
+}
+
+/// Loads the database on a RAM disk, measures it and sizes the device for it.
+fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
+    let cfg = args.device.load()?;
+    if cfg.geometry.page_size_bytes != 4096 {
+        bail!("compare needs 4 KiB flash pages (the FTLs map 4 KiB logical pages one to one)");
+    }
     let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
     let mut e = Engine::create(
         Box::new(probe),
@@ -479,16 +505,24 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
             ..EngineConfig::default()
         },
     )?;
-    w.load(&mut e)?;
+    let bar = ProgressBar::new(w.rows_estimate());
+    bar.set_style(
+        ProgressStyle::with_template("loading {wide_bar} {pos}/~{len} rows ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let wall = std::time::Instant::now();
+    let loaded_handles = w.load(&mut e, &|n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    eprintln!(
+        "loaded {} once in {:.1} s (every store gets a page-by-page copy of it)",
+        w.label(),
+        wall.elapsed().as_secs_f64()
+    );
     let loaded = e.stats().pages_allocated + 2;
     let db_pages = loaded + loaded / 10 + 256;
     let log_blocks = (db_pages / 8).clamp(256, 16384);
     let logical = 2 + log_blocks + db_pages;
-    let cfg = args.device.load()?;
     let g = &cfg.geometry;
-    if g.page_size_bytes != 4096 {
-        bail!("compare needs 4 KiB flash pages (the FTLs map 4 KiB logical pages one to one)");
-    }
     let ppb = u64::from(g.pages_per_block);
     let dies = u64::from(g.dies());
     let planes = u64::from(g.channels * g.chips_per_channel * g.dies_per_chip * g.planes_per_die);
@@ -507,14 +541,20 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
     let t = (blocks_per_plane * planes - (dies + 2)) * ppb;
     let spare = 1.0 - logical as f64 / t as f64;
     let frames = ((db_pages as f64 * 0.02) as usize).max(256);
-    Ok(Rig {
-        nand: cfg,
-        spare,
-        log_blocks,
-        frames,
-        db_pages,
-        warmup: parse_warmup(&args.warmup)?,
-    })
+    Ok((
+        Rig {
+            nand: cfg,
+            spare,
+            log_blocks,
+            frames,
+            db_pages,
+            warmup: parse_warmup(&args.warmup)?,
+        },
+        Probe {
+            engine: Mutex::new(e),
+            loaded: loaded_handles,
+        },
+    ))
 }
 
 /// One row: the store is built, loaded and warmed up once, then measured `repeat` times in
@@ -523,6 +563,7 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<Rig> {
 #[allow(clippy::too_many_arguments)]
 fn run_row(
     rig: &Rig,
+    probe: &Probe,
     row: usize,
     w: Workload,
     terminals: u32,
@@ -534,19 +575,22 @@ fn run_row(
     let name = ROWS[row].0;
     let wall = std::time::Instant::now();
     let store = build_store(rig, row)?;
-    let mut e = Engine::create(
-        store,
-        EngineConfig {
-            buffer_frames: rig.frames,
-            ..EngineConfig::default()
-        },
-    )?;
-    let loaded = w.load(&mut e)?;
-    e.checkpoint()?;
+    let mut e = probe
+        .engine
+        .lock()
+        .map_err(|_| anyhow::anyhow!("a worker panicked while copying the database"))?
+        .copy_to(
+            store,
+            EngineConfig {
+                buffer_frames: rig.frames,
+                ..EngineConfig::default()
+            },
+        )?;
+    let loaded = probe.loaded;
     let load_s = wall.elapsed().as_secs_f64();
     let warmup_ns = warm_up(rig, &mut e, w, &loaded, terminals)?;
     eprintln!(
-        "{name}: loaded in {load_s:.1} s, warmed up in {:.1} s wall ({:.1} s virtual)",
+        "{name}: copied in {load_s:.1} s, warmed up in {:.1} s wall ({:.1} s virtual)",
         wall.elapsed().as_secs_f64() - load_s,
         warmup_ns as f64 / 1e9
     );
@@ -745,6 +789,42 @@ fn available_memory_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// How many rows can run at once: each holds a device of `device_bytes` in RAM, beside the
+/// loaded database's `probe_bytes`. Fewer than asked (down to one, said on standard error) when
+/// that many do not fit in 90% of the available memory; an error when not even one does.
+fn jobs_that_fit(
+    scale: u32,
+    device_bytes: u64,
+    probe_bytes: u64,
+    jobs: usize,
+) -> anyhow::Result<usize> {
+    let Some(avail) = available_memory_bytes() else {
+        return Ok(jobs);
+    };
+    let budget = avail / 10 * 9;
+    let need = |j: usize| probe_bytes + device_bytes * j as u64;
+    let fit = (1..=jobs).rev().find(|&j| need(j) <= budget);
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    match fit {
+        Some(j) if j == jobs => Ok(j),
+        Some(j) => {
+            eprintln!(
+                "note: scale {scale}: {jobs} devices of {:.1} GiB do not fit in {:.1} GiB of available memory: running {j} at a time",
+                gib(device_bytes),
+                gib(avail)
+            );
+            Ok(j)
+        }
+        None => bail!(
+            "scale {scale} needs about {:.1} GiB of RAM (a device of {:.1} GiB and the loaded database of {:.1} GiB), and {:.1} GiB is available: use a larger machine",
+            gib(need(1)),
+            gib(device_bytes),
+            gib(probe_bytes),
+            gib(avail)
+        ),
+    }
+}
+
 fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     let (w, scale) = match args.workload.as_str() {
         "tpcb" => {
@@ -791,22 +871,24 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     let until_ns = super::bench::parse_duration_ns(&args.duration)?;
     parse_warmup(&args.warmup)?; // refused before the long load, not after it
     let selected = parse_stores(&args.stores)?;
+    // Refused before the long load, from the kit's estimate of the database's size.
+    let est_pages = w.db_pages_estimate();
+    jobs_that_fit(
+        scale,
+        ((est_pages + est_pages / 8) as f64 * 4096.0 / (1.0 - args.op)) as u64,
+        est_pages * 4096,
+        1,
+    )?;
     eprintln!("measuring the database of {} scale {scale} ...", w.label());
-    let rig = size_rig(args, w)?;
+    let (rig, probe) = size_rig(args, w)?;
     let g = &rig.nand.geometry;
-    // Every device keeps its data in RAM: refuse up front rather than fail (or swap) half-way.
-    let need_bytes = g.capacity_bytes() * args.jobs.clamp(1, ROWS.len()) as u64;
-    if let Some(avail) = available_memory_bytes() {
-        if need_bytes > avail / 10 * 9 {
-            bail!(
-                "scale {scale} needs about {:.1} GiB of RAM for {} device(s) of {:.1} GiB, and {:.1} GiB is available: use --jobs 1 or a larger machine",
-                need_bytes as f64 / (1u64 << 30) as f64,
-                args.jobs.clamp(1, ROWS.len()),
-                g.capacity_bytes() as f64 / (1u64 << 30) as f64,
-                avail as f64 / (1u64 << 30) as f64
-            );
-        }
-    }
+    // Every device keeps its data in RAM, and so does the loaded database they are copied from.
+    let jobs = jobs_that_fit(
+        scale,
+        g.capacity_bytes(),
+        rig.db_pages * 4096,
+        args.jobs.clamp(1, selected.len()),
+    )?;
     eprintln!(
         "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
         rig.nand.name,
@@ -823,7 +905,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     let done = AtomicUsize::new(0);
     let windows = selected.len() * args.repeat as usize;
     std::thread::scope(|s| {
-        for _ in 0..args.jobs.clamp(1, selected.len()) {
+        for _ in 0..jobs {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= selected.len() {
@@ -846,6 +928,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
                 };
                 match run_row(
                     &rig,
+                    &probe,
                     row,
                     w,
                     args.terminals,

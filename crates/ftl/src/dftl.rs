@@ -136,6 +136,10 @@ pub struct Variant {
     pub tpage_copy_cycles: u64,
     /// Per page trimmed: its lookup.
     pub trim_lookup_cycles: u64,
+    /// Every translation page is written (all entries unmapped) when the device is formatted,
+    /// so that every miss reads one (the original DFTL's format); else a translation page is
+    /// first written when an entry of it is written back.
+    pub writes_tpages_at_format: bool,
     /// A superseded copy (a data page overwritten, a translation page rewritten) is marked
     /// invalid in its OOB by a partial program (`oob::INVALID_MARK`), as an FTL that keeps page
     /// status in the OOB does.
@@ -313,6 +317,7 @@ impl MapCache for Cmt {
             writeback_entry_cycles: WRITEBACK_ENTRY_CYCLES,
             tpage_copy_cycles: TPAGE_COPY_CYCLES,
             trim_lookup_cycles: LOOKUP_CYCLES,
+            writes_tpages_at_format: false,
             marks_invalid: false,
         })
     }
@@ -485,15 +490,35 @@ impl<C: MapCache> DftlCore<C> {
         let variant = C::variant(opts, &nand, capacity)?;
         let page_bytes = nand.geometry().page_size_bytes as usize;
         let at = nand.now_ns();
-        let (space, _) = FlashSpace::format(nand, variant.space.clone(), at)?;
-        Ok(Self::assemble(
+        let (space, t) = FlashSpace::format(nand, variant.space.clone(), at)?;
+        let mut d = Self::assemble(
             space,
             capacity,
             opts,
             variant,
             vec![UNMAPPED; capacity as usize],
             Journal::new(capacity, page_bytes, JOURNAL),
-        ))
+        );
+        d.write_format_tpages(t)?;
+        Ok(d)
+    }
+
+    /// A variant that writes every translation page at format (`Variant::writes_tpages_at_format`)
+    /// writes the ones not on flash (all of them after a format; after a power cut during one,
+    /// those it had not reached). The work is the format's, not the host's.
+    fn write_format_tpages(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let mut t = at_ns;
+        if self.variant.writes_tpages_at_format {
+            for v in 0..self.gtd.len() as u64 {
+                if self.gtd[v as usize] == UNMAPPED {
+                    t = self.write_tpage(t, v, false)?;
+                    t = self.settle(t)?;
+                }
+            }
+            self.charged = self.space.counts();
+        }
+        self.c = Counters::new(self.space.nand());
+        Ok(t)
     }
 
     /// Recovers DFTL from a device that holds its data: rebuilds the map from the OOB scan
@@ -546,7 +571,8 @@ impl<C: MapCache> DftlCore<C> {
             t = d.write_tpage(t, v, false)?;
             t = d.settle(t)?;
         }
-        d.c = Counters::new(d.space.nand()); // recovery's own programs are not the host's
+        // Recovery's own programs are not the host's.
+        d.write_format_tpages(t)?;
         Ok(d)
     }
 

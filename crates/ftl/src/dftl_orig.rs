@@ -21,8 +21,9 @@
 //!   full: room in ghost first (if ghost is full, scan ghost for its minimum-age entry and evict
 //!   it, writing a dirty one back alone: read its translation page, update that one entry, write
 //!   the page; else a linear search of ghost for a free slot), then scan real for its
-//!   minimum-age entry and move it to ghost. Then the translation page is read (if the page was
-//!   ever written) and the entry enters real, clean.
+//!   minimum-age entry and move it to ghost. Then the translation page is read and the entry
+//!   enters real, clean. Every translation page is written (all entries unmapped) when the
+//!   device is formatted, so every miss reads one (`Variant::writes_tpages_at_format`).
 //! - **Invalidation in the OOB.** Overwriting a page programs the OOB status field of the old
 //!   copy (a partial program "with delay"), as does rewriting a translation page for its old
 //!   copy. Our OOB record has no status field, so the mark clears the record's kind byte
@@ -49,9 +50,7 @@
 //! (the shared `FlashSpace`); static wear levelling is off (the original has none);
 //! trims are ours (the original has none): journal records as in `dftl`; the original's check
 //! of the mapped page's OOB on every request copies host memory only (no delay) and is part of
-//! the lookup's instructions; the original writes every translation page when it formats, so
-//! every miss reads one, while ours reads only translation pages ever written (a miss in a range
-//! never written reads nothing, as in `dftl`); a victim and a free-block search are charged over all blocks,
+//! the lookup's instructions; a victim and a free-block search are charged over all blocks,
 //! though the original stops at a fully invalid block or a never-erased free block (an upper
 //! bound: 8 cycles per block, 13 us per search on 4,096 blocks, against an erase of 700 us).
 //!
@@ -331,6 +330,7 @@ impl MapCache for TwoLevel {
             writeback_entry_cycles: 10 + access,
             tpage_copy_cycles: 4096 / 8 + 100,
             trim_lookup_cycles: 20 + access,
+            writes_tpages_at_format: true,
             marks_invalid: true,
         })
     }

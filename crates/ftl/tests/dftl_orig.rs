@@ -142,6 +142,34 @@ fn a_miss_on_a_full_cache_scans_both_arrays_and_a_ghost_hit_promotes() {
 }
 
 #[test]
+fn every_translation_page_is_written_at_format_so_every_miss_reads_one() {
+    let d = DftlOrig::new(tiny(&[]), &opts(0.02)).unwrap();
+    let tpages = d.capacity_pages().div_ceil(1024);
+    assert_eq!(d.counts().translation_writes, tpages);
+    let mut d: Box<dyn BlockDevice> = Box::new(d);
+    assert_eq!(
+        d.report().waf,
+        0.0,
+        "the format's programs are not the host's"
+    );
+    let mut buf = vec![1u8; PAGE];
+    d.read(0, 7, &mut buf).unwrap();
+    assert_eq!(buf, vec![0; PAGE]);
+    assert_eq!(
+        d.report().translation_reads,
+        1,
+        "a miss reads its translation page"
+    );
+    // Our DFTL writes a translation page first when it writes an entry back.
+    let mut d = build("dftl", tiny(&[]), &opts(0.02)).unwrap();
+    d.read(0, 7, &mut buf).unwrap();
+    assert_eq!(
+        (d.report().translation_reads, d.report().translation_writes),
+        (0, 0)
+    );
+}
+
+#[test]
 fn an_overwrite_marks_the_old_copy_invalid_in_its_oob() {
     let mut d = DftlOrig::new(tiny(&[]), &opts(0.02)).unwrap();
     let t = d.write(0, 5, &[1; PAGE], false).unwrap();

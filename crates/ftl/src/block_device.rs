@@ -79,8 +79,12 @@ pub struct FtlReport {
     pub cmt_hit_ratio: Option<f64>,
     pub translation_reads: u64,
     pub translation_writes: u64,
-    /// Controller CPU time spent on mapping work, microseconds.
+    /// CPU time spent on mapping work, microseconds: the device controller's, or for flash
+    /// management that runs on the host (`dftl-orig`, the NoFTL store) the host's.
     pub controller_busy_us: f64,
+    /// The part of `controller_busy_us` spent on the host's CPU (0 for FTLs inside a device).
+    #[serde(default)]
+    pub host_cpu_us: f64,
 }
 
 /// Host and GC counters of one FTL instance, plus the device's program count when the instance
@@ -125,6 +129,7 @@ impl Counters {
             translation_reads: 0,
             translation_writes: 0,
             controller_busy_us: ctrl.busy_us(),
+            host_cpu_us: 0.0,
         }
     }
 }

@@ -48,6 +48,11 @@
 //! | entry written back (batch)       | 50     | 10 instr. + 1 DRAM per entry                      |
 //! | translation page (de)serialise   | 612    | a 4 KiB copy at 8 bytes/cycle + 100 instr.        |
 //! | GC move, victim selection        | as page FTL (`options.rs`)                          |
+//!
+//! The flash side described here (translation pages, GTD, lazy GC fixes, trims, checkpoints,
+//! recovery) is `DftlCore`, generic over its cached mapping table ([`MapCache`]): [`Dftl`] is it
+//! with the CMT above; `dftl_orig.rs` plugs in the two-level cache of the DFTL that NoFTL
+//! (VLDB 2013) measured, with its own costs and flash habits ([`Variant`]).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -57,19 +62,20 @@ use nand::{Nand, NandError, Nanos, Ppn, Purpose};
 use crate::block_device::{
     check_range, check_request, BlockDevice, Counters, FtlError, FtlReport, LOGICAL_PAGE_BYTES,
 };
-use crate::controller::Controller;
+use crate::controller::{Controller, ControllerConfig};
 use crate::journal::{scan, Journal, UNMAPPED};
 use crate::oob::{OobRecord, PageKind};
 use crate::options::{
-    charge_gc_work, page_mapped_capacity, read_mapped, space_device_methods, space_report,
-    FtlOptions, DRAM_ACCESS_CYCLES, LOOKUP_CYCLES,
+    charge_space_work, page_mapped_capacity, read_mapped, space_device_methods, space_report,
+    FtlOptions, SpaceWorkCycles, DRAM_ACCESS_CYCLES, LOOKUP_CYCLES,
 };
-use crate::space::{FlashSpace, LivePage, Move, SpaceCounts};
+use crate::space::{FlashSpace, LivePage, Move, SpaceConfig, SpaceCounts};
 
 const DATA: u8 = 0;
 const TRANSLATION: u8 = 1;
 const JOURNAL: u8 = 2;
-const STREAMS: u8 = 3;
+/// Streams of a DFTL's space: host data, translation pages, journal.
+pub(crate) const STREAMS: u8 = 3;
 
 const HIT_CYCLES: u64 = 30 + 3 * DRAM_ACCESS_CYCLES;
 const MISS_CYCLES: u64 = 50 + 4 * DRAM_ACCESS_CYCLES;
@@ -77,7 +83,7 @@ const DATA_UPDATE_CYCLES: u64 = 40 + 3 * DRAM_ACCESS_CYCLES;
 const WRITEBACK_ENTRY_CYCLES: u64 = 10 + DRAM_ACCESS_CYCLES;
 const TPAGE_COPY_CYCLES: u64 = 4096 / 8 + 100;
 /// Bytes per translation entry and per GTD entry.
-const ENTRY_BYTES: u64 = 4;
+pub(crate) const ENTRY_BYTES: u64 = 4;
 /// Bytes per cached entry as DFTL counts them: logical and physical page number.
 const CMT_ENTRY_BYTES: u64 = 8;
 const NIL: u32 = u32::MAX;
@@ -101,6 +107,83 @@ impl Hasher for LpnHasher {
     }
 }
 
+/// A mapping evicted from a cache to make room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    pub lpn: u64,
+    pub ppn: u32,
+    pub dirty: bool,
+}
+
+/// What differs between DFTL variants outside their cache: where the mapping work runs, what it
+/// costs, and how the variant treats the flash.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// Name prefix in results ("dftl", "dftl-orig").
+    pub kind: &'static str,
+    /// The processor doing the mapping work (device controller or host).
+    pub clock: ControllerConfig,
+    /// The mapping work runs on the host (reported as `host_cpu_us` too).
+    pub on_host: bool,
+    pub space: SpaceConfig,
+    /// Cycles of the space's GC work (page moves, victim and free-block searches).
+    pub space_work: SpaceWorkCycles,
+    /// Per page written: the data write's map update.
+    pub data_update_cycles: u64,
+    /// Per entry copied into a translation page written back.
+    pub writeback_entry_cycles: u64,
+    /// Per translation page (de)serialised.
+    pub tpage_copy_cycles: u64,
+    /// Per page trimmed: its lookup.
+    pub trim_lookup_cycles: u64,
+    /// Every translation page is written (all entries unmapped) when the device is formatted,
+    /// so that every miss reads one (the original DFTL's format); else a translation page is
+    /// first written when an entry of it is written back.
+    pub writes_tpages_at_format: bool,
+    /// A superseded copy (a data page overwritten, a translation page rewritten) is marked
+    /// invalid in its OOB by a partial program (`oob::INVALID_MARK`), as an FTL that keeps page
+    /// status in the OOB does.
+    pub marks_invalid: bool,
+}
+
+/// The cached mapping table of a DFTL variant: which mappings are cached, what a hit, a miss and
+/// an eviction do and cost. Slots (`u32`) name cached entries until they are evicted.
+pub trait MapCache: std::fmt::Debug + Send + Sized {
+    /// The variant's costs and habits for `opts` on a DFTL of `capacity` logical pages; bad
+    /// options are refused here, before the device is touched.
+    fn variant(opts: &FtlOptions, nand: &Nand, capacity: u64) -> Result<Variant, FtlError>;
+    /// The empty cache for `opts` on a DFTL of `capacity` logical pages in `tpages` translation
+    /// pages of `per_tpage` entries.
+    fn build(opts: &FtlOptions, capacity: u64, tpages: u64, per_tpage: u64) -> Self;
+    /// Entries it can hold.
+    fn capacity(&self) -> usize;
+    /// Entries it holds.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The slot of `lpn`, if cached (no change of recency).
+    fn get(&self, lpn: u64) -> Option<u32>;
+    fn ppn(&self, s: u32) -> u32;
+    fn lpn(&self, s: u32) -> u64;
+    /// Points slot `s` at `ppn` and marks it dirty; returns the page it pointed at.
+    fn remap(&mut self, s: u32, ppn: u32) -> u32;
+    /// A lookup that hit slot `s`: updates recency; returns the entry's slot now and the cycles.
+    fn hit(&mut self, s: u32) -> (u32, u64);
+    /// A lookup that missed: makes room for one entry (evicting one if full) and returns the
+    /// evicted entry, if any, and the cycles of the miss bookkeeping.
+    fn make_room(&mut self) -> (Option<Evicted>, u64);
+    /// Caches `lpn -> ppn`, clean (room was made).
+    fn insert(&mut self, lpn: u64, ppn: u32) -> u32;
+    /// The cached dirty entries of translation page `v` that are written back with it: copied
+    /// to `flash_map` and marked clean. Returns how many.
+    fn write_back_with(&mut self, v: u64, flash_map: &mut [u32]) -> u64;
+    /// The translation pages FLUSH writes back, in order.
+    fn flush_tpages(&self, per_tpage: u64) -> Vec<u64>;
+    /// Host or controller RAM for mapping, bytes, with a GTD of `tpages` entries.
+    fn mapping_bytes(&self, tpages: u64) -> u64;
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     lpn: u64,
@@ -115,7 +198,7 @@ struct Entry {
 /// The Cached Mapping Table: a slab of entries, a hash index, an LRU list and, per
 /// translation page, the list of its cached entries (for batch updates).
 #[derive(Debug)]
-struct Cmt {
+pub struct Cmt {
     entries: Vec<Entry>,
     index: HashMap<u64, u32, BuildHasherDefault<LpnHasher>>,
     free: Vec<u32>,
@@ -138,15 +221,6 @@ impl Cmt {
             capacity,
             per_tpage,
         }
-    }
-
-    fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    #[inline]
-    fn get(&self, lpn: u64) -> Option<u32> {
-        self.index.get(&lpn).copied()
     }
 
     fn unlink_lru(&mut self, s: u32) {
@@ -231,15 +305,117 @@ impl Cmt {
     }
 }
 
+impl MapCache for Cmt {
+    fn variant(opts: &FtlOptions, _nand: &Nand, _capacity: u64) -> Result<Variant, FtlError> {
+        Ok(Variant {
+            kind: "dftl",
+            clock: opts.controller.clone(),
+            on_host: false,
+            space: opts.space_config(STREAMS),
+            space_work: SpaceWorkCycles::page_ftl(opts.gc),
+            data_update_cycles: DATA_UPDATE_CYCLES,
+            writeback_entry_cycles: WRITEBACK_ENTRY_CYCLES,
+            tpage_copy_cycles: TPAGE_COPY_CYCLES,
+            trim_lookup_cycles: LOOKUP_CYCLES,
+            writes_tpages_at_format: false,
+            marks_invalid: false,
+        })
+    }
+    fn build(opts: &FtlOptions, capacity: u64, tpages: u64, per_tpage: u64) -> Self {
+        Cmt::new(cached_entries(opts, capacity), tpages, per_tpage)
+    }
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+    #[inline]
+    fn get(&self, lpn: u64) -> Option<u32> {
+        self.index.get(&lpn).copied()
+    }
+    fn ppn(&self, s: u32) -> u32 {
+        self.entries[s as usize].ppn
+    }
+    fn lpn(&self, s: u32) -> u64 {
+        self.entries[s as usize].lpn
+    }
+    fn remap(&mut self, s: u32, ppn: u32) -> u32 {
+        let e = &mut self.entries[s as usize];
+        e.dirty = true;
+        std::mem::replace(&mut e.ppn, ppn)
+    }
+    fn hit(&mut self, s: u32) -> (u32, u64) {
+        self.touch(s);
+        (s, HIT_CYCLES)
+    }
+    /// Evicts the LRU entry when full.
+    fn make_room(&mut self) -> (Option<Evicted>, u64) {
+        if self.len() < self.capacity {
+            return (None, HIT_CYCLES + MISS_CYCLES);
+        }
+        let s = self.lru;
+        debug_assert!(s != NIL);
+        let Entry {
+            lpn, ppn, dirty, ..
+        } = self.entries[s as usize];
+        self.remove(s);
+        (Some(Evicted { lpn, ppn, dirty }), HIT_CYCLES + MISS_CYCLES)
+    }
+    fn insert(&mut self, lpn: u64, ppn: u32) -> u32 {
+        Cmt::insert(self, lpn, ppn)
+    }
+    /// Every dirty cached entry of the page (DFTL's batch update).
+    fn write_back_with(&mut self, v: u64, flash_map: &mut [u32]) -> u64 {
+        let mut n = 0;
+        let mut s = self.by_tpage[v as usize];
+        while s != NIL {
+            let e = &mut self.entries[s as usize];
+            if e.dirty {
+                flash_map[e.lpn as usize] = e.ppn;
+                e.dirty = false;
+                n += 1;
+            }
+            s = e.tnext;
+        }
+        n
+    }
+    /// Every translation page with a dirty cached entry.
+    fn flush_tpages(&self, per_tpage: u64) -> Vec<u64> {
+        let mut dirty: Vec<u64> = self
+            .index
+            .values()
+            .filter(|&&s| self.entries[s as usize].dirty)
+            .map(|&s| self.entries[s as usize].lpn / per_tpage)
+            .collect();
+        dirty.sort_unstable();
+        dirty.dedup();
+        dirty
+    }
+    /// 8 bytes per CMT entry, as DFTL counts them.
+    fn mapping_bytes(&self, tpages: u64) -> u64 {
+        self.capacity as u64 * CMT_ENTRY_BYTES + tpages * ENTRY_BYTES
+    }
+}
+
+/// Entries cached for `opts.cache_fraction` of `capacity` mappings (at least one, at most all).
+pub(crate) fn cached_entries(opts: &FtlOptions, capacity: u64) -> usize {
+    ((opts.cache_fraction * capacity as f64).round() as usize).clamp(1, capacity as usize)
+}
+
 /// DFTL. See the module documentation.
+pub type Dftl = DftlCore<Cmt>;
+
+/// The flash side of a DFTL variant, over its cache `C`. See the module documentation.
 #[derive(Debug)]
-pub struct Dftl {
+pub struct DftlCore<C: MapCache> {
     space: FlashSpace,
     capacity: u64,
     per_tpage: u64,
     gtd: Vec<u32>,
     flash_map: Vec<u32>,
-    cmt: Cmt,
+    cache: C,
+    variant: Variant,
     pending: Vec<(u64, u32)>,
     ctrl: Controller,
     journal: Journal,
@@ -253,6 +429,7 @@ pub struct Dftl {
     translation_writes: u64,
     dirty_evictions: u64,
     gc_fix_writes: u64,
+    invalid_marks: u64,
 }
 
 /// Counters of DFTL's own work, beyond `FtlReport`.
@@ -267,21 +444,22 @@ pub struct DftlCounts {
     pub gc_fix_writes: u64,
     pub cached_entries: u64,
     pub cmt_capacity: u64,
+    /// Superseded copies marked invalid in their OOB (`Variant::marks_invalid`).
+    pub invalid_marks: u64,
 }
 
-impl Dftl {
+impl<C: MapCache> DftlCore<C> {
     fn assemble(
         space: FlashSpace,
         capacity: u64,
         opts: &FtlOptions,
+        variant: Variant,
         flash_map: Vec<u32>,
         journal: Journal,
-    ) -> Dftl {
+    ) -> Self {
         let per_tpage = space.geometry().page_size_bytes as u64 / ENTRY_BYTES;
         let tpages = capacity.div_ceil(per_tpage);
-        let cmt_capacity =
-            ((opts.cache_fraction * capacity as f64).round() as usize).clamp(1, capacity as usize);
-        Dftl {
+        DftlCore {
             page_buf: vec![0; space.geometry().page_size_bytes as usize],
             charged: space.counts(),
             c: Counters::new(space.nand()),
@@ -290,9 +468,10 @@ impl Dftl {
             per_tpage,
             gtd: vec![UNMAPPED; tpages as usize],
             flash_map,
-            cmt: Cmt::new(cmt_capacity, tpages, per_tpage),
+            cache: C::build(opts, capacity, tpages, per_tpage),
             pending: Vec::new(),
-            ctrl: Controller::new(&opts.controller),
+            ctrl: Controller::new(&variant.clock),
+            variant,
             journal,
             cache_fraction: opts.cache_fraction,
             lookups: 0,
@@ -301,31 +480,55 @@ impl Dftl {
             translation_writes: 0,
             dirty_evictions: 0,
             gc_fix_writes: 0,
+            invalid_marks: 0,
         }
     }
 
     /// A fresh DFTL on `nand` (formatted), caching `opts.cache_fraction` of the mappings.
-    pub fn new(nand: Nand, opts: &FtlOptions) -> Result<Dftl, FtlError> {
+    pub fn new(nand: Nand, opts: &FtlOptions) -> Result<Self, FtlError> {
         let capacity = page_mapped_capacity(&nand, opts, 2)?;
+        let variant = C::variant(opts, &nand, capacity)?;
+        let page_bytes = nand.geometry().page_size_bytes as usize;
         let at = nand.now_ns();
-        let (space, _) = FlashSpace::format(nand, opts.space_config(STREAMS), at)?;
-        let page_bytes = space.geometry().page_size_bytes as usize;
-        Ok(Self::assemble(
+        let (space, t) = FlashSpace::format(nand, variant.space.clone(), at)?;
+        let mut d = Self::assemble(
             space,
             capacity,
             opts,
+            variant,
             vec![UNMAPPED; capacity as usize],
             Journal::new(capacity, page_bytes, JOURNAL),
-        ))
+        );
+        d.write_format_tpages(t)?;
+        Ok(d)
+    }
+
+    /// A variant that writes every translation page at format (`Variant::writes_tpages_at_format`)
+    /// writes the ones not on flash (all of them after a format; after a power cut during one,
+    /// those it had not reached). The work is the format's, not the host's.
+    fn write_format_tpages(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let mut t = at_ns;
+        if self.variant.writes_tpages_at_format {
+            for v in 0..self.gtd.len() as u64 {
+                if self.gtd[v as usize] == UNMAPPED {
+                    t = self.write_tpage(t, v, false)?;
+                    t = self.settle(t)?;
+                }
+            }
+            self.charged = self.space.counts();
+        }
+        self.c = Counters::new(self.space.nand());
+        Ok(t)
     }
 
     /// Recovers DFTL from a device that holds its data: rebuilds the map from the OOB scan
     /// (`journal::scan`), keeps every translation page that agrees with it and rewrites the
     /// others, rebuilds the GTD; the CMT starts empty.
-    pub fn open(mut nand: Nand, opts: &FtlOptions) -> Result<Dftl, FtlError> {
+    pub fn open(mut nand: Nand, opts: &FtlOptions) -> Result<Self, FtlError> {
         let capacity = page_mapped_capacity(&nand, opts, 2)?;
         let page_bytes = nand.geometry().page_size_bytes as usize;
         let per_tpage = page_bytes as u64 / ENTRY_BYTES;
+        let variant = C::variant(opts, &nand, capacity)?;
         let tpages = capacity.div_ceil(per_tpage);
         let at = nand.now_ns();
         let rec = scan(&mut nand, at, capacity, tpages)?;
@@ -358,10 +561,9 @@ impl Dftl {
                 rewrite.push(v);
             }
         }
-        let (space, t2) =
-            FlashSpace::restore(nand, opts.space_config(STREAMS), t, &live, rec.next_seq)?;
+        let (space, t2) = FlashSpace::restore(nand, variant.space.clone(), t, &live, rec.next_seq)?;
         let journal = Journal::recovered(capacity, page_bytes, JOURNAL, rec.journal);
-        let mut d = Self::assemble(space, capacity, opts, rec.map, journal);
+        let mut d = Self::assemble(space, capacity, opts, variant, rec.map, journal);
         d.gtd = gtd;
         d.absorb();
         let mut t = d.settle(t2)?;
@@ -369,12 +571,17 @@ impl Dftl {
             t = d.write_tpage(t, v, false)?;
             t = d.settle(t)?;
         }
-        d.c = Counters::new(d.space.nand()); // recovery's own programs are not the host's
+        // Recovery's own programs are not the host's.
+        d.write_format_tpages(t)?;
         Ok(d)
     }
 
     pub fn space(&self) -> &FlashSpace {
         &self.space
+    }
+    /// The cached mapping table.
+    pub fn cache(&self) -> &C {
+        &self.cache
     }
     pub fn into_nand(self) -> Nand {
         self.space.into_nand()
@@ -387,22 +594,57 @@ impl Dftl {
             translation_writes: self.translation_writes,
             dirty_evictions: self.dirty_evictions,
             gc_fix_writes: self.gc_fix_writes,
-            cached_entries: self.cmt.len() as u64,
-            cmt_capacity: self.cmt.capacity as u64,
+            cached_entries: self.cache.len() as u64,
+            cmt_capacity: self.cache.capacity() as u64,
+            invalid_marks: self.invalid_marks,
         }
     }
-    /// Controller RAM for mapping, as DFTL counts it: 8 bytes per CMT entry plus the GTD.
+    /// RAM for mapping as the variant counts it (DFTL: 8 bytes per CMT entry plus the GTD).
     pub fn mapping_bytes(&self) -> u64 {
-        self.cmt.capacity as u64 * CMT_ENTRY_BYTES + self.gtd.len() as u64 * ENTRY_BYTES
+        self.cache.mapping_bytes(self.gtd.len() as u64)
     }
 
-    /// Applies the space's moves: CMT entries in place, the GTD, the journal; uncached data
+    /// Applies the space's moves: cached entries in place, the GTD, the journal; uncached data
     /// moves wait in `pending` for `settle` (invariant 1).
     fn absorb(&mut self) {
-        let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
+        let (cache, gtd, pending) = (&mut self.cache, &mut self.gtd, &mut self.pending);
         self.journal.absorb(&mut self.space, &mut |m: &Move| {
-            apply_move(cmt, gtd, pending, m)
+            apply_move(cache, gtd, pending, m)
         });
+    }
+
+    /// Invalidates the superseded copy `old` (the caller's map no longer points at it). A variant
+    /// that keeps page status in the OOB also marks it there, issued at `at_ns` (after the copy
+    /// that supersedes it is programmed). Returns when that is done.
+    fn supersede(&mut self, at_ns: Nanos, old: u32) -> Result<Nanos, FtlError> {
+        let ppn = Ppn(u64::from(old));
+        self.space.invalidate(ppn);
+        if !self.variant.marks_invalid {
+            return Ok(at_ns);
+        }
+        self.invalid_marks += 1;
+        let (offset, mark) = crate::oob::INVALID_MARK;
+        let r = self.space.nand_mut().partial_program(
+            at_ns,
+            ppn,
+            0,
+            &[],
+            offset,
+            &[mark],
+            Purpose::Meta,
+        );
+        match r {
+            Ok(d) => Ok(d.done_ns),
+            // A retired block takes no program; the copy's record is older than its successor's.
+            Err(NandError::BadBlock(_)) => Ok(at_ns),
+            // The mark tore the page (it held nothing valid any more) and the block is bad now.
+            Err(NandError::ProgramFailed(_)) => {
+                let t = self.space.retire_failed_block(at_ns, ppn)?;
+                self.absorb();
+                Ok(t)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Writes translation page `v` from `flash_map` (invariant 2). `read_first`: read the old
@@ -420,13 +662,13 @@ impl Dftl {
             )?;
             self.translation_reads += 1;
         }
-        t = self.ctrl.charge(t, TPAGE_COPY_CYCLES);
+        t = self.ctrl.charge(t, self.variant.tpage_copy_cycles);
         encode_tpage(
             &mut self.page_buf,
             &self.flash_map[tpage_range(v, self.per_tpage, self.capacity)],
         );
         let seq = self.space.alloc_seq();
-        let (ppn, done) = self.space.write(
+        let (ppn, mut done) = self.space.write(
             t,
             TRANSLATION,
             &OobRecord::new(PageKind::Translation, v, seq, 0),
@@ -436,10 +678,10 @@ impl Dftl {
         self.translation_writes += 1;
         self.absorb();
         let cur = self.gtd[v as usize];
-        if cur != UNMAPPED {
-            self.space.invalidate(Ppn(u64::from(cur)));
-        }
         self.gtd[v as usize] = ppn.0 as u32;
+        if cur != UNMAPPED {
+            done = self.supersede(done, cur)?;
+        }
         Ok(done)
     }
 
@@ -451,36 +693,42 @@ impl Dftl {
             let v = first / self.per_tpage;
             let per = self.per_tpage;
             let mut n = 0;
-            let (flash_map, cmt) = (&mut self.flash_map, &self.cmt);
+            let (flash_map, cache) = (&mut self.flash_map, &self.cache);
             // In order, so that a page moved twice ends where it was moved last.
             self.pending.retain(|&(l, to)| {
                 if l / per != v {
                     return true;
                 }
-                debug_assert!(cmt.get(l).is_none());
+                debug_assert!(cache.get(l).is_none());
                 flash_map[l as usize] = to;
                 n += 1;
                 false
             });
-            let t = self.ctrl.charge(at_ns, n * WRITEBACK_ENTRY_CYCLES);
+            let t = self
+                .ctrl
+                .charge(at_ns, n * self.variant.writeback_entry_cycles);
             self.gc_fix_writes += 1;
             end = end.max(self.write_tpage(t, v, true)?);
         }
         Ok(end)
     }
 
-    /// The CMT slot of `lpn`, loading it on a miss (after evicting if full).
+    /// The cache slot of `lpn`, loading it on a miss (after making room).
     fn lookup(&mut self, at_ns: Nanos, lpn: u64) -> Result<(u32, Nanos), FtlError> {
         debug_assert!(self.pending.is_empty());
         self.lookups += 1;
-        if let Some(s) = self.cmt.get(lpn) {
+        if let Some(s) = self.cache.get(lpn) {
             self.hits += 1;
-            self.cmt.touch(s);
-            return Ok((s, self.ctrl.charge(at_ns, HIT_CYCLES)));
+            let (s, cycles) = self.cache.hit(s);
+            return Ok((s, self.ctrl.charge(at_ns, cycles)));
         }
-        let mut t = self.ctrl.charge(at_ns, HIT_CYCLES + MISS_CYCLES);
-        if self.cmt.len() >= self.cmt.capacity {
-            t = self.evict(t)?;
+        // The evicted entry is out of the cache before its write-back: a move of its page during
+        // the write then goes to `pending` and is fixed by `settle`, instead of landing in an
+        // entry about to vanish.
+        let (evicted, cycles) = self.cache.make_room();
+        let mut t = self.ctrl.charge(at_ns, cycles);
+        if let Some(e) = evicted.filter(|e| e.dirty) {
+            t = self.write_back(t, e)?;
         }
         let v = lpn / self.per_tpage;
         let tp = self.gtd[v as usize];
@@ -494,56 +742,38 @@ impl Dftl {
             )?;
             self.translation_reads += 1;
         }
-        let s = self.cmt.insert(lpn, self.flash_map[lpn as usize]);
+        let s = self.cache.insert(lpn, self.flash_map[lpn as usize]);
         Ok((s, t))
     }
 
-    /// Evicts the LRU entry; a dirty one is written back with every dirty entry of its
-    /// translation page (batch update).
-    fn evict(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        let s = self.cmt.lru;
-        debug_assert!(s != NIL);
-        let e = self.cmt.entries[s as usize];
-        // Out of the CMT before the write: a move of its page during the write then goes to
-        // `pending` and is fixed by `settle`, instead of landing in an entry about to vanish.
-        self.cmt.remove(s);
-        if !e.dirty {
-            return Ok(at_ns);
-        }
+    /// Writes an evicted dirty entry back, with the cached entries the variant writes with it
+    /// (DFTL: every dirty entry of its translation page, the batch update).
+    fn write_back(&mut self, at_ns: Nanos, e: Evicted) -> Result<Nanos, FtlError> {
         self.dirty_evictions += 1;
         let v = e.lpn / self.per_tpage;
         self.flash_map[e.lpn as usize] = e.ppn;
-        let n = 1 + self.write_back_dirty(v);
-        let t = self.ctrl.charge(at_ns, n * WRITEBACK_ENTRY_CYCLES);
+        let n = 1 + self.cache.write_back_with(v, &mut self.flash_map);
+        let t = self
+            .ctrl
+            .charge(at_ns, n * self.variant.writeback_entry_cycles);
         let t = self.write_tpage(t, v, true)?;
         self.settle(t)
     }
 
-    /// Copies the dirty cached entries of translation page `v` to `flash_map` and marks them
-    /// clean (the caller writes the page). Returns how many there were.
-    fn write_back_dirty(&mut self, v: u64) -> u64 {
-        let mut n = 0;
-        let mut s = self.cmt.by_tpage[v as usize];
-        while s != NIL {
-            let e = &mut self.cmt.entries[s as usize];
-            if e.dirty {
-                self.flash_map[e.lpn as usize] = e.ppn;
-                e.dirty = false;
-                n += 1;
-            }
-            s = e.tnext;
-        }
-        n
-    }
-
     fn charge_background(&mut self, at_ns: Nanos) {
-        charge_gc_work(&mut self.ctrl, &self.space, &mut self.charged, at_ns);
+        charge_space_work(
+            &mut self.ctrl,
+            &self.space,
+            &mut self.charged,
+            at_ns,
+            &self.variant.space_work,
+        );
     }
 
-    /// The current mapping of `lpn` without touching the CMT's order (for checkpoints).
+    /// The current mapping of `lpn` without touching the cache's order (for checkpoints).
     fn current(&self, lpn: u64) -> u32 {
-        match self.cmt.get(lpn) {
-            Some(s) => self.cmt.entries[s as usize].ppn,
+        match self.cache.get(lpn) {
+            Some(s) => self.cache.ppn(s),
             None => self.flash_map[lpn as usize],
         }
     }
@@ -568,11 +798,11 @@ impl Dftl {
             }
         }
         let bitmap = crate::journal::mapped_bitmap(self.capacity, |l| self.current(l) != UNMAPPED);
-        let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
+        let (cache, gtd, pending) = (&mut self.cache, &mut self.gtd, &mut self.pending);
         let t = self
             .journal
             .write_checkpoint(&mut self.space, t, &bitmap, &mut |m: &Move| {
-                apply_move(cmt, gtd, pending, m)
+                apply_move(cache, gtd, pending, m)
             })?;
         self.settle(t)
     }
@@ -586,16 +816,19 @@ impl Dftl {
     }
 }
 
-/// Applies one move of a data page (to its CMT entry, or queued for `settle`) or of a
+/// Applies one move of a data page (to its cached entry, or queued for `settle`) or of a
 /// translation page (to the GTD). Journal pages never reach here (`Journal::absorb`).
-fn apply_move(cmt: &mut Cmt, gtd: &mut [u32], pending: &mut Vec<(u64, u32)>, m: &Move) {
+fn apply_move<C: MapCache>(
+    cache: &mut C,
+    gtd: &mut [u32],
+    pending: &mut Vec<(u64, u32)>,
+    m: &Move,
+) {
     match m.stream {
-        DATA => match cmt.get(m.key) {
+        DATA => match cache.get(m.key) {
             Some(s) => {
-                let e = &mut cmt.entries[s as usize];
-                debug_assert_eq!(u64::from(e.ppn), m.from.0);
-                e.ppn = m.to.0 as u32;
-                e.dirty = true;
+                let _from = cache.remap(s, m.to.0 as u32);
+                debug_assert_eq!(u64::from(_from), m.from.0);
             }
             None => pending.push((m.key, m.to.0 as u32)),
         },
@@ -626,13 +859,13 @@ fn tpage_matches(page: &[u8], entries: &[u32]) -> bool {
     })
 }
 
-impl BlockDevice for Dftl {
+impl<C: MapCache> BlockDevice for DftlCore<C> {
     fn name(&self) -> String {
         let pct = self.cache_fraction * 100.0;
         if (pct - pct.round()).abs() < 1e-9 {
-            format!("dftl-{}%", pct.round())
+            format!("{}-{}%", self.variant.kind, pct.round())
         } else {
-            format!("dftl-{pct}%")
+            format!("{}-{pct}%", self.variant.kind)
         }
     }
 
@@ -645,7 +878,7 @@ impl BlockDevice for Dftl {
         let mut end = at_ns;
         for (i, chunk) in buf.chunks_exact_mut(LOGICAL_PAGE_BYTES).enumerate() {
             let (s, t) = self.lookup(at_ns, lpn + i as u64)?;
-            let done = read_mapped(&mut self.space, t, self.cmt.entries[s as usize].ppn, chunk)?;
+            let done = read_mapped(&mut self.space, t, self.cache.ppn(s), chunk)?;
             end = end.max(done);
             self.c.host.reads += 1;
         }
@@ -664,9 +897,9 @@ impl BlockDevice for Dftl {
         for (i, chunk) in data.chunks_exact(LOGICAL_PAGE_BYTES).enumerate() {
             let l = lpn + i as u64;
             let (s, t) = self.lookup(at_ns, l)?;
-            let t = self.ctrl.charge(t, DATA_UPDATE_CYCLES);
+            let t = self.ctrl.charge(t, self.variant.data_update_cycles);
             let seq = self.space.alloc_seq();
-            let (ppn, done) = self.space.write(
+            let (ppn, mut done) = self.space.write(
                 t,
                 DATA,
                 &OobRecord::new(PageKind::Data, l, seq, 0),
@@ -674,12 +907,10 @@ impl BlockDevice for Dftl {
                 Purpose::Host,
             )?;
             self.absorb();
-            let e = &mut self.cmt.entries[s as usize];
-            debug_assert_eq!(e.lpn, l);
-            let old = std::mem::replace(&mut e.ppn, ppn.0 as u32);
-            e.dirty = true;
+            debug_assert_eq!(self.cache.lpn(s), l);
+            let old = self.cache.remap(s, ppn.0 as u32);
             if old != UNMAPPED {
-                self.space.invalidate(Ppn(u64::from(old)));
+                done = self.supersede(done, old)?;
             }
             let settled = self.settle(t)?;
             self.charge_background(t);
@@ -695,22 +926,24 @@ impl BlockDevice for Dftl {
         if pages == 0 {
             return Ok(at_ns);
         }
-        let mut t = self.ctrl.charge(at_ns, LOOKUP_CYCLES * pages);
+        let mut t = self
+            .ctrl
+            .charge(at_ns, self.variant.trim_lookup_cycles * pages);
         let (first_v, last_v) = (lpn / self.per_tpage, (lpn + pages - 1) / self.per_tpage);
         let cached_mapped = (lpn..lpn + pages).any(|l| {
-            self.cmt
+            self.cache
                 .get(l)
-                .is_some_and(|s| self.cmt.entries[s as usize].ppn != UNMAPPED)
+                .is_some_and(|s| self.cache.ppn(s) != UNMAPPED)
         });
         let on_flash = (first_v..=last_v).any(|v| self.gtd[v as usize] != UNMAPPED);
         if !cached_mapped && !on_flash {
             return Ok(t);
         }
-        let (cmt, gtd, pending) = (&mut self.cmt, &mut self.gtd, &mut self.pending);
+        let (cache, gtd, pending) = (&mut self.cache, &mut self.gtd, &mut self.pending);
         let mut end =
             self.journal
                 .record_trim(&mut self.space, t, lpn, pages, &mut |m: &Move| {
-                    apply_move(cmt, gtd, pending, m)
+                    apply_move(cache, gtd, pending, m)
                 })?;
         t = self.settle(t)?;
         for v in first_v..=last_v {
@@ -730,13 +963,11 @@ impl BlockDevice for Dftl {
                 self.translation_reads += 1;
             }
             for l in lo..hi {
-                match self.cmt.get(l) {
+                match self.cache.get(l) {
                     Some(s) => {
-                        let e = &mut self.cmt.entries[s as usize];
-                        if e.ppn != UNMAPPED {
-                            self.space.invalidate(Ppn(u64::from(e.ppn)));
-                            e.ppn = UNMAPPED;
-                            e.dirty = true;
+                        if self.cache.ppn(s) != UNMAPPED {
+                            let old = self.cache.remap(s, UNMAPPED);
+                            self.space.invalidate(Ppn(u64::from(old)));
                         }
                     }
                     None if tp != UNMAPPED => {
@@ -762,22 +993,15 @@ impl BlockDevice for Dftl {
 
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
         self.c.host.flushes += 1;
-        let mut dirty: Vec<u64> = self
-            .cmt
-            .index
-            .values()
-            .filter(|&&s| self.cmt.entries[s as usize].dirty)
-            .map(|&s| self.cmt.entries[s as usize].lpn / self.per_tpage)
-            .collect();
-        dirty.sort_unstable();
-        dirty.dedup();
         let mut end = at_ns;
-        for v in dirty {
-            let n = self.write_back_dirty(v);
+        for v in self.cache.flush_tpages(self.per_tpage) {
+            let n = self.cache.write_back_with(v, &mut self.flash_map);
             if n == 0 {
                 continue;
             }
-            let t = self.ctrl.charge(at_ns, n * WRITEBACK_ENTRY_CYCLES);
+            let t = self
+                .ctrl
+                .charge(at_ns, n * self.variant.writeback_entry_cycles);
             let t = self.write_tpage(t, v, true)?;
             end = end.max(self.settle(t)?);
         }
@@ -793,6 +1017,11 @@ impl BlockDevice for Dftl {
             }),
             translation_reads: self.translation_reads,
             translation_writes: self.translation_writes,
+            host_cpu_us: if self.variant.on_host {
+                self.ctrl.busy_us()
+            } else {
+                0.0
+            },
             ..space_report(
                 self.name(),
                 &self.space,

@@ -35,13 +35,21 @@
 //!    number, so "newest sequence wins" picks the newest *version*, and copies of one version
 //!    are interchangeable. (The block FTL issues one per physical block instead: all pages of
 //!    one incarnation of a block share it.)
-//! 3. The recovery scan reads every page that may hold a record (all pages of a block, or the
+//! 3. A record whose kind byte was cleared by `INVALID_MARK` is `Damaged` (kind 0 is no kind).
+//! 4. The recovery scan reads every page that may hold a record (all pages of a block, or the
 //!    pages the chip has programmed, per [`ScanExtent`]) of every block that is not factory-bad,
 //!    with purpose `Recovery`, and hands each block's findings to the caller in block order.
 
 use nand::{BlockState, Nand, NandError, Nanos, Pbn};
 
 use crate::block_device::FtlError;
+
+/// The invalidation mark of `dftl-orig` (the original DFTL keeps each page's valid/invalid
+/// status in its OOB): a partial program of one OOB byte, (offset, value). It clears the kind
+/// byte to 0, which only clears bits (a legal partial program on SLC) and which no record has,
+/// so the page classifies as `Damaged` from then on: it holds no record for recovery, which is
+/// right, since a newer copy of its key was programmed before the mark.
+pub const INVALID_MARK: (usize, u8) = (16, 0);
 
 /// Bytes of the record; the smallest OOB the FTLs accept.
 pub const OOB_RECORD_BYTES: usize = 32;
@@ -289,7 +297,7 @@ pub struct ScanDone {
     pub pages_read: u64,
 }
 
-/// Reads the OOB of the pages of every block (invariant 3), all reads issued at `at_ns` (the
+/// Reads the OOB of the pages of every block (invariant 4), all reads issued at `at_ns` (the
 /// dies work through them in parallel), and calls `visit(pbn, scan)` per block in block order.
 /// Errors: power loss during the scan, or whatever `visit` returns.
 pub fn scan_blocks(

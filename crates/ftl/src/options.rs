@@ -15,7 +15,7 @@
 //! | GC / WL page move         | 100    | 20 instr. + 2 DRAM: map entry, block counter (reverse map read sequentially: cached) |
 //! | victim selection          | 90     | 50 instr. + 1 DRAM (greedy bucket head, FIFO head, random index); cost-benefit adds 10 per candidate |
 //!
-//! DFTL's costs are in `dftl.rs`.
+//! DFTL's costs are in `dftl.rs`; `dftl-orig` runs on the host, its costs are in `dftl_orig.rs`.
 
 use nand::Nand;
 use serde::{Deserialize, Serialize};
@@ -34,7 +34,7 @@ pub const COST_BENEFIT_CYCLES_PER_CANDIDATE: u64 = 10;
 /// Knobs of every FTL (each uses the ones that apply to it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FtlOptions {
-    /// DFTL: fraction of the page mappings the Cached Mapping Table holds (0 < f <= 1).
+    /// DFTL and dftl-orig: fraction of the page mappings cached (0 < f <= 1).
     pub cache_fraction: f64,
     /// Over-provisioning as a spare factor (T - U) / T, T the physical pages outside the GC
     /// reserve, U the logical pages exported.
@@ -97,6 +97,7 @@ impl FtlOptions {
             striped: 1,
             dies: Vec::new(),
             stamp_incarnation: false,
+            gc_reads_oob: false,
         }
     }
 }
@@ -174,6 +175,36 @@ pub(crate) fn page_mapped_capacity(
     Ok(u)
 }
 
+/// Cycles an FTL's processor spends on the work its `FlashSpace` does on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpaceWorkCycles {
+    /// Per page copied by GC or wear levelling.
+    pub per_move: u64,
+    /// Per victim collected (GC or wear levelling).
+    pub per_victim: u64,
+    /// Per victim, per block of the device (a victim search that visits every block).
+    pub per_victim_per_block: u64,
+    /// Per free block taken into use, per block of the device (a free-block search that visits
+    /// every block).
+    pub per_opened_per_block: u64,
+}
+
+impl SpaceWorkCycles {
+    /// The page-mapped FTLs' controller costs (the table above); cost-benefit scans its candidates.
+    pub fn page_ftl(gc: GcPolicy) -> Self {
+        SpaceWorkCycles {
+            per_move: MOVE_CYCLES,
+            per_victim: VICTIM_CYCLES,
+            per_victim_per_block: if gc == GcPolicy::CostBenefit {
+                COST_BENEFIT_CYCLES_PER_CANDIDATE
+            } else {
+                0
+            },
+            per_opened_per_block: 0,
+        }
+    }
+}
+
 /// Charges the controller for the GC and wear-levelling work `space` did since `charged` (which
 /// is then brought up to date): a move per page copied, a victim selection per block collected.
 pub(crate) fn charge_gc_work(
@@ -182,21 +213,30 @@ pub(crate) fn charge_gc_work(
     charged: &mut SpaceCounts,
     at_ns: nand::Nanos,
 ) {
+    let costs = SpaceWorkCycles::page_ftl(space.config().gc);
+    charge_space_work(ctrl, space, charged, at_ns, &costs);
+}
+
+/// Charges `ctrl` for the work `space` did since `charged` (which is then brought up to date),
+/// at `costs`.
+pub(crate) fn charge_space_work(
+    ctrl: &mut Controller,
+    space: &FlashSpace,
+    charged: &mut SpaceCounts,
+    at_ns: nand::Nanos,
+    costs: &SpaceWorkCycles,
+) {
     let now = space.counts();
     let moves =
         (now.gc_migrations + now.wl_migrations) - (charged.gc_migrations + charged.wl_migrations);
     let victims = (now.gc_victims + now.wl_erases) - (charged.gc_victims + charged.wl_erases);
-    if moves + victims > 0 {
-        let scan = if space.config().gc == GcPolicy::CostBenefit {
-            COST_BENEFIT_CYCLES_PER_CANDIDATE * u64::from(space.geometry().blocks())
-        } else {
-            0
-        };
-        ctrl.charge(
-            at_ns,
-            moves * MOVE_CYCLES + victims * (VICTIM_CYCLES + scan),
-        );
-    }
+    let opened = now.blocks_opened - charged.blocks_opened;
+    let blocks = u64::from(space.geometry().blocks());
+    let cycles = moves * costs.per_move
+        + victims * (costs.per_victim + blocks * costs.per_victim_per_block)
+        + opened * blocks * costs.per_opened_per_block;
+    // Zero cycles change nothing (`Controller::charge`).
+    ctrl.charge(at_ns, cycles);
     *charged = now;
 }
 
@@ -272,6 +312,7 @@ pub fn build(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockD
     match kind {
         "page" => Ok(Box::new(crate::page::PageFtl::new(nand, opts)?)),
         "dftl" => Ok(Box::new(crate::dftl::Dftl::new(nand, opts)?)),
+        "dftl-orig" => Ok(Box::new(crate::dftl_orig::DftlOrig::new(nand, opts)?)),
         "fast" => Ok(Box::new(crate::fast::Fast::new(nand, &fast_options(opts))?)),
         "block" => Ok(Box::new(crate::block::BlockFtl::new(
             nand,
@@ -288,6 +329,7 @@ pub fn open(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDe
     match kind {
         "page" => Ok(Box::new(crate::page::PageFtl::open(nand, opts)?)),
         "dftl" => Ok(Box::new(crate::dftl::Dftl::open(nand, opts)?)),
+        "dftl-orig" => Ok(Box::new(crate::dftl_orig::DftlOrig::open(nand, opts)?)),
         "fast" => Ok(Box::new(crate::fast::Fast::open(
             nand,
             &fast_options(opts),
@@ -302,7 +344,7 @@ pub fn open(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDe
 }
 
 /// The FTL kinds `build` and `open` know.
-pub const KINDS: [&str; 5] = ["page", "dftl", "fast", "block", "amf"];
+pub const KINDS: [&str; 6] = ["page", "dftl", "dftl-orig", "fast", "block", "amf"];
 
 fn unknown(kind: &str) -> FtlError {
     FtlError::Config(format!("unknown FTL '{kind}' ({})", KINDS.join(", ")))

@@ -16,7 +16,9 @@
 //!
 //! Garbage collection picks a victim among the closed (full) blocks of every stream with the
 //! configured [`GcPolicy`], copies its valid pages to the frontier of the victim's own stream
-//! (keeping their OOB, hence their sequence numbers) and erases it. Foreground GC runs when a
+//! (keeping their OOB, hence their sequence numbers) and erases it. With
+//! `SpaceConfig::gc_reads_oob` it first reads the OOB of every page of the victim, as an FTL that
+//! keeps page status in the OOB must (`dftl-orig`); the reverse map still decides what moves. Foreground GC runs when a
 //! caller's write needs a new block and fewer than `reserve_blocks` free blocks remain; GC's own
 //! copies may dip into that reserve, which is sized so that one victim can always be collected.
 //! Background GC runs when the caller says it is idle ([`FlashSpace::background_gc`]).
@@ -134,6 +136,12 @@ pub struct SpaceConfig {
     /// (journal.rs) can tell from page 0 alone whether a block was erased since.
     #[serde(default)]
     pub stamp_incarnation: bool,
+    /// Before moving a GC victim's valid pages, read the OOB of every page the victim has
+    /// programmed (an OOB-only read each, at the device's OOB read latency), as an FTL that
+    /// keeps page validity in the OOB must (`dftl-orig`); the reverse map still decides what
+    /// moves, so a read that fails on the media changes nothing.
+    #[serde(default)]
+    pub gc_reads_oob: bool,
 }
 
 impl Default for SpaceConfig {
@@ -148,6 +156,7 @@ impl Default for SpaceConfig {
             striped: u64::MAX,
             dies: Vec::new(),
             stamp_incarnation: false,
+            gc_reads_oob: false,
         }
     }
 }
@@ -180,6 +189,10 @@ pub struct SpaceCounts {
     pub wl_migrations: u64,
     pub wl_erases: u64,
     pub retired_blocks: u64,
+    /// Free blocks taken into use (a stream's new open block, a wear-levelling destination).
+    pub blocks_opened: u64,
+    /// OOB-only reads of GC victims' pages (`SpaceConfig::gc_reads_oob`).
+    pub gc_oob_reads: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -728,6 +741,17 @@ impl FlashSpace {
         }
     }
 
+    /// A caller's own program into page `ppn` (a partial program of a page the space handed out
+    /// earlier, e.g. an OOB status mark) failed on the media: the block is bad now. Retires it
+    /// and moves its valid pages off at once (as after a failed write); returns when that is done.
+    pub fn retire_failed_block(&mut self, at_ns: Nanos, ppn: Ppn) -> Result<Nanos, FtlError> {
+        let pbn = self.geo.block_of(ppn);
+        if self.blocks[pbn.0 as usize].usage != BlockUse::Bad {
+            self.retire(pbn);
+        }
+        self.evacuate(at_ns)
+    }
+
     /// Idle-time collection: collects up to `max_victims` victims while fewer than the
     /// background target of blocks are free, then checks wear. Returns when the work is done.
     pub fn background_gc(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
@@ -832,6 +856,7 @@ impl FlashSpace {
         };
         let Reverse((_, b)) = self.free[d].pop()?;
         self.free_count -= 1;
+        self.counts.blocks_opened += 1;
         Some(b)
     }
 
@@ -1009,18 +1034,25 @@ impl FlashSpace {
         let stream = self.blocks[b as usize].stream;
         let first = self.geo.first_page(Pbn(b)).0;
         let mut done = at_ns;
+        let read_status = self.cfg.gc_reads_oob;
         for page in 0..self.blocks[b as usize].written {
-            if self.blocks[b as usize].valid == 0 {
+            // An FTL that keeps validity in the OOB reads every page's status; ours knows.
+            if self.blocks[b as usize].valid == 0 && !read_status {
                 break;
             }
             let from = Ppn(first + u64::from(page));
+            let issue = if read_status {
+                self.read_status(at_ns, from, purpose)?
+            } else {
+                at_ns
+            };
             let key = self.rmap[from.0 as usize];
             if key == NO_KEY {
                 continue;
             }
             let r = self
                 .nand
-                .read(at_ns, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
+                .read(issue, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
             let to = loop {
                 let (to, t) = self.alloc_page(r.done_ns, stream, true)?;
                 let inc = self.stamp_of(self.geo.block_of(to).0);
@@ -1054,6 +1086,18 @@ impl FlashSpace {
         }
         debug_assert_eq!(self.blocks[b as usize].valid, 0);
         Ok(done)
+    }
+
+    /// The OOB-only read of a GC victim's page (`SpaceConfig::gc_reads_oob`); returns when it is
+    /// done. A media error (a torn page) is no error here: the reverse map decides what moves.
+    fn read_status(&mut self, at_ns: Nanos, ppn: Ppn, purpose: Purpose) -> Result<Nanos, FtlError> {
+        self.counts.gc_oob_reads += 1;
+        match self.nand.read_oob(at_ns, ppn, &mut self.mig_oob, purpose) {
+            Ok(d) => Ok(d.done_ns),
+            Err(e @ (NandError::PowerLost | NandError::PoweredOff)) => Err(e.into()),
+            Err(e) if e.is_media_error() => Ok(at_ns),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Static wear levelling's copy: the cold block's valid pages go, in order, to the *most*
@@ -1131,6 +1175,7 @@ impl FlashSpace {
             .max_by_key(|&(_, b)| (self.blocks[b as usize].erase_count, std::cmp::Reverse(b)))?;
         self.free[die].retain(|r| r.0 .1 != b);
         self.free_count -= 1;
+        self.counts.blocks_opened += 1;
         Some(b)
     }
 

@@ -122,6 +122,21 @@ fn dftl_recovers_acknowledged_writes_and_trims_after_power_cuts_at_many_points()
 }
 
 #[test]
+fn dftl_orig_recovers_after_power_cuts_at_many_points() {
+    // Its OOB invalidation marks and GC's OOB reads are operations a cut can land on too.
+    for cache in [0.02, 0.35] {
+        cut_everywhere(
+            "dftl-orig",
+            FtlOptions {
+                cache_fraction: cache,
+                ..opts()
+            },
+            20,
+        );
+    }
+}
+
+#[test]
 fn a_clean_shutdown_and_reopen_keeps_everything() {
     let opts = opts();
     for kind in ftl::options::KINDS {

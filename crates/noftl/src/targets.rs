@@ -12,7 +12,7 @@ use crate::cli::common::{parse_percent, DeviceArgs};
 /// Which FTL (or plain device) to run on, and its knobs.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    /// page | dftl | fast | block | amf | memdisk
+    /// page | dftl | dftl-orig | fast | block | amf | memdisk
     #[arg(long, default_value = "page")]
     pub target: String,
     #[command(flatten)]
@@ -27,7 +27,7 @@ pub struct TargetArgs {
 /// The knobs of an FTL target, shared by every verb that builds one.
 #[derive(Debug, Clone, Args)]
 pub struct FtlKnobs {
-    /// DFTL: fraction of the page mappings the controller caches (e.g. 2%).
+    /// DFTL and dftl-orig: fraction of the page mappings cached (e.g. 2%).
     #[arg(long, value_parser = parse_percent, default_value = "2%")]
     pub cache: f64,
     /// Over-provisioning as a spare factor: (physical - logical) / physical.
@@ -36,7 +36,8 @@ pub struct FtlKnobs {
     /// Garbage-collection victim policy: greedy | cost-benefit | fifo | random.
     #[arg(long, default_value = "greedy")]
     pub gc: String,
-    /// Controller clock of the device's FTL, MHz (default: 400, an embedded ARM Cortex-R class core).
+    /// Controller clock of the device's FTL, MHz (default: 400, an embedded ARM Cortex-R class
+    /// core). dftl-orig runs on the host's CPU (Xeon E5630, 2.53 GHz) and does not use it.
     #[arg(long, default_value_t = 400.0)]
     pub controller_mhz: f64,
 }
@@ -100,6 +101,9 @@ pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
                 }
             }
         }
-        other => bail!("unknown target '{other}' (page, dftl, fast, block, amf, memdisk)"),
+        other => bail!(
+            "unknown target '{other}' ({}, memdisk)",
+            ftl::options::KINDS.join(", ")
+        ),
     }
 }

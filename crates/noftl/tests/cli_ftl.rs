@@ -9,7 +9,7 @@ const SMALL: [&str; 4] = ["--preset", "tiny", "--set", "geometry.blocks_per_plan
 
 #[test]
 fn io_on_every_ftl_reports_host_gc_waf_and_ftl_fields() {
-    for target in ["page", "dftl", "fast", "block"] {
+    for target in ["page", "dftl", "dftl-orig", "fast", "block"] {
         let mut args = vec![
             "io",
             "--target",
@@ -41,9 +41,17 @@ fn io_on_every_ftl_reports_host_gc_waf_and_ftl_fields() {
             "translation_reads",
             "translation_writes",
             "controller_busy_us",
+            "host_cpu_us",
         ] {
             assert!(v["ftl"].get(f).is_some(), "{target}: ftl.{f} missing");
         }
+        // Only dftl-orig runs on the host: its mapping work is host CPU time.
+        let host = v["ftl"]["host_cpu_us"].as_f64().unwrap();
+        assert_eq!(
+            host > 0.0,
+            target == "dftl-orig",
+            "{target}: host CPU {host} us"
+        );
         let programs = v["flash"]["programs"].as_f64().unwrap();
         assert!(
             (programs / 3000.0 - waf).abs() < 1e-9,

@@ -218,6 +218,29 @@ fn bench_tpcb_runs_in_real_time_on_every_ftl_the_engine_can_use() {
 }
 
 #[test]
+fn bench_tpcb_on_dftl_orig_reports_its_host_cpu_per_transaction() {
+    let run = |storage: &str| {
+        let mut args = BENCH.to_vec();
+        args[3] = storage;
+        args.extend(["--cache", "2%"]);
+        same_json_twice(&args)
+    };
+    let v = run("dftl-orig");
+    assert_eq!(v["storage"], "dftl-orig-2%");
+    assert_eq!(v["check"], "passed", "{v}");
+    let p = &v["per_txn"];
+    let host_us = p["host_cpu_us"].as_f64().unwrap();
+    let share = p["host_cpu_share"].as_f64().unwrap();
+    assert!(host_us > 0.0 && share > 0.0 && share < 1.0, "{p}");
+    // Overwrites mark their old copies in the OOB.
+    assert!(p["flash_oob_writes"].as_f64().unwrap() > 0.0, "{p}");
+    // Our DFTL's mapping work runs on the device's controller, not the host.
+    let v = run("dftl");
+    assert_eq!(v["per_txn"]["host_cpu_us"], 0.0);
+    assert_eq!(v["per_txn"]["flash_oob_writes"], 0.0);
+}
+
+#[test]
 fn the_engine_refuses_amf_up_front_with_the_reason() {
     let (ok, _, err) = noftl(&[
         "bench",

@@ -124,9 +124,9 @@ const STRIPED: u64 = (1 << LOG) | (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 <
 /// most that many programs past it, whatever the write amplification.
 pub const UPDATES_PER_CHECKPOINT_PAGE: u64 = 32;
 
-/// Host clock of seed 000's server (Intel Xeon E5630), in cycles per microsecond.
-pub const HOST_CYCLES_PER_US: u64 = 2530;
-const L3_ACCESS_CYCLES: u64 = 40;
+/// Host clock of seed 000's server (Intel Xeon E5630), in cycles per microsecond (`ftl::host`).
+pub const HOST_CYCLES_PER_US: u64 = ftl::host::CYCLES_PER_US;
+const L3_ACCESS_CYCLES: u64 = ftl::host::L3_HIT_CYCLES;
 pub const HOST_LOOKUP_CYCLES: u64 = 20 + L3_ACCESS_CYCLES;
 pub const HOST_UPDATE_CYCLES: u64 = 40 + 4 * L3_ACCESS_CYCLES;
 pub const HOST_MOVE_CYCLES: u64 = 20 + 2 * L3_ACCESS_CYCLES;
@@ -181,6 +181,7 @@ impl NativeConfig {
             striped: STRIPED,
             // Map checkpoints (journal.rs) tell unchanged blocks by page 0's stamp.
             stamp_incarnation: true,
+            gc_reads_oob: false,
         }
     }
 }
@@ -1036,6 +1037,7 @@ impl PageStore for NativeStore {
             translation_reads: 0,
             translation_writes: 0,
             controller_busy_us: self.host_mapping_ps as f64 / 1e6,
+            host_cpu_us: self.host_mapping_ps as f64 / 1e6,
         })
     }
     fn nand(&self) -> Option<&Nand> {

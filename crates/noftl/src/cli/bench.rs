@@ -39,7 +39,7 @@ mod tpcc;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// native (NoFTL) | page | dftl | fast | block | amf | file | memdisk
+    /// native (NoFTL) | page | dftl | dftl-orig | fast | block | amf | file | memdisk
     #[arg(long, default_value = "memdisk")]
     pub storage: String,
     #[command(flatten)]
@@ -101,11 +101,18 @@ pub(super) struct PerTxn {
     flash_reads: f64,
     flash_programs: f64,
     flash_erases: f64,
+    /// OOB-only reads and programs (dftl-orig: GC's status reads, invalidation marks).
+    flash_oob_reads: f64,
+    flash_oob_writes: f64,
     gc_migrations: f64,
     energy_joules: f64,
     host_page_reads: f64,
     host_page_writes: f64,
     log_forces: f64,
+    /// Host CPU time of flash management that runs on the host (native, dftl-orig), us.
+    host_cpu_us: f64,
+    /// That time as a share of the run (host CPU us over elapsed us).
+    host_cpu_share: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -188,18 +195,37 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
     targets::build(&t)
 }
 
-fn flash(store: &dyn PageStore) -> (u64, u64, u64, f64, u64) {
-    let (r, p, e, j) = store.nand().map_or((0, 0, 0, 0.0), |n| {
+/// Counters of the flash and the flash management below a page store, at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FlashSnapshot {
+    reads: u64,
+    programs: u64,
+    erases: u64,
+    oob_reads: u64,
+    oob_writes: u64,
+    joules: f64,
+    gc_migrations: u64,
+    host_cpu_us: f64,
+}
+
+fn flash(store: &dyn PageStore) -> FlashSnapshot {
+    let mut s = store.nand().map_or_else(FlashSnapshot::default, |n| {
         let rep = n.report();
-        (
-            rep.flash.reads,
-            rep.flash.programs + rep.flash.partial_programs,
-            rep.flash.erases,
-            rep.energy.total_joules,
-        )
+        FlashSnapshot {
+            reads: rep.flash.reads,
+            programs: rep.flash.programs + rep.flash.partial_programs,
+            erases: rep.flash.erases,
+            oob_reads: rep.flash.oob_reads,
+            oob_writes: rep.flash.oob_writes,
+            joules: rep.energy.total_joules,
+            ..FlashSnapshot::default()
+        }
     });
-    let gc = store.device_report().map_or(0, |d| d.gc.migrations);
-    (r, p, e, j, gc)
+    if let Some(d) = store.device_report() {
+        s.gc_migrations = d.gc.migrations;
+        s.host_cpu_us = d.host_cpu_us;
+    }
+    s
 }
 
 pub(super) fn latency_us(hist: &Histogram<u64>) -> LatencyUs {
@@ -214,7 +240,7 @@ pub(super) fn latency_us(hist: &Histogram<u64>) -> LatencyUs {
 }
 
 pub(super) type Snapshot = (
-    (u64, u64, u64, f64, u64),
+    FlashSnapshot,
     Option<ftl::HostCounts>,
     storage::log::LogStats,
     Busy,
@@ -266,15 +292,26 @@ pub(super) fn print_consistency(c: &Consistency) {
     }
 }
 
-/// Device and host counters per transaction, as differences across the run.
-pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64) -> PerTxn {
+/// Device and host counters per transaction, as differences across a run of `secs` seconds.
+pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64, secs: f64) -> PerTxn {
     let per = |x: f64| if txns == 0 { 0.0 } else { x / txns as f64 };
+    let (a, b) = (&after.0, &before.0);
+    let host_cpu_us = a.host_cpu_us - b.host_cpu_us;
+    let elapsed_us = secs * 1e6;
     PerTxn {
-        flash_reads: per((after.0 .0 - before.0 .0) as f64),
-        flash_programs: per((after.0 .1 - before.0 .1) as f64),
-        flash_erases: per((after.0 .2 - before.0 .2) as f64),
-        gc_migrations: per((after.0 .4 - before.0 .4) as f64),
-        energy_joules: per(after.0 .3 - before.0 .3),
+        flash_reads: per((a.reads - b.reads) as f64),
+        flash_programs: per((a.programs - b.programs) as f64),
+        flash_erases: per((a.erases - b.erases) as f64),
+        flash_oob_reads: per((a.oob_reads - b.oob_reads) as f64),
+        flash_oob_writes: per((a.oob_writes - b.oob_writes) as f64),
+        gc_migrations: per((a.gc_migrations - b.gc_migrations) as f64),
+        energy_joules: per(a.joules - b.joules),
+        host_cpu_us: per(host_cpu_us),
+        host_cpu_share: if elapsed_us > 0.0 {
+            host_cpu_us / elapsed_us
+        } else {
+            0.0
+        },
         host_page_reads: per(after
             .1
             .zip(before.1)
@@ -522,7 +559,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         },
         virtual_seconds: virtual_ns as f64 / 1e9,
         latency_us: latency_us(&hist),
-        per_txn: per_txn(&before.0, &after.0, committed),
+        per_txn: per_txn(&before.0, &after.0, committed, secs),
         buffer: buffer(frames, &before.1, &after.1),
         lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: forces,
@@ -592,6 +629,19 @@ impl PerTxn {
             self.flash_reads, self.flash_programs, self.flash_erases, self.gc_migrations, self.energy_joules,
             self.host_page_reads, self.host_page_writes, self.log_forces
         );
+        if self.flash_oob_reads + self.flash_oob_writes > 0.0 {
+            println!(
+                "  per txn: flash OOB reads {:.2} OOB writes {:.2}",
+                self.flash_oob_reads, self.flash_oob_writes
+            );
+        }
+        if self.host_cpu_us > 0.0 {
+            println!(
+                "  per txn: host CPU of flash management {:.1} us ({:.1}% of the run)",
+                self.host_cpu_us,
+                self.host_cpu_share * 100.0
+            );
+        }
     }
 }
 

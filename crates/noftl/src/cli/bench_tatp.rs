@@ -172,7 +172,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         },
         virtual_seconds: virtual_ns as f64 / 1e9,
         latency_us: latency_us(&hist),
-        per_txn: per_txn(&before, &after, succeeded),
+        per_txn: per_txn(&before, &after, succeeded, secs),
         gc_migrations_per_host_write: (gc1.0 - gc0.0) as f64 / host_writes,
         gc_erases_per_host_write: (gc1.1 - gc0.1) as f64 / host_writes,
         transactions: rows,

@@ -22,7 +22,7 @@ use super::common::parse_percent;
 pub struct CrashtestArgs {
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
-    /// memdisk (the crash disk) | page | dftl | fast | block (an FTL on emulated flash) | native (NoFTL).
+    /// memdisk (the crash disk) | page | dftl | dftl-orig | fast | block (an FTL on emulated flash) | native (NoFTL).
     #[arg(long, default_value = "memdisk")]
     pub storage: String,
     /// DFTL: fraction of the page mappings cached.
@@ -99,7 +99,7 @@ fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
             }
             Medium::CrashDisk // unused: the native harness builds its own flash device
         }
-        other => bail!("crashtest runs on memdisk (the crash disk), an FTL on flash (page, dftl, fast, block) or native, not '{other}'"),
+        other => bail!("crashtest runs on memdisk (the crash disk), an FTL on flash (page, dftl, dftl-orig, fast, block) or native, not '{other}'"),
     })
 }
 

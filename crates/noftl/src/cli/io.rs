@@ -78,6 +78,8 @@ struct FtlInfo {
     translation_reads: u64,
     translation_writes: u64,
     controller_busy_us: f64,
+    /// The part of `controller_busy_us` on the host's CPU (dftl-orig runs in the host's kernel).
+    host_cpu_us: f64,
 }
 
 /// The result of one run: the stable field names other tools read.
@@ -565,6 +567,7 @@ fn block_result(
         translation_reads: after.translation_reads - before.translation_reads,
         translation_writes: after.translation_writes - before.translation_writes,
         controller_busy_us: after.controller_busy_us - before.controller_busy_us,
+        host_cpu_us: after.host_cpu_us - before.host_cpu_us,
     });
     r
 }
@@ -597,12 +600,19 @@ fn print_human(r: &IoResult, wall_s: f64) {
             g.migrations, g.erases
         );
         println!(
-            "  ftl         {}: mapping {} B, translation {} reads / {} writes{}, controller {:.1} us",
+            "  ftl         {}: mapping {} B, translation {} reads / {} writes{}, {} {:.1} us",
             x.name,
             x.mapping_bytes,
             x.translation_reads,
             x.translation_writes,
-            x.cmt_hit_ratio.map(|h| format!(", CMT hit {:.1}%", h * 100.0)).unwrap_or_default(),
+            x.cmt_hit_ratio
+                .map(|h| format!(", CMT hit {:.1}%", h * 100.0))
+                .unwrap_or_default(),
+            if x.host_cpu_us > 0.0 {
+                "host CPU"
+            } else {
+                "controller"
+            },
             x.controller_busy_us
         );
     }

@@ -215,7 +215,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             delivery_districts_skipped: skipped,
         },
         latency_us: latency_us(&hist),
-        per_txn: per_txn(&before.0, &after.0, committed),
+        per_txn: per_txn(&before.0, &after.0, committed, secs),
         buffer: buffer(frames, &before.1, &after.1),
         lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: sched.group_forces,

@@ -1,0 +1,477 @@
+//! `dftl-orig`: a model of the DFTL implementation that NoFTL (VLDB 2013) measured as its
+//! block-device baseline (NoFTL Fig. 5: "DFTL" with 2% of the mappings cached), a kernel module
+//! of the authors' FlashSim emulator published with NoFTL (`dftl_original.c`). We model the
+//! facts of that code, not its text; the flash side is our DFTL core (`dftl.rs`): translation
+//! pages, GTD, lazy batched GC fixes, trims, recovery.
+//!
+//! What the original does, and we do:
+//! - **Two-level cache of single mappings.** A *real* array (level 1) and a *ghost* array
+//!   (level 2) of logical page numbers, 80/20 of the cached entries (NoFTL Fig. 5: 4,080 and
+//!   1,020 entries for 2%; the module's defaults, 6,552 and 1,640, split the same way). Per
+//!   logical page the original keeps, in host RAM, a 16-byte record: cache status, *age*, the
+//!   cached physical page, dirty flag (`mapping_bytes` counts it: it is the price of that
+//!   design, four times a page FTL's map).
+//! - **Age.** A miss inserts the entry into real with age = ++(highest age so far); a hit adds 1
+//!   to the entry's age (and raises the highest age). The minimum-age entry of an array is found
+//!   by a linear scan of the whole array, the last one of equal minima winning.
+//! - **Real hit**: age only. **Ghost hit**: scan real for its minimum-age entry; if that age is
+//!   not above the hit entry's, the two swap arrays (the hit entry's ghost slot is found by a
+//!   linear search of ghost).
+//! - **Miss** with real not full: a linear search of real for its first free slot. With real
+//!   full: room in ghost first (if ghost is full, scan ghost for its minimum-age entry and evict
+//!   it, writing a dirty one back alone: read its translation page, update that one entry, write
+//!   the page; else a linear search of ghost for a free slot), then scan real for its
+//!   minimum-age entry and move it to ghost. Then the translation page is read and the entry
+//!   enters real, clean. Every translation page is written (all entries unmapped) when the
+//!   device is formatted, so every miss reads one (`Variant::writes_tpages_at_format`).
+//! - **Invalidation in the OOB.** Overwriting a page programs the OOB status field of the old
+//!   copy (a partial program "with delay"), as does rewriting a translation page for its old
+//!   copy. Our OOB record has no status field, so the mark clears the record's kind byte
+//!   (`oob::INVALID_MARK`), one OOB byte programmed by a partial program (`Nand::partial_program`,
+//!   counted as `oob_writes`, at the device's OOB program latency). On the paper's device
+//!   (preset `noftl13`, NoFTL Fig. 5) that latency is 0 us, so the mark costs an operation but
+//!   no time; on presets without an OOB figure it costs a full tPROG.
+//! - **GC.** Greedy: the victim is the block with the most invalid pages, found by a scan of
+//!   every block; the OOB of every page of the victim is read (with delay) before its valid
+//!   pages are moved (`SpaceConfig::gc_reads_oob`). A free block is found by a scan of every
+//!   block for the least erase count (our space picks the same block on a one-die device: least
+//!   erase count, lowest index). Moved pages' cached entries are updated in the cache (dirty),
+//!   the others fixed in one write per translation page (batch), as our DFTL does.
+//! - **FLUSH** writes nothing back (the original has no flush handling; durability comes from
+//!   the OOB records, as in every FTL here).
+//! - **Host CPU.** It ran in the host's kernel, so its work, scans included, took host CPU time
+//!   before the flash operations of a request could be issued. We charge it on one core of the
+//!   host (the `Controller` type with the host clock, `host.rs`: one request at a time, as the
+//!   module's single sector buffer forces) and report it as both `controller_busy_us` (mapping
+//!   work, wherever it runs, as the NoFTL store does) and `host_cpu_us`.
+//!
+//! Where we differ, and why: GC starts when fewer than the reserve (dies + 2, as every FTL
+//! here) blocks are free, not 5, and greedy ties go to the oldest block, not the lowest index
+//! (the shared `FlashSpace`); static wear levelling is off (the original has none);
+//! trims are ours (the original has none): journal records as in `dftl`; the original's check
+//! of the mapped page's OOB on every request copies host memory only (no delay) and is part of
+//! the lookup's instructions; a victim and a free-block search are charged over all blocks,
+//! though the original stops at a fully invalid block or a never-erased free block (an upper
+//! bound: 8 cycles per block, 13 us per search on 4,096 blocks, against an erase of 700 us).
+//!
+//! Host costs (cycles at 2.53 GHz; M = one random access into the 16-byte-per-page table:
+//! 40 cycles if it fits the 12 MiB L3, 210 beyond, `host::access_cycles`; instructions at one
+//! per cycle, our estimates):
+//!
+//! | operation                              | cycles   | accounting                                   |
+//! |----------------------------------------|----------|----------------------------------------------|
+//! | lookup (any hit, trim lookup)          | 20 + M   | status and age of the page's record          |
+//! | min-age scan, per array entry          | 8 + M    | 8 instr. (load index, load age, compare, loop) + the record's age |
+//! | linear search, per array entry         | 6        | 6 instr.; the 4-byte array streams from cache |
+//! | ghost-to-real swap                     | 20 + 2M  | both records' status, both array slots        |
+//! | miss bookkeeping                       | 40 + 2M  | the new and the demoted record                |
+//! | data write update                      | 40 + 4M  | record, old and new page status, block counters |
+//! | entry written back                     | 10 + M   | one entry into the page buffer                |
+//! | translation page (de)serialise         | 612      | a 4 KiB copy at 8 bytes/cycle + 100 instr.     |
+//! | GC page move                           | 20 + 2M  | the moved page's record, batch list           |
+//! | GC victim                              | 50 + M   | + 8 per block of the device (the scan)        |
+//! | free block taken                       | 8/block  | the scan of every block for the least erase count |
+//!
+//! At 2% on the paper's device (about 5,100 entries), a miss with a full cache scans both arrays:
+//! 5,100 x 48 = 244,800 cycles, 97 us of host CPU, against a 50 us translation-page read.
+//!
+//! Invariants (beyond `dftl.rs`'s, which hold with "cache" for "CMT"):
+//! 1. `real[..real_len]` and `ghost[..ghost_len]` hold distinct logical pages and every other
+//!    slot is empty (slots fill in order and a slot emptied by an eviction or demotion is filled
+//!    again before the call returns, except real's slot between `make_room` and `insert`).
+//! 2. `map[l].at` names l's slot iff l is in an array; an entry is in at most one array.
+//! 3. Ghost holds entries only when real is full (entries leave real only by demotion to ghost,
+//!    and trims unmap cached entries in place), so a ghost hit and a demotion always scan a full
+//!    real array, and an eviction a full ghost array.
+//! 4. Every entry's age is at most `max_age`; ages are only compared, never reset while cached.
+
+use nand::Nand;
+
+use crate::block_device::FtlError;
+use crate::dftl::{cached_entries, DftlCore, Evicted, MapCache, Variant, ENTRY_BYTES, STREAMS};
+use crate::host;
+use crate::journal::UNMAPPED;
+use crate::options::{FtlOptions, SpaceWorkCycles};
+use crate::space::GcPolicy;
+
+/// The DFTL that NoFTL measured. See the module documentation.
+pub type DftlOrig = DftlCore<TwoLevel>;
+
+/// Bytes per logical page of the original's per-page record (four C ints: cache status, age,
+/// physical page, dirty flag): the table every scan indexes into.
+pub const RECORD_BYTES: u64 = 16;
+/// Share of the cached entries in the real (level-1) array: 4,080 of 5,100 in NoFTL Fig. 5.
+pub const REAL_SHARE: f64 = 0.8;
+
+const EMPTY: u32 = u32::MAX;
+const NOT_CACHED: u32 = u32::MAX;
+const GHOST_BIT: u32 = 1 << 31;
+
+/// Instructions per entry of a min-age scan, of a linear search, per block of a block scan.
+const SCAN_INSTR: u64 = 8;
+const SEARCH_INSTR: u64 = 6;
+const BLOCK_SCAN_INSTR: u64 = 8;
+
+/// The original's per-logical-page record.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    /// `NOT_CACHED`, a real index, or `GHOST_BIT | ghost index`.
+    at: u32,
+    ppn: u32,
+    dirty: bool,
+    age: u64,
+}
+
+const UNCACHED: Record = Record {
+    at: NOT_CACHED,
+    ppn: UNMAPPED,
+    dirty: false,
+    age: 0,
+};
+
+/// Host cycles of the cache's operations (module documentation), for one table size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheCycles {
+    pub lookup: u64,
+    pub scan_entry: u64,
+    pub search_entry: u64,
+    pub swap: u64,
+    pub miss: u64,
+}
+
+impl CacheCycles {
+    /// The costs with `access` cycles per random access to the per-page table.
+    fn with_access(access: u64) -> Self {
+        CacheCycles {
+            lookup: 20 + access,
+            scan_entry: SCAN_INSTR + access,
+            search_entry: SEARCH_INSTR,
+            swap: 20 + 2 * access,
+            miss: 40 + 2 * access,
+        }
+    }
+}
+
+/// What the two-level cache did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TwoLevelCounts {
+    pub real_hits: u64,
+    pub ghost_hits: u64,
+    /// Ghost hits that swapped the entry into real.
+    pub promotions: u64,
+    pub misses: u64,
+    /// Entries evicted from ghost (out of the cache).
+    pub evictions: u64,
+    /// Array entries visited by min-age scans.
+    pub scanned_entries: u64,
+    /// Array entries visited by linear searches (free slots, an entry's ghost slot).
+    pub searched_entries: u64,
+    /// Host cycles charged for the cache's work (lookups, scans, searches, swaps, misses).
+    pub cycles: u64,
+}
+
+/// The original's two-level cache: a real and a ghost array of logical pages, ages in a record
+/// per logical page. See the module documentation.
+#[derive(Debug)]
+pub struct TwoLevel {
+    map: Vec<Record>,
+    real: Vec<u32>,
+    ghost: Vec<u32>,
+    real_len: usize,
+    ghost_len: usize,
+    max_age: u64,
+    /// The real slot `make_room` emptied for the next `insert`.
+    free_real: Option<usize>,
+    cost: CacheCycles,
+    counts: TwoLevelCounts,
+}
+
+impl TwoLevel {
+    /// Real and ghost entries for `total` cached entries (at least one each).
+    pub fn split(total: usize) -> (usize, usize) {
+        let total = total.max(2);
+        let real = ((total as f64 * REAL_SHARE).round() as usize).clamp(1, total - 1);
+        (real, total - real)
+    }
+
+    pub fn real_capacity(&self) -> usize {
+        self.real.len()
+    }
+    pub fn ghost_capacity(&self) -> usize {
+        self.ghost.len()
+    }
+    pub fn counts(&self) -> TwoLevelCounts {
+        self.counts
+    }
+    pub fn cycles(&self) -> CacheCycles {
+        self.cost
+    }
+    /// Where `lpn` is cached: `Some(false)` real, `Some(true)` ghost.
+    pub fn in_ghost(&self, lpn: u64) -> Option<bool> {
+        let at = self.map.get(lpn as usize)?.at;
+        (at != NOT_CACHED).then_some(at & GHOST_BIT != 0)
+    }
+
+    fn charge(&mut self, cycles: u64) -> u64 {
+        self.counts.cycles += cycles;
+        cycles
+    }
+
+    /// The index of the minimum-age entry of a full array, by a linear scan (the last of equal
+    /// minima wins), and the scan's cycles.
+    fn min_age(&mut self, ghost: bool) -> (usize, u64) {
+        let arr = if ghost { &self.ghost } else { &self.real };
+        debug_assert!(
+            arr.iter().all(|&l| l != EMPTY),
+            "invariant 3: scans run on full arrays"
+        );
+        let mut best = (u64::MAX, 0);
+        for (i, &l) in arr.iter().enumerate() {
+            if l == EMPTY {
+                continue;
+            }
+            let age = self.map[l as usize].age;
+            if age <= best.0 {
+                best = (age, i);
+            }
+        }
+        let n = arr.len() as u64;
+        self.counts.scanned_entries += n;
+        (best.1, n * self.cost.scan_entry)
+    }
+
+    /// Cycles of a linear search that visits `n` entries.
+    fn search(&mut self, n: usize) -> u64 {
+        self.counts.searched_entries += n as u64;
+        n as u64 * self.cost.search_entry
+    }
+
+    fn place(&mut self, lpn: u32, at: u32) {
+        if at & GHOST_BIT != 0 {
+            self.ghost[(at & !GHOST_BIT) as usize] = lpn;
+        } else {
+            self.real[at as usize] = lpn;
+        }
+        self.map[lpn as usize].at = at;
+    }
+
+    /// Recounts invariants 1-4 between two requests (tests).
+    pub fn check(&self) -> Result<(), String> {
+        if self.free_real.is_some() {
+            return Err("a real slot was freed and not filled".into());
+        }
+        for (name, arr, len, bit) in [
+            ("real", &self.real, self.real_len, 0),
+            ("ghost", &self.ghost, self.ghost_len, GHOST_BIT),
+        ] {
+            for (i, &l) in arr.iter().enumerate() {
+                let filled = l != EMPTY;
+                if filled != (i < len) {
+                    return Err(format!("{name}[{i}] = {l} with {len} entries"));
+                }
+                if filled && self.map[l as usize].at != bit | i as u32 {
+                    return Err(format!(
+                        "{name}[{i}] = {l} but its record says {}",
+                        self.map[l as usize].at
+                    ));
+                }
+                if filled && self.map[l as usize].age > self.max_age {
+                    return Err(format!("{name}[{i}] = {l} is older than the highest age"));
+                }
+            }
+        }
+        if self.ghost_len > 0 && self.real_len < self.real.len() {
+            return Err("ghost holds entries while real is not full".into());
+        }
+        let cached = self.map.iter().filter(|r| r.at != NOT_CACHED).count();
+        if cached != self.real_len + self.ghost_len {
+            return Err(format!(
+                "{cached} records cached, arrays hold {} + {}",
+                self.real_len, self.ghost_len
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl MapCache for TwoLevel {
+    fn variant(opts: &FtlOptions, nand: &Nand, capacity: u64) -> Result<Variant, FtlError> {
+        if opts.gc != GcPolicy::Greedy {
+            return Err(FtlError::Config(format!(
+                "dftl-orig models the original's greedy victim scan; GC policy '{}' is not available (use greedy)",
+                opts.gc.name()
+            )));
+        }
+        let mode = nand.config().cell.native;
+        let nop = nand.config().nop_limit(mode);
+        if nop < 2 {
+            return Err(FtlError::Config(format!(
+                "dftl-orig marks superseded pages invalid with a partial OOB program; this device's {mode:?} pages allow no second program (NOP {nop})"
+            )));
+        }
+        let access = host::access_cycles(RECORD_BYTES * capacity);
+        let blocks_scan = BLOCK_SCAN_INSTR;
+        Ok(Variant {
+            kind: "dftl-orig",
+            clock: host::clock(),
+            on_host: true,
+            space: crate::space::SpaceConfig {
+                gc_reads_oob: true,
+                wl_threshold: 0,
+                ..opts.space_config(STREAMS)
+            },
+            space_work: SpaceWorkCycles {
+                per_move: 20 + 2 * access,
+                per_victim: 50 + access,
+                per_victim_per_block: blocks_scan,
+                per_opened_per_block: blocks_scan,
+            },
+            data_update_cycles: 40 + 4 * access,
+            writeback_entry_cycles: 10 + access,
+            tpage_copy_cycles: 4096 / 8 + 100,
+            trim_lookup_cycles: 20 + access,
+            writes_tpages_at_format: true,
+            marks_invalid: true,
+        })
+    }
+
+    fn build(opts: &FtlOptions, capacity: u64, _tpages: u64, _per_tpage: u64) -> Self {
+        let (real, ghost) = TwoLevel::split(cached_entries(opts, capacity));
+        TwoLevel {
+            map: vec![UNCACHED; capacity as usize],
+            real: vec![EMPTY; real],
+            ghost: vec![EMPTY; ghost],
+            real_len: 0,
+            ghost_len: 0,
+            max_age: 0,
+            free_real: None,
+            cost: CacheCycles::with_access(host::access_cycles(RECORD_BYTES * capacity)),
+            counts: TwoLevelCounts::default(),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.real.len() + self.ghost.len()
+    }
+    fn len(&self) -> usize {
+        self.real_len + self.ghost_len
+    }
+    #[inline]
+    fn get(&self, lpn: u64) -> Option<u32> {
+        (self.map[lpn as usize].at != NOT_CACHED).then_some(lpn as u32)
+    }
+    fn ppn(&self, s: u32) -> u32 {
+        self.map[s as usize].ppn
+    }
+    fn lpn(&self, s: u32) -> u64 {
+        u64::from(s)
+    }
+    fn remap(&mut self, s: u32, ppn: u32) -> u32 {
+        let r = &mut self.map[s as usize];
+        debug_assert!(r.at != NOT_CACHED);
+        r.dirty = true;
+        std::mem::replace(&mut r.ppn, ppn)
+    }
+
+    fn hit(&mut self, s: u32) -> (u32, u64) {
+        let l = s as usize;
+        let r = &mut self.map[l];
+        r.age += 1;
+        let (age, at) = (r.age, r.at);
+        self.max_age = self.max_age.max(age);
+        let mut cycles = self.cost.lookup;
+        if at & GHOST_BIT == 0 {
+            self.counts.real_hits += 1;
+            return (s, self.charge(cycles));
+        }
+        self.counts.ghost_hits += 1;
+        debug_assert_eq!(self.real_len, self.real.len(), "invariant 3");
+        let (ri, scan) = self.min_age(false);
+        cycles += scan;
+        let victim = self.real[ri];
+        if self.map[victim as usize].age <= age {
+            let gi = at & !GHOST_BIT;
+            // The original finds the hit entry's ghost slot by a linear search.
+            cycles += self.search(gi as usize + 1) + self.cost.swap;
+            self.place(s, ri as u32);
+            self.place(victim, GHOST_BIT | gi);
+            self.counts.promotions += 1;
+        }
+        (s, self.charge(cycles))
+    }
+
+    fn make_room(&mut self) -> (Option<Evicted>, u64) {
+        self.counts.misses += 1;
+        let mut cycles = self.cost.miss;
+        if self.real_len < self.real.len() {
+            // Slots fill in order and never empty while real is not full (invariant 1).
+            cycles += self.search(self.real_len + 1);
+            self.free_real = Some(self.real_len);
+            return (None, self.charge(cycles));
+        }
+        let mut evicted = None;
+        let gi = if self.ghost_len == self.ghost.len() {
+            let (gi, scan) = self.min_age(true);
+            cycles += scan;
+            let l = self.ghost[gi];
+            let r = std::mem::replace(&mut self.map[l as usize], UNCACHED);
+            evicted = Some(Evicted {
+                lpn: u64::from(l),
+                ppn: r.ppn,
+                dirty: r.dirty,
+            });
+            self.ghost[gi] = EMPTY;
+            self.ghost_len -= 1;
+            self.counts.evictions += 1;
+            gi
+        } else {
+            cycles += self.search(self.ghost_len + 1);
+            self.ghost_len
+        };
+        let (ri, scan) = self.min_age(false);
+        cycles += scan;
+        let demoted = self.real[ri];
+        self.place(demoted, GHOST_BIT | gi as u32);
+        self.ghost_len += 1;
+        self.real[ri] = EMPTY;
+        self.real_len -= 1;
+        self.free_real = Some(ri);
+        (evicted, self.charge(cycles))
+    }
+
+    fn insert(&mut self, lpn: u64, ppn: u32) -> u32 {
+        debug_assert!(self.map[lpn as usize].at == NOT_CACHED);
+        let ri = self.free_real.take().unwrap_or(self.real_len);
+        debug_assert!(
+            ri < self.real.len() && self.real[ri] == EMPTY,
+            "make_room first"
+        );
+        self.max_age += 1;
+        self.map[lpn as usize] = Record {
+            at: NOT_CACHED,
+            ppn,
+            dirty: false,
+            age: self.max_age,
+        };
+        self.place(lpn as u32, ri as u32);
+        self.real_len += 1;
+        lpn as u32
+    }
+
+    /// None: the original writes an evicted entry back alone.
+    fn write_back_with(&mut self, _v: u64, _flash_map: &mut [u32]) -> u64 {
+        0
+    }
+
+    /// None: the original's FLUSH writes nothing back.
+    fn flush_tpages(&self, _per_tpage: u64) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// The per-page records, both arrays (4 bytes an entry) and the GTD.
+    fn mapping_bytes(&self, tpages: u64) -> u64 {
+        RECORD_BYTES * self.map.len() as u64
+            + ENTRY_BYTES * (self.real.len() + self.ghost.len()) as u64
+            + ENTRY_BYTES * tpages
+    }
+}

@@ -95,14 +95,11 @@ pub struct CompareArgs {
     pub tpcc_reduced: Option<Vec<u32>>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The stores to run, comma-separated, native first (the slowdowns are against it):
-    /// native, dftl-2%, dftl-15%, dftl-35%, page.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "native,dftl-2%,dftl-15%,dftl-35%,page"
-    )]
-    pub stores: Vec<String>,
+    /// The stores to run, comma-separated; native must be one (the slowdowns are against it):
+    /// native, dftl-2%, dftl-15%, dftl-35%, page, dftl-orig-2%, dftl-orig-15%, dftl-orig-35%
+    /// (default: the first five; with --paper all eight).
+    #[arg(long, value_delimiter = ',')]
+    pub stores: Option<Vec<String>>,
     /// Worker threads (runs are independent).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
@@ -131,14 +128,25 @@ pub struct CompareArgs {
 const PAPER_SCALES_TPCB: [u32; 3] = [48, 200, 500];
 const PAPER_SCALES_TPCC: [u32; 3] = [5, 25, 50];
 
-/// The stores compared, in seed 000's column order (and the page FTL after them).
-const ROWS: [(&str, Option<f64>); 5] = [
-    ("native", None),
-    ("dftl-2%", Some(0.02)),
-    ("dftl-15%", Some(0.15)),
-    ("dftl-35%", Some(0.35)),
-    ("page", None),
+/// The stores compared, in the NoFTL paper's column order, then the page FTL, then the DFTL
+/// the paper measured (`dftl-orig`, docs/ftl.md): name, FTL kind (None: native), fraction of
+/// the mappings cached.
+const ROWS: [(&str, Option<&str>, f64); 8] = [
+    ("native", None, 0.0),
+    ("dftl-2%", Some("dftl"), 0.02),
+    ("dftl-15%", Some("dftl"), 0.15),
+    ("dftl-35%", Some("dftl"), 0.35),
+    ("page", Some("page"), 0.02),
+    ("dftl-orig-2%", Some("dftl-orig"), 0.02),
+    ("dftl-orig-15%", Some("dftl-orig"), 0.15),
+    ("dftl-orig-35%", Some("dftl-orig"), 0.35),
 ];
+
+/// The stores of a comparison when --stores is not given: the paper's five columns, and with
+/// --paper also the DFTL the paper measured.
+const DEFAULT_STORES: &str = "native,dftl-2%,dftl-15%,dftl-35%,page";
+const PAPER_STORES: &str =
+    "native,dftl-2%,dftl-15%,dftl-35%,page,dftl-orig-2%,dftl-orig-15%,dftl-orig-35%";
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct PerTxn {
@@ -364,7 +372,7 @@ const WARMUP_SEED: u64 = 0x5741_524D_5550;
 fn parse_stores(names: &[String]) -> anyhow::Result<Vec<usize>> {
     let mut rows = Vec::new();
     for n in names {
-        match ROWS.iter().position(|(r, _)| r == n) {
+        match ROWS.iter().position(|(r, _, _)| r == n) {
             Some(i) if !rows.contains(&i) => rows.push(i),
             Some(_) => bail!("--stores names '{n}' twice"),
             None => bail!(
@@ -456,9 +464,9 @@ pub fn native_store(
 
 fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
     let nand = Nand::new(rig.nand.clone())?;
-    let (name, cache) = ROWS[row];
-    Ok(match name {
-        "native" => Box::new(NativeStore::format(
+    let (_, kind, cache) = ROWS[row];
+    Ok(match kind {
+        None => Box::new(NativeStore::format(
             nand,
             NativeConfig {
                 log_blocks: Some(rig.log_blocks),
@@ -467,14 +475,13 @@ fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
                 ..NativeConfig::default()
             },
         )?),
-        _ => {
+        Some(kind) => {
             let opts = FtlOptions {
-                cache_fraction: cache.unwrap_or(0.02),
+                cache_fraction: cache,
                 spare_factor: rig.spare,
                 seed: rig.nand.seed,
                 ..FtlOptions::default()
             };
-            let kind = if cache.is_some() { "dftl" } else { "page" };
             Box::new(BlockPageStore::new(
                 ftl::build(kind, nand, &opts)?,
                 4096,
@@ -759,6 +766,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         let mut one = args.clone();
         one.scale = Some(scale);
         one.paper = false;
+        if one.stores.is_none() {
+            one.stores = Some(PAPER_STORES.split(',').map(String::from).collect());
+        }
         one.json = args.json.as_ref().map(|p| with_scale(p, scale));
         run_scale(&one)?;
     }
@@ -870,7 +880,11 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     }
     let until_ns = super::bench::parse_duration_ns(&args.duration)?;
     parse_warmup(&args.warmup)?; // refused before the long load, not after it
-    let selected = parse_stores(&args.stores)?;
+    let stores: Vec<String> = match &args.stores {
+        Some(s) => s.clone(),
+        None => DEFAULT_STORES.split(',').map(String::from).collect(),
+    };
+    let selected = parse_stores(&stores)?;
     // Refused before the long load, from the kit's estimate of the database's size.
     let est_pages = w.db_pages_estimate();
     jobs_that_fit(

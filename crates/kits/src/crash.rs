@@ -1,8 +1,13 @@
-//! The deterministic crash test: a TPC-B workload on a device that loses power (or fails an
-//! I/O) at a seeded random operation, a restart from the device alone, and a check against a
-//! reference model.
+//! The deterministic crash test: a workload on a device that loses power (or fails an I/O) at a
+//! seeded random operation, a restart from the device alone, and a check against a reference
+//! model.
 //!
-//! Two media ([`Medium`]):
+//! A workload ([`CrashWorkload`]: TPC-B here, TPC-C in `tpcc::crash`) is loaded, run into the
+//! fault and checked the same way on every medium; the round that injects the fault and restarts
+//! is the medium's: [`block_round`] on a block device (this module), `crash_native::native_round`
+//! on the NoFTL store.
+//!
+//! Three media ([`Medium`]):
 //! - the crash disk (`storage::crashdisk`): a RAM device with a volatile write cache; the cut
 //!   lands at a device operation (read, write, trim, flush), unflushed writes persist in a seeded
 //!   subset, optionally torn at sector granularity;
@@ -12,11 +17,12 @@
 //!   model says (nand device.rs invariant 6); the flash is then taken back from the FTL
 //!   (`into_nand`), powered on, and the FTL recovers from it (`ftl::open`) before the engine
 //!   restarts on top. `fail_op` injects a media error (a failed program or erase, an
-//!   uncorrectable read) instead.
+//!   uncorrectable read) instead;
+//! - the NoFTL store managing the flash itself (`Medium::Native`, see `crash_native`).
 //!
-//! Model: the terminals record every commit they saw acknowledged and the one whose commit was
-//! in flight. After recovery the history table names the transactions that survived (`h_seq`).
-//! Verified: (1) every acknowledged commit survived; (2) nothing survived that was not at least
+//! Model (TPC-B; TPC-C's is in `tpcc::crash`): the terminals record every commit they saw
+//! acknowledged and the one whose commit was in flight. After recovery the history table names
+//! the transactions that survived (`h_seq`). Verified: (1) every acknowledged commit survived; (2) nothing survived that was not at least
 //! requested (no uncommitted or invented transaction); (3) every account, teller and branch
 //! balance equals the sum of the surviving transactions' deltas (so no partial transaction is
 //! visible); (4) the TPC-B sums hold and the engine's structural check passes (indexes agree
@@ -27,6 +33,13 @@
 //!
 //! Everything depends on the seed only: the workload, the cut point and which unflushed writes
 //! persist.
+//!
+//! The fault's operation ([`block_round`]): on flash, and on the crash disk for a workload that
+//! gives no estimate of its operations (TPC-C), a dry run of the same seed without a fault counts
+//! the workload's device operations (on flash naming each one, [`OpCount`]) and the fault is
+//! drawn from that count plus 5%; TPC-B on the crash disk draws it from 1.5 operations per
+//! transaction, its estimate since the first version of this test (kept, so that every seed
+//! keeps its cut).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,6 +52,7 @@ use storage::sched::{run_virtual, VirtualOptions};
 use storage::shared::SharedDevice;
 use storage::{BlockPageStore, Engine, EngineConfig, Error, Result};
 
+use crate::crash_native::{crash_store_config, native_round, NativeSetup};
 use crate::tpcb::{self, Done, Handles, TpcbConfig, TpcbTerminal};
 
 /// What to inject.
@@ -73,6 +87,19 @@ pub enum Medium {
     CrashDisk,
     /// An FTL on emulated flash: faults at flash operations.
     Flash(FlashMedium),
+    /// The NoFTL store on emulated flash (`crash_native`), sized by the workload.
+    Native,
+}
+
+impl Medium {
+    /// The name the reports use: `crashdisk`, the FTL's kind, `native`.
+    pub fn name(&self) -> &str {
+        match self {
+            Medium::CrashDisk => "crashdisk",
+            Medium::Flash(m) => &m.kind,
+            Medium::Native => "native",
+        }
+    }
 }
 
 /// An FTL on an emulated NAND device, for crash tests.
@@ -92,6 +119,7 @@ pub struct FlashMedium {
 /// The flash crash-test device: the tiny preset (8 dies of SLC, 16-page blocks) with 12 blocks
 /// per plane (96 blocks, 6 MiB) and 15% spare, the smallest that holds the open blocks of every
 /// page-mapped FTL; small enough that recovery scans it in well under a millisecond of host time.
+/// Both crash workloads' databases fit (TPC-C's reduced one even with 2,000 transactions).
 const FLASH_PRESET: &str = "tiny";
 const FLASH_BLOCKS_PER_PLANE: &str = "geometry.blocks_per_plane=12";
 const FLASH_SPARE_FACTOR: f64 = 0.15;
@@ -185,7 +213,8 @@ pub struct CrashOutcome {
     pub error_reported: Option<String>,
     /// The second cut (`crash_during_recovery`) fell inside the restart.
     pub recovery_cut_hit: bool,
-    /// Native only: the restart's operation the second cut hit ("read recovery", "program log").
+    /// Native, and flash with a counted restart (TPC-C): the restart's operation the second cut
+    /// hit ("read recovery", "program log").
     pub recovery_cut_landed_on: Option<String>,
     pub acknowledged: u64,
     pub recovered: u64,
@@ -224,14 +253,18 @@ enum Rig {
 }
 
 impl Rig {
-    fn create(o: &CrashOptions, seed: u64) -> Result<Rig> {
-        match &o.medium {
+    fn create(medium: &Medium, seed: u64) -> Result<Rig> {
+        match medium {
             Medium::CrashDisk => Ok(Rig::Disk(SharedCrashDisk::new(CrashDisk::new(DISK_PAGES)))),
             Medium::Flash(m) => {
                 let mut dev = ftl::build(&m.kind, m.nand(seed)?, &m.ftl)?;
                 age(&mut *dev, m.aged_fraction, seed)?;
                 Ok(Rig::Flash(SharedDevice::new(dev), m.clone()))
             }
+            Medium::Native => Err(Error::Unsupported(
+                "the native store is no block device: its round is crash_native::native_round"
+                    .into(),
+            )),
         }
     }
     fn log_blocks(&self) -> u64 {
@@ -241,14 +274,14 @@ impl Rig {
         }
     }
     /// A page store on a new handle of the device.
-    fn store(&self, o: &CrashOptions) -> Result<Box<BlockPageStore>> {
+    fn store(&self, s: &BlockSetup) -> Result<Box<BlockPageStore>> {
         let dev: Box<dyn BlockDevice> = match self {
             Rig::Disk(d) => Box::new(d.clone()),
             Rig::Flash(d, _) => Box::new(d.clone()),
         };
         Ok(Box::new(BlockPageStore::new(
             dev,
-            o.page_bytes,
+            s.page_bytes,
             Some(self.log_blocks()),
         )?))
     }
@@ -259,8 +292,9 @@ impl Rig {
             Rig::Flash(d, _) => d.with(|d| d.nand().map_or(0, Nand::ops_issued)),
         }
     }
-    /// The range a cut during restart is drawn from: a restart issues about this many operations
-    /// (crash disk: 15-40; flash, counting reads: 35-90), so most second cuts fall inside it.
+    /// The range a cut during restart is drawn from without `BlockSetup::count_restart` (TPC-B's
+    /// estimate): a TPC-B restart issues about this many operations (crash disk: 15-40; flash,
+    /// counting reads: 35-90), so most second cuts fall inside it.
     fn restart_ops(&self) -> u64 {
         match self {
             Rig::Disk(_) => 40,
@@ -288,11 +322,26 @@ impl Rig {
             }),
         }
     }
-    /// Flash: `f` on the device under the FTL (`None` on the crash disk).
-    fn with_nand<R>(&self, f: impl FnOnce(&mut Nand) -> R) -> Option<R> {
+    /// Starts counting operations (flash: restarts the trace that names them); gives the
+    /// operation number [`Rig::counted_since`] counts from.
+    fn start_count(&self) -> Result<u64> {
         match self {
-            Rig::Disk(_) => None,
-            Rig::Flash(d, _) => d.with(|d| d.nand_mut().map(f)),
+            Rig::Disk(d) => Ok(d.ops()),
+            Rig::Flash(d, _) => d
+                .with(|d| d.nand_mut().map(OpCount::start))
+                .ok_or_else(no_flash),
+        }
+    }
+    /// The operations since `start` (named on flash, unnamed on the crash disk).
+    fn counted_since(&self, start: u64) -> Result<OpCount> {
+        match self {
+            Rig::Disk(d) => Ok(OpCount {
+                ops: d.ops() - start,
+                names: Vec::new(),
+            }),
+            Rig::Flash(d, _) => d
+                .with(|d| d.nand().map(|n| OpCount::since(n, start)))
+                .ok_or_else(no_flash),
         }
     }
     /// Cuts power (if the fault has not already), powers on, and brings the device back as the
@@ -363,89 +412,202 @@ fn age(dev: &mut dyn BlockDevice, fraction: f64, seed: u64) -> Result<()> {
     Ok(())
 }
 
-/// A device with the TPC-B database created and loaded, ready to run.
-fn prepare(o: &CrashOptions, seed: u64) -> Result<(Rig, Engine, Handles)> {
-    let rig = Rig::create(o, seed)?;
-    let mut e = Engine::create(rig.store(o)?, engine_cfg(o))?;
-    let h = tpcb::load(&mut e, o.tpcb, |_| {})?;
-    e.checkpoint()?;
-    Ok((rig, e, h))
+fn no_flash() -> Error {
+    Error::Unsupported("the FTL shows no flash to count on".into())
 }
 
-/// One crash-and-recover round for `seed`.
-///
-/// The fault's operation number: on the crash disk, drawn from 1.5 operations per transaction
-/// of the workload (about what it issues with group commit), so most faults fall inside it. On
-/// flash, where operations per transaction vary with the FTL (DFTL's translation pages) and with
-/// GC, a dry run of the same seed without a fault first counts the workload's flash operations
-/// and names each one; the fault is drawn from that count plus 5% (a cut after the last
-/// operation: power lost while idle). The dry run is exact because everything up to the fault is
-/// the same in both runs (nand device.rs invariant 7).
+/// A workload of the crash tests, loaded, run into the fault and checked the same way on every
+/// medium: by [`block_round`] on the crash disk and the FTLs, by `crash_native::native_round` on
+/// the NoFTL store.
+pub(crate) trait CrashWorkload {
+    /// What the check needs from the load (table handles, row counts).
+    type Loaded;
+    /// What the terminals saw (the commits acknowledged and those in flight).
+    type Seen;
+    fn fault(&self) -> Fault;
+    fn crash_during_recovery(&self) -> bool;
+    fn engine_config(&self) -> EngineConfig;
+    /// Loads the database into the new engine and checkpoints it.
+    fn load(&self, e: &mut Engine, seed: u64) -> Result<Self::Loaded>;
+    /// Runs the terminals until they finish or the fault stops them (noted in `out`).
+    fn run(
+        &self,
+        e: &mut Engine,
+        l: &Self::Loaded,
+        seed: u64,
+        out: &mut CrashOutcome,
+    ) -> Self::Seen;
+    /// Checks what a restart gave against what the terminals saw (a failed restart is a
+    /// violation).
+    fn verify(
+        &self,
+        r: Result<Engine>,
+        l: &Self::Loaded,
+        seen: Self::Seen,
+        out: CrashOutcome,
+    ) -> Result<CrashOutcome>;
+}
+
+/// Where [`block_round`] puts the database, and how it draws the fault.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockSetup<'a> {
+    /// The crash disk or an FTL on flash (not `Native`).
+    pub medium: &'a Medium,
+    pub page_bytes: usize,
+    /// Crash disk: tear unflushed pages at sector granularity.
+    pub tear_sectors: bool,
+    /// Crash disk: draw the fault from this many operations instead of a dry run's count.
+    pub disk_fault_ops: Option<u64>,
+    /// The second cut (`crash_during_recovery`): drawn from a cut-free restart's operations
+    /// (plus 5%; on flash named where it lands), counted on the device a second faulted run of
+    /// the seed leaves; else from the first `Rig::restart_ops` operations of the restart.
+    pub count_restart: bool,
+}
+
+/// A device with the workload's database created and loaded, ready to run.
+fn prepare<W: CrashWorkload>(w: &W, s: &BlockSetup, seed: u64) -> Result<(Rig, Engine, W::Loaded)> {
+    let rig = Rig::create(s.medium, seed)?;
+    let mut e = Engine::create(rig.store(s)?, w.engine_config())?;
+    let l = w.load(&mut e, seed)?;
+    Ok((rig, e, l))
+}
+
+/// One crash-and-recover round of TPC-B for `seed` on `o.medium` ([`block_round`], or
+/// `crash_native::native_round` for `Medium::Native`).
 pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let w = Tpcb(o);
+    if o.medium == Medium::Native {
+        return native_round(&w, &tpcb_native_setup(o), seed);
+    }
     let txns = u64::from(o.terminals) * o.txns_per_terminal;
-    let (budget, count) = match o.medium {
-        Medium::CrashDisk => ((txns * 3 / 2).max(10), OpCount::default()),
-        Medium::Flash(_) => {
-            let (rig, mut e, h) = prepare(o, seed)?;
-            let no_flash = || Error::Unsupported("the FTL shows no flash to count on".into());
-            let start = rig.with_nand(OpCount::start).ok_or_else(no_flash)?;
+    let s = BlockSetup {
+        medium: &o.medium,
+        page_bytes: o.page_bytes,
+        tear_sectors: o.tear_sectors,
+        disk_fault_ops: Some((txns * 3 / 2).max(10)),
+        count_restart: false,
+    };
+    block_round(&w, &s, seed)
+}
+
+/// TPC-B's native device: `tiny` with 8 blocks per plane (`crash_native::crash_device`).
+pub(crate) fn tpcb_native_setup(o: &CrashOptions) -> NativeSetup {
+    NativeSetup {
+        blocks_per_plane: crate::crash_native::CRASH_BLOCKS_PER_PLANE,
+        store: crash_store_config(o),
+    }
+}
+
+/// One crash-and-recover round of workload `w` for `seed` on a block device.
+///
+/// The fault's operation number: on the crash disk with `disk_fault_ops`, drawn from that many
+/// operations (TPC-B: 1.5 per transaction, about what it issues with group commit), so most
+/// faults fall inside the workload. Otherwise (flash, where operations per transaction vary with
+/// the FTL, DFTL's translation pages and GC; the crash disk for TPC-C), a dry run of the same
+/// seed without a fault first counts the workload's operations (and on flash names each one);
+/// the fault is drawn from that count plus 5% (a cut after the last operation: power lost while
+/// idle). The dry run is exact because everything up to the fault is the same in both runs (nand
+/// device.rs invariant 7; the crash disk is deterministic up to its cut).
+pub(crate) fn block_round<W: CrashWorkload>(
+    w: &W,
+    s: &BlockSetup,
+    seed: u64,
+) -> Result<CrashOutcome> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let (budget, count) = match (s.medium, s.disk_fault_ops) {
+        (Medium::CrashDisk, Some(ops)) => (ops, OpCount::default()),
+        _ => {
+            let (rig, mut e, l) = prepare(w, s, seed)?;
+            let start = rig.start_count()?;
             let mut dry = CrashOutcome::default();
-            run_until_fault(&mut e, h, o, seed, &mut dry);
-            let count = rig
-                .with_nand(|n| OpCount::of_dry_run(n, start, seed, &dry))
-                .ok_or_else(no_flash)??;
+            w.run(&mut e, &l, seed, &mut dry);
+            OpCount::dry_run_ok(seed, &dry)?;
+            let count = rig.counted_since(start)?;
             (count.budget(), count)
         }
     };
-    let (rig, mut e, h) = prepare(o, seed)?;
     let nth = rng.random_range(1..=budget);
-    let at = rig.ops() + nth;
-    rig.arm(o.fault, at, o.tear_sectors);
     let mut out = CrashOutcome {
         seed,
-        fault_at_op: at,
         ..CrashOutcome::default()
     };
-    let (acked, maybe) = run_until_fault(&mut e, h, o, seed, &mut out);
-    // A media error the FTL absorbed (a failed program it rewrote elsewhere) reaches no one, so
-    // "hit" is judged by the operation count.
-    out.fault_hit = out.error_reported.is_some() || rig.ops() >= at;
+    let (rig, l, seen) = faulted_run(w, s, seed, nth, &mut out)?;
     if out.fault_hit {
         out.fault_landed_on = count.name(nth);
     }
-    drop(e);
-
     // Restart from the device alone (optionally crashing once more during recovery).
-    let mut rig = match rig.power_cycle(seed)? {
+    let mut rig = match rig {
         Ok(r) => r,
         Err(why) => {
             out.violations.push(why);
             return Ok(out);
         }
     };
-    if o.crash_during_recovery {
-        let cut = rig.ops() + rng.random_range(1..=rig.restart_ops());
-        rig.arm(Fault::PowerCut, cut, o.tear_sectors);
-        let r = Engine::open(rig.store(o)?, engine_cfg(o));
-        out.recovery_cut_hit = r.is_err();
-        drop(r);
-        rig = match rig.power_cycle(seed.wrapping_add(1))? {
-            Ok(r) => r,
-            Err(why) => {
-                out.violations.push(why);
-                return Ok(out);
+    if w.crash_during_recovery() {
+        let second = if s.count_restart {
+            // A cut-free restart of the same device, reached by the same faulted run again.
+            let (again, _, _) = faulted_run(w, s, seed, nth, &mut CrashOutcome::default())?;
+            match again {
+                Ok(r) => {
+                    let start = r.start_count()?;
+                    let restarted = Engine::open(r.store(s)?, w.engine_config()).is_ok();
+                    let restart = r.counted_since(start)?;
+                    restarted.then(|| {
+                        let nth = rng.random_range(1..=restart.budget());
+                        (nth, restart.name(nth))
+                    })
+                }
+                // The real restart fails the same way, and the check reports it.
+                Err(_) => None,
             }
+        } else {
+            Some((rng.random_range(1..=rig.restart_ops()), None))
         };
+        if let Some((nth, name)) = second {
+            rig.arm(Fault::PowerCut, rig.ops() + nth, s.tear_sectors);
+            let r = Engine::open(rig.store(s)?, w.engine_config());
+            out.recovery_cut_hit = r.is_err();
+            if out.recovery_cut_hit {
+                out.recovery_cut_landed_on = name;
+            }
+            drop(r);
+            rig = match rig.power_cycle(seed.wrapping_add(1))? {
+                Ok(r) => r,
+                Err(why) => {
+                    out.violations.push(why);
+                    return Ok(out);
+                }
+            };
+        }
     }
-    verify_restart(
-        Engine::open(rig.store(o)?, engine_cfg(o)),
-        h,
-        o.tpcb,
-        &acked,
-        &maybe,
+    w.verify(
+        Engine::open(rig.store(s)?, w.engine_config()),
+        &l,
+        seen,
         out,
     )
+}
+
+/// The workload with the fault armed at its `nth` operation, then a power cycle: the device as
+/// the restart finds it (`Err(why)`: it did not come back).
+#[allow(clippy::type_complexity)] // the round's three results, named in the caller
+fn faulted_run<W: CrashWorkload>(
+    w: &W,
+    s: &BlockSetup,
+    seed: u64,
+    nth: u64,
+    out: &mut CrashOutcome,
+) -> Result<(std::result::Result<Rig, String>, W::Loaded, W::Seen)> {
+    let (rig, mut e, l) = prepare(w, s, seed)?;
+    let at = rig.ops() + nth;
+    rig.arm(w.fault(), at, s.tear_sectors);
+    out.fault_at_op = at;
+    let seen = w.run(&mut e, &l, seed, out);
+    // A media error the FTL absorbed (a failed program it rewrote elsewhere) reaches no one, so
+    // "hit" is judged by the operation count.
+    out.fault_hit = out.error_reported.is_some() || rig.ops() >= at;
+    drop(e);
+    Ok((rig.power_cycle(seed)?, l, seen))
 }
 
 /// The flash operations of a fault-free dry run, counted and named in order ("program host",
@@ -486,11 +648,17 @@ impl OpCount {
         seed: u64,
         dry: &CrashOutcome,
     ) -> Result<OpCount> {
+        Self::dry_run_ok(seed, dry)?;
+        Ok(Self::since(nand, start))
+    }
+
+    /// A dry run must not fail: without a fault, a failure is the harness's or the engine's.
+    pub(crate) fn dry_run_ok(seed: u64, dry: &CrashOutcome) -> Result<()> {
         match &dry.error_reported {
             Some(err) => Err(Error::Unsupported(format!(
                 "the dry run of seed {seed} failed without a fault: {err}"
             ))),
-            None => Ok(Self::since(nand, start)),
+            None => Ok(()),
         }
     }
 
@@ -561,6 +729,40 @@ pub(crate) fn run_to_fault<T: storage::sched::Terminal>(
     if let Err(err) = run_virtual(e, terms, start, VirtualOptions::default()) {
         out.fault_hit = true;
         out.error_reported = Some(err.to_string());
+    }
+}
+
+/// TPC-B as the crash tests run it, on every medium.
+pub(crate) struct Tpcb<'a>(pub &'a CrashOptions);
+
+impl CrashWorkload for Tpcb<'_> {
+    type Loaded = Handles;
+    type Seen = (Vec<Done>, Vec<Done>);
+    fn fault(&self) -> Fault {
+        self.0.fault
+    }
+    fn crash_during_recovery(&self) -> bool {
+        self.0.crash_during_recovery
+    }
+    fn engine_config(&self) -> EngineConfig {
+        engine_cfg(self.0)
+    }
+    fn load(&self, e: &mut Engine, _seed: u64) -> Result<Handles> {
+        let h = tpcb::load(e, self.0.tpcb, |_| {})?;
+        e.checkpoint()?;
+        Ok(h)
+    }
+    fn run(&self, e: &mut Engine, h: &Handles, seed: u64, out: &mut CrashOutcome) -> Self::Seen {
+        run_until_fault(e, *h, self.0, seed, out)
+    }
+    fn verify(
+        &self,
+        r: Result<Engine>,
+        h: &Handles,
+        (acked, maybe): Self::Seen,
+        out: CrashOutcome,
+    ) -> Result<CrashOutcome> {
+        verify_restart(r, *h, self.0.tpcb, &acked, &maybe, out)
     }
 }
 

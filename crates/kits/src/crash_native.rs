@@ -1,11 +1,13 @@
 //! The crash test on the NoFTL page store: the same workload, model and checks as `crash.rs`,
 //! with the power cut (or the failed operation) at a seeded flash operation of the emulator's
 //! `FaultPlan`, and the restart from the flash alone (`NativeStore::open`: map checkpoint and
-//! the OOB written since, then ARIES). [`native_round`] runs one seed of any workload ([`NativeWorkload`]:
-//! TPC-B here, TPC-C in `tpcc::crash`).
+//! the OOB written since, then ARIES). [`native_round`] runs one seed of any workload
+//! (`crash::CrashWorkload`: TPC-B in `crash`, TPC-C in `tpcc::crash`), on the device its
+//! [`NativeSetup`] sizes.
 //!
-//! The device is small (a `tiny` variant of 64 blocks of 16 pages, 42% spare, a 256-block log) so that garbage
-//! collection runs during the workload and the cut can fall inside a GC copy or erase.
+//! The device is small (for TPC-B a `tiny` variant of 64 blocks of 16 pages, 42% spare, a
+//! 256-block log) so that garbage collection runs during the workload and the cut can fall
+//! inside a GC copy or erase.
 //!
 //! The fault's operation: a dry run of the same seed without a fault on an identical device
 //! counts and names the workload's flash operations (`crash::OpCount`); the fault is drawn from
@@ -33,20 +35,20 @@
 use nand::{DeviceConfig, FaultPlan, Nand};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use storage::{Engine, EngineConfig, Error, NativeConfig, NativeStore, PageStore, Result};
+use storage::{Engine, Error, NativeConfig, NativeStore, PageStore, Result};
 
-use crate::crash::{
-    engine_cfg, run_until_fault, verify_restart, CrashOptions, CrashOutcome, Fault, OpCount,
-};
-use crate::tpcb::{self, Done, Handles};
+use crate::crash::{CrashOptions, CrashOutcome, CrashWorkload, Fault, OpCount, Tpcb};
 
 /// Flash trace kept from the start of a count, to name the operation a cut hits: more than a
 /// workload and a restart of the crash tests issue.
 const TRACE_ENTRIES: usize = 1 << 16;
 
-/// The crash test's flash: `tiny` with 8 blocks per plane (64 blocks, 1,024 pages of 4 KiB).
+/// TPC-B's crash-test flash: `tiny` with 8 blocks per plane (64 blocks, 1,024 pages of 4 KiB).
+pub const CRASH_BLOCKS_PER_PLANE: u32 = 8;
+
+/// TPC-B's crash-test flash ([`CRASH_BLOCKS_PER_PLANE`]).
 pub fn crash_device(seed: u64) -> Result<Nand> {
-    tiny_device(seed, 8)
+    tiny_device(seed, CRASH_BLOCKS_PER_PLANE)
 }
 
 /// The `tiny` preset with `blocks_per_plane` blocks per plane, seeded, with a trace.
@@ -96,42 +98,24 @@ pub fn crash_store_config(o: &CrashOptions) -> NativeConfig {
     }
 }
 
-/// A workload of the native crash test, run the same way for every seed by [`native_round`].
-pub(crate) trait NativeWorkload {
-    /// What the check needs from the load (table handles, row counts).
-    type Loaded;
-    /// What the terminals saw (the commits acknowledged and those in flight).
-    type Seen;
-    fn fault(&self) -> Fault;
-    fn crash_during_recovery(&self) -> bool;
-    fn store_config(&self) -> NativeConfig;
-    fn engine_config(&self) -> EngineConfig;
+/// The native store a workload runs on in [`native_round`].
+#[derive(Clone, Debug)]
+pub(crate) struct NativeSetup {
+    /// The seed's flash is `tiny` with this many blocks per plane ([`tiny_device`]).
+    pub blocks_per_plane: u32,
+    pub store: NativeConfig,
+}
+
+impl NativeSetup {
     /// The seed's flash, fresh: identical for every run of the seed.
-    fn device(&self, seed: u64) -> Result<Nand>;
-    /// Loads the database into the new engine and checkpoints it.
-    fn load(&self, e: &mut Engine, seed: u64) -> Result<Self::Loaded>;
-    /// Runs the terminals until they finish or the fault stops them (noted in `out`).
-    fn run(
-        &self,
-        e: &mut Engine,
-        l: &Self::Loaded,
-        seed: u64,
-        out: &mut CrashOutcome,
-    ) -> Self::Seen;
-    /// Checks what a restart gave against what the terminals saw (a failed restart is a
-    /// violation).
-    fn verify(
-        &self,
-        r: Result<Engine>,
-        l: &Self::Loaded,
-        seen: Self::Seen,
-        out: CrashOutcome,
-    ) -> Result<CrashOutcome>;
+    fn device(&self, seed: u64) -> Result<Nand> {
+        tiny_device(seed, self.blocks_per_plane)
+    }
 }
 
 /// The database loaded on a freshly formatted device.
-fn prepare<W: NativeWorkload>(w: &W, seed: u64) -> Result<(Engine, W::Loaded)> {
-    let store = NativeStore::format(w.device(seed)?, w.store_config())?;
+fn prepare<W: CrashWorkload>(w: &W, s: &NativeSetup, seed: u64) -> Result<(Engine, W::Loaded)> {
+    let store = NativeStore::format(s.device(seed)?, s.store.clone())?;
     let mut e = Engine::create(Box::new(store), w.engine_config())?;
     let l = w.load(&mut e, seed)?;
     Ok((e, l))
@@ -139,13 +123,14 @@ fn prepare<W: NativeWorkload>(w: &W, seed: u64) -> Result<(Engine, W::Loaded)> {
 
 /// The workload with the fault armed at its `nth` flash operation, then a power cycle: the flash
 /// as the restart finds it.
-fn faulted_run<W: NativeWorkload>(
+fn faulted_run<W: CrashWorkload>(
     w: &W,
+    s: &NativeSetup,
     seed: u64,
     nth: u64,
     out: &mut CrashOutcome,
 ) -> Result<(Nand, W::Loaded, W::Seen)> {
-    let (mut e, l) = prepare(w, seed)?;
+    let (mut e, l) = prepare(w, s, seed)?;
     let nand = flash(&mut e)?;
     let at = nand.ops_issued() + nth;
     nand.set_fault_plan(w.fault().plan_at(at));
@@ -168,9 +153,13 @@ struct RestartCount {
 impl RestartCount {
     /// Restarts `nand` without a cut and counts; `None` if the restart failed (the real one
     /// then fails the same way, and the check reports it).
-    fn measure<W: NativeWorkload>(w: &W, mut nand: Nand) -> Result<Option<RestartCount>> {
+    fn measure<W: CrashWorkload>(
+        w: &W,
+        s: &NativeSetup,
+        mut nand: Nand,
+    ) -> Result<Option<RestartCount>> {
         let start = OpCount::start(&mut nand);
-        let Ok(mut store) = NativeStore::open(nand, w.store_config()) else {
+        let Ok(mut store) = NativeStore::open(nand, s.store.clone()) else {
             return Ok(None);
         };
         let dev = store
@@ -204,8 +193,9 @@ impl RestartCount {
 
 /// The restart with a second power cut at its `nth` operation, then a power cycle. The restart
 /// must fail when the cut hits it (and may only fail then); either way the flash comes back.
-fn cut_restart<W: NativeWorkload>(
+fn cut_restart<W: CrashWorkload>(
     w: &W,
+    s: &NativeSetup,
     mut nand: Nand,
     nth: u64,
     name: Option<String>,
@@ -213,7 +203,7 @@ fn cut_restart<W: NativeWorkload>(
 ) -> Result<Nand> {
     let at = nand.ops_issued() + nth;
     nand.set_fault_plan(Fault::PowerCut.plan_at(at));
-    let (r, mut nand) = match NativeStore::open_or_give_back(nand, w.store_config()) {
+    let (r, mut nand) = match NativeStore::open_or_give_back(nand, s.store.clone()) {
         Ok(store) => match Engine::open_or_give_back(Box::new(store), w.engine_config()) {
             Ok(e) => (Ok(()), native_flash_back(e)?),
             Err((err, store)) => (Err(err), flash_of(store)?),
@@ -231,10 +221,14 @@ fn cut_restart<W: NativeWorkload>(
     Ok(nand)
 }
 
-/// One crash-and-recover round of workload `w` for `seed` on the native store.
-pub(crate) fn native_round<W: NativeWorkload>(w: &W, seed: u64) -> Result<CrashOutcome> {
+/// One crash-and-recover round of workload `w` for `seed` on the native store `s`.
+pub(crate) fn native_round<W: CrashWorkload>(
+    w: &W,
+    s: &NativeSetup,
+    seed: u64,
+) -> Result<CrashOutcome> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let (mut e, l) = prepare(w, seed)?;
+    let (mut e, l) = prepare(w, s, seed)?;
     let start = OpCount::start(flash(&mut e)?);
     let mut dry = CrashOutcome::default();
     w.run(&mut e, &l, seed, &mut dry);
@@ -247,19 +241,19 @@ pub(crate) fn native_round<W: NativeWorkload>(w: &W, seed: u64) -> Result<CrashO
     };
     let second_cut = if w.crash_during_recovery() {
         let mut scratch = out.clone();
-        let (nand, _, _) = faulted_run(w, seed, nth, &mut scratch)?;
-        RestartCount::measure(w, nand)?.map(|c| c.draw(&mut rng))
+        let (nand, _, _) = faulted_run(w, s, seed, nth, &mut scratch)?;
+        RestartCount::measure(w, s, nand)?.map(|c| c.draw(&mut rng))
     } else {
         None
     };
-    let (mut nand, l, seen) = faulted_run(w, seed, nth, &mut out)?;
+    let (mut nand, l, seen) = faulted_run(w, s, seed, nth, &mut out)?;
     if out.fault_hit {
         out.fault_landed_on = work.name(nth);
     }
     if let Some((cut, name)) = second_cut {
-        nand = cut_restart(w, nand, cut, name, &mut out)?;
+        nand = cut_restart(w, s, nand, cut, name, &mut out)?;
     }
-    let store = match NativeStore::open(nand, w.store_config()) {
+    let store = match NativeStore::open(nand, s.store.clone()) {
         Ok(s) => s,
         Err(err) => {
             out.violations.push(format!("flash recovery failed: {err}"));
@@ -274,47 +268,8 @@ pub(crate) fn native_round<W: NativeWorkload>(w: &W, seed: u64) -> Result<CrashO
     )
 }
 
-/// TPC-B as `crash.rs` runs it.
-struct Tpcb<'a>(&'a CrashOptions);
-
-impl NativeWorkload for Tpcb<'_> {
-    type Loaded = Handles;
-    type Seen = (Vec<Done>, Vec<Done>);
-    fn fault(&self) -> Fault {
-        self.0.fault
-    }
-    fn crash_during_recovery(&self) -> bool {
-        self.0.crash_during_recovery
-    }
-    fn store_config(&self) -> NativeConfig {
-        crash_store_config(self.0)
-    }
-    fn engine_config(&self) -> EngineConfig {
-        engine_cfg(self.0)
-    }
-    fn device(&self, seed: u64) -> Result<Nand> {
-        crash_device(seed)
-    }
-    fn load(&self, e: &mut Engine, _seed: u64) -> Result<Handles> {
-        let h = tpcb::load(e, self.0.tpcb, |_| {})?;
-        e.checkpoint()?;
-        Ok(h)
-    }
-    fn run(&self, e: &mut Engine, h: &Handles, seed: u64, out: &mut CrashOutcome) -> Self::Seen {
-        run_until_fault(e, *h, self.0, seed, out)
-    }
-    fn verify(
-        &self,
-        r: Result<Engine>,
-        h: &Handles,
-        (acked, maybe): Self::Seen,
-        out: CrashOutcome,
-    ) -> Result<CrashOutcome> {
-        verify_restart(r, *h, self.0.tpcb, &acked, &maybe, out)
-    }
-}
-
 /// One crash-and-recover round of TPC-B for `seed` on the native store.
+/// (`o.medium` is not consulted; `crash::crash_once` with `Medium::Native` runs this too).
 pub fn crash_native_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
-    native_round(&Tpcb(o), seed)
+    native_round(&Tpcb(o), &crate::crash::tpcb_native_setup(o), seed)
 }

@@ -1,11 +1,60 @@
-//! TPC-C crash test on the NoFTL page store: power cuts at seeded flash operations during the
-//! full mix, recovery from the flash alone, then every acknowledged New-Order present, nothing
-//! unrequested present, and the clause 3.3.2 conditions (REDUCED population, see
-//! `TpccCrashOptions`).
+//! TPC-C crash test on the NoFTL page store, the FTLs and the crash disk: power cuts (and media
+//! errors) at seeded device operations during the full mix, recovery from the device alone, then
+//! every acknowledged New-Order present, nothing unrequested present, and the clause 3.3.2
+//! conditions (REDUCED population, see `TpccCrashOptions`).
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use kits::tpcc::crash::{crash_tpcc_native_once, TpccCrashOptions};
+use std::collections::BTreeMap;
+
+use kits::crash::{Fault, FlashMedium, Medium};
+use kits::tpcc::crash::{crash_tpcc_once, TpccCrashOptions};
+
+fn on(kind: &str) -> TpccCrashOptions {
+    let medium = match kind {
+        "memdisk" => Medium::CrashDisk,
+        "native" => Medium::Native,
+        ftl => Medium::Flash(FlashMedium::new(ftl).unwrap()),
+    };
+    TpccCrashOptions {
+        medium,
+        ..TpccCrashOptions::default()
+    }
+}
+
+/// What a sweep of seeds saw.
+#[derive(Default)]
+struct Sweep {
+    hit: u64,
+    errors: u64,
+    recovery_hits: u64,
+    landed: BTreeMap<String, u64>,
+    recovery_landed: BTreeMap<String, u64>,
+    bad: Vec<String>,
+}
+
+fn sweep(seeds: std::ops::Range<u64>, o: &TpccCrashOptions) -> Sweep {
+    let mut s = Sweep::default();
+    for seed in seeds {
+        let out = crash_tpcc_once(seed, o).unwrap();
+        s.hit += u64::from(out.fault_hit);
+        s.errors += u64::from(out.error_reported.is_some());
+        s.recovery_hits += u64::from(out.recovery_cut_hit);
+        if let Some(op) = out.fault_landed_on.clone() {
+            *s.landed.entry(op).or_default() += 1;
+        }
+        if let Some(op) = out.recovery_cut_landed_on.clone() {
+            *s.recovery_landed.entry(op).or_default() += 1;
+        }
+        if !out.verified() {
+            s.bad.push(format!(
+                "seed {seed} (fault at op {} on {:?}, second cut on {:?}): {:?}",
+                out.fault_at_op, out.fault_landed_on, out.recovery_cut_landed_on, out.violations
+            ));
+        }
+    }
+    s
+}
 
 #[test]
 fn power_cuts_during_tpcc_on_native_recover_and_pass_the_check() {
@@ -17,7 +66,7 @@ fn power_cuts_during_tpcc_on_native_recover_and_pass_the_check() {
     // (engine.rs invariant 4); regression test: storage
     // `a_redone_root_split_keeps_both_new_pages_allocated_after_a_power_cut`.
     for seed in 0..13 {
-        let out = crash_tpcc_native_once(seed, &o).unwrap();
+        let out = crash_tpcc_once(seed, &o).unwrap();
         hit += u64::from(out.fault_hit);
         acked += out.acknowledged;
         if !out.verified() {
@@ -42,7 +91,7 @@ fn power_cuts_during_tpcc_recovery_on_native_recover_again_and_pass_the_check() 
     let mut recovery_hits = 0;
     let mut bad = Vec::new();
     for seed in 100..112 {
-        let out = crash_tpcc_native_once(seed, &o).unwrap();
+        let out = crash_tpcc_once(seed, &o).unwrap();
         recovery_hits += u64::from(out.recovery_cut_hit);
         if !out.verified() {
             bad.push(format!(
@@ -56,4 +105,80 @@ fn power_cuts_during_tpcc_recovery_on_native_recover_again_and_pass_the_check() 
         recovery_hits >= 9,
         "only {recovery_hits} of 12 second cuts fell inside the restart"
     );
+}
+
+#[test]
+fn power_cuts_during_tpcc_on_the_ftls_recover_and_pass_the_check() {
+    for (kind, seeds) in [("page", 12), ("dftl", 12), ("fast", 6), ("block", 6)] {
+        let s = sweep(300..300 + seeds, &on(kind));
+        assert!(s.bad.is_empty(), "{kind}: {:#?}", s.bad);
+        // Drawn from a dry run's count plus 5%, and a power loss is never silent.
+        assert!(
+            s.hit + 1 >= seeds,
+            "{kind}: only {} of {seeds} cuts inside",
+            s.hit
+        );
+        assert_eq!(s.errors, s.hit, "{kind}: a cut inside was not reported");
+        // The aged device keeps the FTL collecting garbage: cuts land on its copies too.
+        assert!(
+            s.landed.keys().any(|op| op.ends_with(" gc")),
+            "{kind}: no cut landed on GC work: {:?}",
+            s.landed
+        );
+    }
+}
+
+#[test]
+fn a_second_cut_during_a_tpcc_restart_on_flash_and_the_crash_disk_recovers_again() {
+    for kind in ["page", "memdisk"] {
+        let o = TpccCrashOptions {
+            crash_during_recovery: true,
+            ..on(kind)
+        };
+        let s = sweep(400..410, &o);
+        assert!(s.bad.is_empty(), "{kind}: {:#?}", s.bad);
+        // Drawn from a cut-free restart's count plus 5%.
+        assert!(
+            s.recovery_hits >= 8,
+            "{kind}: only {} of 10 second cuts inside the restart",
+            s.recovery_hits
+        );
+        if kind == "page" {
+            assert_eq!(s.recovery_landed.values().sum::<u64>(), s.recovery_hits);
+        }
+    }
+}
+
+#[test]
+fn media_errors_during_tpcc_on_flash_are_reported_or_absorbed_and_recover() {
+    for kind in ["page", "block"] {
+        let o = TpccCrashOptions {
+            fault: Fault::IoError,
+            ..on(kind)
+        };
+        let s = sweep(500..508, &o);
+        assert!(s.bad.is_empty(), "{kind}: {:#?}", s.bad);
+    }
+}
+
+/// Commits acknowledged before the log force must fail the check on some seeds.
+#[test]
+fn the_canary_fails_the_tpcc_check() {
+    for kind in ["page", "native"] {
+        let o = TpccCrashOptions {
+            unsafe_ack_before_force: true,
+            ..on(kind)
+        };
+        let s = sweep(0..12, &o);
+        assert!(
+            s.bad.len() >= 3,
+            "{kind}: the TPC-C check missed a broken durability rule: {:#?}",
+            s.bad
+        );
+        assert!(
+            s.bad.iter().any(|b| b.contains("acknowledged New-Order")),
+            "{kind}: {:#?}",
+            s.bad
+        );
+    }
 }

@@ -1,7 +1,21 @@
-//! The crash test for TPC-C on the NoFTL page store: a reduced TPC-C database on a small flash
-//! device, terminals running the full mix, a power cut at a seeded flash operation (drawn from a
-//! dry run's count), optionally a second cut during the restart, recovery from the flash alone
-//! (`NativeStore::open`, then ARIES), and a check. The round is `crash_native::native_round`'s.
+//! The crash test for TPC-C: a reduced TPC-C database on a small device, terminals running the
+//! full mix, a power cut (or a failed operation) at a seeded device operation drawn from a dry
+//! run's count, optionally a second cut during the restart, recovery from the device alone, and
+//! a check. The workload is written once ([`crash::CrashWorkload`]) and runs in every medium's
+//! round: `crash_native::native_round` on the NoFTL store (`NativeStore::open`, then ARIES),
+//! `crash::block_round` on an FTL on flash (the FTL recovered by `ftl::open`, then ARIES) and on
+//! the crash disk.
+//!
+//! Devices: native `tiny` with 16 blocks per plane (128 blocks of 16 pages, 42% spare, a
+//! 256-page log); on the FTLs and the crash disk the devices of TPC-B's crash test
+//! (`crash::FlashMedium::new`: the aged `tiny` with 12 blocks per plane, 15% spare, a 1.5 MiB
+//! log; the crash disk's 24 MiB), which hold the reduced population with room for 2,000
+//! transactions.
+//!
+//! The second cut on a block device is drawn from the operations of a cut-free restart of the
+//! same device (`crash::BlockSetup::count_restart`), so it can land anywhere in the engine's
+//! restart (the FTL's own recovery, `ftl::open`, cannot be cut: it does not give the flash back
+//! on failure); on flash it is named ("read host", "program gc", ...).
 //!
 //! Model: terminals record every acknowledged commit and the one in flight (kits::crash's
 //! approach). Verified (what a verified seed shows):
@@ -15,24 +29,34 @@
 //!
 //! Everything depends on the seed only.
 
-use nand::Nand;
 use storage::tuple::Value;
 use storage::{Engine, EngineConfig, NativeConfig, Result};
 
 use super::input::Kind;
 use super::txn::{Done, TpccTerminal};
 use super::{check, load, Handles, NurandConsts, TpccConfig};
-use crate::crash::{CrashOutcome, Fault};
-use crate::crash_native::{native_round, tiny_device, NativeWorkload};
+use crate::crash::{block_round, BlockSetup, CrashOutcome, CrashWorkload, Fault, Medium};
+use crate::crash_native::{native_round, NativeSetup};
+
+/// The native device's blocks per plane (`tiny`: 8 planes of 16-page blocks).
+const NATIVE_BLOCKS_PER_PLANE: u32 = 16;
 
 #[derive(Clone, Debug)]
 pub struct TpccCrashOptions {
+    /// Where the database lives.
+    pub medium: Medium,
     pub fault: Fault,
     pub terminals: u32,
     pub txns_per_terminal: u64,
     pub buffer_frames: usize,
-    /// Also cut power during the first recovery, then recover again (`crash_native`).
+    /// Also cut power during the first recovery, then recover again.
     pub crash_during_recovery: bool,
+    /// The canary: acknowledge commits before the log force.
+    pub unsafe_ack_before_force: bool,
+    /// The DB page size (4, 8 or 16 KiB).
+    pub page_bytes: usize,
+    /// Crash disk: tear unflushed pages at sector granularity (turns full-page writes on).
+    pub tear_sectors: bool,
     /// A REDUCED population (tests): the crash device holds about 2,000 flash pages.
     pub tpcc: TpccConfig,
 }
@@ -40,27 +64,37 @@ pub struct TpccCrashOptions {
 impl Default for TpccCrashOptions {
     fn default() -> Self {
         TpccCrashOptions {
+            medium: Medium::Native,
             fault: Fault::PowerCut,
             terminals: 2,
             txns_per_terminal: 30,
             buffer_frames: 48,
             crash_during_recovery: false,
+            unsafe_ack_before_force: false,
+            page_bytes: 4096,
+            tear_sectors: false,
             tpcc: TpccConfig::reduced(1, 500, 20),
         }
     }
 }
 
-fn store_cfg() -> NativeConfig {
-    NativeConfig {
-        log_blocks: Some(256),
-        spare_factor: 0.42,
-        ..NativeConfig::default()
+fn native_setup(o: &TpccCrashOptions) -> NativeSetup {
+    NativeSetup {
+        blocks_per_plane: NATIVE_BLOCKS_PER_PLANE,
+        store: NativeConfig {
+            page_bytes: o.page_bytes,
+            log_blocks: Some(256),
+            spare_factor: 0.42,
+            ..NativeConfig::default()
+        },
     }
 }
 
 fn engine_cfg(o: &TpccCrashOptions) -> EngineConfig {
     EngineConfig {
         buffer_frames: o.buffer_frames,
+        full_page_writes: if o.tear_sectors { Some(true) } else { None },
+        unsafe_ack_before_force: o.unsafe_ack_before_force,
         ..EngineConfig::default()
     }
 }
@@ -82,7 +116,7 @@ struct AfterLoad {
 
 struct Tpcc<'a>(&'a TpccCrashOptions);
 
-impl NativeWorkload for Tpcc<'_> {
+impl CrashWorkload for Tpcc<'_> {
     type Loaded = AfterLoad;
     /// The commits acknowledged and those in flight.
     type Seen = (Vec<Done>, Vec<Done>);
@@ -92,14 +126,8 @@ impl NativeWorkload for Tpcc<'_> {
     fn crash_during_recovery(&self) -> bool {
         self.0.crash_during_recovery
     }
-    fn store_config(&self) -> NativeConfig {
-        store_cfg()
-    }
     fn engine_config(&self) -> EngineConfig {
         engine_cfg(self.0)
-    }
-    fn device(&self, seed: u64) -> Result<Nand> {
-        tiny_device(seed, 16)
     }
     fn load(&self, e: &mut Engine, seed: u64) -> Result<AfterLoad> {
         let loaded = load(e, self.0.tpcc, seed, |_| {})?;
@@ -153,10 +181,25 @@ impl NativeWorkload for Tpcc<'_> {
     }
 }
 
-/// One crash-and-recover round for `seed` (`crash_native::native_round`: the fault drawn from a
-/// dry run's flash operations, optionally a second cut during the restart).
-pub fn crash_tpcc_native_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOutcome> {
-    native_round(&Tpcc(o), seed)
+/// One crash-and-recover round for `seed` on `o.medium` (`crash_native::native_round` on
+/// `Medium::Native`, `crash::block_round` on the others: the fault drawn from a dry run's
+/// operations, optionally a second cut during the restart).
+pub fn crash_tpcc_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOutcome> {
+    let w = Tpcc(o);
+    match &o.medium {
+        Medium::Native => native_round(&w, &native_setup(o), seed),
+        medium => block_round(
+            &w,
+            &BlockSetup {
+                medium,
+                page_bytes: o.page_bytes,
+                tear_sectors: o.tear_sectors,
+                disk_fault_ops: None,
+                count_restart: true,
+            },
+            seed,
+        ),
+    }
 }
 
 #[allow(clippy::too_many_arguments)] // the model's parts, named

@@ -1,25 +1,32 @@
-//! `noftl crashtest`: the deterministic crash test over many seeds (see kits::crash).
+//! `noftl crashtest`: the deterministic crash test over many seeds (see kits::crash), of TPC-B
+//! (`--workload tpcb`, kits::crash) or TPC-C (`--workload tpcc`, kits::tpcc::crash: a reduced
+//! population, acknowledged New-Orders and the clause 3.3.2 conditions checked), on every
+//! storage below. The JSON report is the same for both workloads (`workload` names it).
 //!
 //! `--storage memdisk` (or `crashdisk`) runs on the crash disk: a RAM device with a volatile
 //! write cache, power cuts and I/O errors at the page-store seam. `--storage page|dftl|fast|block`
 //! runs the FTL on emulated flash: the emulator's fault plan cuts power during a random flash
 //! operation (or fails one on the media), the FTL recovers from the flash, the engine restarts
-//! on top. `amf` (which the engine cannot run on) and any FTL that cannot hand its flash back
-//! (`BlockDevice::into_nand`) are refused up front with the reason.
+//! on top. `--storage native` runs the NoFTL store on emulated flash (kits::crash_native). `amf`
+//! (which the engine cannot run on) and any FTL that cannot hand its flash back
+//! (`BlockDevice::into_nand`) are refused up front with the reason, as are flags the storage
+//! cannot honour (`--torn` off the crash disk) and bad page sizes.
 
 use std::collections::BTreeMap;
 
 use anyhow::bail;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use kits::crash::{crash_once, CrashOptions, Fault, FlashMedium, Medium};
+use kits::crash::{crash_once, CrashOptions, CrashOutcome, Fault, FlashMedium, Medium};
 use kits::tpcb::TpcbConfig;
+use kits::tpcc::crash::{crash_tpcc_once, TpccCrashOptions};
 use serde::Serialize;
 
 use super::common::parse_percent;
 
 #[derive(Debug, Args)]
 pub struct CrashtestArgs {
+    /// tpcb | tpcc (a reduced TPC-C population: 1 warehouse, 500 items, 20 customers per district).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
     /// memdisk (the crash disk) | page | dftl | dftl-orig | fast | block (an FTL on emulated flash) | native (NoFTL).
@@ -35,7 +42,7 @@ pub struct CrashtestArgs {
     /// power | io
     #[arg(long, default_value = "power")]
     pub fault: String,
-    /// DB page size (8192 or 16384 make torn pages possible).
+    /// DB page size: 4096, 8192 or 16384 (the larger make torn pages possible).
     #[arg(long, default_value_t = 4096)]
     pub page_size: usize,
     /// Crash disk: tear unflushed pages at sector granularity (turns full-page writes on).
@@ -44,10 +51,12 @@ pub struct CrashtestArgs {
     /// Also cut power during the first recovery.
     #[arg(long)]
     pub recovery_crash: bool,
-    #[arg(long, default_value_t = 4)]
-    pub terminals: u32,
-    #[arg(long, default_value_t = 40)]
-    pub txns: u64,
+    /// Terminals [default: tpcb 4, tpcc 2].
+    #[arg(long)]
+    pub terminals: Option<u32>,
+    /// Transactions per terminal [default: tpcb 40, tpcc 30].
+    #[arg(long)]
+    pub txns: Option<u64>,
     /// The canary: acknowledge commits before the log force (the test must fail).
     #[arg(long, hide = true)]
     pub canary: bool,
@@ -76,17 +85,21 @@ struct CrashReport {
     faults_landed_on: BTreeMap<String, u64>,
     /// With --recovery-crash: second cuts that fell inside the restart.
     recovery_cuts_inside_restart: u64,
-    /// Native, with --recovery-crash: how many second cuts hit each kind of flash operation.
+    /// With --recovery-crash, native (and TPC-C on flash): how many second cuts hit each kind of
+    /// flash operation.
     recovery_cuts_landed_on: BTreeMap<String, u64>,
     failures: Vec<Failure>,
 }
+
+const TORN_OFF_DISK: &str =
+    "--torn is for the crash disk: on flash, the cut tears the page being programmed by itself";
 
 fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
     Ok(match args.storage.as_str() {
         "memdisk" | "crashdisk" => Medium::CrashDisk,
         kind if ftl::options::KINDS.contains(&kind) => {
             if args.torn {
-                bail!("--torn is for the crash disk: on flash, the cut tears the page being programmed by itself");
+                bail!(TORN_OFF_DISK);
             }
             let mut m = FlashMedium::new(kind)?;
             m.ftl.cache_fraction = args.cache;
@@ -95,49 +108,86 @@ fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
         }
         "native" => {
             if args.torn {
-                bail!("--torn is for the crash disk: on flash, the cut tears the page being programmed by itself");
+                bail!(TORN_OFF_DISK);
             }
-            Medium::CrashDisk // unused: the native harness builds its own flash device
+            Medium::Native
         }
         other => bail!("crashtest runs on memdisk (the crash disk), an FTL on flash (page, dftl, dftl-orig, fast, block) or native, not '{other}'"),
     })
 }
 
-pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
-    if args.workload != "tpcb" {
-        bail!("crashtest runs --workload tpcb (TPC-C comes with the next issue)");
+/// One workload's crash test, set up (every option checked) before the first seed runs.
+// One per command: the size of the options costs nothing.
+#[allow(clippy::large_enum_variant)]
+enum Job {
+    Tpcb(CrashOptions),
+    Tpcc(TpccCrashOptions),
+}
+
+impl Job {
+    fn new(args: &CrashtestArgs) -> anyhow::Result<Job> {
+        let fault = match args.fault.as_str() {
+            "power" => Fault::PowerCut,
+            "io" => Fault::IoError,
+            other => bail!("--fault is power or io, not '{other}'"),
+        };
+        if ![4096, 8192, 16384].contains(&args.page_size) {
+            bail!("--page-size is 4096, 8192 or 16384, not {}", args.page_size);
+        }
+        let medium = medium(args)?;
+        Ok(match args.workload.as_str() {
+            "tpcb" => Job::Tpcb(CrashOptions {
+                medium,
+                fault,
+                page_bytes: args.page_size,
+                tear_sectors: args.torn,
+                crash_during_recovery: args.recovery_crash,
+                unsafe_ack_before_force: args.canary,
+                terminals: args.terminals.unwrap_or(4).max(1),
+                txns_per_terminal: args.txns.unwrap_or(40).max(1),
+                tpcb: TpcbConfig {
+                    scale: 2,
+                    tellers_per_branch: 10,
+                    accounts_per_branch: 300,
+                },
+                ..CrashOptions::default()
+            }),
+            "tpcc" => {
+                let d = TpccCrashOptions::default();
+                Job::Tpcc(TpccCrashOptions {
+                    medium,
+                    fault,
+                    page_bytes: args.page_size,
+                    tear_sectors: args.torn,
+                    crash_during_recovery: args.recovery_crash,
+                    unsafe_ack_before_force: args.canary,
+                    terminals: args.terminals.unwrap_or(d.terminals).max(1),
+                    txns_per_terminal: args.txns.unwrap_or(d.txns_per_terminal).max(1),
+                    ..d
+                })
+            }
+            other => bail!("crashtest runs --workload tpcb or tpcc, not '{other}'"),
+        })
     }
-    let fault = match args.fault.as_str() {
-        "power" => Fault::PowerCut,
-        "io" => Fault::IoError,
-        other => bail!("--fault is power or io, not '{other}'"),
-    };
-    let medium = medium(&args)?;
-    let native = args.storage == "native";
-    let storage = match &medium {
-        _ if native => "native".to_string(),
-        Medium::CrashDisk => "crashdisk".to_string(),
-        Medium::Flash(m) => m.kind.clone(),
-    };
-    let o = CrashOptions {
-        medium,
-        fault,
-        page_bytes: args.page_size,
-        tear_sectors: args.torn,
-        crash_during_recovery: args.recovery_crash,
-        unsafe_ack_before_force: args.canary,
-        terminals: args.terminals.max(1),
-        txns_per_terminal: args.txns.max(1),
-        tpcb: TpcbConfig {
-            scale: 2,
-            tellers_per_branch: 10,
-            accounts_per_branch: 300,
-        },
-        ..CrashOptions::default()
-    };
+    fn medium(&self) -> &Medium {
+        match self {
+            Job::Tpcb(o) => &o.medium,
+            Job::Tpcc(o) => &o.medium,
+        }
+    }
+    fn once(&self, seed: u64) -> storage::Result<CrashOutcome> {
+        match self {
+            Job::Tpcb(o) => crash_once(seed, o),
+            Job::Tpcc(o) => crash_tpcc_once(seed, o),
+        }
+    }
+}
+
+pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
+    let job = Job::new(&args)?;
     let mut rep = CrashReport {
         workload: args.workload.clone(),
-        storage,
+        storage: job.medium().name().to_string(),
         fault: args.fault.clone(),
         page_bytes: args.page_size,
         seeds: args.seeds,
@@ -155,11 +205,7 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     for s in args.first_seed..args.first_seed + args.seeds {
-        let out = if native {
-            kits::crash_native::crash_native_once(s, &o)?
-        } else {
-            crash_once(s, &o)?
-        };
+        let out = job.once(s)?;
         rep.faults_inside_workload += u64::from(out.fault_hit);
         rep.errors_reported += u64::from(out.error_reported.is_some());
         rep.recovery_cuts_inside_restart += u64::from(out.recovery_cut_hit);
@@ -184,7 +230,8 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
         println!(
-            "crashtest tpcb on {} ({} faults): {} of {} recoveries verified ({} faults fell inside the workload, {} reached the engine as errors)",
+            "crashtest {} on {} ({} faults): {} of {} recoveries verified ({} faults fell inside the workload, {} reached the engine as errors)",
+            rep.workload,
             rep.storage, rep.fault, rep.verified, rep.seeds, rep.faults_inside_workload, rep.errors_reported
         );
         if !rep.faults_landed_on.is_empty() {

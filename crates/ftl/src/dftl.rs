@@ -205,6 +205,10 @@ pub struct Cmt {
     mru: u32,
     lru: u32,
     by_tpage: Vec<u32>,
+    /// Dirty cached entries per translation page, and the pages with any, in order: FLUSH (on
+    /// every sync, so on every log force under the engine) visits those, not the whole cache.
+    dirty_in_tpage: Vec<u32>,
+    dirty_tpages: std::collections::BTreeSet<u64>,
     capacity: usize,
     per_tpage: u64,
 }
@@ -218,8 +222,27 @@ impl Cmt {
             mru: NIL,
             lru: NIL,
             by_tpage: vec![NIL; tpages as usize],
+            dirty_in_tpage: vec![0; tpages as usize],
+            dirty_tpages: std::collections::BTreeSet::new(),
             capacity,
             per_tpage,
+        }
+    }
+
+    /// Counts an entry of translation page `tp` turning dirty (`+1`) or clean (`-1`).
+    fn count_dirty(&mut self, tp: u64, turned_dirty: bool) {
+        let n = &mut self.dirty_in_tpage[tp as usize];
+        if turned_dirty {
+            *n += 1;
+            if *n == 1 {
+                self.dirty_tpages.insert(tp);
+            }
+        } else {
+            debug_assert!(*n > 0, "a clean page has no dirty entry to clean");
+            *n -= 1;
+            if *n == 0 {
+                self.dirty_tpages.remove(&tp);
+            }
         }
     }
 
@@ -290,8 +313,15 @@ impl Cmt {
     fn remove(&mut self, s: u32) {
         self.unlink_lru(s);
         let Entry {
-            lpn, tprev, tnext, ..
+            lpn,
+            tprev,
+            tnext,
+            dirty,
+            ..
         } = self.entries[s as usize];
+        if dirty {
+            self.count_dirty(lpn / self.per_tpage, false);
+        }
         if tprev == NIL {
             self.by_tpage[(lpn / self.per_tpage) as usize] = tnext;
         } else {
@@ -342,8 +372,14 @@ impl MapCache for Cmt {
     }
     fn remap(&mut self, s: u32, ppn: u32) -> u32 {
         let e = &mut self.entries[s as usize];
+        let turned_dirty = !e.dirty;
         e.dirty = true;
-        std::mem::replace(&mut e.ppn, ppn)
+        let old = std::mem::replace(&mut e.ppn, ppn);
+        let tp = e.lpn / self.per_tpage;
+        if turned_dirty {
+            self.count_dirty(tp, true);
+        }
+        old
     }
     fn hit(&mut self, s: u32) -> (u32, u64) {
         self.touch(s);
@@ -378,19 +414,17 @@ impl MapCache for Cmt {
             }
             s = e.tnext;
         }
+        debug_assert_eq!(u64::from(self.dirty_in_tpage[v as usize]), n);
+        if n > 0 {
+            self.dirty_in_tpage[v as usize] = 0;
+            self.dirty_tpages.remove(&v);
+        }
         n
     }
     /// Every translation page with a dirty cached entry.
     fn flush_tpages(&self, per_tpage: u64) -> Vec<u64> {
-        let mut dirty: Vec<u64> = self
-            .index
-            .values()
-            .filter(|&&s| self.entries[s as usize].dirty)
-            .map(|&s| self.entries[s as usize].lpn / per_tpage)
-            .collect();
-        dirty.sort_unstable();
-        dirty.dedup();
-        dirty
+        debug_assert_eq!(per_tpage, self.per_tpage);
+        self.dirty_tpages.iter().copied().collect()
     }
     /// 8 bytes per CMT entry, as DFTL counts them.
     fn mapping_bytes(&self, tpages: u64) -> u64 {

@@ -59,7 +59,7 @@ use super::common::{parse_percent, DeviceArgs};
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
     /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
-    /// TPC-C also New-Orders per minute, NOTPM).
+    /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
     /// TPC-B branches (seed 000 ran 48, 200 and 500; default 12: the runs take about two
@@ -70,9 +70,11 @@ pub struct CompareArgs {
     /// Runs per store (different input seeds); the standard deviation is over these.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
-    /// Virtual run time of each run, e.g. 10s.
-    #[arg(long, default_value = "10s")]
-    pub duration: String,
+    /// Virtual length of each measured window, e.g. 10s (default 10s; with --paper 30s, so
+    /// that the windows at the paper's scales, where a store runs a few hundred transactions
+    /// a second, hold thousands of transactions and several GC cycles each).
+    #[arg(long)]
+    pub duration: Option<String>,
     /// Before each measured run: auto (run until the store has written as many pages for the
     /// engine as the device has, so GC is in steady state; at most an hour virtual), a virtual
     /// time such as 30s, or none.
@@ -145,6 +147,8 @@ const ROWS: [(&str, Option<&str>, f64); 8] = [
 /// The stores of a comparison when --stores is not given: the paper's five columns, and with
 /// --paper also the DFTL the paper measured.
 const DEFAULT_STORES: &str = "native,dftl-2%,dftl-15%,dftl-35%,page";
+/// --paper's default window (--duration).
+const PAPER_WINDOW: &str = "30s";
 const PAPER_STORES: &str =
     "native,dftl-2%,dftl-15%,dftl-35%,page,dftl-orig-2%,dftl-orig-15%,dftl-orig-35%";
 
@@ -753,30 +757,56 @@ fn r4(x: f64) -> f64 {
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if !args.paper {
+        if args.workload == "all" {
+            bail!("--workload all is for --paper (the paper's six scales, TPC-B and TPC-C)");
+        }
         return run_scale(&args);
     }
-    let scales = match args.workload.as_str() {
-        "tpcb" => PAPER_SCALES_TPCB,
-        "tpcc" => PAPER_SCALES_TPCC,
+    let plan: Vec<(&str, u32)> = match args.workload.as_str() {
+        "tpcb" => PAPER_SCALES_TPCB.iter().map(|&s| ("tpcb", s)).collect(),
+        "tpcc" => PAPER_SCALES_TPCC.iter().map(|&s| ("tpcc", s)).collect(),
+        "all" => PAPER_SCALES_TPCB
+            .iter()
+            .map(|&s| ("tpcb", s))
+            .chain(PAPER_SCALES_TPCC.iter().map(|&s| ("tpcc", s)))
+            .collect(),
         other => bail!(
-            "--paper runs seed 000's scales, which it gives for tpcb and tpcc only, not '{other}'"
+            "--paper runs the NoFTL paper's scales, which it gives for tpcb and tpcc (or all: both), not '{other}'"
         ),
     };
-    for scale in scales {
+    let wall = std::time::Instant::now();
+    for (workload, scale) in plan {
         let mut one = args.clone();
+        one.workload = workload.into();
+        if workload != "tpcc" {
+            // --workload all: --home-warehouse is for its TPC-C scales.
+            one.home_warehouse = None;
+        }
         one.scale = Some(scale);
         one.paper = false;
         if one.stores.is_none() {
             one.stores = Some(PAPER_STORES.split(',').map(String::from).collect());
         }
-        one.json = args.json.as_ref().map(|p| with_scale(p, scale));
+        one.duration = one.duration.or(Some(PAPER_WINDOW.into()));
+        let label = if args.workload == "all" {
+            format!("{workload}-sf{scale}")
+        } else {
+            format!("sf{scale}")
+        };
+        one.json = args.json.as_ref().map(|p| with_label(p, &label));
+        let t = std::time::Instant::now();
         run_scale(&one)?;
+        eprintln!(
+            "{workload} scale {scale}: {:.1} min wall ({:.1} min so far)",
+            t.elapsed().as_secs_f64() / 60.0,
+            wall.elapsed().as_secs_f64() / 60.0
+        );
     }
     Ok(())
 }
 
 /// `compare.json` -> `compare-sf48.json` (standard output stays standard output).
-fn with_scale(path: &std::path::Path, scale: u32) -> PathBuf {
+fn with_label(path: &std::path::Path, label: &str) -> PathBuf {
     if path.as_os_str() == "-" {
         return path.to_path_buf();
     }
@@ -785,8 +815,8 @@ fn with_scale(path: &std::path::Path, scale: u32) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let name = match path.extension() {
-        Some(ext) => format!("{stem}-sf{scale}.{}", ext.to_string_lossy()),
-        None => format!("{stem}-sf{scale}"),
+        Some(ext) => format!("{stem}-{label}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{label}"),
     };
     path.with_file_name(name)
 }
@@ -878,7 +908,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
-    let until_ns = super::bench::parse_duration_ns(&args.duration)?;
+    let until_ns = super::bench::parse_duration_ns(args.duration.as_deref().unwrap_or("10s"))?;
     parse_warmup(&args.warmup)?; // refused before the long load, not after it
     let stores: Vec<String> = match &args.stores {
         Some(s) => s.clone(),
@@ -1194,14 +1224,17 @@ mod paper_tests {
     #[test]
     fn paper_json_files_carry_the_scale() {
         assert_eq!(
-            with_scale(std::path::Path::new("out/compare.json"), 48),
+            with_label(std::path::Path::new("out/compare.json"), "sf48"),
             PathBuf::from("out/compare-sf48.json")
         );
         assert_eq!(
-            with_scale(std::path::Path::new("compare"), 5),
-            PathBuf::from("compare-sf5")
+            with_label(std::path::Path::new("compare"), "tpcc-sf5"),
+            PathBuf::from("compare-tpcc-sf5")
         );
-        assert_eq!(with_scale(std::path::Path::new("-"), 5), PathBuf::from("-"));
+        assert_eq!(
+            with_label(std::path::Path::new("-"), "sf5"),
+            PathBuf::from("-")
+        );
         assert!(available_memory_bytes().is_some_and(|b| b > 0) || !cfg!(target_os = "linux"));
     }
 }

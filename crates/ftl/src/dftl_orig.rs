@@ -75,6 +75,19 @@
 //! At 2% on the paper's device (about 5,100 entries), a miss with a full cache scans both arrays:
 //! 5,100 x 48 = 244,800 cycles, 97 us of host CPU, against a 50 us translation-page read.
 //!
+//! Emulation: the model charges every scan and search per entry it would visit, but the emulator
+//! does not perform them; it finds the same entries without visiting the arrays, so that runs
+//! at the paper's scales (~900,000 entries per scan at 35% of 10 GiB, millions of misses) take
+//! minutes, not hours. A free slot is the array's length (slots fill in order, invariant 1), the
+//! hit entry's ghost slot is its record's `at`, and the minimum-age entry of each array is the
+//! first of a `MinAgeIndex`: a binary min-heap of the array's filled slots ordered by (age,
+//! highest slot first), with each slot's heap position, updated on every age change (hit,
+//! insert) and every slot change (eviction, demotion, swap), O(log n) each, 20 bytes per slot.
+//! The scan itself (`scan_min_age`) remains as the oracle of the index: in tests, and in debug
+//! builds on every scan of up to 4,096 entries and one scan in 64 beyond. Every modelled figure
+//! (`scanned_entries`, `searched_entries`, `cycles`) is computed from the arrays' lengths, as
+//! before the index.
+//!
 //! Invariants (beyond `dftl.rs`'s, which hold with "cache" for "CMT"):
 //! 1. `real[..real_len]` and `ghost[..ghost_len]` hold distinct logical pages and every other
 //!    slot is empty (slots fill in order and a slot emptied by an eviction or demotion is filled
@@ -84,6 +97,8 @@
 //!    and trims unmap cached entries in place), so a ghost hit and a demotion always scan a full
 //!    real array, and an eviction a full ghost array.
 //! 4. Every entry's age is at most `max_age`; ages are only compared, never reset while cached.
+//! 5. `real_index` and `ghost_index` hold exactly their array's filled slots, each under its
+//!    record's age, in heap order, so their first slot is the one `scan_min_age` returns.
 
 use nand::Nand;
 
@@ -112,6 +127,12 @@ const SCAN_INSTR: u64 = 8;
 const SEARCH_INSTR: u64 = 6;
 const BLOCK_SCAN_INSTR: u64 = 8;
 
+/// A debug build checks the index against the linear scan on every scan of an array of at most
+/// this many entries, and on one scan in `ORACLE_EVERY` of larger ones (the scan it replaces
+/// would make debug runs on the paper's devices take hours).
+const ORACLE_ENTRIES: usize = 4096;
+const ORACLE_EVERY: u64 = 64;
+
 /// The original's per-logical-page record.
 #[derive(Clone, Copy, Debug)]
 struct Record {
@@ -128,6 +149,171 @@ const UNCACHED: Record = Record {
     dirty: false,
     age: 0,
 };
+
+/// The original's min-age scan: the slot of the minimum-age entry of `arr`, the last of equal
+/// minima. The model charges it per entry; the emulator runs it only to check `MinAgeIndex`
+/// (tests, and sampled in debug builds).
+fn scan_min_age(arr: &[u32], map: &[Record]) -> Option<usize> {
+    let mut best = None;
+    let mut best_age = u64::MAX;
+    for (i, &l) in arr.iter().enumerate() {
+        if l == EMPTY {
+            continue;
+        }
+        let age = map[l as usize].age;
+        if age <= best_age {
+            (best, best_age) = (Some(i), age);
+        }
+    }
+    best
+}
+
+/// Marks an array slot that is not in its `MinAgeIndex` (an empty slot).
+const ABSENT: u32 = u32::MAX;
+
+/// The slot an array's min-age scan would pick, without the scan: a binary min-heap of the
+/// filled slots ordered by age, then by slot from the highest (the scan keeps the last of equal
+/// minima), with each slot's position in the heap so that an entry whose age or slot changes
+/// moves in place. The order is total over distinct slots, so its first element is the scan's
+/// choice: O(1) to read, O(log n) per change, 20 bytes per array slot.
+#[derive(Debug)]
+struct MinAgeIndex {
+    /// (age, slot) of every filled slot, in heap order: no element precedes its parent.
+    heap: Vec<(u64, u32)>,
+    /// Per array slot, its index in `heap`, or `ABSENT` while the slot is empty.
+    pos: Vec<u32>,
+}
+
+impl MinAgeIndex {
+    fn new(slots: usize) -> Self {
+        MinAgeIndex {
+            heap: Vec::with_capacity(slots),
+            pos: vec![ABSENT; slots],
+        }
+    }
+
+    /// Whether `a` comes before `b`: the lower age, of equal ages the higher slot.
+    #[inline]
+    fn precedes(a: (u64, u32), b: (u64, u32)) -> bool {
+        a.0 < b.0 || (a.0 == b.0 && a.1 > b.1)
+    }
+
+    fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// The slot of the minimum-age entry, the last of equal minima, of a non-empty array.
+    fn min(&self) -> usize {
+        self.heap[0].1 as usize
+    }
+
+    /// Files `slot`, newly filled or not, under `age`.
+    fn set(&mut self, slot: usize, age: u64) {
+        match self.pos[slot] {
+            ABSENT => {
+                self.heap.push((age, slot as u32));
+                self.sift_up(self.heap.len() - 1);
+            }
+            i => {
+                let i = i as usize;
+                let old = std::mem::replace(&mut self.heap[i].0, age);
+                if age < old {
+                    self.sift_up(i);
+                } else {
+                    self.sift_down(i);
+                }
+            }
+        }
+    }
+
+    /// Takes out a slot that was emptied.
+    fn remove(&mut self, slot: usize) {
+        let i = std::mem::replace(&mut self.pos[slot], ABSENT);
+        debug_assert!(i != ABSENT, "slot {slot} is not in the index");
+        let i = i as usize;
+        self.heap.swap_remove(i);
+        if i < self.heap.len() {
+            // The heap's last element, moved into the hole, may belong above or below it.
+            let i = self.sift_up(i);
+            self.sift_down(i);
+        }
+    }
+
+    /// Moves the element at `i` up to its place; returns where it ends.
+    fn sift_up(&mut self, mut i: usize) -> usize {
+        let e = self.heap[i];
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if !Self::precedes(e, self.heap[parent]) {
+                break;
+            }
+            self.put(i, self.heap[parent]);
+            i = parent;
+        }
+        self.put(i, e);
+        i
+    }
+
+    /// Moves the element at `i` down to its place.
+    fn sift_down(&mut self, mut i: usize) {
+        let e = self.heap[i];
+        let n = self.heap.len();
+        loop {
+            let left = 2 * i + 1;
+            if left >= n {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < n && Self::precedes(self.heap[right], self.heap[left]) {
+                right
+            } else {
+                left
+            };
+            if !Self::precedes(self.heap[child], e) {
+                break;
+            }
+            self.put(i, self.heap[child]);
+            i = child;
+        }
+        self.put(i, e);
+    }
+
+    #[inline]
+    fn put(&mut self, i: usize, e: (u64, u32)) {
+        self.heap[i] = e;
+        self.pos[e.1 as usize] = i as u32;
+    }
+
+    /// Recounts the index of `arr` (tests): every filled slot once, under its record's age, no
+    /// empty slot, heap order.
+    fn check(&self, name: &str, arr: &[u32], map: &[Record]) -> Result<(), String> {
+        let mut filled = 0;
+        for (i, &l) in arr.iter().enumerate() {
+            let at = self.pos[i];
+            if l == EMPTY {
+                if at != ABSENT {
+                    return Err(format!("{name}[{i}] is empty but indexed"));
+                }
+                continue;
+            }
+            filled += 1;
+            let want = (map[l as usize].age, i as u32);
+            if self.heap.get(at as usize) != Some(&want) {
+                return Err(format!("{name}[{i}] is indexed at {at}, not as {want:?}"));
+            }
+        }
+        if filled != self.heap.len() {
+            return Err(format!(
+                "{name}: {filled} slots filled, {} indexed",
+                self.heap.len()
+            ));
+        }
+        match (1..self.heap.len()).find(|&k| Self::precedes(self.heap[k], self.heap[(k - 1) / 2])) {
+            Some(k) => Err(format!("{name}'s index is out of heap order at {k}")),
+            None => Ok(()),
+        }
+    }
+}
 
 /// Host cycles of the cache's operations (module documentation), for one table size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +365,9 @@ pub struct TwoLevel {
     ghost: Vec<u32>,
     real_len: usize,
     ghost_len: usize,
+    /// Where each array's min-age scan would stop (module documentation, "Emulation").
+    real_index: MinAgeIndex,
+    ghost_index: MinAgeIndex,
     max_age: u64,
     /// The real slot `make_room` emptied for the next `insert`.
     free_real: Option<usize>,
@@ -217,27 +406,43 @@ impl TwoLevel {
         cycles
     }
 
-    /// The index of the minimum-age entry of a full array, by a linear scan (the last of equal
-    /// minima wins), and the scan's cycles.
+    /// The index of the minimum-age entry of a full array, the one the original's linear scan
+    /// finds (the last of equal minima), and the scan's cycles: the model charges the scan, the
+    /// emulator reads the answer off the array's `MinAgeIndex`.
     fn min_age(&mut self, ghost: bool) -> (usize, u64) {
-        let arr = if ghost { &self.ghost } else { &self.real };
-        debug_assert!(
-            arr.iter().all(|&l| l != EMPTY),
+        let (arr, index) = if ghost {
+            (&self.ghost, &self.ghost_index)
+        } else {
+            (&self.real, &self.real_index)
+        };
+        debug_assert_eq!(
+            index.len(),
+            arr.len(),
             "invariant 3: scans run on full arrays"
         );
-        let mut best = (u64::MAX, 0);
-        for (i, &l) in arr.iter().enumerate() {
-            if l == EMPTY {
-                continue;
-            }
-            let age = self.map[l as usize].age;
-            if age <= best.0 {
-                best = (age, i);
-            }
+        let i = index.min();
+        let scans = self.counts.misses + self.counts.ghost_hits;
+        if cfg!(debug_assertions)
+            && (arr.len() <= ORACLE_ENTRIES || scans.is_multiple_of(ORACLE_EVERY))
+        {
+            debug_assert_eq!(
+                Some(i),
+                scan_min_age(arr, &self.map),
+                "invariant 5: the index finds what the scan finds"
+            );
         }
         let n = arr.len() as u64;
         self.counts.scanned_entries += n;
-        (best.1, n * self.cost.scan_entry)
+        (i, n * self.cost.scan_entry)
+    }
+
+    /// The array slot `at` names (`Record::at`) and its array's index.
+    fn index_at(&mut self, at: u32) -> (&mut MinAgeIndex, usize) {
+        if at & GHOST_BIT != 0 {
+            (&mut self.ghost_index, (at & !GHOST_BIT) as usize)
+        } else {
+            (&mut self.real_index, at as usize)
+        }
     }
 
     /// Cycles of a linear search that visits `n` entries.
@@ -246,16 +451,32 @@ impl TwoLevel {
         n as u64 * self.cost.search_entry
     }
 
+    /// Puts `lpn`, with the age its record has, in the slot `at` names.
     fn place(&mut self, lpn: u32, at: u32) {
+        self.set_slot(at, lpn);
+        let r = &mut self.map[lpn as usize];
+        r.at = at;
+        let age = r.age;
+        let (index, i) = self.index_at(at);
+        index.set(i, age);
+    }
+
+    /// Empties the slot `at` names (its entry left it; its record is the caller's).
+    fn vacate(&mut self, at: u32) {
+        self.set_slot(at, EMPTY);
+        let (index, i) = self.index_at(at);
+        index.remove(i);
+    }
+
+    fn set_slot(&mut self, at: u32, lpn: u32) {
         if at & GHOST_BIT != 0 {
             self.ghost[(at & !GHOST_BIT) as usize] = lpn;
         } else {
             self.real[at as usize] = lpn;
         }
-        self.map[lpn as usize].at = at;
     }
 
-    /// Recounts invariants 1-4 between two requests (tests).
+    /// Recounts invariants 1-5 between two requests (tests).
     pub fn check(&self) -> Result<(), String> {
         if self.free_real.is_some() {
             return Err("a real slot was freed and not filled".into());
@@ -280,6 +501,8 @@ impl TwoLevel {
                 }
             }
         }
+        self.real_index.check("real", &self.real, &self.map)?;
+        self.ghost_index.check("ghost", &self.ghost, &self.map)?;
         if self.ghost_len > 0 && self.real_len < self.real.len() {
             return Err("ghost holds entries while real is not full".into());
         }
@@ -343,6 +566,8 @@ impl MapCache for TwoLevel {
             ghost: vec![EMPTY; ghost],
             real_len: 0,
             ghost_len: 0,
+            real_index: MinAgeIndex::new(real),
+            ghost_index: MinAgeIndex::new(ghost),
             max_age: 0,
             free_real: None,
             cost: CacheCycles::with_access(host::access_cycles(RECORD_BYTES * capacity)),
@@ -379,6 +604,8 @@ impl MapCache for TwoLevel {
         r.age += 1;
         let (age, at) = (r.age, r.at);
         self.max_age = self.max_age.max(age);
+        let (index, i) = self.index_at(at);
+        index.set(i, age);
         let mut cycles = self.cost.lookup;
         if at & GHOST_BIT == 0 {
             self.counts.real_hits += 1;
@@ -420,7 +647,7 @@ impl MapCache for TwoLevel {
                 ppn: r.ppn,
                 dirty: r.dirty,
             });
-            self.ghost[gi] = EMPTY;
+            self.vacate(GHOST_BIT | gi as u32);
             self.ghost_len -= 1;
             self.counts.evictions += 1;
             gi
@@ -433,7 +660,7 @@ impl MapCache for TwoLevel {
         let demoted = self.real[ri];
         self.place(demoted, GHOST_BIT | gi as u32);
         self.ghost_len += 1;
-        self.real[ri] = EMPTY;
+        self.vacate(ri as u32);
         self.real_len -= 1;
         self.free_real = Some(ri);
         (evicted, self.charge(cycles))
@@ -473,5 +700,79 @@ impl MapCache for TwoLevel {
         RECORD_BYTES * self.map.len() as u64
             + ENTRY_BYTES * (self.real.len() + self.ghost.len()) as u64
             + ENTRY_BYTES * tpages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    /// Random reads, writes and trims on a bare cache of 1,000 logical pages (no flash), as
+    /// `DftlCore` drives it: at every step both indexes name the entry the original's linear
+    /// scan picks, and invariants 1-5 hold.
+    #[test]
+    fn the_index_finds_the_entry_the_linear_scan_finds_at_every_step() {
+        const PAGES: u64 = 1000;
+        for (seed, cache) in [(1, 0.02), (2, 0.15), (3, 0.35), (4, 1.0)] {
+            let opts = FtlOptions {
+                cache_fraction: cache,
+                ..FtlOptions::default()
+            };
+            let mut c = TwoLevel::build(&opts, PAGES, PAGES.div_ceil(1024), 1024);
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            // Three lookups in four go to a range a quarter larger than the cache: real and
+            // ghost hits, promotions, evictions, and equal ages (a hit's age + 1 meets others).
+            let hot = (c.capacity() as u64 * 5 / 4).clamp(4, PAGES);
+            let (mut ppn, mut ties) = (0, 0);
+            for step in 0..20_000 {
+                for (name, arr, index) in [
+                    ("real", &c.real, &c.real_index),
+                    ("ghost", &c.ghost, &c.ghost_index),
+                ] {
+                    let scan = scan_min_age(arr, &c.map);
+                    let fast = (index.len() > 0).then(|| index.min());
+                    assert_eq!(fast, scan, "cache {cache}, step {step}, {name}");
+                    if let Some(i) = scan {
+                        let age = c.map[arr[i] as usize].age;
+                        let equal = arr.iter().filter(|&&l| l != EMPTY);
+                        ties +=
+                            u64::from(equal.filter(|&&l| c.map[l as usize].age == age).count() > 1);
+                    }
+                }
+                let r = rng.next_u64();
+                let lpn = (r >> 8) % if r % 4 == 0 { PAGES } else { hot };
+                match (r >> 2) % 4 {
+                    // A trim unmaps a cached entry in place, without a lookup.
+                    0 => {
+                        if let Some(s) = c.get(lpn) {
+                            c.remap(s, UNMAPPED);
+                        }
+                    }
+                    op => {
+                        let s = match c.get(lpn) {
+                            Some(s) => c.hit(s).0,
+                            None => {
+                                c.make_room();
+                                c.insert(lpn, UNMAPPED)
+                            }
+                        };
+                        if op == 1 {
+                            ppn += 1;
+                            c.remap(s, ppn);
+                        }
+                    }
+                }
+                c.check()
+                    .unwrap_or_else(|e| panic!("cache {cache}, step {step}: {e}"));
+            }
+            let k = c.counts();
+            assert!(
+                k.promotions > 0 && ties > 0,
+                "cache {cache}: {k:?}, {ties} ties"
+            );
+            assert_eq!(k.evictions > 0, cache < 1.0, "cache {cache}: {k:?}");
+        }
     }
 }

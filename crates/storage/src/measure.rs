@@ -244,7 +244,8 @@ mod tests {
     fn a_window_with_time_that_belongs_to_no_transaction_is_violated() {
         let before = busy(0, 0);
         let after = busy(500, 100);
-        let c = check(Window {
+        // One terminal in a transaction 65% of a 1 us window of a run for a duration.
+        let w = Window {
             before: &before,
             after: &after,
             elapsed_ns: 1_000,
@@ -252,35 +253,20 @@ mod tests {
             terminals_run_throughout: true,
             txns: 1_000,
             latency_sum_ns: 650.0,
-        });
+        };
+        let c = check(w);
         assert_eq!(c.status, "violated");
         assert_eq!(c.little_law_ratio, Some(0.65));
         let ok = check(Window {
             latency_sum_ns: 990.0,
-            ..Window {
-                before: &before,
-                after: &after,
-                elapsed_ns: 1_000,
-                terminals: 1,
-                terminals_run_throughout: true,
-                txns: 1_000,
-                latency_sum_ns: 0.0,
-            }
+            ..w
         });
         assert!(ok.is_ok(), "{:?}", ok.violations);
         assert_eq!(ok.status, "ok");
         // Terminals that finished their transactions early sit idle: no lower bound then.
         let early = check(Window {
             terminals_run_throughout: false,
-            ..Window {
-                before: &before,
-                after: &after,
-                elapsed_ns: 1_000,
-                terminals: 1,
-                terminals_run_throughout: true,
-                txns: 1_000,
-                latency_sum_ns: 650.0,
-            }
+            ..w
         });
         assert!(early.is_ok(), "{:?}", early.violations);
     }

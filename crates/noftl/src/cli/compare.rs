@@ -13,30 +13,36 @@
 //!
 //! The database size is measured, not guessed: the workload is loaded once on a RAM disk and
 //! its allocated pages counted; the device holds that plus 10% and 256 pages of growth (the
-//! history table grows during the run).
+//! history table grows during the run). That loaded database is then copied page by page onto
+//! every row's store (`Engine::copy_to`): every row starts from the same bytes, at the cost of one
+//! write per page instead of a load.
 //!
 //! Seed 000 ran Shore-MT with one thread (Figure 6: "Threads: (1)"), so one terminal by
 //! default. The buffer pool is 2% of the database pages (at least 256), the same for every
 //! store. Runs are in virtual time: the same command and seed give byte-identical JSON.
 //!
-//! Warm-up: right after the load the device still has all its free blocks, so the first writes
-//! cost no garbage collection and every store looks faster than it is in steady state (the
-//! larger the device, the longer this lasts: at TPC-B scale 48 a 10 s run would end before GC
-//! starts). Before measuring, each run therefore runs the same workload (other inputs, the same
-//! on every row) until the store has written as many pages for the engine as the device has
-//! (`--warmup auto`; GC copies and translation pages not counted), as SNIA's solid-state
-//! performance test preconditions a drive by writing it over before measuring. A criterion on
-//! the free space alone is not enough on NoFTL: the dead log is reclaimed without copies, so
-//! GC of data blocks starts only once the data writes alone have used up the free space.
-//! `--warmup 30s` runs a fixed virtual time instead, `--warmup none` skips it.
+//! Warm-up: right after the copy the device still has all its free blocks, so the first writes
+//! cost no garbage collection and every store looks faster than it is in steady state. Before
+//! measuring, each row therefore runs the same workload (other inputs, the same on every row)
+//! until the store has written as many pages for the engine as the device has and its GC copies
+//! per host write have settled (`--warmup auto`; `WARMUP_ROUNDS_PER_DEVICE` and the constants
+//! after it say how), as SNIA's solid-state performance test preconditions a drive and then
+//! waits for steady state. A criterion on the free space alone is not enough on NoFTL: the dead
+//! log is reclaimed without copies, so GC of data blocks starts only once the data writes alone
+//! have used up the free space. `--warmup 30s` runs a fixed virtual time instead, `--warmup
+//! none` skips it.
+//!
+//! Windows: a row's repeats are consecutive measured windows of its one steady-state run (batch
+//! means), window k drawing the inputs of seed + k (storage::sched::run_virtual says how a
+//! window starts and ends; storage::measure checks it).
 //!
 //! Invariants:
-//! 1. Every row runs the same workload inputs (seed + repeat index) on a device of the same
-//!    geometry and logical layout; only the store differs.
-//! 2. Only the measured run is counted: device counters are differences across it; the warm-up
-//!    is before it.
+//! 1. Every row runs the same workload inputs (seed + window index) on a copy of the same loaded
+//!    database, on a device of the same geometry and logical layout; only the store differs.
+//! 2. Only the measured windows are counted: device counters are differences across each; the
+//!    warm-up is before them.
 //! 3. The JSON depends on the arguments only (virtual time, seeded inputs, results ordered by
-//!    row and repeat however the worker threads interleave).
+//!    row however the worker threads interleave).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1241,7 +1241,7 @@ fn print_table(res: &CompareResult) {
         })
         .collect();
     println!("consistency of the measured windows: {}", checks.join(", "));
-    println!("mapping us: DFTL and page on the device controller (400 MHz); native on the host (2.53 GHz), part of the engine's CPU time.");
+    println!("mapping us: dftl and page on the device controller (400 MHz); native and dftl-orig on the host (2.53 GHz: the engine's CPU time, resp. the published DFTL's kernel-module scans).");
     if res.workload == "tpcc" {
         let n: Vec<String> = res
             .rows

@@ -84,6 +84,10 @@ pub struct SchedStats {
     /// Commits acknowledged per force, summed (divide by `group_forces` for the mean group).
     pub grouped_commits: u64,
     pub flusher_runs: u64,
+    /// Checkpoints completed in the window.
+    pub checkpoints: u64,
+    /// The window went on past `until_ns` to a checkpoint and reached one.
+    pub ended_on_checkpoint: bool,
     pub start_ns: Nanos,
     pub end_ns: Nanos,
 }
@@ -94,6 +98,11 @@ pub struct VirtualOptions {
     pub until_ns: Option<Nanos>,
     pub flusher: bool,
     pub flusher_period_ns: Nanos,
+    /// With `until_ns`: go on past it until a checkpoint completes (at most this long past it),
+    /// and stop there. A window that starts right after a checkpoint then holds whole
+    /// checkpoint cycles, so whether a checkpoint (and, on NoFTL, the log release that follows
+    /// it) falls inside a window no longer depends on the store's speed.
+    pub end_on_checkpoint_within_ns: Option<Nanos>,
 }
 
 impl Default for VirtualOptions {
@@ -102,6 +111,7 @@ impl Default for VirtualOptions {
             until_ns: None,
             flusher: true,
             flusher_period_ns: 1_000_000,
+            end_on_checkpoint_within_ns: None,
         }
     }
 }
@@ -154,7 +164,10 @@ fn run_virtual_inner<T: Terminal>(
         end_ns: start_ns,
         ..SchedStats::default()
     };
-    let limit_ns = opts.until_ns.unwrap_or(Nanos::MAX);
+    let mut limit_ns = opts.until_ns.unwrap_or(Nanos::MAX);
+    // Past `until_ns`, waiting for a checkpoint: the count when the wait began.
+    let mut waiting_for_checkpoint: Option<u64> = None;
+    let checkpoints0 = eng.stats().checkpoints;
     // Log daemon: a force in flight covers LSNs below `.0` and completes at `.1`.
     let mut in_flight: Option<(Lsn, Nanos)> = None;
     let mut acked_below: Lsn = 0;
@@ -184,6 +197,18 @@ fn run_virtual_inner<T: Terminal>(
         };
         let term_at = next_term.map(|i| clock[i]);
         let flusher_next = (opts.flusher && flusher_at < limit_ns).then_some(flusher_at);
+        if let (Some(until), Some(within), None) = (
+            opts.until_ns,
+            opts.end_on_checkpoint_within_ns,
+            waiting_for_checkpoint,
+        ) {
+            if next_term.is_none() && flusher_next.is_none() && limit_ns == until {
+                // The window reached its duration: go on to the next checkpoint's end.
+                waiting_for_checkpoint = Some(eng.stats().checkpoints);
+                limit_ns = until.saturating_add(within);
+                continue;
+            }
+        }
         // Earliest event first; ties: terminals, then the daemon, then the flusher (invariant 1).
         let next = match (term_at, daemon_at) {
             (None, None) => {
@@ -208,6 +233,10 @@ fn run_virtual_inner<T: Terminal>(
         match next {
             Next::Flusher => {
                 let (done, more) = eng.background(flusher_at)?;
+                if waiting_for_checkpoint.is_some_and(|c| eng.stats().checkpoints > c) {
+                    limit_ns = limit_ns.min(done);
+                    stats.ended_on_checkpoint = true;
+                }
                 stats.flusher_runs += 1;
                 stats.end_ns = stats.end_ns.max(done);
                 flusher_at = if more && done > flusher_at {
@@ -264,6 +293,11 @@ fn run_virtual_inner<T: Terminal>(
                     Step::Finished => State::Done,
                 };
                 stats.end_ns = stats.end_ns.max(clock[i]);
+                // A full log makes a terminal checkpoint inline: that ends the wait too.
+                if waiting_for_checkpoint.is_some_and(|c| eng.stats().checkpoints > c) {
+                    limit_ns = limit_ns.min(clock[i]);
+                    stats.ended_on_checkpoint = true;
+                }
             }
         }
         // A transaction ended: wake the blocked terminals at the waker's time.
@@ -281,6 +315,7 @@ fn run_virtual_inner<T: Terminal>(
     }
     // End on a drained device: everything issued in the window has completed by `end_ns`.
     stats.end_ns = stats.end_ns.max(eng.device_idle_ns());
+    stats.checkpoints = eng.stats().checkpoints - checkpoints0;
     debug_assert!(
         stats.end_ns >= stats.start_ns,
         "a window never ends before it starts"

@@ -186,11 +186,42 @@ struct Row {
     warmup_seconds: f64,
     /// The warm-up's host writes over the device's pages.
     warmup_device_writes: f64,
-    /// Mean length of the measured windows (at least --duration; they end on a drained device).
+    /// Mean length of the measured windows (at least --duration; they end at the first
+    /// checkpoint after it, on a drained device).
     window_seconds: f64,
+    /// Mean checkpoints per window, and how many windows found no checkpoint to end on.
+    window_checkpoints: f64,
+    windows_without_checkpoint: u32,
     per_txn: PerTxn,
     /// The windows' self-check over all repeats (storage::measure).
     consistency: Consistency,
+    /// Each window, in order (consecutive windows of one run: a trend across them shows).
+    windows: Vec<WindowRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct WindowRow {
+    throughput_tps: f64,
+    seconds: f64,
+    checkpoints: u64,
+    per_txn: PerTxn,
+}
+
+impl PerTxn {
+    /// Four decimals (energy nine), so that the JSON carries no float noise.
+    fn rounded(&self) -> PerTxn {
+        PerTxn {
+            flash_reads: r4(self.flash_reads),
+            flash_programs: r4(self.flash_programs),
+            flash_erases: r4(self.flash_erases),
+            gc_migrations: r4(self.gc_migrations),
+            translation_reads: r4(self.translation_reads),
+            translation_writes: r4(self.translation_writes),
+            controller_us: r4(self.controller_us),
+            energy_joules: (self.energy_joules * 1e9).round() / 1e9,
+            latency_us: r4(self.latency_us),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -277,12 +308,8 @@ impl Workload {
         terminals: u32,
         seed: u64,
         start: u64,
-        until_ns: u64,
+        opts: VirtualOptions,
     ) -> anyhow::Result<Ran> {
-        let opts = VirtualOptions {
-            until_ns: Some(start + until_ns),
-            ..VirtualOptions::default()
-        };
         Ok(match (*self, *loaded) {
             (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
                 let mut terms: Vec<TpcbTerminal> = (0..terminals)
@@ -309,12 +336,34 @@ impl Workload {
                 )
             }
             (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
-                tpcc::run(e, &l, c, terminals, seed, start, until_ns)?
+                tpcc::run(e, &l, c, terminals, seed, start, opts)?
             }
             _ => bail!("workload and loaded database differ"),
         })
     }
 }
+
+/// The scheduler's options for a window of `until_ns` from `start`: it ends at the first
+/// checkpoint after `until_ns` (whole checkpoint cycles, the window's start being right after
+/// one), waiting for one at most `WINDOW_CHECKPOINT_WAIT` times its length.
+pub(crate) fn window_options(start: u64, until_ns: u64) -> VirtualOptions {
+    VirtualOptions {
+        until_ns: Some(start + until_ns),
+        end_on_checkpoint_within_ns: Some(until_ns.saturating_mul(WINDOW_CHECKPOINT_WAIT)),
+        ..VirtualOptions::default()
+    }
+}
+
+/// A warm-up slice: `until_ns` from `start`, wherever the checkpoints are.
+fn slice_options(start: u64, until_ns: u64) -> VirtualOptions {
+    VirtualOptions {
+        until_ns: Some(start + until_ns),
+        ..VirtualOptions::default()
+    }
+}
+
+/// How many window lengths a window may go on past its duration to end on a checkpoint.
+const WINDOW_CHECKPOINT_WAIT: u64 = 30;
 
 /// What one measured window gave.
 pub(crate) struct Ran {
@@ -325,6 +374,8 @@ pub(crate) struct Ran {
     pub latency_sum_ns: f64,
     pub start_ns: u64,
     pub end_ns: u64,
+    pub checkpoints: u64,
+    pub ended_on_checkpoint: bool,
     /// TPC-C: completed New-Orders (NOTPM counts the rolled-back 1% too); else 0.
     pub new_orders: u64,
 }
@@ -347,6 +398,8 @@ impl Ran {
             latency_sum_ns: sum,
             start_ns: st.start_ns,
             end_ns: st.end_ns,
+            checkpoints: st.checkpoints,
+            ended_on_checkpoint: st.ended_on_checkpoint,
             new_orders,
         }
     }
@@ -434,6 +487,9 @@ struct RunOut {
     notpm: f64,
     /// The measured window's length (at least --duration: it ends on a drained device).
     window_s: f64,
+    /// Checkpoints in the window, and whether it ended on one (else it gave up waiting).
+    checkpoints: u64,
+    ended_on_checkpoint: bool,
     per: PerTxn,
     consistency: Consistency,
 }
@@ -659,7 +715,14 @@ fn measure_window(
     let before = counters(e.store());
     let busy0 = Busy::of(e.store());
     let start = e.now();
-    let ran = w.run(e, loaded, terminals, seed, start, until_ns)?;
+    let ran = w.run(
+        e,
+        loaded,
+        terminals,
+        seed,
+        start,
+        window_options(start, until_ns),
+    )?;
     let after = counters(e.store());
     let elapsed_ns = ran.end_ns - ran.start_ns;
     let consistency = measure::check(measure::Window {
@@ -680,6 +743,8 @@ fn measure_window(
         tps: per_second(ran.counted),
         notpm: per_second(ran.new_orders) * 60.0,
         window_s: secs,
+        checkpoints: ran.checkpoints,
+        ended_on_checkpoint: ran.ended_on_checkpoint,
         per: PerTxn {
             flash_reads: (after.reads - before.reads) as f64 / n,
             flash_programs: (after.programs - before.programs) as f64 / n,
@@ -710,7 +775,14 @@ fn warm_up(
     match rig.warmup {
         Warmup::None => return Ok((0, 0.0)),
         Warmup::VirtualNs(ns) => {
-            w.run(e, loaded, terminals, WARMUP_SEED, start, ns)?;
+            w.run(
+                e,
+                loaded,
+                terminals,
+                WARMUP_SEED,
+                start,
+                slice_options(start, ns),
+            )?;
             e.quiesce()?;
         }
         Warmup::Auto => {
@@ -728,7 +800,7 @@ fn warm_up(
                     terminals,
                     WARMUP_SEED.wrapping_add(slice),
                     now,
-                    WARMUP_SLICE_NS,
+                    slice_options(now, WARMUP_SLICE_NS),
                 )?;
                 // The slice stopped mid-transaction: end those before the next terminals start.
                 e.quiesce()?;
@@ -1078,22 +1150,26 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
             window_seconds: r4(
                 runs.iter().map(|o| o.window_s).sum::<f64>() / runs.len().max(1) as f64
             ),
+            window_checkpoints: r4(
+                runs.iter().map(|o| o.checkpoints as f64).sum::<f64>() / runs.len().max(1) as f64
+            ),
+            windows_without_checkpoint: runs.iter().filter(|o| !o.ended_on_checkpoint).count()
+                as u32,
             consistency: Consistency::merge(
                 runs.iter()
                     .enumerate()
                     .map(|(k, o)| (format!("repeat {}", k + 1), &o.consistency)),
             ),
-            per_txn: PerTxn {
-                flash_reads: r4(p.flash_reads),
-                flash_programs: r4(p.flash_programs),
-                flash_erases: r4(p.flash_erases),
-                gc_migrations: r4(p.gc_migrations),
-                translation_reads: r4(p.translation_reads),
-                translation_writes: r4(p.translation_writes),
-                controller_us: r4(p.controller_us),
-                energy_joules: (p.energy_joules * 1e9).round() / 1e9,
-                latency_us: r4(p.latency_us),
-            },
+            per_txn: p.rounded(),
+            windows: runs
+                .iter()
+                .map(|o| WindowRow {
+                    throughput_tps: r4(o.tps),
+                    seconds: r4(o.window_s),
+                    checkpoints: o.checkpoints,
+                    per_txn: o.per.rounded(),
+                })
+                .collect(),
         });
     }
     let res = CompareResult {
@@ -1196,12 +1272,35 @@ fn print_table(res: &CompareResult) {
     let warm: Vec<String> = res
         .rows
         .iter()
-        .map(|r| format!("{} {:.1}", r.storage, r.warmup_seconds))
+        .map(|r| {
+            format!(
+                "{} {:.1} s ({:.2}x the device)",
+                r.storage, r.warmup_seconds, r.warmup_device_writes
+            )
+        })
+        .collect();
+    println!("warm-up ({}), virtual: {}", res.warmup, warm.join(", "));
+    let windows: Vec<String> = res
+        .rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:.1} s ({:.1} checkpoints{})",
+                r.storage,
+                r.window_seconds,
+                r.window_checkpoints,
+                if r.windows_without_checkpoint > 0 {
+                    format!(", {} without", r.windows_without_checkpoint)
+                } else {
+                    String::new()
+                }
+            )
+        })
         .collect();
     println!(
-        "warm-up before each run ({}), virtual s: {}",
-        res.warmup,
-        warm.join(", ")
+        "windows (at least {} s, ending at a checkpoint), mean virtual length: {}",
+        res.virtual_seconds,
+        windows.join(", ")
     );
     println!();
     println!(

@@ -6,7 +6,7 @@
 //! (seed + repeat index, run constants derived from the load constants per clause 2.1.6.1).
 
 use kits::tpcc::{self, NurandConsts, TpccConfig, TpccTerminal};
-use storage::sched::{run_virtual, VirtualOptions};
+use storage::sched::run_virtual;
 use storage::{Engine, Result};
 
 use super::Ran;
@@ -25,21 +25,13 @@ pub fn run(
     terminals: u32,
     seed: u64,
     start: u64,
-    until_ns: u64,
+    opts: storage::sched::VirtualOptions,
 ) -> Result<Ran> {
     let run_c = NurandConsts::run_from(l.c_load, seed);
     let mut terms: Vec<TpccTerminal> = (0..terminals)
         .map(|i| TpccTerminal::new(i, l.h, cfg, run_c, seed, None))
         .collect();
-    let st = run_virtual(
-        e,
-        &mut terms,
-        start,
-        VirtualOptions {
-            until_ns: Some(start + until_ns),
-            ..VirtualOptions::default()
-        },
-    )?;
+    let st = run_virtual(e, &mut terms, start, opts)?;
     Ok(Ran::new(
         terms.iter().map(|t| t.committed()).sum(),
         terms.iter().map(|t| &t.latency_ns),

@@ -80,6 +80,18 @@ fn measure_window(
     terminals: u32,
     until_ns: u64,
 ) -> Measured {
+    measure_window_with(kind, frames, checkpoint_bytes, terminals, until_ns, None)
+}
+
+/// `measure_window`, the window ending at a checkpoint when `end_on_checkpoint_within_ns`.
+fn measure_window_with(
+    kind: &str,
+    frames: usize,
+    checkpoint_bytes: Option<u64>,
+    terminals: u32,
+    until_ns: u64,
+    end_on_checkpoint_within_ns: Option<u64>,
+) -> Measured {
     let mut e = Engine::create(
         store(kind, 7),
         EngineConfig {
@@ -103,6 +115,7 @@ fn measure_window(
         start,
         VirtualOptions {
             until_ns: Some(start + until_ns),
+            end_on_checkpoint_within_ns,
             ..VirtualOptions::default()
         },
     )
@@ -197,6 +210,32 @@ fn commits_waiting_for_a_force_at_the_stop_are_acknowledged_inside_the_window() 
             assert!(m.stats.group_forces > 0);
             assert_window_covers_its_work(kind, &m);
         }
+    }
+}
+
+#[test]
+fn a_window_can_end_on_whole_checkpoint_cycles() {
+    for kind in ["page", "native"] {
+        // A checkpoint every 256 KiB of log: a short window waits for the next one.
+        let m = measure_window_with(
+            kind,
+            2_000,
+            Some(256 << 10),
+            1,
+            100_000_000,
+            Some(20_000_000_000),
+        );
+        assert!(
+            m.stats.ended_on_checkpoint,
+            "{kind}: the window found its checkpoint"
+        );
+        assert!(m.checkpoints >= 1 && m.stats.checkpoints == m.checkpoints);
+        assert!(m.stats.elapsed_ns() >= 100_000_000);
+        assert_window_covers_its_work(kind, &m);
+        // Without the option the same window stops at its duration.
+        let plain = measure_window(kind, 2_000, Some(256 << 10), 1, 100_000_000);
+        assert!(!plain.stats.ended_on_checkpoint);
+        assert!(plain.stats.elapsed_ns() <= m.stats.elapsed_ns());
     }
 }
 

@@ -1042,11 +1042,13 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     eprintln!("measuring the database of {} scale {scale} ...", w.label());
     let (rig, probe) = size_rig(args, w)?;
     let g = &rig.nand.geometry;
-    // Every device keeps its data in RAM, and so does the loaded database they are copied from.
+    // Every device keeps its data in RAM, and so does the loaded database they are copied from
+    // (checked before the load, from the kit's estimate).
+    // The loaded database is resident by now: available memory already excludes it.
     let jobs = jobs_that_fit(
         scale,
         g.capacity_bytes(),
-        rig.db_pages * 4096,
+        0,
         args.jobs.clamp(1, selected.len()),
     )?;
     eprintln!(

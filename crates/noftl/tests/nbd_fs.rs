@@ -48,16 +48,31 @@ impl Mount {
         self.unmount_now();
     }
     fn unmount_now(&mut self) {
-        if is_mounted(&self.dir) {
+        // On a loaded machine the first unmount can find the file system busy (the kernel
+        // still releasing the last file): try again for a while.
+        for _ in 0..50 {
+            if !is_mounted(&self.dir) {
+                break;
+            }
             let _ = Command::new("fusermount3")
                 .arg("-u")
                 .arg(&self.dir)
                 .status();
+            if is_mounted(&self.dir) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
         // Wait for the process itself: fuse2fs writes its last metadata after the unmount.
         if reap(&mut self.child, Duration::from_secs(30)).is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+        }
+        // Never leave a dead mount behind for the next mount on this directory.
+        if is_mounted(&self.dir) {
+            let _ = Command::new("fusermount3")
+                .arg("-uz")
+                .arg(&self.dir)
+                .status();
         }
     }
 }

@@ -24,10 +24,9 @@
 //! Warm-up: right after the copy the device still has all its free blocks, so the first writes
 //! cost no garbage collection and every store looks faster than it is in steady state. Before
 //! measuring, each row therefore runs the same workload (other inputs, the same on every row)
-//! until the store has written as many pages for the engine as the device has and its GC copies
-//! per host write have settled (`--warmup auto`; `WARMUP_ROUNDS_PER_DEVICE` and the constants
-//! after it say how), as SNIA's solid-state performance test preconditions a drive and then
-//! waits for steady state. A criterion on the free space alone is not enough on NoFTL: the dead
+//! until the store has written the device over twice with pages for the engine (`--warmup
+//! auto`; `WARMUP_DEVICE_WRITES` says why twice, and why the same on every row), as SNIA's
+//! solid-state performance test preconditions a drive. A criterion on the free space alone is not enough on NoFTL: the dead
 //! log is reclaimed without copies, so GC of data blocks starts only once the data writes alone
 //! have used up the free space. `--warmup 30s` runs a fixed virtual time instead, `--warmup
 //! none` skips it.

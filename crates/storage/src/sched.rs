@@ -202,7 +202,10 @@ fn run_virtual_inner<T: Terminal>(
             opts.end_on_checkpoint_within_ns,
             waiting_for_checkpoint,
         ) {
-            if next_term.is_none() && flusher_next.is_none() && limit_ns == until {
+            // No terminal or log-daemon event left before the duration's end (background work
+            // alone does not keep a window going): the wait begins.
+            let next_event = [term_at, daemon_at].into_iter().flatten().min();
+            if limit_ns == until && next_event.is_none_or(|t| t >= until) {
                 // The window reached its duration: go on to the next checkpoint's end.
                 waiting_for_checkpoint = Some(eng.stats().checkpoints);
                 limit_ns = until.saturating_add(within);

@@ -227,6 +227,48 @@ impl CrashOutcome {
     }
 }
 
+/// What a sweep of seeds saw, outcome by outcome (the tests' and `noftl crashtest`'s tally).
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    /// Faults that fell inside the workload.
+    pub hit: u64,
+    /// Faults the engine saw as an error.
+    pub errors: u64,
+    /// Second cuts that fell inside the restart.
+    pub recovery_hits: u64,
+    /// Flash operations the faults, resp. the second cuts, hit.
+    pub landed: std::collections::BTreeMap<String, u64>,
+    pub recovery_landed: std::collections::BTreeMap<String, u64>,
+    /// Seeds whose recovery failed verification, with what was found.
+    pub failures: Vec<(u64, String)>,
+}
+
+impl Tally {
+    pub fn add(&mut self, out: &CrashOutcome) {
+        self.hit += u64::from(out.fault_hit);
+        self.errors += u64::from(out.error_reported.is_some());
+        self.recovery_hits += u64::from(out.recovery_cut_hit);
+        if let Some(op) = &out.fault_landed_on {
+            *self.landed.entry(op.clone()).or_default() += 1;
+        }
+        if let Some(op) = &out.recovery_cut_landed_on {
+            *self.recovery_landed.entry(op.clone()).or_default() += 1;
+        }
+        if !out.verified() {
+            self.failures.push((
+                out.seed,
+                format!(
+                    "fault at op {} on {:?}, second cut on {:?}: {:?}",
+                    out.fault_at_op,
+                    out.fault_landed_on,
+                    out.recovery_cut_landed_on,
+                    out.violations
+                ),
+            ));
+        }
+    }
+}
+
 /// Crash disk: 24 MiB with a 4 MiB log.
 const DISK_PAGES: u64 = 6144;
 const DISK_LOG_BLOCKS: u64 = 1024;

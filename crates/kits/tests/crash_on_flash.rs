@@ -4,9 +4,7 @@
 //! the engine restarted on top, verified against the model; a second cut during the restart;
 //! injected media errors; the canary; `amf` refused.
 
-use std::collections::BTreeMap;
-
-use kits::crash::{crash_once, CrashOptions, Fault, FlashMedium, Medium};
+use kits::crash::{crash_once, CrashOptions, Fault, FlashMedium, Medium, Tally};
 
 fn on(kind: &str) -> CrashOptions {
     let m = FlashMedium::new(kind).unwrap_or_else(|e| panic!("{kind}: {e}"));
@@ -16,30 +14,12 @@ fn on(kind: &str) -> CrashOptions {
     }
 }
 
-#[derive(Default)]
-struct Sweep {
-    hit: u64,
-    errors: u64,
-    recovery_hits: u64,
-    landed: BTreeMap<String, u64>,
-    failures: Vec<String>,
-}
-
-fn sweep(seeds: std::ops::Range<u64>, o: &CrashOptions) -> Sweep {
-    let mut s = Sweep::default();
+fn sweep(seeds: std::ops::Range<u64>, o: &CrashOptions) -> Tally {
+    let mut s = Tally::default();
     for seed in seeds {
-        let out =
-            crash_once(seed, o).unwrap_or_else(|e| panic!("seed {seed}: the harness failed: {e}"));
-        s.hit += u64::from(out.fault_hit);
-        s.errors += u64::from(out.error_reported.is_some());
-        s.recovery_hits += u64::from(out.recovery_cut_hit);
-        if let Some(op) = out.fault_landed_on.clone() {
-            *s.landed.entry(op).or_default() += 1;
-        }
-        if !out.verified() {
-            s.failures
-                .push(format!("seed {seed}: {:?}", out.violations));
-        }
+        s.add(
+            &crash_once(seed, o).unwrap_or_else(|e| panic!("seed {seed}: the harness failed: {e}")),
+        );
     }
     s
 }
@@ -155,7 +135,9 @@ fn the_canary_is_caught_on_flash_too() {
             s.failures.len()
         );
         assert!(
-            s.failures.iter().any(|f| f.contains("acknowledged commit")),
+            s.failures
+                .iter()
+                .any(|(_, f)| f.contains("acknowledged commit")),
             "{kind}: {:#?}",
             s.failures
         );

@@ -5,9 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::collections::BTreeMap;
-
-use kits::crash::{Fault, FlashMedium, Medium};
+use kits::crash::{Fault, FlashMedium, Medium, Tally};
 use kits::tpcc::crash::{crash_tpcc_once, TpccCrashOptions};
 
 fn on(kind: &str) -> TpccCrashOptions {
@@ -22,36 +20,10 @@ fn on(kind: &str) -> TpccCrashOptions {
     }
 }
 
-/// What a sweep of seeds saw.
-#[derive(Default)]
-struct Sweep {
-    hit: u64,
-    errors: u64,
-    recovery_hits: u64,
-    landed: BTreeMap<String, u64>,
-    recovery_landed: BTreeMap<String, u64>,
-    bad: Vec<String>,
-}
-
-fn sweep(seeds: std::ops::Range<u64>, o: &TpccCrashOptions) -> Sweep {
-    let mut s = Sweep::default();
+fn sweep(seeds: std::ops::Range<u64>, o: &TpccCrashOptions) -> Tally {
+    let mut s = Tally::default();
     for seed in seeds {
-        let out = crash_tpcc_once(seed, o).unwrap();
-        s.hit += u64::from(out.fault_hit);
-        s.errors += u64::from(out.error_reported.is_some());
-        s.recovery_hits += u64::from(out.recovery_cut_hit);
-        if let Some(op) = out.fault_landed_on.clone() {
-            *s.landed.entry(op).or_default() += 1;
-        }
-        if let Some(op) = out.recovery_cut_landed_on.clone() {
-            *s.recovery_landed.entry(op).or_default() += 1;
-        }
-        if !out.verified() {
-            s.bad.push(format!(
-                "seed {seed} (fault at op {} on {:?}, second cut on {:?}): {:?}",
-                out.fault_at_op, out.fault_landed_on, out.recovery_cut_landed_on, out.violations
-            ));
-        }
+        s.add(&crash_tpcc_once(seed, o).unwrap());
     }
     s
 }
@@ -111,7 +83,7 @@ fn power_cuts_during_tpcc_recovery_on_native_recover_again_and_pass_the_check() 
 fn power_cuts_during_tpcc_on_the_ftls_recover_and_pass_the_check() {
     for (kind, seeds) in [("page", 12), ("dftl", 12), ("fast", 6), ("block", 6)] {
         let s = sweep(300..300 + seeds, &on(kind));
-        assert!(s.bad.is_empty(), "{kind}: {:#?}", s.bad);
+        assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
         // Drawn from a dry run's count plus 5%, and a power loss is never silent.
         assert!(
             s.hit + 1 >= seeds,
@@ -136,7 +108,7 @@ fn a_second_cut_during_a_tpcc_restart_on_flash_and_the_crash_disk_recovers_again
             ..on(kind)
         };
         let s = sweep(400..410, &o);
-        assert!(s.bad.is_empty(), "{kind}: {:#?}", s.bad);
+        assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
         // Drawn from a cut-free restart's count plus 5%.
         assert!(
             s.recovery_hits >= 8,
@@ -157,7 +129,7 @@ fn media_errors_during_tpcc_on_flash_are_reported_or_absorbed_and_recover() {
             ..on(kind)
         };
         let s = sweep(500..508, &o);
-        assert!(s.bad.is_empty(), "{kind}: {:#?}", s.bad);
+        assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
     }
 }
 
@@ -171,14 +143,16 @@ fn the_canary_fails_the_tpcc_check() {
         };
         let s = sweep(0..12, &o);
         assert!(
-            s.bad.len() >= 3,
+            s.failures.len() >= 3,
             "{kind}: the TPC-C check missed a broken durability rule: {:#?}",
-            s.bad
+            s.failures
         );
         assert!(
-            s.bad.iter().any(|b| b.contains("acknowledged New-Order")),
+            s.failures
+                .iter()
+                .any(|(_, b)| b.contains("acknowledged New-Order")),
             "{kind}: {:#?}",
-            s.bad
+            s.failures
         );
     }
 }

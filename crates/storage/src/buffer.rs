@@ -60,6 +60,9 @@ pub struct BufferPool {
     frames: Vec<Frame>,
     map: HashMap<PageId, usize>,
     hand: usize,
+    /// Frames with `dirty` set, kept as they change: the background cleaner asks after every
+    /// page it writes, and a count over a large pool there cost more than the write.
+    dirty_frames: usize,
     pub stats: BufferStats,
 }
 
@@ -97,6 +100,7 @@ impl BufferPool {
                 .collect(),
             map: HashMap::with_capacity(frames * 2),
             hand: 0,
+            dirty_frames: 0,
             stats: BufferStats::default(),
         })
     }
@@ -144,6 +148,9 @@ impl BufferPool {
             fr.pid = Some(pid);
             fr.pins = 1;
             fr.referenced = true;
+            if fr.dirty {
+                self.dirty_frames -= 1;
+            }
             fr.dirty = false;
             fr.rec_lsn = 0;
         }
@@ -169,6 +176,7 @@ impl BufferPool {
         if !fr.dirty {
             fr.dirty = true;
             fr.rec_lsn = lsn;
+            self.dirty_frames += 1;
         }
     }
 
@@ -231,6 +239,7 @@ impl BufferPool {
         page::seal(&mut fr.data);
         let t = store.write_page(t, pid, &fr.data, hint_of(&fr.data))?;
         fr.dirty = false;
+        self.dirty_frames -= 1;
         fr.rec_lsn = 0;
         self.stats.writebacks += 1;
         Ok(t)
@@ -285,7 +294,12 @@ impl BufferPool {
         v
     }
     pub fn dirty_count(&self) -> usize {
-        self.frames.iter().filter(|fr| fr.dirty).count()
+        debug_assert_eq!(
+            self.dirty_frames,
+            self.frames.iter().filter(|fr| fr.dirty).count(),
+            "the dirty count follows every change of a frame's dirty flag"
+        );
+        self.dirty_frames
     }
     pub fn min_rec_lsn(&self) -> Option<Lsn> {
         self.frames

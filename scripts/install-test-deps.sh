@@ -14,6 +14,9 @@
 #   e2fsck      e2fsprogs        tests/nbd_fs.rs
 #   nbdkit      nbdkit           docs/PERFORMANCE.md (the `memory` plugin for comparison)
 #
+# And the Python package `ray` (tests/sweep_cli.rs: `noftl sweep --executor ray`), with pip into
+# the repository's virtual environment .venv, when it is not importable there.
+#
 # Needs root (or sudo) on Debian/Ubuntu. Exits non-zero only if an install fails; the tests
 # skip with a printed reason when a tool is still missing (e.g. no /dev/fuse in a container).
 set -euo pipefail
@@ -36,6 +39,23 @@ for tool in "${!PKG[@]}"; do
     missing+=("${PKG[$tool]}")
   fi
 done
+
+install_ray() {
+  local root
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  if [ -x "$root/.venv/bin/python" ] && "$root/.venv/bin/python" -c 'import ray' 2>/dev/null; then
+    return 0
+  fi
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "install-test-deps: no python3; the Ray executor test will skip" >&2
+    return 0
+  fi
+  echo "install-test-deps: installing the Python package ray into .venv"
+  if ! { python3 -m venv "$root/.venv" && "$root/.venv/bin/pip" install -q ray; }; then
+    echo "install-test-deps: could not install ray; the Ray executor test will skip" >&2
+  fi
+}
+install_ray
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-test-deps: all tools present"

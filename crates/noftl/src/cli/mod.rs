@@ -9,6 +9,7 @@ pub mod device;
 pub mod ftl;
 pub mod io;
 pub mod serve;
+pub mod sweep;
 
 use clap::{Parser, Subcommand};
 
@@ -42,6 +43,8 @@ pub enum Command {
     Crashtest(crashtest::CrashtestArgs),
     /// Seed 000's Figure 3: the same workload on NoFTL (native), DFTL 2/15/35% and the page FTL.
     Compare(compare::CompareArgs),
+    /// Many runs of one verb over a grid of parameters, in parallel (local or Ray), merged into one table.
+    Sweep(sweep::SweepArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -53,5 +56,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(c) => bench::run(c),
         Command::Crashtest(a) => crashtest::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Sweep(a) => sweep::run(a),
     }
 }

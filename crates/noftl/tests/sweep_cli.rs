@@ -1,0 +1,212 @@
+//! `noftl sweep`: the local executor runs a plan's jobs into their directories and merges them;
+//! a failing job is recorded and the sweep goes on; `--resume` runs only what is missing; the
+//! Ray executor gives the same table (skipped, with the reason, where `ray` is not installed).
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod cli_support;
+
+use std::path::Path;
+
+use cli_support::noftl;
+
+fn smoke_plan() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sweeps/smoke.toml");
+    root.to_str().unwrap().to_string()
+}
+
+fn csv_rows(path: &Path) -> Vec<Vec<String>> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let header: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    let mut rows = vec![header];
+    for rec in r.records() {
+        rows.push(rec.unwrap().iter().map(str::to_string).collect());
+    }
+    rows
+}
+
+fn column(rows: &[Vec<String>], name: &str) -> Vec<String> {
+    let i = rows[0].iter().position(|h| h == name).unwrap_or_else(|| {
+        panic!("no column {name} in {:?}", rows[0]);
+    });
+    rows[1..].iter().map(|r| r[i].clone()).collect()
+}
+
+#[test]
+fn the_smoke_plan_runs_every_job_and_merges_one_row_per_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let (ok, _, err) = noftl(&[
+        "sweep",
+        &smoke_plan(),
+        "--jobs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let rows = csv_rows(&out.join("results.csv"));
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    assert!(column(&rows, "status").iter().all(|s| s == "ok"));
+    let mut targets = column(&rows, "param.target");
+    targets.sort();
+    assert_eq!(targets, ["dftl", "dftl", "page", "page"]);
+    // Every job's measured WAF is there, and more spare means less amplification.
+    let waf: Vec<f64> = column(&rows, "waf")
+        .iter()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert!(waf.iter().all(|w| *w >= 1.0), "{waf:?}");
+
+    // The merge alone reads the same files and writes the same table (invariant 3).
+    let again = dir.path().join("again.csv");
+    let (ok, _, err) = noftl(&[
+        "sweep",
+        "merge",
+        out.to_str().unwrap(),
+        "--csv",
+        again.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(csv_rows(&again), rows);
+
+    // A second sweep into the same directory is refused unless it resumes.
+    let (ok, _, err) = noftl(&["sweep", &smoke_plan(), "--out", out.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("--resume"), "{err}");
+    let (ok, _, err) = noftl(&[
+        "sweep",
+        &smoke_plan(),
+        "--out",
+        out.to_str().unwrap(),
+        "--resume",
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.contains("4 of 4 jobs have results, 0 to run"), "{err}");
+}
+
+#[test]
+fn a_failing_job_is_recorded_and_resume_runs_only_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    // bs 3000 parses but is refused when the job runs (not a multiple of 4 KiB).
+    std::fs::write(
+        &plan,
+        r#"
+        name = "fails"
+        verb = "io"
+        args = ["--preset", "tiny", "--target", "page", "--ops", "200"]
+        [grid]
+        "--bs" = ["4k", "3000"]
+        "#,
+    )
+    .unwrap();
+    let out = dir.path().join("o");
+    let args = [
+        "sweep",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (ok, _, err) = noftl(&args);
+    assert!(!ok, "a failed job makes the sweep fail");
+    assert!(err.contains("1 of 2 jobs failed"), "{err}");
+    let rows = csv_rows(&out.join("results.csv"));
+    let mut status = column(&rows, "status");
+    status.sort();
+    assert_eq!(status, ["failed", "ok"]);
+
+    // The failure's reason is kept with the job.
+    let failed_dir = std::fs::read_dir(out.join("jobs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            std::fs::read_to_string(p.join("status.json"))
+                .unwrap()
+                .contains("\"failed\"")
+        })
+        .unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(failed_dir.join("status.json")).unwrap())
+            .unwrap();
+    assert_ne!(status["exit_code"], 0);
+    assert!(!status["error"].as_str().unwrap().is_empty());
+
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let (ok, _, err) = noftl(&resume);
+    assert!(!ok);
+    assert!(err.contains("1 of 2 jobs have results, 1 to run"), "{err}");
+}
+
+#[test]
+fn a_plan_that_does_not_parse_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(&plan, "verb = \"io\"\nargs = [\"--targt\", \"page\"]\n").unwrap();
+    let out = dir.path().join("o");
+    let (ok, _, err) = noftl(&[
+        "sweep",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("does not parse"), "{err}");
+    assert!(!out.exists(), "nothing is created for a bad plan");
+}
+
+/// The Python with `ray`: NOFTL_PYTHON, or the repository's .venv that the test command fills.
+fn ray_python() -> Option<String> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    let candidates = std::env::var("NOFTL_PYTHON")
+        .ok()
+        .into_iter()
+        .chain([venv.to_str().unwrap().to_string(), "python3".into()]);
+    for py in candidates {
+        let ok = std::process::Command::new(&py)
+            .args(["-c", "import ray"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(py);
+        }
+    }
+    None
+}
+
+#[test]
+fn the_ray_executor_gives_the_local_table() {
+    let Some(python) = ray_python() else {
+        eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local");
+    let ray = dir.path().join("ray");
+    let (ok, _, err) = noftl(&["sweep", &smoke_plan(), "--out", local.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["sweep", &smoke_plan(), "--executor", "ray", "--out"])
+        .arg(&ray)
+        .env("NOFTL_PYTHON", &python)
+        .env_remove("RAY_ADDRESS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Same jobs, same results; only the wall time differs.
+    let drop_wall = |rows: Vec<Vec<String>>| -> Vec<Vec<String>> {
+        let i = rows[0].iter().position(|h| h == "wall_seconds").unwrap();
+        rows.into_iter()
+            .map(|mut r| {
+                r.remove(i);
+                r
+            })
+            .collect()
+    };
+    assert_eq!(
+        drop_wall(csv_rows(&ray.join("results.csv"))),
+        drop_wall(csv_rows(&local.join("results.csv")))
+    );
+}

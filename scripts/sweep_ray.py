@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The Ray executor of `noftl sweep` (started by `noftl sweep --executor ray`; not run by hand).
+
+    python sweep_ray.py TODO.json OUT NOFTL_BINARY
+
+Attaches to the Ray cluster named by RAY_ADDRESS, or starts a local Ray instance when it is
+unset. Each job becomes one Ray task that asks for one CPU and the job's memory estimate, runs
+the noftl binary on the worker in a private temporary directory, and returns the job's files;
+the driver writes them into OUT/jobs/ID/ exactly as the local executor does (status.json last),
+so the merge and `--resume` work the same. A task lost with its worker is retried by Ray
+(max_retries); a job that fails (non-zero exit) is recorded and the sweep goes on.
+
+On a cluster, NOFTL_BINARY must exist at the same path on every worker (or set NOFTL_BIN on the
+workers), and paths inside the plan's arguments (e.g. --config) must be valid there too.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import ray
+
+OUT_DIR = "{out}"
+
+
+@ray.remote(max_retries=3)
+def run_job(job, binary):
+    binary = os.environ.get("NOFTL_BIN", binary)
+    work = tempfile.mkdtemp(prefix="noftl-sweep-")
+    try:
+        argv = [a.replace(OUT_DIR, work) for a in job["argv"]]
+        started = time.monotonic()
+        proc = subprocess.run([binary] + argv, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+        wall = time.monotonic() - started
+        files = {"stderr.txt": proc.stderr}
+        if job["json_on_stdout"]:
+            if proc.returncode == 0:
+                files["result.json"] = proc.stdout
+        else:
+            files["stdout.txt"] = proc.stdout
+        for name in os.listdir(work):
+            if name.startswith("result") and name.endswith(".json"):
+                with open(os.path.join(work, name), "rb") as f:
+                    files[name] = f.read()
+        return {"code": proc.returncode, "wall": wall, "files": files,
+                "node": ray.util.get_node_ip_address()}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def write_atomic(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def main():
+    todo_path, out, binary = sys.argv[1], sys.argv[2], sys.argv[3]
+    with open(todo_path) as f:
+        jobs = json.load(f)
+    ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False,
+             include_dashboard=False)
+    started = time.monotonic()
+    pending = {}
+    for job in jobs:
+        ref = run_job.options(num_cpus=1, memory=max(int(job["memory_bytes"]), 1)).remote(
+            job, binary)
+        pending[ref] = job
+    done = failed = 0
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        ref = ready[0]
+        job = pending.pop(ref)
+        d = os.path.join(out, "jobs", job["id"])
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        with open(os.path.join(d, "job.json"), "w") as f:
+            json.dump(job, f, indent=2)
+        try:
+            r = ray.get(ref)
+            for name, data in r["files"].items():
+                with open(os.path.join(d, name), "wb") as f:
+                    f.write(data)
+            ok = r["code"] == 0
+            err = None
+            if not ok:
+                lines = [l for l in r["files"]["stderr.txt"].decode(errors="replace").splitlines()
+                         if l.strip()]
+                err = lines[-1] if lines else "no message (killed?)"
+            status = {"id": job["id"], "status": "ok" if ok else "failed",
+                      "exit_code": r["code"], "wall_seconds": r["wall"], "error": err}
+        except Exception as e:  # the task itself failed after its retries
+            ok = False
+            status = {"id": job["id"], "status": "failed", "exit_code": None,
+                      "wall_seconds": 0.0, "error": f"ray: {e}"}
+        write_atomic(os.path.join(d, "status.json"), json.dumps(status, indent=2).encode())
+        done += 1
+        failed += 0 if ok else 1
+        elapsed = time.monotonic() - started
+        eta = elapsed / done * (len(jobs) - done)
+        note = "" if ok else f"  FAILED: {status['error']}"
+        print(f"[ray] {done}/{len(jobs)} jobs, {elapsed:.0f} s elapsed, ETA {eta:.0f} s: "
+              f"{job['id']}{note}", file=sys.stderr, flush=True)
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

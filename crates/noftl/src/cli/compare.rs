@@ -18,8 +18,8 @@
 //! write per page instead of a load.
 //!
 //! Seed 000 ran Shore-MT with one thread (Figure 6: "Threads: (1)"), so one terminal by
-//! default. The buffer pool is 2% of the database pages (at least 256), the same for every
-//! store. Runs are in virtual time: the same command and seed give byte-identical JSON.
+//! default. The buffer pool is 2% of the database pages (`--buffer`; at least 256 frames), the
+//! same for every store. Runs are in virtual time: the same command and seed give byte-identical JSON.
 //!
 //! Warm-up: right after the copy the device still has all its free blocks, so the first writes
 //! cost no garbage collection and every store looks faster than it is in steady state. Before
@@ -91,6 +91,10 @@ pub struct CompareArgs {
     /// blocks on 4,096, 2.75%).
     #[arg(long, value_parser = parse_percent, default_value = "2.75%")]
     pub op: f64,
+    /// Buffer pool as a share of the database pages (at least 256 frames), the same for every
+    /// store. The NoFTL paper does not state its pool; 2% keeps the workload I/O-bound.
+    #[arg(long, value_parser = parse_percent, default_value = "2%")]
+    pub buffer: f64,
     #[command(flatten)]
     pub device: DeviceArgs,
     /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
@@ -627,7 +631,10 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
     // Every store exports exactly the logical space: U = (1 - s) T, T = (blocks - reserve) ppb.
     let t = (blocks_per_plane * planes - (dies + 2)) * ppb;
     let spare = 1.0 - logical as f64 / t as f64;
-    let frames = ((db_pages as f64 * 0.02) as usize).max(256);
+    if !(args.buffer > 0.0 && args.buffer <= 1.0) {
+        bail!("--buffer {:.1}% is not in (0%, 100%]", args.buffer * 100.0);
+    }
+    let frames = ((db_pages as f64 * args.buffer) as usize).max(256);
     Ok((
         Rig {
             nand: cfg,

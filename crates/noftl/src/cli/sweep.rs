@@ -490,7 +490,6 @@ fn run_local(out: &Path, todo: &[Job], jobs: usize) -> anyhow::Result<()> {
         )
         .expect("static template"),
     );
-    let failures = Mutex::new(0usize);
     std::thread::scope(|s| {
         for _ in 0..jobs.min(todo.len()).max(1) {
             s.spawn(|| loop {
@@ -514,15 +513,23 @@ fn run_local(out: &Path, todo: &[Job], jobs: usize) -> anyhow::Result<()> {
                     r.1 -= 1;
                     cv.notify_all();
                 }
-                if status.status != "ok" {
-                    *failures.lock().expect("failures") += 1;
-                    pb.println(format!(
-                        "job {} failed: {}",
-                        job.id,
-                        status.error.as_deref().unwrap_or("?")
-                    ));
-                }
+                let line = match status.error.as_deref() {
+                    None => format!("job {} ok in {:.1} s", job.id, status.wall_seconds),
+                    Some(e) => format!("job {} failed: {e}", job.id),
+                };
                 pb.inc(1);
+                if pb.is_hidden() {
+                    // Not a terminal (a log file, CI): one line per job instead of the bar.
+                    let elapsed = pb.elapsed().as_secs_f64();
+                    let done = pb.position();
+                    let eta = elapsed / done as f64 * (todo.len() as u64 - done) as f64;
+                    eprintln!(
+                        "[{done}/{}] {line} ({elapsed:.0} s elapsed, ETA {eta:.0} s)",
+                        todo.len()
+                    );
+                } else if status.status != "ok" {
+                    pb.println(line);
+                }
             });
         }
     });

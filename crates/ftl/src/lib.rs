@@ -23,6 +23,7 @@ pub mod options;
 pub mod page;
 pub mod space;
 pub mod testkit;
+pub mod theory;
 
 pub use block_device::{
     BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES,

@@ -1,11 +1,9 @@
 //! Write amplification of the page FTL against theory, for uniform random 4 KiB writes after a
 //! sequential fill.
 //!
-//! T = physical pages outside the GC reserve (`FlashSpace::usable_pages`), U = logical pages.
-//! - FIFO victims: WA = a / (a + W0(-a e^-a)), a = T / U, W0 the principal branch of Lambert W
-//!   (the circular-log model: Menon 1995, Desnoyers 2012 "Analytic modeling of SSD write
-//!   performance", SYSTOR).
-//! - Random victims: WA = 1 / (1 - U / T) (a victim's valid fraction equals the mean, U / T).
+//! T = physical pages outside the GC reserve (`FlashSpace::usable_pages`), U = logical pages;
+//! the curves are `ftl::theory`'s.
+//! - FIFO victims: the circular-log model; random victims: 1 / (1 - U / T).
 //! - Greedy: at or below FIFO; on devices of ~4 M pages within 3% of the reference figures of
 //!   issue 3 (`#[ignore]`d here; run with `--release -- --ignored`).
 //!
@@ -20,37 +18,12 @@ use nand::{DeviceConfig, Nand, OpKind};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// Principal branch of Lambert W on [-1/e, 0], by Halley's iteration.
-fn lambert_w0(x: f64) -> f64 {
-    assert!(
-        (-1.0 / std::f64::consts::E..=0.0).contains(&x),
-        "W0 argument {x} out of range"
-    );
-    // Start from the branch-point series near -1/e, else from x itself.
-    let p = (2.0 * (std::f64::consts::E * x + 1.0)).sqrt();
-    if p < 1e-9 {
-        return -1.0; // the branch point, where Halley's step is 0/0
-    }
-    let mut w = if x < -0.25 { -1.0 + p - p * p / 3.0 } else { x };
-    for _ in 0..100 {
-        let e = w.exp();
-        let f = w * e - x;
-        let step = f / (e * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0));
-        w -= step;
-        if step.abs() < 1e-15 {
-            break;
-        }
-    }
-    w
-}
-
 fn fifo_wa(t: f64, u: f64) -> f64 {
-    let a = t / u;
-    a / (a + lambert_w0(-a * (-a).exp()))
+    ftl::theory::fifo_waf(t, u)
 }
 
 fn random_wa(t: f64, u: f64) -> f64 {
-    1.0 / (1.0 - u / t)
+    ftl::theory::random_waf(t, u)
 }
 
 struct Measured {
@@ -111,28 +84,6 @@ fn measure(nand: Nand, gc: GcPolicy, spare: f64, warmup: f64, window: f64, seed:
 
 fn within(measured: f64, reference: f64, tolerance: f64) -> bool {
     (measured / reference - 1.0).abs() <= tolerance
-}
-
-#[test]
-fn lambert_w_is_right() {
-    for &x in &[-1.0 / std::f64::consts::E, -0.3, -0.2, -0.05, -1e-6, 0.0] {
-        let w = lambert_w0(x);
-        assert!((w * w.exp() - x).abs() < 1e-12, "W0({x}) = {w}");
-        assert!(w.is_finite());
-        assert!(w >= -1.0);
-    }
-    // a = 1.25: W0(-1.25 e^-1.25) = W0(-0.3581) = -0.7855 (by hand: -0.7855 e^-0.7855 =
-    // -0.3581), so WA = 1.25 / (1.25 - 0.7855) = 2.691; FIFO beats random victims (5.0).
-    assert!(
-        (fifo_wa(1.25, 1.0) - 2.691).abs() < 0.002,
-        "{}",
-        fifo_wa(1.25, 1.0)
-    );
-    assert!(fifo_wa(1.25, 1.0) < random_wa(1.25, 1.0));
-    assert!(
-        (fifo_wa(100.0, 1.0) - 1.0).abs() < 1e-6,
-        "no GC cost with nearly empty flash"
-    );
 }
 
 /// Devices of 256 Ki pages at three spare factors: (spare, pages per block, blocks per plane).

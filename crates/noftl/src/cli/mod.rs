@@ -8,6 +8,7 @@ pub mod crashtest;
 pub mod device;
 pub mod ftl;
 pub mod io;
+pub mod plot;
 pub mod serve;
 pub mod sweep;
 
@@ -45,6 +46,8 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Many runs of one verb over a grid of parameters, in parallel (local or Ray), merged into one table.
     Sweep(sweep::SweepArgs),
+    /// Figures (SVG) from result files: Fig. 3 bars from `compare` JSON, WAF curves from a sweep.
+    Plot(plot::PlotArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -57,5 +60,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Crashtest(a) => crashtest::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Sweep(a) => sweep::run(a),
+        Command::Plot(a) => plot::run(a),
     }
 }

@@ -746,7 +746,7 @@ fn result_files(jd: &Path) -> anyhow::Result<Vec<(String, Json)>> {
 }
 
 /// Flattens a JSON value into (dotted key, scalar text). Objects nest with dots; an array of
-/// objects keys each element by its name-like field (`store`, `config`, `name`, `label`,
+/// objects keys each element by its name-like field (`storage`, `store`, `config`, `name`, `label`,
 /// `workload`) or its index; arrays of scalars (histograms, per-die lists) are left out.
 fn flatten(prefix: &str, v: &Json, out: &mut Vec<(String, String)>) {
     let join = |k: &str| {
@@ -765,7 +765,7 @@ fn flatten(prefix: &str, v: &Json, out: &mut Vec<(String, String)>) {
         Json::Array(items) => {
             for (i, x) in items.iter().enumerate() {
                 if let Json::Object(m) = x {
-                    let name = ["store", "config", "name", "label", "workload"]
+                    let name = ["storage", "store", "config", "name", "label", "workload"]
                         .iter()
                         .find_map(|k| m.get(*k).and_then(Json::as_str))
                         .map_or_else(|| i.to_string(), str::to_string);

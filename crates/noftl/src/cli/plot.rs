@@ -1,0 +1,475 @@
+//! `noftl plot`: figures from the result files the other verbs write (never from a run's
+//! memory), as SVG made with the `plotters` crate.
+//!
+//! Kinds:
+//! - `figure3`: `noftl compare` JSON files (one per workload and scale): NoFTL Fig. 3 as grouped
+//!   bars, one group per workload and scale, one bar per store, the bar the slowdown against
+//!   `native` (native = 1) with the run-to-run standard deviation as an error bar and the factor
+//!   written above it.
+//! - `waf`: a sweep's `results.csv` (or its directory) of `noftl io` jobs: WAF against the
+//!   spare factor, one line per FTL and GC policy, with the analytic FIFO and random-victim
+//!   curves (`ftl::theory`) dashed.
+//!
+//! `auto` picks the kind from the input: a directory or `.csv` is a sweep, a `.json` a compare.
+//! The command that made a figure is written into the SVG as a comment, so a figure found
+//! alone says how to remake it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use serde_json::Value as Json;
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Result files: `noftl compare` JSON (figure3), or a sweep's directory or results.csv (waf).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The SVG file to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// auto | figure3 | waf
+    #[arg(long, default_value = "auto")]
+    pub kind: String,
+}
+
+/// Width and height in pixels: readable at a paper's column width when scaled down.
+const SIZE: (u32, u32) = (960, 540);
+
+pub fn run(args: PlotArgs) -> anyhow::Result<()> {
+    if args.out.extension().and_then(|e| e.to_str()) != Some("svg") {
+        bail!(
+            "--out {}: only SVG is written (name it .svg)",
+            args.out.display()
+        );
+    }
+    let kind = match args.kind.as_str() {
+        "auto" => {
+            let first = &args.inputs[0];
+            if first.is_dir() || first.extension().is_some_and(|e| e == "csv") {
+                "waf"
+            } else {
+                "figure3"
+            }
+        }
+        k @ ("figure3" | "waf") => k,
+        other => bail!("unknown plot kind '{other}' (auto, figure3, waf)"),
+    };
+    let svg = match kind {
+        "figure3" => figure3(&load_compares(&args.inputs)?)?,
+        _ => waf(&load_waf_points(&args.inputs)?)?,
+    };
+    let command: Vec<String> = std::env::args().collect();
+    let svg = with_command_comment(&svg, &command.join(" "));
+    std::fs::write(&args.out, svg)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    eprintln!("{kind}: {}", args.out.display());
+    Ok(())
+}
+
+fn with_command_comment(svg: &str, command: &str) -> String {
+    // "--" may not appear inside an XML comment.
+    let safe = command.replace("--", "- -");
+    match svg.find('>') {
+        Some(i) => format!("{}\n<!-- made by: {safe} -->{}", &svg[..=i], &svg[i + 1..]),
+        None => svg.to_string(),
+    }
+}
+
+/// One bar of Figure 3.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub group: String,
+    pub store: String,
+    pub slowdown: f64,
+    /// Standard deviation of the slowdown, from the two stores' relative deviations.
+    pub stdev: f64,
+}
+
+fn load_compares(inputs: &[PathBuf]) -> anyhow::Result<Vec<Bar>> {
+    let mut bars = Vec::new();
+    for path in inputs {
+        let text =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let v: Json = serde_json::from_slice(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        bars.extend(bars_of(&v).with_context(|| format!("in {}", path.display()))?);
+    }
+    if bars.is_empty() {
+        bail!("no compare rows in the inputs");
+    }
+    Ok(bars)
+}
+
+/// The bars of one `noftl compare` result.
+pub fn bars_of(v: &Json) -> anyhow::Result<Vec<Bar>> {
+    let workload = v["workload"]
+        .as_str()
+        .context("not a `noftl compare` result: no `workload`")?;
+    let scale = v["scale"].as_u64().context("no `scale`")?;
+    let rows = v["rows"].as_array().context("no `rows`")?;
+    let tps_of = |r: &Json| -> anyhow::Result<(f64, f64)> {
+        Ok((
+            r["throughput_tps"]
+                .as_f64()
+                .context("a row has no throughput_tps")?,
+            r["stdev"].as_f64().unwrap_or(0.0),
+        ))
+    };
+    let native = rows
+        .iter()
+        .find(|r| r["storage"] == "native")
+        .context("no `native` row: Fig. 3's slowdowns are against it")?;
+    let (n_tps, n_sd) = tps_of(native)?;
+    if n_tps <= 0.0 {
+        bail!("native throughput {n_tps} is not positive");
+    }
+    let group = format!("{} {scale}", workload.to_uppercase().replace("TPC", "TPC-"));
+    let mut bars = Vec::with_capacity(rows.len());
+    for r in rows {
+        let store = r["storage"].as_str().context("a row has no storage")?;
+        let (tps, sd) = tps_of(r)?;
+        if tps <= 0.0 {
+            bail!("{store}: throughput {tps} is not positive");
+        }
+        let slowdown = n_tps / tps;
+        let rel = ((n_sd / n_tps).powi(2) + (sd / tps).powi(2)).sqrt();
+        bars.push(Bar {
+            group: group.clone(),
+            store: store.to_string(),
+            slowdown,
+            stdev: if store == "native" {
+                n_sd / n_tps
+            } else {
+                slowdown * rel
+            },
+        });
+    }
+    Ok(bars)
+}
+
+/// A palette that stays distinct in grey print: stores keep their colour across groups.
+fn colour(i: usize) -> RGBColor {
+    const C: [RGBColor; 8] = [
+        RGBColor(0x1b, 0x9e, 0x77),
+        RGBColor(0xd9, 0x5f, 0x02),
+        RGBColor(0x75, 0x70, 0xb3),
+        RGBColor(0xe7, 0x29, 0x8a),
+        RGBColor(0x66, 0xa6, 0x1e),
+        RGBColor(0xe6, 0xab, 0x02),
+        RGBColor(0xa6, 0x76, 0x1d),
+        RGBColor(0x66, 0x66, 0x66),
+    ];
+    C[i % C.len()]
+}
+
+fn to_anyhow<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing: {e}")
+}
+
+/// NoFTL Fig. 3 as grouped bars.
+pub fn figure3(bars: &[Bar]) -> anyhow::Result<String> {
+    let mut groups: Vec<String> = Vec::new();
+    let mut stores: Vec<String> = Vec::new();
+    for b in bars {
+        if !groups.contains(&b.group) {
+            groups.push(b.group.clone());
+        }
+        if !stores.contains(&b.store) {
+            stores.push(b.store.clone());
+        }
+    }
+    let y_max = bars
+        .iter()
+        .map(|b| b.slowdown + b.stdev)
+        .fold(1.0f64, f64::max)
+        * 1.15;
+    let slots = stores.len() as f64 + 1.0; // one empty slot between groups
+    let x_max = groups.len() as f64 * slots;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(to_anyhow)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Slowdown against NoFTL (native = 1)", ("sans-serif", 24))
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .map_err(to_anyhow)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(WHITE)
+            .x_labels(0)
+            .y_desc("slowdown (x)")
+            .draw()
+            .map_err(to_anyhow)?;
+        // Group names under the axis, centred on their bars, in pixel coordinates.
+        for (g, name) in groups.iter().enumerate() {
+            let centre = g as f64 * slots + (slots - 1.0) / 2.0;
+            let (px, py) = chart.backend_coord(&(centre, 0.0));
+            root.draw(&Text::new(
+                name.clone(),
+                (px, py + 12),
+                TextStyle::from(("sans-serif", 16).into_font())
+                    .pos(Pos::new(HPos::Center, VPos::Top)),
+            ))
+            .map_err(to_anyhow)?;
+        }
+        for (si, store) in stores.iter().enumerate() {
+            let c = colour(si);
+            let mine: Vec<(f64, &Bar)> = bars
+                .iter()
+                .filter(|b| &b.store == store)
+                .map(|b| {
+                    let g = groups.iter().position(|x| x == &b.group).unwrap_or(0);
+                    (g as f64 * slots + si as f64, b)
+                })
+                .collect();
+            chart
+                .draw_series(mine.iter().map(|(x, b)| {
+                    Rectangle::new([(*x + 0.1, 0.0), (*x + 0.9, b.slowdown)], c.filled())
+                }))
+                .map_err(to_anyhow)?
+                .label(store.as_str())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], c.filled()));
+            chart
+                .draw_series(mine.iter().map(|(x, b)| {
+                    PathElement::new(
+                        vec![
+                            (*x + 0.5, b.slowdown - b.stdev),
+                            (*x + 0.5, b.slowdown + b.stdev),
+                        ],
+                        BLACK,
+                    )
+                }))
+                .map_err(to_anyhow)?;
+            chart
+                .draw_series(mine.iter().map(|(x, b)| {
+                    Text::new(
+                        format!("{:.2}x", b.slowdown),
+                        (*x + 0.5, b.slowdown + b.stdev + y_max * 0.01),
+                        TextStyle::from(("sans-serif", 11).into_font())
+                            .pos(Pos::new(HPos::Center, VPos::Bottom)),
+                    )
+                }))
+                .map_err(to_anyhow)?;
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.9))
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(to_anyhow)?;
+        root.present().map_err(to_anyhow)?;
+    }
+    Ok(svg)
+}
+
+/// One measured WAF point of a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WafPoint {
+    pub series: String,
+    pub spare: f64,
+    pub waf: f64,
+}
+
+fn load_waf_points(inputs: &[PathBuf]) -> anyhow::Result<Vec<WafPoint>> {
+    let mut points = Vec::new();
+    for input in inputs {
+        let csv_path = if input.is_dir() {
+            input.join("results.csv")
+        } else {
+            input.clone()
+        };
+        points.extend(waf_points(&csv_path)?);
+    }
+    if points.is_empty() {
+        bail!("no WAF points (jobs with status ok, a `waf` and a `param.op` column) in the inputs");
+    }
+    Ok(points)
+}
+
+fn waf_points(path: &Path) -> anyhow::Result<Vec<WafPoint>> {
+    let mut r =
+        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let h = r.headers()?.clone();
+    let col = |name: &str| h.iter().position(|x| x == name);
+    let (Some(op), Some(waf)) = (col("param.op"), col("waf")) else {
+        bail!(
+            "{}: a WAF plot needs the columns param.op and waf (a sweep of `noftl io` over --op)",
+            path.display()
+        );
+    };
+    let status = col("status");
+    let series_cols: Vec<usize> = ["param.target", "param.gc"]
+        .iter()
+        .filter_map(|c| col(c))
+        .collect();
+    let mut out = Vec::new();
+    for rec in r.records() {
+        let rec = rec?;
+        if status.is_some_and(|s| &rec[s] != "ok") {
+            continue;
+        }
+        let spare = super::common::parse_percent(&rec[op]).map_err(anyhow::Error::msg)?;
+        let Ok(w) = rec[waf].parse::<f64>() else {
+            continue;
+        };
+        let series = series_cols
+            .iter()
+            .map(|&c| rec[c].to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push(WafPoint {
+            series: if series.is_empty() {
+                "measured".into()
+            } else {
+                series
+            },
+            spare,
+            waf: w,
+        });
+    }
+    Ok(out)
+}
+
+/// WAF against spare factor, measured lines and the analytic curves.
+pub fn waf(points: &[WafPoint]) -> anyhow::Result<String> {
+    let mut series: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for p in points {
+        series
+            .entry(&p.series)
+            .or_default()
+            .push((p.spare * 100.0, p.waf));
+    }
+    for v in series.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let x_lo = points.iter().map(|p| p.spare).fold(f64::MAX, f64::min);
+    let x_hi = points.iter().map(|p| p.spare).fold(0.0f64, f64::max);
+    let (x_lo, x_hi) = ((x_lo * 100.0 - 1.0).max(0.5), x_hi * 100.0 + 1.0);
+    let y_hi = points.iter().map(|p| p.waf).fold(1.0f64, f64::max) * 1.1;
+    let curve = |f: fn(f64) -> f64| -> Vec<(f64, f64)> {
+        (0..=200)
+            .map(|i| x_lo + (x_hi - x_lo) * f64::from(i) / 200.0)
+            .map(|x| (x, f(x / 100.0)))
+            .filter(|(_, y)| *y <= y_hi)
+            .collect()
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(to_anyhow)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Write amplification, uniform random 4 KiB writes",
+                ("sans-serif", 24),
+            )
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(56)
+            .build_cartesian_2d(x_lo..x_hi, 1.0..y_hi)
+            .map_err(to_anyhow)?;
+        chart
+            .configure_mesh()
+            .x_desc("spare factor (%)")
+            .y_desc("WAF")
+            .draw()
+            .map_err(to_anyhow)?;
+        for (i, (name, pts)) in series.iter().enumerate() {
+            let c = colour(i);
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                .map_err(to_anyhow)?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                .map_err(to_anyhow)?;
+        }
+        let models: [(&str, fn(f64) -> f64); 2] = [
+            ("model: FIFO (circular log)", ftl::theory::fifo_waf_at_spare),
+            ("model: random victims", ftl::theory::random_waf_at_spare),
+        ];
+        for (name, f) in models {
+            let pts = curve(f);
+            chart
+                .draw_series(DashedLineSeries::new(pts, 6, 4, BLACK.stroke_width(1)))
+                .map_err(to_anyhow)?
+                .label(name)
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.9))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(to_anyhow)?;
+        root.present().map_err(to_anyhow)?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compare_json() -> Json {
+        serde_json::json!({
+            "workload": "tpcb", "scale": 48,
+            "rows": [
+                {"storage": "native", "throughput_tps": 700.0, "stdev": 21.0},
+                {"storage": "dftl-2%", "throughput_tps": 152.5, "stdev": 3.0},
+                {"storage": "page", "throughput_tps": 443.0, "stdev": 10.0}
+            ]
+        })
+    }
+
+    #[test]
+    fn figure3_bars_are_slowdowns_against_native() {
+        let bars = bars_of(&compare_json()).unwrap();
+        assert_eq!(bars.len(), 3);
+        assert_eq!(bars[0].slowdown, 1.0);
+        assert!((bars[1].slowdown - 700.0 / 152.5).abs() < 1e-12);
+        assert_eq!(bars[0].group, "TPC-B 48");
+        let svg = figure3(&bars).unwrap();
+        // One label per bar with its factor, and the stores in the legend.
+        for b in &bars {
+            assert!(svg.contains(&format!("{:.2}x", b.slowdown)), "{}", b.store);
+            assert!(svg.contains(&b.store));
+        }
+        assert!(svg.contains("TPC-B 48"));
+    }
+
+    #[test]
+    fn a_compare_without_native_is_refused() {
+        let mut v = compare_json();
+        v["rows"].as_array_mut().unwrap().remove(0);
+        assert!(format!("{:#}", bars_of(&v).unwrap_err()).contains("native"));
+    }
+
+    #[test]
+    fn waf_plot_has_a_line_per_series_and_the_models() {
+        let pts: Vec<WafPoint> = [("page greedy", 0.1, 4.8), ("page greedy", 0.2, 2.6)]
+            .iter()
+            .map(|&(s, x, y)| WafPoint {
+                series: s.into(),
+                spare: x,
+                waf: y,
+            })
+            .collect();
+        let svg = waf(&pts).unwrap();
+        assert!(svg.contains("page greedy"));
+        assert!(svg.contains("model: FIFO"));
+        assert!(svg.contains("model: random victims"));
+    }
+}

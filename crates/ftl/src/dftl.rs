@@ -647,6 +647,14 @@ impl<C: MapCache> DftlCore<C> {
         });
     }
 
+    /// A durability point (FLUSH, FUA, a trim): completes the word lines of the open blocks so
+    /// that nothing acknowledged sits on an unpaired lower page (space invariant 9).
+    fn pair(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let t = self.space.pair_word_lines(at_ns)?;
+        self.absorb();
+        self.settle(t)
+    }
+
     /// Invalidates the superseded copy `old` (the caller's map no longer points at it). A variant
     /// that keeps page status in the OOB also marks it there, issued at `at_ns` (after the copy
     /// that supersedes it is programmed). Returns when that is done.
@@ -924,7 +932,7 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
         at_ns: Nanos,
         lpn: u64,
         data: &[u8],
-        _fua: bool,
+        fua: bool,
     ) -> Result<Nanos, FtlError> {
         check_request(lpn, data.len(), self.capacity)?;
         let mut end = at_ns;
@@ -950,6 +958,9 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
             self.charge_background(t);
             end = end.max(done).max(settled);
             self.c.host.writes += 1;
+        }
+        if fua {
+            end = end.max(self.pair(end)?);
         }
         Ok(end)
     }
@@ -1021,6 +1032,7 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
             end = end.max(t);
         }
         end = end.max(self.checkpoint_if_due(t)?);
+        end = end.max(self.pair(end)?);
         self.charge_background(t);
         Ok(end)
     }
@@ -1039,6 +1051,8 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
             let t = self.write_tpage(t, v, true)?;
             end = end.max(self.settle(t)?);
         }
+        // MLC/TLC: nothing acknowledged may stay on an unpaired lower page (space invariant 9).
+        end = end.max(self.pair(end)?);
         Ok(end)
     }
 

@@ -98,6 +98,7 @@ impl FtlOptions {
             dies: Vec::new(),
             stamp_incarnation: false,
             gc_reads_oob: false,
+            cell_mode: None,
         }
     }
 }

@@ -3,9 +3,11 @@
 //!
 //! Streams: 0 host data (striped over all dies), 1 journal (trim records, checkpoints).
 //!
-//! Writes go straight to flash: a write completes when its last page is programmed, so it is
+//! Writes go straight to flash: a write completes when its last page is programmed. On SLC it is
 //! durable when it returns (there is no volatile write cache), FUA needs nothing extra and FLUSH
-//! only orders. Trims are made durable before they return by a trim record (`journal.rs`).
+//! only orders. On MLC/TLC a page on a lower page of a word line is durable only once the word
+//! line is complete: FLUSH, FUA and trims complete the open word lines with pad pages (space
+//! invariant 9), so an upper-page program cut by a power loss cannot destroy acknowledged data. Trims are made durable before they return by a trim record (`journal.rs`).
 //! A multi-page request is mapped page by page on the one controller core and every page is
 //! issued as soon as its mapping work is done, so the pages of a request run on all dies.
 //!
@@ -127,6 +129,14 @@ impl PageFtl {
             })
     }
 
+    /// A durability point (FLUSH, FUA, a trim's record): completes the word lines of the open
+    /// blocks so that nothing acknowledged sits on an unpaired lower page (space invariant 9).
+    fn pair(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let t = self.space.pair_word_lines(at_ns)?;
+        self.absorb();
+        Ok(t)
+    }
+
     /// Idle-time work: background GC of up to `max_victims` blocks.
     pub fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
         let t = self.space.background_gc(at_ns, max_victims)?;
@@ -175,7 +185,7 @@ impl BlockDevice for PageFtl {
         at_ns: Nanos,
         lpn: u64,
         data: &[u8],
-        _fua: bool,
+        fua: bool,
     ) -> Result<Nanos, FtlError> {
         check_request(lpn, data.len(), self.capacity_pages())?;
         let mut end = at_ns;
@@ -199,6 +209,9 @@ impl BlockDevice for PageFtl {
             self.charge_background(t);
             end = end.max(done);
             self.c.host.writes += 1;
+        }
+        if fua {
+            end = end.max(self.pair(end)?);
         }
         Ok(end)
     }
@@ -225,14 +238,16 @@ impl BlockDevice for PageFtl {
             }
         }
         end = end.max(self.checkpoint_if_due(t)?);
+        end = end.max(self.pair(end)?);
         self.charge_background(t);
         Ok(end)
     }
 
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        // Writes and trims are durable when they return; nothing is buffered.
+        // Nothing is buffered: on SLC a write is durable when it returns and FLUSH only orders;
+        // on MLC/TLC the open word lines are completed first (space invariant 9).
         self.c.host.flushes += 1;
-        Ok(at_ns)
+        self.pair(at_ns)
     }
 
     fn report(&self) -> FtlReport {

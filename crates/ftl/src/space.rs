@@ -49,6 +49,24 @@
 //!    it was opened + 1. Erase counts only grow (the device counts interrupted erases too, and
 //!    the space reads them back at `restore`), so a block's incarnations never repeat, across
 //!    restarts and across spaces sharing the device (regions): equal stamps mean not erased since.
+//! 9. Paired pages (MLC, TLC: `bits` pages share a word line, and a program of an upper or
+//!    middle page that is interrupted or fails destroys the pages below it on its word line):
+//!    (a) no block is erased (GC, wear levelling) while a copy of its data, or a newer version
+//!    of data it held, sits on an unpaired lower page: the only intact copy would then be the
+//!    one an upper-page program can destroy. The space *pins* a block when it moves a page from
+//!    it to an unpaired lower page (GC, wear levelling), or when a caller invalidates a page of
+//!    it right after writing the replacement to one (the caller's last write); a pin names the
+//!    word line that must be complete. Before the erase, each pin not yet satisfied by later
+//!    programs is satisfied with `Pad` pages on that word line only.
+//!    (b) [`FlashSpace::pair_word_lines`] does the same on demand: the callers' durability points
+//!    (an FTL's FLUSH and FUA, NoFTL's log force, page sync and master-record write) call it
+//!    before they acknowledge, so acknowledged data never sits on an unpaired lower page.
+//!    SLC and pSLC blocks have one page per word line; there is nothing to pad.
+//!
+//! Cell mode: a space erases its blocks into one mode, the device's native one or, with
+//! `SpaceConfig::cell_mode = Some(Pslc)` on MLC/TLC chips, pSLC (a NoFTL region's mode). Blocks
+//! found erased in another mode are erased again (format, restore); a block holding data in
+//! another mode cannot be taken over and is refused at restore.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -142,6 +160,10 @@ pub struct SpaceConfig {
     /// moves, so a read that fails on the media changes nothing.
     #[serde(default)]
     pub gc_reads_oob: bool,
+    /// The mode the space erases its blocks into: `None` the chip's native mode, or pSLC on an
+    /// MLC/TLC chip (refused on SLC chips and for any other mode).
+    #[serde(default)]
+    pub cell_mode: Option<CellMode>,
 }
 
 impl Default for SpaceConfig {
@@ -157,6 +179,7 @@ impl Default for SpaceConfig {
             dies: Vec::new(),
             stamp_incarnation: false,
             gc_reads_oob: false,
+            cell_mode: None,
         }
     }
 }
@@ -193,6 +216,10 @@ pub struct SpaceCounts {
     pub blocks_opened: u64,
     /// OOB-only reads of GC victims' pages (`SpaceConfig::gc_reads_oob`).
     pub gc_oob_reads: u64,
+    /// Pad pages programmed to complete word lines (invariant 9): the cost of paired-page
+    /// safety on MLC/TLC.
+    #[serde(default)]
+    pub pad_pages: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,6 +263,8 @@ pub struct FlashSpace {
     geo: Geometry,
     ppb: u32,
     mode: CellMode,
+    /// Pages per word line in `mode` (1 SLC/pSLC, 2 MLC, 3 TLC).
+    wl_pages: u32,
     cfg: SpaceConfig,
     reserve: u32,
     bg_target: u32,
@@ -261,6 +290,15 @@ pub struct FlashSpace {
     write_oob: Vec<u8>,
     mig_data: Vec<u8>,
     mig_oob: Vec<u8>,
+    /// The data of a pad page (erased bytes) and its OOB record.
+    pad_data: Vec<u8>,
+    pad_oob: Vec<u8>,
+    /// Per block, the word lines that must be complete before it is erased (invariant 9a);
+    /// empty on SLC/pSLC spaces.
+    pins: Vec<Vec<Pin>>,
+    /// The word line of the caller's last write, when that write landed on an unpaired lower
+    /// page: the page it invalidates next (the copy it replaced) pins its block.
+    last_unpaired: Option<Pin>,
 }
 
 /// Re-stamps the data record in `oob` (a page being copied) with its new block's incarnation
@@ -278,6 +316,16 @@ fn restamp(enabled: bool, incarnation: u64, oob: &mut [u8]) {
 
 /// Erases between two checks of the erase-count spread (a scan of the closed blocks).
 const WL_CHECK_EVERY_ERASES: u32 = 16;
+
+/// A word line that must be complete before a pinned block may be erased (invariant 9a): block
+/// `block`, while still in the incarnation with `erase_count`, must have `need_written` pages
+/// programmed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pin {
+    block: u32,
+    erase_count: u32,
+    need_written: u32,
+}
 
 impl FlashSpace {
     /// Takes over a device and erases every good block that is not erased yet (a fresh device
@@ -297,7 +345,7 @@ impl FlashSpace {
         cfg: SpaceConfig,
         at_ns: Nanos,
     ) -> Result<(FlashSpace, Nanos), (FtlError, Box<Nand>)> {
-        if let Err(e) = Self::check_config(nand.geometry(), &cfg) {
+        if let Err(e) = Self::check_config(nand.config(), &cfg) {
             return Err((e, Box::new(nand)));
         }
         let mut s = Self::empty_checked(nand, cfg);
@@ -322,7 +370,10 @@ impl FlashSpace {
             let info = s.nand.block_info(pbn)?;
             s.blocks[b as usize].erase_count = info.erase_count;
             s.max_erase = s.max_erase.max(info.erase_count);
-            if info.next_page > 0 || info.state == nand::BlockState::NeedsErase {
+            if info.next_page > 0
+                || info.state == nand::BlockState::NeedsErase
+                || info.mode != s.mode
+            {
                 t = t.max(s.erase_to_free(at_ns, pbn, Purpose::Meta)?);
             } else {
                 s.push_free(b);
@@ -357,7 +408,7 @@ impl FlashSpace {
         live: &[LivePage],
         next_seq: u64,
     ) -> Result<(FlashSpace, Nanos), (FtlError, Box<Nand>)> {
-        if let Err(e) = Self::check_config(nand.geometry(), &cfg) {
+        if let Err(e) = Self::check_config(nand.config(), &cfg) {
             return Err((e, Box::new(nand)));
         }
         let mut s = Self::empty_checked(nand, cfg);
@@ -414,7 +465,14 @@ impl FlashSpace {
                 }
                 continue;
             }
-            if info.state == nand::BlockState::NeedsErase {
+            if info.mode != s.mode && s.blocks[b as usize].valid > 0 {
+                return Err(FtlError::Recovery(format!(
+                    "block {b} holds live pages in {} mode; the space runs in {}",
+                    info.mode.name(),
+                    s.mode.name()
+                )));
+            }
+            if info.state == nand::BlockState::NeedsErase || info.mode != s.mode {
                 debug_assert_eq!(s.blocks[b as usize].valid, 0);
                 t = t.max(s.erase_to_free(at_ns, pbn, Purpose::Recovery)?);
             } else if info.next_page == 0 {
@@ -458,8 +516,18 @@ impl FlashSpace {
     }
 
     /// What a space refuses, checked before the device is handed over.
-    fn check_config(geo: &Geometry, cfg: &SpaceConfig) -> Result<(), FtlError> {
+    fn check_config(dev: &nand::DeviceConfig, cfg: &SpaceConfig) -> Result<(), FtlError> {
+        let geo = &dev.geometry;
         check_oob_size(geo)?;
+        if let Some(mode) = cfg.cell_mode {
+            if mode != CellMode::Pslc || !dev.allows_mode(mode) {
+                return Err(FtlError::Config(format!(
+                    "a flash space runs in its chips' native mode ({}) or in pSLC on MLC/TLC chips, not in {}",
+                    dev.cell.native.name(),
+                    mode.name()
+                )));
+            }
+        }
         if cfg.streams == 0 {
             return Err(FtlError::Config(
                 "a flash space needs at least one stream".into(),
@@ -477,8 +545,9 @@ impl FlashSpace {
     fn empty_checked(nand: Nand, cfg: SpaceConfig) -> FlashSpace {
         let geo = nand.geometry().clone();
         let oob_len = geo.oob_size_bytes as usize;
-        let mode = nand.config().cell.native;
+        let mode = cfg.cell_mode.unwrap_or(nand.config().cell.native);
         let ppb = nand.config().pages_in_mode(mode);
+        debug_assert!(ppb % mode.bits_per_cell() == 0, "blocks hold whole word lines");
         let dies = geo.dies();
         // Channel-interleaved die order: consecutive pages go to different channels first.
         let per_channel = geo.dies_per_channel();
@@ -550,6 +619,15 @@ impl FlashSpace {
             write_oob: vec![0xFF; oob_len],
             mig_data: vec![0; geo.page_size_bytes as usize],
             mig_oob: vec![0xFF; oob_len],
+            pad_data: vec![0xFF; geo.page_size_bytes as usize],
+            pad_oob: vec![0xFF; oob_len],
+            wl_pages: mode.bits_per_cell(),
+            pins: if mode.bits_per_cell() > 1 {
+                vec![Vec::new(); geo.blocks() as usize]
+            } else {
+                Vec::new()
+            },
+            last_unpaired: None,
             reserve,
             bg_target,
             mode,
@@ -694,6 +772,7 @@ impl FlashSpace {
             match self.nand.program(t, ppn, data, &self.write_oob, purpose) {
                 Ok(done) => {
                     self.note_written(ppn, rec.key);
+                    self.last_unpaired = self.unpaired_word_line(b);
                     let mut end = done.done_ns;
                     if !self.to_evacuate.is_empty() {
                         end = end.max(self.evacuate(t)?);
@@ -731,6 +810,9 @@ impl FlashSpace {
         }
         self.rmap[i] = NO_KEY;
         let b = self.geo.block_of(ppn).0;
+        if let Some(pin) = self.last_unpaired {
+            self.pin(b, pin);
+        }
         let closed = self.blocks[b as usize].usage == BlockUse::Closed;
         if closed {
             self.bucket_remove(b);
@@ -1026,7 +1108,106 @@ impl FlashSpace {
             self.counts.gc_victims += 1;
             self.counts.gc_erases += 1;
         }
+        // Invariant 9a: the copies just made (and any newer version of what the victim held)
+        // must not sit on an unpaired lower page once the victim's copy is erased.
+        let t = self.satisfy_pins(t, victim)?;
         self.erase_to_free(t, Pbn(victim), purpose)
+    }
+
+    /// The word line block `b`'s last program left incomplete, if any (invariant 9a).
+    #[inline]
+    fn unpaired_word_line(&self, b: u32) -> Option<Pin> {
+        let blk = &self.blocks[b as usize];
+        let rest = blk.written % self.wl_pages;
+        (rest != 0).then(|| Pin {
+            block: b,
+            erase_count: blk.erase_count,
+            need_written: blk.written - rest + self.wl_pages,
+        })
+    }
+
+    /// Pins block `b` to word line `pin` (one pin per destination block: the later word line).
+    fn pin(&mut self, b: u32, pin: Pin) {
+        let pins = &mut self.pins[b as usize];
+        match pins.iter_mut().find(|p| p.block == pin.block) {
+            Some(p) if p.erase_count == pin.erase_count => {
+                p.need_written = p.need_written.max(pin.need_written)
+            }
+            Some(p) => *p = pin,
+            None => pins.push(pin),
+        }
+    }
+
+    /// Completes the word lines block `b` is pinned to that later programs have not completed
+    /// yet (invariant 9a), then drops its pins. Returns when the pads are programmed.
+    fn satisfy_pins(&mut self, at_ns: Nanos, b: u32) -> Result<Nanos, FtlError> {
+        if self.wl_pages == 1 {
+            return Ok(at_ns);
+        }
+        let pins = std::mem::take(&mut self.pins[b as usize]);
+        let mut done = at_ns;
+        for p in &pins {
+            let blk = &self.blocks[p.block as usize];
+            // Erased since (its data moved, pinned in turn), or retired: nothing to complete.
+            if blk.erase_count != p.erase_count || blk.usage != BlockUse::Open {
+                continue;
+            }
+            done = done.max(self.pad_block(at_ns, p.block, p.need_written)?);
+        }
+        Ok(done)
+    }
+
+    /// Programs `Pad` pages into open block `b` until it has `need_written` pages (within its
+    /// current word line). A failed pad retires the block (its valid pages are moved, as after
+    /// any failed program).
+    fn pad_block(&mut self, at_ns: Nanos, b: u32, need_written: u32) -> Result<Nanos, FtlError> {
+        let mut done = at_ns;
+        while self.blocks[b as usize].usage == BlockUse::Open
+            && self.blocks[b as usize].written < need_written
+        {
+            let written = self.blocks[b as usize].written;
+            debug_assert!(written < self.ppb, "a word line never spans two blocks");
+            let ppn = self.geo.ppn_in_block(Pbn(b), written);
+            self.blocks[b as usize].written = written + 1;
+            OobRecord::new(PageKind::Pad, 0, self.seq, 0).encode_into(&mut self.pad_oob);
+            self.counts.pad_pages += 1;
+            match self
+                .nand
+                .program(at_ns, ppn, &self.pad_data, &self.pad_oob, Purpose::Pad)
+            {
+                Ok(d) => done = done.max(d.done_ns),
+                Err(NandError::ProgramFailed(_)) => {
+                    self.retire(Pbn(b));
+                    done = done.max(self.evacuate(at_ns)?);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Completes, with `Pad` pages, the last word line of every open block whose upper pages
+    /// are not programmed yet (invariant 9). Returns when the pads are programmed (`at_ns` when
+    /// there is nothing to pad, always on SLC and pSLC). A pad whose program fails retires its
+    /// block (its valid pages are moved, as after any failed program).
+    pub fn pair_word_lines(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        if self.wl_pages == 1 {
+            return Ok(at_ns);
+        }
+        let mut done = at_ns;
+        for s in 0..self.frontiers.len() {
+            for slot in 0..self.frontiers[s].open.len() {
+                let b = self.frontiers[s].open[slot];
+                if b == NIL {
+                    continue;
+                }
+                if let Some(p) = self.unpaired_word_line(b) {
+                    done = done.max(self.pad_block(at_ns, b, p.need_written)?);
+                }
+            }
+        }
+        self.last_unpaired = None;
+        Ok(done)
     }
 
     /// Copies every valid page of block `b` to its stream's frontier, OOB included.
@@ -1070,7 +1251,13 @@ impl FlashSpace {
                 }
             };
             self.note_written(to, key);
+            self.last_unpaired = None;
             self.invalidate(from);
+            if self.wl_pages > 1 {
+                if let Some(pin) = self.unpaired_word_line(self.geo.block_of(to).0) {
+                    self.pin(b, pin);
+                }
+            }
             self.moves.push(Move {
                 key,
                 stream,
@@ -1151,7 +1338,13 @@ impl FlashSpace {
                 Err(e) => return Err(e.into()),
             }
             self.note_written(to, key);
+            self.last_unpaired = None;
             self.invalidate(from);
+            if self.wl_pages > 1 {
+                if let Some(pin) = self.unpaired_word_line(dest) {
+                    self.pin(b, pin);
+                }
+            }
             self.moves.push(Move {
                 key,
                 stream,

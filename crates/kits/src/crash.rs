@@ -128,15 +128,28 @@ impl FlashMedium {
     /// The crash-test device with FTL `kind`, checked up front: the engine must be able to run
     /// on it, and the FTL must hand its flash back after a cut.
     pub fn new(kind: &str) -> Result<FlashMedium> {
+        Self::with_overrides(kind, &[])
+    }
+
+    /// The crash-test device (the tiny preset, see above) with `overrides` (`KEY=VALUE`, as
+    /// `--set` takes them) applied after the crash test's own, e.g. `cell.native=mlc` to run
+    /// the FTL on MLC blocks.
+    pub fn with_overrides(kind: &str, overrides: &[String]) -> Result<FlashMedium> {
+        let mut sets = vec![
+            FLASH_BLOCKS_PER_PLANE.to_string(),
+            format!("trace_entries={TRACE_ENTRIES}"),
+        ];
+        sets.extend(overrides.iter().cloned());
+        let device =
+            DeviceConfig::preset(FLASH_PRESET, &sets).map_err(|e| Error::Config(e.to_string()))?;
+        Self::on_device(kind, device)
+    }
+
+    /// The crash test of FTL `kind` on any device (its seed is replaced per test seed).
+    pub fn on_device(kind: &str, mut device: DeviceConfig) -> Result<FlashMedium> {
         storage::pagestore::engine_runs_on(kind)?;
-        let device = DeviceConfig::preset(
-            FLASH_PRESET,
-            &[
-                FLASH_BLOCKS_PER_PLANE.into(),
-                format!("trace_entries={TRACE_ENTRIES}"),
-            ],
-        )
-        .map_err(|e| Error::Config(e.to_string()))?;
+        // The report names the operation each fault landed on from the device's trace.
+        device.trace_entries = device.trace_entries.max(TRACE_ENTRIES);
         let m = FlashMedium {
             kind: kind.to_string(),
             device,

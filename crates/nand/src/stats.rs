@@ -19,10 +19,13 @@ pub enum Purpose {
     Log,
     Meta,
     Recovery,
+    /// Filler pages that complete a word line of an MLC/TLC block before data on its lower pages
+    /// is relied upon (paired-page safety, ftl space.rs invariant 9).
+    Pad,
 }
 
 impl Purpose {
-    pub const ALL: [Purpose; 7] = [
+    pub const ALL: [Purpose; 8] = [
         Purpose::Host,
         Purpose::Gc,
         Purpose::Mapping,
@@ -30,6 +33,7 @@ impl Purpose {
         Purpose::Log,
         Purpose::Meta,
         Purpose::Recovery,
+        Purpose::Pad,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -40,6 +44,7 @@ impl Purpose {
             Purpose::Log => "log",
             Purpose::Meta => "meta",
             Purpose::Recovery => "recovery",
+            Purpose::Pad => "pad",
         }
     }
 }
@@ -95,7 +100,7 @@ pub struct TraceEntry {
 
 #[derive(Debug, Clone)]
 pub struct Stats {
-    counts: [[u64; 7]; 6],
+    counts: [[u64; 8]; 6],
     pub bytes_read: u64,
     pub bytes_programmed: u64,
     pub corrected_bits: u64,
@@ -116,7 +121,7 @@ impl Default for Stats {
                 .expect("valid histogram bounds")
         };
         Stats {
-            counts: [[0; 7]; 6],
+            counts: [[0; 8]; 6],
             bytes_read: 0,
             bytes_programmed: 0,
             corrected_bits: 0,

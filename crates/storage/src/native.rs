@@ -182,6 +182,7 @@ impl NativeConfig {
             // Map checkpoints (journal.rs) tell unchanged blocks by page 0's stamp.
             stamp_incarnation: true,
             gc_reads_oob: false,
+            cell_mode: None,
         }
     }
 }

@@ -57,6 +57,18 @@ pub struct CrashtestArgs {
     /// Transactions per terminal [default: tpcb 40, tpcc 30].
     #[arg(long)]
     pub txns: Option<u64>,
+    /// Flash: the device, a preset instead of the crash test's own (the tiny preset with 12
+    /// blocks per plane). Shrink large presets with --set, e.g. --preset mlc16k --set
+    /// geometry.blocks_per_plane=16 --set geometry.pages_per_block=64.
+    #[arg(long, conflicts_with = "config")]
+    pub preset: Option<String>,
+    /// Flash: a device config file in the presets' TOML format.
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// Flash: override a device config field, e.g. --set cell.native=mlc (applied after the
+    /// crash test's own settings, or to --preset / --config).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// The canary: acknowledge commits before the log force (the test must fail).
     #[arg(long, hide = true)]
     pub canary: bool,
@@ -95,13 +107,17 @@ const TORN_OFF_DISK: &str =
     "--torn is for the crash disk: on flash, the cut tears the page being programmed by itself";
 
 fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
+    let device_flags = args.preset.is_some() || args.config.is_some() || !args.set.is_empty();
     Ok(match args.storage.as_str() {
+        "memdisk" | "crashdisk" if device_flags => {
+            bail!("--preset, --config and --set choose a flash device; the crash disk (memdisk) has none")
+        }
         "memdisk" | "crashdisk" => Medium::CrashDisk,
         kind if ftl::options::KINDS.contains(&kind) => {
             if args.torn {
                 bail!(TORN_OFF_DISK);
             }
-            let mut m = FlashMedium::new(kind)?;
+            let mut m = flash_medium(kind, args)?;
             m.ftl.cache_fraction = args.cache;
             m.ftl.validate()?;
             Medium::Flash(m)
@@ -113,6 +129,22 @@ fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
             Medium::Native
         }
         other => bail!("crashtest runs on memdisk (the crash disk), an FTL on flash (page, dftl, dftl-orig, fast, block) or native, not '{other}'"),
+    })
+}
+
+/// The FTL medium on the device the flags name (the crash test's own by default).
+fn flash_medium(kind: &str, args: &CrashtestArgs) -> anyhow::Result<FlashMedium> {
+    Ok(match (&args.preset, &args.config) {
+        (None, None) => FlashMedium::with_overrides(kind, &args.set)?,
+        (preset, config) => {
+            let device = super::common::DeviceArgs {
+                preset: preset.clone().unwrap_or_else(|| nand::DEFAULT_PRESET.to_string()),
+                config: config.clone(),
+                set: args.set.clone(),
+            }
+            .load()?;
+            FlashMedium::on_device(kind, device)?
+        }
     })
 }
 

@@ -23,8 +23,10 @@
 //!
 //! Writes are issued at the caller's time on the next die of their stream (the space stripes
 //! consecutive pages over dies and channels), so a flusher batch runs on all dies at once.
-//! A write is durable when its program completes: `sync_pages` and `force_log` have nothing to
-//! wait for.
+//! On SLC a write is durable when its program completes: `sync_pages` and `force_log` have
+//! nothing to wait for. On MLC/TLC a page on a lower page of a word line is durable only once
+//! the word line is complete: `force_log`, `sync_pages` and `write_meta` complete the open word
+//! lines with pad pages first (ftl space invariant 9).
 //!
 //! Freed pages (`page_freed`, called once the freeing log record is durable) are invalid at
 //! once: no TRIM, no trim record. Their old copies may survive on flash until GC erases them;
@@ -167,10 +169,16 @@ impl Default for NativeConfig {
 
 impl NativeConfig {
     fn space_config(&self) -> SpaceConfig {
-        self.region_space_config(self.gc, Vec::new())
+        self.region_space_config(self.gc, Vec::new(), None)
     }
-    fn region_space_config(&self, gc: GcPolicy, dies: Vec<u32>) -> SpaceConfig {
+    fn region_space_config(
+        &self,
+        gc: GcPolicy,
+        dies: Vec<u32>,
+        cell_mode: Option<nand::CellMode>,
+    ) -> SpaceConfig {
         SpaceConfig {
+            cell_mode,
             dies,
             streams: STREAMS,
             gc,
@@ -182,7 +190,6 @@ impl NativeConfig {
             // Map checkpoints (journal.rs) tell unchanged blocks by page 0's stamp.
             stamp_incarnation: true,
             gc_reads_oob: false,
-            cell_mode: None,
         }
     }
 }
@@ -408,7 +415,7 @@ impl NativeStore {
         // A failed restore (a cut during its erases or moves) puts the flash back in the slot.
         let (mut space0, _) = FlashSpace::restore_or_give_back(
             nand,
-            cfg.region_space_config(cfg.gc, default_dies),
+            cfg.region_space_config(cfg.gc, default_dies, None),
             rec.done_ns,
             &live0,
             rec.next_seq,
@@ -427,7 +434,7 @@ impl NativeStore {
             let real = space0.replace_nand(held);
             let (mut sp, _) = FlashSpace::restore_or_give_back(
                 real,
-                cfg.region_space_config(spec.gc, dies.clone()),
+                cfg.region_space_config(spec.gc, dies.clone(), spec.cell_mode),
                 rec.done_ns,
                 &live_r,
                 rec.next_seq,
@@ -474,13 +481,10 @@ impl NativeStore {
         let bad: Vec<bool> = (0..geo.blocks())
             .map(|b| spaces[0].nand().is_bad(nand::Pbn(b)))
             .collect();
-        let ppb = u64::from(spaces[0].pages_per_block());
         let mut region_limit = vec![u64::MAX];
-        region_limit.extend(
-            regions
-                .iter()
-                .map(|(spec, dies)| region_capacity_pages(&geo, &bad, ppb, spec, dies)),
-        );
+        region_limit.extend(regions.iter().zip(&spaces[1..]).map(|((spec, dies), sp)| {
+            region_capacity_pages(&geo, &bad, u64::from(sp.pages_per_block()), spec, dies)
+        }));
         let mut region_used = vec![0u64; regions.len() + 1];
         for &p in &map[lay.db_key0 as usize..lay.region_key as usize] {
             if p != UNMAPPED {
@@ -570,7 +574,17 @@ impl NativeStore {
         let g = self.spaces[0].geometry().clone();
         let taken: Vec<bool> = self.die_owner.iter().map(|&o| o != 0).collect();
         let dies = spec.choose_dies(&g, &taken)?;
-        let ppb = u64::from(self.spaces[0].pages_per_block());
+        let dev = self.spaces[0].nand().config();
+        if let Some(mode) = spec.cell_mode {
+            if !dev.allows_mode(mode) {
+                return Err(Error::Config(format!(
+                    "region {name}: CELL_MODE={} needs MLC or TLC chips; the device's are {}",
+                    mode.name(),
+                    dev.cell.native.name()
+                )));
+            }
+        }
+        let ppb = u64::from(dev.pages_in_mode(spec.cell_mode.unwrap_or(dev.cell.native)));
         let bad: Vec<bool> = (0..g.blocks())
             .map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b)))
             .collect();
@@ -597,7 +611,7 @@ impl NativeStore {
         // A failure (a power cut while erasing) must give the device back to slot 0.
         let (mut sp, t2) = match FlashSpace::format_or_give_back(
             real,
-            self.cfg.region_space_config(spec.gc, dies.clone()),
+            self.cfg.region_space_config(spec.gc, dies.clone(), spec.cell_mode),
             t,
         ) {
             Ok(x) => x,
@@ -687,6 +701,23 @@ impl NativeStore {
         });
     }
 
+    /// A durability point on MLC/TLC (ftl space invariant 9b): completes the open word lines of
+    /// slot 0's space (`all == false`: the log, master records, map checkpoints) or of every
+    /// region's, so that nothing the engine relies on sits on an unpaired lower page. Nothing to
+    /// do (and no time) on SLC and pSLC.
+    fn pair(&mut self, at: Nanos, all: bool) -> Result<Nanos> {
+        let mut done = at;
+        let slots = if all { self.spaces.len() } else { 1 };
+        for r in 0..slots {
+            self.lend(r);
+            let res = self.spaces[r].pair_word_lines(at);
+            self.lend(r);
+            done = done.max(res?);
+            self.absorb(r);
+        }
+        Ok(done)
+    }
+
     /// Charges the GC and wear-levelling work the space did since the last call.
     fn charge_gc(&mut self, at: Nanos) -> Nanos {
         let now = sum_counts(&self.spaces);
@@ -728,8 +759,20 @@ impl NativeStore {
                 self.region_used[o] -= 1;
             }
         }
+        let mut done = done;
         if old != UNMAPPED {
+            let o = self.owner(Ppn(u64::from(old)));
             self.invalidate(Ppn(u64::from(old)));
+            if o != r {
+                // The old copy's space cannot see that its replacement may sit on an unpaired
+                // lower page of this one (space invariant 9a pins within one space only), so
+                // the replacement is made safe before the old copy can be collected.
+                self.lend(r);
+                let res = self.spaces[r].pair_word_lines(done);
+                self.lend(r);
+                done = done.max(res?);
+                self.absorb(r);
+            }
         }
         self.host.writes += 1;
         self.updates_since_checkpoint += 1;
@@ -925,10 +968,12 @@ impl PageStore for NativeStore {
     }
 
     fn sync_pages(&mut self, at_ns: Nanos) -> Result<Nanos> {
-        // Writes are durable when they return (invariant 4); a checkpoint only bounds recovery
-        // and makes frees durable.
+        // On SLC writes are durable when they return (invariant 4); on MLC/TLC the open word
+        // lines are completed first. A checkpoint only bounds recovery and makes frees durable.
         self.host.flushes += 1;
-        self.maybe_checkpoint(at_ns)
+        let t = self.pair(at_ns, true)?;
+        let done = self.maybe_checkpoint(at_ns)?;
+        Ok(t.max(self.pair(done, false)?))
     }
 
     fn read_log(&mut self, at_ns: Nanos, block: u64, buf: &mut [u8]) -> Result<Nanos> {
@@ -950,7 +995,8 @@ impl PageStore for NativeStore {
     }
 
     fn force_log(&mut self, at_ns: Nanos) -> Result<Nanos> {
-        Ok(at_ns)
+        // The log is in slot 0; on MLC/TLC its last page is made safe from the next program.
+        self.pair(at_ns, false)
     }
 
     /// Dead log blocks become invalid flash pages at once, with no flash operation, so GC never
@@ -992,7 +1038,8 @@ impl PageStore for NativeStore {
                 data.len()
             )));
         }
-        self.put(at_ns, slot as u64, META, data, Purpose::Meta, 0)
+        let done = self.put(at_ns, slot as u64, META, data, Purpose::Meta, 0)?;
+        self.pair(done, false)
     }
 
     fn page_freed(&mut self, at_ns: Nanos, pid: PageId) -> Result<Nanos> {
@@ -1072,6 +1119,7 @@ fn sum_counts(spaces: &[FlashSpace]) -> SpaceCounts {
         t.wl_migrations += c.wl_migrations;
         t.wl_erases += c.wl_erases;
         t.retired_blocks += c.retired_blocks;
+        t.pad_pages += c.pad_pages;
     }
     t
 }

@@ -12,8 +12,12 @@
 //! `MAX_CHANNELS` (default: every channel; the chips come from at most this many channels),
 //! `MAX_SIZE` (bytes with K/M/G/T; the region's usable capacity at its OP must reach it),
 //! `GC` (greedy, cost-benefit, fifo, random; default greedy), `OP` (over-provisioning as a spare
-//! factor in percent, 0-90; default 7), `IPA_MODE` (stored for the In-Place Appends issue:
-//! none, pSLC or odd-MLC). A chip here is a package of `dies_per_chip` dies on one channel.
+//! factor in percent, 0-90; default 7), `CELL_MODE` (`native`: the chips' own SLC, MLC or TLC
+//! mode, the default; `pSLC`: MLC/TLC blocks used through their lower pages only, with SLC-like
+//! timing and endurance and no paired pages, at a half or a third of the capacity; refused on
+//! SLC chips), `IPA_MODE` (stored for the In-Place Appends issue: none, pSLC or odd-MLC;
+//! `IPA_MODE=pSLC` implies `CELL_MODE=pSLC` and contradicts `CELL_MODE=native`). A chip here is
+//! a package of `dies_per_chip` dies on one channel.
 //!
 //! Invariants:
 //! 1. Parsing and die choice never panic and change nothing; a refused region leaves the device
@@ -23,7 +27,7 @@
 //!    region chosen again after a restart gets the same dies.
 
 use ftl::GcPolicy;
-use nand::Geometry;
+use nand::{CellMode, Geometry};
 
 use crate::error::{Error, Result};
 
@@ -38,6 +42,8 @@ pub struct RegionSpec {
     /// Spare factor (T - U) / T.
     pub spare_factor: f64,
     pub ipa_mode: String,
+    /// `None`: the chips' native mode; `Some(Pslc)`: pSLC blocks.
+    pub cell_mode: Option<CellMode>,
     /// The options as written (what the catalog and the store's region table keep).
     pub options: Vec<(String, String)>,
 }
@@ -89,8 +95,12 @@ pub fn check_option(key: &str, value: &str) -> std::result::Result<(), String> {
             .contains(&value.to_ascii_lowercase().as_str())
             .then_some(())
             .ok_or_else(|| "IPA_MODE must be none, pSLC or odd-MLC".into()),
+        "CELL_MODE" => ["native", "pslc"]
+            .contains(&value.to_ascii_lowercase().as_str())
+            .then_some(())
+            .ok_or_else(|| "CELL_MODE must be native or pSLC".into()),
         _ => Err(format!(
-            "unknown region option {key} (MAX_SIZE, MAX_CHIPS, MAX_CHANNELS, GC, OP, IPA_MODE)"
+            "unknown region option {key} (MAX_SIZE, MAX_CHIPS, MAX_CHANNELS, GC, OP, CELL_MODE, IPA_MODE)"
         )),
     }
 }
@@ -105,8 +115,10 @@ impl RegionSpec {
             gc: GcPolicy::Greedy,
             spare_factor: 0.07,
             ipa_mode: "none".into(),
+            cell_mode: None,
             options: options.to_vec(),
         };
+        let mut cell_mode_given = None;
         for (k, v) in options {
             check_option(k, v).map_err(|m| Error::Config(format!("region {name}: {m}")))?;
             match k.as_str() {
@@ -117,8 +129,18 @@ impl RegionSpec {
                 "OP" => {
                     s.spare_factor = v.trim_end_matches('%').parse::<f64>().unwrap_or(7.0) / 100.0
                 }
+                "CELL_MODE" => cell_mode_given = Some(v.eq_ignore_ascii_case("pslc")),
                 _ => s.ipa_mode = v.clone(),
             }
+        }
+        let ipa_pslc = s.ipa_mode.eq_ignore_ascii_case("pslc");
+        if ipa_pslc && cell_mode_given == Some(false) {
+            return Err(Error::Config(format!(
+                "region {name}: IPA_MODE=pSLC needs pSLC blocks, but CELL_MODE=native was given"
+            )));
+        }
+        if ipa_pslc || cell_mode_given == Some(true) {
+            s.cell_mode = Some(CellMode::Pslc);
         }
         if s.max_chips == 0 {
             return Err(Error::Config(format!(

@@ -104,6 +104,8 @@ pub(super) struct PerTxn {
     /// OOB-only reads and programs (dftl-orig: GC's status reads, invalidation marks).
     flash_oob_reads: f64,
     flash_oob_writes: f64,
+    /// Pad programs (MLC/TLC paired-page safety), included in `flash_programs`.
+    flash_pad_programs: f64,
     gc_migrations: f64,
     energy_joules: f64,
     host_page_reads: f64,
@@ -203,6 +205,8 @@ pub(super) struct FlashSnapshot {
     erases: u64,
     oob_reads: u64,
     oob_writes: u64,
+    /// Pad pages that complete word lines on MLC/TLC (paired-page safety), part of `programs`.
+    pad_programs: u64,
     joules: f64,
     gc_migrations: u64,
     host_cpu_us: f64,
@@ -217,6 +221,7 @@ fn flash(store: &dyn PageStore) -> FlashSnapshot {
             erases: rep.flash.erases,
             oob_reads: rep.flash.oob_reads,
             oob_writes: rep.flash.oob_writes,
+            pad_programs: n.stats().flash_counts_for(nand::Purpose::Pad).programs,
             joules: rep.energy.total_joules,
             ..FlashSnapshot::default()
         }
@@ -304,6 +309,7 @@ pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64, secs: f64)
         flash_erases: per((a.erases - b.erases) as f64),
         flash_oob_reads: per((a.oob_reads - b.oob_reads) as f64),
         flash_oob_writes: per((a.oob_writes - b.oob_writes) as f64),
+        flash_pad_programs: per((a.pad_programs - b.pad_programs) as f64),
         gc_migrations: per((a.gc_migrations - b.gc_migrations) as f64),
         energy_joules: per(a.joules - b.joules),
         host_cpu_us: per(host_cpu_us),

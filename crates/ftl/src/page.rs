@@ -180,13 +180,7 @@ impl BlockDevice for PageFtl {
         Ok(end)
     }
 
-    fn write(
-        &mut self,
-        at_ns: Nanos,
-        lpn: u64,
-        data: &[u8],
-        fua: bool,
-    ) -> Result<Nanos, FtlError> {
+    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
         check_request(lpn, data.len(), self.capacity_pages())?;
         let mut end = at_ns;
         for (i, chunk) in data.chunks_exact(LOGICAL_PAGE_BYTES).enumerate() {

@@ -547,7 +547,10 @@ impl FlashSpace {
         let oob_len = geo.oob_size_bytes as usize;
         let mode = cfg.cell_mode.unwrap_or(nand.config().cell.native);
         let ppb = nand.config().pages_in_mode(mode);
-        debug_assert!(ppb % mode.bits_per_cell() == 0, "blocks hold whole word lines");
+        debug_assert!(
+            ppb % mode.bits_per_cell() == 0,
+            "blocks hold whole word lines"
+        );
         let dies = geo.dies();
         // Channel-interleaved die order: consecutive pages go to different channels first.
         let per_channel = geo.dies_per_channel();

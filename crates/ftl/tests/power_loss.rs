@@ -97,16 +97,8 @@ fn cut_everywhere_on(
     for k in 1..=cuts {
         // Spread the cut points over the run, and vary them a little around each point.
         let at = (total * k / (cuts + 1)).max(1) + k % 7;
-        let out = power_cut_run(
-            &make,
-            &reopen,
-            seed,
-            ops,
-            at,
-            durability,
-            pattern,
-        )
-        .unwrap_or_else(|e| panic!("{kind} {pattern:?} seed {seed}, cut at op {at}: {e}"));
+        let out = power_cut_run(&make, &reopen, seed, ops, at, durability, pattern)
+            .unwrap_or_else(|e| panic!("{kind} {pattern:?} seed {seed}, cut at op {at}: {e}"));
         assert!(
             out.cut_after_ops > 0,
             "{kind}: the cut at op {at} did not happen"

@@ -611,7 +611,8 @@ impl NativeStore {
         // A failure (a power cut while erasing) must give the device back to slot 0.
         let (mut sp, t2) = match FlashSpace::format_or_give_back(
             real,
-            self.cfg.region_space_config(spec.gc, dies.clone(), spec.cell_mode),
+            self.cfg
+                .region_space_config(spec.gc, dies.clone(), spec.cell_mode),
             t,
         ) {
             Ok(x) => x,

@@ -15,9 +15,9 @@
 //! factor in percent, 0-90; default 7), `CELL_MODE` (`native`: the chips' own SLC, MLC or TLC
 //! mode, the default; `pSLC`: MLC/TLC blocks used through their lower pages only, with SLC-like
 //! timing and endurance and no paired pages, at a half or a third of the capacity; refused on
-//! SLC chips), `IPA_MODE` (stored for the In-Place Appends issue: none, pSLC or odd-MLC;
-//! `IPA_MODE=pSLC` implies `CELL_MODE=pSLC` and contradicts `CELL_MODE=native`). A chip here is
-//! a package of `dies_per_chip` dies on one channel.
+//! SLC chips), `IPA_MODE` (stored for the In-Place Appends issue: none, pSLC or odd-MLC; it
+//! does not choose the cell mode, CELL_MODE does). A chip here is a package of `dies_per_chip`
+//! dies on one channel.
 //!
 //! Invariants:
 //! 1. Parsing and die choice never panic and change nothing; a refused region leaves the device
@@ -133,13 +133,7 @@ impl RegionSpec {
                 _ => s.ipa_mode = v.clone(),
             }
         }
-        let ipa_pslc = s.ipa_mode.eq_ignore_ascii_case("pslc");
-        if ipa_pslc && cell_mode_given == Some(false) {
-            return Err(Error::Config(format!(
-                "region {name}: IPA_MODE=pSLC needs pSLC blocks, but CELL_MODE=native was given"
-            )));
-        }
-        if ipa_pslc || cell_mode_given == Some(true) {
+        if cell_mode_given == Some(true) {
             s.cell_mode = Some(CellMode::Pslc);
         }
         if s.max_chips == 0 {

@@ -407,3 +407,101 @@ fn a_region_refuses_pages_beyond_its_max_size() {
     let room = buf.iter().all(|&b| b == 0);
     assert_eq!(r.write_page(t, 17, &page(17, 1), HOT).is_ok(), room);
 }
+
+/// The tiny device's geometry on the MLC chips of the 16 KiB preset, with 4 KiB pages.
+fn mlc_device() -> Nand {
+    let o: Vec<String> = [
+        "geometry.page_size_bytes=4096",
+        "geometry.oob_size_bytes=128",
+        "geometry.channels=2",
+        "geometry.chips_per_channel=2",
+        "geometry.blocks_per_plane=64",
+        "geometry.pages_per_block=32",
+        "reliability.factory_bad_block_ratio=0",
+        "reliability.ecc_codeword_bytes=512",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    Nand::new(DeviceConfig::preset("mlc16k", &o).unwrap()).unwrap()
+}
+
+#[test]
+fn a_pslc_region_erases_its_blocks_into_pslc_uses_half_of_each_block_and_survives_a_reopen() {
+    let mut s = NativeStore::format(mlc_device(), cfg()).unwrap();
+    let mut t = s
+        .create_region(
+            0,
+            "rg_fast",
+            &opts(&[("MAX_CHIPS", "1"), ("CELL_MODE", "pSLC"), ("OP", "20%")]),
+        )
+        .unwrap();
+    let (sp, dies) = s.region("rg_fast").unwrap();
+    let dies = dies.to_vec();
+    // pSLC uses the lower page of each word line: half the pages of an MLC block.
+    assert_eq!(sp.pages_per_block(), 16);
+    assert_eq!(s.space().pages_per_block(), 32);
+    s.bind_object(9, "rg_fast").unwrap();
+    for round in 1..=20u8 {
+        for pid in 0..300 {
+            t = s.write_page(t, pid, &page(pid, round), HOT).unwrap();
+        }
+        t = s.sync_pages(t).unwrap();
+    }
+    let region_blocks: Vec<u32> = {
+        let g = s.space().geometry();
+        (0..g.blocks())
+            .filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0))
+            .collect()
+    };
+    for &b in &region_blocks {
+        let info = s.space().nand().block_info(nand::Pbn(b)).unwrap();
+        assert_eq!(info.mode, nand::CellMode::Pslc, "block {b} of the region");
+    }
+    let (sp, _) = s.region("rg_fast").unwrap();
+    assert!(sp.counts().gc_erases > 0, "the region collected garbage");
+    assert_eq!(sp.counts().pad_pages, 0, "pSLC has no paired pages to pad");
+    // Survives a reopen: the region's pages read back.
+    let mut s = NativeStore::open(s.into_nand_raw(), cfg()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    for pid in 0..300 {
+        t = s.read_page(t, pid, &mut buf).unwrap();
+        assert_eq!(buf, page(pid, 20), "page {pid}");
+    }
+}
+
+#[test]
+fn a_pslc_region_is_refused_on_slc_chips_and_unknown_modes_are_refused() {
+    let mut s = NativeStore::format(device(), cfg()).unwrap();
+    let e = s
+        .create_region(0, "rg", &opts(&[("MAX_CHIPS", "1"), ("CELL_MODE", "pSLC")]))
+        .unwrap_err();
+    assert!(e.to_string().contains("needs MLC or TLC chips"), "{e}");
+    assert!(s.region("rg").is_none(), "nothing changed");
+    let e = s
+        .create_region(0, "rg", &opts(&[("MAX_CHIPS", "1"), ("CELL_MODE", "tlc")]))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("CELL_MODE must be native or pSLC"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_native_store_on_mlc_pads_the_log_at_each_force_and_reads_everything_back() {
+    let mut s = NativeStore::format(mlc_device(), cfg()).unwrap();
+    let mut t = 0;
+    let block = vec![7u8; 4096];
+    for b in 0..5 {
+        t = s.write_log(t, b, &block).unwrap();
+        t = s.force_log(t).unwrap();
+    }
+    // Each forced log page sits on a lower page; its upper page is padded before the force
+    // returns, so the next log write cannot destroy it.
+    assert_eq!(s.space().counts().pad_pages, 5);
+    let mut buf = vec![0u8; 4096];
+    for b in 0..5 {
+        t = s.read_log(t, b, &mut buf).unwrap();
+        assert_eq!(buf, block);
+    }
+}

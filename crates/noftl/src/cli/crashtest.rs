@@ -138,7 +138,9 @@ fn flash_medium(kind: &str, args: &CrashtestArgs) -> anyhow::Result<FlashMedium>
         (None, None) => FlashMedium::with_overrides(kind, &args.set)?,
         (preset, config) => {
             let device = super::common::DeviceArgs {
-                preset: preset.clone().unwrap_or_else(|| nand::DEFAULT_PRESET.to_string()),
+                preset: preset
+                    .clone()
+                    .unwrap_or_else(|| nand::DEFAULT_PRESET.to_string()),
                 config: config.clone(),
                 set: args.set.clone(),
             }

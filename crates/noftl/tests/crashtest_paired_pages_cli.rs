@@ -1,0 +1,78 @@
+//! `noftl crashtest --preset/--set` on MLC and TLC chips: power cuts land on upper-page
+//! programs, whose interruption destroys the lower pages of their word line (nand invariant 6),
+//! and on the pad pages that complete word lines at durability points (ftl space invariant 9);
+//! every acknowledged commit survives on the page FTL and DFTL. Device flags the crash disk
+//! cannot honour are refused.
+
+mod cli_support;
+use cli_support::{noftl, noftl_json};
+
+/// The 16 KiB presets' chips (`mlc16k`, `tlc16k`) on a small device with 4 KiB pages: four dies,
+/// ten blocks per plane, 64-page MLC or 96-page TLC blocks.
+fn shrunk(preset: &str) -> Vec<String> {
+    let ppb = if preset == "mlc16k" { 64 } else { 96 };
+    let mut a = vec!["--preset".to_string(), preset.to_string()];
+    for s in [
+        "geometry.page_size_bytes=4096".to_string(),
+        "geometry.oob_size_bytes=128".into(),
+        "geometry.channels=2".into(),
+        "geometry.chips_per_channel=2".into(),
+        "geometry.blocks_per_plane=10".into(),
+        format!("geometry.pages_per_block={ppb}"),
+        "reliability.factory_bad_block_ratio=0".into(),
+        "reliability.ecc_codeword_bytes=512".into(),
+    ] {
+        a.push("--set".into());
+        a.push(s);
+    }
+    a
+}
+
+#[test]
+fn tpcb_crashtest_on_mlc_and_tlc_keeps_every_acknowledged_commit_on_page_and_dftl() {
+    for preset in ["mlc16k", "tlc16k"] {
+        for ftl in ["page", "dftl"] {
+            let dev = shrunk(preset);
+            let mut args = vec![
+                "crashtest",
+                "--workload",
+                "tpcb",
+                "--storage",
+                ftl,
+                "--seeds",
+                "30",
+                "--json",
+            ];
+            args.extend(dev.iter().map(String::as_str));
+            let v = noftl_json(&args);
+            assert_eq!(v["verified"], 30, "{preset} {ftl}: {v}");
+            let inside = v["faults_inside_workload"].as_u64().unwrap_or(0);
+            assert!(
+                inside >= 25,
+                "{preset} {ftl}: only {inside} cuts inside: {v}"
+            );
+        }
+    }
+}
+
+#[test]
+fn device_flags_are_refused_on_the_crash_disk_and_bad_overrides_before_any_seed() {
+    let (ok, _, err) = noftl(&[
+        "crashtest",
+        "--storage",
+        "memdisk",
+        "--set",
+        "cell.native=mlc",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("the crash disk (memdisk) has none"), "{err}");
+    let (ok, _, err) = noftl(&[
+        "crashtest",
+        "--storage",
+        "page",
+        "--set",
+        "geometry.channels=0",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("channels"), "{err}");
+}

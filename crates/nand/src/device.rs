@@ -678,13 +678,45 @@ impl Nand {
         oob: &mut [u8],
         purpose: Purpose,
     ) -> Result<Done, NandError> {
-        self.check_powered()?;
-        let (pbn, page) = self.locate(ppn)?;
         if !data.is_empty() {
             Self::check_len("data", data.len(), self.geo.page_size_bytes as usize)?;
         }
         if !oob.is_empty() {
             Self::check_len("oob", oob.len(), self.geo.oob_size_bytes as usize)?;
+        }
+        self.read_range(at_ns, ppn, (0, data), (0, oob), purpose)
+    }
+
+    /// Reads part of a page: `data.len()` bytes from byte `data_offset` of the page and
+    /// `oob.len()` bytes from byte `oob_offset` of its OOB (either may be empty), as a controller
+    /// does with a column change after the array read: the array time is a whole page's (tR),
+    /// the bus carries only the bytes asked for, and bit errors are sampled over those bytes'
+    /// codewords. An empty `data` makes this an OOB-only read.
+    pub fn read_range(
+        &mut self,
+        at_ns: Nanos,
+        ppn: Ppn,
+        (data_offset, data): (usize, &mut [u8]),
+        (oob_offset, oob): (usize, &mut [u8]),
+        purpose: Purpose,
+    ) -> Result<Done, NandError> {
+        self.check_powered()?;
+        let (pbn, page) = self.locate(ppn)?;
+        let page_bytes = self.geo.page_size_bytes as usize;
+        let oob_bytes = self.geo.oob_size_bytes as usize;
+        if data_offset + data.len() > page_bytes {
+            return Err(NandError::BufferSize {
+                what: "data range",
+                expected: page_bytes,
+                got: data_offset + data.len(),
+            });
+        }
+        if oob_offset + oob.len() > oob_bytes {
+            return Err(NandError::BufferSize {
+                what: "oob range",
+                expected: oob_bytes,
+                got: oob_offset + oob.len(),
+            });
         }
         let m = *self.check_in_mode(pbn, page)?;
         let oob_only = data.is_empty();
@@ -722,7 +754,9 @@ impl Nand {
                     correctable: self.cfg.reliability.ecc_correctable_bits,
                 })
             }
-            Fate::Completes => self.deliver(at_ns, ppn, pbn, page, &m, data, oob),
+            Fate::Completes => {
+                self.deliver(at_ns, ppn, (pbn, page, &m), (data_offset, data), (oob_offset, oob))
+            }
         };
         self.account(op, purpose, ppn.0, die, at_ns, p, slot, &result);
         result.map(|()| Done {
@@ -749,11 +783,9 @@ impl Nand {
         &mut self,
         at_ns: Nanos,
         ppn: Ppn,
-        pbn: Pbn,
-        page: u32,
-        m: &BlockMeta,
-        data: &mut [u8],
-        oob: &mut [u8],
+        (pbn, page, m): (Pbn, u32, &BlockMeta),
+        (data_offset, data): (usize, &mut [u8]),
+        (oob_offset, oob): (usize, &mut [u8]),
     ) -> Result<(), NandError> {
         if m.state == BlockState::NeedsErase {
             return Err(NandError::NeedsErase(pbn));
@@ -766,7 +798,8 @@ impl Nand {
         if state & PAGE_PROGRAMS_MASK == 0 {
             data.fill(0xFF);
             oob.fill(0xFF);
-            if m.state == BlockState::FactoryBad && page == 0 && !oob.is_empty() {
+            if m.state == BlockState::FactoryBad && page == 0 && !oob.is_empty() && oob_offset == 0
+            {
                 oob[0] = 0x00; // the factory's bad-block marker
             }
             self.stats.bytes_read += (data.len() + oob.len()) as u64;
@@ -789,10 +822,10 @@ impl Nand {
         }
         let view = self.store.page(ppn);
         match view.data {
-            Some(d) => data.copy_from_slice(&d[..data.len()]),
+            Some(d) => data.copy_from_slice(&d[data_offset..data_offset + data.len()]),
             None => fill_pattern(data, ppn),
         }
-        oob.copy_from_slice(&view.oob[..oob.len()]);
+        oob.copy_from_slice(&view.oob[oob_offset..oob_offset + oob.len()]);
         self.stats.bytes_read += (data.len() + oob.len()) as u64;
         Ok(())
     }
@@ -1185,7 +1218,7 @@ impl Nand {
                     correctable: self.cfg.reliability.ecc_correctable_bits,
                 })
             } else {
-                self.deliver(at_ns, *ppn, pbn, page, &m, data, oob)
+                self.deliver(at_ns, *ppn, (pbn, page, &m), (0, data), (0, oob))
             };
             self.account(OpKind::Read, purpose, ppn.0, die, at_ns, p, slot, &r);
             if result.is_ok() {

@@ -114,7 +114,10 @@ impl Counters {
         mapping_bytes: u64,
         ctrl: &Controller,
     ) -> FtlReport {
-        let programs = flash_programs(nand).saturating_sub(self.base_programs);
+        // On flash pages of several logical pages, WAF counts bytes: a page program writes
+        // `units` logical pages' worth, full or not (a partly filled page is amplification too).
+        let units = (nand.geometry().page_size_bytes as usize / LOGICAL_PAGE_BYTES).max(1) as u64;
+        let programs = flash_programs(nand).saturating_sub(self.base_programs) * units;
         FtlReport {
             name,
             host: self.host,

@@ -455,6 +455,10 @@ pub struct DftlCore<C: MapCache> {
     journal: Journal,
     c: Counters,
     charged: SpaceCounts,
+    /// Flash pages of several logical pages: the write buffer (`wbuf.rs`), and the units of the
+    /// page being mapped by `program_buffer` (lpn, location), followed through GC moves.
+    wbuf: Option<crate::wbuf::WriteBuffer>,
+    fresh: Vec<(u64, u32)>,
     page_buf: Vec<u8>,
     cache_fraction: f64,
     lookups: u64,
@@ -491,10 +495,12 @@ impl<C: MapCache> DftlCore<C> {
         flash_map: Vec<u32>,
         journal: Journal,
     ) -> Self {
-        let per_tpage = space.geometry().page_size_bytes as u64 / ENTRY_BYTES;
+        let per_tpage = space.unit_bytes() as u64 / ENTRY_BYTES;
         let tpages = capacity.div_ceil(per_tpage);
         DftlCore {
-            page_buf: vec![0; space.geometry().page_size_bytes as usize],
+            wbuf: crate::page::write_buffer(&space, opts),
+            fresh: Vec::new(),
+            page_buf: vec![0; space.unit_bytes()],
             charged: space.counts(),
             c: Counters::new(space.nand()),
             space,
@@ -522,7 +528,7 @@ impl<C: MapCache> DftlCore<C> {
     pub fn new(nand: Nand, opts: &FtlOptions) -> Result<Self, FtlError> {
         let capacity = page_mapped_capacity(&nand, opts, 2)?;
         let variant = C::variant(opts, &nand, capacity)?;
-        let page_bytes = nand.geometry().page_size_bytes as usize;
+        let page_bytes = crate::space::unit_bytes(nand.geometry());
         let at = nand.now_ns();
         let (space, t) = FlashSpace::format(nand, variant.space.clone(), at)?;
         let mut d = Self::assemble(
@@ -560,7 +566,7 @@ impl<C: MapCache> DftlCore<C> {
     /// others, rebuilds the GTD; the CMT starts empty.
     pub fn open(mut nand: Nand, opts: &FtlOptions) -> Result<Self, FtlError> {
         let capacity = page_mapped_capacity(&nand, opts, 2)?;
-        let page_bytes = nand.geometry().page_size_bytes as usize;
+        let page_bytes = crate::space::unit_bytes(nand.geometry());
         let per_tpage = page_bytes as u64 / ENTRY_BYTES;
         let variant = C::variant(opts, &nand, capacity)?;
         let tpages = capacity.div_ceil(per_tpage);
@@ -575,9 +581,9 @@ impl<C: MapCache> DftlCore<C> {
             let range = tpage_range(v, per_tpage, capacity);
             let (seq, ppn) = rec.tpages[v as usize];
             let agrees = seq > 0
-                && match nand.read(rec.done_ns, ppn, &mut buf, &mut [], Purpose::Recovery) {
+                && match crate::journal::read_unit(&mut nand, rec.done_ns, ppn, &mut buf) {
                     Ok(d) => {
-                        t = t.max(d.done_ns);
+                        t = t.max(d);
                         tpage_matches(&buf, &rec.map[range.clone()])
                     }
                     Err(NandError::Torn(_) | NandError::Uncorrectable { .. }) => false,
@@ -642,7 +648,15 @@ impl<C: MapCache> DftlCore<C> {
     /// moves wait in `pending` for `settle` (invariant 1).
     fn absorb(&mut self) {
         let (cache, gtd, pending) = (&mut self.cache, &mut self.gtd, &mut self.pending);
+        let fresh = &mut self.fresh;
         self.journal.absorb(&mut self.space, &mut |m: &Move| {
+            // A unit of the page `program_buffer` is mapping, moved before its mapping was
+            // made: follow it (it is mapped where it is now).
+            if let Some(f) = fresh.iter_mut().find(|f| u64::from(f.1) == m.from.0) {
+                debug_assert_eq!(f.0, m.key);
+                f.1 = m.to.0 as u32;
+                return;
+            }
             apply_move(cache, gtd, pending, m)
         });
     }
@@ -650,9 +664,69 @@ impl<C: MapCache> DftlCore<C> {
     /// A durability point (FLUSH, FUA, a trim): completes the word lines of the open blocks so
     /// that nothing acknowledged sits on an unpaired lower page (space invariant 9).
     fn pair(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        let t = self.space.pair_word_lines(at_ns)?;
+        let t = self.program_buffer(at_ns)?;
+        let t = t.max(self.space.pair_word_lines(at_ns)?);
         self.absorb();
         self.settle(t)
+    }
+
+    /// Programs the write buffer's gathered page (full, or partly filled at a durability
+    /// point) at `at_ns` and maps its logical pages there (through the cached mapping table, as
+    /// a direct write does). Returns when the program and the mapping work are done.
+    fn program_buffer(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let Some(wb) = self.wbuf.as_ref() else {
+            return Ok(at_ns);
+        };
+        if wb.is_empty() {
+            return Ok(at_ns);
+        }
+        let (lpns, data) = wb.gathered();
+        let lpns: Vec<u64> = lpns.to_vec();
+        let data = data.to_vec();
+        let ub = self.space.unit_bytes();
+        let units: Vec<(OobRecord, &[u8])> = lpns
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| {
+                let seq = self.space.alloc_seq();
+                (
+                    OobRecord::new(PageKind::Data, l, seq, 0),
+                    &data[i * ub..(i + 1) * ub],
+                )
+            })
+            .collect();
+        let (first, done) = self.space.write_units(at_ns, DATA, &units, Purpose::Host)?;
+        if let Some(wb) = self.wbuf.as_mut() {
+            wb.programmed(done);
+        }
+        // Follow the new units from now on; apply the moves of older pages (GC before the
+        // program) and settle the uncached ones, so that the lookups below find current
+        // entries in the flash map.
+        self.fresh = lpns
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (l, (first.0 + i as u64) as u32))
+            .collect();
+        self.absorb();
+        let mut end = self.settle(at_ns)?.max(done);
+        for i in 0..lpns.len() {
+            let l = lpns[i];
+            let (s, t) = self.lookup(at_ns, l)?;
+            let t = self.ctrl.charge(t, self.variant.data_update_cycles);
+            debug_assert_eq!(self.fresh[i].0, l);
+            let now_at = self.fresh[i].1;
+            let old = self.cache.remap(s, now_at);
+            // Mapped now: later moves of it go through the cache.
+            self.fresh[i].1 = UNMAPPED;
+            if old != UNMAPPED {
+                self.space.note_replacement(Ppn(u64::from(now_at)));
+                end = end.max(self.supersede(done, old)?);
+            }
+            end = end.max(self.settle(t)?);
+        }
+        self.fresh.clear();
+        self.charge_background(at_ns);
+        Ok(end)
     }
 
     /// Invalidates the superseded copy `old` (the caller's map no longer points at it). A variant
@@ -919,6 +993,15 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
         check_request(lpn, buf.len(), self.capacity)?;
         let mut end = at_ns;
         for (i, chunk) in buf.chunks_exact_mut(LOGICAL_PAGE_BYTES).enumerate() {
+            if self
+                .wbuf
+                .as_ref()
+                .is_some_and(|wb| wb.read(lpn + i as u64, chunk))
+            {
+                end = end.max(self.ctrl.charge(at_ns, self.variant.data_update_cycles));
+                self.c.host.reads += 1;
+                continue;
+            }
             let (s, t) = self.lookup(at_ns, lpn + i as u64)?;
             let done = read_mapped(&mut self.space, t, self.cache.ppn(s), chunk)?;
             end = end.max(done);
@@ -932,6 +1015,17 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
         let mut end = at_ns;
         for (i, chunk) in data.chunks_exact(LOGICAL_PAGE_BYTES).enumerate() {
             let l = lpn + i as u64;
+            if let Some(wb) = self.wbuf.as_mut() {
+                // Acknowledged once buffered; mapped when its page is programmed.
+                let t = self.ctrl.charge(at_ns, self.variant.data_update_cycles);
+                let (t, full) = wb.put(t, l, chunk);
+                if full {
+                    self.program_buffer(t)?;
+                }
+                end = end.max(t);
+                self.c.host.writes += 1;
+                continue;
+            }
             let (s, t) = self.lookup(at_ns, l)?;
             let t = self.ctrl.charge(t, self.variant.data_update_cycles);
             let seq = self.space.alloc_seq();
@@ -964,6 +1058,9 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
         self.c.host.trims += pages;
         if pages == 0 {
             return Ok(at_ns);
+        }
+        if let Some(wb) = self.wbuf.as_mut() {
+            wb.discard(lpn, pages);
         }
         let mut t = self
             .ctrl

@@ -525,6 +525,12 @@ impl MapCache for TwoLevel {
                 opts.gc.name()
             )));
         }
+        if crate::space::units_per_page(nand.geometry()) > 1 {
+            return Err(FtlError::Config(format!(
+                "dftl-orig maps 4 KiB pages one to one, as the original did; the device has {}-byte pages (use dftl)",
+                nand.geometry().page_size_bytes
+            )));
+        }
         let mode = nand.config().cell.native;
         let nop = nand.config().nop_limit(mode);
         if nop < 2 {

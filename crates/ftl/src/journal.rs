@@ -67,8 +67,56 @@
 use nand::{Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
 use crate::block_device::FtlError;
-use crate::oob::{read_record, scan_blocks, OobRecord, PageKind, PageOob, ScanExtent};
-use crate::space::{FlashSpace, LivePage, Move};
+use crate::oob::{read_record, scan_blocks, unit_record, OobRecord, PageKind, PageOob, ScanExtent};
+use crate::space::{unit_bytes, units_per_page, FlashSpace, LivePage, Move};
+
+/// The location of unit `unit` of block `b` (space.rs, "Units": the flash page on pages of one
+/// unit).
+fn loc_in_block(g: &nand::Geometry, upp: u32, b: u32, unit: u32) -> Ppn {
+    Ppn(g.first_page(Pbn(b)).0 * u64::from(upp) + u64::from(unit))
+}
+
+/// The unit records of a page whose OOB `read_record` classified as `found` (slot 0) into
+/// `oob`: a damaged or unreadable page yields none (the buffer is stale after a failed read).
+fn unit_records(found: PageOob, oob: &[u8], upp: u32) -> Vec<(u32, OobRecord)> {
+    match found {
+        PageOob::Record(r) if upp == 1 => vec![(0, r)],
+        PageOob::Record(_) => (0..upp)
+            .filter_map(|slot| match unit_record(oob, slot) {
+                PageOob::Record(r) => Some((slot, r)),
+                _ => None,
+            })
+            .collect(),
+        PageOob::Erased | PageOob::Damaged => Vec::new(),
+    }
+}
+
+/// Reads the unit at location `loc` (its data only) for recovery.
+pub(crate) fn read_unit(
+    nand: &mut Nand,
+    at_ns: Nanos,
+    loc: Ppn,
+    data: &mut [u8],
+) -> Result<Nanos, NandError> {
+    let g = nand.geometry();
+    let upp = u64::from(units_per_page(g));
+    let slot = (loc.0 % upp) as usize;
+    let page = Ppn(loc.0 / upp);
+    if upp == 1 {
+        return Ok(nand
+            .read(at_ns, page, data, &mut [], Purpose::Recovery)?
+            .done_ns);
+    }
+    Ok(nand
+        .read_range(
+            at_ns,
+            page,
+            (slot * data.len(), data),
+            (0, &mut []),
+            Purpose::Recovery,
+        )?
+        .done_ns)
+}
 
 /// Forward-map value of an unmapped logical page (the FTLs keep physical pages in a `u32`).
 pub const UNMAPPED: u32 = u32::MAX;
@@ -248,9 +296,10 @@ pub fn scan(
     let mut cps: Vec<(u64, u32, u32, Ppn)> = Vec::new();
     let mut max_seq = 0u64;
     // Steps 1 and 2. Pages are written in order, so the scan stops at the first erased page.
+    let upp = units_per_page(&g);
     let scanned = scan_blocks(nand, at_ns, ScanExtent::Programmed, &mut |b, s| {
-        for (page, rec) in s.records {
-            let ppn = g.ppn_in_block(Pbn(b), page);
+        for (unit, rec) in s.records {
+            let ppn = loc_in_block(&g, upp, b, unit);
             max_seq = max_seq.max(rec.seq);
             match rec.kind {
                 PageKind::Data if rec.key < capacity => {
@@ -579,7 +628,7 @@ fn newest_checkpoint<T>(
 ) -> Result<(Option<(u64, T, Vec<Ppn>)>, Nanos), FtlError> {
     cps.sort_unstable_by_key(|c| (std::cmp::Reverse(c.0), c.1));
     cps.dedup_by_key(|c| (c.0, c.1));
-    let page_bytes = nand.geometry().page_size_bytes as usize;
+    let page_bytes = unit_bytes(nand.geometry());
     let mut data = vec![0u8; page_bytes];
     let mut done = at_ns;
     let mut i = 0;
@@ -603,8 +652,8 @@ fn newest_checkpoint<T>(
         let mut content = Vec::with_capacity(count as usize * (page_bytes - CP_HEADER_BYTES));
         let mut intact = true;
         for c in group {
-            match nand.read(at_ns, c.3, &mut data, &mut [], Purpose::Recovery) {
-                Ok(d) => done = done.max(d.done_ns),
+            match read_unit(nand, at_ns, c.3, &mut data) {
+                Ok(d) => done = done.max(d),
                 Err(e)
                     if e.is_media_error()
                         && !matches!(e, NandError::PowerLost | NandError::PoweredOff) =>
@@ -695,11 +744,15 @@ pub fn recover_mapped(
 ) -> Result<Recovered, FtlError> {
     let g = nand.geometry().clone();
     let nblocks = g.blocks();
+    let upp = units_per_page(&g);
+    let loc = |b: u32, unit: u32| loc_in_block(&g, upp, b, unit);
     let mut oob = vec![0xFFu8; g.oob_size_bytes as usize];
     let mut reads_done = 0u64;
     // Step 1.
     let mut programmed = vec![0u32; nblocks as usize];
     let mut first: Vec<Option<OobRecord>> = vec![None; nblocks as usize];
+    // Pages of several units: the records of page 0's other units (slot 0's is `first`).
+    let mut page0_rest: Vec<Option<OobRecord>> = vec![None; nblocks as usize * (upp as usize - 1)];
     let mut page0_done = at_ns;
     let mut meta_pages: Vec<(u32, u32, OobRecord)> = Vec::new();
     for b in 0..nblocks {
@@ -717,23 +770,38 @@ pub fn recover_mapped(
         page0_done = page0_done.max(t);
         if let PageOob::Record(r) = found {
             first[b as usize] = Some(r);
+            for slot in 1..upp {
+                if let PageOob::Record(r) = unit_record(&oob, slot) {
+                    page0_rest[b as usize * (upp as usize - 1) + slot as usize - 1] = Some(r);
+                }
+            }
         }
     }
+    let page0_units = |b: u32| {
+        let first = first[b as usize];
+        let rest =
+            &page0_rest[b as usize * (upp as usize - 1)..(b as usize + 1) * (upp as usize - 1)];
+        std::iter::once(first)
+            .chain(rest.iter().copied())
+            .enumerate()
+            .filter_map(|(slot, r)| r.map(|r| (slot as u32, r)))
+            .collect::<Vec<_>>()
+    };
     let mut done = page0_done;
     for b in 0..nblocks {
         let is_data = first[b as usize].is_some_and(|r| r.kind == PageKind::Data);
         if programmed[b as usize] == 0 || is_data {
             continue;
         }
-        if let Some(r) = first[b as usize] {
-            meta_pages.push((b, 0, r));
+        for (slot, r) in page0_units(b) {
+            meta_pages.push((b, slot, r));
         }
         for page in 1..programmed[b as usize] {
             let (found, t) = read_record(nand, page0_done, g.ppn_in_block(Pbn(b), page), &mut oob)?;
             reads_done += 1;
             done = done.max(t);
-            if let PageOob::Record(r) = found {
-                meta_pages.push((b, page, r));
+            for (slot, r) in unit_records(found, &oob, upp) {
+                meta_pages.push((b, page * upp + slot, r));
             }
         }
     }
@@ -745,12 +813,12 @@ pub fn recover_mapped(
     let mut cps: Vec<(u64, u32, u32, Ppn)> = meta_pages
         .iter()
         .filter(|m| m.2.kind == PageKind::MapCheckpoint)
-        .map(|&(b, page, r)| {
+        .map(|&(b, unit, r)| {
             (
                 r.seq,
                 r.key.min(u64::from(u32::MAX)) as u32,
                 u32::try_from(r.aux).unwrap_or(0),
-                g.ppn_in_block(Pbn(b), page),
+                loc(b, unit),
             )
         })
         .collect();
@@ -792,13 +860,16 @@ pub fn recover_mapped(
     for b in 0..nblocks as usize {
         // Blocks without a data record on page 0 were read in step 1 (their records are in
         // `meta_pages`); a torn page 0 means the cut hit the block's first program.
-        let Some(r0) = first[b].filter(|r| r.kind == PageKind::Data) else {
+        if !first[b].is_some_and(|r| r.kind == PageKind::Data) {
             continue;
-        };
+        }
         let from = match &chosen {
             Some(c) if !full && unchanged[b] => c.2[b].written.max(1),
             _ => {
-                take(g.ppn_in_block(Pbn(b as u32), 0), &r0);
+                for (slot, r) in page0_units(b as u32) {
+                    max_seq = max_seq.max(r.seq);
+                    take(loc(b as u32, slot), &r);
+                }
                 1
             }
         };
@@ -807,14 +878,14 @@ pub fn recover_mapped(
             let (found, t) = read_record(nand, done, ppn, &mut oob)?;
             reads_done += 1;
             scan_done = scan_done.max(t);
-            if let PageOob::Record(r) = found {
+            for (slot, r) in unit_records(found, &oob, upp) {
                 max_seq = max_seq.max(r.seq);
-                take(ppn, &r);
+                take(loc(b as u32, page * upp + slot), &r);
             }
         }
     }
-    for &(b, page, r) in &meta_pages {
-        take(g.ppn_in_block(Pbn(b), page), &r);
+    for &(b, unit, r) in &meta_pages {
+        take(loc(b, unit), &r);
     }
     done = scan_done;
     // Step 4: the checkpoint's entries into unchanged blocks where nothing was scanned.
@@ -831,10 +902,10 @@ pub fn recover_mapped(
                 }
                 continue;
             }
-            if p == UNMAPPED || u64::from(p) >= g.pages() || map[k] != UNMAPPED {
+            if p == UNMAPPED || u64::from(p) >= g.pages() * u64::from(upp) || map[k] != UNMAPPED {
                 continue;
             }
-            let ppn = Ppn(u64::from(p));
+            let ppn = Ppn(u64::from(p) / u64::from(upp));
             let b = g.block_of(ppn);
             let page = (ppn.0 - g.first_page(b).0) as u32;
             if unchanged[b.0 as usize] && page < blocks[b.0 as usize].written {

@@ -24,6 +24,7 @@ pub mod page;
 pub mod space;
 pub mod testkit;
 pub mod theory;
+pub(crate) mod wbuf;
 
 pub use block_device::{
     BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES,

@@ -265,6 +265,15 @@ pub fn read_record(
     }
 }
 
+/// The record of unit `slot` of a page whose OOB is `oob` (space.rs, "Units").
+pub fn unit_record(oob: &[u8], slot: u32) -> PageOob {
+    let o = slot as usize * OOB_RECORD_BYTES;
+    match oob.get(o..o + OOB_RECORD_BYTES) {
+        Some(r) => OobRecord::classify(r),
+        None => PageOob::Damaged,
+    }
+}
+
 /// What a scan found in one block.
 #[derive(Clone, Debug, Default)]
 pub struct BlockScan {
@@ -272,7 +281,8 @@ pub struct BlockScan {
     pub bad: bool,
     /// An erase was interrupted: the block reads as nothing and must be erased before use.
     pub needs_erase: bool,
-    /// Pages holding a record: (page index, record).
+    /// Units holding a record: (unit index in the block, record). The unit index is the page
+    /// index on pages of one unit, else page x units per page + slot (space.rs, "Units").
     pub records: Vec<(u32, OobRecord)>,
     /// One past the highest page that is not erased (a record or damaged): the next page a
     /// program may use.
@@ -308,6 +318,7 @@ pub fn scan_blocks(
 ) -> Result<ScanDone, FtlError> {
     let g = nand.geometry().clone();
     let ppb = g.pages_per_block;
+    let upp = crate::space::units_per_page(&g);
     let mut oob = vec![0xFF; g.oob_size_bytes as usize];
     let mut out = ScanDone {
         done_ns: at_ns,
@@ -332,7 +343,7 @@ pub fn scan_blocks(
         };
         for page in 0..pages {
             out.pages_read += 1;
-            let found = match nand.read_oob(
+            let (found, read) = match nand.read_oob(
                 at_ns,
                 g.ppn_in_block(pbn, page),
                 &mut oob,
@@ -340,21 +351,42 @@ pub fn scan_blocks(
             ) {
                 Ok(d) => {
                     out.done_ns = out.done_ns.max(d.done_ns);
-                    OobRecord::classify(&oob)
+                    (OobRecord::classify(&oob), true)
                 }
                 Err(e @ (NandError::PowerLost | NandError::PoweredOff)) => return Err(e.into()),
-                Err(e) if e.is_media_error() => PageOob::Damaged,
+                Err(e) if e.is_media_error() => (PageOob::Damaged, false),
                 Err(e) => return Err(e.into()),
             };
-            match found {
-                PageOob::Erased => {}
-                PageOob::Record(r) => {
-                    s.records.push((page, r));
-                    s.next_free = page + 1;
+            if upp == 1 {
+                match found {
+                    PageOob::Erased => {}
+                    PageOob::Record(r) => {
+                        s.records.push((page, r));
+                        s.next_free = page + 1;
+                    }
+                    PageOob::Damaged => {
+                        s.damaged = true;
+                        s.next_free = page + 1;
+                    }
                 }
-                PageOob::Damaged => {
-                    s.damaged = true;
-                    s.next_free = page + 1;
+                continue;
+            }
+            if !read {
+                s.damaged = true;
+                s.next_free = page + 1;
+                continue;
+            }
+            for slot in 0..upp {
+                match unit_record(&oob, slot) {
+                    PageOob::Erased => {}
+                    PageOob::Record(r) => {
+                        s.records.push((page * upp + slot, r));
+                        s.next_free = page + 1;
+                    }
+                    PageOob::Damaged => {
+                        s.damaged = true;
+                        s.next_free = page + 1;
+                    }
                 }
             }
         }

@@ -47,6 +47,9 @@ pub struct FtlOptions {
     pub wl_threshold: u32,
     /// GC reserve in blocks; 0 picks dies + 2 (see `space.rs`).
     pub reserve_blocks: u32,
+    /// Flash pages larger than a logical page (`page`, `dftl`): the controller's write buffer
+    /// in flash pages (`wbuf.rs`); 0 picks 2 per die.
+    pub write_buffer_pages: u32,
 }
 
 impl Default for FtlOptions {
@@ -59,6 +62,7 @@ impl Default for FtlOptions {
             controller: ControllerConfig::default(),
             wl_threshold: 1000,
             reserve_blocks: 0,
+            write_buffer_pages: 0,
         }
     }
 }
@@ -114,8 +118,8 @@ pub(crate) fn check_spare_factor(spare_factor: f64) -> Result<(), FtlError> {
     }
 }
 
-/// Refuses flash pages that are not one logical page: every FTL of this crate maps logical
-/// pages one to one onto flash pages (no sub-page mapping, no write buffer).
+/// Refuses flash pages larger than a logical page where the mapping is one to one (the
+/// block-mapped FTLs: no sub-page mapping, no write buffer).
 pub(crate) fn check_page_size(g: &nand::Geometry) -> Result<(), FtlError> {
     if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
         return Err(FtlError::Config(format!(
@@ -138,15 +142,24 @@ pub(crate) fn page_mapped_capacity(
 ) -> Result<u64, FtlError> {
     opts.validate()?;
     let g = nand.geometry();
-    check_page_size(g)?;
-    if g.pages() >= u64::from(u32::MAX) {
+    // Sub-page mapping (space.rs, "Units"): a flash page of 8 or 16 KiB holds 2 or 4 logical
+    // pages, each mapped on its own.
+    let page_bytes = g.page_size_bytes as usize;
+    if page_bytes < crate::LOGICAL_PAGE_BYTES || page_bytes % crate::LOGICAL_PAGE_BYTES != 0 {
         return Err(FtlError::Config(format!(
-            "{} flash pages do not fit the 32-bit map entries",
+            "the page-mapped FTLs map {}-byte logical pages onto flash pages of a whole number of them; the device has {page_bytes}-byte pages",
+            crate::LOGICAL_PAGE_BYTES
+        )));
+    }
+    let upp = u64::from(crate::space::units_per_page(g));
+    if g.pages() * upp >= u64::from(u32::MAX) {
+        return Err(FtlError::Config(format!(
+            "{} flash pages of {upp} logical pages do not fit the 32-bit map entries",
             g.pages()
         )));
     }
     let mode = nand.config().cell.native;
-    let ppb = u64::from(nand.config().pages_in_mode(mode));
+    let ppb = u64::from(nand.config().pages_in_mode(mode)) * upp;
     let factory_good = (0..g.blocks())
         .filter(|&b| {
             nand.block_info(nand::Pbn(b))

@@ -19,6 +19,11 @@
 //! 3. Requests are checked before anything changes (contract item 1).
 //! 4. Recovery (`open`) rebuilds exactly the map of invariant 1 from flash (`journal::scan`).
 //!
+//! Flash pages of 8 or 16 KiB hold 2 or 4 logical pages, each mapped on its own (sub-page
+//! mapping, `space.rs` "Units"; the map holds unit locations). Writes then go through the
+//! controller's write buffer (`wbuf.rs`): acknowledged when buffered, programmed a page at a
+//! time, durable at FLUSH or FUA (contract item 4), which program the partly filled page.
+//!
 //! Controller costs: see `options.rs`.
 
 use nand::{Nand, Nanos, Ppn, Purpose};
@@ -34,6 +39,7 @@ use crate::options::{
     FtlOptions, LOOKUP_CYCLES, UPDATE_CYCLES,
 };
 use crate::space::{FlashSpace, Move, SpaceCounts};
+use crate::wbuf::WriteBuffer;
 
 const DATA: u8 = 0;
 const JOURNAL: u8 = 1;
@@ -49,6 +55,21 @@ pub struct PageFtl {
     c: Counters,
     /// Space counters at the last charge, to charge GC work done since.
     charged: SpaceCounts,
+    /// Flash pages of several logical pages: the write buffer (`wbuf.rs`).
+    wbuf: Option<WriteBuffer>,
+}
+
+/// The write buffer of a page-mapped FTL on `space`, if its pages hold several logical pages.
+pub(crate) fn write_buffer(space: &FlashSpace, opts: &FtlOptions) -> Option<WriteBuffer> {
+    let units = space.units_per_page() as usize;
+    (units > 1).then(|| {
+        let pages = if opts.write_buffer_pages == 0 {
+            2 * space.geometry().dies() as usize
+        } else {
+            opts.write_buffer_pages as usize
+        };
+        WriteBuffer::new(units, space.unit_bytes(), pages)
+    })
 }
 
 impl PageFtl {
@@ -57,13 +78,14 @@ impl PageFtl {
         let capacity = page_mapped_capacity(&nand, opts, 1)?;
         let at = nand.now_ns();
         let (space, _) = FlashSpace::format(nand, opts.space_config(STREAMS), at)?;
-        let page_bytes = space.geometry().page_size_bytes as usize;
+        let page_bytes = space.unit_bytes();
         Ok(PageFtl {
             map: vec![UNMAPPED; capacity as usize],
             ctrl: Controller::new(&opts.controller),
             journal: Journal::new(capacity, page_bytes, JOURNAL),
             c: Counters::new(space.nand()),
             charged: space.counts(),
+            wbuf: write_buffer(&space, opts),
             space,
         })
     }
@@ -81,13 +103,14 @@ impl PageFtl {
             &live,
             rec.next_seq,
         )?;
-        let page_bytes = space.geometry().page_size_bytes as usize;
+        let page_bytes = space.unit_bytes();
         let mut ftl = PageFtl {
             map: rec.map,
             ctrl: Controller::new(&opts.controller),
             journal: Journal::recovered(capacity, page_bytes, JOURNAL, rec.journal),
             c: Counters::new(space.nand()),
             charged: space.counts(),
+            wbuf: write_buffer(&space, opts),
             space,
         };
         ftl.absorb(); // pages moved off bad blocks during the restore
@@ -129,10 +152,64 @@ impl PageFtl {
             })
     }
 
+    /// Programs the write buffer's gathered page (full, or partly filled at a durability
+    /// point) at `at_ns` and maps its logical pages there. Returns the program's completion.
+    fn program_buffer(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let Some(wb) = self.wbuf.as_mut() else {
+            return Ok(at_ns);
+        };
+        if wb.is_empty() {
+            return Ok(at_ns);
+        }
+        let (lpns, data) = wb.gathered();
+        let ub = self.space.unit_bytes();
+        let units: Vec<(OobRecord, &[u8])> = lpns
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| {
+                let seq = self.space.alloc_seq();
+                (
+                    OobRecord::new(PageKind::Data, l, seq, 0),
+                    &data[i * ub..(i + 1) * ub],
+                )
+            })
+            .collect();
+        let lpns: Vec<u64> = lpns.to_vec();
+        let (first, done) = self.space.write_units(at_ns, DATA, &units, Purpose::Host)?;
+        drop(units);
+        if let Some(wb) = self.wbuf.as_mut() {
+            wb.programmed(done);
+        }
+        // Moves first: GC may have moved these pages' previous copies (invariant 1).
+        self.absorb();
+        for (i, l) in lpns.into_iter().enumerate() {
+            let old = std::mem::replace(&mut self.map[l as usize], (first.0 + i as u64) as u32);
+            if old != UNMAPPED {
+                self.space.invalidate(Ppn(u64::from(old)));
+            }
+        }
+        self.charge_background(at_ns);
+        Ok(done)
+    }
+
+    /// A write of one logical page through the write buffer: acknowledged when buffered.
+    fn buffered_write(&mut self, at_ns: Nanos, l: u64, chunk: &[u8]) -> Result<Nanos, FtlError> {
+        let Some(wb) = self.wbuf.as_mut() else {
+            return Ok(at_ns);
+        };
+        let (t, full) = wb.put(at_ns, l, chunk);
+        if full {
+            // Issued now; the write is acknowledged once buffered, not when programmed.
+            self.program_buffer(t)?;
+        }
+        Ok(t)
+    }
+
     /// A durability point (FLUSH, FUA, a trim's record): completes the word lines of the open
     /// blocks so that nothing acknowledged sits on an unpaired lower page (space invariant 9).
     fn pair(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        let t = self.space.pair_word_lines(at_ns)?;
+        let t = self.program_buffer(at_ns)?;
+        let t = t.max(self.space.pair_word_lines(at_ns)?);
         self.absorb();
         Ok(t)
     }
@@ -173,6 +250,15 @@ impl BlockDevice for PageFtl {
         let mut end = at_ns;
         for (i, chunk) in buf.chunks_exact_mut(LOGICAL_PAGE_BYTES).enumerate() {
             let t = self.ctrl.charge(at_ns, LOOKUP_CYCLES);
+            if self
+                .wbuf
+                .as_ref()
+                .is_some_and(|wb| wb.read(lpn + i as u64, chunk))
+            {
+                end = end.max(t);
+                self.c.host.reads += 1;
+                continue;
+            }
             let done = read_mapped(&mut self.space, t, self.map[lpn as usize + i], chunk)?;
             end = end.max(done);
             self.c.host.reads += 1;
@@ -186,6 +272,11 @@ impl BlockDevice for PageFtl {
         for (i, chunk) in data.chunks_exact(LOGICAL_PAGE_BYTES).enumerate() {
             let l = lpn + i as u64;
             let t = self.ctrl.charge(at_ns, UPDATE_CYCLES);
+            if self.wbuf.is_some() {
+                end = end.max(self.buffered_write(t, l, chunk)?);
+                self.c.host.writes += 1;
+                continue;
+            }
             let seq = self.space.alloc_seq();
             let (ppn, done) = self.space.write(
                 t,
@@ -214,6 +305,9 @@ impl BlockDevice for PageFtl {
         check_range(lpn, pages, self.capacity_pages())?;
         self.c.host.trims += pages;
         let range = lpn as usize..(lpn + pages) as usize;
+        if let Some(wb) = self.wbuf.as_mut() {
+            wb.discard(lpn, pages);
+        }
         if self.map[range.clone()].iter().all(|&p| p == UNMAPPED) {
             // Nothing to drop, nothing that could come back.
             return Ok(self.ctrl.charge(at_ns, LOOKUP_CYCLES * pages));

@@ -63,6 +63,16 @@
 //!    before they acknowledge, so acknowledged data never sits on an unpaired lower page.
 //!    SLC and pSLC blocks have one page per word line; there is nothing to pad.
 //!
+//! Units: on flash pages larger than 4 KiB ([`UNIT_BYTES`]) a page holds `units_per_page`
+//! units of 4 KiB, each a key of its own with its own OOB record (record `i` at OOB bytes
+//! `32 i..32 i + 32`; an erased record is an empty slot). The space's locations (the `Ppn`
+//! values it returns, takes, reports in moves and keeps in its reverse map) are then *unit
+//! locations*, `flash page x units_per_page + slot`; with 4 KiB pages a location is the flash
+//! page. Valid counts, GC victim choice and moves are per unit: GC packs the valid units of a
+//! victim densely into new pages (a partly filled last page per victim, so that nothing of the
+//! victim lives only in RAM when it is erased). Callers write whole pages of units
+//! ([`FlashSpace::write_units`]); a single-unit write leaves the other slots empty.
+//!
 //! Cell mode: a space erases its blocks into one mode, the device's native one or, with
 //! `SpaceConfig::cell_mode = Some(Pslc)` on MLC/TLC chips, pSLC (a NoFTL region's mode). Blocks
 //! found erased in another mode are erased again (format, restore); a block holding data in
@@ -77,10 +87,24 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 use crate::block_device::FtlError;
-use crate::oob::{check_oob_size, OobRecord, PageKind};
+use crate::oob::{check_oob_size, OobRecord, PageKind, OOB_RECORD_BYTES};
 
 /// Reverse-map value of a page that holds no valid data.
 pub const NO_KEY: u64 = u64::MAX;
+
+/// The unit of mapping on flash pages larger than it: the block interface's logical page and
+/// the NoFTL store's key (see the module documentation, "Units").
+pub const UNIT_BYTES: usize = 4096;
+
+/// Units per flash page of a geometry (1 for pages of 4 KiB or less).
+pub fn units_per_page(geo: &Geometry) -> u32 {
+    (geo.page_size_bytes as usize / UNIT_BYTES).max(1) as u32
+}
+
+/// Bytes of one unit of a geometry: 4 KiB, or the page if it is smaller.
+pub fn unit_bytes(geo: &Geometry) -> usize {
+    (geo.page_size_bytes as usize).min(UNIT_BYTES)
+}
 const NIL: u32 = u32::MAX;
 
 /// How garbage collection chooses its victim among the closed blocks.
@@ -265,6 +289,16 @@ pub struct FlashSpace {
     mode: CellMode,
     /// Pages per word line in `mode` (1 SLC/pSLC, 2 MLC, 3 TLC).
     wl_pages: u32,
+    /// Units per flash page, and their bytes (module documentation, "Units").
+    upp: u32,
+    unit_bytes: usize,
+    /// GC's packing buffer: the page being assembled from a victim's valid units, their OOB
+    /// records, and (key, old location) of each.
+    pack_data: Vec<u8>,
+    pack_oob: Vec<u8>,
+    pack: Vec<(u64, Ppn)>,
+    /// A caller's page of several units, assembled by `write_units`.
+    host_page: Vec<u8>,
     cfg: SpaceConfig,
     reserve: u32,
     bg_target: u32,
@@ -424,7 +458,13 @@ impl FlashSpace {
         let mut t = at_ns;
         let mut stamps = vec![0u64; s.geo.blocks() as usize];
         for p in live {
-            let b = s.geo.block_of(p.ppn).0 as usize;
+            if p.ppn.0 >= s.rmap.len() as u64 {
+                return Err(FtlError::Recovery(format!(
+                    "location {:?} is beyond the device",
+                    p.ppn
+                )));
+            }
+            let b = s.geo.block_of(Ppn(p.ppn.0 / u64::from(s.upp))).0 as usize;
             if p.stream >= s.cfg.streams {
                 return Err(FtlError::Recovery(format!(
                     "page {:?} claims stream {} of {}",
@@ -519,6 +559,21 @@ impl FlashSpace {
     fn check_config(dev: &nand::DeviceConfig, cfg: &SpaceConfig) -> Result<(), FtlError> {
         let geo = &dev.geometry;
         check_oob_size(geo)?;
+        let upp = units_per_page(geo) as usize;
+        if upp > 1 && geo.page_size_bytes as usize % UNIT_BYTES != 0 {
+            return Err(FtlError::Config(format!(
+                "{}-byte flash pages are no whole number of {UNIT_BYTES}-byte units",
+                geo.page_size_bytes
+            )));
+        }
+        if upp * OOB_RECORD_BYTES > geo.oob_size_bytes as usize {
+            return Err(FtlError::Config(format!(
+                "{}-byte pages hold {upp} units of {UNIT_BYTES} bytes, whose records need {} OOB bytes; the page has {}",
+                geo.page_size_bytes,
+                upp * OOB_RECORD_BYTES,
+                geo.oob_size_bytes
+            )));
+        }
         if let Some(mode) = cfg.cell_mode {
             if mode != CellMode::Pslc || !dev.allows_mode(mode) {
                 return Err(FtlError::Config(format!(
@@ -603,13 +658,13 @@ impl FlashSpace {
                     }
                 })
                 .collect(),
-            rmap: vec![NO_KEY; geo.pages() as usize],
+            rmap: vec![NO_KEY; (geo.pages() * u64::from(units_per_page(&geo))) as usize],
             free: (0..dies).map(|_| BinaryHeap::new()).collect(),
             free_count: 0,
             good_blocks: 0,
             die_order,
-            bucket_head: vec![NIL; ppb as usize + 1],
-            bucket_tail: vec![NIL; ppb as usize + 1],
+            bucket_head: vec![NIL; (ppb * units_per_page(&geo)) as usize + 1],
+            bucket_tail: vec![NIL; (ppb * units_per_page(&geo)) as usize + 1],
             closed: Vec::new(),
             fifo: VecDeque::new(),
             close_counter: 0,
@@ -625,6 +680,16 @@ impl FlashSpace {
             pad_data: vec![0xFF; geo.page_size_bytes as usize],
             pad_oob: vec![0xFF; oob_len],
             wl_pages: mode.bits_per_cell(),
+            upp: units_per_page(&geo),
+            unit_bytes: unit_bytes(&geo),
+            pack_data: vec![0xFF; geo.page_size_bytes as usize],
+            pack_oob: vec![0xFF; oob_len],
+            pack: Vec::new(),
+            host_page: if units_per_page(&geo) > 1 {
+                vec![0xFF; geo.page_size_bytes as usize]
+            } else {
+                Vec::new()
+            },
             pins: if mode.bits_per_cell() > 1 {
                 vec![Vec::new(); geo.blocks() as usize]
             } else {
@@ -690,9 +755,25 @@ impl FlashSpace {
     pub fn good_blocks(&self) -> u32 {
         self.good_blocks
     }
-    /// Physical pages not held back as GC reserve: `T` of the write-amplification models.
+    /// Physical pages (units, on pages of several units) not held back as GC reserve: `T` of
+    /// the write-amplification models.
     pub fn usable_pages(&self) -> u64 {
-        u64::from(self.good_blocks.saturating_sub(self.reserve)) * u64::from(self.ppb)
+        u64::from(self.good_blocks.saturating_sub(self.reserve))
+            * u64::from(self.ppb)
+            * u64::from(self.upp)
+    }
+    /// Units per flash page (module documentation, "Units").
+    pub fn units_per_page(&self) -> u32 {
+        self.upp
+    }
+    /// Bytes of a unit: what `write` and `read` take.
+    pub fn unit_bytes(&self) -> usize {
+        self.unit_bytes
+    }
+    /// The flash page of location `loc`.
+    #[inline]
+    pub fn page_of(&self, loc: Ppn) -> Ppn {
+        Ppn(loc.0 / u64::from(self.upp))
     }
     /// The key whose valid copy page `ppn` holds, if any.
     pub fn key_at(&self, ppn: Ppn) -> Option<u64> {
@@ -747,8 +828,10 @@ impl FlashSpace {
 
     // ----- caller operations -----------------------------------------------------------------
 
-    /// Writes one page of `stream` whose OOB carries `rec` (the caller sets key, kind and seq).
-    /// Returns the page and the program's completion time. Invariant 4: may collect first.
+    /// Writes one unit of `stream` (a whole page on 4 KiB pages; else a page with this unit in
+    /// slot 0 and the other slots empty) whose OOB record is `rec` (the caller sets key, kind and
+    /// seq). Returns its location and the program's completion time. Invariant 4: may collect
+    /// first.
     pub fn write(
         &mut self,
         at_ns: Nanos,
@@ -757,30 +840,77 @@ impl FlashSpace {
         data: &[u8],
         purpose: Purpose,
     ) -> Result<(Ppn, Nanos), FtlError> {
+        self.write_units(at_ns, stream, &[(*rec, data)], purpose)
+    }
+
+    /// Writes up to `units_per_page` units into one flash page of `stream`: unit `i` (its record
+    /// and `unit_bytes` of data) in slot `i`, later slots empty. Returns the location of unit 0
+    /// (unit `i` is at that location + `i`) and the program's completion time. Invariant 4: may
+    /// collect first.
+    pub fn write_units(
+        &mut self,
+        at_ns: Nanos,
+        stream: u8,
+        units: &[(OobRecord, &[u8])],
+        purpose: Purpose,
+    ) -> Result<(Ppn, Nanos), FtlError> {
         if stream >= self.cfg.streams {
             return Err(FtlError::Config(format!(
                 "stream {stream} of a space with {} streams",
                 self.cfg.streams
             )));
         }
+        if units.is_empty() || units.len() > self.upp as usize {
+            return Err(FtlError::Config(format!(
+                "a write of {} units into pages of {}",
+                units.len(),
+                self.upp
+            )));
+        }
+        if let Some((_, d)) = units.iter().find(|(_, d)| d.len() != self.unit_bytes) {
+            return Err(FtlError::Config(format!(
+                "a unit of {} bytes; units are {} bytes",
+                d.len(),
+                self.unit_bytes
+            )));
+        }
+        // One unit per page: program the caller's buffer itself (the hot path of 4 KiB pages).
+        // Else the page is assembled in its own buffer: GC (which `alloc_page` may run) packs
+        // its copies in `pack_data`.
+        let whole = self.upp == 1;
+        if !whole {
+            self.host_page.fill(0xFF);
+            for (i, (_, d)) in units.iter().enumerate() {
+                self.host_page[i * self.unit_bytes..(i + 1) * self.unit_bytes].copy_from_slice(d);
+            }
+        }
         loop {
             let (ppn, t) = self.alloc_page(at_ns, stream, false)?;
             let b = self.geo.block_of(ppn).0;
-            if self.cfg.stamp_incarnation && rec.kind == PageKind::Data {
-                rec.with_incarnation(self.stamp_of(b))
-                    .encode_into(&mut self.write_oob);
-            } else {
-                rec.encode_into(&mut self.write_oob);
+            self.write_oob.fill(0xFF);
+            for (i, (rec, _)) in units.iter().enumerate() {
+                let r = if self.cfg.stamp_incarnation && rec.kind == PageKind::Data {
+                    rec.with_incarnation(self.stamp_of(b))
+                } else {
+                    *rec
+                };
+                r.encode_into(
+                    &mut self.write_oob[i * OOB_RECORD_BYTES..(i + 1) * OOB_RECORD_BYTES],
+                );
             }
+            let data: &[u8] = if whole { units[0].1 } else { &self.host_page };
             match self.nand.program(t, ppn, data, &self.write_oob, purpose) {
                 Ok(done) => {
-                    self.note_written(ppn, rec.key);
+                    let first = Ppn(ppn.0 * u64::from(self.upp));
+                    for (i, (rec, _)) in units.iter().enumerate() {
+                        self.note_written(Ppn(first.0 + i as u64), rec.key);
+                    }
                     self.last_unpaired = self.unpaired_word_line(b);
                     let mut end = done.done_ns;
                     if !self.to_evacuate.is_empty() {
                         end = end.max(self.evacuate(t)?);
                     }
-                    return Ok((ppn, end));
+                    return Ok((first, end));
                 }
                 Err(NandError::ProgramFailed(_)) => self.retire(self.geo.block_of(ppn)),
                 Err(e) => return Err(e.into()),
@@ -797,7 +927,33 @@ impl FlashSpace {
         oob: &mut [u8],
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
-        Ok(self.nand.read(at_ns, ppn, data, oob, purpose)?.done_ns)
+        if self.upp == 1 {
+            return Ok(self.nand.read(at_ns, ppn, data, oob, purpose)?.done_ns);
+        }
+        // A unit: its bytes and, if asked, its OOB record (a column read of part of the page).
+        let slot = (ppn.0 % u64::from(self.upp)) as usize;
+        let page = Ppn(ppn.0 / u64::from(self.upp));
+        let oob_len = oob.len().min(OOB_RECORD_BYTES);
+        Ok(self
+            .nand
+            .read_range(
+                at_ns,
+                page,
+                (slot * self.unit_bytes, data),
+                (slot * OOB_RECORD_BYTES, &mut oob[..oob_len]),
+                purpose,
+            )?
+            .done_ns)
+    }
+
+    /// The next `invalidate` drops a copy replaced by the one at `new_loc` (invariant 9a: its
+    /// block is pinned to `new_loc`'s word line if that is incomplete). For callers that do
+    /// other writes between writing a replacement and invalidating what it replaces.
+    pub fn note_replacement(&mut self, new_loc: Ppn) {
+        if self.wl_pages > 1 {
+            self.last_unpaired =
+                self.unpaired_word_line(self.geo.block_of(self.page_of(new_loc)).0);
+        }
     }
 
     /// Marks the valid page `ppn` invalid (its key was overwritten, trimmed or dropped).
@@ -812,7 +968,7 @@ impl FlashSpace {
             return;
         }
         self.rmap[i] = NO_KEY;
-        let b = self.geo.block_of(ppn).0;
+        let b = self.geo.block_of(self.page_of(ppn)).0;
         if let Some(pin) = self.last_unpaired {
             self.pin(b, pin);
         }
@@ -956,13 +1112,13 @@ impl FlashSpace {
     }
 
     #[inline]
-    fn note_written(&mut self, ppn: Ppn, key: u64) {
+    fn note_written(&mut self, loc: Ppn, key: u64) {
         debug_assert!(key != NO_KEY, "key u64::MAX is reserved");
-        debug_assert_eq!(self.rmap[ppn.0 as usize], NO_KEY);
-        self.rmap[ppn.0 as usize] = key;
-        let b = self.geo.block_of(ppn).0 as usize;
+        debug_assert_eq!(self.rmap[loc.0 as usize], NO_KEY);
+        self.rmap[loc.0 as usize] = key;
+        let b = self.geo.block_of(self.page_of(loc)).0 as usize;
         self.blocks[b].valid += 1;
-        debug_assert!(self.blocks[b].valid <= self.blocks[b].written);
+        debug_assert!(self.blocks[b].valid <= self.blocks[b].written * self.upp);
     }
 
     // ----- closed blocks: greedy buckets, FIFO queue, candidate list --------------------------
@@ -1045,7 +1201,7 @@ impl FlashSpace {
             }
             GcPolicy::CostBenefit => {
                 let now = self.close_counter;
-                let ppb = f64::from(self.ppb);
+                let ppb = f64::from(self.ppb * self.upp);
                 let mut best = (f64::NEG_INFINITY, NIL);
                 for &b in &self.closed {
                     let blk = &self.blocks[b as usize];
@@ -1215,6 +1371,9 @@ impl FlashSpace {
 
     /// Copies every valid page of block `b` to its stream's frontier, OOB included.
     fn migrate_block(&mut self, at_ns: Nanos, b: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
+        if self.upp > 1 {
+            return self.migrate_units(at_ns, b, purpose);
+        }
         let stream = self.blocks[b as usize].stream;
         let first = self.geo.first_page(Pbn(b)).0;
         let mut done = at_ns;
@@ -1278,6 +1437,124 @@ impl FlashSpace {
         Ok(done)
     }
 
+    /// `migrate_block` on pages of several units: reads each page of the victim that holds a
+    /// valid unit once, packs the valid units (data and OOB record, re-stamped) into whole pages
+    /// and programs each page when it is full, and the last, partly filled one at the end, so
+    /// that every unit is on flash before the victim is erased.
+    fn migrate_units(&mut self, at_ns: Nanos, b: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
+        let stream = self.blocks[b as usize].stream;
+        let first = self.geo.first_page(Pbn(b)).0;
+        let upp = u64::from(self.upp);
+        let mut done = at_ns;
+        let read_status = self.cfg.gc_reads_oob;
+        debug_assert!(self.pack.is_empty());
+        self.pack_data.fill(0xFF);
+        self.pack_oob.fill(0xFF);
+        for page in 0..self.blocks[b as usize].written {
+            if self.blocks[b as usize].valid == 0 && !read_status {
+                break;
+            }
+            let from = Ppn(first + u64::from(page));
+            let issue = if read_status {
+                self.read_status(at_ns, from, purpose)?
+            } else {
+                at_ns
+            };
+            let locs = from.0 * upp..(from.0 + 1) * upp;
+            if self.rmap[locs.start as usize..locs.end as usize]
+                .iter()
+                .all(|&k| k == NO_KEY)
+            {
+                continue;
+            }
+            let r = self
+                .nand
+                .read(issue, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
+            for loc in locs {
+                let key = self.rmap[loc as usize];
+                if key == NO_KEY {
+                    continue;
+                }
+                let slot = (loc % upp) as usize;
+                let i = self.pack.len();
+                let ub = self.unit_bytes;
+                self.pack_data[i * ub..(i + 1) * ub]
+                    .copy_from_slice(&self.mig_data[slot * ub..(slot + 1) * ub]);
+                self.pack_oob[i * OOB_RECORD_BYTES..(i + 1) * OOB_RECORD_BYTES].copy_from_slice(
+                    &self.mig_oob[slot * OOB_RECORD_BYTES..(slot + 1) * OOB_RECORD_BYTES],
+                );
+                self.pack.push((key, Ppn(loc)));
+                if self.pack.len() == self.upp as usize {
+                    done = done.max(self.flush_pack(r.done_ns, stream, purpose)?);
+                }
+            }
+        }
+        if !self.pack.is_empty() {
+            done = done.max(self.flush_pack(done, stream, purpose)?);
+        }
+        debug_assert_eq!(self.blocks[b as usize].valid, 0);
+        Ok(done)
+    }
+
+    /// Programs the packed units into a page of `stream`'s frontier and moves their keys there.
+    fn flush_pack(
+        &mut self,
+        at_ns: Nanos,
+        stream: u8,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
+        let n = self.pack.len();
+        let (to, done) = loop {
+            let (to, t) = self.alloc_page(at_ns, stream, true)?;
+            let inc = self.stamp_of(self.geo.block_of(to).0);
+            for i in 0..n {
+                restamp(
+                    self.cfg.stamp_incarnation,
+                    inc,
+                    &mut self.pack_oob[i * OOB_RECORD_BYTES..(i + 1) * OOB_RECORD_BYTES],
+                );
+            }
+            match self
+                .nand
+                .program(t, to, &self.pack_data, &self.pack_oob, purpose)
+            {
+                Ok(d) => break (to, d.done_ns),
+                Err(NandError::ProgramFailed(_)) => self.retire(self.geo.block_of(to)),
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let to_block = self.geo.block_of(to).0;
+        let pin = self.unpaired_word_line(to_block);
+        let pack = std::mem::take(&mut self.pack);
+        for (i, &(key, from)) in pack.iter().enumerate() {
+            let to_loc = Ppn(to.0 * u64::from(self.upp) + i as u64);
+            self.note_written(to_loc, key);
+            self.last_unpaired = None;
+            self.invalidate(from);
+            if let Some(pin) = pin {
+                let victim = self.geo.block_of(self.page_of(from)).0;
+                self.pin(victim, pin);
+            }
+            self.moves.push(Move {
+                key,
+                stream,
+                from,
+                to: to_loc,
+                purpose,
+            });
+            if purpose == Purpose::WearLevel {
+                self.counts.wl_migrations += 1;
+            } else {
+                self.counts.gc_migrations += 1;
+            }
+        }
+        self.pack = pack;
+        self.pack.clear();
+        self.pack_data.fill(0xFF);
+        self.pack_oob.fill(0xFF);
+        Ok(done)
+    }
+
     /// The OOB-only read of a GC victim's page (`SpaceConfig::gc_reads_oob`); returns when it is
     /// done. A media error (a torn page) is no error here: the reverse map decides what moves.
     fn read_status(&mut self, at_ns: Nanos, ppn: Ppn, purpose: Purpose) -> Result<Nanos, FtlError> {
@@ -1295,6 +1572,11 @@ impl FlashSpace {
     /// cold data rests on worn blocks and the little-worn block joins the hot rotation. One
     /// destination suffices: a block never holds more valid pages than a block has.
     fn migrate_cold(&mut self, at_ns: Nanos, b: u32) -> Result<Nanos, FtlError> {
+        if self.upp > 1 {
+            // Units are repacked through the frontier (a simplification: cold units join the
+            // stream's open blocks instead of resting on the most worn free block).
+            return self.migrate_units(at_ns, b, Purpose::WearLevel);
+        }
         let stream = self.blocks[b as usize].stream;
         let Some(dest) = self.take_most_worn_free() else {
             return self.migrate_block(at_ns, b, Purpose::WearLevel);
@@ -1464,8 +1746,9 @@ impl FlashSpace {
     pub fn check(&self) -> Result<(), String> {
         let mut free = 0;
         for (b, blk) in self.blocks.iter().enumerate() {
-            let first = self.geo.first_page(Pbn(b as u32)).0 as usize;
-            let valid = self.rmap[first..first + self.geo.pages_per_block as usize]
+            let upp = self.upp as usize;
+            let first = self.geo.first_page(Pbn(b as u32)).0 as usize * upp;
+            let valid = self.rmap[first..first + self.geo.pages_per_block as usize * upp]
                 .iter()
                 .filter(|&&k| k != NO_KEY)
                 .count() as u32;
@@ -1475,7 +1758,7 @@ impl FlashSpace {
                     blk.valid
                 ));
             }
-            if blk.valid > blk.written {
+            if blk.valid > blk.written * self.upp {
                 return Err(format!(
                     "block {b}: {} valid of {} written",
                     blk.valid, blk.written
@@ -1552,7 +1835,7 @@ impl FlashSpace {
         } else {
             self.cfg.reserve_blocks
         };
-        let need = valid.div_ceil(u64::from(self.ppb))
+        let need = valid.div_ceil(u64::from(self.ppb * self.upp))
             + u64::from(self.cfg.streams) * keep.len() as u64
             + u64::from(reserve);
         if free_kept < need {

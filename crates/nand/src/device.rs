@@ -754,9 +754,13 @@ impl Nand {
                     correctable: self.cfg.reliability.ecc_correctable_bits,
                 })
             }
-            Fate::Completes => {
-                self.deliver(at_ns, ppn, (pbn, page, &m), (data_offset, data), (oob_offset, oob))
-            }
+            Fate::Completes => self.deliver(
+                at_ns,
+                ppn,
+                (pbn, page, &m),
+                (data_offset, data),
+                (oob_offset, oob),
+            ),
         };
         self.account(op, purpose, ppn.0, die, at_ns, p, slot, &result);
         result.map(|()| Done {

@@ -1,0 +1,172 @@
+//! The controller's write buffer of the page-mapped FTLs on flash pages larger than a logical
+//! page (8 and 16 KiB pages of 4 KiB logical pages; `space.rs`, "Units").
+//!
+//! A flash page can only be programmed whole and once, so 4 KiB writes are gathered in DRAM
+//! until a page's worth has come (then the page is programmed at once), or until FLUSH or FUA
+//! asks for durability (then the partly filled page is programmed with empty slots). A write is
+//! acknowledged when its data is in the buffer: like a real SSD without power-loss protection,
+//! an acknowledged but unflushed write may be lost at power loss; a flushed one never is
+//! (`block_device.rs` contract item 4).
+//!
+//! Space: the buffer holds `capacity_pages` flash pages: the one being gathered plus the pages
+//! whose programs have not completed (a controller keeps a page's data until its program
+//! succeeds, to program it elsewhere if it fails). A write that starts a new page when every
+//! slot is taken waits for the earliest program to complete: back-pressure in virtual time.
+//!
+//! Invariants:
+//! 1. A logical page is in the gathered page at most once: a rewrite before the page is
+//!    programmed replaces its data in place (it costs no flash program).
+//! 2. A read of a logical page in the gathered page returns the buffered data (newer than any
+//!    copy on flash).
+//! 3. Slots in use at time t: the gathered page (if any) plus programs completing after t;
+//!    never more than `capacity_pages`.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use nand::Nanos;
+
+/// The gathered page and the programs in flight. See the module documentation.
+#[derive(Debug)]
+pub(crate) struct WriteBuffer {
+    units: usize,
+    unit_bytes: usize,
+    capacity_pages: usize,
+    /// Logical pages gathered, in arrival order; unit `i`'s data is `data[i]`.
+    lpns: Vec<u64>,
+    data: Vec<u8>,
+    /// Completion times of programmed pages still holding a slot (invariant 3).
+    inflight: BinaryHeap<Reverse<Nanos>>,
+    /// Writes absorbed by a rewrite of a gathered page (invariant 1).
+    pub coalesced: u64,
+}
+
+impl WriteBuffer {
+    pub fn new(units: usize, unit_bytes: usize, capacity_pages: usize) -> WriteBuffer {
+        debug_assert!(units > 1 && capacity_pages >= 1);
+        WriteBuffer {
+            units,
+            unit_bytes,
+            capacity_pages,
+            lpns: Vec::with_capacity(units),
+            data: vec![0; units * unit_bytes],
+            inflight: BinaryHeap::new(),
+            coalesced: 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lpns.is_empty()
+    }
+
+    fn slot_of(&self, lpn: u64) -> Option<usize> {
+        self.lpns.iter().position(|&l| l == lpn)
+    }
+
+    /// Buffers `data` for `lpn` at `at_ns`. Returns when it is in the buffer (later than
+    /// `at_ns` only when a new page must wait for a slot) and whether the gathered page is full
+    /// now (the caller programs it: `take`).
+    pub fn put(&mut self, at_ns: Nanos, lpn: u64, data: &[u8]) -> (Nanos, bool) {
+        debug_assert_eq!(data.len(), self.unit_bytes);
+        if let Some(i) = self.slot_of(lpn) {
+            self.data[i * self.unit_bytes..(i + 1) * self.unit_bytes].copy_from_slice(data);
+            self.coalesced += 1;
+            return (at_ns, false);
+        }
+        let mut t = at_ns;
+        if self.lpns.is_empty() {
+            t = self.admit(at_ns);
+        }
+        let i = self.lpns.len();
+        self.lpns.push(lpn);
+        self.data[i * self.unit_bytes..(i + 1) * self.unit_bytes].copy_from_slice(data);
+        (t, self.lpns.len() == self.units)
+    }
+
+    /// When a new page may start gathering at `at_ns` (invariant 3).
+    fn admit(&mut self, at_ns: Nanos) -> Nanos {
+        while self.inflight.peek().is_some_and(|r| r.0 <= at_ns) {
+            self.inflight.pop();
+        }
+        if self.inflight.len() < self.capacity_pages {
+            return at_ns;
+        }
+        // Every slot is taken: wait for the earliest program to complete.
+        self.inflight.pop().map_or(at_ns, |r| r.0.max(at_ns))
+    }
+
+    /// Copies the buffered data of `lpn` into `out`, if it is buffered (invariant 2).
+    pub fn read(&self, lpn: u64, out: &mut [u8]) -> bool {
+        match self.slot_of(lpn) {
+            Some(i) => {
+                out.copy_from_slice(&self.data[i * self.unit_bytes..(i + 1) * self.unit_bytes]);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drops the gathered logical pages in `lpn..lpn + pages` (a trim); returns how many.
+    pub fn discard(&mut self, lpn: u64, pages: u64) -> usize {
+        let mut dropped = 0;
+        let mut i = 0;
+        while i < self.lpns.len() {
+            if (lpn..lpn + pages).contains(&self.lpns[i]) {
+                let last = self.lpns.len() - 1;
+                self.lpns.swap(i, last);
+                let ub = self.unit_bytes;
+                self.data.copy_within(last * ub..(last + 1) * ub, i * ub);
+                self.lpns.pop();
+                dropped += 1;
+            } else {
+                i += 1;
+            }
+        }
+        dropped
+    }
+
+    /// The gathered page: its logical pages and their data (`unit_bytes` each, in order).
+    pub fn gathered(&self) -> (&[u64], &[u8]) {
+        (&self.lpns, &self.data[..self.lpns.len() * self.unit_bytes])
+    }
+
+    /// The gathered page was programmed, completing at `done_ns`: it keeps a slot until then.
+    pub fn programmed(&mut self, done_ns: Nanos) {
+        self.lpns.clear();
+        self.inflight.push(Reverse(done_ns));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_coalesce_reads_see_the_buffer_and_a_full_buffer_waits_for_a_program() {
+        let mut b = WriteBuffer::new(4, 8, 2);
+        let (t, full) = b.put(10, 7, &[1; 8]);
+        assert_eq!((t, full), (10, false));
+        let (_, full) = b.put(11, 7, &[2; 8]);
+        assert!(!full);
+        assert_eq!(b.coalesced, 1);
+        let mut out = [0u8; 8];
+        assert!(b.read(7, &mut out));
+        assert_eq!(out, [2; 8]);
+        assert!(!b.read(8, &mut out));
+        for l in 8..11 {
+            b.put(12, l, &[l as u8; 8]);
+        }
+        assert_eq!(b.gathered().0, &[7, 8, 9, 10]);
+        b.programmed(1000);
+        // One page in flight, one gathering: the second page starts at once...
+        assert_eq!(b.put(20, 1, &[0; 8]).0, 20);
+        for l in 2..5 {
+            b.put(20, l, &[0; 8]);
+        }
+        b.programmed(2000);
+        // ...the third waits for the first program to complete.
+        assert_eq!(b.put(30, 9, &[0; 8]).0, 1000);
+        assert_eq!(b.discard(9, 1), 1);
+        assert!(b.is_empty());
+    }
+}

@@ -699,15 +699,15 @@ impl<C: MapCache> DftlCore<C> {
         if let Some(wb) = self.wbuf.as_mut() {
             wb.programmed(done);
         }
-        // Follow the new units from now on; apply the moves of older pages (GC before the
-        // program) and settle the uncached ones, so that the lookups below find current
-        // entries in the flash map.
+        // The moves of GC before the program first (their sources may be pages of a victim
+        // erased and reused for this very page: not ours). Then follow the new units, and
+        // settle the uncached moves so that the lookups below find current flash-map entries.
+        self.absorb();
         self.fresh = lpns
             .iter()
             .enumerate()
             .map(|(i, &l)| (l, (first.0 + i as u64) as u32))
             .collect();
-        self.absorb();
         let mut end = self.settle(at_ns)?.max(done);
         for i in 0..lpns.len() {
             let l = lpns[i];

@@ -66,12 +66,27 @@ fn unknown_kinds_and_bad_options_are_typed_errors() {
             );
         }
     }
-    // A 16 KiB-page device cannot hold 4 KiB logical pages one to one.
-    let mlc = Nand::new(DeviceConfig::preset("mlc16k", &[]).unwrap()).unwrap();
-    assert!(matches!(
-        ftl::build("page", mlc, &FtlOptions::default()),
-        Err(FtlError::Config(_))
-    ));
+    // A 16 KiB-page device: the page-mapped FTLs map 4 KiB logical pages into its pages
+    // (four per page); the block-mapped ones map pages one to one and refuse it.
+    let mlc = || {
+        let o = [
+            "geometry.blocks_per_plane=16".to_string(),
+            "store=\"meta\"".into(),
+        ];
+        Nand::new(DeviceConfig::preset("mlc16k", &o).unwrap()).unwrap()
+    };
+    let page = ftl::build("page", mlc(), &FtlOptions::default()).unwrap();
+    let pages = mlc().geometry().pages();
+    assert!(page.capacity_pages() > 3 * pages && page.capacity_pages() < 4 * pages);
+    for kind in ["block", "fast", "amf"] {
+        assert!(
+            matches!(
+                ftl::build(kind, mlc(), &FtlOptions::default()),
+                Err(FtlError::Config(_))
+            ),
+            "{kind}"
+        );
+    }
     // Seed 000's device (one die, 32-byte OOB) works.
     let noftl =
         Nand::new(DeviceConfig::preset("noftl13", &["store=\"meta\"".into()]).unwrap()).unwrap();

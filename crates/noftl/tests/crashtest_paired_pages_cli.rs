@@ -7,14 +7,14 @@
 mod cli_support;
 use cli_support::{noftl, noftl_json};
 
-/// The 16 KiB presets' chips (`mlc16k`, `tlc16k`) on a small device with 4 KiB pages: four dies,
-/// ten blocks per plane, 64-page MLC or 96-page TLC blocks.
-fn shrunk(preset: &str) -> Vec<String> {
+/// The 16 KiB presets' chips (`mlc16k`, `tlc16k`) on a small device with `page_bytes` pages (4
+/// KiB: one logical page per flash page; 16 KiB: four, through the FTL's write buffer): four
+/// dies, ten blocks per plane, 64-page MLC or 96-page TLC blocks.
+fn shrunk(preset: &str, page_bytes: u32) -> Vec<String> {
     let ppb = if preset == "mlc16k" { 64 } else { 96 };
     let mut a = vec!["--preset".to_string(), preset.to_string()];
     for s in [
-        "geometry.page_size_bytes=4096".to_string(),
-        "geometry.oob_size_bytes=128".into(),
+        format!("geometry.page_size_bytes={page_bytes}"),
         "geometry.channels=2".into(),
         "geometry.chips_per_channel=2".into(),
         "geometry.blocks_per_plane=10".into(),
@@ -29,10 +29,16 @@ fn shrunk(preset: &str) -> Vec<String> {
 }
 
 #[test]
-fn tpcb_crashtest_on_mlc_and_tlc_keeps_every_acknowledged_commit_on_page_and_dftl() {
-    for preset in ["mlc16k", "tlc16k"] {
+fn tpcb_crashtest_on_mlc_and_tlc_with_4k_and_16k_pages_keeps_every_acknowledged_commit_on_page_and_dftl(
+) {
+    for (preset, page_bytes) in [
+        ("mlc16k", 4096),
+        ("tlc16k", 4096),
+        ("mlc16k", 16384),
+        ("tlc16k", 16384),
+    ] {
         for ftl in ["page", "dftl"] {
-            let dev = shrunk(preset);
+            let dev = shrunk(preset, page_bytes);
             let mut args = vec![
                 "crashtest",
                 "--workload",
@@ -45,7 +51,7 @@ fn tpcb_crashtest_on_mlc_and_tlc_keeps_every_acknowledged_commit_on_page_and_dft
             ];
             args.extend(dev.iter().map(String::as_str));
             let v = noftl_json(&args);
-            assert_eq!(v["verified"], 30, "{preset} {ftl}: {v}");
+            assert_eq!(v["verified"], 30, "{preset} {page_bytes} {ftl}: {v}");
             let inside = v["faults_inside_workload"].as_u64().unwrap_or(0);
             assert!(
                 inside >= 25,

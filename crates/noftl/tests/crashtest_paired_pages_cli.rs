@@ -46,12 +46,12 @@ fn tpcb_crashtest_on_mlc_and_tlc_with_4k_and_16k_pages_keeps_every_acknowledged_
                 "--storage",
                 ftl,
                 "--seeds",
-                "30",
+                "15",
                 "--json",
             ];
             args.extend(dev.iter().map(String::as_str));
             let v = noftl_json(&args);
-            assert_eq!(v["verified"], 30, "{preset} {page_bytes} {ftl}: {v}");
+            assert_eq!(v["verified"], 15, "{preset} {page_bytes} {ftl}: {v}");
             let inside = v["faults_inside_workload"].as_u64().unwrap_or(0);
             assert!(
                 inside >= 25,

@@ -542,10 +542,15 @@ fn block_result(
         wl_migrations: after.gc.wl_migrations - before.gc.wl_migrations,
         wl_erases: after.gc.wl_erases - before.gc.wl_erases,
     };
+    // Bytes programmed over bytes the host wrote: a program of a flash page of several 4 KiB
+    // logical pages writes that many of them, full or not (ftl block_device.rs).
+    let units = dev.nand().map_or(1, |n| {
+        (n.geometry().page_size_bytes as usize / ftl::LOGICAL_PAGE_BYTES).max(1) as u64
+    });
     let waf = if host.writes == 0 {
         0.0
     } else {
-        (flash.programs + flash.partial_programs) as f64 / host.writes as f64
+        ((flash.programs + flash.partial_programs) * units) as f64 / host.writes as f64
     };
     let mut r = IoResult::measured(
         args,

@@ -1,6 +1,7 @@
 //! `noftl`: the command line of the NAND emulator, the FTLs, the engine and the benchmarks.
 
 mod cli;
+mod limits;
 mod nbd;
 mod targets;
 

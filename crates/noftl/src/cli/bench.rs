@@ -21,6 +21,7 @@ use storage::sched::{run_real, run_virtual, VirtualOptions};
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
 use super::common::DeviceArgs;
+use crate::limits::{self, LimitError, MemoryPlan};
 use crate::targets::{self, FtlKnobs, TargetArgs};
 
 #[derive(Debug, Subcommand)]
@@ -344,6 +345,7 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
     if args.txns.is_none() && args.duration.is_none() {
         bail!("give --txns N or --duration D");
     }
+    check_counts(args)?;
     let until = args
         .duration
         .as_deref()
@@ -355,6 +357,70 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
         other => bail!("--clock is virtual or real, not '{other}'"),
     };
     Ok((until, virtual_clock))
+}
+
+/// The counts of a bench run, in their meaningful ranges (crate::limits): 0 transactions, 0
+/// terminals, scale 0 or an empty buffer pool would run nothing, or nothing meaningful.
+pub(super) fn check_counts(args: &BenchArgs) -> Result<(), LimitError> {
+    limits::at_least_one(
+        "--scale",
+        u64::from(args.scale),
+        "the database would be empty",
+    )?;
+    limits::at_least_one(
+        "--terminals",
+        u64::from(args.terminals),
+        "nobody would run a transaction",
+    )?;
+    if let Some(n) = args.txns {
+        limits::at_least_one(
+            "--txns",
+            n,
+            "a run of 0 transactions per terminal measures nothing",
+        )?;
+    }
+    if let Some(frames) = args.buffer_pages {
+        limits::in_range(
+            "--buffer-pages",
+            frames as u64,
+            MIN_BUFFER_FRAMES,
+            u64::MAX,
+            "the engine pins a few pages at once (a B+-tree path, a heap page) and needs room to evict",
+        )?;
+    }
+    Ok(())
+}
+
+/// The smallest buffer pool accepted: the pages one operation can pin at once (a root-to-leaf
+/// path of a B+-tree and a split, a heap page, catalog pages), with room to spare.
+const MIN_BUFFER_FRAMES: u64 = 16;
+
+/// The memory a bench run will need, computed before anything is built or loaded, checked
+/// against what the machine has (crate::limits): the device's metadata, the database's pages
+/// when the device keeps them in RAM (every target but `--storage file`), the buffer pool and
+/// the terminals.
+pub(super) fn check_memory(args: &BenchArgs, need_pages: u64, frames: usize) -> anyhow::Result<()> {
+    let cfg = args.device.load()?;
+    let mut plan = MemoryPlan::new();
+    plan.device(&cfg);
+    if args.storage != "file" {
+        plan.add(
+            format!("the database in the emulated device's RAM ({need_pages} pages)"),
+            limits::written_data_bytes(need_pages, args.page_size as u64),
+        );
+    }
+    plan.add(
+        format!("{frames} buffer frames"),
+        (frames as u64).saturating_mul(args.page_size as u64),
+    );
+    plan.add(
+        format!("{} terminals", args.terminals),
+        u64::from(args.terminals).saturating_mul(limits::TERMINAL_BYTES),
+    );
+    plan.check(
+        "use a smaller --scale, fewer --terminals or --buffer-pages, or a machine with more memory",
+    )?;
+    Ok(())
 }
 
 /// The page store of `--storage` and its name.
@@ -411,9 +477,11 @@ pub(super) fn sized_frames(
             gib(have_pages)
         );
     }
-    Ok(args
+    let frames = args
         .buffer_pages
-        .unwrap_or(((need_pages as f64 * 0.02) as usize).max(256)))
+        .unwrap_or(((need_pages as f64 * 0.02) as usize).max(256));
+    check_memory(args, need_pages, frames)?;
+    Ok(frames)
 }
 
 /// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
@@ -456,6 +524,15 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
     }
     let (until, virtual_clock) = run_plan(&args)?;
+    // Accounts and tellers are numbered by 32-bit ids.
+    let accounts = u64::from(args.scale) * u64::from(args.accounts_per_branch);
+    limits::in_range(
+        "--scale x --accounts-per-branch",
+        accounts,
+        1,
+        u64::from(u32::MAX),
+        "accounts are numbered by 32-bit ids",
+    )?;
     let cfg = TpcbConfig {
         scale: args.scale,
         tellers_per_branch: 10,

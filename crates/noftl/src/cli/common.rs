@@ -57,8 +57,7 @@ pub fn emit_json(
             println!("{json}");
             return Ok(false);
         }
-        Some(p) => std::fs::write(p, format!("{json}\n"))
-            .with_context(|| format!("cannot write {}", p.display()))?,
+        Some(p) => crate::output::write_atomic(p, format!("{json}\n").as_bytes())?,
         None => {}
     }
     Ok(true)

@@ -857,6 +857,9 @@ fn r4(x: f64) -> f64 {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.json {
+        crate::output::check_writable(p)?;
+    }
     if !args.paper {
         if args.workload == "all" {
             bail!("--workload all is for --paper (the paper's six scales, TPC-B and TPC-C)");

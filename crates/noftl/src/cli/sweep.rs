@@ -463,10 +463,7 @@ fn prepare_out(out: &Path, plan: &Plan, resume: bool) -> anyhow::Result<()> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    Ok(crate::output::write_atomic(path, bytes)?)
 }
 
 /// Runs `todo` with up to `jobs` children at once, within the memory budget.

@@ -51,6 +51,9 @@ pub struct BenchArgs {
     /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
+    /// --storage file: use --path even if it holds something that is not a noftl database.
+    #[arg(long)]
+    pub force: bool,
     /// Branches (10 tellers and 100,000 accounts each).
     #[arg(long, default_value_t = 1)]
     pub scale: u32,
@@ -182,6 +185,10 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
             .context("--storage file needs --path FILE")?;
         let cfg = args.device.load()?;
         let pages = cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64;
+        crate::filelock::hold(&path, "--path")?;
+        if !args.force {
+            refuse_foreign_file(&path)?;
+        }
         return Ok(Box::new(
             storage::filedev::FileDevice::open(&path, pages)
                 .with_context(|| format!("cannot open {}", path.display()))?,
@@ -194,6 +201,32 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
         image: None,
     };
     targets::build(&t)
+}
+
+/// `--storage file` writes a database over the file: refuse one that holds something else (no
+/// master record of the engine in either slot: the first two 4 KiB pages) unless `--force`.
+/// An empty file is new (the lock creates a missing one empty).
+fn refuse_foreign_file(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut slot = vec![0u8; storage::pagestore::LOG_BLOCK_BYTES];
+    let ours = (0..2u64).any(|i| {
+        f.read_exact_at(&mut slot, i * storage::pagestore::LOG_BLOCK_BYTES as u64)
+            .is_ok()
+            && storage::engine::is_master_record(&slot)
+    });
+    if !ours {
+        bail!(
+            "{} holds {} that is not a noftl database (no master record): refusing to overwrite it; give --force to use it anyway, or another --path",
+            path.display(),
+            crate::limits::Bytes(len)
+        );
+    }
+    Ok(())
 }
 
 /// Counters of the flash and the flash management below a page store, at one moment.
@@ -346,6 +379,9 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
         bail!("give --txns N or --duration D");
     }
     check_counts(args)?;
+    if let Some(p) = &args.json {
+        crate::output::check_writable(p)?;
+    }
     let until = args
         .duration
         .as_deref()

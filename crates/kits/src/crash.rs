@@ -537,6 +537,7 @@ pub(crate) fn tpcb_native_setup(o: &CrashOptions) -> NativeSetup {
     NativeSetup {
         blocks_per_plane: crate::crash_native::CRASH_BLOCKS_PER_PLANE,
         store: crash_store_config(o),
+        aged_fraction: 1.0,
     }
 }
 

@@ -186,9 +186,6 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
         let cfg = args.device.load()?;
         let pages = cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64;
         crate::filelock::hold(&path, "--path")?;
-        if !args.force {
-            refuse_foreign_file(&path)?;
-        }
         return Ok(Box::new(
             storage::filedev::FileDevice::open(&path, pages)
                 .with_context(|| format!("cannot open {}", path.display()))?,
@@ -560,6 +557,12 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
     }
     let (until, virtual_clock) = run_plan(&args)?;
+    // Someone else's file is refused before anything opens, sizes or writes it (and the run
+    // that creates the file then finds its own database in it).
+    if let (Some(path), "file", false) = (&args.path, args.storage.as_str(), args.force) {
+        crate::filelock::hold(path, "--path")?;
+        refuse_foreign_file(path)?;
+    }
     // Accounts and tellers are numbered by 32-bit ids.
     let accounts = u64::from(args.scale) * u64::from(args.accounts_per_branch);
     limits::in_range(

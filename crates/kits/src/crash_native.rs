@@ -7,10 +7,11 @@
 //!
 //! The device is small (for TPC-B a `tiny` variant of 64 blocks of 16 pages, 42% spare, a
 //! 256-block log) and aged before the database is created, as `crash::age` ages an FTL: every
-//! DB page is written once (zeros) and a seeded quarter of them again, through the store, so
-//! that its blocks hold a mix of valid and stale pages and no free space is left but the
-//! spare. The workload's writes then make the store collect garbage, and the cut can fall on a
-//! GC copy (its read or its program), a GC erase, or a map checkpoint written while collecting.
+//! DB page is written once (zeros), then seeded random pages again until the store has started
+//! collecting garbage, through the store, so that its blocks hold a mix of valid and stale
+//! pages and its free blocks are down to the collection threshold. The workload's writes then
+//! make the store collect garbage, and the cut can fall on a GC copy (its read or its program),
+//! a GC erase, or a map checkpoint written while collecting.
 //! (Without ageing the database and the workload fit in the free blocks, and no cut of 2,000
 //! seeds landed on GC.) The aged pages the engine never allocates stay valid until the restart's
 //! `retain_allocated` frees them.
@@ -124,8 +125,11 @@ impl NativeSetup {
 }
 
 /// Ages the store as `crash::age` ages an FTL: writes zeros over the first `fraction` of its DB
-/// pages, then over a seeded random quarter of those again, page by page, and syncs. Zeros read
-/// as a never-written page to the engine, so the database still finds an empty device.
+/// pages, then over seeded random ones of those again, page by page, until the store has erased
+/// a block to reclaim space (at least a quarter of them, at most eight times as many: the 42%
+/// spare of the crash devices takes more than `crash::age`'s one quarter to use up), and
+/// syncs. Zeros read as a never-written page to the engine, so the database still finds an
+/// empty device.
 fn age(store: &mut NativeStore, fraction: f64, seed: u64) -> Result<()> {
     let db_pages = store.db_pages();
     let pages = ((db_pages as f64 * fraction.clamp(0.0, 1.0)) as u64).min(db_pages);
@@ -140,9 +144,12 @@ fn age(store: &mut NativeStore, fraction: f64, seed: u64) -> Result<()> {
         t = store.write_page(t, pid as storage::PageId, &zeros, hint)?;
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xA9E);
-    for _ in 0..pages / 4 {
+    let collecting = |st: &NativeStore| st.device_report().is_some_and(|r| r.gc.erases > 0);
+    let mut n = 0;
+    while pages > 0 && n < 8 * pages && (n < pages / 4 || !collecting(store)) {
         let pid = rng.random_range(0..pages) as storage::PageId;
         t = store.write_page(t, pid, &zeros, hint)?;
+        n += 1;
     }
     store.sync_pages(t)?;
     Ok(())

@@ -182,7 +182,7 @@ fn meta_context(
     // SET selects by full name only; LIST also answers the namespace query "base:" and,
     // given no query at all, lists every context.
     let matched = if set {
-        req.queries.iter().any(|q| *q == ours)
+        req.queries.contains(&ours)
     } else {
         req.queries.is_empty() || req.queries.iter().any(|q| *q == ours || *q == b"base:")
     };

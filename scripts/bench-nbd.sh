@@ -3,6 +3,8 @@
 #
 #   scripts/bench-nbd.sh iops      # --clock none vs `nbdkit memory`: 4 KiB randread/randwrite, QD1 and QD16
 #   scripts/bench-nbd.sh latency   # --clock real, QD1: fio's latency vs the device model's
+#   scripts/bench-nbd.sh multiconn # --clock none, 4 connections (fio numjobs=4, nbdcopy
+#                                  # --connections=4) on the page FTL and memdisk vs `nbdkit memory`
 #
 # Environment:
 #   NOFTL      the binary (default target/release/noftl; build with cargo build --release -p noftl)
@@ -10,6 +12,7 @@
 #              run measures the server's own overhead; e.g. TARGET="--target page --preset tiny")
 #   SIZE       export size for the IOPS run (default 1G: memdisk on the noftl13 preset)
 #   RUNTIME    seconds per fio run (default 10)
+#   JOBS       connections of the multiconn run (default 4)
 #   OUT        directory for logs and JSON (default: a temp dir, printed)
 #
 # Prints one line per run; `docs/PERFORMANCE.md` records results.
@@ -33,10 +36,12 @@ trap cleanup EXIT
 
 wait_socket() { for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done; echo "no socket $1" >&2; exit 1; }
 
-# fio_run NAME URI RW QD -> prints "iops clat_mean_us clat_p50_us clat_p99_us"
+# fio_run NAME URI RW QD [JOBS] -> prints "iops clat_mean_us clat_p50_us clat_p99_us"
+# (JOBS > 1: that many jobs, each on its own connection, reported as one group)
 fio_run() {
-  local name=$1 uri=$2 rw=$3 qd=$4
+  local name=$1 uri=$2 rw=$3 qd=$4 jobs=${5:-1}
   fio --name="$name" --ioengine=nbd --uri="$uri" --rw="$rw" --bs=4k --iodepth="$qd" \
+      --numjobs="$jobs" --group_reporting \
       --size="$SIZE" --time_based --runtime="$RUNTIME" --ramp_time=1 --randseed=42 \
       --output-format=json --output="$OUT/$name.json" >/dev/null
   python3 - "$OUT/$name.json" "$rw" <<'EOF'
@@ -101,6 +106,56 @@ EOF
 )
     printf '%-10s %10s %12s %12s %14s %14s\n' "$rw" "$iops" "$mean" "$p50" "$model" "$served"
   done
+elif [ "$MODE" = multiconn ]; then
+  command -v nbdkit >/dev/null || { echo "nbdkit missing" >&2; exit 1; }
+  JOBS=${JOBS:-4}
+  SP=$OUT/page.sock SM=$OUT/memdisk.sock SK=$OUT/nbdkit.sock
+  rm -f "$SP" "$SM" "$SK"
+  # The page FTL on the default preset (noftl13: 1 GiB of flash, 7% spare), memdisk of the
+  # same preset, and nbdkit memory of the page FTL's exported size.
+  "$NOFTL" serve --target page --clock none --socket "$SP" --stats-file "$OUT/page-stats.json" 2>"$OUT/page.log" &
+  PIDS+=($!)
+  "$NOFTL" serve --target memdisk --clock none --socket "$SM" --stats-file "$OUT/memdisk-stats.json" 2>"$OUT/memdisk.log" &
+  PIDS+=($!)
+  wait_socket "$SP"; wait_socket "$SM"
+  UP="nbd+unix:///?socket=$SP" UM="nbd+unix:///?socket=$SM" UK="nbd+unix:///?socket=$SK"
+  SIZE=$(nbdinfo --size "$UP")
+  nbdkit -f -U "$SK" memory "$SIZE" 2>"$OUT/nbdkit.log" &
+  PIDS+=($!)
+  wait_socket "$SK"
+  for u in "$UP" "$UM" "$UK"; do
+    nbdinfo --can multi-conn "$u" || { echo "$u does not offer multi-conn" >&2; exit 1; }
+  done
+  # nbdcopy over $JOBS connections: a file of the export's size in, then out (wall seconds).
+  head -c "$SIZE" /dev/urandom > "$OUT/src.bin"
+  printf '%-14s %-8s %12s\n' server copy seconds
+  for srv in page memdisk nbdkit; do
+    case $srv in page) u=$UP;; memdisk) u=$UM;; nbdkit) u=$UK;; esac
+    for dir in in out; do
+      t0=$(date +%s%N)
+      if [ $dir = in ]; then
+        nbdcopy --connections="$JOBS" --threads="$JOBS" "$OUT/src.bin" "$u"
+      else
+        nbdcopy --connections="$JOBS" --threads="$JOBS" "$u" "$OUT/dst-$srv.bin"
+      fi
+      t1=$(date +%s%N)
+      printf '%-14s %-8s %12s\n' "$srv" "$dir" "$(awk "BEGIN { printf \"%.2f\", ($t1 - $t0) / 1e9 }")"
+    done
+    # (memdisk exports the whole preset, a little more than the page FTL: its tail stays zero)
+    cmp -s -n "$SIZE" "$OUT/src.bin" "$OUT/dst-$srv.bin" || { echo "$srv: data copied out differs" >&2; exit 1; }
+    rm -f "$OUT/dst-$srv.bin"
+  done
+  # Every export now holds the data written once (nbdcopy in), so reads hit data.
+  printf '%-10s %-4s %-5s %-14s %10s %10s %10s %10s\n' rw qd conns server iops mean_us p50_us p99_us
+  for rw in randread randwrite; do
+    for qd in 1 4 16; do
+      for srv in page memdisk nbdkit; do
+        case $srv in page) u=$UP;; memdisk) u=$UM;; nbdkit) u=$UK;; esac
+        read -r iops mean p50 p99 < <(fio_run "$srv-$rw-qd$qd-j$JOBS" "$u" "$rw" "$qd" "$JOBS")
+        printf '%-10s %-4s %-5s %-14s %10s %10s %10s %10s\n' "$rw" "$qd" "$JOBS" "$srv" "$iops" "$mean" "$p50" "$p99"
+      done
+    done
+  done
 else
-  echo "usage: $0 iops|latency" >&2; exit 2
+  echo "usage: $0 iops|latency|multiconn" >&2; exit 2
 fi

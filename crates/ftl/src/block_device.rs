@@ -171,6 +171,13 @@ pub trait BlockDevice: Send {
     fn into_nand(self: Box<Self>) -> Option<Nand> {
         None
     }
+    /// Whether logical page `lpn` holds data, if the device can tell from its map alone (no
+    /// flash operation): `Some(false)` means trimmed or never written, so it reads as zeros.
+    /// `None` (the default): cannot tell cheaply. NBD's `base:allocation` reports holes from it.
+    fn mapped(&self, lpn: u64) -> Option<bool> {
+        let _ = lpn;
+        None
+    }
     /// Idle-time work (background garbage collection of at most `max_victims` blocks); returns
     /// when it is done. Devices with nothing to do return `at_ns`.
     fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
@@ -237,5 +244,8 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
         (**self).background(at_ns, max_victims)
+    }
+    fn mapped(&self, lpn: u64) -> Option<bool> {
+        (**self).mapped(lpn)
     }
 }

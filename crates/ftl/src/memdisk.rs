@@ -62,6 +62,9 @@ impl BlockDevice for MemDisk {
         self.host.trims += pages;
         Ok(at_ns)
     }
+    fn mapped(&self, lpn: u64) -> Option<bool> {
+        self.pages.get(lpn as usize).map(Option::is_some)
+    }
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
         self.host.flushes += 1;
         Ok(at_ns)

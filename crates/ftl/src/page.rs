@@ -245,6 +245,11 @@ impl BlockDevice for PageFtl {
         self.map.len() as u64
     }
 
+    /// The whole map is in RAM (invariant 1): an unmapped page is trimmed or never written.
+    fn mapped(&self, lpn: u64) -> Option<bool> {
+        self.map.get(lpn as usize).map(|&p| p != UNMAPPED)
+    }
+
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
         check_request(lpn, buf.len(), self.capacity_pages())?;
         let mut end = at_ns;

@@ -6,8 +6,15 @@
 //! [`NativeSetup`] sizes.
 //!
 //! The device is small (for TPC-B a `tiny` variant of 64 blocks of 16 pages, 42% spare, a
-//! 256-block log) so that garbage collection runs during the workload and the cut can fall
-//! inside a GC copy or erase.
+//! 256-block log) and aged before the database is created, as `crash::age` ages an FTL: every
+//! DB page is written once (zeros), then seeded random pages again until the store has started
+//! collecting garbage, through the store, so that its blocks hold a mix of valid and stale
+//! pages and its free blocks are down to the collection threshold. The workload's writes then
+//! make the store collect garbage, and the cut can fall on a GC copy (its read or its program),
+//! a GC erase, or a map checkpoint written while collecting.
+//! (Without ageing the database and the workload fit in the free blocks, and no cut of 2,000
+//! seeds landed on GC.) The aged pages the engine never allocates stay valid until the restart's
+//! `retain_allocated` frees them.
 //!
 //! The fault's operation: a dry run of the same seed without a fault on an identical device
 //! counts and names the workload's flash operations (`crash::OpCount`); the fault is drawn from
@@ -35,6 +42,7 @@
 use nand::{DeviceConfig, FaultPlan, Nand};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use storage::pagestore::{PageKind, WriteHint};
 use storage::{Engine, Error, NativeConfig, NativeStore, PageStore, Result};
 
 use crate::crash::{CrashOptions, CrashOutcome, CrashWorkload, Fault, OpCount, Tpcb};
@@ -104,6 +112,9 @@ pub(crate) struct NativeSetup {
     /// The seed's flash is `tiny` with this many blocks per plane ([`tiny_device`]).
     pub blocks_per_plane: u32,
     pub store: NativeConfig,
+    /// DB pages written (zeros) before the database is created, as a fraction of them
+    /// ([`age`]).
+    pub aged_fraction: f64,
 }
 
 impl NativeSetup {
@@ -113,9 +124,41 @@ impl NativeSetup {
     }
 }
 
-/// The database loaded on a freshly formatted device.
+/// Ages the store as `crash::age` ages an FTL: writes zeros over the first `fraction` of its DB
+/// pages, then over seeded random ones of those again, page by page, until the store has erased
+/// a block to reclaim space (at least a quarter of them, at most eight times as many: the 42%
+/// spare of the crash devices takes more than `crash::age`'s one quarter to use up), and
+/// syncs. Zeros read as a never-written page to the engine, so the database still finds an
+/// empty device.
+fn age(store: &mut NativeStore, fraction: f64, seed: u64) -> Result<()> {
+    let db_pages = store.db_pages();
+    let pages = ((db_pages as f64 * fraction.clamp(0.0, 1.0)) as u64).min(db_pages);
+    let zeros = vec![0u8; store.page_bytes()];
+    // Placement only: the pages belong to no object the engine will create.
+    let hint = WriteHint {
+        object: 0,
+        kind: PageKind::Heap,
+    };
+    let mut t = 0;
+    for pid in 0..pages {
+        t = store.write_page(t, pid as storage::PageId, &zeros, hint)?;
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xA9E);
+    let collecting = |st: &NativeStore| st.device_report().is_some_and(|r| r.gc.erases > 0);
+    let mut n = 0;
+    while pages > 0 && n < 8 * pages && (n < pages / 4 || !collecting(store)) {
+        let pid = rng.random_range(0..pages) as storage::PageId;
+        t = store.write_page(t, pid, &zeros, hint)?;
+        n += 1;
+    }
+    store.sync_pages(t)?;
+    Ok(())
+}
+
+/// The database loaded on a freshly formatted, aged device.
 fn prepare<W: CrashWorkload>(w: &W, s: &NativeSetup, seed: u64) -> Result<(Engine, W::Loaded)> {
-    let store = NativeStore::format(s.device(seed)?, s.store.clone())?;
+    let mut store = NativeStore::format(s.device(seed)?, s.store.clone())?;
+    age(&mut store, s.aged_fraction, seed)?;
     let mut e = Engine::create(Box::new(store), w.engine_config())?;
     let l = w.load(&mut e, seed)?;
     Ok((e, l))

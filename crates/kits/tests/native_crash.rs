@@ -156,3 +156,20 @@ fn tpcb_on_native_collects_garbage_and_survives_a_clean_restart() {
     .unwrap();
     assert!(tpcb::check(&mut e, o.tpcb).unwrap().passed());
 }
+
+/// Known bug (issue 16): on a native store aged as the power-cut runs age it, a failed flash
+/// operation (media error) during the workload leaves a restart that fails with "corrupt region
+/// table" (about half of these seeds). Media-error runs therefore use the unaged device
+/// (`CrashOptions::age_native_for_media_errors` is off by default); remove the `ignore` when
+/// the native store's recovery is fixed.
+#[test]
+#[ignore = "known bug: corrupt region table after a media error on an aged native store"]
+fn aged_native_store_recovers_after_failed_flash_operations() {
+    let o = CrashOptions {
+        fault: Fault::IoError,
+        age_native_for_media_errors: true,
+        ..CrashOptions::default()
+    };
+    let s = sweep(200..220, &o);
+    assert!(s.bad.is_empty(), "{:#?}", s.bad);
+}

@@ -1,7 +1,10 @@
 //! `noftl`: the command line of the NAND emulator, the FTLs, the engine and the benchmarks.
 
 mod cli;
+mod filelock;
+mod limits;
 mod nbd;
+mod output;
 mod targets;
 
 use clap::Parser;

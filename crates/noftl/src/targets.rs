@@ -78,9 +78,15 @@ pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
         kind if ftl::options::KINDS.contains(&kind) => {
             let cfg = t.device.load()?;
             let opts = t.ftl_options(cfg.seed)?;
+            // Locked before it is looked at, created or recovered (filelock invariant 1); the
+            // lock creates a missing image empty, so "exists" means "holds something".
+            if let Some(path) = &t.image {
+                crate::filelock::hold(path, "--image")?;
+            }
+            let holds_image = |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.len() > 0);
             match &t.image {
                 None => Ok(ftl::build(kind, Nand::new(cfg)?, &opts)?),
-                Some(path) if path.exists() => {
+                Some(path) if holds_image(path) => {
                     let nand = Nand::open_image(path)
                         .with_context(|| format!("cannot reopen {}", path.display()))?;
                     if nand.config() != &cfg {

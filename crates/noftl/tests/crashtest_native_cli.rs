@@ -75,3 +75,33 @@ fn compare_paper_refuses_workloads_seed_000_gives_no_scales_for() {
         );
     }
 }
+
+/// Issue 16, item 8: the native harness never aged its device, so of 2,000 cuts not one landed
+/// on a GC program, GC read or erase. Aged now, as the FTL harness ages its device, some of a
+/// few dozen cuts land on GC, for TPC-B and TPC-C alike, and every recovery still verifies.
+#[test]
+fn native_crash_cuts_land_on_garbage_collection_of_the_aged_device() {
+    for (workload, seeds) in [("tpcb", "40"), ("tpcc", "30")] {
+        let v = noftl_json(&[
+            "crashtest",
+            "--workload",
+            workload,
+            "--storage",
+            "native",
+            "--seeds",
+            seeds,
+            "--json",
+        ]);
+        assert_eq!(v["verified"], v["seeds"], "{v}");
+        let landed = v["faults_landed_on"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let on_gc: u64 = landed
+            .iter()
+            .filter(|(op, _)| op.ends_with(" gc"))
+            .map(|(_, n)| n.as_u64().unwrap_or(0))
+            .sum();
+        assert!(on_gc > 0, "{workload}: no cut landed on GC: {landed:?}");
+    }
+}

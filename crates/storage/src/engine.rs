@@ -129,6 +129,13 @@ pub(crate) struct Txn {
 const MASTER_MAGIC: u32 = u32::from_le_bytes(*b"NMST");
 const FORMAT_VERSION: u32 = 1;
 
+/// Whether `slot` (a master-record slot as read from a page store: `LOG_BLOCK_BYTES`) holds a
+/// valid master record of this engine: tools use it to tell a noftl database from someone
+/// else's file before writing over it.
+pub fn is_master_record(slot: &[u8]) -> bool {
+    slot.len() == LOG_BLOCK_BYTES && Master::decode(slot).is_some()
+}
+
 /// The master record (one of two slots).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Master {

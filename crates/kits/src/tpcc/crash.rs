@@ -87,6 +87,7 @@ fn native_setup(o: &TpccCrashOptions) -> NativeSetup {
             spare_factor: 0.42,
             ..NativeConfig::default()
         },
+        aged_fraction: crate::crash::native_aged_fraction(o.fault, false),
     }
 }
 

@@ -21,6 +21,7 @@ use storage::sched::{run_real, run_virtual, VirtualOptions};
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
 use super::common::DeviceArgs;
+use crate::limits::{self, LimitError, MemoryPlan};
 use crate::targets::{self, FtlKnobs, TargetArgs};
 
 #[derive(Debug, Subcommand)]
@@ -50,6 +51,9 @@ pub struct BenchArgs {
     /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
+    /// --storage file: use --path even if it holds something that is not a noftl database.
+    #[arg(long)]
+    pub force: bool,
     /// Branches (10 tellers and 100,000 accounts each).
     #[arg(long, default_value_t = 1)]
     pub scale: u32,
@@ -183,6 +187,7 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
             .context("--storage file needs --path FILE")?;
         let cfg = args.device.load()?;
         let pages = cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64;
+        crate::filelock::hold(&path, "--path")?;
         return Ok(Box::new(
             storage::filedev::FileDevice::open(&path, pages)
                 .with_context(|| format!("cannot open {}", path.display()))?,
@@ -195,6 +200,32 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
         image: None,
     };
     targets::build(&t)
+}
+
+/// `--storage file` writes a database over the file: refuse one that holds something else (no
+/// master record of the engine in either slot: the first two 4 KiB pages) unless `--force`.
+/// An empty file is new (the lock creates a missing one empty).
+fn refuse_foreign_file(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut slot = vec![0u8; storage::pagestore::LOG_BLOCK_BYTES];
+    let ours = (0..2u64).any(|i| {
+        f.read_exact_at(&mut slot, i * storage::pagestore::LOG_BLOCK_BYTES as u64)
+            .is_ok()
+            && storage::engine::is_master_record(&slot)
+    });
+    if !ours {
+        bail!(
+            "{} holds {} that is not a noftl database (no master record): refusing to overwrite it; give --force to use it anyway, or another --path",
+            path.display(),
+            crate::limits::Bytes(len)
+        );
+    }
+    Ok(())
 }
 
 /// Counters of the flash and the flash management below a page store, at one moment.
@@ -350,6 +381,10 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
     if args.txns.is_none() && args.duration.is_none() {
         bail!("give --txns N or --duration D");
     }
+    check_counts(args)?;
+    if let Some(p) = &args.json {
+        crate::output::check_writable(p)?;
+    }
     let until = args
         .duration
         .as_deref()
@@ -361,6 +396,70 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
         other => bail!("--clock is virtual or real, not '{other}'"),
     };
     Ok((until, virtual_clock))
+}
+
+/// The counts of a bench run, in their meaningful ranges (crate::limits): 0 transactions, 0
+/// terminals, scale 0 or an empty buffer pool would run nothing, or nothing meaningful.
+pub(super) fn check_counts(args: &BenchArgs) -> Result<(), LimitError> {
+    limits::at_least_one(
+        "--scale",
+        u64::from(args.scale),
+        "the database would be empty",
+    )?;
+    limits::at_least_one(
+        "--terminals",
+        u64::from(args.terminals),
+        "nobody would run a transaction",
+    )?;
+    if let Some(n) = args.txns {
+        limits::at_least_one(
+            "--txns",
+            n,
+            "a run of 0 transactions per terminal measures nothing",
+        )?;
+    }
+    if let Some(frames) = args.buffer_pages {
+        limits::in_range(
+            "--buffer-pages",
+            frames as u64,
+            MIN_BUFFER_FRAMES,
+            u64::MAX,
+            "the engine pins a few pages at once (a B+-tree path, a heap page) and needs room to evict",
+        )?;
+    }
+    Ok(())
+}
+
+/// The smallest buffer pool accepted: the pages one operation can pin at once (a root-to-leaf
+/// path of a B+-tree and a split, a heap page, catalog pages), with room to spare.
+const MIN_BUFFER_FRAMES: u64 = 16;
+
+/// The memory a bench run will need, computed before anything is built or loaded, checked
+/// against what the machine has (crate::limits): the device's metadata, the database's pages
+/// when the device keeps them in RAM (every target but `--storage file`), the buffer pool and
+/// the terminals.
+pub(super) fn check_memory(args: &BenchArgs, need_pages: u64, frames: usize) -> anyhow::Result<()> {
+    let cfg = args.device.load()?;
+    let mut plan = MemoryPlan::new();
+    plan.device(&cfg);
+    if args.storage != "file" {
+        plan.add(
+            format!("the database in the emulated device's RAM ({need_pages} pages)"),
+            limits::written_data_bytes(need_pages, args.page_size as u64),
+        );
+    }
+    plan.add(
+        format!("{frames} buffer frames"),
+        (frames as u64).saturating_mul(args.page_size as u64),
+    );
+    plan.add(
+        format!("{} terminals", args.terminals),
+        u64::from(args.terminals).saturating_mul(limits::TERMINAL_BYTES),
+    );
+    plan.check(
+        "use a smaller --scale, fewer --terminals or --buffer-pages, or a machine with more memory",
+    )?;
+    Ok(())
 }
 
 /// The page store of `--storage` and its name.
@@ -417,9 +516,11 @@ pub(super) fn sized_frames(
             gib(have_pages)
         );
     }
-    Ok(args
+    let frames = args
         .buffer_pages
-        .unwrap_or(((need_pages as f64 * 0.02) as usize).max(256)))
+        .unwrap_or(((need_pages as f64 * 0.02) as usize).max(256));
+    check_memory(args, need_pages, frames)?;
+    Ok(frames)
 }
 
 /// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
@@ -462,6 +563,21 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
     }
     let (until, virtual_clock) = run_plan(&args)?;
+    // Someone else's file is refused before anything opens, sizes or writes it (and the run
+    // that creates the file then finds its own database in it).
+    if let (Some(path), "file", false) = (&args.path, args.storage.as_str(), args.force) {
+        crate::filelock::hold(path, "--path")?;
+        refuse_foreign_file(path)?;
+    }
+    // Accounts and tellers are numbered by 32-bit ids.
+    let accounts = u64::from(args.scale) * u64::from(args.accounts_per_branch);
+    limits::in_range(
+        "--scale x --accounts-per-branch",
+        accounts,
+        1,
+        u64::from(u32::MAX),
+        "accounts are numbered by 32-bit ids",
+    )?;
     let cfg = TpcbConfig {
         scale: args.scale,
         tellers_per_branch: 10,

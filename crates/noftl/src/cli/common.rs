@@ -21,7 +21,18 @@ pub struct DeviceArgs {
 }
 
 impl DeviceArgs {
+    /// The device configuration, checked (nand's `validate`) and refused when the machine cannot
+    /// hold the device's metadata (crate::limits), so that no verb allocates from an absurd
+    /// geometry.
     pub fn load(&self) -> anyhow::Result<DeviceConfig> {
+        let cfg = self.load_unchecked()?;
+        crate::limits::MemoryPlan::new()
+            .device(&cfg)
+            .check("use fewer blocks (--set geometry.blocks_per_plane=...) or a smaller preset")?;
+        Ok(cfg)
+    }
+
+    fn load_unchecked(&self) -> anyhow::Result<DeviceConfig> {
         match &self.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -46,8 +57,7 @@ pub fn emit_json(
             println!("{json}");
             return Ok(false);
         }
-        Some(p) => std::fs::write(p, format!("{json}\n"))
-            .with_context(|| format!("cannot write {}", p.display()))?,
+        Some(p) => crate::output::write_atomic(p, format!("{json}\n").as_bytes())?,
         None => {}
     }
     Ok(true)

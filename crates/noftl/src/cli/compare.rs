@@ -857,6 +857,9 @@ fn r4(x: f64) -> f64 {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.json {
+        crate::output::check_writable(p)?;
+    }
     if !args.paper {
         if args.workload == "all" {
             bail!("--workload all is for --paper (the paper's six scales, TPC-B and TPC-C)");
@@ -922,14 +925,6 @@ fn with_label(path: &std::path::Path, label: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Bytes of memory available for new allocations, from /proc/meminfo (None where unknown).
-fn available_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// How many rows can run at once: each holds a device of `device_bytes` in RAM, beside the
 /// loaded database's `probe_bytes`. Fewer than asked (down to one, said on standard error) when
 /// that many do not fit in 90% of the available memory; an error when not even one does.
@@ -939,7 +934,7 @@ fn jobs_that_fit(
     probe_bytes: u64,
     jobs: usize,
 ) -> anyhow::Result<usize> {
-    let Some(avail) = available_memory_bytes() else {
+    let Some(avail) = crate::limits::available_memory_bytes() else {
         return Ok(jobs);
     };
     let budget = avail / 10 * 9;
@@ -1366,6 +1361,9 @@ mod paper_tests {
             with_label(std::path::Path::new("-"), "sf5"),
             PathBuf::from("-")
         );
-        assert!(available_memory_bytes().is_some_and(|b| b > 0) || !cfg!(target_os = "linux"));
+        assert!(
+            crate::limits::available_memory_bytes().is_some_and(|b| b > 0)
+                || !cfg!(target_os = "linux")
+        );
     }
 }

@@ -23,6 +23,7 @@ use kits::tpcc::crash::{crash_tpcc_once, TpccCrashOptions};
 use serde::Serialize;
 
 use super::common::parse_percent;
+use crate::limits;
 
 #[derive(Debug, Args)]
 pub struct CrashtestArgs {
@@ -165,6 +166,38 @@ impl Job {
             "io" => Fault::IoError,
             other => bail!("--fault is power or io, not '{other}'"),
         };
+        limits::at_least_one(
+            "--seeds",
+            args.seeds,
+            "a crash test of 0 seeds verifies nothing",
+        )?;
+        args.first_seed.checked_add(args.seeds).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--first-seed {} + --seeds {} overflows 64 bits",
+                args.first_seed,
+                args.seeds
+            )
+        })?;
+        if let Some(t) = args.terminals {
+            limits::at_least_one(
+                "--terminals",
+                u64::from(t),
+                "nobody would run a transaction",
+            )?;
+            limits::MemoryPlan::new()
+                .add(
+                    format!("{t} terminals"),
+                    u64::from(t).saturating_mul(limits::TERMINAL_BYTES),
+                )
+                .check("use fewer --terminals")?;
+        }
+        if let Some(n) = args.txns {
+            limits::at_least_one(
+                "--txns",
+                n,
+                "a crash test of 0 transactions per terminal cuts nothing",
+            )?;
+        }
         if ![4096, 8192, 16384].contains(&args.page_size) {
             bail!("--page-size is 4096, 8192 or 16384, not {}", args.page_size);
         }
@@ -177,8 +210,8 @@ impl Job {
                 tear_sectors: args.torn,
                 crash_during_recovery: args.recovery_crash,
                 unsafe_ack_before_force: args.canary,
-                terminals: args.terminals.unwrap_or(4).max(1),
-                txns_per_terminal: args.txns.unwrap_or(40).max(1),
+                terminals: args.terminals.unwrap_or(4),
+                txns_per_terminal: args.txns.unwrap_or(40),
                 tpcb: TpcbConfig {
                     scale: 2,
                     tellers_per_branch: 10,
@@ -195,8 +228,8 @@ impl Job {
                     tear_sectors: args.torn,
                     crash_during_recovery: args.recovery_crash,
                     unsafe_ack_before_force: args.canary,
-                    terminals: args.terminals.unwrap_or(d.terminals).max(1),
-                    txns_per_terminal: args.txns.unwrap_or(d.txns_per_terminal).max(1),
+                    terminals: args.terminals.unwrap_or(d.terminals),
+                    txns_per_terminal: args.txns.unwrap_or(d.txns_per_terminal),
                     ..d
                 })
             }

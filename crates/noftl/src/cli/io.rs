@@ -22,6 +22,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 
 use super::common::parse_size;
+use crate::limits::{self, MemoryPlan};
 use crate::targets::{self, TargetArgs};
 
 #[derive(Debug, Args)]
@@ -194,6 +195,11 @@ fn summary(l: &LoopResult) -> LatencyUs {
     }
 }
 
+/// The deepest queue accepted (NVMe's largest queue).
+const MAX_QD: u64 = 65_536;
+/// The largest request accepted: 1 GiB (Linux splits block requests far below this).
+const MAX_BS_BYTES: u64 = 1 << 30;
+
 fn request_count(args: &IoArgs) -> anyhow::Result<u64> {
     let ops = match (args.ops, args.io_bytes) {
         (Some(n), _) => n,
@@ -203,9 +209,27 @@ fn request_count(args: &IoArgs) -> anyhow::Result<u64> {
     if ops == 0 {
         bail!("--ops (or --io-bytes) must ask for at least one request");
     }
-    if args.qd == 0 {
-        bail!("--qd must be at least 1");
-    }
+    limits::in_range(
+        "--qd",
+        u64::from(args.qd),
+        1,
+        MAX_QD,
+        "requests in flight at once (NVMe's deepest queue is 65,536)",
+    )?;
+    limits::in_range(
+        "--bs",
+        args.bs,
+        1,
+        MAX_BS_BYTES,
+        "bytes per request (a larger transfer is split into requests by the host anyway)",
+    )?;
+    // Each request in flight holds a buffer of --bs bytes.
+    let mut plan = MemoryPlan::new();
+    plan.device(&args.target.device.load()?).add(
+        format!("{} request buffers of {} bytes", args.qd, args.bs),
+        u64::from(args.qd).saturating_mul(args.bs),
+    );
+    plan.check("use a smaller --qd or --bs")?;
     Ok(ops)
 }
 

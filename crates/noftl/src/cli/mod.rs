@@ -63,3 +63,161 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plot(a) => plot::run(a),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Random argument vectors through the CLI parser and the config loader: refused or
+    //! accepted, never a panic (a panic on user input is a bug).
+    use super::*;
+    use proptest::prelude::*;
+
+    const WORDS: &[&str] = &[
+        "device",
+        "show",
+        "presets",
+        "io",
+        "serve",
+        "bench",
+        "tpcb",
+        "tpcc",
+        "tatp",
+        "crashtest",
+        "compare",
+        "sweep",
+        "plot",
+        "ftl",
+        "memory",
+        "--preset",
+        "--set",
+        "--config",
+        "--target",
+        "--storage",
+        "--scale",
+        "--terminals",
+        "--txns",
+        "--seeds",
+        "--ops",
+        "--qd",
+        "--bs",
+        "--buffer-pages",
+        "--page-size",
+        "--cache",
+        "--op",
+        "--json",
+        "--duration",
+        "--clock",
+        "--socket",
+        "--listen",
+        "--max-connections",
+        "--image",
+        "--path",
+        "--force",
+        "--workload",
+        "--capacity",
+        "--rw",
+        "--io-bytes",
+        "--handshake-timeout",
+        "--idle-timeout",
+        "tiny",
+        "noftl13",
+        "mlc16k",
+        "page",
+        "dftl",
+        "memdisk",
+        "native",
+        "file",
+        "real",
+        "none",
+        "virtual",
+        "-",
+        "",
+    ];
+    const KEYS: &[&str] = &[
+        "geometry.channels",
+        "geometry.chips_per_channel",
+        "geometry.dies_per_chip",
+        "geometry.planes_per_die",
+        "geometry.blocks_per_plane",
+        "geometry.pages_per_block",
+        "geometry.page_size_bytes",
+        "geometry.oob_size_bytes",
+        "seed",
+        "cell.nop",
+        "timing.read_us",
+        "timing.program_us",
+        "store",
+        "trace_entries",
+        "nonsense",
+    ];
+    const NUMBERS: &[&str] = &[
+        "0",
+        "1",
+        "7",
+        "4096",
+        "65536",
+        "4294967295",
+        "4294967296",
+        "18446744073709551615",
+        "-1",
+        "1e309",
+        "NaN",
+        "2%",
+        "150%",
+        "4k",
+        "16MiB",
+        "1T",
+        "99999999999999999999",
+        "0.5",
+    ];
+
+    fn token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::sample::select(WORDS).prop_map(String::from),
+            proptest::sample::select(NUMBERS).prop_map(String::from),
+            (
+                proptest::sample::select(KEYS),
+                proptest::sample::select(NUMBERS)
+            )
+                .prop_map(|(k, v)| format!("{k}={v}")),
+            "[ -~]{0,12}",
+        ]
+    }
+
+    /// The device arguments a parsed command carries, if any.
+    fn device_args(c: &Command) -> Option<&common::DeviceArgs> {
+        match c {
+            Command::Io(a) => Some(&a.target.device),
+            Command::Serve(a) => Some(&a.target.device),
+            Command::Bench(bench::BenchCommand::Tpcb(b) | bench::BenchCommand::Tatp(b)) => {
+                Some(&b.device)
+            }
+            Command::Bench(bench::BenchCommand::Tpcc(t)) => Some(&t.run.device),
+            _ => None,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 600, ..ProptestConfig::default() })]
+
+        #[test]
+        fn random_argument_vectors_never_panic(args in proptest::collection::vec(token(), 0..8)) {
+            let argv = std::iter::once("noftl".to_string()).chain(args);
+            if let Ok(cli) = Cli::try_parse_from(argv) {
+                if let Some(d) = device_args(&cli.command) {
+                    let _ = d.load();
+                }
+            }
+        }
+
+        #[test]
+        fn random_config_overrides_never_panic(
+            preset in proptest::sample::select(nand::PRESETS.iter().map(|p| p.0).collect::<Vec<_>>()),
+            sets in proptest::collection::vec(
+                (proptest::sample::select(KEYS), proptest::sample::select(NUMBERS))
+                    .prop_map(|(k, v)| format!("{k}={v}")), 0..4),
+        ) {
+            let d = common::DeviceArgs { preset: preset.to_string(), config: None, set: sets };
+            let _ = d.load();
+        }
+    }
+}

@@ -40,6 +40,7 @@ pub struct PlotArgs {
 const SIZE: (u32, u32) = (960, 540);
 
 pub fn run(args: PlotArgs) -> anyhow::Result<()> {
+    crate::output::check_writable(&args.out)?;
     if args.out.extension().and_then(|e| e.to_str()) != Some("svg") {
         bail!(
             "--out {}: only SVG is written (name it .svg)",
@@ -64,8 +65,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     };
     let command: Vec<String> = std::env::args().collect();
     let svg = with_command_comment(&svg, &command.join(" "));
-    std::fs::write(&args.out, svg)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    crate::output::write_atomic(&args.out, svg.as_bytes())?;
     eprintln!("{kind}: {}", args.out.display());
     Ok(())
 }

@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::Args;
 use nand::ClockMode;
 
@@ -29,9 +29,17 @@ pub struct ServeArgs {
     /// Write the statistics as JSON here at shutdown and on SIGUSR1.
     #[arg(long)]
     pub stats_file: Option<PathBuf>,
-    /// Connections served at once; more are closed at accept.
+    /// Connections in the transmission phase at once (half-open ones do not count; see
+    /// docs/nbd.md, "Limits").
     #[arg(long, default_value_t = 64)]
     pub max_connections: u64,
+    /// Close a handshake (or a request) that stalls this long, e.g. 10s.
+    #[arg(long, default_value = "10s")]
+    pub handshake_timeout: String,
+    /// An established connection idle this long gives its slot to a new client when all are
+    /// taken, e.g. 60s.
+    #[arg(long, default_value = "60s")]
+    pub idle_timeout: String,
 }
 
 fn parse_clock(s: &str) -> Result<ClockMode, String> {
@@ -41,6 +49,23 @@ fn parse_clock(s: &str) -> Result<ClockMode, String> {
         }
         m => Ok(m),
     }
+}
+
+/// The most `--max-connections` accepted: each connection holds two threads, so twice as many
+/// threads as this (half-open and established ones), well within a default process limit.
+const MAX_CONNECTIONS: u64 = 4096;
+
+/// A timeout of at least 1 ms and at most a day: 0 would close every client at once.
+fn timeout(flag: &'static str, s: &str) -> anyhow::Result<std::time::Duration> {
+    let ns = super::bench::parse_duration_ns(s).with_context(|| flag.to_string())?;
+    crate::limits::in_range(
+        flag,
+        ns / 1_000_000,
+        1,
+        86_400_000,
+        "milliseconds (0 would close every client at once)",
+    )?;
+    Ok(std::time::Duration::from_nanos(ns))
 }
 
 /// `PORT` means 127.0.0.1:PORT; anything else must be a full socket address.
@@ -68,8 +93,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => bail!("give exactly one of --socket PATH or --listen [ADDR:]PORT"),
     };
-    if args.max_connections == 0 {
-        bail!("--max-connections must be at least 1");
+    crate::limits::in_range(
+        "--max-connections",
+        args.max_connections,
+        1,
+        MAX_CONNECTIONS,
+        "each connection holds up to two threads and 64 MiB of requests in flight",
+    )?;
+    let handshake_timeout = timeout("--handshake-timeout", &args.handshake_timeout)?;
+    let idle_timeout = timeout("--idle-timeout", &args.idle_timeout)?;
+    if let Some(p) = &args.stats_file {
+        crate::output::check_writable(p)?;
     }
     let dev = targets::build(&args.target)?;
     let export = nbd::Export::new(dev, args.clock);
@@ -79,6 +113,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             endpoint,
             max_connections: args.max_connections,
             stats_file: args.stats_file,
+            handshake_timeout,
+            idle_timeout,
         },
     )
 }

@@ -463,23 +463,13 @@ fn prepare_out(out: &Path, plan: &Plan, resume: bool) -> anyhow::Result<()> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
-}
-
-fn available_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    Ok(crate::output::write_atomic(path, bytes)?)
 }
 
 /// Runs `todo` with up to `jobs` children at once, within the memory budget.
 fn run_local(out: &Path, todo: &[Job], jobs: usize) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the noftl binary")?;
-    let budget = available_memory_bytes().map_or(u64::MAX, |a| a / 10 * 9);
+    let budget = crate::limits::available_memory_bytes().map_or(u64::MAX, |a| a / 10 * 9);
     let queue = Mutex::new(todo.iter().collect::<VecDeque<&Job>>());
     // (memory of the running jobs, number running)
     let running = (Mutex::new((0u64, 0usize)), Condvar::new());

@@ -18,6 +18,12 @@
 //!    `MAX_IN_FLIGHT_BYTES` of payload wait for the writer; the reader stops reading until the
 //!    writer catches up. Buffers are reused (no allocation per request once warm).
 //! 5. A protocol violation, or an I/O error on either side, ends this connection only.
+//! 6. A client may stay idle between requests for as long as it likes (its slot can be taken
+//!    by a new client after `--idle-timeout`, see `server`); a stall in the middle of a message
+//!    longer than the socket's read timeout ends the connection.
+//! 7. With structured replies negotiated, READ and BLOCK_STATUS are answered with one
+//!    structured chunk carrying `NBD_REPLY_FLAG_DONE` (data, status or error); every other
+//!    command keeps its simple reply (the spec allows both).
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
@@ -30,7 +36,7 @@ use std::time::Duration;
 use nand::Nanos;
 
 use super::export::Export;
-use super::handshake::{negotiate, Handshake};
+use super::handshake::{negotiate, Handshake, Negotiated};
 use super::proto::*;
 
 /// Requests that may wait for the writer at once, per connection.
@@ -56,6 +62,40 @@ pub enum Ended {
     Closed,
     /// The writer could not send (the client went away).
     WriteFailed,
+    /// The handshake ended without a connection slot free.
+    Refused,
+}
+
+/// What the server around a connection decides for it: whether it gets a slot for the
+/// transmission phase, and when it was last active (`server` keeps the slots).
+pub trait Session: Sync {
+    /// A connection slot for the transmission phase (handshake invariant 6).
+    fn admit(&self) -> bool {
+        true
+    }
+    /// A request arrived at `now_ns` (the export's clock).
+    fn active(&self, now_ns: Nanos) {
+        let _ = now_ns;
+    }
+}
+
+/// No limits (tests over in-memory streams).
+#[cfg(test)]
+#[derive(Debug)]
+pub struct Unlimited;
+#[cfg(test)]
+impl Session for Unlimited {}
+
+/// How a reply goes on the wire (invariant 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    Simple,
+    /// A structured READ reply: the data at this offset, or an error chunk.
+    Read {
+        offset: u64,
+    },
+    /// A structured BLOCK_STATUS reply, or an error chunk.
+    Status,
 }
 
 /// A reply waiting for its due time.
@@ -64,6 +104,7 @@ struct Reply {
     seq: u64,
     handle: u64,
     errno: u32,
+    form: Form,
     /// The read data (`len` bytes of `buf`) or a buffer to give back.
     buf: Vec<u8>,
     data_len: usize,
@@ -159,14 +200,22 @@ pub fn serve<R: Read, W: Write + Send>(
     reader: R,
     writer: W,
     shutdown: &(dyn Fn() + Sync),
+    session: &dyn Session,
 ) -> Result<Ended, ProtoError> {
     let mut r = BufReader::with_capacity(IO_BUFFER_BYTES, reader);
     let mut w = BufWriter::with_capacity(IO_BUFFER_BYTES, writer);
-    if negotiate(export, &mut r, &mut w)? == Handshake::Ended {
-        return Ok(Ended::Handshake);
-    }
+    let neg = match negotiate(export, &mut r, &mut w, &|| session.admit())? {
+        Handshake::Transmission(neg) => neg,
+        Handshake::Ended => return Ok(Ended::Handshake),
+        Handshake::Refused => return Ok(Ended::Refused),
+    };
+    let t = Transmission {
+        export,
+        neg,
+        session,
+    };
     if !export.waits() {
-        return serve_inline(export, &mut r, &mut w);
+        return serve_inline(&t, &mut r, &mut w);
     }
     let budget = Budget::default();
     let (tx, rx) = mpsc::channel::<Reply>();
@@ -185,7 +234,7 @@ pub fn serve<R: Read, W: Write + Send>(
             Ok(h) => h,
             Err(e) => return Err(ProtoError::Io(e)),
         };
-        let read_result = read_requests(export, &mut r, tx, &budget);
+        let read_result = read_requests(&t, &mut r, tx, &budget);
         let write_result = writer
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("reply writer panicked")));
@@ -197,6 +246,39 @@ pub fn serve<R: Read, W: Write + Send>(
     })
 }
 
+/// What a connection in the transmission phase works with.
+struct Transmission<'a> {
+    export: &'a Export,
+    neg: Negotiated,
+    session: &'a dyn Session,
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Reads a request header. Between requests a read timeout only means the client is idle, and
+/// the wait goes on; once the first byte is in, a stall is fatal (invariant 6). `Ok(false)`: the
+/// client closed the connection between requests.
+fn read_header(
+    r: &mut impl Read,
+    head: &mut [u8; REQUEST_HEADER_BYTES],
+) -> Result<bool, ProtoError> {
+    loop {
+        match r.read(&mut head[..1]) {
+            Ok(0) => return Ok(false),
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted || is_timeout(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    read_full(r, &mut head[1..])?;
+    Ok(true)
+}
+
 /// What the next message on the socket turned out to be.
 enum Next {
     Request(Reply),
@@ -206,13 +288,14 @@ enum Next {
 /// Reads one request and schedules it. `get_buf(bytes)` supplies a buffer of at least `bytes`
 /// (waiting for room in the budget); `None` means the writer is gone.
 fn next_request(
-    export: &Export,
+    t: &Transmission<'_>,
     r: &mut impl Read,
     seq: u64,
     get_buf: &mut impl FnMut(usize) -> Option<Vec<u8>>,
 ) -> Result<Next, ProtoError> {
+    let export = t.export;
     let mut head = [0u8; REQUEST_HEADER_BYTES];
-    if !read_exact_or_eof(r, &mut head)? {
+    if !read_header(r, &mut head)? {
         return Ok(Next::Ended(Ended::Closed));
     }
     let h = RequestHeader::decode(&head)?;
@@ -222,12 +305,24 @@ fn next_request(
         // maximum, so this is a hard disconnect (the spec allows it).
         return Err(ProtoError::PayloadTooLarge(payload));
     }
-    let cmd = h.command();
+    let cmd = match h.command() {
+        // BLOCK_STATUS needs a metadata context (which needs structured replies).
+        Ok(Command::BlockStatus { .. }) if !t.neg.base_allocation => Err(EINVAL),
+        c => c,
+    };
     if cmd == Ok(Command::Disc) {
         return Ok(Next::Ended(Ended::Disconnect));
     }
+    let form = match cmd {
+        _ if !t.neg.structured => Form::Simple,
+        Ok(Command::BlockStatus { .. }) => Form::Status,
+        _ if h.kind == CMD_BLOCK_STATUS => Form::Status,
+        _ if h.kind == CMD_READ => Form::Read { offset: h.offset },
+        _ => Form::Simple,
+    };
     let bytes = match cmd {
         Ok(Command::Read { len, .. }) => len,
+        Ok(Command::BlockStatus { .. }) => MAX_STATUS_REPLY_BYTES,
         _ => payload as usize,
     };
     let Some(mut buf) = get_buf(bytes) else {
@@ -235,7 +330,17 @@ fn next_request(
     };
     read_full(r, &mut buf[..payload as usize])?;
     let arrived_ns = export.clock().now_ns();
+    t.session.active(arrived_ns);
     let (sched, data_len) = match cmd {
+        Ok(Command::BlockStatus {
+            offset,
+            len,
+            req_one,
+        }) => {
+            let s = export.block_status(offset, len, req_one, &mut buf);
+            let n = buf.len();
+            (s, if s.errno == 0 { n } else { 0 })
+        }
         Ok(c) => {
             let s = export.schedule(&c, &mut buf);
             let data = if let Command::Read { len, .. } = c {
@@ -264,6 +369,7 @@ fn next_request(
         seq,
         handle: h.handle,
         errno: sched.errno,
+        form,
         buf,
         data_len,
         model_ns: sched.model_ns,
@@ -275,14 +381,14 @@ fn next_request(
 /// The reader of the real-clock pipeline: reads and schedules requests until DISC, end of
 /// stream or a violation, handing each reply to the writer.
 fn read_requests(
-    export: &Export,
+    t: &Transmission<'_>,
     r: &mut impl Read,
     tx: mpsc::Sender<Reply>,
     budget: &Budget,
 ) -> Result<Ended, ProtoError> {
     let mut get_buf = |bytes| budget.acquire(bytes);
     for seq in 0.. {
-        match next_request(export, r, seq, &mut get_buf)? {
+        match next_request(t, r, seq, &mut get_buf)? {
             Next::Request(reply) => {
                 if tx.send(reply).is_err() {
                     return Ok(Ended::WriteFailed);
@@ -298,10 +404,11 @@ fn read_requests(
 /// the replies only when no further request is already buffered (replies to a burst of
 /// requests go out in one write). One reusable buffer; no thread hand-off per request.
 fn serve_inline<R: Read>(
-    export: &Export,
+    t: &Transmission<'_>,
     r: &mut BufReader<R>,
     w: &mut impl Write,
 ) -> Result<Ended, ProtoError> {
+    let export = t.export;
     let mut spare: Option<Vec<u8>> = Some(Vec::new());
     for seq in 0.. {
         let mut get_buf = |bytes: usize| {
@@ -311,7 +418,7 @@ fn serve_inline<R: Read>(
             }
             Some(b)
         };
-        let reply = match next_request(export, r, seq, &mut get_buf)? {
+        let reply = match next_request(t, r, seq, &mut get_buf)? {
             Next::Request(reply) => reply,
             Next::Ended(e) => {
                 return Ok(if w.flush().is_err() {
@@ -397,9 +504,48 @@ fn write_replies(
 }
 
 fn send_reply(w: &mut impl Write, r: &Reply) -> std::io::Result<()> {
-    w.write_all(&simple_reply(r.errno, r.handle))?;
-    if r.data_len > 0 {
-        w.write_all(&r.buf[..r.data_len])?;
+    let data = &r.buf[..r.data_len];
+    match r.form {
+        Form::Simple => {
+            w.write_all(&simple_reply(r.errno, r.handle))?;
+            w.write_all(data)?;
+        }
+        _ if r.errno != 0 => {
+            // NBD_REPLY_TYPE_ERROR: the error and an empty message.
+            w.write_all(&structured_reply(
+                REPLY_FLAG_DONE,
+                REPLY_TYPE_ERROR,
+                r.handle,
+                6,
+            ))?;
+            w.write_all(&r.errno.to_be_bytes())?;
+            w.write_all(&0u16.to_be_bytes())?;
+        }
+        // A chunk of data must not be empty: a READ of 0 bytes ends with NBD_REPLY_TYPE_NONE.
+        Form::Read { .. } if data.is_empty() => {
+            w.write_all(&structured_reply(REPLY_FLAG_DONE, 0, r.handle, 0))?;
+        }
+        Form::Read { offset } => {
+            let len = 8 + data.len() as u32;
+            w.write_all(&structured_reply(
+                REPLY_FLAG_DONE,
+                REPLY_TYPE_OFFSET_DATA,
+                r.handle,
+                len,
+            ))?;
+            w.write_all(&offset.to_be_bytes())?;
+            w.write_all(data)?;
+        }
+        Form::Status => {
+            let len = data.len() as u32;
+            w.write_all(&structured_reply(
+                REPLY_FLAG_DONE,
+                REPLY_TYPE_BLOCK_STATUS,
+                r.handle,
+                len,
+            ))?;
+            w.write_all(data)?;
+        }
     }
     Ok(())
 }
@@ -427,7 +573,13 @@ mod tests {
     fn run_with(mode: ClockMode, input: Vec<u8>) -> (Result<Ended, ProtoError>, Vec<u8>) {
         let ex = Export::new(Box::new(MemDisk::new(PAGES)), mode);
         let mut out = Vec::new();
-        let res = serve(&ex, std::io::Cursor::new(input), &mut out, &|| {});
+        let res = serve(
+            &ex,
+            std::io::Cursor::new(input),
+            &mut out,
+            &|| {},
+            &Unlimited,
+        );
         (res, out)
     }
 
@@ -448,10 +600,11 @@ mod tests {
     fn skip_handshake(out: &[u8]) -> usize {
         let mut p = 18;
         loop {
+            let option = be_u32(&out[p + 8..p + 12]);
             let kind = be_u32(&out[p + 12..p + 16]);
             let len = be_u32(&out[p + 16..p + 20]) as usize;
             p += 20 + len;
-            if kind == REP_ACK {
+            if kind == REP_ACK && option == OPT_GO {
                 return p;
             }
         }
@@ -467,8 +620,8 @@ mod tests {
     }
 
     fn req() -> impl Strategy<Value = Req> {
-        let kind = prop_oneof![8 => 0u16..7, 1 => Just(7u16), 1 => any::<u16>()];
-        let flags = prop_oneof![6 => Just(0u16), 2 => Just(CMD_FLAG_FUA), 2 => Just(CMD_FLAG_NO_HOLE), 1 => any::<u16>()];
+        let kind = prop_oneof![8 => 0u16..7, 2 => Just(CMD_BLOCK_STATUS), 1 => any::<u16>()];
+        let flags = prop_oneof![6 => Just(0u16), 2 => Just(CMD_FLAG_FUA), 2 => Just(CMD_FLAG_NO_HOLE), 1 => Just(CMD_FLAG_REQ_ONE), 1 => any::<u16>()];
         let sector = 0u64..(SIZE as u64 / 512 + 8);
         let length = prop_oneof![8 => (0u32..40).prop_map(|s| s * 512), 1 => 0u32..20_000, 1 => Just(MAX_PAYLOAD_BYTES + 512)];
         (kind, flags, sector, any::<bool>(), length, any::<u8>()).prop_map(
@@ -599,6 +752,228 @@ mod tests {
         }
     }
 
+    /// Client side of a handshake that negotiates structured replies and `base:allocation`,
+    /// then GO.
+    fn structured_handshake() -> Vec<u8> {
+        let mut c = Vec::new();
+        c.extend_from_slice(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes());
+        option(&mut c, OPT_STRUCTURED_REPLY, &[]);
+        option(
+            &mut c,
+            OPT_SET_META_CONTEXT,
+            &meta_data(&[META_BASE_ALLOCATION.as_bytes()]),
+        );
+        option(&mut c, OPT_GO, &[0, 0, 0, 0, 0, 0]);
+        c
+    }
+
+    fn option(c: &mut Vec<u8>, opt: u32, data: &[u8]) {
+        c.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        c.extend_from_slice(&opt.to_be_bytes());
+        c.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        c.extend_from_slice(data);
+    }
+
+    fn meta_data(queries: &[&[u8]]) -> Vec<u8> {
+        let mut d = 0u32.to_be_bytes().to_vec();
+        d.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+        for q in queries {
+            d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+            d.extend_from_slice(q);
+        }
+        d
+    }
+
+    /// One reply parsed from the server's output: (handle, error, data, block-status extents).
+    fn parse_reply(out: &[u8], p: &mut usize) -> (u64, u32, Vec<u8>, Vec<(u32, u32)>) {
+        let magic = be_u32(&out[*p..*p + 4]);
+        if magic == SIMPLE_REPLY_MAGIC {
+            let e = be_u32(&out[*p + 4..*p + 8]);
+            let h = be_u64(&out[*p + 8..*p + 16]);
+            *p += 16;
+            return (h, e, Vec::new(), Vec::new());
+        }
+        assert_eq!(magic, STRUCTURED_REPLY_MAGIC, "reply magic at {p}");
+        let flags = be_u16(&out[*p + 4..*p + 6]);
+        let kind = be_u16(&out[*p + 6..*p + 8]);
+        let h = be_u64(&out[*p + 8..*p + 16]);
+        let len = be_u32(&out[*p + 16..*p + 20]) as usize;
+        assert_eq!(flags, REPLY_FLAG_DONE, "one chunk per reply");
+        let body = &out[*p + 20..*p + 20 + len];
+        *p += 20 + len;
+        match kind {
+            0 => (h, 0, Vec::new(), Vec::new()),
+            REPLY_TYPE_OFFSET_DATA => (h, 0, body[8..].to_vec(), Vec::new()),
+            REPLY_TYPE_ERROR => (h, be_u32(&body[..4]), Vec::new(), Vec::new()),
+            REPLY_TYPE_BLOCK_STATUS => {
+                assert_eq!(be_u32(&body[..4]), BASE_ALLOCATION_ID);
+                let ext = body[4..]
+                    .chunks_exact(8)
+                    .map(|c| (be_u32(&c[..4]), be_u32(&c[4..])))
+                    .collect();
+                (h, 0, Vec::new(), ext)
+            }
+            other => panic!("unexpected reply type {other}"),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Random option sequences (the new ones among them, with random or well-formed data),
+        /// then arbitrary bytes: no panic, and the connection ends.
+        #[test]
+        fn arbitrary_options_never_panic(
+            opts in proptest::collection::vec(
+                (prop_oneof![Just(OPT_STRUCTURED_REPLY), Just(OPT_LIST_META_CONTEXT), Just(OPT_SET_META_CONTEXT), Just(OPT_INFO), Just(OPT_LIST), 0u32..16],
+                 prop_oneof![proptest::collection::vec(any::<u8>(), 0..48),
+                             Just(meta_data(&[META_BASE_ALLOCATION.as_bytes()])),
+                             Just(meta_data(&[b"base:"])), Just(meta_data(&[]))]), 0..8),
+            tail in proptest::collection::vec(any::<u8>(), 0..256),
+            real in any::<bool>(),
+        ) {
+            let mut input = (FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes().to_vec();
+            for (o, d) in &opts {
+                option(&mut input, *o, d);
+            }
+            input.extend_from_slice(&tail);
+            let _ = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
+        }
+
+        /// Structured replies and BLOCK_STATUS negotiated, then arbitrary bytes with request
+        /// magics planted: no panic, and the connection ends.
+        #[test]
+        fn arbitrary_requests_after_structured_negotiation_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..1024), real in any::<bool>()) {
+            let mut input = structured_handshake();
+            let mut t = tail;
+            for chunk in t.chunks_mut(28) {
+                if chunk.len() >= 8 {
+                    chunk[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
+                    let kind = u16::from(chunk[7]) % 8;
+                    chunk[6..8].copy_from_slice(&kind.to_be_bytes());
+                }
+            }
+            input.extend_from_slice(&t);
+            let _ = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
+        }
+
+        /// With structured replies: every request gets one chunk with its handle, the model's
+        /// error and data; BLOCK_STATUS covers at least one byte and no more than asked, one
+        /// extent with REQ_ONE, and reports a hole only where the model reads zeros.
+        #[test]
+        fn structured_replies_and_block_status_match_the_reference_model(reqs in proptest::collection::vec(req(), 1..40), real in any::<bool>()) {
+            let mut input = structured_handshake();
+            for (i, r) in reqs.iter().enumerate() {
+                let h = RequestHeader { flags: r.flags, kind: r.kind, handle: i as u64, offset: r.offset, length: r.length };
+                input.extend_from_slice(&h.encode());
+                if r.kind == CMD_WRITE {
+                    input.extend(std::iter::repeat_n(r.fill, r.length as usize));
+                }
+            }
+            let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
+            input.extend_from_slice(&disc.encode());
+            let (res, out) = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
+            prop_assert_eq!(res.ok(), Some(Ended::Disconnect));
+            // Replies may come in any order; each is checked against the model as it stood
+            // when its request ran (requests run in arrival order).
+            let mut model = vec![0u8; SIZE];
+            let mut expected = Vec::new();
+            for r in &reqs {
+                let snapshot = model.clone();
+                let e = if r.kind == CMD_BLOCK_STATUS { expect_status(r) } else { expect(&mut model, r) };
+                expected.push(Some((e, snapshot)));
+            }
+            let mut p = skip_handshake(&out);
+            for _ in 0..reqs.len() {
+                let (h, errno, data, extents) = parse_reply(&out, &mut p);
+                let i = h as usize;
+                let Some(((want_errno, want_data), before)) = expected.get_mut(i).and_then(Option::take) else {
+                    return Err(TestCaseError::fail(format!("reply with unknown or repeated handle {i}")));
+                };
+                let r = &reqs[i];
+                prop_assert_eq!(errno, want_errno, "request {} {:?}", i, r);
+                if let Some(d) = want_data {
+                    prop_assert!(data == d, "read data of request {} {:?}", i, r);
+                }
+                if r.kind == CMD_BLOCK_STATUS && errno == 0 {
+                    let total: u64 = extents.iter().map(|e| u64::from(e.0)).sum();
+                    prop_assert!(total >= 1 && total <= u64::from(r.length), "extents {:?} for {:?}", extents, r);
+                    if r.flags & CMD_FLAG_REQ_ONE != 0 {
+                        prop_assert_eq!(extents.len(), 1);
+                    }
+                    let mut at = r.offset as usize;
+                    for (len, flags) in extents {
+                        if flags & STATE_HOLE != 0 {
+                            prop_assert!(before[at..at + len as usize].iter().all(|&b| b == 0), "hole over data at {} in {:?}", at, r);
+                        }
+                        at += len as usize;
+                    }
+                }
+            }
+            prop_assert_eq!(p, out.len());
+        }
+    }
+
+    /// The model's answer to a BLOCK_STATUS (negotiated): the error only; extents are checked
+    /// against the data.
+    fn expect_status(r: &Req) -> (u32, Option<Vec<u8>>) {
+        if r.flags & !(CMD_FLAG_FUA | CMD_FLAG_REQ_ONE) != 0 || r.length == 0 {
+            return (EINVAL, None);
+        }
+        if r.offset as usize + r.length as usize > SIZE {
+            return (EINVAL, None);
+        }
+        (0, None)
+    }
+
+    #[test]
+    fn meta_contexts_need_structured_replies_and_are_listed() {
+        let mut input = (FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES)
+            .to_be_bytes()
+            .to_vec();
+        option(
+            &mut input,
+            OPT_SET_META_CONTEXT,
+            &meta_data(&[META_BASE_ALLOCATION.as_bytes()]),
+        );
+        option(&mut input, OPT_LIST_META_CONTEXT, &meta_data(&[]));
+        option(&mut input, OPT_STRUCTURED_REPLY, &[1]);
+        option(&mut input, OPT_STRUCTURED_REPLY, &[]);
+        option(
+            &mut input,
+            OPT_SET_META_CONTEXT,
+            &meta_data(&[b"qemu:dirty-bitmap:x"]),
+        );
+        option(
+            &mut input,
+            OPT_SET_META_CONTEXT,
+            &meta_data(&[META_BASE_ALLOCATION.as_bytes()]),
+        );
+        option(&mut input, OPT_ABORT, &[]);
+        let (res, out) = run(input);
+        assert_eq!(res.ok(), Some(Ended::Handshake));
+        let mut p = 18;
+        let mut kinds = Vec::new();
+        while p < out.len() {
+            kinds.push(be_u32(&out[p + 12..p + 16]));
+            p += 20 + be_u32(&out[p + 16..p + 20]) as usize;
+        }
+        assert_eq!(
+            kinds,
+            vec![
+                REP_ERR_INVALID,  // SET before STRUCTURED_REPLY
+                REP_META_CONTEXT, // LIST with no query: every context
+                REP_ACK,
+                REP_ERR_INVALID, // STRUCTURED_REPLY with data
+                REP_ACK,
+                REP_ACK, // SET of an unknown context: none selected
+                REP_META_CONTEXT,
+                REP_ACK,
+                REP_ACK, // ABORT
+            ]
+        );
+    }
+
     #[test]
     fn oversized_write_is_a_hard_disconnect() {
         let mut input = go_handshake();
@@ -629,7 +1004,7 @@ mod tests {
     #[test]
     fn unknown_options_are_refused_and_haggling_goes_on() {
         let mut input = FLAG_C_FIXED_NEWSTYLE.to_be_bytes().to_vec();
-        for opt in [99u32, 8, 5, 3] {
+        for opt in [99u32, 11, 5, 3] {
             input.extend_from_slice(&IHAVEOPT.to_be_bytes());
             input.extend_from_slice(&opt.to_be_bytes());
             input.extend_from_slice(&0u32.to_be_bytes());
@@ -736,9 +1111,15 @@ mod tests {
             s.spawn(move || {
                 let w = server_end.try_clone().expect("clone");
                 let closer = server_end.try_clone().expect("clone");
-                let _ = serve(ex, server_end, w, &move || {
-                    let _ = closer.shutdown(std::net::Shutdown::Both);
-                });
+                let _ = serve(
+                    ex,
+                    server_end,
+                    w,
+                    &move || {
+                        let _ = closer.shutdown(std::net::Shutdown::Both);
+                    },
+                    &Unlimited,
+                );
             });
             client_end.write_all(&go_handshake()).expect("handshake");
             let mut greeting = [0u8; 18];

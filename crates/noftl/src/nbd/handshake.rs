@@ -9,26 +9,45 @@
 //!    `MAX_OPTION_BYTES`; at most `MAX_OPTIONS` options are accepted per connection.
 //! 4. There is one export. Every name (including the empty default name) selects it, so that
 //!    clients which name the export after the target work as well as those that name none.
+//! 5. Structured replies are used only if the client asked for them (NBD_OPT_STRUCTURED_REPLY);
+//!    `base:allocation` is selected only by NBD_OPT_SET_META_CONTEXT after that (the spec's
+//!    order), and a later SET replaces an earlier one.
+//! 6. Entering transmission (GO, EXPORT_NAME) needs a connection slot (`admit`): without one,
+//!    GO gets `ERR_POLICY` with the reason and the connection closes (EXPORT_NAME, which has no
+//!    error reply, just closes).
 
 use std::io::{Read, Write};
 
 use super::export::Export;
 use super::proto::*;
 
+/// What the client negotiated for the transmission phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Negotiated {
+    /// NBD_OPT_STRUCTURED_REPLY: READ and BLOCK_STATUS are answered with structured replies.
+    pub structured: bool,
+    /// `base:allocation` was selected: BLOCK_STATUS is served.
+    pub base_allocation: bool,
+}
+
 /// How the handshake ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Handshake {
     /// The client chose the export: go on to transmission.
-    Transmission,
+    Transmission(Negotiated),
     /// The client aborted (NBD_OPT_ABORT) or closed the connection before choosing.
     Ended,
+    /// The client chose the export but no connection slot was free (invariant 6).
+    Refused,
 }
 
-/// Runs the server side of the handshake on `r`/`w`.
+/// Runs the server side of the handshake on `r`/`w`. `admit` is asked for a connection slot
+/// when the client enters transmission.
 pub fn negotiate(
     export: &Export,
     r: &mut impl Read,
     w: &mut impl Write,
+    admit: &dyn Fn() -> bool,
 ) -> Result<Handshake, ProtoError> {
     w.write_all(&NBDMAGIC.to_be_bytes())?;
     w.write_all(&IHAVEOPT.to_be_bytes())?;
@@ -44,6 +63,7 @@ pub fn negotiate(
         return Err(ProtoError::ClientFlags(client_flags));
     }
     let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+    let mut neg = Negotiated::default();
 
     let mut data = Vec::new();
     for _ in 0..MAX_OPTIONS {
@@ -65,14 +85,19 @@ pub fn negotiate(
 
         match option {
             OPT_EXPORT_NAME => {
-                // No way to refuse here but to disconnect; we never need to (invariant 4).
+                // No way to refuse here but to disconnect (invariants 4 and 6).
+                if !admit() {
+                    return Ok(Handshake::Refused);
+                }
                 w.write_all(&export.size_bytes().to_be_bytes())?;
                 w.write_all(&export.transmission_flags().to_be_bytes())?;
                 if !no_zeroes {
                     w.write_all(&[0u8; 124])?;
                 }
                 w.flush()?;
-                return Ok(Handshake::Transmission);
+                // Structured replies and metadata contexts need GO (the spec), so EXPORT_NAME
+                // always transmits with simple replies.
+                return Ok(Handshake::Transmission(Negotiated::default()));
             }
             OPT_ABORT => {
                 write_option_reply(w, option, REP_ACK, &[])?;
@@ -90,14 +115,37 @@ pub fn negotiate(
             }
             OPT_INFO | OPT_GO => match InfoRequest::parse(&data) {
                 None => error_reply(w, option, REP_ERR_INVALID, "malformed NBD_OPT_INFO/GO data")?,
+                Some(_) if option == OPT_GO && !admit() => {
+                    error_reply(
+                        w,
+                        option,
+                        REP_ERR_POLICY,
+                        "the server is serving its maximum number of connections; try again later",
+                    )?;
+                    w.flush()?;
+                    return Ok(Handshake::Refused);
+                }
                 Some(req) => {
                     send_info(export, w, option, &req)?;
                     if option == OPT_GO {
                         w.flush()?;
-                        return Ok(Handshake::Transmission);
+                        return Ok(Handshake::Transmission(neg));
                     }
                 }
             },
+            OPT_STRUCTURED_REPLY if len != 0 => error_reply(
+                w,
+                option,
+                REP_ERR_INVALID,
+                "NBD_OPT_STRUCTURED_REPLY takes no data",
+            )?,
+            OPT_STRUCTURED_REPLY => {
+                neg.structured = true;
+                write_option_reply(w, option, REP_ACK, &[])?;
+            }
+            OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
+                meta_context(w, option, &data, &mut neg)?
+            }
             OPT_STARTTLS => error_reply(
                 w,
                 option,
@@ -109,6 +157,47 @@ pub fn negotiate(
         w.flush()?;
     }
     Err(ProtoError::TooManyOptions)
+}
+
+/// LIST or SET of metadata contexts (invariant 5). The one context is `base:allocation`.
+fn meta_context(
+    w: &mut impl Write,
+    option: u32,
+    data: &[u8],
+    neg: &mut Negotiated,
+) -> std::io::Result<()> {
+    let set = option == OPT_SET_META_CONTEXT;
+    if set && !neg.structured {
+        return error_reply(
+            w,
+            option,
+            REP_ERR_INVALID,
+            "NBD_OPT_SET_META_CONTEXT needs NBD_OPT_STRUCTURED_REPLY first",
+        );
+    }
+    let Some(req) = MetaRequest::parse(data) else {
+        return error_reply(w, option, REP_ERR_INVALID, "malformed meta context data");
+    };
+    let ours = META_BASE_ALLOCATION.as_bytes();
+    // SET selects by full name only; LIST also answers the namespace query "base:" and,
+    // given no query at all, lists every context.
+    let matched = if set {
+        req.queries.contains(&ours)
+    } else {
+        req.queries.is_empty() || req.queries.iter().any(|q| *q == ours || *q == b"base:")
+    };
+    if set {
+        neg.base_allocation = matched;
+    }
+    if matched {
+        write_option_reply(
+            w,
+            option,
+            REP_META_CONTEXT,
+            &[&BASE_ALLOCATION_ID.to_be_bytes(), ours],
+        )?;
+    }
+    write_option_reply(w, option, REP_ACK, &[])
 }
 
 fn error_reply(w: &mut impl Write, option: u32, kind: u32, msg: &str) -> std::io::Result<()> {

@@ -165,6 +165,15 @@ impl Server {
         }
     }
 
+    /// Waits up to `timeout` for the server to exit (after a signal sent with `signal`).
+    pub fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        reap(&mut self.child, timeout)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn uri(&self) -> String {
         format!("nbd+unix:///?socket={}", self.socket.display())
     }

@@ -245,9 +245,11 @@ impl BlockDevice for PageFtl {
         self.map.len() as u64
     }
 
-    /// The whole map is in RAM (invariant 1): an unmapped page is trimmed or never written.
+    /// The whole map is in RAM (invariant 1): an unmapped page is trimmed or never written,
+    /// unless its write waits in the write buffer (mapped once its page is programmed).
     fn mapped(&self, lpn: u64) -> Option<bool> {
-        self.map.get(lpn as usize).map(|&p| p != UNMAPPED)
+        let buffered = self.wbuf.as_ref().is_some_and(|wb| wb.holds(lpn));
+        self.map.get(lpn as usize).map(|&p| p != UNMAPPED || buffered)
     }
 
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {

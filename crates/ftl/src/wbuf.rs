@@ -95,6 +95,11 @@ impl WriteBuffer {
         self.inflight.pop().map_or(at_ns, |r| r.0.max(at_ns))
     }
 
+    /// Whether `lpn` is in the gathered page.
+    pub fn holds(&self, lpn: u64) -> bool {
+        self.slot_of(lpn).is_some()
+    }
+
     /// Copies the buffered data of `lpn` into `out`, if it is buffered (invariant 2).
     pub fn read(&self, lpn: u64, out: &mut [u8]) -> bool {
         match self.slot_of(lpn) {

@@ -123,7 +123,7 @@ pub(crate) fn check_spare_factor(spare_factor: f64) -> Result<(), FtlError> {
 pub(crate) fn check_page_size(g: &nand::Geometry) -> Result<(), FtlError> {
     if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
         return Err(FtlError::Config(format!(
-            "the FTLs map {}-byte logical pages one to one onto flash pages; the device has {}-byte pages",
+            "the block-mapped FTLs (block, fast, amf) map {}-byte logical pages one to one onto flash pages; the device has {}-byte pages (page and dftl map logical pages inside larger flash pages)",
             crate::LOGICAL_PAGE_BYTES,
             g.page_size_bytes
         )));

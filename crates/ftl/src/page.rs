@@ -249,7 +249,9 @@ impl BlockDevice for PageFtl {
     /// unless its write waits in the write buffer (mapped once its page is programmed).
     fn mapped(&self, lpn: u64) -> Option<bool> {
         let buffered = self.wbuf.as_ref().is_some_and(|wb| wb.holds(lpn));
-        self.map.get(lpn as usize).map(|&p| p != UNMAPPED || buffered)
+        self.map
+            .get(lpn as usize)
+            .map(|&p| p != UNMAPPED || buffered)
     }
 
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {

@@ -164,7 +164,10 @@ fn bad_ftl_arguments_are_clear_errors() {
             &["io", "--target", "page", "--preset", "tiny", "--bs", "6k"],
             "multiple of 4096",
         ),
-        (&["io", "--target", "page", "--preset", "mlc16k"], "4"),
+        (
+            &["io", "--target", "block", "--preset", "mlc16k"],
+            "one to one",
+        ),
         (
             &[
                 "io",

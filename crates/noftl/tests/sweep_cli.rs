@@ -153,6 +153,76 @@ fn statuses(out: &Path) -> std::collections::BTreeMap<String, serde_json::Value>
 }
 
 #[test]
+fn resume_leaves_finished_jobs_alone_and_reruns_an_interrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+        name = "resume"
+        verb = "io"
+        args = ["--preset", "tiny", "--ops", "200"]
+        [grid]
+        "--target" = ["page", "dftl"]
+        "#,
+    )
+    .unwrap();
+    let out = dir.path().join("o");
+    let args = [
+        "sweep",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (ok, _, err) = noftl(&args);
+    assert!(ok, "{err}");
+    let first = statuses(&out);
+    assert_eq!(first.len(), 2);
+    // An interrupted sweep leaves the job in flight without its status.json (invariant 2).
+    let (gone, kept) = {
+        let mut ids = first.keys();
+        (ids.next().unwrap().clone(), ids.next().unwrap().clone())
+    };
+    let kept_status = out.join("jobs").join(&kept).join("status.json");
+    let kept_bytes = std::fs::read(&kept_status).unwrap();
+    std::fs::remove_file(out.join("jobs").join(&gone).join("status.json")).unwrap();
+
+    // The merge shows it as not run, with no metrics.
+    let csv = dir.path().join("partial.csv");
+    let (ok, _, err) = noftl(&[
+        "sweep",
+        "merge",
+        out.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let rows = csv_rows(&csv);
+    let job = column(&rows, "job");
+    let status = column(&rows, "status");
+    let waf = column(&rows, "waf");
+    let g = job.iter().position(|j| *j == gone).unwrap();
+    let k = job.iter().position(|j| *j == kept).unwrap();
+    assert_eq!((status[g].as_str(), waf[g].as_str()), ("not run", ""));
+    assert_eq!(status[k], "ok");
+    assert!(!waf[k].is_empty());
+
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let (ok, _, err) = noftl(&resume);
+    assert!(ok, "{err}");
+    assert!(err.contains("1 of 2 jobs have results, 1 to run"), "{err}");
+    assert_eq!(
+        std::fs::read(&kept_status).unwrap(),
+        kept_bytes,
+        "a finished job is not run again"
+    );
+    assert_eq!(statuses(&out)[&gone]["status"], "ok");
+    let rows = csv_rows(&out.join("results.csv"));
+    assert!(column(&rows, "status").iter().all(|s| s == "ok"));
+}
+
+#[test]
 fn a_job_past_its_timeout_is_killed_and_recorded_as_failed() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.toml");

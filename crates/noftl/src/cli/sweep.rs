@@ -877,6 +877,31 @@ mod tests {
     }
 
     #[test]
+    fn job_ids_are_fnv1a_of_the_arguments_and_never_change() {
+        // Pinned values, computed outside this code (FNV-1a 64 over the NUL-terminated
+        // arguments): `--resume` and ids across machines and versions rely on them staying.
+        let p = expand(PLAN).unwrap();
+        let first = &p.jobs[0];
+        let argv: Vec<&str> = first.argv.iter().map(String::as_str).collect();
+        assert_eq!(
+            argv,
+            [
+                "io", "--preset", "tiny", "--ops", "100", "--op", "7%", "--target", "page",
+                "--seed", "1", "--json"
+            ],
+            "grid flags in sorted order, then the seed, then the sweep's --json"
+        );
+        assert_eq!(first.id, "5b4849456c7c8c64");
+        let waf = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sweeps/waf.toml"),
+        )
+        .unwrap();
+        let w = expand(&waf).unwrap();
+        assert_eq!(w.jobs.len(), 56);
+        assert_eq!(w.jobs[0].id, "863d55276b9ac228");
+    }
+
+    #[test]
     fn a_timeout_is_parsed_from_the_plan_and_a_bad_one_refused() {
         let p = expand(&format!("timeout = \"90s\"\n{PLAN}")).unwrap();
         assert_eq!(p.timeout_seconds, Some(90.0));

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The Ray executor of `noftl sweep` (started by `noftl sweep --executor ray`; not run by hand).
 
-    python sweep_ray.py TODO.json OUT NOFTL_BINARY
+    python sweep_ray.py TODO.json OUT NOFTL_BINARY [TIMEOUT_SECONDS|none]
 
 Attaches to the Ray cluster named by RAY_ADDRESS, or starts a local Ray instance when it is
 unset. Each job becomes one Ray task that asks for one CPU and the job's memory estimate, runs
 the noftl binary on the worker in a private temporary directory, and returns the job's files;
 the driver writes them into OUT/jobs/ID/ exactly as the local executor does (status.json last),
 so the merge and `--resume` work the same. A task lost with its worker is retried by Ray
-(max_retries); a job that fails (non-zero exit) is recorded and the sweep goes on.
+(max_retries); a job that fails (non-zero exit, or still running after TIMEOUT_SECONDS of wall
+time, when it is killed) is recorded and the sweep goes on.
 
 On a cluster, NOFTL_BINARY must exist at the same path on every worker (or set NOFTL_BIN on the
 workers), and paths inside the plan's arguments (e.g. --config) must be valid there too.
@@ -28,14 +29,20 @@ OUT_DIR = "{out}"
 
 
 @ray.remote(max_retries=3)
-def run_job(job, binary):
+def run_job(job, binary, timeout):
     binary = os.environ.get("NOFTL_BIN", binary)
     work = tempfile.mkdtemp(prefix="noftl-sweep-")
     try:
         argv = [a.replace(OUT_DIR, work) for a in job["argv"]]
         started = time.monotonic()
-        proc = subprocess.run([binary] + argv, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+        try:
+            proc = subprocess.run([binary] + argv, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as e:  # killed by subprocess.run
+            return {"code": None, "wall": time.monotonic() - started, "timed_out": timeout,
+                    "files": {"stderr.txt": e.stderr or b""},
+                    "node": ray.util.get_node_ip_address()}
         wall = time.monotonic() - started
         files = {"stderr.txt": proc.stderr}
         if job["json_on_stdout"]:
@@ -62,6 +69,9 @@ def write_atomic(path, data):
 
 def main():
     todo_path, out, binary = sys.argv[1], sys.argv[2], sys.argv[3]
+    timeout = None
+    if len(sys.argv) > 4 and sys.argv[4] != "none":
+        timeout = float(sys.argv[4])
     with open(todo_path) as f:
         jobs = json.load(f)
     ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False,
@@ -70,7 +80,7 @@ def main():
     pending = {}
     for job in jobs:
         ref = run_job.options(num_cpus=1, memory=max(int(job["memory_bytes"]), 1)).remote(
-            job, binary)
+            job, binary, timeout)
         pending[ref] = job
     done = failed = 0
     while pending:
@@ -89,7 +99,9 @@ def main():
                     f.write(data)
             ok = r["code"] == 0
             err = None
-            if not ok:
+            if r.get("timed_out") is not None:
+                err = f"timed out after {r['timed_out']:g} s (killed)"
+            elif not ok:
                 lines = [l for l in r["files"]["stderr.txt"].decode(errors="replace").splitlines()
                          if l.strip()]
                 err = lines[-1] if lines else "no message (killed?)"

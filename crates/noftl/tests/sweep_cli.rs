@@ -139,6 +139,131 @@ fn a_failing_job_is_recorded_and_resume_runs_only_what_is_missing() {
     assert!(err.contains("1 of 2 jobs have results, 1 to run"), "{err}");
 }
 
+/// The status.json of every job of a sweep, by job id.
+fn statuses(out: &Path) -> std::collections::BTreeMap<String, serde_json::Value> {
+    std::fs::read_dir(out.join("jobs"))
+        .unwrap()
+        .filter_map(|e| {
+            let dir = e.unwrap().path();
+            let text = std::fs::read_to_string(dir.join("status.json")).ok()?;
+            let id = dir.file_name().unwrap().to_str().unwrap().to_string();
+            Some((id, serde_json::from_str(&text).unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn resume_leaves_finished_jobs_alone_and_reruns_an_interrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+        name = "resume"
+        verb = "io"
+        args = ["--preset", "tiny", "--ops", "200"]
+        [grid]
+        "--target" = ["page", "dftl"]
+        "#,
+    )
+    .unwrap();
+    let out = dir.path().join("o");
+    let args = [
+        "sweep",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (ok, _, err) = noftl(&args);
+    assert!(ok, "{err}");
+    let first = statuses(&out);
+    assert_eq!(first.len(), 2);
+    // An interrupted sweep leaves the job in flight without its status.json (invariant 2).
+    let (gone, kept) = {
+        let mut ids = first.keys();
+        (ids.next().unwrap().clone(), ids.next().unwrap().clone())
+    };
+    let kept_status = out.join("jobs").join(&kept).join("status.json");
+    let kept_bytes = std::fs::read(&kept_status).unwrap();
+    std::fs::remove_file(out.join("jobs").join(&gone).join("status.json")).unwrap();
+
+    // The merge shows it as not run, with no metrics.
+    let csv = dir.path().join("partial.csv");
+    let (ok, _, err) = noftl(&[
+        "sweep",
+        "merge",
+        out.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let rows = csv_rows(&csv);
+    let job = column(&rows, "job");
+    let status = column(&rows, "status");
+    let waf = column(&rows, "waf");
+    let g = job.iter().position(|j| *j == gone).unwrap();
+    let k = job.iter().position(|j| *j == kept).unwrap();
+    assert_eq!((status[g].as_str(), waf[g].as_str()), ("not run", ""));
+    assert_eq!(status[k], "ok");
+    assert!(!waf[k].is_empty());
+
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let (ok, _, err) = noftl(&resume);
+    assert!(ok, "{err}");
+    assert!(err.contains("1 of 2 jobs have results, 1 to run"), "{err}");
+    assert_eq!(
+        std::fs::read(&kept_status).unwrap(),
+        kept_bytes,
+        "a finished job is not run again"
+    );
+    assert_eq!(statuses(&out)[&gone]["status"], "ok");
+    let rows = csv_rows(&out.join("results.csv"));
+    assert!(column(&rows, "status").iter().all(|s| s == "ok"));
+}
+
+#[test]
+fn a_job_past_its_timeout_is_killed_and_recorded_as_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    // The plan's limit is generous; --timeout overrides it. 10^9 operations take far longer.
+    std::fs::write(
+        &plan,
+        r#"
+        name = "timeout"
+        verb = "io"
+        args = ["--preset", "tiny", "--target", "page"]
+        timeout = "1h"
+        [grid]
+        "--ops" = ["200", "1000000000"]
+        "#,
+    )
+    .unwrap();
+    let out = dir.path().join("o");
+    let started = std::time::Instant::now();
+    let (ok, _, err) = noftl(&[
+        "sweep",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--timeout",
+        "2s",
+    ]);
+    assert!(!ok, "a timed-out job makes the sweep fail");
+    assert!(err.contains("1 of 2 jobs failed"), "{err}");
+    assert!(
+        started.elapsed().as_secs() < 60,
+        "the long job was not killed"
+    );
+    let st = statuses(&out);
+    let (ok_jobs, failed): (Vec<_>, Vec<_>) = st.values().partition(|s| s["status"] == "ok");
+    assert_eq!((ok_jobs.len(), failed.len()), (1, 1), "{st:?}");
+    assert_eq!(failed[0]["error"], "timed out after 2 s (killed)");
+    assert!(failed[0]["exit_code"].is_null());
+    let wall = failed[0]["wall_seconds"].as_f64().unwrap();
+    assert!((2.0..30.0).contains(&wall), "{wall}");
+}
+
 #[test]
 fn a_plan_that_does_not_parse_runs_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -175,8 +300,14 @@ fn ray_python() -> Option<String> {
     None
 }
 
+/// One local Ray instance at a time: the Ray tests take this lock.
+static RAY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn the_ray_executor_gives_the_local_table() {
+    let _one = RAY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(python) = ray_python() else {
         eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
         return;
@@ -209,4 +340,76 @@ fn the_ray_executor_gives_the_local_table() {
         drop_wall(csv_rows(&ray.join("results.csv"))),
         drop_wall(csv_rows(&local.join("results.csv")))
     );
+}
+
+#[test]
+fn the_ray_executor_records_a_failed_and_a_timed_out_job_and_goes_on() {
+    let _one = RAY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(python) = ray_python() else {
+        eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    // bs 3000 is refused when the job runs; 10^9 operations outlast the timeout.
+    std::fs::write(
+        &plan,
+        r#"
+        name = "ray-fails"
+        verb = "io"
+        args = ["--preset", "tiny", "--target", "page"]
+        timeout = "3s"
+        [[cases]]
+        label = "ok"
+        "--ops" = "200"
+        [[cases]]
+        label = "refused"
+        "--ops" = "200"
+        "--bs" = "3000"
+        [[cases]]
+        label = "endless"
+        "--ops" = "1000000000"
+        "#,
+    )
+    .unwrap();
+    let out = dir.path().join("o");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args([
+            "sweep",
+            plan.to_str().unwrap(),
+            "--executor",
+            "ray",
+            "--out",
+        ])
+        .arg(&out)
+        .env("NOFTL_PYTHON", &python)
+        .env_remove("RAY_ADDRESS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !run.status.success(),
+        "failed jobs make the sweep fail: {err}"
+    );
+    assert!(err.contains("2 of 3 jobs failed"), "{err}");
+    let rows = csv_rows(&out.join("results.csv"));
+    let by_label: std::collections::BTreeMap<String, String> = column(&rows, "label")
+        .into_iter()
+        .zip(column(&rows, "status"))
+        .collect();
+    assert_eq!(by_label["ok"], "ok");
+    assert_eq!(by_label["refused"], "failed");
+    assert_eq!(by_label["endless"], "failed");
+    let st = statuses(&out);
+    let errors: Vec<String> = st
+        .values()
+        .filter_map(|s| s["error"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        errors.iter().any(|e| e == "timed out after 3 s (killed)"),
+        "{errors:?}"
+    );
+    assert!(errors.iter().any(|e| e.contains("--bs")), "{errors:?}");
 }

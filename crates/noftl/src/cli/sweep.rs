@@ -17,6 +17,10 @@
 //! skips it. A failed job is recorded with its error and the sweep goes on; the exit status is
 //! non-zero when any job failed.
 //!
+//! Wall time: a plan's `timeout` (or `--timeout`) bounds each job's wall time; a job still
+//! running then is killed and recorded as failed ("timed out"), so one job that never ends (a
+//! configuration the emulated FTL cannot make progress in) cannot stall the sweep.
+//!
 //! Memory: each job's estimate is the RAM its emulated device keeps (data and OOB of every flash
 //! page: the dominant allocation of every verb) or the plan's `memory`; the local executor
 //! starts a job only while the estimates of the running jobs fit in 90% of the memory available
@@ -73,6 +77,10 @@ pub struct SweepArgs {
     /// Print the jobs (id and command line) and run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Wall-time limit of each job (e.g. 10m, 90s), over the plan's `timeout`; a job still
+    /// running then is killed and recorded as failed.
+    #[arg(long)]
+    pub timeout: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,6 +119,8 @@ struct PlanFile {
     cases: Vec<BTreeMap<String, toml::Value>>,
     /// Per-job memory estimate (e.g. "8GiB") where the device size alone understates it.
     memory: Option<String>,
+    /// Per-job wall-time limit (e.g. "10m"); a job still running then is killed (failed).
+    timeout: Option<String>,
 }
 
 /// One job of a sweep.
@@ -131,6 +141,9 @@ pub struct Job {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Plan {
     pub name: String,
+    /// Wall-time limit of each job, seconds (the plan's `timeout`); not part of any job's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<f64>,
     pub jobs: Vec<Job>,
 }
 
@@ -153,7 +166,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     let plan_path = args.plan.as_ref().context("a plan file is required")?;
     let text = std::fs::read_to_string(plan_path)
         .with_context(|| format!("cannot read {}", plan_path.display()))?;
-    let plan = expand(&text).with_context(|| format!("in {}", plan_path.display()))?;
+    let mut plan = expand(&text).with_context(|| format!("in {}", plan_path.display()))?;
+    if let Some(t) = &args.timeout {
+        plan.timeout_seconds = Some(parse_timeout(t).context("--timeout")?);
+    }
     if args.dry_run {
         for j in &plan.jobs {
             println!("{}  noftl {}", j.id, shell_words(&j.argv));
@@ -187,8 +203,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     }
     let started = Instant::now();
     match args.executor.as_str() {
-        "local" => run_local(&out, &todo, jobs)?,
-        "ray" => run_ray(&out, &todo)?,
+        "local" => run_local(&out, &todo, jobs, plan.timeout_seconds)?,
+        "ray" => run_ray(&out, &todo, plan.timeout_seconds)?,
         other => bail!("unknown executor '{other}' (local, ray)"),
     }
     let csv = out.join("results.csv");
@@ -238,6 +254,12 @@ pub fn expand(text: &str) -> anyhow::Result<Plan> {
             "--seed".into()
         }
     });
+    let timeout_seconds = file
+        .timeout
+        .as_deref()
+        .map(parse_timeout)
+        .transpose()
+        .context("timeout")?;
     let memory_override = file
         .memory
         .as_deref()
@@ -332,7 +354,16 @@ pub fn expand(text: &str) -> anyhow::Result<Plan> {
     if name.is_empty() || name.contains(['/', '\\']) {
         bail!("plan name '{name}' cannot name a directory");
     }
-    Ok(Plan { name, jobs })
+    Ok(Plan {
+        name,
+        timeout_seconds,
+        jobs,
+    })
+}
+
+/// A job's wall-time limit in seconds, from "90s", "10m", "1h".
+fn parse_timeout(s: &str) -> anyhow::Result<f64> {
+    Ok(super::bench::parse_duration_ns(s)? as f64 / 1e9)
 }
 
 fn push_param(
@@ -467,7 +498,12 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 /// Runs `todo` with up to `jobs` children at once, within the memory budget.
-fn run_local(out: &Path, todo: &[Job], jobs: usize) -> anyhow::Result<()> {
+fn run_local(
+    out: &Path,
+    todo: &[Job],
+    jobs: usize,
+    timeout_seconds: Option<f64>,
+) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the noftl binary")?;
     let budget = crate::limits::available_memory_bytes().map_or(u64::MAX, |a| a / 10 * 9);
     let queue = Mutex::new(todo.iter().collect::<VecDeque<&Job>>());
@@ -495,7 +531,7 @@ fn run_local(out: &Path, todo: &[Job], jobs: usize) -> anyhow::Result<()> {
                     r.0 += job.memory_bytes;
                     r.1 += 1;
                 }
-                let status = run_job(&exe, out, job);
+                let status = run_job(&exe, out, job, timeout_seconds);
                 {
                     let (lock, cv) = &running;
                     let mut r = lock.lock().expect("budget");
@@ -527,11 +563,19 @@ fn run_local(out: &Path, todo: &[Job], jobs: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How a job's child process ended.
+enum Ended {
+    /// It exited (the code; none when killed by a signal).
+    Exited(Option<i32>),
+    /// It ran past the timeout and was killed.
+    TimedOut(f64),
+}
+
 /// Runs one job as a child process and records its status last (invariant 2).
-fn run_job(exe: &Path, out: &Path, job: &Job) -> Status {
+fn run_job(exe: &Path, out: &Path, job: &Job, timeout_seconds: Option<f64>) -> Status {
     let dir = job_dir(out, &job.id);
     let started = Instant::now();
-    let result = (|| -> anyhow::Result<Option<i32>> {
+    let result = (|| -> anyhow::Result<Ended> {
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
                 .with_context(|| format!("cannot clear {}", dir.display()))?;
@@ -550,21 +594,36 @@ fn run_job(exe: &Path, out: &Path, job: &Job) -> Status {
         } else {
             dir.join("stdout.txt")
         };
-        let child = Process::new(exe)
+        let mut child = Process::new(exe)
             .args(&argv)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout_path)?)
             .stderr(std::fs::File::create(dir.join("stderr.txt"))?)
-            .status()
+            .spawn()
             .with_context(|| format!("cannot start {}", exe.display()))?;
-        if child.success() && job.json_on_stdout {
+        let exit = match timeout_seconds {
+            None => child.wait()?,
+            Some(limit) => loop {
+                if let Some(exit) = child.try_wait()? {
+                    break exit;
+                }
+                if started.elapsed().as_secs_f64() >= limit {
+                    // Kill fails only if it has just exited; wait reaps it either way.
+                    let _ = child.kill();
+                    child.wait()?;
+                    return Ok(Ended::TimedOut(limit));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            },
+        };
+        if exit.success() && job.json_on_stdout {
             std::fs::rename(&stdout_path, dir.join("result.json"))?;
         }
-        Ok(child.code())
+        Ok(Ended::Exited(exit.code()))
     })();
     let (status, exit_code, error) = match result {
-        Ok(Some(0)) => ("ok", Some(0), None),
-        Ok(code) => {
+        Ok(Ended::Exited(Some(0))) => ("ok", Some(0), None),
+        Ok(Ended::Exited(code)) => {
             let err = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
             let last = err
                 .lines()
@@ -574,6 +633,11 @@ fn run_job(exe: &Path, out: &Path, job: &Job) -> Status {
                 .to_string();
             ("failed", code, Some(last))
         }
+        Ok(Ended::TimedOut(limit)) => (
+            "failed",
+            None,
+            Some(format!("timed out after {limit} s (killed)")),
+        ),
         Err(e) => ("failed", None, Some(format!("{e:#}"))),
     };
     let st = Status {
@@ -596,7 +660,7 @@ fn run_job(exe: &Path, out: &Path, job: &Job) -> Status {
 
 /// Hands the jobs to the Ray driver (Python, `ray` package), which runs each as a Ray task and
 /// writes the same job directories as the local executor.
-fn run_ray(out: &Path, todo: &[Job]) -> anyhow::Result<()> {
+fn run_ray(out: &Path, todo: &[Job], timeout_seconds: Option<f64>) -> anyhow::Result<()> {
     let python = std::env::var("NOFTL_PYTHON").unwrap_or_else(|_| {
         if Path::new(".venv/bin/python").exists() {
             ".venv/bin/python".into()
@@ -625,6 +689,7 @@ fn run_ray(out: &Path, todo: &[Job]) -> anyhow::Result<()> {
         .arg(&todo_file)
         .arg(out)
         .arg(&exe)
+        .arg(timeout_seconds.map_or_else(|| "none".to_string(), |t| t.to_string()))
         .status()
         .with_context(|| format!("cannot start {python}"))?;
     if !status.success() {
@@ -799,6 +864,46 @@ mod tests {
         assert_eq!(j.params["seed"], "1");
         assert!(j.argv.ends_with(&["--json".to_string()]));
         assert_eq!(j.id.len(), 16);
+    }
+
+    #[test]
+    fn job_ids_are_fnv1a_of_the_arguments_and_never_change() {
+        // Pinned values, computed outside this code (FNV-1a 64 over the NUL-terminated
+        // arguments): `--resume` and ids across machines and versions rely on them staying.
+        let p = expand(PLAN).unwrap();
+        let first = &p.jobs[0];
+        let argv: Vec<&str> = first.argv.iter().map(String::as_str).collect();
+        assert_eq!(
+            argv,
+            [
+                "io", "--preset", "tiny", "--ops", "100", "--op", "7%", "--target", "page",
+                "--seed", "1", "--json"
+            ],
+            "grid flags in sorted order, then the seed, then the sweep's --json"
+        );
+        assert_eq!(first.id, "5b4849456c7c8c64");
+        let waf = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sweeps/waf.toml"),
+        )
+        .unwrap();
+        let w = expand(&waf).unwrap();
+        assert_eq!(w.jobs.len(), 56);
+        assert_eq!(w.jobs[0].id, "863d55276b9ac228");
+    }
+
+    #[test]
+    fn a_timeout_is_parsed_from_the_plan_and_a_bad_one_refused() {
+        let p = expand(&format!("timeout = \"90s\"\n{PLAN}")).unwrap();
+        assert_eq!(p.timeout_seconds, Some(90.0));
+        assert_eq!(expand(PLAN).unwrap().timeout_seconds, None);
+        let err = format!(
+            "{:#}",
+            expand(&format!("timeout = \"soon\"\n{PLAN}")).unwrap_err()
+        );
+        assert!(
+            err.contains("timeout") && err.contains("not a duration"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -674,31 +674,14 @@ impl<C: MapCache> DftlCore<C> {
     /// point) at `at_ns` and maps its logical pages there (through the cached mapping table, as
     /// a direct write does). Returns when the program and the mapping work are done.
     fn program_buffer(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        let Some(wb) = self.wbuf.as_ref() else {
+        let Some(wb) = self.wbuf.as_mut() else {
             return Ok(at_ns);
         };
-        if wb.is_empty() {
+        let Some((lpns, first, done)) =
+            crate::wbuf::program_gathered(wb, &mut self.space, DATA, at_ns)?
+        else {
             return Ok(at_ns);
-        }
-        let (lpns, data) = wb.gathered();
-        let lpns: Vec<u64> = lpns.to_vec();
-        let data = data.to_vec();
-        let ub = self.space.unit_bytes();
-        let units: Vec<(OobRecord, &[u8])> = lpns
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| {
-                let seq = self.space.alloc_seq();
-                (
-                    OobRecord::new(PageKind::Data, l, seq, 0),
-                    &data[i * ub..(i + 1) * ub],
-                )
-            })
-            .collect();
-        let (first, done) = self.space.write_units(at_ns, DATA, &units, Purpose::Host)?;
-        if let Some(wb) = self.wbuf.as_mut() {
-            wb.programmed(done);
-        }
+        };
         // The moves of GC before the program first (their sources may be pages of a victim
         // erased and reused for this very page: not ours). Then follow the new units, and
         // settle the uncached moves so that the lookups below find current flash-map entries.

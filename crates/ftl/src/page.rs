@@ -158,28 +158,11 @@ impl PageFtl {
         let Some(wb) = self.wbuf.as_mut() else {
             return Ok(at_ns);
         };
-        if wb.is_empty() {
+        let Some((lpns, first, done)) =
+            crate::wbuf::program_gathered(wb, &mut self.space, DATA, at_ns)?
+        else {
             return Ok(at_ns);
-        }
-        let (lpns, data) = wb.gathered();
-        let ub = self.space.unit_bytes();
-        let units: Vec<(OobRecord, &[u8])> = lpns
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| {
-                let seq = self.space.alloc_seq();
-                (
-                    OobRecord::new(PageKind::Data, l, seq, 0),
-                    &data[i * ub..(i + 1) * ub],
-                )
-            })
-            .collect();
-        let lpns: Vec<u64> = lpns.to_vec();
-        let (first, done) = self.space.write_units(at_ns, DATA, &units, Purpose::Host)?;
-        drop(units);
-        if let Some(wb) = self.wbuf.as_mut() {
-            wb.programmed(done);
-        }
+        };
         // Moves first: GC may have moved these pages' previous copies (invariant 1).
         self.absorb();
         for (i, l) in lpns.into_iter().enumerate() {

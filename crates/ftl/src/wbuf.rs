@@ -24,7 +24,11 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use nand::Nanos;
+use nand::{Nanos, Ppn, Purpose};
+
+use crate::block_device::FtlError;
+use crate::oob::{OobRecord, PageKind};
+use crate::space::FlashSpace;
 
 /// The gathered page and the programs in flight. See the module documentation.
 #[derive(Debug)]
@@ -140,6 +144,37 @@ impl WriteBuffer {
         self.lpns.clear();
         self.inflight.push(Reverse(done_ns));
     }
+}
+
+/// Programs the gathered page of `wb` (if any) into `stream` of `space` at `at_ns`, each unit
+/// with a fresh sequence number. Returns its logical pages, the location of unit 0 (unit `i` is
+/// at that + `i`) and the program's completion; the caller maps them.
+pub(crate) fn program_gathered(
+    wb: &mut WriteBuffer,
+    space: &mut FlashSpace,
+    stream: u8,
+    at_ns: Nanos,
+) -> Result<Option<(Vec<u64>, Ppn, Nanos)>, FtlError> {
+    if wb.is_empty() {
+        return Ok(None);
+    }
+    let ub = wb.unit_bytes;
+    let (lpns, data) = wb.gathered();
+    let units: Vec<(OobRecord, &[u8])> = lpns
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| {
+            let seq = space.alloc_seq();
+            (
+                OobRecord::new(PageKind::Data, l, seq, 0),
+                &data[i * ub..(i + 1) * ub],
+            )
+        })
+        .collect();
+    let lpns = lpns.to_vec();
+    let (first, done) = space.write_units(at_ns, stream, &units, Purpose::Host)?;
+    wb.programmed(done);
+    Ok(Some((lpns, first, done)))
 }
 
 #[cfg(test)]

@@ -1,6 +1,11 @@
 //! Flash space management, written once for every user of the flash: the block-device FTLs
 //! (`page`, `dftl`, ...) and the database engine that manages flash itself (NoFTL).
 //!
+//! Why one module of this size: allocation, GC, wear levelling, bad-block retirement, units and
+//! paired-page pins all change the same block table, reverse map and free lists under the
+//! invariants below; split apart, each piece would need the others' private state, and the
+//! invariants would no longer be checkable in one place (`check`).
+//!
 //! A [`FlashSpace`] owns the [`Nand`] and hands out physical pages. Callers name what they store
 //! with a `u64` key (a logical page, a translation page, a database page id) and choose a write
 //! *stream* per write, so that data of different temperature or kind lands in different blocks.

@@ -7,8 +7,9 @@
 //!   `native` (native = 1) with the run-to-run standard deviation as an error bar and the factor
 //!   written above it.
 //! - `waf`: a sweep's `results.csv` (or its directory) of `noftl io` jobs: WAF against the
-//!   spare factor, one line per FTL and GC policy, with the analytic FIFO and random-victim
-//!   curves (`ftl::theory`) dashed.
+//!   spare factor on a logarithmic axis, one line per FTL and GC policy (colour = policy, line
+//!   style and marker = FTL), with the analytic FIFO and random-victim curves (`ftl::theory`) in
+//!   black; the legend beside the plot counts the jobs without a point (failed, timed out).
 //!
 //! `auto` picks the kind from the input: a directory or `.csv` is a sweep, a `.json` a compare.
 //! The command that made a figure is written into the SVG as a comment, so a figure found
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value as Json;
@@ -274,28 +276,40 @@ pub fn figure3(bars: &[Bar]) -> anyhow::Result<String> {
 /// One measured WAF point of a sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WafPoint {
-    pub series: String,
+    /// The FTL (`param.target`; empty when the sweep does not vary it).
+    pub ftl: String,
+    /// The GC policy (`param.gc`; empty when the sweep does not vary it).
+    pub gc: String,
     pub spare: f64,
     pub waf: f64,
 }
 
-fn load_waf_points(inputs: &[PathBuf]) -> anyhow::Result<Vec<WafPoint>> {
-    let mut points = Vec::new();
+/// The WAF points of a sweep, and how many of its jobs have none (failed, timed out, not run).
+#[derive(Debug, Default)]
+pub struct WafData {
+    pub points: Vec<WafPoint>,
+    pub missing: usize,
+}
+
+fn load_waf_points(inputs: &[PathBuf]) -> anyhow::Result<WafData> {
+    let mut data = WafData::default();
     for input in inputs {
         let csv_path = if input.is_dir() {
             input.join("results.csv")
         } else {
             input.clone()
         };
-        points.extend(waf_points(&csv_path)?);
+        let d = waf_points(&csv_path)?;
+        data.points.extend(d.points);
+        data.missing += d.missing;
     }
-    if points.is_empty() {
+    if data.points.is_empty() {
         bail!("no WAF points (jobs with status ok, a `waf` and a `param.op` column) in the inputs");
     }
-    Ok(points)
+    Ok(data)
 }
 
-fn waf_points(path: &Path) -> anyhow::Result<Vec<WafPoint>> {
+fn waf_points(path: &Path) -> anyhow::Result<WafData> {
     let mut r =
         csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
     let h = r.headers()?.clone();
@@ -307,44 +321,56 @@ fn waf_points(path: &Path) -> anyhow::Result<Vec<WafPoint>> {
         );
     };
     let status = col("status");
-    let series_cols: Vec<usize> = ["param.target", "param.gc"]
-        .iter()
-        .filter_map(|c| col(c))
-        .collect();
-    let mut out = Vec::new();
+    let (target, gc) = (col("param.target"), col("param.gc"));
+    let mut out = WafData::default();
     for rec in r.records() {
         let rec = rec?;
-        if status.is_some_and(|s| &rec[s] != "ok") {
+        let w = rec[waf].parse::<f64>();
+        if status.is_some_and(|s| &rec[s] != "ok") || w.is_err() {
+            out.missing += 1;
             continue;
         }
         let spare = super::common::parse_percent(&rec[op]).map_err(anyhow::Error::msg)?;
-        let Ok(w) = rec[waf].parse::<f64>() else {
-            continue;
-        };
-        let series = series_cols
-            .iter()
-            .map(|&c| rec[c].to_string())
-            .collect::<Vec<_>>()
-            .join(" ");
-        out.push(WafPoint {
-            series: if series.is_empty() {
-                "measured".into()
-            } else {
-                series
-            },
+        let text = |c: Option<usize>| c.map_or_else(String::new, |c| rec[c].to_string());
+        out.points.push(WafPoint {
+            ftl: text(target),
+            gc: text(gc),
             spare,
-            waf: w,
+            waf: w.unwrap_or_default(),
         });
     }
     Ok(out)
 }
 
-/// WAF against spare factor, measured lines and the analytic curves.
-pub fn waf(points: &[WafPoint]) -> anyhow::Result<String> {
-    let mut series: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+/// The GC policies in the order the legend lists them (any other after them, as met).
+const GC_ORDER: [&str; 4] = ["greedy", "cost-benefit", "fifo", "random"];
+
+/// Distinct values in order of first appearance, those in `first` ahead in its order.
+fn ordered<'a>(values: impl Iterator<Item = &'a str>, first: &[&str]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for v in values {
+        if !seen.iter().any(|s| s == v) {
+            seen.push(v.to_string());
+        }
+    }
+    let rank = |v: &String| first.iter().position(|f| f == v).unwrap_or(first.len());
+    seen.sort_by_key(rank); // stable: the others keep their order
+    seen
+}
+
+/// WAF against spare factor on a logarithmic WAF axis (measured values span 1.5 to hundreds):
+/// colour = GC policy, line style and marker = FTL, the analytic curves in black. The legend
+/// sits beside the plot and says how many jobs have no point.
+pub fn waf(data: &WafData) -> anyhow::Result<String> {
+    let points = &data.points;
+    let ftls = ordered(points.iter().map(|p| p.ftl.as_str()), &["page"]);
+    let gcs = ordered(points.iter().map(|p| p.gc.as_str()), &GC_ORDER);
+    let mut series: BTreeMap<(usize, usize), Vec<(f64, f64)>> = BTreeMap::new();
     for p in points {
+        let f = ftls.iter().position(|x| *x == p.ftl).unwrap_or(0);
+        let g = gcs.iter().position(|x| *x == p.gc).unwrap_or(0);
         series
-            .entry(&p.series)
+            .entry((f, g))
             .or_default()
             .push((p.spare * 100.0, p.waf));
     }
@@ -354,7 +380,7 @@ pub fn waf(points: &[WafPoint]) -> anyhow::Result<String> {
     let x_lo = points.iter().map(|p| p.spare).fold(f64::MAX, f64::min);
     let x_hi = points.iter().map(|p| p.spare).fold(0.0f64, f64::max);
     let (x_lo, x_hi) = ((x_lo * 100.0 - 1.0).max(0.5), x_hi * 100.0 + 1.0);
-    let y_hi = points.iter().map(|p| p.waf).fold(1.0f64, f64::max) * 1.1;
+    let y_hi = points.iter().map(|p| p.waf).fold(2.0f64, f64::max) * 1.3;
     let curve = |f: fn(f64) -> f64| -> Vec<(f64, f64)> {
         (0..=200)
             .map(|i| x_lo + (x_hi - x_lo) * f64::from(i) / 200.0)
@@ -362,61 +388,177 @@ pub fn waf(points: &[WafPoint]) -> anyhow::Result<String> {
             .filter(|(_, y)| *y <= y_hi)
             .collect()
     };
+    // Line style of the i-th FTL: solid, dashed, dotted.
+    let dash = |f: usize| -> Option<(i32, i32)> {
+        match f % 3 {
+            0 => None,
+            1 => Some((9, 5)),
+            _ => Some((2, 4)),
+        }
+    };
+    let models: [(&str, fn(f64) -> f64, (i32, i32)); 2] = [
+        (
+            "FIFO (circular log)",
+            ftl::theory::fifo_waf_at_spare,
+            (7, 4),
+        ),
+        ("random victims", ftl::theory::random_waf_at_spare, (2, 3)),
+    ];
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(to_anyhow)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
+        let body = root
+            .titled(
                 "Write amplification, uniform random 4 KiB writes",
                 ("sans-serif", 24),
             )
-            .margin(16)
+            .map_err(to_anyhow)?;
+        let (plot_area, legend) = body.split_horizontally(SIZE.0 - 230);
+        let mut chart = ChartBuilder::on(&plot_area)
+            .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(56)
-            .build_cartesian_2d(x_lo..x_hi, 1.0..y_hi)
+            .build_cartesian_2d(x_lo..x_hi, (1.0..y_hi).log_scale())
             .map_err(to_anyhow)?;
         chart
             .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(RGBColor(0xe2, 0xe2, 0xe2))
             .x_desc("spare factor (%)")
-            .y_desc("WAF")
+            .y_desc("WAF (log scale)")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            // Every 1, 2 and 5 of a decade labelled; the other key points only as grid lines.
+            .y_labels(30)
+            .y_label_formatter(&|y| {
+                let decade = 10f64.powf(y.log10().floor());
+                let lead = (y / decade).round();
+                if [1.0, 2.0, 5.0].contains(&lead) && (y / decade - lead).abs() < 1e-6 {
+                    format!("{y:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 16))
             .draw()
             .map_err(to_anyhow)?;
-        for (i, (name, pts)) in series.iter().enumerate() {
-            let c = colour(i);
+        for (_, f, (on, off)) in models {
             chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                .map_err(to_anyhow)?
-                .label(*name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+                .draw_series(DashedLineSeries::new(
+                    curve(f),
+                    on,
+                    off,
+                    BLACK.stroke_width(1),
+                ))
                 .map_err(to_anyhow)?;
         }
-        let models: [(&str, fn(f64) -> f64); 2] = [
-            ("model: FIFO (circular log)", ftl::theory::fifo_waf_at_spare),
-            ("model: random victims", ftl::theory::random_waf_at_spare),
-        ];
-        for (name, f) in models {
-            let pts = curve(f);
-            chart
-                .draw_series(DashedLineSeries::new(pts, 6, 4, BLACK.stroke_width(1)))
-                .map_err(to_anyhow)?
-                .label(name)
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
-        }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.9))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
+        for (&(f, g), pts) in &series {
+            let style = colour(g).stroke_width(2);
+            match dash(f) {
+                None => chart.draw_series(LineSeries::new(pts.iter().copied(), style)),
+                Some((on, off)) => {
+                    chart.draw_series(DashedLineSeries::new(pts.iter().copied(), on, off, style))
+                }
+            }
             .map_err(to_anyhow)?;
+            let c = colour(g);
+            chart
+                .draw_series(pts.iter().map(|&p| marker(f, p, c)))
+                .map_err(to_anyhow)?;
+        }
+
+        // The legend, in the strip to the right, in pixels.
+        let font = |size: u32| TextStyle::from(("sans-serif", size).into_font());
+        let mut y = 40;
+        let heading = |text: &str, y: &mut i32| -> anyhow::Result<()> {
+            legend
+                .draw(&Text::new(text.to_string(), (10, *y), font(16)))
+                .map_err(to_anyhow)?;
+            *y += 24;
+            Ok(())
+        };
+        let sample_at = |y: i32| vec![(14, y + 8), (50, y + 8)];
+        if gcs.iter().any(|g| !g.is_empty()) {
+            heading("GC policy (colour)", &mut y)?;
+            for (g, name) in gcs.iter().enumerate() {
+                legend
+                    .draw(&PathElement::new(sample_at(y), colour(g).stroke_width(3)))
+                    .map_err(to_anyhow)?;
+                legend
+                    .draw(&Text::new(name.clone(), (60, y), font(15)))
+                    .map_err(to_anyhow)?;
+                y += 22;
+            }
+            y += 12;
+        }
+        if ftls.iter().any(|f| !f.is_empty()) {
+            heading("FTL (line, marker)", &mut y)?;
+            let grey = RGBColor(0x55, 0x55, 0x55);
+            for (f, name) in ftls.iter().enumerate() {
+                let style = grey.stroke_width(2);
+                match dash(f) {
+                    None => legend.draw(&PathElement::new(sample_at(y), style)),
+                    Some((on, off)) => {
+                        legend.draw(&DashedPathElement::new(sample_at(y), on, off, style))
+                    }
+                }
+                .map_err(to_anyhow)?;
+                legend
+                    .draw(&marker(f, (32, y + 8), grey))
+                    .map_err(to_anyhow)?;
+                legend
+                    .draw(&Text::new(name.clone(), (60, y), font(15)))
+                    .map_err(to_anyhow)?;
+                y += 22;
+            }
+            y += 12;
+        }
+        heading("Model (black)", &mut y)?;
+        for (name, _, (on, off)) in models {
+            legend
+                .draw(&DashedPathElement::new(
+                    sample_at(y),
+                    on,
+                    off,
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(to_anyhow)?;
+            legend
+                .draw(&Text::new(name.to_string(), (60, y), font(15)))
+                .map_err(to_anyhow)?;
+            y += 22;
+        }
+        if data.missing > 0 {
+            y += 12;
+            let jobs = if data.missing == 1 { "job" } else { "jobs" };
+            for line in [
+                format!("{} {jobs} without a result", data.missing),
+                "(failed or timed out):".to_string(),
+                "no point plotted".to_string(),
+            ] {
+                legend
+                    .draw(&Text::new(line, (10, y), font(14)))
+                    .map_err(to_anyhow)?;
+                y += 18;
+            }
+        }
         root.present().map_err(to_anyhow)?;
     }
     Ok(svg)
+}
+
+/// The marker of the i-th FTL at `at`: filled circle, open triangle, cross.
+fn marker<DB, C>(f: usize, at: C, c: RGBColor) -> DynElement<'static, DB, C>
+where
+    DB: DrawingBackend,
+    C: Clone + 'static,
+{
+    match f % 3 {
+        0 => Circle::new(at, 4, c.filled()).into_dyn(),
+        1 => TriangleMarker::new(at, 6, c.stroke_width(2)).into_dyn(),
+        _ => Cross::new(at, 5, c.stroke_width(2)).into_dyn(),
+    }
 }
 
 #[cfg(test)]
@@ -458,18 +600,56 @@ mod tests {
     }
 
     #[test]
-    fn waf_plot_has_a_line_per_series_and_the_models() {
-        let pts: Vec<WafPoint> = [("page greedy", 0.1, 4.8), ("page greedy", 0.2, 2.6)]
-            .iter()
-            .map(|&(s, x, y)| WafPoint {
-                series: s.into(),
-                spare: x,
-                waf: y,
-            })
-            .collect();
-        let svg = waf(&pts).unwrap();
-        assert!(svg.contains("page greedy"));
-        assert!(svg.contains("model: FIFO"));
-        assert!(svg.contains("model: random victims"));
+    fn waf_plot_names_every_ftl_and_policy_and_the_models() {
+        let pts: Vec<WafPoint> = [
+            ("page", "greedy", 0.1, 4.8),
+            ("page", "greedy", 0.2, 2.6),
+            ("dftl", "fifo", 0.2, 180.0),
+        ]
+        .iter()
+        .map(|&(f, g, x, y)| WafPoint {
+            ftl: f.into(),
+            gc: g.into(),
+            spare: x,
+            waf: y,
+        })
+        .collect();
+        let svg = waf(&WafData {
+            points: pts,
+            missing: 0,
+        })
+        .unwrap();
+        for name in [
+            "page",
+            "dftl",
+            "greedy",
+            "fifo",
+            "FIFO (circular log)",
+            "random victims",
+        ] {
+            assert!(svg.contains(name), "{name}");
+        }
+        assert!(!svg.contains("without a result"));
+    }
+
+    #[test]
+    fn a_waf_plot_says_how_many_jobs_have_no_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("results.csv");
+        std::fs::write(
+            &csv,
+            "job,label,status,wall_seconds,param.gc,param.op,param.target,waf\n\
+             a,,ok,1.0,greedy,10%,page,4.74\n\
+             b,,failed,300.0,fifo,10%,dftl,\n\
+             c,,ok,2.0,greedy,20%,page,2.53\n",
+        )
+        .unwrap();
+        let data = load_waf_points(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(data.points.len(), 2);
+        assert_eq!(data.missing, 1);
+        assert_eq!(data.points[0].ftl, "page");
+        assert_eq!(data.points[0].gc, "greedy");
+        let svg = waf(&data).unwrap();
+        assert!(svg.contains("1 job without a result"));
     }
 }

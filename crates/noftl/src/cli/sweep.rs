@@ -892,6 +892,24 @@ mod tests {
     }
 
     #[test]
+    fn every_example_plan_expands_and_its_jobs_parse() {
+        // The plans in examples/sweeps/ are documentation: a flag renamed in the CLI must not
+        // leave one that fails (expand parses every job with the CLI's own parser).
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sweeps");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let plan = expand(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                assert!(!plan.jobs.is_empty(), "{}", path.display());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 6, "{seen} plans in {}", dir.display());
+    }
+
+    #[test]
     fn a_timeout_is_parsed_from_the_plan_and_a_bad_one_refused() {
         let p = expand(&format!("timeout = \"90s\"\n{PLAN}")).unwrap();
         assert_eq!(p.timeout_seconds, Some(90.0));

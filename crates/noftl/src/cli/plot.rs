@@ -342,6 +342,9 @@ fn waf_points(path: &Path) -> anyhow::Result<WafData> {
     Ok(out)
 }
 
+/// An analytic curve: its name, WAF at a spare factor, and its dash (on, off pixels).
+type Model = (&'static str, fn(f64) -> f64, (i32, i32));
+
 /// The GC policies in the order the legend lists them (any other after them, as met).
 const GC_ORDER: [&str; 4] = ["greedy", "cost-benefit", "fifo", "random"];
 
@@ -396,7 +399,7 @@ pub fn waf(data: &WafData) -> anyhow::Result<String> {
             _ => Some((2, 4)),
         }
     };
-    let models: [(&str, fn(f64) -> f64, (i32, i32)); 2] = [
+    let models: [Model; 2] = [
         (
             "FIFO (circular log)",
             ftl::theory::fifo_waf_at_spare,

@@ -692,8 +692,7 @@ impl<C: MapCache> DftlCore<C> {
             .map(|(i, &l)| (l, (first.0 + i as u64) as u32))
             .collect();
         let mut end = self.settle(at_ns)?.max(done);
-        for i in 0..lpns.len() {
-            let l = lpns[i];
+        for (i, &l) in lpns.iter().enumerate() {
             let (s, t) = self.lookup(at_ns, l)?;
             let t = self.ctrl.charge(t, self.variant.data_update_cycles);
             debug_assert_eq!(self.fresh[i].0, l);

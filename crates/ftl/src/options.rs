@@ -145,7 +145,9 @@ pub(crate) fn page_mapped_capacity(
     // Sub-page mapping (space.rs, "Units"): a flash page of 8 or 16 KiB holds 2 or 4 logical
     // pages, each mapped on its own.
     let page_bytes = g.page_size_bytes as usize;
-    if page_bytes < crate::LOGICAL_PAGE_BYTES || page_bytes % crate::LOGICAL_PAGE_BYTES != 0 {
+    if page_bytes < crate::LOGICAL_PAGE_BYTES
+        || !page_bytes.is_multiple_of(crate::LOGICAL_PAGE_BYTES)
+    {
         return Err(FtlError::Config(format!(
             "the page-mapped FTLs map {}-byte logical pages onto flash pages of a whole number of them; the device has {page_bytes}-byte pages",
             crate::LOGICAL_PAGE_BYTES

@@ -565,7 +565,7 @@ impl FlashSpace {
         let geo = &dev.geometry;
         check_oob_size(geo)?;
         let upp = units_per_page(geo) as usize;
-        if upp > 1 && geo.page_size_bytes as usize % UNIT_BYTES != 0 {
+        if upp > 1 && !(geo.page_size_bytes as usize).is_multiple_of(UNIT_BYTES) {
             return Err(FtlError::Config(format!(
                 "{}-byte flash pages are no whole number of {UNIT_BYTES}-byte units",
                 geo.page_size_bytes
@@ -608,7 +608,7 @@ impl FlashSpace {
         let mode = cfg.cell_mode.unwrap_or(nand.config().cell.native);
         let ppb = nand.config().pages_in_mode(mode);
         debug_assert!(
-            ppb % mode.bits_per_cell() == 0,
+            ppb.is_multiple_of(mode.bits_per_cell()),
             "blocks hold whole word lines"
         );
         let dies = geo.dies();

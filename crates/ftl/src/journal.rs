@@ -78,17 +78,28 @@ fn loc_in_block(g: &nand::Geometry, upp: u32, b: u32, unit: u32) -> Ppn {
 
 /// The unit records of a page whose OOB `read_record` classified as `found` (slot 0) into
 /// `oob`: a damaged or unreadable page yields none (the buffer is stale after a failed read).
-fn unit_records(found: PageOob, oob: &[u8], upp: u32) -> Vec<(u32, OobRecord)> {
-    match found {
-        PageOob::Record(r) if upp == 1 => vec![(0, r)],
-        PageOob::Record(_) => (0..upp)
-            .filter_map(|slot| match unit_record(oob, slot) {
-                PageOob::Record(r) => Some((slot, r)),
-                _ => None,
-            })
-            .collect(),
-        PageOob::Erased | PageOob::Damaged => Vec::new(),
-    }
+/// An iterator, not a collection: recovery calls this once per page read.
+fn unit_records(
+    found: PageOob,
+    oob: &[u8],
+    upp: u32,
+) -> impl Iterator<Item = (u32, OobRecord)> + '_ {
+    let slots = if matches!(found, PageOob::Record(_)) {
+        upp
+    } else {
+        0
+    };
+    (0..slots).filter_map(move |slot| {
+        let rec = if upp == 1 {
+            found
+        } else {
+            unit_record(oob, slot)
+        };
+        match rec {
+            PageOob::Record(r) => Some((slot, r)),
+            PageOob::Erased | PageOob::Damaged => None,
+        }
+    })
 }
 
 /// Reads the unit at location `loc` (its data only) for recovery.

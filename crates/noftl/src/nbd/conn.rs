@@ -619,6 +619,32 @@ mod tests {
         fill: u8,
     }
 
+    /// Appends `reqs` (request `i` with handle `i ^ handle_xor`, WRITE payloads included) and a
+    /// DISC to a client's byte stream.
+    fn push_requests(input: &mut Vec<u8>, reqs: &[Req], handle_xor: u64) {
+        for (i, r) in reqs.iter().enumerate() {
+            let h = RequestHeader {
+                flags: r.flags,
+                kind: r.kind,
+                handle: i as u64 ^ handle_xor,
+                offset: r.offset,
+                length: r.length,
+            };
+            input.extend_from_slice(&h.encode());
+            if r.kind == CMD_WRITE {
+                input.extend(std::iter::repeat_n(r.fill, r.length as usize));
+            }
+        }
+        let disc = RequestHeader {
+            flags: 0,
+            kind: CMD_DISC,
+            handle: 0,
+            offset: 0,
+            length: 0,
+        };
+        input.extend_from_slice(&disc.encode());
+    }
+
     fn req() -> impl Strategy<Value = Req> {
         let kind = prop_oneof![8 => 0u16..7, 2 => Just(CMD_BLOCK_STATUS), 1 => any::<u16>()];
         let flags = prop_oneof![6 => Just(0u16), 2 => Just(CMD_FLAG_FUA), 2 => Just(CMD_FLAG_NO_HOLE), 1 => Just(CMD_FLAG_REQ_ONE), 1 => any::<u16>()];
@@ -719,15 +745,7 @@ mod tests {
         #[test]
         fn requests_match_the_reference_model(reqs in proptest::collection::vec(req(), 1..40), real in any::<bool>()) {
             let mut input = go_handshake();
-            for (i, r) in reqs.iter().enumerate() {
-                let h = RequestHeader { flags: r.flags, kind: r.kind, handle: i as u64 ^ 0xabcd_0000, offset: r.offset, length: r.length };
-                input.extend_from_slice(&h.encode());
-                if r.kind == CMD_WRITE {
-                    input.extend(std::iter::repeat_n(r.fill, r.length as usize));
-                }
-            }
-            let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
-            input.extend_from_slice(&disc.encode());
+            push_requests(&mut input, &reqs, 0xabcd_0000);
             let (res, out) = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
             prop_assert_eq!(res.ok(), Some(Ended::Disconnect));
             // Expectations in request order (requests run in order); replies may come in
@@ -863,15 +881,7 @@ mod tests {
         #[test]
         fn structured_replies_and_block_status_match_the_reference_model(reqs in proptest::collection::vec(req(), 1..40), real in any::<bool>()) {
             let mut input = structured_handshake();
-            for (i, r) in reqs.iter().enumerate() {
-                let h = RequestHeader { flags: r.flags, kind: r.kind, handle: i as u64, offset: r.offset, length: r.length };
-                input.extend_from_slice(&h.encode());
-                if r.kind == CMD_WRITE {
-                    input.extend(std::iter::repeat_n(r.fill, r.length as usize));
-                }
-            }
-            let disc = RequestHeader { flags: 0, kind: CMD_DISC, handle: 0, offset: 0, length: 0 };
-            input.extend_from_slice(&disc.encode());
+            push_requests(&mut input, &reqs, 0);
             let (res, out) = run_with(if real { ClockMode::Real } else { ClockMode::None }, input);
             prop_assert_eq!(res.ok(), Some(Ended::Disconnect));
             // Replies may come in any order; each is checked against the model as it stood

@@ -103,7 +103,7 @@ fn unit_records(
 }
 
 /// Reads the unit at location `loc` (its data only) for recovery.
-pub(crate) fn read_unit(
+pub fn read_unit(
     nand: &mut Nand,
     at_ns: Nanos,
     loc: Ppn,

@@ -87,8 +87,35 @@ pub enum Medium {
     CrashDisk,
     /// An FTL on emulated flash: faults at flash operations.
     Flash(FlashMedium),
-    /// The NoFTL store on emulated flash (`crash_native`), sized by the workload.
-    Native,
+    /// The NoFTL store on emulated flash (`crash_native`): the workload's own small device, or
+    /// the one named.
+    Native(NativeDevice),
+}
+
+/// The flash of the native crash test.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NativeDevice {
+    /// `None`: the workload's own `tiny` variant (`crash_native::tiny_device`) with
+    /// `overrides` applied; else this device (its seed replaced per test seed).
+    pub device: Option<DeviceConfig>,
+    /// `KEY=VALUE` device settings applied to the workload's own device, as `--set` takes them.
+    pub overrides: Vec<String>,
+}
+
+impl NativeDevice {
+    /// The device for `seed`: `blocks_per_plane` sizes the workload's own.
+    pub fn nand(&self, seed: u64, blocks_per_plane: u32) -> Result<Nand> {
+        match &self.device {
+            None => crate::crash_native::tiny_device(seed, blocks_per_plane, &self.overrides),
+            Some(cfg) => Nand::new(DeviceConfig {
+                seed,
+                // The report names the operation each fault landed on from the trace.
+                trace_entries: cfg.trace_entries.max(TRACE_ENTRIES),
+                ..cfg.clone()
+            })
+            .map_err(|e| Error::Config(e.to_string())),
+        }
+    }
 }
 
 impl Medium {
@@ -97,7 +124,7 @@ impl Medium {
         match self {
             Medium::CrashDisk => "crashdisk",
             Medium::Flash(m) => &m.kind,
-            Medium::Native => "native",
+            Medium::Native(_) => "native",
         }
     }
 }
@@ -294,8 +321,9 @@ const DISK_PAGES: u64 = 6144;
 const DISK_LOG_BLOCKS: u64 = 1024;
 /// Flash: a 1.5 MiB log on the ~4.5 MiB the FTLs export.
 const FLASH_LOG_BLOCKS: u64 = 384;
-/// Flash trace kept from arming the fault on, to name the operation it hit.
-const TRACE_ENTRIES: usize = 1 << 16;
+/// Flash trace kept from arming the fault on (or from the start of a count), to name the
+/// operation a cut hits: more than a workload and a restart of the crash tests issue.
+pub(crate) const TRACE_ENTRIES: usize = 1 << 16;
 
 pub(crate) fn engine_cfg(o: &CrashOptions) -> EngineConfig {
     EngineConfig {
@@ -323,7 +351,7 @@ impl Rig {
                 age(&mut *dev, m.aged_fraction, seed)?;
                 Ok(Rig::Flash(SharedDevice::new(dev), m.clone()))
             }
-            Medium::Native => Err(Error::Unsupported(
+            Medium::Native(_) => Err(Error::Unsupported(
                 "the native store is no block device: its round is crash_native::native_round"
                     .into(),
             )),
@@ -538,7 +566,7 @@ fn prepare<W: CrashWorkload>(w: &W, s: &BlockSetup, seed: u64) -> Result<(Rig, E
 /// `crash_native::native_round` for `Medium::Native`).
 pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     let w = Tpcb(o);
-    if o.medium == Medium::Native {
+    if matches!(o.medium, Medium::Native(_)) {
         return native_round(&w, &tpcb_native_setup(o), seed);
     }
     let txns = u64::from(o.terminals) * o.txns_per_terminal;
@@ -550,6 +578,15 @@ pub fn crash_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
         count_restart: false,
     };
     block_round(&w, &s, seed)
+}
+
+/// Refuses TPC-B's native crash device (`Medium::Native`) if the store cannot run on it, before
+/// any seed runs; other media pass.
+pub fn check_native(o: &CrashOptions) -> Result<()> {
+    match o.medium {
+        Medium::Native(_) => tpcb_native_setup(o).check(),
+        _ => Ok(()),
+    }
 }
 
 /// How much of the native crash device is aged (`crash_native::age`): all of it for power cuts;
@@ -565,6 +602,10 @@ pub(crate) fn native_aged_fraction(fault: Fault, age_for_media_errors: bool) -> 
 /// TPC-B's native device: `tiny` with 8 blocks per plane (`crash_native::crash_device`).
 pub(crate) fn tpcb_native_setup(o: &CrashOptions) -> NativeSetup {
     NativeSetup {
+        device: match &o.medium {
+            Medium::Native(d) => d.clone(),
+            _ => NativeDevice::default(),
+        },
         blocks_per_plane: crate::crash_native::CRASH_BLOCKS_PER_PLANE,
         store: crash_store_config(o),
         aged_fraction: native_aged_fraction(o.fault, o.age_native_for_media_errors),

@@ -45,31 +45,29 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::pagestore::{PageKind, WriteHint};
 use storage::{Engine, Error, NativeConfig, NativeStore, PageStore, Result};
 
-use crate::crash::{CrashOptions, CrashOutcome, CrashWorkload, Fault, OpCount, Tpcb};
+use crate::crash::{
+    CrashOptions, CrashOutcome, CrashWorkload, Fault, NativeDevice, OpCount, Tpcb, TRACE_ENTRIES,
+};
 
-/// Flash trace kept from the start of a count, to name the operation a cut hits: more than a
-/// workload and a restart of the crash tests issue.
-const TRACE_ENTRIES: usize = 1 << 16;
 
 /// TPC-B's crash-test flash: `tiny` with 8 blocks per plane (64 blocks, 1,024 pages of 4 KiB).
 pub const CRASH_BLOCKS_PER_PLANE: u32 = 8;
 
 /// TPC-B's crash-test flash ([`CRASH_BLOCKS_PER_PLANE`]).
 pub fn crash_device(seed: u64) -> Result<Nand> {
-    tiny_device(seed, CRASH_BLOCKS_PER_PLANE)
+    tiny_device(seed, CRASH_BLOCKS_PER_PLANE, &[])
 }
 
-/// The `tiny` preset with `blocks_per_plane` blocks per plane, seeded, with a trace.
-pub fn tiny_device(seed: u64, blocks_per_plane: u32) -> Result<Nand> {
-    let cfg = DeviceConfig::preset(
-        "tiny",
-        &[
-            format!("geometry.blocks_per_plane={blocks_per_plane}"),
-            format!("seed={seed}"),
-            format!("trace_entries={TRACE_ENTRIES}"),
-        ],
-    )
-    .map_err(|e| Error::Config(e.to_string()))?;
+/// The `tiny` preset with `blocks_per_plane` blocks per plane, seeded, with a trace, then
+/// `overrides` (`KEY=VALUE`, e.g. `cell.native=mlc`).
+pub fn tiny_device(seed: u64, blocks_per_plane: u32, overrides: &[String]) -> Result<Nand> {
+    let mut sets = vec![
+        format!("geometry.blocks_per_plane={blocks_per_plane}"),
+        format!("seed={seed}"),
+        format!("trace_entries={TRACE_ENTRIES}"),
+    ];
+    sets.extend(overrides.iter().cloned());
+    let cfg = DeviceConfig::preset("tiny", &sets).map_err(|e| Error::Config(e.to_string()))?;
     Nand::new(cfg).map_err(|e| Error::Config(e.to_string()))
 }
 
@@ -109,7 +107,9 @@ pub fn crash_store_config(o: &CrashOptions) -> NativeConfig {
 /// The native store a workload runs on in [`native_round`].
 #[derive(Clone, Debug)]
 pub(crate) struct NativeSetup {
-    /// The seed's flash is `tiny` with this many blocks per plane ([`tiny_device`]).
+    /// The flash; its own device is `tiny` with `blocks_per_plane` blocks per plane
+    /// ([`tiny_device`]).
+    pub device: NativeDevice,
     pub blocks_per_plane: u32,
     pub store: NativeConfig,
     /// DB pages written (zeros) before the database is created, as a fraction of them
@@ -120,7 +120,11 @@ pub(crate) struct NativeSetup {
 impl NativeSetup {
     /// The seed's flash, fresh: identical for every run of the seed.
     fn device(&self, seed: u64) -> Result<Nand> {
-        tiny_device(seed, self.blocks_per_plane)
+        self.device.nand(seed, self.blocks_per_plane)
+    }
+    /// Refuses a device the store cannot be formatted on, before any seed runs.
+    pub(crate) fn check(&self) -> Result<()> {
+        NativeStore::format(self.device(0)?, self.store.clone()).map(drop)
     }
 }
 
@@ -312,7 +316,7 @@ pub(crate) fn native_round<W: CrashWorkload>(
 }
 
 /// One crash-and-recover round of TPC-B for `seed` on the native store.
-/// (`o.medium` is not consulted; `crash::crash_once` with `Medium::Native` runs this too).
+/// (`crash::crash_once` with `Medium::Native` runs this too).
 pub fn crash_native_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     native_round(&Tpcb(o), &crate::crash::tpcb_native_setup(o), seed)
 }

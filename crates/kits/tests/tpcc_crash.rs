@@ -11,7 +11,7 @@ use kits::tpcc::crash::{crash_tpcc_once, TpccCrashOptions};
 fn on(kind: &str) -> TpccCrashOptions {
     let medium = match kind {
         "memdisk" => Medium::CrashDisk,
-        "native" => Medium::Native,
+        "native" => Medium::Native(Default::default()),
         ftl => Medium::Flash(FlashMedium::new(ftl).unwrap()),
     };
     TpccCrashOptions {

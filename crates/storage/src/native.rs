@@ -209,12 +209,13 @@ struct Layout {
 
 fn layout(nand: &Nand, cfg: &NativeConfig) -> Result<Layout> {
     let g = nand.geometry();
-    if g.page_size_bytes as usize != LOG_BLOCK_BYTES {
+    let page_size = g.page_size_bytes as usize;
+    if page_size < LOG_BLOCK_BYTES || !page_size.is_multiple_of(LOG_BLOCK_BYTES) {
         return Err(Error::Config(format!(
-            "the native store needs 4 KiB flash pages; the device has {}-byte pages",
-            g.page_size_bytes
+            "the native store maps {LOG_BLOCK_BYTES}-byte units onto flash pages of a whole number of them; the device has {page_size}-byte pages"
         )));
     }
+    let upp = u64::from(ftl::space::units_per_page(g));
     if ![4096, 8192, 16384].contains(&cfg.page_bytes) {
         return Err(Error::Config(format!(
             "page size {} is not 4, 8 or 16 KiB",
@@ -227,15 +228,16 @@ fn layout(nand: &Nand, cfg: &NativeConfig) -> Result<Layout> {
             cfg.spare_factor
         )));
     }
-    if g.pages() >= u64::from(u32::MAX) {
+    if g.pages() * upp >= u64::from(u32::MAX) {
         return Err(Error::Config(format!(
-            "{} flash pages do not fit the 32-bit map entries",
+            "{} flash pages of {upp} units do not fit the 32-bit map entries",
             g.pages()
         )));
     }
     // The same logical capacity a page-mapped FTL would export (ftl::options): U = (1 - s) T,
     // T = (factory-good blocks - GC reserve) x pages per block, less room for open blocks.
-    let ppb = u64::from(nand.config().pages_in_mode(nand.config().cell.native));
+    // Units per block: what the capacity is counted in (a key is one unit).
+    let ppb = u64::from(nand.config().pages_in_mode(nand.config().cell.native)) * upp;
     let good = (0..g.blocks())
         .filter(|&b| !nand.is_bad(nand::Pbn(b)))
         .count() as u64;
@@ -293,6 +295,21 @@ pub struct NativeStore {
     host: HostCounts,
     host_mapping_ps: u128,
     charged: SpaceCounts,
+    /// Units (keys) per flash page: 1 on 4 KiB pages.
+    upp: u32,
+    /// On pages of several units: per slot and stream (index `slot * STREAMS + stream`), the
+    /// units gathered in host memory for the stream's next flash page (module documentation,
+    /// "Flash pages of several units").
+    gathers: Vec<Gather>,
+    /// Which gather holds a key (invariant 9: at most one).
+    buffered: HashMap<u64, u32>,
+}
+
+/// Units gathered for one flash page of a stream, in arrival order.
+#[derive(Debug, Default)]
+struct Gather {
+    keys: Vec<u64>,
+    data: Vec<u8>,
 }
 
 impl std::fmt::Debug for NativeStore {
@@ -376,14 +393,8 @@ impl NativeStore {
         let table_at = rec.map[lay.region_key as usize];
         if table_at != UNMAPPED {
             let mut page = vec![0u8; LOG_BLOCK_BYTES];
-            nand.read(
-                rec.done_ns,
-                Ppn(u64::from(table_at)),
-                &mut page,
-                &mut [],
-                Purpose::Recovery,
-            )
-            .map_err(ftl::FtlError::from)?;
+            ftl::journal::read_unit(nand, rec.done_ns, Ppn(u64::from(table_at)), &mut page)
+                .map_err(ftl::FtlError::from)?;
             regions = decode_table(&page)?;
         }
         let g = nand.geometry().clone();
@@ -395,7 +406,10 @@ impl NativeStore {
                 })? = (i + 1) as u8;
             }
         }
-        let die_of = |p: &LivePage| owner[g.die_of_block(g.block_of(p.ppn)).0 as usize] as usize;
+        let upp = u64::from(ftl::space::units_per_page(&g));
+        let die_of = |p: &LivePage| {
+            owner[g.die_of_block(g.block_of(Ppn(p.ppn.0 / upp))).0 as usize] as usize
+        };
         let default_dies: Vec<u32> = if regions.is_empty() {
             Vec::new()
         } else {
@@ -483,13 +497,16 @@ impl NativeStore {
             .collect();
         let mut region_limit = vec![u64::MAX];
         region_limit.extend(regions.iter().zip(&spaces[1..]).map(|((spec, dies), sp)| {
-            region_capacity_pages(&geo, &bad, u64::from(sp.pages_per_block()), spec, dies)
+            let units_per_block = u64::from(sp.pages_per_block()) * u64::from(sp.units_per_page());
+            region_capacity_pages(&geo, &bad, units_per_block, spec, dies)
         }));
+        let upp = spaces[0].units_per_page();
         let mut region_used = vec![0u64; regions.len() + 1];
         for &p in &map[lay.db_key0 as usize..lay.region_key as usize] {
             if p != UNMAPPED {
-                region_used[die_owner[geo.die_of_block(geo.block_of(Ppn(u64::from(p)))).0 as usize]
-                    as usize] += 1;
+                let page = Ppn(u64::from(p) / u64::from(upp));
+                region_used[die_owner[geo.die_of_block(geo.block_of(page)).0 as usize] as usize] +=
+                    1;
             }
         }
         NativeStore {
@@ -515,6 +532,9 @@ impl NativeStore {
             host: HostCounts::default(),
             host_mapping_ps: 0,
             lay,
+            upp,
+            gathers: Vec::new(),
+            buffered: HashMap::new(),
         }
     }
 
@@ -584,7 +604,9 @@ impl NativeStore {
                 )));
             }
         }
-        let ppb = u64::from(dev.pages_in_mode(spec.cell_mode.unwrap_or(dev.cell.native)));
+        // Units per block in the region's cell mode: what its capacity is counted in.
+        let ppb = u64::from(dev.pages_in_mode(spec.cell_mode.unwrap_or(dev.cell.native)))
+            * u64::from(self.upp);
         let bad: Vec<bool> = (0..g.blocks())
             .map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b)))
             .collect();
@@ -670,14 +692,18 @@ impl NativeStore {
     pub fn checkpoint_pages_written(&self) -> (u64, u64) {
         (self.journal.map_pages_written, self.checkpoint_pages)
     }
-    /// Where a DB page's first flash page is (tests).
+    /// The flash page holding a DB page's first unit (tests).
     pub fn location(&self, pid: PageId) -> Option<Ppn> {
         let key = self.lay.db_key0 + u64::from(pid) * self.lay.k;
         self.map
             .get(key as usize)
             .copied()
             .filter(|&p| p != UNMAPPED)
-            .map(|p| Ppn(u64::from(p)))
+            .map(|p| self.page_of(p))
+    }
+    /// The flash page of map entry (unit location) `loc`.
+    fn page_of(&self, loc: u32) -> Ppn {
+        Ppn(u64::from(loc) / u64::from(self.upp))
     }
 
     /// Charges `cycles` of host CPU work submitted at `at`; returns when it is done.
@@ -731,7 +757,11 @@ impl NativeStore {
         self.host_cpu(at, moves * HOST_MOVE_CYCLES + victims * HOST_VICTIM_CYCLES)
     }
 
-    /// Writes one flash page of `key` on `stream`; returns when it is programmed.
+    /// Writes one unit of `key` on `stream`. On 4 KiB pages, and for the master records and the
+    /// region table (which must be on flash when their write returns), the unit is programmed
+    /// at once and the call returns when the program completes. On larger pages it joins its
+    /// stream's gather (invariant 9), which is programmed once it fills a page (the call that
+    /// fills it returns when that program completes) or at the next durability point.
     fn put(
         &mut self,
         at: Nanos,
@@ -741,42 +771,158 @@ impl NativeStore {
         purpose: Purpose,
         r: usize,
     ) -> Result<Nanos> {
-        let t = self.host_cpu(at, HOST_UPDATE_CYCLES);
+        debug_assert_eq!(data.len(), LOG_BLOCK_BYTES);
+        self.host.writes += 1;
+        if self.upp == 1 || stream == META {
+            return self.program(at, r, stream, &[key], data, purpose);
+        }
+        debug_assert_eq!(purpose, purpose_of(stream));
+        let t = self.host_cpu(at, HOST_LOOKUP_CYCLES);
+        let ub = LOG_BLOCK_BYTES;
+        if let Some(&g) = self.buffered.get(&key) {
+            // A rewrite before the page is programmed replaces the gathered unit: no program.
+            let gather = &mut self.gathers[g as usize];
+            let i = gather
+                .keys
+                .iter()
+                .position(|&k| k == key)
+                .unwrap_or_else(|| unreachable!("key {key} buffered in a gather without it"));
+            gather.data[i * ub..(i + 1) * ub].copy_from_slice(data);
+            return Ok(t);
+        }
+        let g = r * usize::from(STREAMS) + usize::from(stream);
+        if self.gathers.len() <= g {
+            self.gathers.resize_with(g + 1, Gather::default);
+        }
+        let gather = &mut self.gathers[g];
+        gather.keys.push(key);
+        gather.data.extend_from_slice(data);
+        let full = gather.keys.len() == self.upp as usize;
+        self.buffered.insert(key, g as u32);
+        if full {
+            return self.flush_gather(t, g);
+        }
+        Ok(t)
+    }
+
+    /// Programs gather `g` (if it holds anything) as one flash page, partly filled or not;
+    /// returns when the program completes. On failure the units stay gathered.
+    fn flush_gather(&mut self, at: Nanos, g: usize) -> Result<Nanos> {
+        if self.gathers.get(g).is_none_or(|x| x.keys.is_empty()) {
+            return Ok(at);
+        }
+        let mut gather = std::mem::take(&mut self.gathers[g]);
+        let stream = (g % usize::from(STREAMS)) as u8;
+        let r = g / usize::from(STREAMS);
+        let res = self.program(at, r, stream, &gather.keys, &gather.data, purpose_of(stream));
+        if res.is_ok() {
+            for k in &gather.keys {
+                self.buffered.remove(k);
+            }
+            gather.keys.clear();
+            gather.data.clear();
+        }
+        self.gathers[g] = gather;
+        res
+    }
+
+    /// Programs the gathers of every slot and stream (`log_only`: slot 0's log); returns when
+    /// the last program completes.
+    fn flush_gathers(&mut self, at: Nanos, log_only: bool) -> Result<Nanos> {
+        if log_only {
+            return self.flush_gather(at, usize::from(LOG));
+        }
+        let mut done = at;
+        for g in 0..self.gathers.len() {
+            done = done.max(self.flush_gather(at, g)?);
+        }
+        Ok(done)
+    }
+
+    /// Drops `key` from its gather, if it is in one (the key was freed).
+    fn discard(&mut self, key: u64) {
+        if let Some(g) = self.buffered.remove(&key) {
+            let gather = &mut self.gathers[g as usize];
+            let i = gather
+                .keys
+                .iter()
+                .position(|&k| k == key)
+                .unwrap_or_else(|| unreachable!("key {key} buffered in a gather without it"));
+            let ub = LOG_BLOCK_BYTES;
+            let last = gather.keys.len() - 1;
+            gather.keys.swap_remove(i);
+            gather.data.copy_within(last * ub..(last + 1) * ub, i * ub);
+            gather.data.truncate(last * ub);
+        }
+    }
+
+    /// Programs `keys` (one unit each, `data` their bytes in order) into one flash page of
+    /// `stream` in slot `r`'s space and maps them; returns when the program completes.
+    fn program(
+        &mut self,
+        at: Nanos,
+        r: usize,
+        stream: u8,
+        keys: &[u64],
+        data: &[u8],
+        purpose: Purpose,
+    ) -> Result<Nanos> {
+        debug_assert!(!keys.is_empty() && keys.len() <= self.upp as usize);
+        debug_assert_eq!(data.len(), keys.len() * LOG_BLOCK_BYTES);
+        let t = self.host_cpu(at, HOST_UPDATE_CYCLES * keys.len() as u64);
         // One sequence for the whole store (slot 0's), so "newest copy wins" holds across
         // regions (a freed page may come back in another region).
-        let seq = self.spaces[0].alloc_seq();
-        let rec = OobRecord::new(OobKind::Data, key, seq, u64::from(stream));
-        self.lend(r);
-        let w = self.spaces[r].write(t, stream, &rec, data, purpose);
-        self.lend(r);
-        let (ppn, done) = w?;
-        // Moves first: GC may have moved this key's previous copy (invariant 1).
+        let w = if let [key] = keys {
+            let seq = self.spaces[0].alloc_seq();
+            let rec = OobRecord::new(OobKind::Data, *key, seq, u64::from(stream));
+            self.lend(r);
+            let w = self.spaces[r].write(t, stream, &rec, data, purpose);
+            self.lend(r);
+            w
+        } else {
+            let units: Vec<(OobRecord, &[u8])> = keys
+                .iter()
+                .zip(data.chunks_exact(LOG_BLOCK_BYTES))
+                .map(|(&key, d)| {
+                    let seq = self.spaces[0].alloc_seq();
+                    (OobRecord::new(OobKind::Data, key, seq, u64::from(stream)), d)
+                })
+                .collect();
+            self.lend(r);
+            let w = self.spaces[r].write_units(t, stream, &units, purpose);
+            self.lend(r);
+            w
+        };
+        let (first, mut done) = w?;
+        // Moves first: GC may have moved these keys' previous copies (invariant 1).
         self.absorb(r);
-        let old = std::mem::replace(&mut self.map[key as usize], ppn.0 as u32);
-        if (self.lay.db_key0..self.lay.region_key).contains(&key) {
-            self.region_used[r] += 1;
+        let mut elsewhere = false;
+        for (i, &key) in keys.iter().enumerate() {
+            let loc = first.0 + i as u64;
+            let old = std::mem::replace(&mut self.map[key as usize], loc as u32);
+            if (self.lay.db_key0..self.lay.region_key).contains(&key) {
+                self.region_used[r] += 1;
+                if old != UNMAPPED {
+                    let o = self.owner(Ppn(u64::from(old)));
+                    self.region_used[o] -= 1;
+                }
+            }
             if old != UNMAPPED {
-                let o = self.owner(Ppn(u64::from(old)));
-                self.region_used[o] -= 1;
+                elsewhere |= self.owner(Ppn(u64::from(old))) != r;
+                self.invalidate(Ppn(u64::from(old)));
             }
+            self.updates_since_checkpoint += 1;
         }
-        let mut done = done;
-        if old != UNMAPPED {
-            let o = self.owner(Ppn(u64::from(old)));
-            self.invalidate(Ppn(u64::from(old)));
-            if o != r {
-                // The old copy's space cannot see that its replacement may sit on an unpaired
-                // lower page of this one (space invariant 9a pins within one space only), so
-                // the replacement is made safe before the old copy can be collected.
-                self.lend(r);
-                let res = self.spaces[r].pair_word_lines(done);
-                self.lend(r);
-                done = done.max(res?);
-                self.absorb(r);
-            }
+        if elsewhere {
+            // An old copy's space cannot see that its replacement may sit on an unpaired lower
+            // page of this one (space invariant 9a pins within one space only), so the
+            // replacement is made safe before the old copy can be collected.
+            self.lend(r);
+            let res = self.spaces[r].pair_word_lines(done);
+            self.lend(r);
+            done = done.max(res?);
+            self.absorb(r);
         }
-        self.host.writes += 1;
-        self.updates_since_checkpoint += 1;
         let gc_done = self.charge_gc(t);
         Ok(done.max(gc_done))
     }
@@ -785,6 +931,17 @@ impl NativeStore {
     fn get(&mut self, at: Nanos, key: u64, buf: &mut [u8], purpose: Purpose) -> Result<Nanos> {
         let t = self.host_cpu(at, HOST_LOOKUP_CYCLES);
         self.host.reads += 1;
+        if let Some(&g) = self.buffered.get(&key) {
+            // Gathered, not programmed yet: newer than any copy on flash (invariant 9).
+            let gather = &self.gathers[g as usize];
+            let i = gather
+                .keys
+                .iter()
+                .position(|&k| k == key)
+                .unwrap_or_else(|| unreachable!("key {key} buffered in a gather without it"));
+            buf.copy_from_slice(&gather.data[i * LOG_BLOCK_BYTES..(i + 1) * LOG_BLOCK_BYTES]);
+            return Ok(t);
+        }
         match self.map[key as usize] {
             UNMAPPED => {
                 buf.fill(0);
@@ -875,10 +1032,11 @@ impl NativeStore {
         Ok(done.max(self.charge_gc(t)))
     }
 
-    /// The slot whose space owns the die of `ppn`.
-    fn owner(&self, ppn: Ppn) -> usize {
+    /// The slot whose space owns the die of unit location `loc`.
+    fn owner(&self, loc: Ppn) -> usize {
         let g = self.spaces[0].geometry();
-        self.die_owner[g.die_of_block(g.block_of(ppn)).0 as usize] as usize
+        let page = Ppn(loc.0 / u64::from(self.upp));
+        self.die_owner[g.die_of_block(g.block_of(page)).0 as usize] as usize
     }
 
     /// Invalidates a flash page in the space that owns its die.
@@ -890,6 +1048,7 @@ impl NativeStore {
     fn free_keys(&mut self, at: Nanos, key0: u64) -> Nanos {
         let t = self.host_cpu(at, HOST_UPDATE_CYCLES * self.lay.k);
         for key in key0..key0 + self.lay.k {
+            self.discard(key);
             let old = std::mem::replace(&mut self.map[key as usize], UNMAPPED);
             if old != UNMAPPED {
                 let o = self.owner(Ppn(u64::from(old)));
@@ -971,8 +1130,10 @@ impl PageStore for NativeStore {
     fn sync_pages(&mut self, at_ns: Nanos) -> Result<Nanos> {
         // On SLC writes are durable when they return (invariant 4); on MLC/TLC the open word
         // lines are completed first. A checkpoint only bounds recovery and makes frees durable.
+        // On pages of several units, the gathered units are programmed first.
         self.host.flushes += 1;
-        let t = self.pair(at_ns, true)?;
+        let flushed = self.flush_gathers(at_ns, false)?;
+        let t = self.pair(at_ns, true)?.max(flushed);
         let done = self.maybe_checkpoint(at_ns)?;
         Ok(t.max(self.pair(done, false)?))
     }
@@ -996,8 +1157,10 @@ impl PageStore for NativeStore {
     }
 
     fn force_log(&mut self, at_ns: Nanos) -> Result<Nanos> {
-        // The log is in slot 0; on MLC/TLC its last page is made safe from the next program.
-        self.pair(at_ns, false)
+        // The log is in slot 0: its gathered blocks are programmed (pages of several units),
+        // and on MLC/TLC its last page is made safe from the next program.
+        let flushed = self.flush_gathers(at_ns, true)?;
+        Ok(self.pair(at_ns, false)?.max(flushed))
     }
 
     /// Dead log blocks become invalid flash pages at once, with no flash operation, so GC never
@@ -1013,6 +1176,7 @@ impl PageStore for NativeStore {
         let key0 = self.check_log(block, (n as usize) * LOG_BLOCK_BYTES)?;
         let t = self.host_cpu(at_ns, HOST_UPDATE_CYCLES * n);
         for key in key0..key0 + n {
+            self.discard(key);
             let old = std::mem::replace(&mut self.map[key as usize], UNMAPPED);
             if old != UNMAPPED {
                 self.invalidate(Ppn(u64::from(old)));
@@ -1066,7 +1230,9 @@ impl PageStore for NativeStore {
 
     fn device_report(&self) -> Option<FtlReport> {
         let c = sum_counts(&self.spaces);
-        let programs = self.spaces[0].nand().stats().total(OpKind::Program);
+        // Counted in bytes: a program writes a whole page of units, full or not.
+        let programs =
+            self.spaces[0].nand().stats().total(OpKind::Program) * u64::from(self.upp);
         Some(FtlReport {
             name: self.name(),
             host: self.host,
@@ -1108,6 +1274,15 @@ impl PageStore for NativeStore {
     }
     fn bind_object_region(&mut self, object: ObjectId, region: &str) -> Result<()> {
         self.bind_object(object, region)
+    }
+}
+
+/// The flash purpose of a stream's gathered writes.
+fn purpose_of(stream: u8) -> Purpose {
+    if stream == LOG {
+        Purpose::Log
+    } else {
+        Purpose::Host
     }
 }
 

@@ -64,7 +64,7 @@ pub struct TpccCrashOptions {
 impl Default for TpccCrashOptions {
     fn default() -> Self {
         TpccCrashOptions {
-            medium: Medium::Native,
+            medium: Medium::Native(Default::default()),
             fault: Fault::PowerCut,
             terminals: 2,
             txns_per_terminal: 30,
@@ -78,8 +78,21 @@ impl Default for TpccCrashOptions {
     }
 }
 
+/// Refuses TPC-C's native crash device (`Medium::Native`) if the store cannot run on it, before
+/// any seed runs; other media pass.
+pub fn check_native(o: &TpccCrashOptions) -> Result<()> {
+    match o.medium {
+        Medium::Native(_) => native_setup(o).check(),
+        _ => Ok(()),
+    }
+}
+
 fn native_setup(o: &TpccCrashOptions) -> NativeSetup {
     NativeSetup {
+        device: match &o.medium {
+            Medium::Native(d) => d.clone(),
+            _ => Default::default(),
+        },
         blocks_per_plane: NATIVE_BLOCKS_PER_PLANE,
         store: NativeConfig {
             page_bytes: o.page_bytes,
@@ -188,7 +201,7 @@ impl CrashWorkload for Tpcc<'_> {
 pub fn crash_tpcc_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOutcome> {
     let w = Tpcc(o);
     match &o.medium {
-        Medium::Native => native_round(&w, &native_setup(o), seed),
+        Medium::Native(_) => native_round(&w, &native_setup(o), seed),
         medium => block_round(
             &w,
             &BlockSetup {

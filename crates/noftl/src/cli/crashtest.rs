@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 use anyhow::bail;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use kits::crash::{crash_once, CrashOptions, CrashOutcome, Fault, FlashMedium, Medium};
+use kits::crash::{
+    crash_once, CrashOptions, CrashOutcome, Fault, FlashMedium, Medium, NativeDevice,
+};
 use kits::tpcb::TpcbConfig;
 use kits::tpcc::crash::{crash_tpcc_once, TpccCrashOptions};
 use serde::Serialize;
@@ -58,8 +60,8 @@ pub struct CrashtestArgs {
     /// Transactions per terminal [default: tpcb 40, tpcc 30].
     #[arg(long)]
     pub txns: Option<u64>,
-    /// Flash: the device, a preset instead of the crash test's own (the tiny preset with 12
-    /// blocks per plane). Shrink large presets with --set, e.g. --preset mlc16k --set
+    /// Flash (FTLs and native): the device, a preset instead of the crash test's own (the
+    /// tiny preset with 12 blocks per plane; native: 8 for TPC-B, more for TPC-C). Shrink large presets with --set, e.g. --preset mlc16k --set
     /// geometry.blocks_per_plane=16 --set geometry.pages_per_block=64.
     #[arg(long, conflicts_with = "config")]
     pub preset: Option<String>,
@@ -127,7 +129,16 @@ fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
             if args.torn {
                 bail!(TORN_OFF_DISK);
             }
-            Medium::Native
+            Medium::Native(match (&args.preset, &args.config) {
+                (None, None) => NativeDevice {
+                    device: None,
+                    overrides: args.set.clone(),
+                },
+                _ => NativeDevice {
+                    device: Some(device_args(args).load()?),
+                    overrides: Vec::new(),
+                },
+            })
         }
         other => bail!("crashtest runs on memdisk (the crash disk), an FTL on flash (page, dftl, dftl-orig, fast, block) or native, not '{other}'"),
     })
@@ -137,18 +148,20 @@ fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
 fn flash_medium(kind: &str, args: &CrashtestArgs) -> anyhow::Result<FlashMedium> {
     Ok(match (&args.preset, &args.config) {
         (None, None) => FlashMedium::with_overrides(kind, &args.set)?,
-        (preset, config) => {
-            let device = super::common::DeviceArgs {
-                preset: preset
-                    .clone()
-                    .unwrap_or_else(|| nand::DEFAULT_PRESET.to_string()),
-                config: config.clone(),
-                set: args.set.clone(),
-            }
-            .load()?;
-            FlashMedium::on_device(kind, device)?
-        }
+        _ => FlashMedium::on_device(kind, device_args(args).load()?)?,
     })
+}
+
+/// The device flags as the other commands take them (a preset, a config file, overrides).
+fn device_args(args: &CrashtestArgs) -> super::common::DeviceArgs {
+    super::common::DeviceArgs {
+        preset: args
+            .preset
+            .clone()
+            .unwrap_or_else(|| nand::DEFAULT_PRESET.to_string()),
+        config: args.config.clone(),
+        set: args.set.clone(),
+    }
 }
 
 /// One workload's crash test, set up (every option checked) before the first seed runs.
@@ -242,6 +255,13 @@ impl Job {
             Job::Tpcc(o) => &o.medium,
         }
     }
+    /// Refuses a native device the store cannot run on, before the first seed.
+    fn check(&self) -> storage::Result<()> {
+        match self {
+            Job::Tpcb(o) => kits::crash::check_native(o),
+            Job::Tpcc(o) => kits::tpcc::crash::check_native(o),
+        }
+    }
     fn once(&self, seed: u64) -> storage::Result<CrashOutcome> {
         match self {
             Job::Tpcb(o) => crash_once(seed, o),
@@ -252,6 +272,7 @@ impl Job {
 
 pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
     let job = Job::new(&args)?;
+    job.check()?;
     let mut rep = CrashReport {
         workload: args.workload.clone(),
         storage: job.medium().name().to_string(),

@@ -3,10 +3,23 @@
 //! GC and wear levelling; `oob.rs` for the per-page record; `journal.rs` for the recovery scan
 //! and the map checkpoints). No FTL, no block interface, no TRIM.
 //!
-//! Keys (the `u64` every flash page names in its OOB): 0 and 1 the master-record slots, then
-//! one per log block, then `k` per DB page (`k` = DB page bytes / flash page bytes; key
-//! `db_key0 + pid * k + i` is flash page `i` of DB page `pid`). One forward map, key -> flash
-//! page, 4 bytes per key, in host memory.
+//! Keys (the `u64` every 4 KiB unit names in its OOB record): 0 and 1 the master-record slots,
+//! then one per log block, then `k` per DB page (`k` = DB page bytes / 4 KiB; key
+//! `db_key0 + pid * k + i` is unit `i` of DB page `pid`). One forward map, key -> unit location
+//! (flash page x units per page + slot; the flash page itself on 4 KiB pages), 4 bytes per key,
+//! in host memory.
+//!
+//! Flash pages of several units (8 and 16 KiB pages; ftl `space.rs`, "Units"): a flash page is
+//! programmed whole and once, so the store gathers units in host memory per region and stream
+//! (`gathers`) and programs a stream's page when it is full, or partly filled at a durability
+//! point: `force_log` programs the log's gather, `sync_pages` every gather. A unit that waits in
+//! a gather is the engine's own memory, as a dirty buffer frame is: lost at a power cut unless a
+//! durability point came first, which is exactly the page-store contract (pagestore.rs
+//! invariants 1 and 2). Reads of a gathered unit are served from the gather; a rewrite replaces
+//! it there without a program; a free drops it. Master records and the region table, durable
+//! when their write returns, are programmed at once, one unit in a page. A DB page whose size
+//! divides the flash page is never split between two programs, so it is atomic under power loss
+//! (a cut program reads as torn as a whole) and the engine logs no full-page images for it.
 //!
 //! Streams (what the engine knows, used to keep data of one temperature together so that GC
 //! finds blocks that are mostly invalid):
@@ -69,9 +82,10 @@
 //!    OOB; sequence numbers grow with every write, GC copies keep theirs, so recovery (journal.rs
 //!    `recover_mapped`: the checkpoint's entries into blocks not erased since, then "newest copy
 //!    wins" among the pages programmed after it) rebuilds the map of invariant 1.
-//! 4. A write returns after its last flash program completes; a DB page of `k` flash pages is
-//!    atomic only per flash page (`atomic_write_bytes` says so, and the engine logs full-page
-//!    images for larger pages).
+//! 4. A write returns after its last flash program completes (on pages of several units: when
+//!    its units are gathered, or when the program of the page they completed completes); a DB
+//!    page is atomic if its size divides the flash page, else only per flash page
+//!    (`atomic_write_bytes` says so, and the engine logs full-page images for larger pages).
 //! 5. Requests are checked (page, log block, slot in range) before anything changes.
 //! 6. Regions (region.rs): slot 0 is the default region's space, slot r region r's; a DB page
 //!    is written in the space of its object's region, everything else (log, master, journal,
@@ -81,6 +95,11 @@
 //!    `region_limit[r]` (a write that would pass it is refused before anything changes).
 //! 8. A map checkpoint is a snapshot at a fresh sequence number C taken between two calls (no
 //!    GC half done); the previous one stays valid until every page of it is programmed.
+//! 9. A key is in at most one gather (`buffered` names it), a gather holds at most a flash
+//!    page of units of one region and stream, and a gathered key reads from its gather (newer
+//!    than its mapped copy, which stays valid until the gather is programmed). Gathered units
+//!    get their sequence numbers when programmed, so they are newer than every checkpoint taken
+//!    while they waited. A DB page's `k` units enter one gather together.
 
 use ftl::journal::{
     encode_map_checkpoint, map_checkpoint_pages, recover_mapped, BlockAtCheckpoint, Journal,
@@ -794,6 +813,10 @@ impl NativeStore {
         if self.gathers.len() <= g {
             self.gathers.resize_with(g + 1, Gather::default);
         }
+        if self.gathers[g].keys.len() >= self.upp as usize {
+            // Full from a program that failed: programmed again first.
+            self.flush_gather(t, g)?;
+        }
         let gather = &mut self.gathers[g];
         gather.keys.push(key);
         gather.data.extend_from_slice(data);
@@ -1076,7 +1099,15 @@ impl PageStore for NativeStore {
         self.lay.log_blocks
     }
     fn atomic_write_bytes(&self) -> usize {
-        LOG_BLOCK_BYTES
+        // A DB page that fills a flash page, or shares one with whole others, is programmed by
+        // one program (a gather never splits it: invariant 9), and a cut program reads as torn
+        // as a whole (nand), so the engine needs no full-page images for it.
+        let flash_page = self.upp as usize * LOG_BLOCK_BYTES;
+        if flash_page.is_multiple_of(self.cfg.page_bytes) {
+            self.cfg.page_bytes
+        } else {
+            LOG_BLOCK_BYTES
+        }
     }
 
     fn read_page(&mut self, at_ns: Nanos, pid: PageId, buf: &mut [u8]) -> Result<Nanos> {

@@ -507,6 +507,8 @@ struct Counters {
     tr: u64,
     tw: u64,
     ctrl_us: f64,
+    /// 4 KiB units per flash page: GC moves units, a program writes a page of them.
+    units_per_page: u64,
 }
 
 fn counters(store: &dyn PageStore) -> Counters {
@@ -517,6 +519,7 @@ fn counters(store: &dyn PageStore) -> Counters {
         c.programs = r.flash.programs + r.flash.partial_programs;
         c.erases = r.flash.erases;
         c.joules = r.energy.total_joules;
+        c.units_per_page = units_per_page(n.geometry());
     }
     if let Some(d) = store.device_report() {
         c.gc = d.gc.migrations + d.gc.wl_migrations;
@@ -582,12 +585,14 @@ struct Probe {
     loaded: Loaded,
 }
 
+/// 4 KiB units per flash page of `g` (1 on 4 KiB pages).
+fn units_per_page(g: &nand::Geometry) -> u64 {
+    u64::from(ftl::space::units_per_page(g))
+}
+
 /// Loads the database on a RAM disk, measures it and sizes the device for it.
 fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
     let cfg = args.device.load()?;
-    if cfg.geometry.page_size_bytes != 4096 {
-        bail!("compare needs 4 KiB flash pages (the FTLs map 4 KiB logical pages one to one)");
-    }
     let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
     let mut e = Engine::create(
         Box::new(probe),
@@ -614,7 +619,8 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
     let log_blocks = (db_pages / 8).clamp(256, 16384);
     let logical = 2 + log_blocks + db_pages;
     let g = &cfg.geometry;
-    let ppb = u64::from(g.pages_per_block);
+    // In 4 KiB units (the stores map 4 KiB pages inside larger flash pages).
+    let ppb = u64::from(g.pages_per_block) * units_per_page(g);
     let dies = u64::from(g.dies());
     let planes = u64::from(g.channels * g.chips_per_channel * g.dies_per_chip * g.planes_per_die);
     // Physical: the logical space over (1 - op), plus what every store needs to work: the GC
@@ -622,14 +628,23 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
     // die, 2 metadata streams, 2 blocks of GC slack), the largest of the stores' needs.
     let data_blocks = ((logical as f64 / (1.0 - args.op)) / ppb as f64).ceil() as u64;
     let fixed_blocks = (dies + 2) + (5 * dies + 2 + 2);
-    let blocks_per_plane = (data_blocks + fixed_blocks).div_ceil(planes);
+    // Factory-bad blocks (each block bad with the preset's ratio, drawn per device seed): the
+    // expected number plus three standard deviations and one more, so that the stores fit.
+    let ratio = cfg.reliability.factory_bad_block_ratio;
+    let n = (data_blocks + fixed_blocks) as f64 / (1.0 - ratio);
+    let bad_blocks = if ratio > 0.0 {
+        (n * ratio + 3.0 * (n * ratio * (1.0 - ratio)).sqrt() + 1.0).ceil() as u64
+    } else {
+        0
+    };
+    let blocks_per_plane = (data_blocks + fixed_blocks + bad_blocks).div_ceil(planes);
     let mut sized = args.device.clone();
     sized
         .set
         .push(format!("geometry.blocks_per_plane={blocks_per_plane}"));
     let cfg = sized.load()?;
     // Every store exports exactly the logical space: U = (1 - s) T, T = (blocks - reserve) ppb.
-    let t = (blocks_per_plane * planes - (dies + 2)) * ppb;
+    let t = (blocks_per_plane * planes - bad_blocks - (dies + 2)) * ppb;
     let spare = 1.0 - logical as f64 / t as f64;
     if !(args.buffer > 0.0 && args.buffer <= 1.0) {
         bail!("--buffer {:.1}% is not in (0%, 100%]", args.buffer * 100.0);
@@ -775,7 +790,7 @@ fn warm_up(
 ) -> anyhow::Result<(u64, f64)> {
     let start = e.now();
     let g = &rig.nand.geometry;
-    let device_pages = u64::from(g.blocks()) * u64::from(g.pages_per_block);
+    let device_pages = u64::from(g.blocks()) * u64::from(g.pages_per_block) * units_per_page(g);
     let host0 = host_writes(&counters(e.store()));
     match rig.warmup {
         Warmup::None => return Ok((0, 0.0)),
@@ -816,10 +831,13 @@ fn warm_up(
     Ok((e.now() - start, written as f64 / device_pages as f64))
 }
 
-/// Pages the store wrote for the engine (DB pages, log, metadata): every program that is not a
-/// GC or wear-levelling copy or a DFTL translation page.
+/// 4 KiB units the store wrote for the engine (DB pages, log, metadata): every program that is
+/// not a GC or wear-levelling copy or a DFTL translation page, counted in units (a program
+/// writes a page of them, full or not; GC counts the units it moves; a translation page takes
+/// a whole flash page).
 fn host_writes(c: &Counters) -> u64 {
-    c.programs.saturating_sub(c.gc + c.tw)
+    let upp = c.units_per_page.max(1);
+    (c.programs * upp).saturating_sub(c.gc + c.tw * upp)
 }
 
 fn mean_stdev(v: &[f64]) -> (f64, f64) {
@@ -1011,6 +1029,18 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         None => DEFAULT_STORES.split(',').map(String::from).collect(),
     };
     let selected = parse_stores(&stores)?;
+    let page_size = args.device.load()?.geometry.page_size_bytes as usize;
+    if page_size != 4096 {
+        if !page_size.is_multiple_of(4096) {
+            bail!("compare maps 4 KiB DB pages onto flash pages of a whole number of them; the device has {page_size}-byte pages");
+        }
+        if let Some(&i) = selected.iter().find(|&&i| ROWS[i].1 == Some("dftl-orig")) {
+            bail!(
+                "{} maps 4 KiB pages one to one onto flash pages, as published; on {page_size}-byte pages leave it out of --stores (native, dftl-N% and page map 4 KiB units inside larger pages)",
+                ROWS[i].0
+            );
+        }
+    }
     // Refused before the long load, from the kit's estimate of the database's size.
     let est_pages = w.db_pages_estimate();
     jobs_that_fit(

@@ -88,8 +88,9 @@
 //!    (`atomic_write_bytes` says so, and the engine logs full-page images for larger pages).
 //! 5. Requests are checked (page, log block, slot in range) before anything changes.
 //! 6. Regions (region.rs): slot 0 is the default region's space, slot r region r's; a DB page
-//!    is written in the space of its object's region, everything else (log, master, journal,
-//!    region table) in slot 0; a flash page is invalidated in the space owning its die; the
+//!    is written in the space of its object's region, the log in slot 0 or in the one region
+//!    created with `LOG=on` (`log_slot`), everything else (master, journal, region table) in
+//!    slot 0; a flash page is invalidated in the space owning its die; the
 //!    device is in slot 0 between calls; one sequence (slot 0's) numbers every write.
 //! 7. `region_used[r]` is the number of DB flash pages mapped on slot r's dies, and never exceeds
 //!    `region_limit[r]` (a write that would pass it is refused before anything changes).
@@ -322,6 +323,8 @@ pub struct NativeStore {
     gathers: Vec<Gather>,
     /// Which gather holds a key (invariant 9: at most one).
     buffered: HashMap<u64, u32>,
+    /// The slot whose space takes log writes: 0, or the region created with `LOG=on`.
+    log_slot: usize,
 }
 
 /// Units gathered for one flash page of a stream, in arrival order.
@@ -517,8 +520,12 @@ impl NativeStore {
         let mut region_limit = vec![u64::MAX];
         region_limit.extend(regions.iter().zip(&spaces[1..]).map(|((spec, dies), sp)| {
             let units_per_block = u64::from(sp.pages_per_block()) * u64::from(sp.units_per_page());
-            region_capacity_pages(&geo, &bad, units_per_block, spec, dies)
+            region_capacity_pages(&geo, &bad, units_per_block, spec, dies, lay.log_blocks)
         }));
+        let log_slot = regions
+            .iter()
+            .position(|(spec, _)| spec.holds_log)
+            .map_or(0, |i| i + 1);
         let upp = spaces[0].units_per_page();
         let mut region_used = vec![0u64; regions.len() + 1];
         for &p in &map[lay.db_key0 as usize..lay.region_key as usize] {
@@ -554,6 +561,7 @@ impl NativeStore {
             upp,
             gathers: Vec::new(),
             buffered: HashMap::new(),
+            log_slot,
         }
     }
 
@@ -610,6 +618,12 @@ impl NativeStore {
         if self.regions.len() >= 254 {
             return Err(Error::Config("at most 254 regions".into()));
         }
+        if let Some((other, _)) = self.regions.iter().find(|(s, _)| s.holds_log && spec.holds_log) {
+            return Err(Error::Config(format!(
+                "region {name}: LOG=on, but region {} holds the log already",
+                other.name
+            )));
+        }
         let g = self.spaces[0].geometry().clone();
         let taken: Vec<bool> = self.die_owner.iter().map(|&o| o != 0).collect();
         let dies = spec.choose_dies(&g, &taken)?;
@@ -637,6 +651,16 @@ impl NativeStore {
                     spec.max_chips,
                     dies.len(),
                     spec.spare_factor * 100.0
+                )));
+            }
+        }
+        if spec.holds_log {
+            // The whole log may be live at once, and GC needs room beside it (little: the log
+            // dies in the order it was written, so its blocks come free whole).
+            let log_bytes = self.lay.log_blocks * LOG_BLOCK_BYTES as u64;
+            if usable_bytes < log_bytes + log_bytes / 4 {
+                return Err(Error::Config(format!(
+                    "region {name}: LOG=on needs the {log_bytes}-byte log and a quarter more usable at its OP; {usable_bytes} bytes are (more MAX_CHIPS, or a smaller log)"
                 )));
             }
         }
@@ -668,9 +692,20 @@ impl NativeStore {
         for &d in &dies {
             self.die_owner[d as usize] = slot as u8;
         }
-        self.region_limit
-            .push(region_capacity_pages(&g, &bad, ppb, &spec, &dies));
+        self.region_limit.push(region_capacity_pages(
+            &g,
+            &bad,
+            ppb,
+            &spec,
+            &dies,
+            self.lay.log_blocks,
+        ));
         self.region_used.push(0);
+        if spec.holds_log {
+            // Log writes go there from now on; what the log wrote before stays where it is
+            // until the log's tail passes it.
+            self.log_slot = slot;
+        }
         self.regions = table;
         self.put(t2, self.lay.region_key, META, &page, Purpose::Meta, 0)
     }
@@ -755,13 +790,19 @@ impl NativeStore {
         let mut done = at;
         let slots = if all { self.spaces.len() } else { 1 };
         for r in 0..slots {
-            self.lend(r);
-            let res = self.spaces[r].pair_word_lines(at);
-            self.lend(r);
-            done = done.max(res?);
-            self.absorb(r);
+            done = done.max(self.pair_slot(at, r)?);
         }
         Ok(done)
+    }
+
+    /// `pair` for slot `r` alone.
+    fn pair_slot(&mut self, at: Nanos, r: usize) -> Result<Nanos> {
+        self.lend(r);
+        let res = self.spaces[r].pair_word_lines(at);
+        self.lend(r);
+        let done = res?;
+        self.absorb(r);
+        Ok(done.max(at))
     }
 
     /// Charges the GC and wear-levelling work the space did since the last call.
@@ -853,7 +894,7 @@ impl NativeStore {
     /// the last program completes.
     fn flush_gathers(&mut self, at: Nanos, log_only: bool) -> Result<Nanos> {
         if log_only {
-            return self.flush_gather(at, usize::from(LOG));
+            return self.flush_gather(at, self.log_slot * usize::from(STREAMS) + usize::from(LOG));
         }
         let mut done = at;
         for g in 0..self.gathers.len() {
@@ -1182,16 +1223,17 @@ impl PageStore for NativeStore {
         let key0 = self.check_log(block, data.len())?;
         let mut done = at_ns;
         for (i, chunk) in data.chunks_exact(LOG_BLOCK_BYTES).enumerate() {
-            done = done.max(self.put(at_ns, key0 + i as u64, LOG, chunk, Purpose::Log, 0)?);
+            let r = self.log_slot;
+            done = done.max(self.put(at_ns, key0 + i as u64, LOG, chunk, Purpose::Log, r)?);
         }
         Ok(done)
     }
 
     fn force_log(&mut self, at_ns: Nanos) -> Result<Nanos> {
-        // The log is in slot 0: its gathered blocks are programmed (pages of several units),
-        // and on MLC/TLC its last page is made safe from the next program.
+        // The log's gathered blocks are programmed (pages of several units), and on MLC/TLC
+        // its last page is made safe from the next program (nothing to do in a pSLC region).
         let flushed = self.flush_gathers(at_ns, true)?;
-        Ok(self.pair(at_ns, false)?.max(flushed))
+        Ok(self.pair_slot(at_ns, self.log_slot)?.max(flushed))
     }
 
     /// Dead log blocks become invalid flash pages at once, with no flash operation, so GC never
@@ -1348,15 +1390,20 @@ fn usable_pages(
     ((1.0 - spec.spare_factor) * (blocks.saturating_sub(overhead) * ppb) as f64) as u64
 }
 
-/// The most DB flash pages a region may hold: its usable pages, capped by MAX_SIZE.
+/// The most DB units a region may hold: its usable units (less the log's, if it holds the log
+/// of `log_blocks` units), capped by MAX_SIZE.
 fn region_capacity_pages(
     g: &nand::Geometry,
     bad: &[bool],
     ppb: u64,
     spec: &RegionSpec,
     dies: &[u32],
+    log_blocks: u64,
 ) -> u64 {
-    let usable = usable_pages(g, bad, ppb, spec, dies);
+    let mut usable = usable_pages(g, bad, ppb, spec, dies);
+    if spec.holds_log {
+        usable = usable.saturating_sub(log_blocks);
+    }
     spec.max_size_bytes
         .map_or(usable, |m| usable.min(m / LOG_BLOCK_BYTES as u64))
 }

@@ -16,8 +16,10 @@
 //! mode, the default; `pSLC`: MLC/TLC blocks used through their lower pages only, with SLC-like
 //! timing and endurance and no paired pages, at a half or a third of the capacity; refused on
 //! SLC chips), `IPA_MODE` (stored for the In-Place Appends issue: none, pSLC or odd-MLC; it
-//! does not choose the cell mode, CELL_MODE does). A chip here is a package of `dies_per_chip`
-//! dies on one channel.
+//! does not choose the cell mode, CELL_MODE does), `LOG` (`on`: the region also holds the
+//! engine's log from now on, e.g. a pSLC region that spares the log the paired-page pads and the
+//! slow upper-page programs of MLC/TLC at every commit; at most one region holds it; default
+//! `off`). A chip here is a package of `dies_per_chip` dies on one channel.
 //!
 //! Invariants:
 //! 1. Parsing and die choice never panic and change nothing; a refused region leaves the device
@@ -44,6 +46,8 @@ pub struct RegionSpec {
     pub ipa_mode: String,
     /// `None`: the chips' native mode; `Some(Pslc)`: pSLC blocks.
     pub cell_mode: Option<CellMode>,
+    /// `LOG=on`: the region holds the engine's log.
+    pub holds_log: bool,
     /// The options as written (what the catalog and the store's region table keep).
     pub options: Vec<(String, String)>,
 }
@@ -99,8 +103,12 @@ pub fn check_option(key: &str, value: &str) -> std::result::Result<(), String> {
             .contains(&value.to_ascii_lowercase().as_str())
             .then_some(())
             .ok_or_else(|| "CELL_MODE must be native or pSLC".into()),
+        "LOG" => ["on", "off"]
+            .contains(&value.to_ascii_lowercase().as_str())
+            .then_some(())
+            .ok_or_else(|| "LOG must be on or off".into()),
         _ => Err(format!(
-            "unknown region option {key} (MAX_SIZE, MAX_CHIPS, MAX_CHANNELS, GC, OP, CELL_MODE, IPA_MODE)"
+            "unknown region option {key} (MAX_SIZE, MAX_CHIPS, MAX_CHANNELS, GC, OP, CELL_MODE, IPA_MODE, LOG)"
         )),
     }
 }
@@ -116,6 +124,7 @@ impl RegionSpec {
             spare_factor: 0.07,
             ipa_mode: "none".into(),
             cell_mode: None,
+            holds_log: false,
             options: options.to_vec(),
         };
         let mut cell_mode_given = None;
@@ -130,6 +139,7 @@ impl RegionSpec {
                     s.spare_factor = v.trim_end_matches('%').parse::<f64>().unwrap_or(7.0) / 100.0
                 }
                 "CELL_MODE" => cell_mode_given = Some(v.eq_ignore_ascii_case("pslc")),
+                "LOG" => s.holds_log = v.eq_ignore_ascii_case("on"),
                 _ => s.ipa_mode = v.clone(),
             }
         }

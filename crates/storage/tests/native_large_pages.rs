@@ -191,3 +191,61 @@ fn a_pslc_region_on_16k_pages_survives_a_reopen() {
         assert_eq!(buf, page(pid, 30, 4096), "page {pid}");
     }
 }
+
+fn region_opts(s: &[(&str, &str)]) -> Vec<(String, String)> {
+    s.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_pslc_log_region_takes_the_log_forces_need_no_pads_and_the_log_survives_a_reopen() {
+    let mut s = NativeStore::format(device("mlc16k"), cfg(4096)).unwrap();
+    let block = |b: u64| vec![b as u8 + 1; 4096];
+    // Before the region: every force on MLC pads the open word line.
+    let mut t = s.write_log(0, 0, &block(0)).unwrap();
+    t = s.force_log(t).unwrap();
+    let pads_before = s.space().counts().pad_pages;
+    assert!(pads_before > 0, "a forced log page on MLC is padded");
+    let log = region_opts(&[("MAX_CHIPS", "1"), ("CELL_MODE", "pSLC"), ("LOG", "on")]);
+    t = s.create_region(t, "rg_log", &log).unwrap();
+    // A second region for the log is refused before anything changes.
+    let e = s
+        .create_region(t, "rg_log2", &region_opts(&[("MAX_CHIPS", "1"), ("LOG", "on")]))
+        .unwrap_err();
+    assert!(e.to_string().contains("holds the log already"), "{e}");
+    assert!(s.region("rg_log2").is_none());
+    for b in 1..40 {
+        t = s.write_log(t, b, &block(b)).unwrap();
+        t = s.force_log(t).unwrap();
+    }
+    let (sp, dies) = s.region("rg_log").unwrap();
+    assert_eq!(sp.counts().pad_pages, 0, "pSLC has no paired pages to pad");
+    let dies = dies.to_vec();
+    assert_eq!(
+        s.space().counts().pad_pages,
+        pads_before,
+        "no force padded the default region"
+    );
+    let host_log = s.space().nand().stats().get(OpKind::Program, Purpose::Log);
+    assert!(host_log >= 40, "one program per force");
+    let mut r = NativeStore::open(power_cycle(s), cfg(4096)).unwrap();
+    let mut buf = vec![0u8; 4096];
+    for b in 0..40 {
+        r.read_log(0, b, &mut buf).unwrap();
+        assert_eq!(buf, block(b), "log block {b}");
+    }
+    // After the reopen the log still goes to the region.
+    let g = r.space().geometry().clone();
+    let valid_in_region = |r: &NativeStore| -> u32 {
+        let (sp, _) = r.region("rg_log").unwrap();
+        (0..g.blocks())
+            .filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0))
+            .map(|b| sp.valid_pages(nand::Pbn(b)))
+            .sum()
+    };
+    let before = valid_in_region(&r);
+    let t = r.write_log(0, 40, &block(40)).unwrap();
+    r.force_log(t).unwrap();
+    assert_eq!(valid_in_region(&r), before + 1, "the log write went to the region");
+}

@@ -48,6 +48,10 @@ pub struct BenchArgs {
     /// FTL targets' knobs; `--op` is also the native store's spare factor.
     #[command(flatten)]
     pub knobs: FtlKnobs,
+    /// --storage native: the log in a region of its own, with these CREATE REGION options
+    /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips.
+    #[arg(long, value_parser = super::compare::parse_log_region)]
+    pub log_region: Option<super::compare::LogRegion>,
     /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
@@ -465,6 +469,9 @@ pub(super) fn check_memory(args: &BenchArgs, need_pages: u64, frames: usize) -> 
 /// The page store of `--storage` and its name.
 pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
     storage::pagestore::engine_runs_on(&args.storage)?;
+    if args.log_region.is_some() && args.storage != "native" {
+        anyhow::bail!("--log-region places the native store's log; --storage is {}", args.storage);
+    }
     Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
         (
@@ -472,6 +479,7 @@ pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>
                 &args.device,
                 args.knobs.op,
                 args.page_size,
+                args.log_region.as_ref(),
             )?),
             "native".into(),
         )

@@ -91,6 +91,11 @@ pub struct CompareArgs {
     /// blocks on 4,096, 2.75%).
     #[arg(long, value_parser = parse_percent, default_value = "2.75%")]
     pub op: f64,
+    /// The native store's log in a region of its own, with these CREATE REGION options
+    /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips: no paired-page
+    /// pads and lower-page program times at each commit.
+    #[arg(long, value_parser = parse_log_region)]
+    pub log_region: Option<LogRegion>,
     /// Buffer pool as a share of the database pages (at least 256 frames), the same for every
     /// store. The NoFTL paper does not state its pool; 2% keeps the workload I/O-bound.
     #[arg(long, value_parser = parse_percent, default_value = "2%")]
@@ -412,6 +417,7 @@ impl Ran {
 #[derive(Clone, Debug)]
 struct Rig {
     nand: DeviceConfig,
+    log_region: Option<LogRegion>,
     spare: f64,
     log_blocks: u64,
     frames: usize,
@@ -530,15 +536,17 @@ fn counters(store: &dyn PageStore) -> Counters {
     c
 }
 
-/// The NoFTL store for `bench --storage native`: on the device of `device`, with `op` spare.
+/// The NoFTL store for `bench --storage native`: on the device of `device`, with `op` spare,
+/// its log in a region of its own if `log_region` says so.
 pub fn native_store(
     device: &DeviceArgs,
     op: f64,
     page_bytes: usize,
+    log_region: Option<&LogRegion>,
 ) -> anyhow::Result<NativeStore> {
     let cfg = device.load()?;
     let seed = cfg.seed;
-    Ok(NativeStore::format(
+    let mut s = NativeStore::format(
         Nand::new(cfg)?,
         NativeConfig {
             page_bytes,
@@ -546,22 +554,63 @@ pub fn native_store(
             seed,
             ..NativeConfig::default()
         },
-    )?)
+    )?;
+    place_log(&mut s, log_region)?;
+    Ok(s)
+}
+
+/// `--log-region`: CREATE REGION options for the native store's log (`LOG=on` added).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogRegion(pub Vec<(String, String)>);
+
+/// The region that holds the log when `--log-region` is given.
+pub const LOG_REGION: &str = "noftl_log";
+
+/// Parses `--log-region` (`KEY=VALUE,...`) and checks it as CREATE REGION would, before
+/// anything is loaded.
+pub fn parse_log_region(s: &str) -> Result<LogRegion, String> {
+    let mut opts = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("'{part}' is not KEY=VALUE (e.g. MAX_CHIPS=1,CELL_MODE=pSLC)"))?;
+        let k = k.trim().to_ascii_uppercase();
+        if k == "LOG" {
+            return Err("LOG=on is implied by --log-region".into());
+        }
+        opts.push((k, v.trim().to_string()));
+    }
+    opts.push(("LOG".into(), "on".into()));
+    storage::region::RegionSpec::parse(LOG_REGION, &opts).map_err(|e| e.to_string())?;
+    Ok(LogRegion(opts))
+}
+
+/// Creates the log's region on a freshly formatted store (nothing to do without one).
+fn place_log(s: &mut NativeStore, log_region: Option<&LogRegion>) -> anyhow::Result<()> {
+    if let Some(LogRegion(opts)) = log_region {
+        let at = s.space().nand().now_ns();
+        s.create_region(at, LOG_REGION, opts)?;
+    }
+    Ok(())
 }
 
 fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
     let nand = Nand::new(rig.nand.clone())?;
     let (_, kind, cache) = ROWS[row];
     Ok(match kind {
-        None => Box::new(NativeStore::format(
-            nand,
-            NativeConfig {
-                log_blocks: Some(rig.log_blocks),
-                spare_factor: rig.spare,
-                seed: rig.nand.seed,
-                ..NativeConfig::default()
-            },
-        )?),
+        None => {
+            let mut s = NativeStore::format(
+                nand,
+                NativeConfig {
+                    log_blocks: Some(rig.log_blocks),
+                    spare_factor: rig.spare,
+                    seed: rig.nand.seed,
+                    ..NativeConfig::default()
+                },
+            )?;
+            place_log(&mut s, rig.log_region.as_ref())?;
+            Box::new(s)
+        }
         Some(kind) => {
             let opts = FtlOptions {
                 cache_fraction: cache,
@@ -653,6 +702,7 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
     Ok((
         Rig {
             nand: cfg,
+            log_region: args.log_region.clone(),
             spare,
             log_blocks,
             frames,
@@ -1051,6 +1101,10 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     )?;
     eprintln!("measuring the database of {} scale {scale} ...", w.label());
     let (rig, probe) = size_rig(args, w)?;
+    if selected.contains(&0) && rig.log_region.is_some() {
+        // The log's region must fit the sized device: refused before the copies and warm-ups.
+        drop(build_store(&rig, 0)?);
+    }
     let g = &rig.nand.geometry;
     // Every device keeps its data in RAM, and so does the loaded database they are copied from
     // (checked before the load, from the kit's estimate).

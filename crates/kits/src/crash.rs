@@ -100,6 +100,9 @@ pub struct NativeDevice {
     pub device: Option<DeviceConfig>,
     /// `KEY=VALUE` device settings applied to the workload's own device, as `--set` takes them.
     pub overrides: Vec<String>,
+    /// CREATE REGION options of a region that holds the log (`LOG=on` among them), created
+    /// right after the store is formatted.
+    pub log_region: Option<Vec<(String, String)>>,
 }
 
 impl NativeDevice {

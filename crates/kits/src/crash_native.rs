@@ -50,6 +50,9 @@ use crate::crash::{
 };
 
 
+/// The region that holds the log when the crash test puts it in one (`NativeDevice::log_region`).
+pub const LOG_REGION: &str = "crash_log";
+
 /// TPC-B's crash-test flash: `tiny` with 8 blocks per plane (64 blocks, 1,024 pages of 4 KiB).
 pub const CRASH_BLOCKS_PER_PLANE: u32 = 8;
 
@@ -124,7 +127,12 @@ impl NativeSetup {
     }
     /// Refuses a device the store cannot be formatted on, before any seed runs.
     pub(crate) fn check(&self) -> Result<()> {
-        NativeStore::format(self.device(0)?, self.store.clone()).map(drop)
+        let mut store = NativeStore::format(self.device(0)?, self.store.clone())?;
+        if let Some(opts) = &self.device.log_region {
+            let at = store.space().nand().now_ns();
+            store.create_region(at, LOG_REGION, opts)?;
+        }
+        Ok(())
     }
 }
 
@@ -162,6 +170,10 @@ fn age(store: &mut NativeStore, fraction: f64, seed: u64) -> Result<()> {
 /// The database loaded on a freshly formatted, aged device.
 fn prepare<W: CrashWorkload>(w: &W, s: &NativeSetup, seed: u64) -> Result<(Engine, W::Loaded)> {
     let mut store = NativeStore::format(s.device(seed)?, s.store.clone())?;
+    if let Some(opts) = &s.device.log_region {
+        let at = store.space().nand().now_ns();
+        store.create_region(at, LOG_REGION, opts)?;
+    }
     age(&mut store, s.aged_fraction, seed)?;
     let mut e = Engine::create(Box::new(store), w.engine_config())?;
     let l = w.load(&mut e, seed)?;

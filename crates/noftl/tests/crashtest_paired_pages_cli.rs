@@ -1,8 +1,9 @@
 //! `noftl crashtest --preset/--set` on MLC and TLC chips: power cuts land on upper-page
 //! programs, whose interruption destroys the lower pages of their word line (nand invariant 6),
 //! and on the pad pages that complete word lines at durability points (ftl space invariant 9);
-//! every acknowledged commit survives on the page FTL and DFTL. Device flags the crash disk
-//! cannot honour are refused.
+//! every acknowledged commit survives on the page FTL and DFTL, and on the NoFTL store (its
+//! units gathered into 16 KiB pages, its log in the default region or in a pSLC region of its
+//! own). Device flags the crash disk cannot honour are refused.
 
 mod cli_support;
 use cli_support::{noftl, noftl_json};
@@ -62,6 +63,40 @@ fn tpcb_crashtest_on_mlc_and_tlc_with_4k_and_16k_pages_keeps_every_acknowledged_
 }
 
 #[test]
+fn tpcb_and_tpcc_crashtests_on_native_with_16k_mlc_and_tlc_pages_keep_every_acknowledged_commit(
+) {
+    for preset in ["mlc16k", "tlc16k"] {
+        for (workload, log_region, page_size) in [
+            ("tpcb", None, "4096"),
+            ("tpcc", None, "16384"),
+            ("tpcb", Some("MAX_CHIPS=1,CELL_MODE=pSLC"), "4096"),
+        ] {
+            let dev = shrunk(preset, 16384);
+            let mut args = vec![
+                "crashtest",
+                "--workload",
+                workload,
+                "--storage",
+                "native",
+                "--page-size",
+                page_size,
+                "--seeds",
+                "12",
+                "--json",
+            ];
+            args.extend(dev.iter().map(String::as_str));
+            if let Some(r) = log_region {
+                args.extend(["--log-region", r]);
+            }
+            let v = noftl_json(&args);
+            assert_eq!(v["verified"], 12, "{preset} {workload} {log_region:?}: {v}");
+            let inside = v["faults_inside_workload"].as_u64().unwrap_or(0);
+            assert!(inside >= 9, "{preset} {workload}: only {inside} cuts inside: {v}");
+        }
+    }
+}
+
+#[test]
 fn device_flags_are_refused_on_the_crash_disk_and_bad_overrides_before_any_seed() {
     let (ok, _, err) = noftl(&[
         "crashtest",
@@ -81,4 +116,13 @@ fn device_flags_are_refused_on_the_crash_disk_and_bad_overrides_before_any_seed(
     ]);
     assert!(!ok);
     assert!(err.contains("channels"), "{err}");
+    let (ok, _, err) = noftl(&[
+        "crashtest",
+        "--storage",
+        "page",
+        "--log-region",
+        "MAX_CHIPS=1",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("the native store's log"), "{err}");
 }

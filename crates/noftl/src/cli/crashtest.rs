@@ -72,6 +72,10 @@ pub struct CrashtestArgs {
     /// crash test's own settings, or to --preset / --config).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Native: the log in a region of its own, with these CREATE REGION options
+    /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips.
+    #[arg(long, value_parser = super::compare::parse_log_region)]
+    pub log_region: Option<super::compare::LogRegion>,
     /// The canary: acknowledge commits before the log force (the test must fail).
     #[arg(long, hide = true)]
     pub canary: bool,
@@ -110,6 +114,9 @@ const TORN_OFF_DISK: &str =
     "--torn is for the crash disk: on flash, the cut tears the page being programmed by itself";
 
 fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
+    if args.log_region.is_some() && args.storage != "native" {
+        bail!("--log-region places the native store's log; --storage is {}", args.storage);
+    }
     let device_flags = args.preset.is_some() || args.config.is_some() || !args.set.is_empty();
     Ok(match args.storage.as_str() {
         "memdisk" | "crashdisk" if device_flags => {
@@ -133,10 +140,12 @@ fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
                 (None, None) => NativeDevice {
                     device: None,
                     overrides: args.set.clone(),
+                    log_region: args.log_region.clone().map(|r| r.0),
                 },
                 _ => NativeDevice {
                     device: Some(device_args(args).load()?),
                     overrides: Vec::new(),
+                    log_region: args.log_region.clone().map(|r| r.0),
                 },
             })
         }

@@ -6,7 +6,9 @@
 //! - [`fs`]: DFS, the file system over the VSL: files in contiguous virtual ranges, no block
 //!   allocator of its own.
 
+pub mod fs;
 pub mod map;
 pub mod vsl;
 
+pub use fs::{Dfs, FormatParams, FsError};
 pub use vsl::{Vsl, VslConfig, VslError, BLOCK_BYTES, VIRTUAL_BLOCKS};

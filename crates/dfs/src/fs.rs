@@ -469,6 +469,12 @@ impl Dfs {
     pub fn now_ns(&self) -> Nanos {
         self.t
     }
+    /// Submits the next request at device time `t` (a wall clock mapped to device time),
+    /// which may be before the previous request's completion: requests then overlap on the
+    /// device as concurrent ones do (the dies keep their own busy times).
+    pub fn submit_at(&mut self, t: Nanos) {
+        self.t = t;
+    }
     /// Unmounts: writes lazily kept timestamps and syncs; gives the device back.
     pub fn unmount(mut self) -> FsResult<Nand> {
         self.sync_all()?;

@@ -6,6 +6,7 @@ pub mod common;
 pub mod compare;
 pub mod crashtest;
 pub mod device;
+pub mod fs;
 pub mod ftl;
 pub mod io;
 pub mod mount;
@@ -51,6 +52,9 @@ pub enum Command {
     Mount(mount::MountArgs),
     /// Check a file-system image offline.
     Fsck(mount::FsckArgs),
+    /// File systems on the emulated device: benchmarks (DFS against ext4).
+    #[command(subcommand)]
+    Fs(fs::FsCommand),
     /// Figures (SVG) from result files: Fig. 3 bars from `compare` JSON, WAF curves from a sweep.
     Plot(plot::PlotArgs),
 }
@@ -68,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plot(a) => plot::run(a),
         Command::Mount(a) => mount::run_mount(a),
         Command::Fsck(a) => mount::run_fsck(a),
+        Command::Fs(c) => fs::run(c),
     }
 }
 

@@ -3,9 +3,11 @@
 //! Device time: DFS runs on the emulator's virtual clock. With `--clock real` every request
 //! also takes its modelled device time on the wall clock (the caller sleeps until the wall
 //! clock has caught up with the device's), so fio and applications see the emulated latency;
-//! with `--clock none` requests run as fast as the host allows.
+//! with `--clock none` requests run as fast as the host allows. Under the real clock a request
+//! is submitted at the wall clock's now and answered at its modelled completion by the
+//! adapter's reply thread, so requests of several threads overlap on the device's dies.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dfs::fs::{Dfs, FsError, Inode, SetAttr, S_IFDIR, S_IFLNK, S_IFMT};
 
@@ -15,7 +17,7 @@ use super::{Attr, AttrChange, Errno, Kind, PosixFs, Totals};
 pub struct DfsPosix {
     pub fs: Dfs,
     real_clock: bool,
-    wall_start: Instant,
+    epoch: Instant,
     virt_start: u64,
 }
 
@@ -32,8 +34,8 @@ fn errno(e: FsError) -> Errno {
     e.errno()
 }
 
-fn ino32(ino: u64) -> Result<u32, Errno> {
-    u32::try_from(ino).map_err(|_| 2)
+fn ino32(ino: u64) -> Result<u32, FsError> {
+    u32::try_from(ino).map_err(|_| FsError::NotFound)
 }
 
 fn attr(ino: u32, i: &Inode, mapped_blocks: u64) -> Attr {
@@ -63,20 +65,8 @@ impl DfsPosix {
         DfsPosix {
             fs,
             real_clock,
-            wall_start: Instant::now(),
+            epoch: Instant::now(),
             virt_start,
-        }
-    }
-
-    /// With the real clock: waits until the wall clock reaches the device's time.
-    fn pace(&self) {
-        if !self.real_clock {
-            return;
-        }
-        let virt = self.fs.now_ns().saturating_sub(self.virt_start);
-        let wall = self.wall_start.elapsed().as_nanos() as u64;
-        if virt > wall {
-            std::thread::sleep(std::time::Duration::from_nanos(virt - wall));
         }
     }
 
@@ -84,25 +74,29 @@ impl DfsPosix {
         attr(ino, i, self.fs.mapped_blocks_of(ino).unwrap_or(0))
     }
 
-    fn done<T>(&self, r: Result<T, FsError>) -> Result<T, Errno> {
-        self.pace();
-        r.map_err(errno)
+    /// Runs one request: submitted at the wall clock's now (real clock) or at the device's
+    /// latest completion (none); the adapter replies at its completion (`completion`).
+    fn op<T>(&mut self, f: impl FnOnce(&mut Dfs) -> Result<T, FsError>) -> Result<T, Errno> {
+        if self.real_clock {
+            self.fs
+                .submit_at(self.virt_start + self.epoch.elapsed().as_nanos() as u64);
+        }
+        f(&mut self.fs).map_err(errno)
     }
 }
 
 impl PosixFs for DfsPosix {
     fn lookup(&mut self, parent: u64, name: &[u8]) -> Result<Attr, Errno> {
-        let r = self.fs.lookup(ino32(parent)?, name);
-        let (ino, i) = self.done(r)?;
+        let (ino, i) = self.op(|fs| fs.lookup(ino32(parent)?, name))?;
         Ok(self.attr_of(ino, &i))
     }
     fn getattr(&mut self, ino: u64) -> Result<Attr, Errno> {
-        let n = ino32(ino)?;
+        let n = ino32(ino).map_err(errno)?;
         let i = self.fs.getattr(n).map_err(errno)?;
         Ok(self.attr_of(n, &i))
     }
     fn setattr(&mut self, ino: u64, c: AttrChange) -> Result<Attr, Errno> {
-        let n = ino32(ino)?;
+        let n = ino32(ino).map_err(errno)?;
         let a = SetAttr {
             mode: c.mode,
             uid: c.uid,
@@ -111,62 +105,51 @@ impl PosixFs for DfsPosix {
             atime_ns: c.atime_ns,
             mtime_ns: c.mtime_ns,
         };
-        let r = self.fs.setattr(n, a, now_ns());
-        let i = self.done(r)?;
+        let i = self.op(|fs| fs.setattr(n, a, now_ns()))?;
         Ok(self.attr_of(n, &i))
     }
     fn make(&mut self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr, Errno> {
-        let r = self.fs.create(ino32(parent)?, name, mode, uid, gid, now_ns(), None);
-        let (ino, i) = self.done(r)?;
+        let (ino, i) = self.op(|fs| fs.create(ino32(parent)?, name, mode, uid, gid, now_ns(), None))?;
         Ok(self.attr_of(ino, &i))
     }
     fn symlink(&mut self, parent: u64, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr, Errno> {
-        let r = self
-            .fs
-            .create(ino32(parent)?, name, S_IFLNK | 0o777, uid, gid, now_ns(), Some(target));
-        let (ino, i) = self.done(r)?;
+        let (ino, i) = self.op(|fs| fs.create(ino32(parent)?, name, S_IFLNK | 0o777, uid, gid, now_ns(), Some(target)))?;
         Ok(self.attr_of(ino, &i))
     }
     fn readlink(&mut self, ino: u64) -> Result<Vec<u8>, Errno> {
-        let r = self.fs.readlink(ino32(ino)?);
-        self.done(r)
+        self.op(|fs| fs.readlink(ino32(ino)?))
     }
     fn link(&mut self, ino: u64, parent: u64, name: &[u8]) -> Result<Attr, Errno> {
-        let n = ino32(ino)?;
-        let r = self.fs.link(n, ino32(parent)?, name, now_ns());
-        let i = self.done(r)?;
+        let n = ino32(ino).map_err(errno)?;
+        let i = self.op(|fs| fs.link(n, ino32(parent)?, name, now_ns()))?;
         Ok(self.attr_of(n, &i))
     }
     fn unlink(&mut self, parent: u64, name: &[u8]) -> Result<(), Errno> {
-        let r = self.fs.remove(ino32(parent)?, name, false, now_ns());
-        self.done(r)
+        self.op(|fs| fs.remove(ino32(parent)?, name, false, now_ns()))
     }
     fn rmdir(&mut self, parent: u64, name: &[u8]) -> Result<(), Errno> {
-        let r = self.fs.remove(ino32(parent)?, name, true, now_ns());
-        self.done(r)
+        self.op(|fs| fs.remove(ino32(parent)?, name, true, now_ns()))
     }
     fn rename(&mut self, parent: u64, name: &[u8], np: u64, nn: &[u8]) -> Result<(), Errno> {
-        let r = self.fs.rename(ino32(parent)?, name, ino32(np)?, nn, now_ns());
-        self.done(r)
+        self.op(|fs| fs.rename(ino32(parent)?, name, ino32(np)?, nn, now_ns()))
     }
     fn open(&mut self, ino: u64) -> Result<(), Errno> {
-        self.fs.open_file(ino32(ino)?).map_err(errno)
+        self.fs.open_file(ino32(ino).map_err(errno)?).map_err(errno)
     }
     fn release(&mut self, ino: u64) -> Result<(), Errno> {
-        let r = self.fs.release(ino32(ino)?);
-        self.done(r)
+        self.op(|fs| fs.release(ino32(ino)?))
     }
     fn read(&mut self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize, Errno> {
-        let r = self.fs.read(ino32(ino)?, off, buf);
-        self.done(r)
+        self.op(|fs| fs.read(ino32(ino)?, off, buf))
     }
     fn write(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<usize, Errno> {
-        let r = self.fs.write(ino32(ino)?, off, data, now_ns());
-        self.done(r)
+        self.op(|fs| fs.write(ino32(ino)?, off, data, now_ns()))
     }
     fn readdir(&mut self, ino: u64, pos: u64, out: &mut Vec<(u64, u64, Kind, Vec<u8>)>) -> Result<(), Errno> {
         let mut ents = Vec::new();
-        self.fs.readdir(ino32(ino)?, pos, &mut ents).map_err(errno)?;
+        self.fs
+            .readdir(ino32(ino).map_err(errno)?, pos, &mut ents)
+            .map_err(errno)?;
         out.clear();
         for (next, e) in ents {
             let kind = match e.mode & S_IFMT {
@@ -179,8 +162,12 @@ impl PosixFs for DfsPosix {
         Ok(())
     }
     fn fsync(&mut self, ino: u64) -> Result<(), Errno> {
-        let r = self.fs.fsync(ino32(ino)?);
-        self.done(r)
+        self.op(|fs| fs.fsync(ino32(ino)?))
+    }
+    fn completion(&self) -> Option<Instant> {
+        self.real_clock.then(|| {
+            self.epoch + Duration::from_nanos(self.fs.now_ns().saturating_sub(self.virt_start))
+        })
     }
     fn statfs(&mut self) -> Totals {
         let s = self.fs.statfs();

@@ -11,8 +11,8 @@ pub mod dfs_fs;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use fuser::{
@@ -96,6 +96,11 @@ pub trait PosixFs: Send + 'static {
         -> Result<(), Errno>;
     fn fsync(&mut self, ino: u64) -> Result<(), Errno>;
     fn statfs(&mut self) -> Totals;
+    /// The wall-clock instant at which the last request completes on the device (`--clock
+    /// real`), or `None` to reply at once. The adapter replies then, without holding the file
+    /// system, so that requests from several threads overlap on the device as they would on
+    /// hardware.
+    fn completion(&self) -> Option<Instant>;
 }
 
 const TTL: Duration = Duration::from_secs(1);
@@ -151,32 +156,101 @@ fn file_type(k: Kind) -> FileType {
 pub struct Adapter<F: PosixFs> {
     fs: Arc<Mutex<F>>,
     entries: Vec<(u64, u64, Kind, Vec<u8>)>,
-    buf: Vec<u8>,
+    waiter: Arc<Waiter>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Replies held until their request's modelled completion on the wall clock.
+#[derive(Default)]
+pub struct Waiter {
+    jobs: Mutex<(Vec<(Instant, Job)>, bool)>,
+    wake: Condvar,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Waiter")
+    }
+}
+
+impl Waiter {
+    fn push(&self, at: Instant, job: Job) {
+        let mut g = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        g.0.push((at, job));
+        self.wake.notify_one();
+    }
+
+    /// Runs held replies at their instants until `stop`, then the rest at once.
+    fn run(&self) {
+        let mut g = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let stopping = g.1;
+            let now = Instant::now();
+            let due = g.0.iter().enumerate().min_by_key(|(_, (at, _))| *at).map(|(i, (at, _))| (i, *at));
+            match due {
+                Some((i, at)) if at <= now || stopping => {
+                    let (_, job) = g.0.swap_remove(i);
+                    drop(g);
+                    job();
+                    g = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+                }
+                Some((_, at)) => {
+                    // No spinning: on a loaded machine a spinning reply thread takes the CPU
+                    // from the session thread; the cost is the timer slack (~50 us) per reply.
+                    g = self
+                        .wake
+                        .wait_timeout(g, at - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                None if stopping => return,
+                None => g = self.wake.wait(g).unwrap_or_else(|p| p.into_inner()),
+            }
+        }
+    }
+
+    fn stop(&self) {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.wake.notify_all();
+    }
 }
 
 impl<F: PosixFs> Adapter<F> {
-    fn with<T>(&self, f: impl FnOnce(&mut F) -> T) -> T {
+    /// Runs `f` on the file system; returns its result and when to reply.
+    fn with<T>(&self, f: impl FnOnce(&mut F) -> T) -> (T, Option<Instant>) {
         let mut g = match self.fs.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        f(&mut g)
+        let r = f(&mut g);
+        (r, g.completion())
+    }
+
+    /// Replies now, or at `at` through the waiter.
+    fn reply_at(&self, at: Option<Instant>, job: impl FnOnce() + Send + 'static) {
+        match at {
+            Some(t) if t > Instant::now() => self.waiter.push(t, Box::new(job)),
+            _ => job(),
+        }
     }
 }
 
 impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        match self.with(|fs| fs.lookup(parent, name.as_bytes())) {
+        let (r, at) = self.with(|fs| fs.lookup(parent, name.as_bytes()));
+        self.reply_at(at, move || match r {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        match self.with(|fs| fs.getattr(ino)) {
+        let (r, at) = self.with(|fs| fs.getattr(ino));
+        self.reply_at(at, move || match r {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn setattr(
@@ -205,17 +279,19 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
             atime_ns: atime.map(ns_of),
             mtime_ns: mtime.map(ns_of),
         };
-        match self.with(|fs| fs.setattr(ino, change)) {
+        let (r, at) = self.with(|fs| fs.setattr(ino, change));
+        self.reply_at(at, move || match r {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
-        match self.with(|fs| fs.readlink(ino)) {
+        let (r, at) = self.with(|fs| fs.readlink(ino));
+        self.reply_at(at, move || match r {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn mknod(
@@ -233,10 +309,11 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
             return;
         }
         let mode = 0o100_000 | (mode & !umask & 0o7777);
-        match self.with(|fs| fs.make(parent, name.as_bytes(), mode, req.uid(), req.gid())) {
+        let (r, at) = self.with(|fs| fs.make(parent, name.as_bytes(), mode, req.uid(), req.gid()));
+        self.reply_at(at, move || match r {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn mkdir(
@@ -249,24 +326,27 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         reply: ReplyEntry,
     ) {
         let mode = 0o040_000 | (mode & !umask & 0o7777);
-        match self.with(|fs| fs.make(parent, name.as_bytes(), mode, req.uid(), req.gid())) {
+        let (r, at) = self.with(|fs| fs.make(parent, name.as_bytes(), mode, req.uid(), req.gid()));
+        self.reply_at(at, move || match r {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        match self.with(|fs| fs.unlink(parent, name.as_bytes())) {
+        let (r, at) = self.with(|fs| fs.unlink(parent, name.as_bytes()));
+        self.reply_at(at, move || match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        match self.with(|fs| fs.rmdir(parent, name.as_bytes())) {
+        let (r, at) = self.with(|fs| fs.rmdir(parent, name.as_bytes()));
+        self.reply_at(at, move || match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn symlink(
@@ -278,10 +358,11 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         reply: ReplyEntry,
     ) {
         let t = target.as_os_str().as_bytes();
-        match self.with(|fs| fs.symlink(parent, link_name.as_bytes(), t, req.uid(), req.gid())) {
+        let (r, at) = self.with(|fs| fs.symlink(parent, link_name.as_bytes(), t, req.uid(), req.gid()));
+        self.reply_at(at, move || match r {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn rename(
@@ -298,10 +379,11 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
             reply.error(EINVAL); // RENAME_EXCHANGE / NOREPLACE: not supported
             return;
         }
-        match self.with(|fs| fs.rename(parent, name.as_bytes(), newparent, newname.as_bytes())) {
+        let (r, at) = self.with(|fs| fs.rename(parent, name.as_bytes(), newparent, newname.as_bytes()));
+        self.reply_at(at, move || match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn link(
@@ -312,17 +394,19 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        match self.with(|fs| fs.link(ino, newparent, newname.as_bytes())) {
+        let (r, at) = self.with(|fs| fs.link(ino, newparent, newname.as_bytes()));
+        self.reply_at(at, move || match r {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        match self.with(|fs| fs.open(ino)) {
+        let (r, at) = self.with(|fs| fs.open(ino));
+        self.reply_at(at, move || match r {
             Ok(()) => reply.opened(0, 0),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn read(
@@ -340,13 +424,12 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
             reply.error(EINVAL);
             return;
         }
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.resize(size as usize, 0);
-        match self.with(|fs| fs.read(ino, offset as u64, &mut buf)) {
+        let mut buf = vec![0u8; size as usize];
+        let (r, at) = self.with(|fs| fs.read(ino, offset as u64, &mut buf));
+        self.reply_at(at, move || match r {
             Ok(n) => reply.data(&buf[..n]),
             Err(e) => reply.error(e),
-        }
-        self.buf = buf;
+        });
     }
 
     fn write(
@@ -365,10 +448,11 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
             reply.error(EINVAL);
             return;
         }
-        match self.with(|fs| fs.write(ino, offset as u64, data)) {
+        let (r, at) = self.with(|fs| fs.write(ino, offset as u64, data));
+        self.reply_at(at, move || match r {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lock: u64, reply: ReplyEmpty) {
@@ -385,24 +469,27 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.with(|fs| fs.release(ino)) {
+        let (r, at) = self.with(|fs| fs.release(ino));
+        self.reply_at(at, move || match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        match self.with(|fs| fs.fsync(ino)) {
+        let (r, at) = self.with(|fs| fs.fsync(ino));
+        self.reply_at(at, move || match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        match self.with(|fs| fs.fsync(ino)) {
+        let (r, at) = self.with(|fs| fs.fsync(ino));
+        self.reply_at(at, move || match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
-        }
+        });
     }
 
     fn readdir(
@@ -414,7 +501,7 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         mut reply: ReplyDirectory,
     ) {
         let mut entries = std::mem::take(&mut self.entries);
-        match self.with(|fs| fs.readdir(ino, offset.max(0) as u64, &mut entries)) {
+        match self.with(|fs| fs.readdir(ino, offset.max(0) as u64, &mut entries)).0 {
             Ok(()) => {
                 for (next, e_ino, kind, name) in &entries {
                     if reply.add(*e_ino, *next as i64, file_type(*kind), OsStr::from_bytes(name)) {
@@ -429,7 +516,7 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
-        let t = self.with(|fs| fs.statfs());
+        let t = self.with(|fs| fs.statfs()).0;
         reply.statfs(
             t.blocks,
             t.blocks_free,
@@ -453,15 +540,15 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         reply: ReplyCreate,
     ) {
         let mode = 0o100_000 | (mode & !umask & 0o7777);
-        let r = self.with(|fs| {
+        let (r, at) = self.with(|fs| {
             let a = fs.make(parent, name.as_bytes(), mode, req.uid(), req.gid())?;
             fs.open(a.ino)?;
             Ok::<Attr, Errno>(a)
         });
-        match r {
+        self.reply_at(at, move || match r {
             Ok(a) => reply.created(&TTL, &file_attr(&a), 0, 0, 0),
             Err(e) => reply.error(e),
-        }
+        });
     }
 }
 
@@ -475,10 +562,16 @@ pub fn serve<F: PosixFs + std::fmt::Debug>(
 ) -> anyhow::Result<F> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let shared = Arc::new(Mutex::new(fs));
+    let waiter = Arc::new(Waiter::default());
+    let w = waiter.clone();
+    let waiter_thread = std::thread::Builder::new()
+        .name("fuse-replies".into())
+        .spawn(move || w.run())
+        .context("reply thread")?;
     let adapter = Adapter {
         fs: shared.clone(),
         entries: Vec::new(),
-        buf: Vec::new(),
+        waiter: waiter.clone(),
     };
     let opts = [
         MountOption::FSName(format!("noftl-{fs_name}")),
@@ -511,6 +604,10 @@ pub fn serve<F: PosixFs + std::fmt::Debug>(
         Ok(Ok(())) => {}
         Ok(Err(e)) => eprintln!("noftl mount: the FUSE session ended with {e}"),
         Err(_) => anyhow::bail!("the FUSE session thread panicked"),
+    }
+    waiter.stop();
+    if waiter_thread.join().is_err() {
+        anyhow::bail!("the reply thread panicked");
     }
     let fs = match Arc::try_unwrap(shared) {
         Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),

@@ -154,3 +154,38 @@ fn real_programs_on_dfs_survive_a_remount() {
     sh(&mnt, "md5sum -c ../sums && test \"$(readlink a/link)\" = ../db.sqlite && test \"$(stat -c %h fio.dat)\" = 2 && test ! -e a/b");
     m.stop();
 }
+
+/// `noftl fs bench` end to end on DFS and on ext4 (page FTL through NBD), tiny settings: the
+/// table and the JSON with every field the issue asks for, and the DFS/ext4 ratios.
+#[test]
+fn fs_bench_runs_both_file_systems() {
+    let Ok(()) = fuse_available()
+        .and_then(|()| require(&["nbdfuse", "fuse2fs", "mkfs.ext4"]))
+        .map_err(skip)
+    else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let json = work.path().join("fs.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["fs", "bench", "--fs", "dfs,ext4", "--threads", "1,2", "--rw", "randwrite"])
+        .args(["--runtime-s", "1", "--fio-mib", "4", "--apps", "sort,scan", "--app-mib", "2"])
+        .args(["--clock", "none"])
+        .args(DEVICE)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "fs bench: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("DFS / ext4"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * (2 + 2), "{v}");
+    for r in rows {
+        assert!(r["cpu_us_per_io"].as_f64().is_some(), "{r}");
+        assert!(r["flash"]["programs"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["iops"].as_f64().is_some_and(|x| x > 0.0) || r["seconds"].as_f64().is_some(), "{r}");
+    }
+    assert_eq!(v["ratios"].as_array().unwrap().len(), 4, "{v}");
+}

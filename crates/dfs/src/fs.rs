@@ -91,16 +91,16 @@ impl FsError {
     /// The errno a POSIX caller sees.
     pub fn errno(&self) -> i32 {
         match self {
-            FsError::NotFound => 2,      // ENOENT
-            FsError::Exists => 17,       // EEXIST
-            FsError::NotDir => 20,       // ENOTDIR
-            FsError::IsDir => 21,        // EISDIR
-            FsError::NotEmpty => 39,     // ENOTEMPTY
-            FsError::NameTooLong => 36,  // ENAMETOOLONG
-            FsError::Invalid(_) => 22,   // EINVAL
-            FsError::TooLarge => 27,     // EFBIG
-            FsError::NoSpace => 28,      // ENOSPC
-            _ => 5,                      // EIO
+            FsError::NotFound => 2,     // ENOENT
+            FsError::Exists => 17,      // EEXIST
+            FsError::NotDir => 20,      // ENOTDIR
+            FsError::IsDir => 21,       // EISDIR
+            FsError::NotEmpty => 39,    // ENOTEMPTY
+            FsError::NameTooLong => 36, // ENAMETOOLONG
+            FsError::Invalid(_) => 22,  // EINVAL
+            FsError::TooLarge => 27,    // EFBIG
+            FsError::NoSpace => 28,     // ENOSPC
+            _ => 5,                     // EIO
         }
     }
     pub fn is_power_loss(&self) -> bool {
@@ -142,10 +142,14 @@ impl FormatParams {
     }
     pub fn validate(&self) -> FsResult<()> {
         if !self.chunk_blocks.is_power_of_two() || self.chunk_blocks < 64 {
-            return Err(FsError::Invalid("chunk blocks must be a power of two >= 64"));
+            return Err(FsError::Invalid(
+                "chunk blocks must be a power of two >= 64",
+            ));
         }
         if self.max_inodes < 16 || self.small_blocks == 0 {
-            return Err(FsError::Invalid("at least 16 inodes and 1 block per small file"));
+            return Err(FsError::Invalid(
+                "at least 16 inodes and 1 block per small file",
+            ));
         }
         if 1 + self.inode_blocks() > self.chunk_blocks
             || u64::from(self.small_blocks) > self.chunk_blocks
@@ -518,7 +522,14 @@ impl Dfs {
     }
 
     /// Adds directory `dir`'s entry slot `slot` (as `ino`, `name`) to the group.
-    fn stage_dirent(&mut self, dir: u32, slot: u32, ino: u32, mode: u32, name: &[u8]) -> FsResult<()> {
+    fn stage_dirent(
+        &mut self,
+        dir: u32,
+        slot: u32,
+        ino: u32,
+        mode: u32,
+        name: &[u8],
+    ) -> FsResult<()> {
         let di = self.inode(dir)?;
         let vbn = self.base_of(dir, &di) + u64::from(slot / DIRENTS_PER_BLOCK);
         let idx = match self.group.iter().position(|(v, _)| *v == vbn) {
@@ -605,7 +616,10 @@ impl Dfs {
             return Ok((p, self.inode(p)?));
         }
         self.load_dir(parent)?;
-        let (_, ino) = *self.dirs[&parent].names.get(name).ok_or(FsError::NotFound)?;
+        let (_, ino) = *self.dirs[&parent]
+            .names
+            .get(name)
+            .ok_or(FsError::NotFound)?;
         Ok((ino, self.inode(ino)?))
     }
 
@@ -616,12 +630,26 @@ impl Dfs {
         out.clear();
         let i = self.inode(dir)?;
         if pos == 0 {
-            out.push((1, DirEntry { ino: dir, mode: i.mode, name: b".".to_vec() }));
+            out.push((
+                1,
+                DirEntry {
+                    ino: dir,
+                    mode: i.mode,
+                    name: b".".to_vec(),
+                },
+            ));
         }
         if pos <= 1 {
             let p = i.parent;
             let pm = self.inode(p)?.mode;
-            out.push((2, DirEntry { ino: p, mode: pm, name: b"..".to_vec() }));
+            out.push((
+                2,
+                DirEntry {
+                    ino: p,
+                    mode: pm,
+                    name: b"..".to_vec(),
+                },
+            ));
         }
         let mut by_slot: Vec<(u32, u32, &Vec<u8>)> = self.dirs[&dir]
             .names
@@ -632,7 +660,14 @@ impl Dfs {
         by_slot.sort_unstable_by_key(|e| e.0);
         for (slot, ino, name) in by_slot {
             let mode = self.inodes.get(&ino).map_or(0, |x| x.mode);
-            out.push((u64::from(slot) + 3, DirEntry { ino, mode, name: name.clone() }));
+            out.push((
+                u64::from(slot) + 3,
+                DirEntry {
+                    ino,
+                    mode,
+                    name: name.clone(),
+                },
+            ));
         }
         Ok(())
     }
@@ -676,6 +711,7 @@ impl Dfs {
     }
 
     /// Creates a file, directory or symlink `name` in `parent`.
+    #[allow(clippy::too_many_arguments)] // the POSIX create's own arguments, each one needed
     pub fn create(
         &mut self,
         parent: u32,
@@ -959,7 +995,11 @@ impl Dfs {
             }
             let ti = self.inode(t)?;
             if ti.is_dir() != i.is_dir() {
-                return Err(if ti.is_dir() { FsError::IsDir } else { FsError::NotDir });
+                return Err(if ti.is_dir() {
+                    FsError::IsDir
+                } else {
+                    FsError::NotDir
+                });
             }
             if ti.is_dir() {
                 self.load_dir(t)?;
@@ -1036,7 +1076,9 @@ impl Dfs {
             if in_blk == 0 && take == BLOCK_BYTES {
                 // Whole blocks straight into the caller's buffer.
                 let whole = (n - done) / BLOCK_BYTES;
-                self.t = self.vsl.read(self.t, vbn, &mut out[done..done + whole * BLOCK_BYTES])?;
+                self.t = self
+                    .vsl
+                    .read(self.t, vbn, &mut out[done..done + whole * BLOCK_BYTES])?;
                 done += whole * BLOCK_BYTES;
                 continue;
             }
@@ -1058,7 +1100,10 @@ impl Dfs {
         }
         let small = self.small_base(ino);
         let large = self.large_base(ino);
-        let blocks = i.size.div_ceil(BLOCK_BYTES as u64).min(u64::from(self.p.small_blocks));
+        let blocks = i
+            .size
+            .div_ceil(BLOCK_BYTES as u64)
+            .min(u64::from(self.p.small_blocks));
         // Leftovers of an interrupted earlier move.
         self.t = self.vsl.trim(self.t, large, self.p.chunk_blocks)?;
         let mut b = vec![0u8; blocks as usize * BLOCK_BYTES];
@@ -1075,7 +1120,9 @@ impl Dfs {
             self.inodes.insert(ino, i);
             return Err(e);
         }
-        self.t = self.vsl.trim(self.t, small, u64::from(self.p.small_blocks))?;
+        self.t = self
+            .vsl
+            .trim(self.t, small, u64::from(self.p.small_blocks))?;
         // A staged block of the old location (a directory's) moves too.
         for (v, _) in self.group.iter_mut() {
             if *v >= small && *v < small + u64::from(self.p.small_blocks) {
@@ -1094,7 +1141,9 @@ impl Dfs {
         if data.is_empty() {
             return Ok(0);
         }
-        let end = off.checked_add(data.len() as u64).ok_or(FsError::TooLarge)?;
+        let end = off
+            .checked_add(data.len() as u64)
+            .ok_or(FsError::TooLarge)?;
         if end.div_ceil(BLOCK_BYTES as u64) > self.area_blocks(&i) {
             self.migrate(ino, end)?;
             i = self.inode(ino)?;
@@ -1117,12 +1166,16 @@ impl Dfs {
             let tail = (stop % bb) as usize;
             // Edge blocks partly written: read what is there (zeros past the size).
             if head != 0 || (blocks == 1 && tail != 0) {
-                self.t = self.vsl.read(self.t, base + first, &mut self.buf[..BLOCK_BYTES])?;
+                self.t = self
+                    .vsl
+                    .read(self.t, base + first, &mut self.buf[..BLOCK_BYTES])?;
                 zero_past(&mut self.buf[..BLOCK_BYTES], first * bb, i.size);
             }
             if tail != 0 && (blocks > 1 || head == 0) {
                 let o = (blocks - 1) * BLOCK_BYTES;
-                self.t = self.vsl.read(self.t, base + last, &mut self.buf[o..o + BLOCK_BYTES])?;
+                self.t = self
+                    .vsl
+                    .read(self.t, base + last, &mut self.buf[o..o + BLOCK_BYTES])?;
                 zero_past(&mut self.buf[o..o + BLOCK_BYTES], last * bb, i.size);
             }
             self.buf[head..head + take].copy_from_slice(&data[done..done + take]);
@@ -1147,7 +1200,8 @@ impl Dfs {
                     .write_atomic(self.t, &[(base + first, &self.buf[..]), (vbn, &ib[..])])
             } else {
                 self.dirty.insert(ino);
-                self.vsl.write_atomic(self.t, &[(base + first, &self.buf[..])])
+                self.vsl
+                    .write_atomic(self.t, &[(base + first, &self.buf[..])])
             };
             match r {
                 Ok(t) => self.t = t,
@@ -1208,14 +1262,14 @@ impl Dfs {
         let base = self.base_of(ino, &i);
         let old = i;
         self.group.clear();
-        if size < i.size && size % bb != 0 {
+        if size < i.size && !size.is_multiple_of(bb) {
             // The new last block, its tail zeroed, with the inode.
             let mut b = vec![0u8; BLOCK_BYTES];
             self.t = self.vsl.read(self.t, base + size / bb, &mut b)?;
             b[(size % bb) as usize..].fill(0);
             self.group.push((base + size / bb, b));
         }
-        if size > i.size && i.size % bb != 0 {
+        if size > i.size && !i.size.is_multiple_of(bb) {
             // Growing: the old last block's tail must read as zeros.
             let mut b = vec![0u8; BLOCK_BYTES];
             self.t = self.vsl.read(self.t, base + i.size / bb, &mut b)?;
@@ -1281,7 +1335,9 @@ impl Dfs {
         let i = self.inode(ino)?;
         let base = self.base_of(ino, &i);
         let mut v = Vec::new();
-        self.vsl.map().mapped_in(base, base + self.area_blocks(&i), &mut v);
+        self.vsl
+            .map()
+            .mapped_in(base, base + self.area_blocks(&i), &mut v);
         Ok(v.len() as u64)
     }
 
@@ -1310,14 +1366,19 @@ impl Dfs {
                     Some(i) => {
                         *links.entry(ino).or_insert(0) += 1;
                         if i.is_dir() && i.parent != *d {
-                            problems.push(format!("dir {ino}: parent {} but entry in {d}", i.parent));
+                            problems
+                                .push(format!("dir {ino}: parent {} but entry in {d}", i.parent));
                         }
                     }
                 }
             }
         }
         for (&ino, i) in &self.inodes {
-            let want = if ino == ROOT_INO { 1 } else { links.get(&ino).copied().unwrap_or(0) };
+            let want = if ino == ROOT_INO {
+                1
+            } else {
+                links.get(&ino).copied().unwrap_or(0)
+            };
             let open = self.open_count.contains_key(&ino);
             if i.nlink != want && !(open && i.nlink == 0) {
                 problems.push(format!("inode {ino}: nlink {} but {want} entries", i.nlink));
@@ -1330,7 +1391,9 @@ impl Dfs {
                 let end = end.min(s + n);
                 if let Some((ino, base)) = owner {
                     match self.inodes.get(&ino) {
-                        None => problems.push(format!("blocks {v}..{end} mapped for free inode {ino}")),
+                        None => {
+                            problems.push(format!("blocks {v}..{end} mapped for free inode {ino}"))
+                        }
                         Some(i) => {
                             let keep = base + i.size.div_ceil(BLOCK_BYTES as u64);
                             if self.base_of(ino, i) != base {
@@ -1394,7 +1457,11 @@ fn decode_superblock(b: &[u8]) -> Result<FormatParams, String> {
         return Err("the superblock fails its CRC".into());
     }
     if u32_at(8) != SB_VERSION || u32_at(12) as usize != BLOCK_BYTES {
-        return Err(format!("superblock version {} block {}", u32_at(8), u32_at(12)));
+        return Err(format!(
+            "superblock version {} block {}",
+            u32_at(8),
+            u32_at(12)
+        ));
     }
     let mut c = [0u8; 8];
     c.copy_from_slice(&b[16..24]);

@@ -148,7 +148,9 @@ impl SparseMap {
             let base = k * LEAF_BLOCKS;
             let lo = start.max(base) - base;
             let hi = end.min(base + LEAF_BLOCKS) - base;
-            leaf.loc[lo as usize..hi as usize].iter().any(|&l| l != NONE)
+            leaf.loc[lo as usize..hi as usize]
+                .iter()
+                .any(|&l| l != NONE)
         };
         if last - first < self.leaves.len() as u64 {
             (first..=last).any(|k| self.leaves.get(&k).is_some_and(|l| check(k, l)))

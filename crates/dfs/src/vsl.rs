@@ -59,7 +59,9 @@ const MAX_UNITS: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VslError {
-    #[error("virtual blocks {start}..{end} are outside the virtual space of {VIRTUAL_BLOCKS} blocks")]
+    #[error(
+        "virtual blocks {start}..{end} are outside the virtual space of {VIRTUAL_BLOCKS} blocks"
+    )]
     OutOfRange { start: u64, end: u64 },
     #[error("a buffer of {0} bytes is not a whole number of {BLOCK_BYTES}-byte blocks")]
     Misaligned(usize),
@@ -281,7 +283,7 @@ impl Vsl {
     }
 
     fn blocks_of(len: usize) -> Result<u64, VslError> {
-        if len % BLOCK_BYTES != 0 {
+        if !len.is_multiple_of(BLOCK_BYTES) {
             return Err(VslError::Misaligned(len));
         }
         Ok((len / BLOCK_BYTES) as u64)
@@ -309,7 +311,12 @@ impl Vsl {
                 .pending
                 .iter_mut()
                 .find(|(k, l)| *k == m.key && *l == m.from.0);
-            debug_assert!(p.is_some(), "moved unit {:?} of block {} unknown", m.from, m.key);
+            debug_assert!(
+                p.is_some(),
+                "moved unit {:?} of block {} unknown",
+                m.from,
+                m.key
+            );
             if let Some(p) = p {
                 p.1 = m.to.0;
             }
@@ -537,7 +544,9 @@ impl Vsl {
             (s..s + n).map(|v| (v, self.map.get(v).unwrap_or(crate::map::NONE)))
         }) {
             if self.space.key_at(Ppn(u64::from(loc))) != Some(v) {
-                return Err(format!("block {v} maps to unit {loc}, which holds another key"));
+                return Err(format!(
+                    "block {v} maps to unit {loc}, which holds another key"
+                ));
             }
         }
         for loc in self.meta.keys() {
@@ -661,8 +670,8 @@ fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), Vsl
         let s = ckpts[i].0;
         let j = i + ckpts[i..].iter().take_while(|r| r.0 == s).count();
         let total = ckpts[i].3;
-        let complete = (j - i) as u64 == total
-            && ckpts[i..j].iter().enumerate().all(|(k, r)| r.1 == k as u64);
+        let complete =
+            (j - i) as u64 == total && ckpts[i..j].iter().enumerate().all(|(k, r)| r.1 == k as u64);
         if complete {
             ckpt = Some((s, i, j - i));
         }

@@ -35,8 +35,11 @@ fn params() -> FormatParams {
 }
 
 fn device(blocks_per_plane: u32) -> Nand {
-    let cfg = DeviceConfig::preset("tiny", &[format!("geometry.blocks_per_plane={blocks_per_plane}")])
-        .unwrap();
+    let cfg = DeviceConfig::preset(
+        "tiny",
+        &[format!("geometry.blocks_per_plane={blocks_per_plane}")],
+    )
+    .unwrap();
     Nand::new(cfg).unwrap()
 }
 
@@ -78,7 +81,7 @@ fn gen(rng: &mut Xoshiro256PlusPlus, remount: bool) -> Op {
     match rng.next_u64() % 100 {
         0..=14 => Op::Create(p),
         15..=44 => {
-            let off = if rng.next_u64() % 3 == 0 {
+            let off = if rng.next_u64().is_multiple_of(3) {
                 rng.next_u64() % MAX_FILE
             } else {
                 rng.next_u64() % 20_000
@@ -119,7 +122,8 @@ fn apply(m: &mut Model, links: &mut Vec<Vec<String>>, op: &Op) -> Result<Option<
         let (d, _) = split(p);
         d.is_empty() || m.get(d) == Some(&Node::Dir)
     };
-    let group_of = |links: &Vec<Vec<String>>, p: &str| links.iter().position(|g| g.iter().any(|x| x == p));
+    let group_of =
+        |links: &Vec<Vec<String>>, p: &str| links.iter().position(|g| g.iter().any(|x| x == p));
     match op {
         Op::Create(p) => {
             if !parent_ok(m, p) || m.contains_key(p) {
@@ -130,7 +134,9 @@ fn apply(m: &mut Model, links: &mut Vec<Vec<String>>, op: &Op) -> Result<Option<
             Ok(None)
         }
         Op::Write(p, off, len, seed) => {
-            let Some(Node::File(c)) = m.get(p) else { return Err(()) };
+            let Some(Node::File(c)) = m.get(p) else {
+                return Err(());
+            };
             let mut c = c.clone();
             let end = *off as usize + len;
             if c.len() < end {
@@ -144,7 +150,9 @@ fn apply(m: &mut Model, links: &mut Vec<Vec<String>>, op: &Op) -> Result<Option<
             Ok(None)
         }
         Op::Truncate(p, size) => {
-            let Some(Node::File(c)) = m.get(p) else { return Err(()) };
+            let Some(Node::File(c)) = m.get(p) else {
+                return Err(());
+            };
             let mut c = c.clone();
             c.resize(*size as usize, 0);
             let g = group_of(links, p).unwrap();
@@ -158,7 +166,9 @@ fn apply(m: &mut Model, links: &mut Vec<Vec<String>>, op: &Op) -> Result<Option<
             _ => Err(()),
         },
         Op::Rename(a, b) => {
-            let Some(Node::File(c)) = m.get(a).cloned() else { return Err(()) };
+            let Some(Node::File(c)) = m.get(a).cloned() else {
+                return Err(());
+            };
             if !parent_ok(m, b) || matches!(m.get(b), Some(Node::Dir)) {
                 return Err(());
             }
@@ -184,7 +194,9 @@ fn apply(m: &mut Model, links: &mut Vec<Vec<String>>, op: &Op) -> Result<Option<
             Ok(None)
         }
         Op::Link(a, b) => {
-            let Some(Node::File(c)) = m.get(a).cloned() else { return Err(()) };
+            let Some(Node::File(c)) = m.get(a).cloned() else {
+                return Err(());
+            };
             if !parent_ok(m, b) || m.contains_key(b) {
                 return Err(());
             }
@@ -194,7 +206,9 @@ fn apply(m: &mut Model, links: &mut Vec<Vec<String>>, op: &Op) -> Result<Option<
             Ok(None)
         }
         Op::Unlink(p) => {
-            let Some(Node::File(_)) = m.get(p) else { return Err(()) };
+            let Some(Node::File(_)) = m.get(p) else {
+                return Err(());
+            };
             m.remove(p);
             let g = group_of(links, p).unwrap();
             links[g].retain(|x| x != p);
@@ -253,7 +267,14 @@ fn run(fs: &mut Dfs, op: &Op, now: i64) -> Result<Option<Vec<u8>>, dfs::FsError>
         }
         Op::Truncate(p, size) => {
             let i = resolve(fs, p)?;
-            fs.setattr(i, SetAttr { size: Some(*size), ..SetAttr::default() }, now)?;
+            fs.setattr(
+                i,
+                SetAttr {
+                    size: Some(*size),
+                    ..SetAttr::default()
+                },
+                now,
+            )?;
             Ok(None)
         }
         Op::Read(p) | Op::Fsync(p) => {
@@ -318,7 +339,11 @@ fn snapshot(fs: &mut Dfs) -> Result<Model, String> {
                 continue;
             }
             let name = String::from_utf8(e.name.clone()).unwrap();
-            let p = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+            let p = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
             let a = fs.getattr(e.ino).map_err(|e| e.to_string())?;
             if a.is_dir() {
                 m.insert(p.clone(), Node::Dir);
@@ -354,7 +379,10 @@ fn exercise(seed: u64, ops: usize) {
                 assert_eq!(a, b, "seed {seed} op {i} {op:?}: content differs")
             }
             (Err(()), Err(_)) => {}
-            _ => panic!("seed {seed} op {i} {op:?}: model {want:?}, fs {:?}", got.map(|_| ())),
+            _ => panic!(
+                "seed {seed} op {i} {op:?}: model {want:?}, fs {:?}",
+                got.map(|_| ())
+            ),
         }
         if i % 100 == 99 {
             assert_eq!(snapshot(&mut fs).unwrap(), m, "seed {seed} after op {i}");
@@ -363,19 +391,34 @@ fn exercise(seed: u64, ops: usize) {
         }
     }
     let files = m.values().filter(|n| matches!(n, Node::File(_))).count();
-    let bytes: usize = m.values().map(|n| if let Node::File(c) = n { c.len() } else { 0 }).sum();
-    eprintln!("seed {seed}: {ok} of {ops} operations succeeded; {files} files, {bytes} bytes at the end");
-    assert!(ok * 3 > ops, "too few operations succeed for the test to mean anything");
+    let bytes: usize = m
+        .values()
+        .map(|n| if let Node::File(c) = n { c.len() } else { 0 })
+        .sum();
+    eprintln!(
+        "seed {seed}: {ok} of {ops} operations succeeded; {files} files, {bytes} bytes at the end"
+    );
+    assert!(
+        ok * 3 > ops,
+        "too few operations succeed for the test to mean anything"
+    );
     let nand = fs.unmount().unwrap();
     let (mut fs, rep) = Dfs::open(nand, &vcfg()).unwrap();
-    assert_eq!(rep.orphans_freed + rep.blocks_trimmed, 0, "clean unmount left work: {rep:?}");
+    assert_eq!(
+        rep.orphans_freed + rep.blocks_trimmed,
+        0,
+        "clean unmount left work: {rep:?}"
+    );
     assert_eq!(snapshot(&mut fs).unwrap(), m, "seed {seed} after remount");
     assert!(fs.fsck().unwrap().is_empty());
 }
 
 #[test]
 fn exerciser_against_the_model() {
-    let seeds = std::env::var("DFS_MODEL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(12);
+    let seeds = std::env::var("DFS_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
     for seed in 0..seeds {
         exercise(seed, 1500);
     }
@@ -387,7 +430,10 @@ fn crash_run(seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
     let mut fs = Dfs::format(device(16), &vcfg(), params(), 0).unwrap();
     let base = fs.vsl().nand().ops_issued();
     if cut > 0 {
-        fs.vsl_mut().nand_mut().set_fault_plan(FaultPlan { cut_at_op: Some(base + cut), ..FaultPlan::default() });
+        fs.vsl_mut().nand_mut().set_fault_plan(FaultPlan {
+            cut_at_op: Some(base + cut),
+            ..FaultPlan::default()
+        });
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut m = Model::new();
@@ -437,7 +483,12 @@ fn crash_run(seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
     }
     let got = snapshot(&mut fs)?;
     if got != m && inflight.as_ref() != Some(&got) {
-        let diff: Vec<_> = got.keys().chain(m.keys()).filter(|k| got.get(*k) != m.get(*k)).take(4).collect();
+        let diff: Vec<_> = got
+            .keys()
+            .chain(m.keys())
+            .filter(|k| got.get(*k) != m.get(*k))
+            .take(4)
+            .collect();
         return Err(format!("cut at {cut}: the tree is neither the acknowledged one nor it plus the op in flight; differs at {diff:?}"));
     }
     // Keeps working.
@@ -454,7 +505,10 @@ fn crash_run(seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
 
 #[test]
 fn power_cuts_many_seeds() {
-    let seeds: u64 = std::env::var("DFS_CRASH_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let seeds: u64 = std::env::var("DFS_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
     let mut failures = Vec::new();
     for seed in 0..seeds {
         let total = crash_run(seed, 250, 0).unwrap();
@@ -464,20 +518,37 @@ fn power_cuts_many_seeds() {
             failures.push(format!("seed {seed}: {e}"));
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn sparse_file_costs_only_what_is_written() {
     let mut fs = Dfs::format(device(16), &vcfg(), params(), 0).unwrap();
-    let (ino, _) = fs.create(ROOT_INO, b"sparse", 0o644, 0, 0, 0, None).unwrap();
+    let (ino, _) = fs
+        .create(ROOT_INO, b"sparse", 0o644, 0, 0, 0, None)
+        .unwrap();
     fs.write(ino, 10 << 20, b"end", 1).unwrap();
     assert_eq!(fs.getattr(ino).unwrap().size, (10 << 20) + 3);
     assert_eq!(fs.mapped_blocks_of(ino).unwrap(), 1);
     let mut b = vec![1u8; 8192];
     fs.read(ino, 5 << 20, &mut b).unwrap();
     assert!(b.iter().all(|&x| x == 0));
-    let (l, _) = fs.create(ROOT_INO, b"link", 0o777 | dfs::fs::S_IFLNK, 0, 0, 0, Some(b"sparse")).unwrap();
+    let (l, _) = fs
+        .create(
+            ROOT_INO,
+            b"link",
+            0o777 | dfs::fs::S_IFLNK,
+            0,
+            0,
+            0,
+            Some(b"sparse"),
+        )
+        .unwrap();
     assert_eq!(fs.readlink(l).unwrap(), b"sparse");
     assert!(fs.fsck().unwrap().is_empty());
 }

@@ -11,7 +11,15 @@ use std::time::{Duration, Instant};
 
 use nbd_support::{reap, require, skip};
 
-const TOOLS: &[&str] = &["fusermount3", "tar", "git", "sqlite3", "fio", "diff", "md5sum"];
+const TOOLS: &[&str] = &[
+    "fusermount3",
+    "tar",
+    "git",
+    "sqlite3",
+    "fio",
+    "diff",
+    "md5sum",
+];
 /// The tiny preset grown to 64 MiB.
 const DEVICE: &[&str] = &["--preset", "tiny", "--set", "geometry.blocks_per_plane=128"];
 
@@ -26,7 +34,9 @@ fn fuse_available() -> Result<(), String> {
 fn is_mounted(dir: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let d = dir.display().to_string();
-    mounts.lines().any(|l| l.split(' ').nth(1) == Some(d.as_str()))
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
 }
 
 /// A running `noftl mount`, stopped with SIGTERM.
@@ -50,7 +60,11 @@ impl Mounted {
             .expect("noftl mount starts");
         let deadline = Instant::now() + Duration::from_secs(20);
         while !is_mounted(dir) {
-            assert!(Instant::now() < deadline, "noftl mount did not mount {}", dir.display());
+            assert!(
+                Instant::now() < deadline,
+                "noftl mount did not mount {}",
+                dir.display()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Mounted {
@@ -72,7 +86,10 @@ impl Mounted {
 impl Drop for Mounted {
     fn drop(&mut self) {
         if is_mounted(&self.dir) {
-            let _ = Command::new("fusermount3").arg("-u").arg(&self.dir).status();
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.dir)
+                .status();
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -109,11 +126,28 @@ fn real_programs_on_dfs_survive_a_remount() {
     let stats = work.path().join("stats.json");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dfs");
     let tarball = work.path().join("src.tar");
-    sh(work.path(), &format!("tar cf {} -C {} .", tarball.display(), src.display()));
+    sh(
+        work.path(),
+        &format!("tar cf {} -C {} .", tarball.display(), src.display()),
+    );
 
     let m = Mounted::start(&mnt, &image, &stats);
-    sh(&mnt, &format!("cp -r {} copy && diff -r {} copy", src.display(), src.display()));
-    sh(&mnt, &format!("mkdir untar && tar xf {} -C untar && diff -r {} untar", tarball.display(), src.display()));
+    sh(
+        &mnt,
+        &format!(
+            "cp -r {} copy && diff -r {} copy",
+            src.display(),
+            src.display()
+        ),
+    );
+    sh(
+        &mnt,
+        &format!(
+            "mkdir untar && tar xf {} -C untar && diff -r {} untar",
+            tarball.display(),
+            src.display()
+        ),
+    );
     sh(
         &mnt,
         "git init -q repo && cd repo && git config user.email t@example.com && \
@@ -136,7 +170,10 @@ fn real_programs_on_dfs_survive_a_remount() {
     sh(&mnt, "mkdir -p a/b && ln -s ../db.sqlite a/link && ln fio.dat hard && mv a/b a/c && rmdir a/c && truncate -s 10M sparse && md5sum db.sqlite fio.dat sparse > ../sums");
     m.stop();
     let st = std::fs::read_to_string(&stats).expect("the statistics file");
-    assert!(st.contains("\"fs\": \"dfs\"") && st.contains("blocks_written"), "{st}");
+    assert!(
+        st.contains("\"fs\": \"dfs\"") && st.contains("blocks_written"),
+        "{st}"
+    );
 
     let fsck = Command::new(env!("CARGO_BIN_EXE_noftl"))
         .args(["fsck", "--fs", "dfs", "--image"])
@@ -144,13 +181,32 @@ fn real_programs_on_dfs_survive_a_remount() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&fsck.stdout);
-    assert!(fsck.status.success() && text.contains("clean"), "fsck: {text}");
+    assert!(
+        fsck.status.success() && text.contains("clean"),
+        "fsck: {text}"
+    );
 
     let m = Mounted::start(&mnt, &image, &stats);
-    sh(&mnt, &format!("diff -r {} copy && diff -r {} untar", src.display(), src.display()));
-    sh(&mnt, "cd repo && git fsck --strict && test \"$(git log --oneline | wc -l)\" = 2");
-    let sql = sh(&mnt, "sqlite3 db.sqlite 'pragma integrity_check; select count(*) from t;'");
-    assert!(sql.contains("ok") && sql.contains("3334"), "sqlite3 after remount: {sql}");
+    sh(
+        &mnt,
+        &format!(
+            "diff -r {} copy && diff -r {} untar",
+            src.display(),
+            src.display()
+        ),
+    );
+    sh(
+        &mnt,
+        "cd repo && git fsck --strict && test \"$(git log --oneline | wc -l)\" = 2",
+    );
+    let sql = sh(
+        &mnt,
+        "sqlite3 db.sqlite 'pragma integrity_check; select count(*) from t;'",
+    );
+    assert!(
+        sql.contains("ok") && sql.contains("3334"),
+        "sqlite3 after remount: {sql}"
+    );
     sh(&mnt, "md5sum -c ../sums && test \"$(readlink a/link)\" = ../db.sqlite && test \"$(stat -c %h fio.dat)\" = 2 && test ! -e a/b");
     m.stop();
 }
@@ -168,8 +224,26 @@ fn fs_bench_runs_both_file_systems() {
     let work = tempfile::tempdir().unwrap();
     let json = work.path().join("fs.json");
     let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(["fs", "bench", "--fs", "dfs,ext4", "--threads", "1,2", "--rw", "randwrite"])
-        .args(["--runtime-s", "1", "--fio-mib", "4", "--apps", "sort,scan", "--app-mib", "2"])
+        .args([
+            "fs",
+            "bench",
+            "--fs",
+            "dfs,ext4",
+            "--threads",
+            "1,2",
+            "--rw",
+            "randwrite",
+        ])
+        .args([
+            "--runtime-s",
+            "1",
+            "--fio-mib",
+            "4",
+            "--apps",
+            "sort,scan",
+            "--app-mib",
+            "2",
+        ])
         .args(["--clock", "none"])
         .args(DEVICE)
         .arg("--json")
@@ -177,15 +251,23 @@ fn fs_bench_runs_both_file_systems() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "fs bench: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "fs bench: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("DFS / ext4"), "{text}");
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), 2 * (2 + 2), "{v}");
     for r in rows {
         assert!(r["cpu_us_per_io"].as_f64().is_some(), "{r}");
         assert!(r["flash"]["programs"].as_u64().unwrap() > 0, "{r}");
-        assert!(r["iops"].as_f64().is_some_and(|x| x > 0.0) || r["seconds"].as_f64().is_some(), "{r}");
+        assert!(
+            r["iops"].as_f64().is_some_and(|x| x > 0.0) || r["seconds"].as_f64().is_some(),
+            "{r}"
+        );
     }
     assert_eq!(v["ratios"].as_array().unwrap().len(), 4, "{v}");
 }

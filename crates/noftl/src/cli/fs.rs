@@ -82,7 +82,9 @@ pub fn run(c: FsCommand) -> anyhow::Result<()> {
 fn is_mounted(dir: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let d = dir.display().to_string();
-    mounts.lines().any(|l| l.split(' ').nth(1) == Some(d.as_str()))
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
 }
 
 fn wait_for(what: &str, secs: u64, mut ready: impl FnMut() -> bool) -> anyhow::Result<()> {
@@ -132,7 +134,11 @@ fn unmount(dir: &Path) {
         if !is_mounted(dir) {
             return;
         }
-        let _ = Command::new("fusermount3").arg("-u").arg(dir).stderr(Stdio::null()).status();
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status();
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -335,7 +341,10 @@ fn fio(m: &Mounted, a: &FsBenchArgs, rw: &str, threads: u32) -> anyhow::Result<(
         .context("fio")?;
     let cpu1 = m.cpu_s();
     if !out.status.success() {
-        bail!("fio {rw} x{threads}: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "fio {rw} x{threads}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let start = text.find('{').unwrap_or(0);
@@ -387,7 +396,10 @@ fn app(m: &Mounted, a: &FsBenchArgs, app: &str) -> anyhow::Result<(f64, u64)> {
     let t0 = Instant::now();
     let ops = match app {
         "sort" => {
-            let f = std::fs::OpenOptions::new().read(true).write(true).open(&path)?;
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)?;
             // SAFETY: the file is ours alone for the run; nothing truncates it while mapped.
             let mut map = unsafe { memmap2::MmapMut::map_mut(&f)? };
             let (_, keys, _) = unsafe { map.align_to_mut::<u64>() };
@@ -497,7 +509,10 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
     print_table(&rows);
     if let Some(p) = &a.json {
         let doc = json!({ "results": rows, "ratios": ratios(&rows) });
-        crate::output::write_atomic(p, format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes())?;
+        crate::output::write_atomic(
+            p,
+            format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
+        )?;
     }
     Ok(())
 }
@@ -506,10 +521,9 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
 fn ratios(rows: &[Value]) -> Vec<Value> {
     let mut out = Vec::new();
     for d in rows.iter().filter(|r| r["fs"] == "dfs") {
-        if let Some(e) = rows
-            .iter()
-            .find(|r| r["fs"] == "ext4" && r["workload"] == d["workload"] && r["threads"] == d["threads"])
-        {
+        if let Some(e) = rows.iter().find(|r| {
+            r["fs"] == "ext4" && r["workload"] == d["workload"] && r["threads"] == d["threads"]
+        }) {
             let ratio = match (d["iops"].as_f64(), e["iops"].as_f64()) {
                 (Some(x), Some(y)) if y > 0.0 => x / y,
                 _ => match (d["seconds"].as_f64(), e["seconds"].as_f64()) {
@@ -517,7 +531,9 @@ fn ratios(rows: &[Value]) -> Vec<Value> {
                     _ => f64::NAN,
                 },
             };
-            out.push(json!({"workload": d["workload"], "threads": d["threads"], "dfs_over_ext4": ratio}));
+            out.push(
+                json!({"workload": d["workload"], "threads": d["threads"], "dfs_over_ext4": ratio}),
+            );
         }
     }
     out

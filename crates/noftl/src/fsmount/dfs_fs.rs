@@ -108,12 +108,37 @@ impl PosixFs for DfsPosix {
         let i = self.op(|fs| fs.setattr(n, a, now_ns()))?;
         Ok(self.attr_of(n, &i))
     }
-    fn make(&mut self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr, Errno> {
-        let (ino, i) = self.op(|fs| fs.create(ino32(parent)?, name, mode, uid, gid, now_ns(), None))?;
+    fn make(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, Errno> {
+        let (ino, i) =
+            self.op(|fs| fs.create(ino32(parent)?, name, mode, uid, gid, now_ns(), None))?;
         Ok(self.attr_of(ino, &i))
     }
-    fn symlink(&mut self, parent: u64, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr, Errno> {
-        let (ino, i) = self.op(|fs| fs.create(ino32(parent)?, name, S_IFLNK | 0o777, uid, gid, now_ns(), Some(target)))?;
+    fn symlink(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, Errno> {
+        let (ino, i) = self.op(|fs| {
+            fs.create(
+                ino32(parent)?,
+                name,
+                S_IFLNK | 0o777,
+                uid,
+                gid,
+                now_ns(),
+                Some(target),
+            )
+        })?;
         Ok(self.attr_of(ino, &i))
     }
     fn readlink(&mut self, ino: u64) -> Result<Vec<u8>, Errno> {
@@ -145,7 +170,12 @@ impl PosixFs for DfsPosix {
     fn write(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<usize, Errno> {
         self.op(|fs| fs.write(ino32(ino)?, off, data, now_ns()))
     }
-    fn readdir(&mut self, ino: u64, pos: u64, out: &mut Vec<(u64, u64, Kind, Vec<u8>)>) -> Result<(), Errno> {
+    fn readdir(
+        &mut self,
+        ino: u64,
+        pos: u64,
+        out: &mut Vec<(u64, u64, Kind, Vec<u8>)>,
+    ) -> Result<(), Errno> {
         let mut ents = Vec::new();
         self.fs
             .readdir(ino32(ino).map_err(errno)?, pos, &mut ents)

@@ -16,9 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use fuser::{
-    FileAttr, FileType, Filesystem, MountOption, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
-    TimeOrNow,
+    FileAttr, FileType, Filesystem, MountOption, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
 };
 
 /// An errno.
@@ -77,23 +76,44 @@ pub trait PosixFs: Send + 'static {
     fn getattr(&mut self, ino: u64) -> Result<Attr, Errno>;
     fn setattr(&mut self, ino: u64, change: AttrChange) -> Result<Attr, Errno>;
     /// A regular file (`mode` with S_IFREG) or a directory (S_IFDIR).
-    fn make(&mut self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32)
-        -> Result<Attr, Errno>;
-    fn symlink(&mut self, parent: u64, name: &[u8], target: &[u8], uid: u32, gid: u32)
-        -> Result<Attr, Errno>;
+    fn make(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, Errno>;
+    fn symlink(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, Errno>;
     fn readlink(&mut self, ino: u64) -> Result<Vec<u8>, Errno>;
     fn link(&mut self, ino: u64, parent: u64, name: &[u8]) -> Result<Attr, Errno>;
     fn unlink(&mut self, parent: u64, name: &[u8]) -> Result<(), Errno>;
     fn rmdir(&mut self, parent: u64, name: &[u8]) -> Result<(), Errno>;
-    fn rename(&mut self, parent: u64, name: &[u8], new_parent: u64, new_name: &[u8])
-        -> Result<(), Errno>;
+    fn rename(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+    ) -> Result<(), Errno>;
     fn open(&mut self, ino: u64) -> Result<(), Errno>;
     fn release(&mut self, ino: u64) -> Result<(), Errno>;
     fn read(&mut self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize, Errno>;
     fn write(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<usize, Errno>;
     /// Entries from position `pos`: (next position, inode, kind, name).
-    fn readdir(&mut self, ino: u64, pos: u64, out: &mut Vec<(u64, u64, Kind, Vec<u8>)>)
-        -> Result<(), Errno>;
+    fn readdir(
+        &mut self,
+        ino: u64,
+        pos: u64,
+        out: &mut Vec<(u64, u64, Kind, Vec<u8>)>,
+    ) -> Result<(), Errno>;
     fn fsync(&mut self, ino: u64) -> Result<(), Errno>;
     fn statfs(&mut self) -> Totals;
     /// The wall-clock instant at which the last request completes on the device (`--clock
@@ -187,7 +207,11 @@ impl Waiter {
         loop {
             let stopping = g.1;
             let now = Instant::now();
-            let due = g.0.iter().enumerate().min_by_key(|(_, (at, _))| *at).map(|(i, (at, _))| (i, *at));
+            let due =
+                g.0.iter()
+                    .enumerate()
+                    .min_by_key(|(_, (at, _))| *at)
+                    .map(|(i, (at, _))| (i, *at));
             match due {
                 Some((i, at)) if at <= now || stopping => {
                     let (_, job) = g.0.swap_remove(i);
@@ -358,7 +382,8 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         reply: ReplyEntry,
     ) {
         let t = target.as_os_str().as_bytes();
-        let (r, at) = self.with(|fs| fs.symlink(parent, link_name.as_bytes(), t, req.uid(), req.gid()));
+        let (r, at) =
+            self.with(|fs| fs.symlink(parent, link_name.as_bytes(), t, req.uid(), req.gid()));
         self.reply_at(at, move || match r {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
             Err(e) => reply.error(e),
@@ -379,7 +404,8 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
             reply.error(EINVAL); // RENAME_EXCHANGE / NOREPLACE: not supported
             return;
         }
-        let (r, at) = self.with(|fs| fs.rename(parent, name.as_bytes(), newparent, newname.as_bytes()));
+        let (r, at) =
+            self.with(|fs| fs.rename(parent, name.as_bytes(), newparent, newname.as_bytes()));
         self.reply_at(at, move || match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -476,7 +502,14 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         });
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let (r, at) = self.with(|fs| fs.fsync(ino));
         self.reply_at(at, move || match r {
             Ok(()) => reply.ok(),
@@ -501,10 +534,18 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
         mut reply: ReplyDirectory,
     ) {
         let mut entries = std::mem::take(&mut self.entries);
-        match self.with(|fs| fs.readdir(ino, offset.max(0) as u64, &mut entries)).0 {
+        match self
+            .with(|fs| fs.readdir(ino, offset.max(0) as u64, &mut entries))
+            .0
+        {
             Ok(()) => {
                 for (next, e_ino, kind, name) in &entries {
-                    if reply.add(*e_ino, *next as i64, file_type(*kind), OsStr::from_bytes(name)) {
+                    if reply.add(
+                        *e_ino,
+                        *next as i64,
+                        file_type(*kind),
+                        OsStr::from_bytes(name),
+                    ) {
                         break;
                     }
                 }
@@ -579,8 +620,12 @@ pub fn serve<F: PosixFs + std::fmt::Debug>(
         MountOption::DefaultPermissions,
         MountOption::RW,
     ];
-    let session = fuser::spawn_mount2(adapter, mountpoint, &opts)
-        .with_context(|| format!("cannot mount on {} (is fusermount3 installed?)", mountpoint.display()))?;
+    let session = fuser::spawn_mount2(adapter, mountpoint, &opts).with_context(|| {
+        format!(
+            "cannot mount on {} (is fusermount3 installed?)",
+            mountpoint.display()
+        )
+    })?;
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .context("cannot install signal handlers")?;
     on_ready();

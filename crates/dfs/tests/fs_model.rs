@@ -426,8 +426,9 @@ fn exerciser_against_the_model() {
 
 /// A run of `ops` operations with a cut at flash operation `cut` (0: none). Returns the flash
 /// operations issued.
-fn crash_run(seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
-    let mut fs = Dfs::format(device(16), &vcfg(), params(), 0).unwrap();
+fn crash_run(seed: u64, ops: usize, cut: u64, mlc: bool) -> Result<u64, String> {
+    let nand = if mlc { mlc_device() } else { device(16) };
+    let mut fs = Dfs::format(nand, &vcfg(), params(), 0).unwrap();
     let base = fs.vsl().nand().ops_issued();
     if cut > 0 {
         fs.vsl_mut().nand_mut().set_fault_plan(FaultPlan {
@@ -503,18 +504,33 @@ fn crash_run(seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
     Ok(issued)
 }
 
-#[test]
-fn power_cuts_many_seeds() {
-    let seeds: u64 = std::env::var("DFS_CRASH_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
+/// MLC chips with 16 KiB pages (4 blocks per page, paired pages: an interrupted upper-page
+/// program destroys its word line's lower pages).
+fn mlc_device() -> Nand {
+    let cfg = DeviceConfig::preset(
+        "mlc16k",
+        &[
+            "geometry.page_size_bytes=16384".into(),
+            "geometry.oob_size_bytes=128".into(),
+            "geometry.channels=2".into(),
+            "geometry.chips_per_channel=1".into(),
+            "geometry.blocks_per_plane=16".into(),
+            "geometry.pages_per_block=32".into(),
+            "reliability.factory_bad_block_ratio=0".into(),
+            "reliability.ecc_codeword_bytes=512".into(),
+        ],
+    )
+    .unwrap();
+    Nand::new(cfg).unwrap()
+}
+
+fn crash_seeds(seeds: u64, mlc: bool) {
     let mut failures = Vec::new();
     for seed in 0..seeds {
-        let total = crash_run(seed, 250, 0).unwrap();
+        let total = crash_run(seed, 250, 0, mlc).unwrap();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xD15C);
         let cut = 1 + rng.next_u64() % total.max(1);
-        if let Err(e) = crash_run(seed, 250, cut) {
+        if let Err(e) = crash_run(seed, 250, cut, mlc) {
             failures.push(format!("seed {seed}: {e}"));
         }
     }
@@ -524,6 +540,24 @@ fn power_cuts_many_seeds() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn power_cuts_many_seeds() {
+    let seeds: u64 = std::env::var("DFS_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    crash_seeds(seeds, false);
+}
+
+#[test]
+fn power_cuts_mlc_16k_pages() {
+    let seeds: u64 = std::env::var("DFS_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(50, |s: u64| s / 4);
+    crash_seeds(seeds, true);
 }
 
 #[test]

@@ -586,3 +586,91 @@ fn sparse_file_costs_only_what_is_written() {
     assert_eq!(fs.readlink(l).unwrap(), b"sparse");
     assert!(fs.fsck().unwrap().is_empty());
 }
+
+/// A directory that outgrows its small slot (16 entries per block, 4-block slots here) moves to
+/// its large chunk; entries, removals and renames survive a remount and fsck is clean.
+#[test]
+fn large_directories_move_to_their_chunk() {
+    let mut fs = Dfs::format(device(16), &vcfg(), params(), 0).unwrap();
+    let (d, _) = fs
+        .create(ROOT_INO, b"big", S_IFDIR | 0o755, 0, 0, 0, None)
+        .unwrap();
+    for i in 0..500u32 {
+        let name = format!("file-{i:04}");
+        let (ino, _) = fs.create(d, name.as_bytes(), 0o644, 0, 0, 1, None).unwrap();
+        fs.write(ino, 0, name.as_bytes(), 2).unwrap();
+    }
+    for i in (0..500u32).step_by(2) {
+        fs.remove(d, format!("file-{i:04}").as_bytes(), false, 3)
+            .unwrap();
+    }
+    for i in (1..100u32).step_by(2) {
+        fs.rename(
+            d,
+            format!("file-{i:04}").as_bytes(),
+            ROOT_INO,
+            format!("moved-{i:04}").as_bytes(),
+            4,
+        )
+        .unwrap();
+    }
+    assert!(fs.fsck().unwrap().is_empty());
+    let nand = fs.unmount().unwrap();
+    let (mut fs, _) = Dfs::open(nand, &vcfg()).unwrap();
+    let mut ents = Vec::new();
+    fs.readdir(d, 0, &mut ents).unwrap();
+    let names: Vec<String> = ents
+        .iter()
+        .map(|(_, e)| String::from_utf8(e.name.clone()).unwrap())
+        .filter(|n| n.starts_with("file-"))
+        .collect();
+    assert_eq!(names.len(), 200);
+    for n in &names {
+        let (ino, a) = fs.lookup(d, n.as_bytes()).unwrap();
+        let mut b = vec![0u8; a.size as usize];
+        fs.read(ino, 0, &mut b).unwrap();
+        assert_eq!(b, n.as_bytes());
+    }
+    assert!(fs.lookup(ROOT_INO, b"moved-0099").is_ok());
+    assert!(
+        fs.getattr(d).unwrap().size > 4 * 4096,
+        "the directory grew past its slot"
+    );
+    assert!(fs.fsck().unwrap().is_empty());
+}
+
+/// Directory renames: across parents (the parent pointer follows), over an empty directory,
+/// never into the directory's own subtree, never over a non-empty one.
+#[test]
+fn directory_renames() {
+    let mut fs = Dfs::format(device(16), &vcfg(), params(), 0).unwrap();
+    let dir = S_IFDIR | 0o755;
+    let (a, _) = fs.create(ROOT_INO, b"a", dir, 0, 0, 0, None).unwrap();
+    let (b, _) = fs.create(a, b"b", dir, 0, 0, 0, None).unwrap();
+    let (c, _) = fs.create(ROOT_INO, b"c", dir, 0, 0, 0, None).unwrap();
+    fs.create(b, b"f", 0o644, 0, 0, 0, None).unwrap();
+    assert!(
+        fs.rename(ROOT_INO, b"a", b, b"x", 1).is_err(),
+        "into its own subtree"
+    );
+    fs.rename(a, b"b", c, b"b2", 1).unwrap();
+    assert_eq!(fs.getattr(b).unwrap().parent, c);
+    assert_eq!(fs.lookup(b, b"..").unwrap().0, c);
+    let (e, _) = fs.create(ROOT_INO, b"empty", dir, 0, 0, 0, None).unwrap();
+    assert!(matches!(
+        fs.rename(ROOT_INO, b"empty", c, b"b2", 2),
+        Err(dfs::FsError::NotEmpty)
+    ));
+    fs.rename(c, b"b2", ROOT_INO, b"empty", 2).unwrap();
+    assert!(
+        fs.getattr(e).is_err(),
+        "the replaced empty directory is freed"
+    );
+    assert!(fs.fsck().unwrap().is_empty());
+    let nand = fs.unmount().unwrap();
+    let (mut fs, _) = Dfs::open(nand, &vcfg()).unwrap();
+    let (n, _) = fs.lookup(ROOT_INO, b"empty").unwrap();
+    assert_eq!(n, b);
+    assert!(fs.lookup(b, b"f").is_ok());
+    assert!(fs.fsck().unwrap().is_empty());
+}

@@ -13,6 +13,8 @@
 #   mkfs.ext4   e2fsprogs        tests/nbd_fs.rs
 #   e2fsck      e2fsprogs        tests/nbd_fs.rs
 #   nbdkit      nbdkit           docs/PERFORMANCE.md (the `memory` plugin for comparison)
+#   sqlite3     sqlite3          tests/dfs_mount.rs (PRAGMA integrity_check on a DFS mount)
+#   git         git              tests/dfs_mount.rs (init/commit on a DFS mount)
 #
 # And the Python package `ray` (tests/sweep_cli.rs: `noftl sweep --executor ray`), with pip into
 # the repository's virtual environment .venv, when it is not importable there.
@@ -31,6 +33,8 @@ declare -A PKG=(
   [mkfs.ext4]=e2fsprogs
   [e2fsck]=e2fsprogs
   [nbdkit]=nbdkit
+  [sqlite3]=sqlite3
+  [git]=git
 )
 
 missing=()

@@ -2,6 +2,7 @@
 
 mod cli;
 mod filelock;
+mod fsmount;
 mod limits;
 mod nbd;
 mod output;

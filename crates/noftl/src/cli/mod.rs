@@ -6,8 +6,10 @@ pub mod common;
 pub mod compare;
 pub mod crashtest;
 pub mod device;
+pub mod fs;
 pub mod ftl;
 pub mod io;
+pub mod mount;
 pub mod plot;
 pub mod serve;
 pub mod sweep;
@@ -46,6 +48,13 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Many runs of one verb over a grid of parameters, in parallel (local or Ray), merged into one table.
     Sweep(sweep::SweepArgs),
+    /// Mount a file system (dfs) on an emulated device with FUSE.
+    Mount(mount::MountArgs),
+    /// Check a file-system image offline.
+    Fsck(mount::FsckArgs),
+    /// File systems on the emulated device: benchmarks (DFS against ext4).
+    #[command(subcommand)]
+    Fs(fs::FsCommand),
     /// Figures (SVG) from result files: Fig. 3 bars from `compare` JSON, WAF curves from a sweep.
     Plot(plot::PlotArgs),
 }
@@ -61,6 +70,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Sweep(a) => sweep::run(a),
         Command::Plot(a) => plot::run(a),
+        Command::Mount(a) => mount::run_mount(a),
+        Command::Fsck(a) => mount::run_fsck(a),
+        Command::Fs(c) => fs::run(c),
     }
 }
 

@@ -1,0 +1,574 @@
+//! `noftl fs bench`: one driver for every file system on the emulated device, running real
+//! programs in the mount (DFS in the spirit of its paper's measurements, "DFS Table 3" and the
+//! IOPS-vs-threads figures).
+//!
+//! Each measurement point gets a fresh mount on a fresh device, so that the device statistics
+//! it reports are its own (setup included: mkfs for ext4, fio's layout of its files):
+//! - `dfs`: `noftl mount --fs dfs` (FUSE);
+//! - `ext4`: the page FTL exported by `noftl serve`, shown as a file by `nbdfuse`, formatted by
+//!   `mkfs.ext4` and mounted by `fuse2fs` (as the NBD tests do): the same device, the same
+//!   timing, a conventional file system over a block FTL.
+//!
+//! Workloads: fio (`psync`, O_DIRECT) random 4 KiB reads and writes at 1..32 threads; and four
+//! applications run by this driver on files in the mount: `sort` (quicksort of 64-bit keys in a
+//! memory-mapped file, then msync), `zipf` (a hash index probed with Zipf-distributed 4 KiB
+//! reads), `vmupdate` (sequential rewrite of a large image file, then fsync) and `scan`
+//! (sequential read of a large file after dropping it from the page cache).
+//! CPU per I/O is the CPU time of the whole stack (fio's, and the file-system, FTL and FUSE
+//! processes') over the I/Os done.
+
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+use crate::cli::common::DeviceArgs;
+
+#[derive(Debug, Subcommand)]
+pub enum FsCommand {
+    /// fio random 4 KiB I/O at 1..32 threads and application workloads, DFS against ext4.
+    Bench(FsBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FsBenchArgs {
+    /// File systems to run, comma-separated: dfs, ext4.
+    #[arg(long = "fs", value_delimiter = ',', default_value = "dfs,ext4")]
+    pub fs: Vec<String>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// fio thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    pub threads: Vec<u32>,
+    /// fio workloads, comma-separated: randread, randwrite.
+    #[arg(long, value_delimiter = ',', default_value = "randread,randwrite")]
+    pub rw: Vec<String>,
+    /// Seconds per fio point.
+    #[arg(long, default_value_t = 5)]
+    pub runtime_s: u32,
+    /// MiB of fio files in all (split over the threads).
+    #[arg(long, default_value_t = 64)]
+    pub fio_mib: u32,
+    /// Applications, comma-separated: sort, zipf, vmupdate, scan (empty: none).
+    #[arg(long, value_delimiter = ',', default_value = "sort,zipf,vmupdate,scan")]
+    pub apps: Vec<String>,
+    /// MiB of each application's file.
+    #[arg(long, default_value_t = 32)]
+    pub app_mib: u32,
+    /// Device timing on the wall clock (real) or as fast as possible (none).
+    #[arg(long, default_value = "real", value_parser = ["real", "none"])]
+    pub clock: String,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Seed of the applications' data and access pattern.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+pub fn run(c: FsCommand) -> anyhow::Result<()> {
+    match c {
+        FsCommand::Bench(a) => bench(a),
+    }
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let d = dir.display().to_string();
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
+}
+
+fn wait_for(what: &str, secs: u64, mut ready: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ready() {
+        if Instant::now() > deadline {
+            bail!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// CPU time (user + system) of a process so far, in seconds.
+fn cpu_s(pid: u32) -> f64 {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after the state field.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+fn stop(child: &mut Child, secs: u64) {
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn unmount(dir: &Path) {
+    for _ in 0..100 {
+        if !is_mounted(dir) {
+            return;
+        }
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A mounted file system on a fresh emulated device, and the processes that serve it.
+struct Mounted {
+    root: PathBuf,
+    children: Vec<(Child, Option<PathBuf>)>,
+    stats: PathBuf,
+    _work: tempfile::TempDir,
+}
+
+impl Mounted {
+    fn cpu_s(&self) -> f64 {
+        self.children.iter().map(|(c, _)| cpu_s(c.id())).sum()
+    }
+
+    /// Unmounts and returns the device statistics.
+    fn finish(mut self) -> anyhow::Result<Value> {
+        // Innermost first: the file system, then (ext4) the NBD file, then the server.
+        for (child, mnt) in self.children.iter_mut().rev() {
+            match mnt {
+                Some(d) => {
+                    unmount(d);
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    if !matches!(child.try_wait(), Ok(Some(_))) {
+                        stop(child, 10);
+                    }
+                }
+                None => stop(child, 60),
+            }
+        }
+        self.children.clear();
+        let text = std::fs::read_to_string(&self.stats)
+            .with_context(|| format!("no statistics in {}", self.stats.display()))?;
+        Ok(serde_json::from_str(&text)?)
+    }
+}
+
+fn device_args(d: &DeviceArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    match &d.config {
+        Some(c) => v.extend(["--config".into(), c.display().to_string()]),
+        None => v.extend(["--preset".into(), d.preset.clone()]),
+    }
+    for s in &d.set {
+        v.extend(["--set".into(), s.clone()]);
+    }
+    v
+}
+
+fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
+    let work = tempfile::tempdir().context("work directory")?;
+    let exe = std::env::current_exe().context("own executable")?;
+    let root = work.path().join("mnt");
+    std::fs::create_dir(&root)?;
+    let stats = work.path().join("stats.json");
+    let dev = device_args(&a.device);
+    let work_path = work.path().to_path_buf();
+    // Built first, so that a failure below stops whatever was started (Drop).
+    let mut m = Mounted {
+        root: root.clone(),
+        children: Vec::new(),
+        stats: stats.clone(),
+        _work: work,
+    };
+    let children = &mut m.children;
+    match fs {
+        "dfs" => {
+            let child = Command::new(&exe)
+                .args(["mount", "--fs", "dfs"])
+                .arg(&root)
+                .args(&dev)
+                .args(["--clock", &a.clock, "--stats-file"])
+                .arg(&stats)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("noftl mount")?;
+            children.push((child, None));
+            wait_for("the DFS mount", 30, || is_mounted(&root))?;
+        }
+        "ext4" => {
+            let sock = work_path.join("nbd.sock");
+            let mut serve = Command::new(&exe)
+                .args(["serve", "--target", "page", "--socket"])
+                .arg(&sock)
+                .args(&dev)
+                .args(["--clock", &a.clock, "--stats-file"])
+                .arg(&stats)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .context("noftl serve")?;
+            let err = serve.stderr.take().context("serve's stderr")?;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    if line.contains("; ready") {
+                        let _ = tx.send(());
+                    }
+                }
+            });
+            children.push((serve, None));
+            rx.recv_timeout(Duration::from_secs(30))
+                .map_err(|_| anyhow::anyhow!("noftl serve did not become ready"))?;
+            let nbd_dir = work_path.join("nbd");
+            std::fs::create_dir(&nbd_dir)?;
+            let pidfile = work_path.join("nbdfuse.pid");
+            let uri = format!("nbd+unix:///?socket={}", sock.display());
+            let nbdfuse = Command::new("nbdfuse")
+                .arg("-P")
+                .arg(&pidfile)
+                .arg(&nbd_dir)
+                .arg(&uri)
+                .stdin(Stdio::null())
+                .spawn()
+                .context("nbdfuse (Debian package libnbd-bin)")?;
+            children.push((nbdfuse, Some(nbd_dir.clone())));
+            wait_for("nbdfuse", 30, || pidfile.exists() && is_mounted(&nbd_dir))?;
+            let img = nbd_dir.join("nbd");
+            let st = Command::new("mkfs.ext4")
+                .args(["-F", "-q", "-E", "nodiscard"])
+                .arg(&img)
+                .status()
+                .context("mkfs.ext4")?;
+            if !st.success() {
+                bail!("mkfs.ext4 failed: {st}");
+            }
+            let fuse2fs = Command::new("fuse2fs")
+                .arg(&img)
+                .arg(&root)
+                .args(["-o", "fakeroot", "-f"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .context("fuse2fs")?;
+            children.push((fuse2fs, Some(root.clone())));
+            wait_for("fuse2fs", 30, || is_mounted(&root))?;
+        }
+        other => bail!("unknown file system '{other}' (dfs, ext4)"),
+    }
+    Ok(m)
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        for (child, mnt) in self.children.iter_mut().rev() {
+            if let Some(d) = mnt {
+                unmount(d);
+            }
+            if !matches!(child.try_wait(), Ok(Some(_))) {
+                stop(child, 10);
+            }
+        }
+    }
+}
+
+/// The flash counters of a stats file (`mount`'s "flash" or `serve`'s "nand").
+fn flash_of(stats: &Value) -> Value {
+    let r = if stats.get("flash").is_some() {
+        &stats["flash"]
+    } else {
+        &stats["nand"]
+    };
+    json!({
+        "programs": r["flash"]["programs"],
+        "reads": r["flash"]["reads"],
+        "erases": r["flash"]["erases"],
+        "bytes_programmed": r["bytes_programmed"],
+        "die_utilization": r["die_utilization"],
+    })
+}
+
+fn fio(m: &Mounted, a: &FsBenchArgs, rw: &str, threads: u32) -> anyhow::Result<(f64, f64, u64)> {
+    let size_mib = (a.fio_mib / threads).max(1);
+    let cpu0 = m.cpu_s();
+    let out = Command::new("fio")
+        .args([
+            "--name=job",
+            "--ioengine=psync",
+            "--direct=1",
+            "--bs=4k",
+            "--group_reporting",
+            "--time_based",
+            "--output-format=json",
+        ])
+        .arg(format!("--directory={}", m.root.display()))
+        .arg(format!("--rw={rw}"))
+        .arg(format!("--numjobs={threads}"))
+        .arg(format!("--size={size_mib}M"))
+        .arg(format!("--runtime={}", a.runtime_s))
+        .arg(format!("--randseed={}", a.seed))
+        .output()
+        .context("fio")?;
+    let cpu1 = m.cpu_s();
+    if !out.status.success() {
+        bail!(
+            "fio {rw} x{threads}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = text.find('{').unwrap_or(0);
+    let v: Value = serde_json::from_str(&text[start..]).context("fio's JSON")?;
+    let job = &v["jobs"][0];
+    let side = if rw.contains("read") { "read" } else { "write" };
+    let iops = job[side]["iops"].as_f64().unwrap_or(0.0);
+    let ios = job[side]["total_ios"].as_u64().unwrap_or(0);
+    let runtime_s = job[side]["runtime"].as_f64().unwrap_or(0.0) / 1e3;
+    let fio_cpu = (job["usr_cpu"].as_f64().unwrap_or(0.0) + job["sys_cpu"].as_f64().unwrap_or(0.0))
+        / 100.0
+        * runtime_s
+        * f64::from(threads);
+    // fio's layout of its files ran before the timed phase: its CPU is in the fs processes'
+    // delta too. Counted: all of it (an upper bound for the timed phase).
+    let cpu_us = if ios > 0 {
+        (cpu1 - cpu0 + fio_cpu) * 1e6 / ios as f64
+    } else {
+        0.0
+    };
+    Ok((iops, cpu_us, ios))
+}
+
+fn fadvise_dontneed(f: &std::fs::File) {
+    // SAFETY: a valid descriptor; the advice only drops cached pages.
+    unsafe {
+        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+}
+
+fn make_file(path: &Path, mib: u32, seed: u64) -> anyhow::Result<()> {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut f = std::fs::File::create(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    for _ in 0..mib {
+        rng.fill(&mut buf[..]);
+        f.write_all(&buf)?;
+    }
+    f.sync_all()?;
+    fadvise_dontneed(&f);
+    Ok(())
+}
+
+/// Runs application `app` in the mount; returns (seconds, I/O-ish operations).
+fn app(m: &Mounted, a: &FsBenchArgs, app: &str) -> anyhow::Result<(f64, u64)> {
+    let path = m.root.join(format!("{app}.dat"));
+    make_file(&path, a.app_mib, a.seed)?;
+    let bytes = u64::from(a.app_mib) << 20;
+    let t0 = Instant::now();
+    let ops = match app {
+        "sort" => {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)?;
+            // SAFETY: the file is ours alone for the run; nothing truncates it while mapped.
+            let mut map = unsafe { memmap2::MmapMut::map_mut(&f)? };
+            let (_, keys, _) = unsafe { map.align_to_mut::<u64>() };
+            keys.sort_unstable();
+            map.flush()?;
+            bytes / 4096
+        }
+        "zipf" => {
+            let f = std::fs::File::open(&path)?;
+            let n = (bytes / 4096) as usize;
+            // Zipf (theta 0.99) over the records, by inverse CDF.
+            let mut cdf = Vec::with_capacity(n);
+            let mut s = 0.0;
+            for i in 1..=n {
+                s += 1.0 / (i as f64).powf(0.99);
+                cdf.push(s);
+            }
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(a.seed ^ 0x21BF);
+            let mut buf = vec![0u8; 4096];
+            let lookups = 4 * n as u64;
+            for _ in 0..lookups {
+                let u: f64 = rng.random::<f64>() * s;
+                let k = cdf.partition_point(|&c| c < u).min(n - 1);
+                // A hash index: record k lives in bucket hash(k).
+                let bucket = (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) % n as u64;
+                f.read_exact_at(&mut buf, bucket * 4096)?;
+            }
+            lookups
+        }
+        "vmupdate" => {
+            let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(a.seed ^ 0x77);
+            let mut buf = vec![0u8; 1 << 20];
+            f.seek(SeekFrom::Start(0))?;
+            for _ in 0..a.app_mib {
+                rng.fill(&mut buf[..]);
+                f.write_all(&buf)?;
+            }
+            f.sync_all()?;
+            bytes / 4096
+        }
+        "scan" => {
+            let mut f = std::fs::File::open(&path)?;
+            fadvise_dontneed(&f);
+            let mut buf = vec![0u8; 1 << 20];
+            let mut sum = 0u64;
+            loop {
+                let k = f.read(&mut buf)?;
+                if k == 0 {
+                    break;
+                }
+                sum = sum.wrapping_add(buf[..k].iter().map(|&b| u64::from(b)).sum::<u64>());
+            }
+            std::hint::black_box(sum);
+            bytes / 4096
+        }
+        other => bail!("unknown application '{other}' (sort, zipf, vmupdate, scan)"),
+    };
+    Ok((t0.elapsed().as_secs_f64(), ops))
+}
+
+fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
+    for t in &a.threads {
+        crate::limits::in_range("--threads", u64::from(*t), 1, 64, "fio jobs")?;
+    }
+    crate::limits::in_range("--runtime-s", u64::from(a.runtime_s), 1, 3600, "seconds")?;
+    crate::limits::in_range("--app-mib", u64::from(a.app_mib), 1, 4096, "MiB")?;
+    crate::limits::in_range("--fio-mib", u64::from(a.fio_mib), 1, 4096, "MiB")?;
+    if let Some(p) = &a.json {
+        crate::output::check_writable(p)?;
+    }
+    let mut rows: Vec<Value> = Vec::new();
+    for fs in &a.fs {
+        for rw in &a.rw {
+            if rw != "randread" && rw != "randwrite" {
+                bail!("--rw {rw}: randread or randwrite");
+            }
+            for &t in &a.threads {
+                let m = mount(fs, &a)?;
+                let r = fio(&m, &a, rw, t);
+                let cpu = m.cpu_s();
+                let stats = m.finish()?;
+                let (iops, cpu_us, ios) = r?;
+                eprintln!("{fs} {rw} x{t}: {iops:.0} IOPS, {cpu_us:.1} us CPU per I/O");
+                rows.push(json!({
+                    "fs": fs, "workload": format!("fio-{rw}-4k"), "threads": t,
+                    "iops": iops, "ios": ios, "cpu_us_per_io": cpu_us, "fs_cpu_s": cpu,
+                    "flash": flash_of(&stats),
+                }));
+            }
+        }
+        for ap in a.apps.iter().filter(|s| !s.is_empty()) {
+            let m = mount(fs, &a)?;
+            let cpu0 = m.cpu_s();
+            let r = app(&m, &a, ap);
+            let cpu = m.cpu_s() - cpu0;
+            let stats = m.finish()?;
+            let (secs, ops) = r?;
+            eprintln!("{fs} {ap}: {secs:.2} s");
+            rows.push(json!({
+                "fs": fs, "workload": ap, "threads": 1, "seconds": secs,
+                "cpu_us_per_io": cpu * 1e6 / ops.max(1) as f64,
+                "flash": flash_of(&stats),
+            }));
+        }
+    }
+    print_table(&rows);
+    if let Some(p) = &a.json {
+        let doc = json!({ "results": rows, "ratios": ratios(&rows) });
+        crate::output::write_atomic(
+            p,
+            format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
+        )?;
+    }
+    Ok(())
+}
+
+/// DFS / ext4 per workload and thread count: IOPS ratio, or time ratio ext4 / DFS (speedup).
+fn ratios(rows: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for d in rows.iter().filter(|r| r["fs"] == "dfs") {
+        if let Some(e) = rows.iter().find(|r| {
+            r["fs"] == "ext4" && r["workload"] == d["workload"] && r["threads"] == d["threads"]
+        }) {
+            let ratio = match (d["iops"].as_f64(), e["iops"].as_f64()) {
+                (Some(x), Some(y)) if y > 0.0 => x / y,
+                _ => match (d["seconds"].as_f64(), e["seconds"].as_f64()) {
+                    (Some(x), Some(y)) if x > 0.0 => y / x,
+                    _ => f64::NAN,
+                },
+            };
+            out.push(
+                json!({"workload": d["workload"], "threads": d["threads"], "dfs_over_ext4": ratio}),
+            );
+        }
+    }
+    out
+}
+
+fn print_table(rows: &[Value]) {
+    println!(
+        "{:<6} {:<20} {:>7} {:>10} {:>8} {:>10} {:>9} {:>9} {:>7}",
+        "fs", "workload", "threads", "IOPS", "seconds", "CPU us/IO", "reads", "programs", "erases"
+    );
+    for r in rows {
+        let f = |k: &str| r[k].as_f64().map_or("-".to_string(), |x| format!("{x:.1}"));
+        println!(
+            "{:<6} {:<20} {:>7} {:>10} {:>8} {:>10} {:>9} {:>9} {:>7}",
+            r["fs"].as_str().unwrap_or(""),
+            r["workload"].as_str().unwrap_or(""),
+            r["threads"],
+            f("iops"),
+            f("seconds"),
+            f("cpu_us_per_io"),
+            r["flash"]["reads"],
+            r["flash"]["programs"],
+            r["flash"]["erases"],
+        );
+    }
+    let rs = ratios(rows);
+    if !rs.is_empty() {
+        println!("\nDFS / ext4 (IOPS ratio; applications: ext4 time / DFS time)");
+        for r in rs {
+            println!(
+                "{:<20} {:>7} {:>8.2}",
+                r["workload"].as_str().unwrap_or(""),
+                r["threads"],
+                r["dfs_over_ext4"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Real programs on a DFS mount (`noftl mount --fs dfs`, FUSE): `cp -r`, `tar x`, `git
+//! init/commit`, SQLite with `PRAGMA integrity_check`, fio with verify; then SIGTERM (a clean
+//! unmount with statistics), `noftl fsck` clean, a remount from the image, and everything read
+//! back intact. Skips with a printed reason only where FUSE or a tool cannot be had.
+
+mod nbd_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nbd_support::{reap, require, skip};
+
+const TOOLS: &[&str] = &[
+    "fusermount3",
+    "tar",
+    "git",
+    "sqlite3",
+    "fio",
+    "diff",
+    "md5sum",
+];
+/// The tiny preset grown to 64 MiB.
+const DEVICE: &[&str] = &["--preset", "tiny", "--set", "geometry.blocks_per_plane=128"];
+
+fn fuse_available() -> Result<(), String> {
+    require(TOOLS)?;
+    if !Path::new("/dev/fuse").exists() {
+        return Err("/dev/fuse is missing (FUSE is not available in this container)".into());
+    }
+    Ok(())
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let d = dir.display().to_string();
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
+}
+
+/// A running `noftl mount`, stopped with SIGTERM.
+struct Mounted {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Mounted {
+    fn start(dir: &Path, image: &Path, stats: &Path) -> Mounted {
+        let mut args: Vec<String> = vec!["mount".into(), "--fs".into(), "dfs".into()];
+        args.push(dir.display().to_string());
+        args.extend(DEVICE.iter().map(|s| s.to_string()));
+        args.extend(["--image".into(), image.display().to_string()]);
+        args.extend(["--stats-file".into(), stats.display().to_string()]);
+        let child = Command::new(env!("CARGO_BIN_EXE_noftl"))
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("noftl mount starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_mounted(dir) {
+            assert!(
+                Instant::now() < deadline,
+                "noftl mount did not mount {}",
+                dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Mounted {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn stop(mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        assert_eq!(rc, 0, "SIGTERM to noftl mount");
+        let status = reap(&mut self.child, Duration::from_secs(30)).expect("noftl mount exits");
+        assert!(status.success(), "noftl mount exited with {status}");
+        assert!(!is_mounted(&self.dir), "still mounted after SIGTERM");
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if is_mounted(&self.dir) {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.dir)
+                .status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sh(dir: &Path, script: &str) -> String {
+    let out = Command::new("bash")
+        .arg("-euo")
+        .arg("pipefail")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .expect("bash runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "`{script}` failed:\n{text}");
+    text
+}
+
+#[test]
+fn real_programs_on_dfs_survive_a_remount() {
+    let Ok(()) = fuse_available().map_err(skip) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let mnt = work.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let image = work.path().join("dfs.img");
+    let stats = work.path().join("stats.json");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dfs");
+    let tarball = work.path().join("src.tar");
+    sh(
+        work.path(),
+        &format!("tar cf {} -C {} .", tarball.display(), src.display()),
+    );
+
+    let m = Mounted::start(&mnt, &image, &stats);
+    sh(
+        &mnt,
+        &format!(
+            "cp -r {} copy && diff -r {} copy",
+            src.display(),
+            src.display()
+        ),
+    );
+    sh(
+        &mnt,
+        &format!(
+            "mkdir untar && tar xf {} -C untar && diff -r {} untar",
+            tarball.display(),
+            src.display()
+        ),
+    );
+    sh(
+        &mnt,
+        "git init -q repo && cd repo && git config user.email t@example.com && \
+         git config user.name t && cp -r ../copy/src . && git add -A && git commit -qm one && \
+         echo more >> src/lib.rs && git commit -qam two && git fsck --strict",
+    );
+    let sql = sh(
+        &mnt,
+        "sqlite3 db.sqlite \"create table t(a integer primary key, b); \
+         with recursive c(x) as (select 1 union all select x+1 from c where x<5000) \
+         insert into t select x, hex(randomblob(40)) from c; \
+         delete from t where a % 3 = 0; pragma integrity_check; select count(*) from t;\"",
+    );
+    assert!(sql.contains("ok") && sql.contains("3334"), "sqlite3: {sql}");
+    sh(
+        &mnt,
+        "fio --name=v --filename=fio.dat --size=4M --bs=4k --rw=randwrite --ioengine=psync \
+         --verify=crc32c --do_verify=1 --randseed=7 >/dev/null",
+    );
+    sh(&mnt, "mkdir -p a/b && ln -s ../db.sqlite a/link && ln fio.dat hard && mv a/b a/c && rmdir a/c && truncate -s 10M sparse && md5sum db.sqlite fio.dat sparse > ../sums");
+    m.stop();
+    let st = std::fs::read_to_string(&stats).expect("the statistics file");
+    assert!(
+        st.contains("\"fs\": \"dfs\"") && st.contains("blocks_written"),
+        "{st}"
+    );
+
+    let fsck = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["fsck", "--fs", "dfs", "--image"])
+        .arg(&image)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&fsck.stdout);
+    assert!(
+        fsck.status.success() && text.contains("clean"),
+        "fsck: {text}"
+    );
+
+    let m = Mounted::start(&mnt, &image, &stats);
+    sh(
+        &mnt,
+        &format!(
+            "diff -r {} copy && diff -r {} untar",
+            src.display(),
+            src.display()
+        ),
+    );
+    sh(
+        &mnt,
+        "cd repo && git fsck --strict && test \"$(git log --oneline | wc -l)\" = 2",
+    );
+    let sql = sh(
+        &mnt,
+        "sqlite3 db.sqlite 'pragma integrity_check; select count(*) from t;'",
+    );
+    assert!(
+        sql.contains("ok") && sql.contains("3334"),
+        "sqlite3 after remount: {sql}"
+    );
+    sh(&mnt, "md5sum -c ../sums && test \"$(readlink a/link)\" = ../db.sqlite && test \"$(stat -c %h fio.dat)\" = 2 && test ! -e a/b");
+    m.stop();
+}
+
+/// `noftl fs bench` end to end on DFS and on ext4 (page FTL through NBD), tiny settings: the
+/// table and the JSON with every field the issue asks for, and the DFS/ext4 ratios.
+#[test]
+fn fs_bench_runs_both_file_systems() {
+    let Ok(()) = fuse_available()
+        .and_then(|()| require(&["nbdfuse", "fuse2fs", "mkfs.ext4"]))
+        .map_err(skip)
+    else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let json = work.path().join("fs.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args([
+            "fs",
+            "bench",
+            "--fs",
+            "dfs,ext4",
+            "--threads",
+            "1,2",
+            "--rw",
+            "randwrite",
+        ])
+        .args([
+            "--runtime-s",
+            "1",
+            "--fio-mib",
+            "4",
+            "--apps",
+            "sort,scan",
+            "--app-mib",
+            "2",
+        ])
+        .args(["--clock", "none"])
+        .args(DEVICE)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "fs bench: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("DFS / ext4"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * (2 + 2), "{v}");
+    for r in rows {
+        assert!(r["cpu_us_per_io"].as_f64().is_some(), "{r}");
+        assert!(r["flash"]["programs"].as_u64().unwrap() > 0, "{r}");
+        assert!(
+            r["iops"].as_f64().is_some_and(|x| x > 0.0) || r["seconds"].as_f64().is_some(),
+            "{r}"
+        );
+    }
+    assert_eq!(v["ratios"].as_array().unwrap().len(), 4, "{v}");
+}

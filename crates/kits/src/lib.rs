@@ -7,6 +7,7 @@
 mod batch;
 pub mod crash;
 pub mod crash_native;
+pub mod iaa;
 mod settle;
 pub mod tatp;
 pub mod tpcb;

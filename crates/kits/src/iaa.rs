@@ -350,6 +350,20 @@ impl IaaTerminal {
         &self.rows
     }
 
+    /// The query whose commit was requested and not acknowledged, if any: its key, and the
+    /// version the key has if it survives (`None`: the row is gone). A crash may keep it or
+    /// not; `rows` holds the state without it.
+    pub fn in_flight(&self) -> Option<(i64, Option<i64>)> {
+        if self.stage != Stage::Committing {
+            return None;
+        }
+        match self.pending? {
+            Pending::Insert(k) => Some((k, Some(0))),
+            Pending::Delete(i) => Some((self.rows[i].0, None)),
+            Pending::Update(i) => Some((self.rows[i].0, Some(self.rows[i].1 + 1))),
+        }
+    }
+
     /// Starts the next run from where this terminal stopped (warm-up, then the measured run).
     pub fn reset_counters(&mut self, txns: Option<u64>) {
         self.committed = 0;

@@ -6,6 +6,7 @@
 
 mod batch;
 pub mod crash;
+pub mod crash_iaa;
 pub mod crash_native;
 pub mod iaa;
 mod settle;

@@ -14,6 +14,7 @@
 //! (5) the engine's structural check passes.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use storage::tuple::Value;
 use storage::{Engine, EngineConfig, Result};
@@ -38,6 +39,19 @@ pub fn crash_config() -> IaaConfig {
 }
 
 struct Iaa<'a>(&'a CrashOptions);
+
+/// Rows moved by U2DI and records placed in hinted pages by the crash rounds of this process
+/// (before their faults): evidence that the cuts fall while rows move (tests read it).
+static MOVED_UPDATES: AtomicU64 = AtomicU64::new(0);
+static HINTED_INSERTS: AtomicU64 = AtomicU64::new(0);
+
+/// (rows moved by U2DI, records placed in hinted pages) over the crash rounds run so far.
+pub fn exercised() -> (u64, u64) {
+    (
+        MOVED_UPDATES.load(Ordering::Relaxed),
+        HINTED_INSERTS.load(Ordering::Relaxed),
+    )
+}
 
 /// (acknowledged rows, in-flight queries) of all terminals.
 type Seen = (Vec<(i64, i64)>, Vec<(i64, Option<i64>)>);
@@ -72,7 +86,11 @@ impl CrashWorkload for Iaa<'_> {
                 )
             })
             .collect();
+        let s0 = e.iaa_stats();
         run_to_fault(e, &mut terms, out);
+        let s1 = e.iaa_stats();
+        MOVED_UPDATES.fetch_add(s1.moved_updates - s0.moved_updates, Ordering::Relaxed);
+        HINTED_INSERTS.fetch_add(s1.hinted_inserts - s0.hinted_inserts, Ordering::Relaxed);
         out.acknowledged = terms.iter().map(|t| t.committed).sum();
         (
             terms.iter().flat_map(|t| t.rows().to_vec()).collect(),

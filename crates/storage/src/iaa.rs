@@ -119,7 +119,6 @@ pub(crate) struct IaaState {
     victims: u32,
     epoch: Option<u64>,
     hinted: Vec<PageId>,
-    cursor: usize,
     used: HashSet<PageId>,
     /// The hinted pages of this epoch are all used or full: wait for the next epoch.
     exhausted: bool,
@@ -140,7 +139,6 @@ impl Default for IaaState {
             victims: ftl::iaa::DEFAULT_COMMITTED_VICTIMS,
             epoch: None,
             hinted: Vec::new(),
-            cursor: 0,
             used: HashSet::new(),
             exhausted: false,
             fsm: HashMap::new(),
@@ -228,25 +226,25 @@ impl Engine {
         Ok(())
     }
 
-    /// Fetches the hinted pages when the committed victims changed (or when `force`).
-    fn iaa_refresh(&mut self, force: bool) {
-        let known = if force { None } else { self.iaa.epoch };
+    /// Fetches the pages valid in the committed victims now. The list of one epoch only
+    /// shrinks (pages rewritten since leave it), so it is fetched afresh for every placement
+    /// (a scan of the victims' reverse map, no flash operation): a page rewritten since the
+    /// last fetch no longer needs a record. A new epoch (other victims) starts a new round.
+    fn iaa_refresh(&mut self) {
         let mut pages = Vec::new();
         let Some(info) = self
             .store
-            .gc_victims(self.iaa.victims, known.unwrap_or(u64::MAX), &mut pages)
+            .gc_victims(self.iaa.victims, u64::MAX, &mut pages)
         else {
             return;
         };
-        if Some(info.epoch) == known {
-            return;
-        }
-        self.iaa.stats.hint_refreshes += 1;
-        self.iaa.epoch = Some(info.epoch);
         self.iaa.hinted = pages;
-        self.iaa.cursor = 0;
-        self.iaa.used.clear();
-        self.iaa.exhausted = false;
+        if Some(info.epoch) != self.iaa.epoch {
+            self.iaa.stats.hint_refreshes += 1;
+            self.iaa.epoch = Some(info.epoch);
+            self.iaa.used.clear();
+            self.iaa.exhausted = false;
+        }
     }
 
     /// Is `pid` among the hinted pages of the current epoch not yet given a record?
@@ -257,22 +255,26 @@ impl Engine {
     /// Rule 1: a hinted page of `object` that takes `len` bytes now (checked on the page,
     /// invariant 1), in rotation; `None` if there is none.
     pub(crate) fn iaa_hinted_page(&mut self, object: ObjectId, len: usize) -> Result<Option<PageId>> {
-        self.iaa_refresh(false);
+        self.iaa_refresh();
         if self.iaa.exhausted && self.iaa.victims < MAX_COMMITTED_VICTIMS {
             // Every hinted page had its record: commit one more victim (its pages are the next
             // ones GC needs empty) rather than fall back to placements that help no victim.
             self.iaa.victims += 1;
-            self.iaa_refresh(false);
+            self.iaa_refresh();
         }
-        if self.iaa.exhausted || self.iaa.hinted.is_empty() {
+        if self.iaa.hinted.is_empty() {
+            self.iaa.exhausted = true;
+        }
+        if self.iaa.exhausted {
             return Ok(None);
         }
+        // Rotation (IAA: "LPA0 -> LPA1 -> LPA2 ..."): the hinted pages in the victims' order,
+        // each taking one record per round (`used`), so records spread over all of them.
         let n = self.iaa.hinted.len();
         let mut probes = 0;
         let mut scanned = 0;
         while scanned < n && probes < MAX_PROBES {
-            let pid = self.iaa.hinted[self.iaa.cursor % n];
-            self.iaa.cursor = (self.iaa.cursor + 1) % n;
+            let pid = self.iaa.hinted[scanned];
             scanned += 1;
             if self.iaa.used.contains(&pid) {
                 continue;
@@ -396,7 +398,7 @@ impl Engine {
             return Ok(rid);
         }
         if f.iaa {
-            self.iaa_refresh(false);
+            self.iaa_refresh();
             let target = if self.iaa_is_hinted(rid.page) {
                 None
             } else {

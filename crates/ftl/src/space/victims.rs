@@ -37,8 +37,10 @@ impl FlashSpace {
         if self.victims.blocks.len() >= n {
             return self.victims.epoch;
         }
-        // Greedy order: bucket v holds the closed blocks with v valid units, oldest first.
-        'scan: for v in 0..self.bucket_head.len() {
+        // Greedy order: bucket v holds the closed blocks with v valid units, oldest first. A
+        // block with no valid unit is skipped: GC takes it for free (`committed_victim`) and
+        // it has nothing for the host to empty.
+        'scan: for v in 1..self.bucket_head.len() {
             let mut b = self.bucket_head[v];
             while b != NIL {
                 let blk = &self.blocks[b as usize];

@@ -244,7 +244,7 @@ pub fn load(e: &mut Engine, cfg: &IaaConfig, mut progress: impl FnMut(u64)) -> R
                     name: format!("loaded key {id}"),
                 })?;
             e.delete(t, h.table, rid)?;
-            if n % 2000 == 1999 {
+            if n % 500 == 499 {
                 e.commit(t)?;
                 t = e.begin()?;
             }

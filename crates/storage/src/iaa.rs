@@ -105,6 +105,11 @@ pub struct IaaStats {
     pub hinted_writebacks: u64,
     /// Ghosts removed to make room (invariant 2).
     pub ghosts_removed: u64,
+    /// When the committed victims changed: DB pages still valid in the last list that were
+    /// heap pages of IAA tables without a record placed (no room), and other DB pages
+    /// (indexes, space maps, catalog, other tables), which heap inserts cannot empty.
+    pub victim_pages_left_heap: u64,
+    pub victim_pages_left_other: u64,
 }
 
 /// Most hinted pages examined for one record: bounds the cost of a placement when many hinted
@@ -238,6 +243,18 @@ impl Engine {
         else {
             return;
         };
+        if Some(info.epoch) != self.iaa.epoch {
+            for pid in &self.iaa.hinted {
+                if self.iaa.used.contains(pid) || pages.contains(pid) {
+                    continue;
+                }
+                if self.iaa.fsm.values().any(|m| m.contains_key(pid)) {
+                    self.iaa.stats.victim_pages_left_heap += 1;
+                } else {
+                    self.iaa.stats.victim_pages_left_other += 1;
+                }
+            }
+        }
         self.iaa.hinted = pages;
         if Some(info.epoch) != self.iaa.epoch {
             self.iaa.stats.hint_refreshes += 1;

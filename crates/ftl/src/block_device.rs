@@ -184,6 +184,11 @@ pub trait BlockDevice: Send {
         let _ = max_victims;
         Ok(at_ns)
     }
+    /// Insert Address Assist (`iaa.rs`): the device's GC information channel, if it has one.
+    /// A plain block device has none.
+    fn gc_informed(&mut self) -> Option<&mut dyn crate::iaa::GcInformed> {
+        None
+    }
 }
 
 /// Checks contract item 1 for a request of `bytes` bytes at `lpn`; returns the page count.
@@ -247,5 +252,8 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn mapped(&self, lpn: u64) -> Option<bool> {
         (**self).mapped(lpn)
+    }
+    fn gc_informed(&mut self) -> Option<&mut dyn crate::iaa::GcInformed> {
+        (**self).gc_informed()
     }
 }

@@ -15,6 +15,7 @@ pub mod dftl;
 pub mod dftl_orig;
 pub mod fast;
 pub mod host;
+pub mod iaa;
 pub mod journal;
 pub mod memdisk;
 pub mod memory;
@@ -30,6 +31,7 @@ pub use block_device::{
     BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES,
 };
 pub use bytes::ByteDevice;
+pub use iaa::GcInformed;
 pub use controller::{Controller, ControllerConfig};
 pub use memdisk::MemDisk;
 pub use options::{build, open, FtlOptions};

@@ -341,4 +341,22 @@ impl BlockDevice for PageFtl {
     }
 
     space_device_methods!();
+
+    fn gc_informed(&mut self) -> Option<&mut dyn crate::iaa::GcInformed> {
+        Some(self)
+    }
+}
+
+/// Insert Address Assist (`iaa.rs`): victims are committed among the data stream's blocks only
+/// (the engine cannot empty journal blocks by its writes).
+impl crate::iaa::GcInformed for PageFtl {
+    fn flash_page_bytes(&self) -> usize {
+        self.space.geometry().page_size_bytes as usize
+    }
+    fn commit_victims(&mut self, victims: u32) -> u64 {
+        self.space.commit_victims(victims, 1 << DATA)
+    }
+    fn victim_lpns(&mut self, out: &mut Vec<u64>) {
+        self.space.committed_keys(out);
+    }
 }

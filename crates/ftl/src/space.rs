@@ -94,6 +94,8 @@ use serde::{Deserialize, Serialize};
 use crate::block_device::FtlError;
 use crate::oob::{check_oob_size, OobRecord, PageKind, OOB_RECORD_BYTES};
 
+mod victims;
+
 /// Reverse-map value of a page that holds no valid data.
 pub const NO_KEY: u64 = u64::MAX;
 
@@ -338,6 +340,8 @@ pub struct FlashSpace {
     /// The word line of the caller's last write, when that write landed on an unpaired lower
     /// page: the page it invalidates next (the copy it replaced) pins its block.
     last_unpaired: Option<Pin>,
+    /// Insert Address Assist: the GC victims committed to ahead of time (`space/victims.rs`).
+    victims: victims::VictimCommit,
 }
 
 /// Re-stamps the data record in `oob` (a page being copied) with its new block's incarnation
@@ -701,6 +705,7 @@ impl FlashSpace {
                 Vec::new()
             },
             last_unpaired: None,
+            victims: victims::VictimCommit::default(),
             reserve,
             bg_target,
             mode,
@@ -1143,6 +1148,7 @@ impl FlashSpace {
     /// Takes a closed block out of every candidate structure (the FIFO entry goes stale).
     fn leave_closed(&mut self, b: u32) {
         debug_assert_eq!(self.blocks[b as usize].usage, BlockUse::Closed);
+        self.uncommit(b);
         self.bucket_remove(b);
         let pos = self.blocks[b as usize].closed_pos as usize;
         self.closed.swap_remove(pos);
@@ -1188,6 +1194,9 @@ impl FlashSpace {
     fn pick_victim(&mut self) -> Option<u32> {
         if self.closed.is_empty() {
             return None;
+        }
+        if let Some(b) = self.committed_victim() {
+            return Some(b);
         }
         match self.cfg.gc {
             GcPolicy::Greedy => self.bucket_head.iter().copied().find(|&h| h != NIL),

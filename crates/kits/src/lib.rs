@@ -6,7 +6,9 @@
 
 mod batch;
 pub mod crash;
+pub mod crash_iaa;
 pub mod crash_native;
+pub mod iaa;
 mod settle;
 pub mod tatp;
 pub mod tpcb;

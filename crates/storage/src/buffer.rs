@@ -282,6 +282,23 @@ impl BufferPool {
         }
     }
 
+    /// Writes `pid` back if it is in the pool, dirty and unpinned (IAA's write-back of hinted
+    /// pages at commit, iaa.rs); returns the completion time, `None` if nothing was written.
+    pub fn write_if_dirty(
+        &mut self,
+        store: &mut dyn PageStore,
+        log: &mut LogManager,
+        at: Nanos,
+        pid: PageId,
+    ) -> Result<Option<Nanos>> {
+        match self.map.get(&pid) {
+            Some(&f) if self.frames[f].dirty && self.frames[f].pins == 0 => {
+                self.write_back(store, log, at, f).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Dirty pages and their `rec_lsn`, by page id (for checkpoints).
     pub fn dirty_pages(&self) -> Vec<(PageId, Lsn)> {
         let mut v: Vec<(PageId, Lsn)> = self

@@ -205,6 +205,8 @@ pub struct Engine {
     /// The cleaner is writing back (it started above half the pool dirty and goes on down to a
     /// quarter: hysteresis, so it runs in bursts of useful length, not one page at a time).
     cleaning: bool,
+    /// Insert Address Assist and U2DI (iaa.rs).
+    pub(crate) iaa: crate::iaa::IaaState,
 }
 
 impl std::fmt::Debug for Engine {
@@ -335,6 +337,7 @@ impl Engine {
             background_mode: false,
             cleaning: false,
             in_recovery: false,
+            iaa: crate::iaa::IaaState::default(),
         })
     }
 
@@ -598,7 +601,7 @@ impl Engine {
         let r = f(&mut *self.store, self.now);
         self.note(r)
     }
-    fn note<T>(&mut self, r: Result<T>) -> Result<T> {
+    pub(crate) fn note<T>(&mut self, r: Result<T>) -> Result<T> {
         if let Err(e @ Error::Io(_)) = &r {
             self.failed.get_or_insert_with(|| e.to_string());
         }
@@ -931,6 +934,7 @@ impl Engine {
         }
         self.end_txn(txn);
         self.stats.commits += 1;
+        self.iaa_after_commit()?;
         self.maybe_checkpoint()?;
         Ok(())
     }
@@ -1506,12 +1510,15 @@ impl Engine {
                         name,
                     });
                 }
-                for (k, _) in &options {
-                    if !["REGION", "EXTENT_SIZE", "IPA_MODE"].contains(&k.as_str()) {
+                for (k, v) in &options {
+                    if !["REGION", "EXTENT_SIZE", "IPA_MODE", "IAA", "U2DI", "REUSE"]
+                        .contains(&k.as_str())
+                    {
                         return Err(Error::Unsupported(format!(
-                            "tablespace option {k} (known: REGION, EXTENT_SIZE, IPA_MODE)"
+                            "tablespace option {k} (known: REGION, EXTENT_SIZE, IPA_MODE, IAA, U2DI, REUSE)"
                         )));
                     }
+                    crate::iaa::check_option(k, v).map_err(Error::Config)?;
                 }
                 if let Some((_, r)) = options.iter().find(|(k, _)| k == "REGION") {
                     if self.catalog.region_by_name(r).is_none() {

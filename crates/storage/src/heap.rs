@@ -48,8 +48,13 @@ impl Engine {
         let tail = slotted::aux(self.pool.page(f));
         let count = slotted::aux2(self.pool.page(f));
         self.pool.unfix(f);
-        // Insert Address Assist: the page store may pick among pages with room (today: the tail).
-        let mut target = self.store.insert_hint(object, &[tail]).unwrap_or(tail);
+        // Insert Address Assist and free-space reuse (iaa.rs placement rules 1 and 2), else the
+        // page store may pick among pages with room (today: the tail).
+        let placed = self.iaa_place(object, rec.len())?;
+        let mut target = match placed {
+            Some(pid) => pid,
+            None => self.store.insert_hint(object, &[tail]).unwrap_or(tail),
+        };
         let f = self.fix(target, Fix::Read)?;
         let room = slotted::fits(self.pool.page(f), rec.len(), true);
         self.pool.unfix(f);
@@ -97,6 +102,7 @@ impl Engine {
                 undo: Undo::HeapRemove { pid: target, slot },
             },
         )?;
+        self.iaa_note_page(object, target)?;
         Ok(rid)
     }
 
@@ -184,6 +190,14 @@ impl Engine {
                 },
             },
         )?;
+        // The free-space map learns of the ghost (reusable once this deleter ends); only when
+        // some table reuses space, so that other workloads pay no extra page fix.
+        if self.iaa_reuse_somewhere() {
+            let f = self.fix(rid.page, Fix::Read)?;
+            let object = page::object(self.pool.page(f));
+            self.pool.unfix(f);
+            self.iaa_note_page(object, rid.page)?;
+        }
         Ok(())
     }
 

@@ -29,6 +29,7 @@ pub mod engine;
 pub mod error;
 pub mod filedev;
 pub mod heap;
+pub mod iaa;
 pub mod keyenc;
 pub mod lock;
 pub mod log;

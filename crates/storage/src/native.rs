@@ -1130,6 +1130,31 @@ impl PageStore for NativeStore {
     fn name(&self) -> String {
         "native".into()
     }
+    /// Insert Address Assist (iaa.rs): the default space commits its victims among the DB
+    /// pages' streams (log, master and journal blocks empty themselves or are not the
+    /// engine's to empty).
+    fn gc_victims(
+        &mut self,
+        victims: u32,
+        known_epoch: u64,
+        out: &mut Vec<PageId>,
+    ) -> Option<crate::iaa::VictimInfo> {
+        let space = &mut self.spaces[0];
+        let info = crate::iaa::VictimInfo {
+            epoch: space.commit_victims(
+                victims,
+                (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 << COLD),
+            ),
+            flash_page_bytes: space.geometry().page_size_bytes as usize,
+        };
+        if info.epoch != known_epoch {
+            let mut keys = Vec::new();
+            space.committed_keys(&mut keys);
+            out.clear();
+            crate::iaa::keys_to_pages(&keys, self.lay.db_key0, self.lay.k, self.lay.db_pages, out);
+        }
+        Some(info)
+    }
     fn page_bytes(&self) -> usize {
         self.cfg.page_bytes
     }

@@ -127,6 +127,19 @@ pub trait PageStore: Send {
         None
     }
 
+    /// Insert Address Assist (iaa.rs, docs/iaa.md): the GC information channel of the flash
+    /// below, if it has one. Commits to the next `victims` GC victims and answers the epoch and
+    /// the flash page size; when the epoch differs from `known_epoch`, replaces `out` with the
+    /// DB pages still valid in the committed victims. `None`: no channel (a plain device).
+    fn gc_victims(
+        &mut self,
+        _victims: u32,
+        _known_epoch: u64,
+        _out: &mut Vec<PageId>,
+    ) -> Option<crate::iaa::VictimInfo> {
+        None
+    }
+
     /// NoFTL regions (region.rs): creates a region of the device's chips. Stores without
     /// regions refuse, before changing anything.
     fn create_region(
@@ -363,6 +376,26 @@ impl PageStore for BlockPageStore {
         // A block device learns of dead pages only through TRIM.
         let lpn = self.check_pid(pid)?;
         Ok(self.dev.trim(at_ns, lpn, self.layout.lpns_per_page)?)
+    }
+    fn gc_victims(
+        &mut self,
+        victims: u32,
+        known_epoch: u64,
+        out: &mut Vec<PageId>,
+    ) -> Option<crate::iaa::VictimInfo> {
+        let lay = self.layout;
+        let g = self.dev.gc_informed()?;
+        let info = crate::iaa::VictimInfo {
+            epoch: g.commit_victims(victims),
+            flash_page_bytes: g.flash_page_bytes(),
+        };
+        if info.epoch != known_epoch {
+            let mut lpns = Vec::new();
+            g.victim_lpns(&mut lpns);
+            out.clear();
+            crate::iaa::keys_to_pages(&lpns, lay.db_lpn, lay.lpns_per_page, lay.db_pages, out);
+        }
+        Some(info)
     }
     fn device_report(&self) -> Option<FtlReport> {
         Some(self.dev.report())

@@ -106,23 +106,23 @@ pub(super) struct LatencyUs {
 
 #[derive(Debug, Serialize, Default)]
 pub(super) struct PerTxn {
-    flash_reads: f64,
-    flash_programs: f64,
-    flash_erases: f64,
+    pub(super) flash_reads: f64,
+    pub(super) flash_programs: f64,
+    pub(super) flash_erases: f64,
     /// OOB-only reads and programs (dftl-orig: GC's status reads, invalidation marks).
-    flash_oob_reads: f64,
-    flash_oob_writes: f64,
+    pub(super) flash_oob_reads: f64,
+    pub(super) flash_oob_writes: f64,
     /// Pad programs (MLC/TLC paired-page safety), included in `flash_programs`.
-    flash_pad_programs: f64,
-    gc_migrations: f64,
-    energy_joules: f64,
-    host_page_reads: f64,
-    host_page_writes: f64,
-    log_forces: f64,
+    pub(super) flash_pad_programs: f64,
+    pub(super) gc_migrations: f64,
+    pub(super) energy_joules: f64,
+    pub(super) host_page_reads: f64,
+    pub(super) host_page_writes: f64,
+    pub(super) log_forces: f64,
     /// Host CPU time of flash management that runs on the host (native, dftl-orig), us.
-    host_cpu_us: f64,
+    pub(super) host_cpu_us: f64,
     /// That time as a share of the run (host CPU us over elapsed us).
-    host_cpu_share: f64,
+    pub(super) host_cpu_share: f64,
 }
 
 #[derive(Debug, Serialize)]

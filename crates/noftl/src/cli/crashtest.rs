@@ -1,7 +1,9 @@
 //! `noftl crashtest`: the deterministic crash test over many seeds (see kits::crash), of TPC-B
 //! (`--workload tpcb`, kits::crash) or TPC-C (`--workload tpcc`, kits::tpcc::crash: a reduced
 //! population, acknowledged New-Orders and the clause 3.3.2 conditions checked), on every
-//! storage below. The JSON report is the same for both workloads (`workload` names it).
+//! storage below, or of the IAA workload (`--workload iaa`, kits::crash_iaa: random Insert,
+//! Delete and Update queries with IAA and U2DI on, rows moving into the GC victim's pages).
+//! The JSON report is the same for every workload (`workload` names it).
 //!
 //! `--storage memdisk` (or `crashdisk`) runs on the crash disk: a RAM device with a volatile
 //! write cache, power cuts and I/O errors at the page-store seam. `--storage page|dftl|fast|block`
@@ -29,7 +31,8 @@ use crate::limits;
 
 #[derive(Debug, Args)]
 pub struct CrashtestArgs {
-    /// tpcb | tpcc (a reduced TPC-C population: 1 warehouse, 500 items, 20 customers per district).
+    /// tpcb | tpcc (a reduced TPC-C population: 1 warehouse, 500 items, 20 customers per
+    /// district) | iaa (Insert/Delete/Update with IAA and U2DI on).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
     /// memdisk (the crash disk) | page | dftl | dftl-orig | fast | block (an FTL on emulated flash) | native (NoFTL).
@@ -54,10 +57,10 @@ pub struct CrashtestArgs {
     /// Also cut power during the first recovery.
     #[arg(long)]
     pub recovery_crash: bool,
-    /// Terminals [default: tpcb 4, tpcc 2].
+    /// Terminals [default: tpcb 4, tpcc 2, iaa 2].
     #[arg(long)]
     pub terminals: Option<u32>,
-    /// Transactions per terminal [default: tpcb 40, tpcc 30].
+    /// Transactions per terminal [default: tpcb 40, tpcc 30, iaa 150].
     #[arg(long)]
     pub txns: Option<u64>,
     /// Flash (FTLs and native): the device, a preset instead of the crash test's own (the
@@ -178,6 +181,7 @@ fn device_args(args: &CrashtestArgs) -> super::common::DeviceArgs {
 #[allow(clippy::large_enum_variant)]
 enum Job {
     Tpcb(CrashOptions),
+    Iaa(CrashOptions),
     Tpcc(TpccCrashOptions),
 }
 
@@ -255,12 +259,23 @@ impl Job {
                     ..d
                 })
             }
-            other => bail!("crashtest runs --workload tpcb or tpcc, not '{other}'"),
+            "iaa" => Job::Iaa(CrashOptions {
+                medium,
+                fault,
+                page_bytes: args.page_size,
+                tear_sectors: args.torn,
+                crash_during_recovery: args.recovery_crash,
+                unsafe_ack_before_force: args.canary,
+                terminals: args.terminals.unwrap_or(2),
+                txns_per_terminal: args.txns.unwrap_or(150),
+                ..CrashOptions::default()
+            }),
+            other => bail!("crashtest runs --workload tpcb, tpcc or iaa, not '{other}'"),
         })
     }
     fn medium(&self) -> &Medium {
         match self {
-            Job::Tpcb(o) => &o.medium,
+            Job::Tpcb(o) | Job::Iaa(o) => &o.medium,
             Job::Tpcc(o) => &o.medium,
         }
     }
@@ -274,6 +289,7 @@ impl Job {
     fn once(&self, seed: u64) -> storage::Result<CrashOutcome> {
         match self {
             Job::Tpcb(o) => crash_once(seed, o),
+            Job::Iaa(o) => kits::crash_iaa::crash_iaa_once(seed, o),
             Job::Tpcc(o) => crash_tpcc_once(seed, o),
         }
     }

@@ -8,6 +8,7 @@ pub mod crashtest;
 pub mod device;
 pub mod fs;
 pub mod ftl;
+pub mod iaa;
 pub mod io;
 pub mod mount;
 pub mod plot;
@@ -44,6 +45,9 @@ pub enum Command {
     Bench(bench::BenchCommand),
     /// Power cuts and I/O errors during a workload, then recovery and verification.
     Crashtest(crashtest::CrashtestArgs),
+    /// Insert Address Assist and U2DI (Miyaji et al.): the free-space sweep.
+    #[command(subcommand)]
+    Iaa(iaa::IaaCommand),
     /// Seed 000's Figure 3: the same workload on NoFTL (native), DFTL 2/15/35% and the page FTL.
     Compare(compare::CompareArgs),
     /// Many runs of one verb over a grid of parameters, in parallel (local or Ray), merged into one table.
@@ -68,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(c) => bench::run(c),
         Command::Crashtest(a) => crashtest::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Iaa(c) => iaa::run(c),
         Command::Sweep(a) => sweep::run(a),
         Command::Plot(a) => plot::run(a),
         Command::Mount(a) => mount::run_mount(a),

@@ -1,0 +1,40 @@
+//! The IAA workload's crash test (kits::crash_iaa) with IAA and U2DI on: every seed recovers to
+//! the terminals' model, on the page FTL and on the native store, and the rounds do move rows
+//! into the victims' pages before their cuts (U2DI, IAA).
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use kits::crash::{CrashOptions, Fault, FlashMedium, Medium};
+use kits::crash_iaa::{crash_iaa_once, exercised};
+
+fn sweep(o: &CrashOptions, seeds: std::ops::Range<u64>) {
+    let mut bad = Vec::new();
+    let mut hits = 0;
+    for seed in seeds.clone() {
+        let out = crash_iaa_once(seed, o).unwrap();
+        hits += u64::from(out.fault_hit);
+        if !out.verified() {
+            bad.push(format!("seed {seed}: {:?}", out.violations));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert!(hits * 10 >= (seeds.end - seeds.start) * 8, "only {hits} faults fell inside the workload");
+}
+
+fn options(medium: Medium) -> CrashOptions {
+    CrashOptions {
+        medium,
+        fault: Fault::PowerCut,
+        terminals: 2,
+        txns_per_terminal: 150,
+        ..CrashOptions::default()
+    }
+}
+
+#[test]
+fn power_cuts_during_iaa_and_u2di_recover_on_the_page_ftl_and_native() {
+    sweep(&options(Medium::Flash(FlashMedium::new("page").unwrap())), 0..12);
+    sweep(&options(Medium::Native), 0..12);
+    let (moved, hinted) = exercised();
+    assert!(moved > 0 && hinted > 0, "no row moved ({moved}) or went to a hinted page ({hinted}) before the cuts");
+}

@@ -20,10 +20,10 @@ use storage::tuple::Value;
 use storage::{Engine, EngineConfig, Result};
 
 use crate::crash::{
-    block_round, engine_cfg, native_aged_fraction, run_to_fault, BlockSetup, CrashOptions,
-    CrashOutcome, CrashWorkload, Fault, Medium,
+    block_round, engine_cfg, run_to_fault, BlockSetup, CrashOptions, CrashOutcome, CrashWorkload,
+    Fault, Medium,
 };
-use crate::crash_native::{crash_store_config, native_round, NativeSetup, CRASH_BLOCKS_PER_PLANE};
+use crate::crash_native::native_round;
 use crate::iaa::{self, Handles, IaaConfig, IaaTerminal, Scheme};
 
 /// The table of the crash test: small enough for the crash devices, IAA and U2DI on.
@@ -166,9 +166,7 @@ fn verify_rows(
             break;
         }
     }
-    let entries = e
-        .scan_index(t, h.pk, None, None, false, usize::MAX)?
-        .len();
+    let entries = e.scan_index(t, h.pk, None, None, false, usize::MAX)?.len();
     if entries != rows.len() {
         out.violations.push(format!(
             "the index holds {entries} entries for {} rows",
@@ -184,13 +182,9 @@ fn verify_rows(
 /// One crash-and-recover round of the IAA workload for `seed` on `o.medium`.
 pub fn crash_iaa_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     let w = Iaa(o);
-    if o.medium == Medium::Native {
-        let setup = NativeSetup {
-            blocks_per_plane: CRASH_BLOCKS_PER_PLANE,
-            store: crash_store_config(o),
-            aged_fraction: native_aged_fraction(o.fault, o.age_native_for_media_errors),
-        };
-        return native_round(&w, &setup, seed);
+    if matches!(o.medium, Medium::Native(_)) {
+        // TPC-B's native device (and its --preset/--set/--log-region, if given).
+        return native_round(&w, &crate::crash::tpcb_native_setup(o), seed);
     }
     let s = BlockSetup {
         medium: &o.medium,

@@ -49,7 +49,6 @@ use crate::crash::{
     CrashOptions, CrashOutcome, CrashWorkload, Fault, NativeDevice, OpCount, Tpcb, TRACE_ENTRIES,
 };
 
-
 /// The region that holds the log when the crash test puts it in one (`NativeDevice::log_region`).
 pub const LOG_REGION: &str = "crash_log";
 

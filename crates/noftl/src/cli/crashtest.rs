@@ -282,7 +282,7 @@ impl Job {
     /// Refuses a native device the store cannot run on, before the first seed.
     fn check(&self) -> storage::Result<()> {
         match self {
-            Job::Tpcb(o) => kits::crash::check_native(o),
+            Job::Tpcb(o) | Job::Iaa(o) => kits::crash::check_native(o),
             Job::Tpcc(o) => kits::tpcc::crash::check_native(o),
         }
     }

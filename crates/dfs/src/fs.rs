@@ -285,6 +285,8 @@ pub struct Dfs {
     t: Nanos,
     buf: Vec<u8>,
     blk: Vec<u8>,
+    /// An inode block being written with a data write (no allocation per write).
+    iblk: Vec<u8>,
     /// Encoded metadata blocks of the group being assembled: (vbn, bytes).
     group: Vec<(u64, Vec<u8>)>,
 }
@@ -339,6 +341,7 @@ impl Dfs {
             t,
             buf: Vec::new(),
             blk: vec![0; BLOCK_BYTES],
+            iblk: vec![0; BLOCK_BYTES],
             group: Vec::new(),
         }
     }
@@ -507,15 +510,7 @@ impl Dfs {
             }
         };
         let first = (vbn as u32 - 1) * INODES_PER_BLOCK;
-        let b = &mut self.group[idx].1;
-        for k in 0..INODES_PER_BLOCK {
-            let n = first + k;
-            let o = k as usize * INODE_BYTES;
-            match self.inodes.get(&n) {
-                Some(i) if n != 0 => i.encode(&mut b[o..o + INODE_BYTES]),
-                _ => b[o..o + INODE_BYTES].fill(0),
-            }
-        }
+        encode_inode_block(&self.inodes, vbn, &mut self.group[idx].1);
         for k in 0..INODES_PER_BLOCK {
             self.dirty.remove(&(first + k));
         }
@@ -1190,14 +1185,15 @@ impl Dfs {
             let r = if grows {
                 // Size and data in one group.
                 let vbn = 1 + u64::from(ino / INODES_PER_BLOCK);
-                let mut ib = vec![0u8; BLOCK_BYTES];
-                self.group.clear();
-                self.stage_inode(ino);
-                if let Some((_, b)) = self.group.pop() {
-                    ib = b;
+                encode_inode_block(&self.inodes, vbn, &mut self.iblk);
+                for k in 0..INODES_PER_BLOCK {
+                    self.dirty
+                        .remove(&((vbn as u32 - 1) * INODES_PER_BLOCK + k));
                 }
-                self.vsl
-                    .write_atomic(self.t, &[(base + first, &self.buf[..]), (vbn, &ib[..])])
+                self.vsl.write_atomic(
+                    self.t,
+                    &[(base + first, &self.buf[..]), (vbn, &self.iblk[..])],
+                )
             } else {
                 self.dirty.insert(ino);
                 self.vsl
@@ -1414,6 +1410,19 @@ impl Dfs {
             }
         }
         Ok(problems)
+    }
+}
+
+/// Encodes inode-table block `vbn` from the inodes in memory.
+fn encode_inode_block(inodes: &FnvHashMap<u32, Inode>, vbn: u64, b: &mut [u8]) {
+    let first = (vbn as u32 - 1) * INODES_PER_BLOCK;
+    for k in 0..INODES_PER_BLOCK {
+        let n = first + k;
+        let o = k as usize * INODE_BYTES;
+        match inodes.get(&n) {
+            Some(i) if n != 0 => i.encode(&mut b[o..o + INODE_BYTES]),
+            _ => b[o..o + INODE_BYTES].fill(0),
+        }
     }
 }
 

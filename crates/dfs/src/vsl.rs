@@ -423,11 +423,12 @@ impl Vsl {
                     self.space
                         .write_units(at_ns, DATA, &units[..k], Purpose::Host)?;
                 end = end.max(done);
-                // Moves first: GC may have moved old copies or this group's own units.
-                self.absorb();
+                // Pending first, then the moves: GC may have moved old copies, this group's
+                // earlier units, and (evacuating a block whose program failed) these ones.
                 for (i, key) in keys[..k].iter().enumerate() {
                     self.pending.push((*key, first.0 + i as u64));
                 }
+                self.absorb();
                 k = 0;
             }
         }
@@ -458,8 +459,9 @@ impl Vsl {
         let (loc, mut end) = self
             .space
             .write(at_ns, META, &rec, &self.zero, Purpose::Meta)?;
-        self.absorb();
+        // Known before the moves are applied: the space may have moved it already.
         self.meta.insert(loc.0, (Meta::Trim, seq));
+        self.absorb();
         self.trims_live += 1;
         let mut found = std::mem::take(&mut self.scratch);
         self.map.mapped_in(vbn, vbn + blocks, &mut found);
@@ -503,7 +505,6 @@ impl Vsl {
         let seq = self.space.alloc_seq();
         let mut page = vec![0u8; BLOCK_BYTES];
         let mut end = at_ns;
-        let mut written = Vec::with_capacity(pages);
         for p in 0..pages {
             let part = extents
                 .get(p * CKPT_EXTENTS_PER_PAGE..)
@@ -513,16 +514,20 @@ impl Vsl {
             let rec = OobRecord::new(PageKind::Checkpoint, p as u64, seq, pages as u64);
             let (loc, done) = self.space.write(at_ns, META, &rec, &page, Purpose::Meta)?;
             end = end.max(done);
+            // Known before the moves are applied: GC may move this checkpoint's own pages.
+            self.meta.insert(loc.0, (Meta::Checkpoint, seq));
             self.absorb();
-            written.push(loc.0);
         }
-        let old: Vec<u64> = self.meta.keys().copied().collect();
+        // Complete: the older checkpoint and every trim record are retired.
+        let old: Vec<u64> = self
+            .meta
+            .iter()
+            .filter(|(_, &(_, s))| s != seq)
+            .map(|(&l, _)| l)
+            .collect();
         for loc in old {
             self.meta.remove(&loc);
             self.space.invalidate(Ppn(loc));
-        }
-        for loc in written {
-            self.meta.insert(loc, (Meta::Checkpoint, seq));
         }
         self.trims_live = 0;
         self.counts.checkpoints += 1;

@@ -5,7 +5,7 @@
 //! Each measurement point gets a fresh mount on a fresh device, so that the device statistics
 //! it reports are its own (setup included: mkfs for ext4, fio's layout of its files):
 //! - `dfs`: `noftl mount --fs dfs` (FUSE);
-//! - `ext4`: the page FTL exported by `noftl serve`, shown as a file by `nbdfuse`, formatted by
+//! - `ext4`: the page FTL (or `--ext4-target`) exported by `noftl serve`, shown as a file by `nbdfuse`, formatted by
 //!   `mkfs.ext4` and mounted by `fuse2fs` (as the NBD tests do): the same device, the same
 //!   timing, a conventional file system over a block FTL.
 //!
@@ -68,6 +68,9 @@ pub struct FsBenchArgs {
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// The block FTL under ext4 (any `noftl serve --target`: page, dftl, ...).
+    #[arg(long, default_value = "page")]
+    pub ext4_target: String,
     /// Seed of the applications' data and access pattern.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -228,7 +231,7 @@ fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
         "ext4" => {
             let sock = work_path.join("nbd.sock");
             let mut serve = Command::new(&exe)
-                .args(["serve", "--target", "page", "--socket"])
+                .args(["serve", "--target", &a.ext4_target, "--socket"])
                 .arg(&sock)
                 .args(&dev)
                 .args(["--clock", &a.clock, "--stats-file"])

@@ -166,9 +166,7 @@ fn verify_rows(
             break;
         }
     }
-    let entries = e
-        .scan_index(t, h.pk, None, None, false, usize::MAX)?
-        .len();
+    let entries = e.scan_index(t, h.pk, None, None, false, usize::MAX)?.len();
     if entries != rows.len() {
         out.violations.push(format!(
             "the index holds {entries} entries for {} rows",

@@ -235,14 +235,17 @@ pub fn load(e: &mut Engine, cfg: &IaaConfig, mut progress: impl FnMut(u64)) -> R
     let k = cfg.hole_every();
     if k != i64::MAX {
         let mut t = e.begin()?;
-        for (n, id) in (0..cfg.loaded_ids()).filter(|id| id % k == k - 1).enumerate() {
-            let rid = *e
-                .lookup(t, h.pk, &[Value::Int(id)], true)?
-                .first()
-                .ok_or(Error::NotFound {
-                    kind: "row",
-                    name: format!("loaded key {id}"),
-                })?;
+        for (n, id) in (0..cfg.loaded_ids())
+            .filter(|id| id % k == k - 1)
+            .enumerate()
+        {
+            let rid =
+                *e.lookup(t, h.pk, &[Value::Int(id)], true)?
+                    .first()
+                    .ok_or(Error::NotFound {
+                        kind: "row",
+                        name: format!("loaded key {id}"),
+                    })?;
             e.delete(t, h.table, rid)?;
             if n % 500 == 499 {
                 e.commit(t)?;
@@ -544,12 +547,14 @@ pub fn check(e: &mut Engine, cfg: &IaaConfig, expected: &[(i64, i64)]) -> Result
             None => r.problems.push(format!("row {id} should not exist")),
         }
         if bytes != &row(e, h, cfg, id, ver)? {
-            r.problems.push(format!("row {id}: content is not version {ver}'s"));
+            r.problems
+                .push(format!("row {id}: content is not version {ver}'s"));
         }
         let rids = e.lookup(t, h.pk, &[Value::Int(id)], false)?;
         if rids != vec![*rid] {
-            r.problems
-                .push(format!("index entry of row {id}: {rids:?}, the row is at {rid:?}"));
+            r.problems.push(format!(
+                "index entry of row {id}: {rids:?}, the row is at {rid:?}"
+            ));
         }
     }
     for id in want.keys().take(10) {

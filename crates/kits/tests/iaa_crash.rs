@@ -18,7 +18,10 @@ fn sweep(o: &CrashOptions, seeds: std::ops::Range<u64>) {
         }
     }
     assert!(bad.is_empty(), "{bad:#?}");
-    assert!(hits * 10 >= (seeds.end - seeds.start) * 8, "only {hits} faults fell inside the workload");
+    assert!(
+        hits * 10 >= (seeds.end - seeds.start) * 8,
+        "only {hits} faults fell inside the workload"
+    );
 }
 
 fn options(medium: Medium) -> CrashOptions {
@@ -33,8 +36,14 @@ fn options(medium: Medium) -> CrashOptions {
 
 #[test]
 fn power_cuts_during_iaa_and_u2di_recover_on_the_page_ftl_and_native() {
-    sweep(&options(Medium::Flash(FlashMedium::new("page").unwrap())), 0..12);
+    sweep(
+        &options(Medium::Flash(FlashMedium::new("page").unwrap())),
+        0..12,
+    );
     sweep(&options(Medium::Native), 0..12);
     let (moved, hinted) = exercised();
-    assert!(moved > 0 && hinted > 0, "no row moved ({moved}) or went to a hinted page ({hinted}) before the cuts");
+    assert!(
+        moved > 0 && hinted > 0,
+        "no row moved ({moved}) or went to a hinted page ({hinted}) before the cuts"
+    );
 }

@@ -35,7 +35,10 @@ fn store(native: bool) -> Box<dyn PageStore> {
             spare_factor: 0.2,
             ..FtlOptions::default()
         };
-        Box::new(BlockPageStore::new(ftl::build("page", nand(), &opts).unwrap(), 4096, Some(128)).unwrap())
+        Box::new(
+            BlockPageStore::new(ftl::build("page", nand(), &opts).unwrap(), 4096, Some(128))
+                .unwrap(),
+        )
     }
 }
 
@@ -86,7 +89,11 @@ fn loaded(native: bool, rows: i64) -> (Engine, BTreeMap<i64, (i64, i64)>) {
         }
         e.commit(t).unwrap();
     }
-    for chunk in (0..rows).filter(|i| i % 5 == 4).collect::<Vec<_>>().chunks(200) {
+    for chunk in (0..rows)
+        .filter(|i| i % 5 == 4)
+        .collect::<Vec<_>>()
+        .chunks(200)
+    {
         let t = e.begin().unwrap();
         for &id in chunk {
             let r = rid_of(&mut e, t, id);
@@ -202,9 +209,7 @@ fn a_plain_block_device_offers_no_hint_and_iaa_falls_back() {
 fn bad_iaa_options_are_refused_with_an_error() {
     let mut e = Engine::create(store(false), EngineConfig::default()).unwrap();
     let t = e.begin().unwrap();
-    assert!(e
-        .execute_ddl(t, "CREATE TABLESPACE x (IAA=maybe)")
-        .is_err());
+    assert!(e.execute_ddl(t, "CREATE TABLESPACE x (IAA=maybe)").is_err());
 }
 
 #[derive(Clone, Debug)]
@@ -292,4 +297,3 @@ proptest! {
         prop_assert!(e.check().unwrap().is_empty());
     }
 }
-

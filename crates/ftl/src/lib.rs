@@ -31,8 +31,8 @@ pub use block_device::{
     BlockDevice, FtlError, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES, SECTOR_BYTES,
 };
 pub use bytes::ByteDevice;
-pub use iaa::GcInformed;
 pub use controller::{Controller, ControllerConfig};
+pub use iaa::GcInformed;
 pub use memdisk::MemDisk;
 pub use options::{build, open, FtlOptions};
 pub use space::{FlashSpace, GcPolicy, LivePage, Move, SpaceConfig, SpaceCounts};

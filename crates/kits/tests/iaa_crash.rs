@@ -36,14 +36,19 @@ fn options(medium: Medium) -> CrashOptions {
 
 #[test]
 fn power_cuts_during_iaa_and_u2di_recover_on_the_page_ftl_and_native() {
-    sweep(
-        &options(Medium::Flash(FlashMedium::new("page").unwrap())),
-        0..12,
-    );
-    sweep(&options(Medium::Native(Default::default())), 0..12);
-    let (moved, hinted) = exercised();
-    assert!(
-        moved > 0 && hinted > 0,
-        "no row moved ({moved}) or went to a hinted page ({hinted}) before the cuts"
-    );
+    for medium in [
+        Medium::Flash(FlashMedium::new("page").unwrap()),
+        Medium::Native(Default::default()),
+    ] {
+        let (moved0, hinted0) = exercised();
+        let name = medium.name().to_string();
+        sweep(&options(medium), 0..12);
+        let (moved, hinted) = exercised();
+        assert!(
+            moved > moved0 && hinted > hinted0,
+            "{name}: no row moved ({}) or went to a hinted page ({}) before the cuts",
+            moved - moved0,
+            hinted - hinted0
+        );
+    }
 }

@@ -271,7 +271,11 @@ impl Engine {
 
     /// Rule 1: a hinted page of `object` that takes `len` bytes now (checked on the page,
     /// invariant 1), in rotation; `None` if there is none.
-    pub(crate) fn iaa_hinted_page(&mut self, object: ObjectId, len: usize) -> Result<Option<PageId>> {
+    pub(crate) fn iaa_hinted_page(
+        &mut self,
+        object: ObjectId,
+        len: usize,
+    ) -> Result<Option<PageId>> {
         self.iaa_refresh();
         if self.iaa.exhausted && self.iaa.victims < MAX_COMMITTED_VICTIMS {
             // Every hinted page had its record: commit one more victim (its pages are the next
@@ -338,10 +342,9 @@ impl Engine {
         let ops: Vec<Op> = dead
             .into_iter()
             .filter(|&slot| {
-                !self.locks.is_x_locked(crate::lock::Resource::Row(
-                    object,
-                    Rid { page: pid, slot },
-                ))
+                !self
+                    .locks
+                    .is_x_locked(crate::lock::Resource::Row(object, Rid { page: pid, slot }))
             })
             .map(|slot| Op::HeapRemove { pid, slot })
             .collect();

@@ -77,4 +77,29 @@ impl<D: BlockDevice> BlockDevice for SharedDevice<D> {
     fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
         self.with(|d| d.background(at_ns, max_victims))
     }
+    /// Insert Address Assist: the device's channel, each query through the mutex (the shared
+    /// handle answers for the device when the device has one).
+    fn gc_informed(&mut self) -> Option<&mut dyn ftl::GcInformed> {
+        if self.with(|d| d.gc_informed().is_some()) {
+            Some(self)
+        } else {
+            None
+        }
+    }
+}
+
+impl<D: BlockDevice> ftl::GcInformed for SharedDevice<D> {
+    fn flash_page_bytes(&self) -> usize {
+        self.with(|d| d.gc_informed().map_or(0, |g| g.flash_page_bytes()))
+    }
+    fn commit_victims(&mut self, victims: u32) -> u64 {
+        self.with(|d| d.gc_informed().map_or(0, |g| g.commit_victims(victims)))
+    }
+    fn victim_lpns(&mut self, out: &mut Vec<u64>) {
+        self.with(|d| {
+            if let Some(g) = d.gc_informed() {
+                g.victim_lpns(out);
+            }
+        })
+    }
 }

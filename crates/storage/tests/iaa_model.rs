@@ -35,7 +35,10 @@ fn store(native: bool) -> Box<dyn PageStore> {
             spare_factor: 0.2,
             ..FtlOptions::default()
         };
-        Box::new(BlockPageStore::new(ftl::build("page", nand(), &opts).unwrap(), 4096, Some(128)).unwrap())
+        Box::new(
+            BlockPageStore::new(ftl::build("page", nand(), &opts).unwrap(), 4096, Some(128))
+                .unwrap(),
+        )
     }
 }
 
@@ -86,7 +89,11 @@ fn loaded(native: bool, rows: i64) -> (Engine, BTreeMap<i64, (i64, i64)>) {
         }
         e.commit(t).unwrap();
     }
-    for chunk in (0..rows).filter(|i| i % 5 == 4).collect::<Vec<_>>().chunks(200) {
+    for chunk in (0..rows)
+        .filter(|i| i % 5 == 4)
+        .collect::<Vec<_>>()
+        .chunks(200)
+    {
         let t = e.begin().unwrap();
         for &id in chunk {
             let r = rid_of(&mut e, t, id);
@@ -202,9 +209,7 @@ fn a_plain_block_device_offers_no_hint_and_iaa_falls_back() {
 fn bad_iaa_options_are_refused_with_an_error() {
     let mut e = Engine::create(store(false), EngineConfig::default()).unwrap();
     let t = e.begin().unwrap();
-    assert!(e
-        .execute_ddl(t, "CREATE TABLESPACE x (IAA=maybe)")
-        .is_err());
+    assert!(e.execute_ddl(t, "CREATE TABLESPACE x (IAA=maybe)").is_err());
 }
 
 #[derive(Clone, Debug)]
@@ -293,3 +298,44 @@ proptest! {
     }
 }
 
+/// DFTL answers the same queries as the page FTL (its data stream's victims): after random
+/// overwrites, the committed victims name DB pages, and the epoch holds until they change.
+#[test]
+fn dftl_answers_the_gc_information_queries() {
+    let opts = FtlOptions {
+        spare_factor: 0.2,
+        ..FtlOptions::default()
+    };
+    let mut s =
+        BlockPageStore::new(ftl::build("dftl", nand(), &opts).unwrap(), 4096, Some(64)).unwrap();
+    let hint = storage::pagestore::WriteHint {
+        object: 9,
+        kind: storage::pagestore::PageKind::Heap,
+    };
+    let n = (s.db_pages() * 3 / 4) as u32;
+    let mut t = 0;
+    let mut x = 7u64;
+    for i in 0..n * 4 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let pid = if i < n { i } else { (x % u64::from(n)) as u32 };
+        t = s.write_page(t, pid, &vec![i as u8; 4096], hint).unwrap();
+    }
+    let mut pages = Vec::new();
+    let info = s.gc_victims(2, u64::MAX, &mut pages).unwrap();
+    assert_eq!(info.flash_page_bytes, 4096);
+    assert!(
+        !pages.is_empty(),
+        "the committed victims hold valid DB pages"
+    );
+    assert!(pages.iter().all(|&p| p < n));
+    let mut again = vec![u32::MAX];
+    let same = s.gc_victims(2, info.epoch, &mut again).unwrap();
+    assert_eq!(same.epoch, info.epoch);
+    assert_eq!(
+        again,
+        vec![u32::MAX],
+        "same epoch: the list is not rewritten"
+    );
+}

@@ -160,7 +160,9 @@ mod tests {
         // Random overwrites until GC has run for a while.
         let mut x = 12345u64;
         for _ in 0..keys * 2 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             write(&mut s, (x >> 33) % keys, &mut map, &mut t);
         }
         let epoch = s.commit_victims(1, 1);
@@ -176,7 +178,9 @@ mod tests {
         // Write until the victim is collected.
         let mut n = 0;
         while s.committed_victims().contains(&victim) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             write(&mut s, (x >> 33) % keys, &mut map, &mut t);
             n += 1;
             assert!(n < keys * 4, "the committed victim is never collected");
@@ -185,7 +189,11 @@ mod tests {
         assert_eq!(s.block_use(Pbn(victim)), BlockUse::Free);
         // Other victims GC took meanwhile may have needed copies; this one needed none, so the
         // copies made are at most those of the blocks collected before it (none: it was first).
-        assert_eq!(s.counts().gc_migrations, copies0, "the emptied victim needed no copy");
+        assert_eq!(
+            s.counts().gc_migrations,
+            copies0,
+            "the emptied victim needed no copy"
+        );
         s.check().unwrap();
     }
 }

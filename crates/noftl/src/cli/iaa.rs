@@ -41,7 +41,11 @@ pub struct CompareArgs {
     #[arg(long, value_delimiter = ',', default_value = "10%,20%,30%,40%,50%", value_parser = parse_percent)]
     pub free: Vec<f64>,
     /// Schemes: conventional, iaa, u2di, iaa+u2di.
-    #[arg(long, value_delimiter = ',', default_value = "conventional,iaa,u2di,iaa+u2di")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "conventional,iaa,u2di,iaa+u2di"
+    )]
     pub schemes: Vec<String>,
     /// page (the page-mapped FTL behind the block interface) | dftl | native (NoFTL).
     #[arg(long, default_value = "page")]
@@ -202,7 +206,10 @@ fn checked(a: &CompareArgs) -> anyhow::Result<()> {
     }
     for &f in &a.free {
         if !(0.02..=0.9).contains(&f) {
-            bail!("--free levels are between 2% and 90%, not {:.0}%", f * 100.0);
+            bail!(
+                "--free levels are between 2% and 90%, not {:.0}%",
+                f * 100.0
+            );
         }
     }
     parse_duration_ns(&a.duration)?;
@@ -334,21 +341,23 @@ pub fn run_one(a: &CompareArgs, free: f64, scheme: Scheme) -> anyhow::Result<Row
         e.quiesce()?;
         let expected: Vec<(i64, i64)> = terms.iter().flat_map(|t| t.rows().to_vec()).collect();
         let rep = kits::iaa::check(&mut e, &cfg, &expected)?;
-        (
-            if rep.passed() { "passed" } else { "failed" },
-            rep.problems,
-        )
+        (if rep.passed() { "passed" } else { "failed" }, rep.problems)
     } else {
         ("skipped", vec![])
     };
-    let host_gib_per_query = p.host_page_writes * ftl::LOGICAL_PAGE_BYTES as f64 / f64::from(1u32 << 30);
+    let host_gib_per_query =
+        p.host_page_writes * ftl::LOGICAL_PAGE_BYTES as f64 / f64::from(1u32 << 30);
     Ok(Row {
         free_space: free,
         scheme: scheme.name(),
         storage: a.storage.clone(),
         queries: committed,
         virtual_seconds: secs,
-        throughput_qps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
+        throughput_qps: if secs > 0.0 {
+            committed as f64 / secs
+        } else {
+            0.0
+        },
         energy_joules_per_query: p.energy_joules,
         gc_copies_per_host_write: if p.host_page_writes > 0.0 {
             p.gc_migrations / p.host_page_writes
@@ -447,9 +456,9 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for (i, r) in results {
         let (f, s) = jobs[i];
-        rows.push(r.with_context(|| {
-            format!("run at {:.0}% free, scheme {}", f * 100.0, s.name())
-        })?);
+        rows.push(
+            r.with_context(|| format!("run at {:.0}% free, scheme {}", f * 100.0, s.name()))?,
+        );
     }
     relate(&mut rows);
     let out = Output {
@@ -481,7 +490,16 @@ fn print_table(o: &Output) {
     );
     println!(
         "{:>5} {:<13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}",
-        "free", "scheme", "qps", "uJ/query", "copies/w", "erase/GiB", "er/kq", "x qps", "x J", "x erase"
+        "free",
+        "scheme",
+        "qps",
+        "uJ/query",
+        "copies/w",
+        "erase/GiB",
+        "er/kq",
+        "x qps",
+        "x J",
+        "x erase"
     );
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
     for r in &o.rows {
@@ -552,9 +570,23 @@ mod tests {
             ];
             relate(&mut rows);
             for r in &rows {
-                assert_eq!(r.check, "passed", "{storage} {}: {:?}", r.scheme, r.check_problems);
-                assert!(r.consistency.is_ok(), "{storage} {}: {:?}", r.scheme, r.consistency);
-                assert!(r.queries > 100, "{storage} {}: {} queries", r.scheme, r.queries);
+                assert_eq!(
+                    r.check, "passed",
+                    "{storage} {}: {:?}",
+                    r.scheme, r.check_problems
+                );
+                assert!(
+                    r.consistency.is_ok(),
+                    "{storage} {}: {:?}",
+                    r.scheme,
+                    r.consistency
+                );
+                assert!(
+                    r.queries > 100,
+                    "{storage} {}: {} queries",
+                    r.scheme,
+                    r.queries
+                );
             }
             assert!(rows[1].iaa.hinted_inserts > 0 && rows[1].iaa.moved_updates > 0);
             assert!(

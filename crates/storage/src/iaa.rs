@@ -122,6 +122,7 @@ pub const MAX_COMMITTED_VICTIMS: u32 = 8;
 #[derive(Debug)]
 pub(crate) struct IaaState {
     victims: u32,
+    max_victims: u32,
     epoch: Option<u64>,
     hinted: Vec<PageId>,
     used: HashSet<PageId>,
@@ -142,6 +143,7 @@ impl Default for IaaState {
     fn default() -> Self {
         IaaState {
             victims: ftl::iaa::DEFAULT_COMMITTED_VICTIMS,
+            max_victims: MAX_COMMITTED_VICTIMS,
             epoch: None,
             hinted: Vec::new(),
             used: HashSet::new(),
@@ -203,9 +205,11 @@ impl Engine {
         self.iaa.stats
     }
 
-    /// Victims committed ahead (1..=MAX_COMMITTED_VICTIMS); the default is ftl's.
-    pub fn set_iaa_victims(&mut self, n: u32) {
-        self.iaa.victims = n.clamp(1, MAX_COMMITTED_VICTIMS);
+    /// Victims committed ahead at first, and at most (each 1..=MAX_COMMITTED_VICTIMS; the
+    /// defaults are ftl's and MAX_COMMITTED_VICTIMS).
+    pub fn set_iaa_victims(&mut self, first: u32, max: u32) {
+        self.iaa.max_victims = max.clamp(1, MAX_COMMITTED_VICTIMS);
+        self.iaa.victims = first.clamp(1, self.iaa.max_victims);
     }
 
     /// Notes the room on heap page `pid` of `object` after a change (free-space map).
@@ -277,7 +281,7 @@ impl Engine {
         len: usize,
     ) -> Result<Option<PageId>> {
         self.iaa_refresh();
-        if self.iaa.exhausted && self.iaa.victims < MAX_COMMITTED_VICTIMS {
+        if self.iaa.exhausted && self.iaa.victims < self.iaa.max_victims {
             // Every hinted page had its record: commit one more victim (its pages are the next
             // ones GC needs empty) rather than fall back to placements that help no victim.
             self.iaa.victims += 1;

@@ -85,6 +85,13 @@ pub struct CompareArgs {
     /// DB page size in bytes (4096; 16384 needs 16 KiB flash pages for IAA to name DB pages).
     #[arg(long, default_value_t = 4096)]
     pub page_size: usize,
+    /// GC victims the engine has the flash commit to at first (it commits more, up to 8, when
+    /// every hinted page had its record).
+    #[arg(long, default_value_t = ftl::iaa::DEFAULT_COMMITTED_VICTIMS)]
+    pub victims: u32,
+    /// The most GC victims the engine has the flash commit to.
+    #[arg(long, default_value_t = storage::iaa::MAX_COMMITTED_VICTIMS)]
+    pub max_victims: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Runs in parallel.
@@ -192,6 +199,14 @@ fn checked(a: &CompareArgs) -> anyhow::Result<()> {
     if a.terminals == 0 || a.terminals > 256 {
         bail!("--terminals is 1..256");
     }
+    if !(1..=storage::iaa::MAX_COMMITTED_VICTIMS).contains(&a.max_victims)
+        || !(1..=a.max_victims).contains(&a.victims)
+    {
+        bail!(
+            "--victims and --max-victims: 1 <= victims <= max-victims <= {}",
+            storage::iaa::MAX_COMMITTED_VICTIMS
+        );
+    }
     if a.jobs == 0 {
         bail!("--jobs is at least 1");
     }
@@ -288,6 +303,7 @@ pub fn run_one(a: &CompareArgs, free: f64, scheme: Scheme) -> anyhow::Result<Row
             ..EngineConfig::default()
         },
     )?;
+    e.set_iaa_victims(a.victims, a.max_victims);
     let h = kits::iaa::load(&mut e, &cfg, |_| {})?;
     e.checkpoint()?;
     let mut terms: Vec<IaaTerminal> = (0..a.terminals)

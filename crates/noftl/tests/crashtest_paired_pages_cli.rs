@@ -63,8 +63,7 @@ fn tpcb_crashtest_on_mlc_and_tlc_with_4k_and_16k_pages_keeps_every_acknowledged_
 }
 
 #[test]
-fn tpcb_and_tpcc_crashtests_on_native_with_16k_mlc_and_tlc_pages_keep_every_acknowledged_commit(
-) {
+fn tpcb_and_tpcc_crashtests_on_native_with_16k_mlc_and_tlc_pages_keep_every_acknowledged_commit() {
     for preset in ["mlc16k", "tlc16k"] {
         for (workload, log_region, page_size) in [
             ("tpcb", None, "4096"),
@@ -91,7 +90,10 @@ fn tpcb_and_tpcc_crashtests_on_native_with_16k_mlc_and_tlc_pages_keep_every_ackn
             let v = noftl_json(&args);
             assert_eq!(v["verified"], 12, "{preset} {workload} {log_region:?}: {v}");
             let inside = v["faults_inside_workload"].as_u64().unwrap_or(0);
-            assert!(inside >= 9, "{preset} {workload}: only {inside} cuts inside: {v}");
+            assert!(
+                inside >= 9,
+                "{preset} {workload}: only {inside} cuts inside: {v}"
+            );
         }
     }
 }

@@ -618,7 +618,11 @@ impl NativeStore {
         if self.regions.len() >= 254 {
             return Err(Error::Config("at most 254 regions".into()));
         }
-        if let Some((other, _)) = self.regions.iter().find(|(s, _)| s.holds_log && spec.holds_log) {
+        if let Some((other, _)) = self
+            .regions
+            .iter()
+            .find(|(s, _)| s.holds_log && spec.holds_log)
+        {
             return Err(Error::Config(format!(
                 "region {name}: LOG=on, but region {} holds the log already",
                 other.name
@@ -878,7 +882,14 @@ impl NativeStore {
         let mut gather = std::mem::take(&mut self.gathers[g]);
         let stream = (g % usize::from(STREAMS)) as u8;
         let r = g / usize::from(STREAMS);
-        let res = self.program(at, r, stream, &gather.keys, &gather.data, purpose_of(stream));
+        let res = self.program(
+            at,
+            r,
+            stream,
+            &gather.keys,
+            &gather.data,
+            purpose_of(stream),
+        );
         if res.is_ok() {
             for k in &gather.keys {
                 self.buffered.remove(k);
@@ -949,7 +960,10 @@ impl NativeStore {
                 .zip(data.chunks_exact(LOG_BLOCK_BYTES))
                 .map(|(&key, d)| {
                     let seq = self.spaces[0].alloc_seq();
-                    (OobRecord::new(OobKind::Data, key, seq, u64::from(stream)), d)
+                    (
+                        OobRecord::new(OobKind::Data, key, seq, u64::from(stream)),
+                        d,
+                    )
                 })
                 .collect();
             self.lend(r);
@@ -1329,8 +1343,7 @@ impl PageStore for NativeStore {
     fn device_report(&self) -> Option<FtlReport> {
         let c = sum_counts(&self.spaces);
         // Counted in bytes: a program writes a whole page of units, full or not.
-        let programs =
-            self.spaces[0].nand().stats().total(OpKind::Program) * u64::from(self.upp);
+        let programs = self.spaces[0].nand().stats().total(OpKind::Program) * u64::from(self.upp);
         Some(FtlReport {
             name: self.name(),
             host: self.host,

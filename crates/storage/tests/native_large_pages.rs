@@ -97,7 +97,10 @@ fn a_sync_programs_a_partly_filled_page_and_it_survives_a_power_cut() {
     r.read_page(0, 9, &mut buf).unwrap();
     assert_eq!(buf, page(9, 1, 4096));
     r.read_page(0, 10, &mut buf).unwrap();
-    assert!(buf.iter().all(|&b| b == 0), "the unsynced page was never on flash");
+    assert!(
+        buf.iter().all(|&b| b == 0),
+        "the unsynced page was never on flash"
+    );
     r.space().check().unwrap();
 }
 
@@ -151,7 +154,11 @@ fn rewrites_with_gc_and_frees_recover_to_the_last_synced_versions_on_mlc_and_tlc
         r.space().check().unwrap();
         let mut buf = vec![0u8; 4096];
         for pid in 0..10 {
-            assert_eq!(r.location(pid), None, "{preset}: freed page {pid} came back");
+            assert_eq!(
+                r.location(pid),
+                None,
+                "{preset}: freed page {pid} came back"
+            );
         }
         for pid in 10..pages {
             r.read_page(0, pid, &mut buf).unwrap();
@@ -162,7 +169,10 @@ fn rewrites_with_gc_and_frees_recover_to_the_last_synced_versions_on_mlc_and_tlc
             );
         }
         r.read_log(0, 3, &mut buf).unwrap();
-        assert!(buf.iter().all(|&b| b == 9), "{preset}: the forced log block");
+        assert!(
+            buf.iter().all(|&b| b == 9),
+            "{preset}: the forced log block"
+        );
     }
 }
 
@@ -211,7 +221,11 @@ fn a_pslc_log_region_takes_the_log_forces_need_no_pads_and_the_log_survives_a_re
     t = s.create_region(t, "rg_log", &log).unwrap();
     // A second region for the log is refused before anything changes.
     let e = s
-        .create_region(t, "rg_log2", &region_opts(&[("MAX_CHIPS", "1"), ("LOG", "on")]))
+        .create_region(
+            t,
+            "rg_log2",
+            &region_opts(&[("MAX_CHIPS", "1"), ("LOG", "on")]),
+        )
         .unwrap_err();
     assert!(e.to_string().contains("holds the log already"), "{e}");
     assert!(s.region("rg_log2").is_none());
@@ -247,5 +261,9 @@ fn a_pslc_log_region_takes_the_log_forces_need_no_pads_and_the_log_survives_a_re
     let before = valid_in_region(&r);
     let t = r.write_log(0, 40, &block(40)).unwrap();
     r.force_log(t).unwrap();
-    assert_eq!(valid_in_region(&r), before + 1, "the log write went to the region");
+    assert_eq!(
+        valid_in_region(&r),
+        before + 1,
+        "the log write went to the region"
+    );
 }

@@ -470,7 +470,10 @@ pub(super) fn check_memory(args: &BenchArgs, need_pages: u64, frames: usize) -> 
 pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>, String)> {
     storage::pagestore::engine_runs_on(&args.storage)?;
     if args.log_region.is_some() && args.storage != "native" {
-        anyhow::bail!("--log-region places the native store's log; --storage is {}", args.storage);
+        anyhow::bail!(
+            "--log-region places the native store's log; --storage is {}",
+            args.storage
+        );
     }
     Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).

@@ -571,9 +571,9 @@ pub const LOG_REGION: &str = "noftl_log";
 pub fn parse_log_region(s: &str) -> Result<LogRegion, String> {
     let mut opts = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .ok_or_else(|| format!("'{part}' is not KEY=VALUE (e.g. MAX_CHIPS=1,CELL_MODE=pSLC)"))?;
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            format!("'{part}' is not KEY=VALUE (e.g. MAX_CHIPS=1,CELL_MODE=pSLC)")
+        })?;
         let k = k.trim().to_ascii_uppercase();
         if k == "LOG" {
             return Err("LOG=on is implied by --log-region".into());

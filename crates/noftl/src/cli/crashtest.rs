@@ -118,7 +118,10 @@ const TORN_OFF_DISK: &str =
 
 fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
     if args.log_region.is_some() && args.storage != "native" {
-        bail!("--log-region places the native store's log; --storage is {}", args.storage);
+        bail!(
+            "--log-region places the native store's log; --storage is {}",
+            args.storage
+        );
     }
     let device_flags = args.preset.is_some() || args.config.is_some() || !args.set.is_empty();
     Ok(match args.storage.as_str() {

@@ -116,7 +116,7 @@ impl Counters {
     ) -> FtlReport {
         // On flash pages of several logical pages, WAF counts bytes: a page program writes
         // `units` logical pages' worth, full or not (a partly filled page is amplification too).
-        let units = (nand.geometry().page_size_bytes as usize / LOGICAL_PAGE_BYTES).max(1) as u64;
+        let units = u64::from(crate::space::units_per_page(nand.geometry()));
         let programs = flash_programs(nand).saturating_sub(self.base_programs) * units;
         FtlReport {
             name,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nbd_support::{reap, require, skip};
+use nbd_support::{fuse_available, is_mounted, reap, require, skip};
 
 const TOOLS: &[&str] = &[
     "fusermount3",
@@ -22,22 +22,6 @@ const TOOLS: &[&str] = &[
 ];
 /// The tiny preset grown to 64 MiB.
 const DEVICE: &[&str] = &["--preset", "tiny", "--set", "geometry.blocks_per_plane=128"];
-
-fn fuse_available() -> Result<(), String> {
-    require(TOOLS)?;
-    if !Path::new("/dev/fuse").exists() {
-        return Err("/dev/fuse is missing (FUSE is not available in this container)".into());
-    }
-    Ok(())
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let d = dir.display().to_string();
-    mounts
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
-}
 
 /// A running `noftl mount`, stopped with SIGTERM.
 struct Mounted {
@@ -116,7 +100,7 @@ fn sh(dir: &Path, script: &str) -> String {
 
 #[test]
 fn real_programs_on_dfs_survive_a_remount() {
-    let Ok(()) = fuse_available().map_err(skip) else {
+    let Ok(()) = fuse_available(TOOLS).map_err(skip) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -215,7 +199,7 @@ fn real_programs_on_dfs_survive_a_remount() {
 /// table and the JSON with every field the issue asks for, and the DFS/ext4 ratios.
 #[test]
 fn fs_bench_runs_both_file_systems() {
-    let Ok(()) = fuse_available()
+    let Ok(()) = fuse_available(TOOLS)
         .and_then(|()| require(&["nbdfuse", "fuse2fs", "mkfs.ext4"]))
         .map_err(skip)
     else {

@@ -13,28 +13,12 @@ use nbd_support::*;
 
 const TOOLS: &[&str] = &["nbdfuse", "fuse2fs", "fusermount3", "mkfs.ext4", "e2fsck"];
 
-fn fuse_available() -> Result<(), String> {
-    require(TOOLS)?;
-    if !Path::new("/dev/fuse").exists() {
-        return Err("/dev/fuse is missing (FUSE is not available in this container)".into());
-    }
-    Ok(())
-}
-
 fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !ready() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let d = dir.display().to_string();
-    mounts
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
 }
 
 /// A FUSE process (nbdfuse or fuse2fs) in the foreground, unmounted and reaped on drop.
@@ -213,7 +197,7 @@ fn read_back(server: &Server, work: &Path) {
 
 #[test]
 fn ext4_through_nbdfuse_and_fuse2fs() {
-    let Ok(()) = fuse_available().map_err(skip) else {
+    let Ok(()) = fuse_available(TOOLS).map_err(skip) else {
         return;
     };
     let work = tempfile::tempdir().expect("temp dir");
@@ -226,7 +210,7 @@ fn ext4_through_nbdfuse_and_fuse2fs() {
 
 #[test]
 fn ext4_files_survive_a_server_restart_on_its_image() {
-    let Ok(()) = fuse_available().map_err(skip) else {
+    let Ok(()) = fuse_available(TOOLS).map_err(skip) else {
         return;
     };
     let work = tempfile::tempdir().expect("temp dir");

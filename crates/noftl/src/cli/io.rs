@@ -568,9 +568,9 @@ fn block_result(
     };
     // Bytes programmed over bytes the host wrote: a program of a flash page of several 4 KiB
     // logical pages writes that many of them, full or not (ftl block_device.rs).
-    let units = dev.nand().map_or(1, |n| {
-        (n.geometry().page_size_bytes as usize / ftl::LOGICAL_PAGE_BYTES).max(1) as u64
-    });
+    let units = dev
+        .nand()
+        .map_or(1, |n| u64::from(ftl::space::units_per_page(n.geometry())));
     let waf = if host.writes == 0 {
         0.0
     } else {

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dfs::fs::{Dfs, FsError, Inode, SetAttr, S_IFDIR, S_IFLNK, S_IFMT};
+use dfs::fs::{Dfs, FsError, Inode, S_IFDIR, S_IFLNK, S_IFMT};
 
 use super::{Attr, AttrChange, Errno, Kind, PosixFs, Totals};
 
@@ -97,15 +97,7 @@ impl PosixFs for DfsPosix {
     }
     fn setattr(&mut self, ino: u64, c: AttrChange) -> Result<Attr, Errno> {
         let n = ino32(ino).map_err(errno)?;
-        let a = SetAttr {
-            mode: c.mode,
-            uid: c.uid,
-            gid: c.gid,
-            size: c.size,
-            atime_ns: c.atime_ns,
-            mtime_ns: c.mtime_ns,
-        };
-        let i = self.op(|fs| fs.setattr(n, a, now_ns()))?;
+        let i = self.op(|fs| fs.setattr(n, c, now_ns()))?;
         Ok(self.attr_of(n, &i))
     }
     fn make(

@@ -48,16 +48,9 @@ pub struct Attr {
     pub gid: u32,
 }
 
-/// What `setattr` asks to change.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AttrChange {
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub size: Option<u64>,
-    pub atime_ns: Option<i64>,
-    pub mtime_ns: Option<i64>,
-}
+/// What `setattr` asks to change: the file-system layer's own type, so that a file system takes
+/// it as the mount hands it over.
+pub use dfs::fs::SetAttr as AttrChange;
 
 /// File-system totals for statfs.
 #[derive(Clone, Copy, Debug)]

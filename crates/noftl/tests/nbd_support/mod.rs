@@ -84,6 +84,24 @@ pub fn require(tools: &[&str]) -> Result<(), String> {
 }
 
 /// Prints why a test is skipped; use as `let Ok(()) = require(..).map_err(skip) else { return };`.
+/// `tools` installed (see `require`) and FUSE usable here (`/dev/fuse` exists).
+pub fn fuse_available(tools: &[&str]) -> Result<(), String> {
+    require(tools)?;
+    if !Path::new("/dev/fuse").exists() {
+        return Err("/dev/fuse is missing (FUSE is not available in this container)".into());
+    }
+    Ok(())
+}
+
+/// Whether a file system is mounted at `dir` (by /proc/self/mounts).
+pub fn is_mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let d = dir.display().to_string();
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
+}
+
 pub fn skip(reason: String) {
     eprintln!("SKIPPED: {reason}");
 }

@@ -52,8 +52,8 @@ impl ResultsArgs {
         let Some(dir) = &self.results else {
             return Ok(None);
         };
-        let window_ns = crate::cli::bench::parse_duration_ns(&self.sample_window)
-            .context("--sample-window")?;
+        let window_ns =
+            crate::cli::bench::parse_duration_ns(&self.sample_window).context("--sample-window")?;
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the result directory {}", dir.display()))?;
         crate::output::check_writable(&dir.join("summary.json"))?;
@@ -135,6 +135,54 @@ impl Trace {
     }
 }
 
+/// Marks and events of a loop that submits requests in time order (`noftl io`): `due` is the
+/// one comparison per request; `mark_until` takes the marks of the boundaries passed.
+#[derive(Debug)]
+pub struct Recorder {
+    window_ns: u64,
+    next_ns: u64,
+    pub trace: Trace,
+}
+
+impl Recorder {
+    /// Starts at `first` (the mark at the run's start).
+    pub fn new(window_ns: u64, first: Mark) -> Recorder {
+        Recorder {
+            window_ns: window_ns.max(1),
+            next_ns: first.t_ns.saturating_add(window_ns.max(1)),
+            trace: Trace {
+                labels: Vec::new(),
+                marks: vec![first],
+                events: Vec::new(),
+            },
+        }
+    }
+    #[inline]
+    pub fn due(&self, at_ns: u64) -> bool {
+        at_ns >= self.next_ns
+    }
+    pub fn mark_until(&mut self, at_ns: u64, mut f: impl FnMut(u64) -> Mark) {
+        while at_ns >= self.next_ns {
+            self.trace.marks.push(f(self.next_ns));
+            self.next_ns = self.next_ns.saturating_add(self.window_ns);
+        }
+    }
+    #[inline]
+    pub fn event(&mut self, start_ns: u64, done_ns: u64, kind: u8) {
+        self.trace.events.push(TxnEvent {
+            start_ns,
+            latency_ns: done_ns.saturating_sub(start_ns).max(1),
+            kind,
+            committed: true,
+        });
+    }
+    /// The final mark, at the run's end.
+    pub fn finish(mut self, last: Mark) -> Trace {
+        self.trace.marks.push(last);
+        self.trace
+    }
+}
+
 /// What the rows count: transactions (bench, compare) or requests (io).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unit {
@@ -198,7 +246,7 @@ pub fn samples_csv(traces: &[Trace], label_cols: &[&str], unit: Unit) -> String 
             let _ = write!(out, "{},{},", (b.t_ns - start) as f64 / 1e9, secs);
             match unit {
                 Unit::Txn => {
-                    let _ = write!(out, "{n},{ok},{},{}", r3(rate(ok)), r3(rate(ok)));
+                    let _ = write!(out, "{n},{ok},{},{}", r3(rate(n)), r3(rate(ok)));
                 }
                 Unit::Io { bytes_per_request } => {
                     let _ = write!(
@@ -287,7 +335,13 @@ pub fn latency_distribution(sorted: &[u64]) -> Value {
 /// BenchBase's summary names for one run: throughput counts every finished transaction,
 /// goodput the committed (successful) ones, over `seconds`.
 pub fn benchbase(events: &[TxnEvent], seconds: f64) -> Map<String, Value> {
-    let rate = |x: usize| if seconds > 0.0 { r3(x as f64 / seconds) } else { 0.0 };
+    let rate = |x: usize| {
+        if seconds > 0.0 {
+            r3(x as f64 / seconds)
+        } else {
+            0.0
+        }
+    };
     let mut m = Map::new();
     m.insert(
         "Throughput (requests/second)".into(),
@@ -314,7 +368,11 @@ pub fn write_summary(
     if let Value::Object(o) = &mut v {
         o.extend(extra);
     }
-    write(dir, "summary.json", &format!("{}\n", serde_json::to_string_pretty(&v)?))
+    write(
+        dir,
+        "summary.json",
+        &format!("{}\n", serde_json::to_string_pretty(&v)?),
+    )
 }
 
 /// Writes one file of the result directory (invariant 2).
@@ -343,6 +401,97 @@ pub fn common_keys(
         }),
     );
     m
+}
+
+/// fio's percentiles of completion latency (`clat_ns.percentile`), as fio names them.
+const FIO_PERCENTILES: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
+];
+
+/// One direction of a fio job (`read`, `write` or `trim`) from its requests' sorted latencies.
+fn fio_direction(sorted: &[u64], bytes_per_request: u64, elapsed_ns: u64) -> Value {
+    let n = sorted.len() as u64;
+    let secs = elapsed_ns as f64 / 1e9;
+    let io_bytes = n * bytes_per_request;
+    let mean = if n == 0 {
+        0.0
+    } else {
+        sorted.iter().map(|&x| x as f64).sum::<f64>() / n as f64
+    };
+    let var = if n > 1 {
+        sorted
+            .iter()
+            .map(|&x| (x as f64 - mean).powi(2))
+            .sum::<f64>()
+            / (n - 1) as f64
+    } else {
+        0.0
+    };
+    let mut pcts = Map::new();
+    for p in FIO_PERCENTILES {
+        pcts.insert(format!("{p:.6}"), json!(pct(sorted, p / 100.0)));
+    }
+    let stats = |with_pcts: bool| {
+        let mut m = json!({
+            "min": sorted.first().copied().unwrap_or(0),
+            "max": sorted.last().copied().unwrap_or(0),
+            "mean": r3(mean),
+            "stddev": r3(var.sqrt()),
+            "N": n,
+        });
+        if with_pcts && n > 0 {
+            m["percentile"] = Value::Object(pcts.clone());
+        }
+        m
+    };
+    let rate = |x: f64| if secs > 0.0 { r3(x / secs) } else { 0.0 };
+    json!({
+        "io_bytes": io_bytes,
+        "io_kbytes": io_bytes / 1024,
+        "bw_bytes": rate(io_bytes as f64).round() as u64,
+        "bw": rate(io_bytes as f64 / 1024.0).round() as u64,
+        "iops": rate(n as f64),
+        "runtime": (elapsed_ns as f64 / 1e6).round() as u64,
+        "total_ios": n,
+        "short_ios": 0,
+        "drop_ios": 0,
+        // In this emulator a request is submitted when a queue slot frees: completion latency
+        // and total latency are the same, submission latency is 0.
+        "slat_ns": { "min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": n },
+        "clat_ns": stats(true),
+        "lat_ns": stats(false),
+    })
+}
+
+/// A fio-shaped JSON document (`fio --output-format=json`'s layout, one job) of the requests
+/// (`kind` 0 read, 1 write, 2 trim), with the verb's own JSON under `noftl`.
+pub fn fio_json(
+    events: &[TxnEvent],
+    bytes_per_request: u64,
+    elapsed_ns: u64,
+    options: Value,
+    noftl: Value,
+) -> Value {
+    let dir = |k: u8| {
+        let sorted = sorted_latencies(events.iter().filter(|e| e.kind == k));
+        fio_direction(&sorted, bytes_per_request, elapsed_ns)
+    };
+    json!({
+        "fio version": concat!("noftl-", env!("CARGO_PKG_VERSION")),
+        "global options": {},
+        "jobs": [{
+            "jobname": "noftl-io",
+            "groupid": 0,
+            "error": 0,
+            "job options": options,
+            "read": dir(0),
+            "write": dir(1),
+            "trim": dir(2),
+            "job_runtime": (elapsed_ns as f64 / 1e6).round() as u64,
+        }],
+        "noftl": noftl,
+    })
 }
 
 #[cfg(test)]
@@ -376,11 +525,18 @@ mod tests {
             ],
         };
         let csv = samples_csv(&[t], &[], Unit::Txn);
-        let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+        let rows: Vec<Vec<&str>> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect())
+            .collect();
         assert_eq!(rows.len(), 3);
         let n: u64 = rows.iter().map(|r| r[2].parse::<u64>().unwrap()).sum();
         assert_eq!(n, 4);
-        assert_eq!(rows[0][2], "2", "ends at 150 and 1100 are in the first window");
+        assert_eq!(
+            rows[0][2], "2",
+            "ends at 150 and 1100 are in the first window"
+        );
         assert_eq!(rows[1][3], "0", "the rollback is not committed");
         let programs: u64 = rows.iter().map(|r| r[11].parse::<u64>().unwrap()).sum();
         assert_eq!(programs, 250 - 10);

@@ -17,7 +17,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcb::{self, Handles, TpcbConfig, TpcbTerminal};
 use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
-use storage::sched::{run_real, run_virtual_sampled, SchedStats, Sampler, TxnEvent, VirtualOptions};
+use storage::sched::{
+    run_real, run_virtual_sampled, Sampler, SchedStats, TxnEvent, VirtualOptions,
+};
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
 use super::common::DeviceArgs;
@@ -584,7 +586,8 @@ pub(crate) fn run_virtual_marked<T: storage::sched::Terminal>(
     let st = match sample_ns {
         None => run_virtual_sampled(e, terms, start_ns, opts, None)?,
         Some(w) => {
-            let mut on = |t: u64, eng: &Engine| marks.push(crate::results::mark_store(t, eng.store()));
+            let mut on =
+                |t: u64, eng: &Engine| marks.push(crate::results::mark_store(t, eng.store()));
             let mut s = Sampler {
                 window_ns: w,
                 on_sample: &mut on,
@@ -789,8 +792,21 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         check_problems: problems,
     };
     if let Some(p) = &plan {
-        let events = terms.iter_mut().flat_map(|t| t.events.take().unwrap_or_default()).collect();
-        write_results(p, &res, "tpcb", f64::from(res.scale), res.terminals, secs, marks, events, &["tpcb"])?;
+        let events = terms
+            .iter_mut()
+            .flat_map(|t| t.events.take().unwrap_or_default())
+            .collect();
+        write_results(
+            p,
+            &res,
+            "tpcb",
+            f64::from(res.scale),
+            res.terminals,
+            secs,
+            marks,
+            events,
+            &["tpcb"],
+        )?;
     }
     if super::common::emit_json(args.json.as_deref(), &res)? {
         println!(

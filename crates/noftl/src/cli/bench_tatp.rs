@@ -199,9 +199,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         check_problems: problems,
     };
     if let Some(p) = &plan {
-        let events = terms.iter_mut().flat_map(|t| t.events.take().unwrap_or_default()).collect();
+        let events = terms
+            .iter_mut()
+            .flat_map(|t| t.events.take().unwrap_or_default())
+            .collect();
         let types: Vec<&str> = TXN_TYPES.iter().map(|t| t.name()).collect();
-        super::bench::write_results(p, &res, "tatp", f64::from(res.subscribers), res.terminals, secs, marks, events, &types)?;
+        super::bench::write_results(
+            p,
+            &res,
+            "tatp",
+            f64::from(res.subscribers),
+            res.terminals,
+            secs,
+            marks,
+            events,
+            &types,
+        )?;
     }
     if super::common::emit_json(args.json.as_deref(), &res)? {
         println!(

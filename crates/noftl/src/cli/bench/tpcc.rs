@@ -241,7 +241,17 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     };
     if let Some(p) = &plan {
         let types: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-        super::write_results(p, &res, "tpcc", f64::from(res.scale), res.terminals, secs, marks, events, &types)?;
+        super::write_results(
+            p,
+            &res,
+            "tpcc",
+            f64::from(res.scale),
+            res.terminals,
+            secs,
+            marks,
+            events,
+            &types,
+        )?;
     }
     if super::super::common::emit_json(args.json.as_deref(), &res)? {
         println!(

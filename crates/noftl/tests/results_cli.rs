@@ -13,12 +13,7 @@ use std::path::Path;
 fn csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
-    let header: Vec<String> = lines
-        .next()
-        .unwrap()
-        .split(',')
-        .map(String::from)
-        .collect();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
     let rows: Vec<Vec<String>> = lines
         .map(|l| l.split(',').map(String::from).collect())
         .collect();
@@ -86,7 +81,9 @@ fn bench_results_agree_with_the_json() {
     assert!((goodput - tps).abs() / tps < 1e-3, "{goodput} vs {tps}");
     let dist = &s["Latency Distribution"];
     let p50 = dist["Median Latency (microseconds)"].as_f64().unwrap();
-    let p99 = dist["99th Percentile Latency (microseconds)"].as_f64().unwrap();
+    let p99 = dist["99th Percentile Latency (microseconds)"]
+        .as_f64()
+        .unwrap();
     let max = dist["Maximum Latency (microseconds)"].as_f64().unwrap();
     assert!(0.0 < p50 && p50 <= p99 && p99 <= max);
     // The histogram's median (3 significant digits) and the exact one agree.
@@ -159,7 +156,11 @@ fn tatp_and_tpcc_results_name_their_transaction_types() {
         } else {
             s["committed"].as_u64().unwrap()
         };
-        assert_eq!(sum_u64(&rows, col(&h, "committed")), committed, "{workload}");
+        assert_eq!(
+            sum_u64(&rows, col(&h, "committed")),
+            committed,
+            "{workload}"
+        );
         let commits = raw
             .iter()
             .filter(|r| r[col(&rh, "outcome")] == "commit")
@@ -340,4 +341,178 @@ fn results_are_refused_where_they_cannot_be_written() {
     ]);
     assert!(!ok);
     assert!(err.contains("--sample-window"), "{err}");
+}
+
+/// The attributes of every `<rect .../>` of an SVG document.
+fn svg_rects(svg: &str) -> Vec<HashMap<String, String>> {
+    svg.split("<rect ")
+        .skip(1)
+        .map(|r| {
+            let tag = &r[..r.find("/>").unwrap()];
+            tag.split('"')
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .filter(|kv| kv.len() == 2)
+                .map(|kv| {
+                    (
+                        kv[0].trim().trim_end_matches('=').to_string(),
+                        kv[1].to_string(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The text of every `<text>` element of an SVG document.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text ")
+        .skip(1)
+        .map(|t| {
+            let body = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+            body.trim().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_compare_result_directory_plots_as_figure_3() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("fig3");
+    let (ok, _, err) = noftl(&[
+        "compare",
+        "--scale",
+        "1",
+        "--accounts-per-branch",
+        "5000",
+        "--repeat",
+        "2",
+        "--duration",
+        "300ms",
+        "--stores",
+        "native,dftl-2%,page",
+        "--results",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let s = json(&dir.join("summary.json"));
+    let rows = s["rows"].as_array().unwrap();
+    let out = d.path().join("fig3.svg");
+    let (ok, _, err) = noftl(&[
+        "plot",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("figure3"),
+        "auto picks Figure 3 for a comparison: {err}"
+    );
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        svg.contains("<!-- made by: "),
+        "the command is in the figure"
+    );
+    let texts = svg_texts(&svg);
+    assert!(texts.iter().any(|t| t == "TPC-B 1"), "{texts:?}");
+    // Bars: the filled rectangles wider than a legend swatch, in the rows' order.
+    let bars: Vec<HashMap<String, String>> = svg_rects(&svg)
+        .into_iter()
+        .filter(|r| {
+            r["fill"] != "#FFFFFF"
+                && r["fill"] != "none"
+                && r["width"].parse::<f64>().unwrap() > 20.0
+        })
+        .collect();
+    assert_eq!(bars.len(), rows.len(), "one bar per store");
+    let height = |r: &HashMap<String, String>| r["height"].parse::<f64>().unwrap();
+    let native_tps = rows[0]["throughput_tps"].as_f64().unwrap();
+    assert_eq!(rows[0]["storage"], "native");
+    for (row, bar) in rows.iter().zip(&bars) {
+        let name = row["storage"].as_str().unwrap();
+        let slowdown = native_tps / row["throughput_tps"].as_f64().unwrap();
+        // The value label, and the legend entry.
+        let label = format!("{slowdown:.2}x");
+        assert!(texts.contains(&label), "{name}: no {label} in {texts:?}");
+        assert!(texts.iter().any(|t| t == name), "{name} in the legend");
+        // Bar heights are proportional to the slowdowns (pixels rounded: 1.5%).
+        let ratio = height(bar) / height(&bars[0]);
+        assert!(
+            (ratio - slowdown).abs() / slowdown < 0.015,
+            "{name}: bar {ratio:.3} vs slowdown {slowdown:.3}"
+        );
+        // The JSON's own slowdown column says the same.
+        assert!((row["slowdown"].as_f64().unwrap() - slowdown).abs() < 1e-3);
+    }
+    // The same figure as PNG: a PNG with the command in a tEXt chunk.
+    let png = d.path().join("fig3.png");
+    let (ok, _, err) = noftl(&[
+        "plot",
+        dir.to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&bytes[37..41], b"tEXt");
+    assert!(bytes.len() > 5_000);
+}
+
+#[test]
+fn result_directories_plot_as_cdf_and_time_series() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("io");
+    let (ok, _, err) = noftl(&[
+        "io",
+        "--target",
+        "page",
+        "--preset",
+        "tiny",
+        "--precondition",
+        "--ops",
+        "4000",
+        "--results",
+        dir.to_str().unwrap(),
+        "--sample-window",
+        "10ms",
+        "--raw",
+    ]);
+    assert!(ok, "{err}");
+    for (kind, file, words) in [
+        (
+            "cdf",
+            "cdf.svg",
+            [
+                "Latency CDF",
+                "latency (us, log scale)",
+                "page (randwrite) (n = 4000)",
+            ],
+        ),
+        ("auto", "ts.svg", ["IOPS", "GC migrations/s", "free blocks"]),
+    ] {
+        let out = d.path().join(file);
+        let (ok, _, err) = noftl(&[
+            "plot",
+            dir.to_str().unwrap(),
+            "--kind",
+            kind,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(ok, "{kind}: {err}");
+        let texts = svg_texts(&std::fs::read_to_string(&out).unwrap());
+        for w in words {
+            assert!(texts.iter().any(|t| t == w), "{kind}: no {w} in {texts:?}");
+        }
+    }
+    let (ok, _, err) = noftl(&[
+        "plot",
+        dir.to_str().unwrap(),
+        "--out",
+        d.path().join("x.pdf").to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains(".svg or .png"), "{err}");
 }

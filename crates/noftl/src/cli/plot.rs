@@ -404,7 +404,7 @@ where
                     Text::new(
                         format!("{:.2}x", b.slowdown),
                         (*x + 0.5, b.slowdown + b.stdev + y_max * 0.01),
-                        TextStyle::from(("sans-serif", 11).into_font())
+                        TextStyle::from(("sans-serif", 13).into_font())
                             .pos(Pos::new(HPos::Center, VPos::Bottom)),
                     )
                 }))
@@ -988,7 +988,9 @@ where
             ("sans-serif", 24),
         )
         .map_err(to_anyhow)?;
-    let panels = body.split_evenly((3, 1));
+    // The legend in a strip to the right: the lines keep the whole width of the panels.
+    let (plots, legend) = body.split_horizontally(SIZE.0 - 170);
+    let panels = plots.split_evenly((3, 1));
     type Pick = fn(&(f64, f64, f64, Option<f64>)) -> Option<f64>;
     let picks: [(&str, Pick); 3] = [
         (unit, |p| Some(p.1)),
@@ -1034,25 +1036,23 @@ where
                 .iter()
                 .filter_map(|p| pick(p).map(|y| (p.0, y)))
                 .collect();
-            let drawn = chart
+            chart
                 .draw_series(LineSeries::new(pts, c.stroke_width(2)))
                 .map_err(to_anyhow)?;
-            if k == 0 {
-                drawn.label(s.name.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(3))
-                });
-            }
         }
-        if k == 0 {
-            chart
-                .configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.9))
-                .label_font(("sans-serif", 13))
-                .position(SeriesLabelPosition::LowerRight)
-                .draw()
-                .map_err(to_anyhow)?;
-        }
+    }
+    let font = TextStyle::from(("sans-serif", 14).into_font());
+    for (i, s) in series.iter().enumerate() {
+        let y = 20 + 22 * i as i32;
+        legend
+            .draw(&PathElement::new(
+                vec![(6, y + 8), (30, y + 8)],
+                colour(i).stroke_width(3),
+            ))
+            .map_err(to_anyhow)?;
+        legend
+            .draw(&Text::new(s.name.clone(), (38, y), font.clone()))
+            .map_err(to_anyhow)?;
     }
     Ok(())
 }

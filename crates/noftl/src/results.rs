@@ -111,6 +111,41 @@ pub fn mark(t_ns: u64, n: Option<&nand::Nand>, gc_migrations: u64) -> Mark {
     }
 }
 
+/// A live point of a running bench, for the dashboard: the engine's and the device's cumulative
+/// counters at a window boundary (`t_s` from the measured window's start).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LivePoint {
+    pub t_s: f64,
+    pub commits: u64,
+    pub aborts: u64,
+    pub flash_reads: u64,
+    pub flash_programs: u64,
+    pub flash_erases: u64,
+    pub gc_migrations: u64,
+    pub free_blocks: Option<u64>,
+}
+
+type LiveHook = Box<dyn FnMut(LivePoint)>;
+
+thread_local! {
+    /// The dashboard's hook for runs on this thread (none elsewhere: the CLI verbs pay nothing).
+    static LIVE: std::cell::RefCell<Option<LiveHook>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Sets (or clears) this thread's live hook.
+pub fn set_live(hook: Option<LiveHook>) {
+    LIVE.with(|l| *l.borrow_mut() = hook);
+}
+
+/// Calls this thread's live hook, if any, with the point `p` makes.
+pub fn live(p: impl FnOnce() -> LivePoint) {
+    LIVE.with(|l| {
+        if let Some(f) = l.borrow_mut().as_mut() {
+            f(p());
+        }
+    });
+}
+
 /// A mark of a page store (the engine's storage).
 pub fn mark_store(t_ns: u64, s: &dyn storage::PageStore) -> Mark {
     mark(

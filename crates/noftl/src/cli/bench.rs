@@ -586,8 +586,21 @@ pub(crate) fn run_virtual_marked<T: storage::sched::Terminal>(
     let st = match sample_ns {
         None => run_virtual_sampled(e, terms, start_ns, opts, None)?,
         Some(w) => {
-            let mut on =
-                |t: u64, eng: &Engine| marks.push(crate::results::mark_store(t, eng.store()));
+            let mut on = |t: u64, eng: &Engine| {
+                let m = crate::results::mark_store(t, eng.store());
+                let t0 = marks.first().map_or(t, |f: &crate::results::Mark| f.t_ns);
+                crate::results::live(|| crate::results::LivePoint {
+                    t_s: (t - t0) as f64 / 1e9,
+                    commits: eng.stats().commits,
+                    aborts: eng.stats().aborts,
+                    flash_reads: m.flash_reads,
+                    flash_programs: m.flash_programs,
+                    flash_erases: m.flash_erases,
+                    gc_migrations: m.gc_migrations,
+                    free_blocks: m.free_blocks,
+                });
+                marks.push(m);
+            };
             let mut s = Sampler {
                 window_ns: w,
                 on_sample: &mut on,

@@ -388,7 +388,13 @@ fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, 
         "status",
         json!({"phase": "loading and running"}).to_string(),
     );
-    let r = super::bench::run(cmd);
+    // A run that panics ends with an `error` event too: a page never waits for nothing.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::bench::run(cmd)))
+        .unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "the run panicked (see the dashboard's standard error)"
+            ))
+        });
     crate::results::set_live(None);
     match r {
         Ok(()) => {

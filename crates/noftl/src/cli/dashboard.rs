@@ -401,20 +401,18 @@ fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, 
             let summary = std::fs::read(dir.join("summary.json"))
                 .ok()
                 .and_then(|t| serde_json::from_slice::<Value>(&t).ok());
-            app.send(
-                id,
-                "done",
-                summary.clone().unwrap_or(Value::Null).to_string(),
-            );
+            // The status first: whoever sees `done` finds the run done in the list too.
+            let data = summary.clone().unwrap_or(Value::Null).to_string();
             app.finish(id, "done", summary);
+            app.send(id, "done", data);
         }
         Err(e) => {
+            app.finish(id, "failed", None);
             app.send(
                 id,
                 "error",
                 json!({ "error": format!("{e:#}") }).to_string(),
             );
-            app.finish(id, "failed", None);
         }
     }
 }

@@ -269,15 +269,15 @@ pub fn samples_csv(traces: &[Trace], label_cols: &[&str], unit: Unit) -> String 
             buckets[k].push((e.latency_ns, e.committed));
         }
         let start = t.start_ns();
-        for k in 0..windows {
+        for (k, bucket) in buckets.iter().enumerate() {
             let (a, b) = (&t.marks[k], &t.marks[k + 1]);
             let secs = (b.t_ns - a.t_ns) as f64 / 1e9;
             let rate = |x: u64| if secs > 0.0 { x as f64 / secs } else { 0.0 };
             for l in &t.labels {
                 let _ = write!(out, "{l},");
             }
-            let n = buckets[k].len() as u64;
-            let ok = buckets[k].iter().filter(|e| e.1).count() as u64;
+            let n = bucket.len() as u64;
+            let ok = bucket.iter().filter(|e| e.1).count() as u64;
             let _ = write!(out, "{},{},", (b.t_ns - start) as f64 / 1e9, secs);
             match unit {
                 Unit::Txn => {
@@ -293,7 +293,7 @@ pub fn samples_csv(traces: &[Trace], label_cols: &[&str], unit: Unit) -> String 
                 }
             }
             scratch.clear();
-            scratch.extend(buckets[k].iter().map(|e| e.0));
+            scratch.extend(bucket.iter().map(|e| e.0));
             scratch.sort_unstable();
             let _ = writeln!(
                 out,

@@ -538,6 +538,10 @@ pub(super) fn sized_frames(
     Ok(frames)
 }
 
+/// What `run_terminals` returns: the engine, the terminals, the virtual time run, the group
+/// commit forces and the marks.
+pub(super) type Ran<T> = (Engine, Vec<T>, u64, u64, Vec<crate::results::Mark>);
+
 /// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
 /// (one thread each); returns the engine, the terminals, the virtual time run, the group
 /// commit forces and, with `sample_ns` (result directories), the marks of the store's counters
@@ -549,7 +553,7 @@ pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
     until: Option<u64>,
     virtual_clock: bool,
     sample_ns: Option<u64>,
-) -> anyhow::Result<(Engine, Vec<T>, u64, u64, Vec<crate::results::Mark>)> {
+) -> anyhow::Result<Ran<T>> {
     if virtual_clock {
         let (st, marks) = run_virtual_marked(
             &mut e,

@@ -311,6 +311,7 @@ impl Workload {
     }
     /// Runs the terminals for `until_ns` of virtual time from `start` (the measured window of
     /// storage::sched::run_virtual).
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         e: &mut Engine,
@@ -808,6 +809,7 @@ fn run_row(
 }
 
 /// One measured window on a warmed-up engine.
+#[allow(clippy::too_many_arguments)]
 fn measure_window(
     e: &mut Engine,
     loaded: &Loaded,

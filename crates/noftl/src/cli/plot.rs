@@ -826,12 +826,6 @@ pub fn cdf_points(sorted: &[f64], n: usize) -> Vec<(f64, f64)> {
     pts
 }
 
-/// The latency CDF of every line, on a logarithmic latency axis.
-#[cfg(test)]
-pub fn cdf(series: &[CdfSeries]) -> anyhow::Result<String> {
-    render_svg(&Figure::Cdf(series.to_vec()))
-}
-
 fn cdf_on<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     series: &[CdfSeries],
@@ -960,12 +954,6 @@ fn load_timeseries(inputs: &[PathBuf]) -> anyhow::Result<Vec<TimeSeries>> {
         bail!("no samples in the inputs");
     }
     Ok(out)
-}
-
-/// Throughput, GC migrations per second and free blocks over time, in three panels.
-#[cfg(test)]
-pub fn timeseries(series: &[TimeSeries]) -> anyhow::Result<String> {
-    render_svg(&Figure::Timeseries(series.to_vec()))
 }
 
 fn timeseries_on<DB: DrawingBackend>(

@@ -17,6 +17,7 @@ pub fn load(e: &mut Engine, cfg: TpccConfig, progress: &dyn Fn(u64)) -> Result<t
     tpcc::load(e, cfg, LOAD_SEED, progress)
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     e: &mut Engine,
     l: &tpcc::load::Loaded,

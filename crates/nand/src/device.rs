@@ -615,7 +615,11 @@ impl Nand {
     /// written with them (a codeword's parity is written once), so the page's earlier data and
     /// its codewords are untouched, and the host's check of the appended bytes (In-Place
     /// Appends carry a checksum per append) finds the damage. The page counts one more program.
-    fn tear_append(&mut self, ppn: Ppn, (data_off, data, oob_off, oob): (usize, &[u8], usize, &[u8])) {
+    fn tear_append(
+        &mut self,
+        ppn: Ppn,
+        (data_off, data, oob_off, oob): (usize, &[u8], usize, &[u8]),
+    ) {
         let mut rng = |b: &u8| {
             // A bit stays erased (1) where the random mask is 1: half the bits made it.
             b | (self.rng.next_u64() as u8)
@@ -624,7 +628,8 @@ impl Nand {
         let torn_oob: Vec<u8> = oob.iter().map(&mut rng).collect();
         self.store
             .program(ppn, false, data_off, &torn_data, oob_off, &torn_oob);
-        let programs = ((self.pages[ppn.0 as usize] & PAGE_PROGRAMS_MASK) + 1).min(PAGE_PROGRAMS_MASK);
+        let programs =
+            ((self.pages[ppn.0 as usize] & PAGE_PROGRAMS_MASK) + 1).min(PAGE_PROGRAMS_MASK);
         let torn = self.pages[ppn.0 as usize] & PAGE_TORN;
         self.set_page_state(ppn, programs | torn);
         self.stats.torn_appends += 1;

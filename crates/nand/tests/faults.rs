@@ -305,7 +305,13 @@ fn the_raw_bit_error_rate_grows_with_wear_and_with_retention() {
 
 #[test]
 fn power_loss_during_an_append_damages_only_the_appended_bytes() {
-    let mut n = dev("tiny", &["reliability.rber_fresh=0", "reliability.rber_at_endurance=0"]);
+    let mut n = dev(
+        "tiny",
+        &[
+            "reliability.rber_fresh=0",
+            "reliability.rber_at_endurance=0",
+        ],
+    );
     let mut base = page(&n, 0x11);
     let len = base.len();
     base[len - 64..].fill(0xFF); // an erased area for appends
@@ -321,11 +327,27 @@ fn power_loss_during_an_append_damages_only_the_appended_bytes() {
     );
     n.power_on();
     let (got, _) = read_back(&mut n, Ppn(0));
-    assert_eq!(got[..len - 64], base[..len - 64], "the page's earlier bytes survive");
-    assert_eq!(got[len - 32..], base[len - 32..], "bytes outside the append stay erased");
+    assert_eq!(
+        got[..len - 64],
+        base[..len - 64],
+        "the page's earlier bytes survive"
+    );
+    assert_eq!(
+        got[len - 32..],
+        base[len - 32..],
+        "bytes outside the append stay erased"
+    );
     let appended = &got[len - 64..len - 32];
     assert_ne!(appended, &delta[..], "the cut append is not complete");
-    assert_ne!(appended, &[0xFFu8; 32][..], "some of its bits were programmed");
+    assert_ne!(
+        appended,
+        &[0xFFu8; 32][..],
+        "some of its bits were programmed"
+    );
     assert_eq!(n.report().torn_appends, 1);
-    assert_eq!(n.page_programs(Ppn(0)), 2, "the cut append counts against NOP");
+    assert_eq!(
+        n.page_programs(Ppn(0)),
+        2,
+        "the cut append counts against NOP"
+    );
 }

@@ -13,6 +13,15 @@
 //!    written, so redo from the minimum `rec_lsn` of all dirty frames restores every lost change.
 //! 5. Pages leave the pool sealed (checksum) and are verified when read: checksum, then the
 //!    slotted and B-tree structure that the accessors trust (`check_structure`).
+//! 6. In-Place Appends (ipa.rs): a frame holding a page with a delta area keeps a *shadow*, the
+//!    page as it is on flash (base plus valid appends), and `ipa_used`, the slots on flash that
+//!    are not erased. A write-back of such a page appends the diff against the shadow when it
+//!    fits one slot and a slot is left (and the store can append now), else writes the page out
+//!    of place with an erased delta area; either way the shadow then equals the frame. Why a
+//!    shadow and a diff instead of tracking changed ranges at every change: the engine changes
+//!    pages in many places (slotted records, compaction, headers, B-tree splits), each a chance
+//!    to miss a range and lose an update silently; one diff at write-back cannot miss one, and
+//!    costs a word compare per 8 bytes only for IPA pages (docs/PERFORMANCE.md measures it).
 
 use std::collections::HashMap;
 
@@ -30,6 +39,10 @@ pub struct BufferStats {
     pub misses: u64,
     pub evictions: u64,
     pub writebacks: u64,
+    /// Write-backs done as In-Place Appends (a subset of `writebacks`).
+    pub ipa_appends: u64,
+    /// Write-backs of pages with a delta area done out of place (another subset).
+    pub ipa_out_of_place: u64,
 }
 
 #[derive(Debug)]
@@ -40,6 +53,10 @@ struct Frame {
     rec_lsn: Lsn,
     pins: u32,
     referenced: bool,
+    /// The page as on flash, for In-Place Appends (invariant 6); empty until needed.
+    shadow: Vec<u8>,
+    shadow_valid: bool,
+    ipa_used: u8,
 }
 
 /// How to bring a page in.
@@ -64,6 +81,9 @@ pub struct BufferPool {
     /// page it writes, and a count over a large pool there cost more than the write.
     dirty_frames: usize,
     pub stats: BufferStats,
+    /// Scratch for In-Place Appends: the diff's ranges and the slot being encoded.
+    ipa_ranges: Vec<(u16, u16)>,
+    ipa_slot: Vec<u8>,
 }
 
 pub fn hint_of(p: &[u8]) -> WriteHint {
@@ -96,12 +116,17 @@ impl BufferPool {
                     rec_lsn: 0,
                     pins: 0,
                     referenced: false,
+                    shadow: Vec::new(),
+                    shadow_valid: false,
+                    ipa_used: 0,
                 })
                 .collect(),
             map: HashMap::with_capacity(frames * 2),
             hand: 0,
             dirty_frames: 0,
             stats: BufferStats::default(),
+            ipa_ranges: Vec::new(),
+            ipa_slot: Vec::new(),
         })
     }
     pub fn capacity(&self) -> usize {
@@ -129,12 +154,25 @@ impl BufferPool {
         let mut corrupt = false;
         {
             let fr = &mut self.frames[f];
+            fr.shadow_valid = false;
+            fr.ipa_used = 0;
             if how == Fix::New {
                 fr.data.fill(0);
             } else {
                 t = store.read_page(t, pid, &mut fr.data)?;
-                match page::verify(&fr.data, pid).and_then(|_| check_structure(&fr.data, pid)) {
-                    Ok(_) => {}
+                // The base first (its checksum excludes the delta area), then its appends.
+                match page::verify(&fr.data, pid)
+                    .and_then(|_| crate::ipa::apply(&mut fr.data, pid))
+                    .and_then(|st| check_structure(&fr.data, pid).map(|()| st))
+                {
+                    Ok(st) => {
+                        if st.used > 0 || crate::ipa::layout_of(&fr.data).is_some() {
+                            fr.ipa_used = st.used as u8;
+                            fr.shadow.clear();
+                            fr.shadow.extend_from_slice(&fr.data);
+                            fr.shadow_valid = true;
+                        }
+                    }
                     Err(e) => {
                         if how == Fix::Lenient {
                             fr.data.fill(0);
@@ -235,14 +273,86 @@ impl BufferPool {
             plsn < log.durable_lsn() || plsn == 0,
             "WAL rule (invariant 3)"
         );
+        if let Some(done) = self.try_append(store, t, f, pid)? {
+            return Ok(done);
+        }
         let fr = &mut self.frames[f];
+        let layout = crate::ipa::layout_of(&fr.data);
+        if let Some((n, _, slot_bytes)) = layout {
+            // Out of place: the deltas are folded into the base (ipa.rs invariant 4).
+            let len = fr.data.len();
+            fr.data[len - n * slot_bytes..].fill(0xFF);
+        }
         page::seal(&mut fr.data);
         let t = store.write_page(t, pid, &fr.data, hint_of(&fr.data))?;
+        if layout.is_some() {
+            fr.shadow.clear();
+            fr.shadow.extend_from_slice(&fr.data);
+            fr.shadow_valid = true;
+            fr.ipa_used = 0;
+            self.stats.ipa_out_of_place += 1;
+        }
         fr.dirty = false;
         self.dirty_frames -= 1;
         fr.rec_lsn = 0;
         self.stats.writebacks += 1;
         Ok(t)
+    }
+
+    /// In-Place Appends (invariant 6): writes the frame's change since its shadow as one append
+    /// into the next erased slot, if it fits and the store can append now. `None`: the page must
+    /// go out of place.
+    fn try_append(
+        &mut self,
+        store: &mut dyn PageStore,
+        at: Nanos,
+        f: usize,
+        pid: PageId,
+    ) -> Result<Option<Nanos>> {
+        let fr = &mut self.frames[f];
+        let Some((n, m, slot_bytes)) = crate::ipa::layout_of(&fr.data) else {
+            return Ok(None);
+        };
+        if !fr.shadow_valid
+            || usize::from(fr.ipa_used) >= n
+            || crate::ipa::layout_of(&fr.shadow) != Some((n, m, slot_bytes))
+        {
+            return Ok(None);
+        }
+        let base_end = fr.data.len() - n * slot_bytes;
+        let budget = slot_bytes - crate::ipa::SLOT_HEADER_BYTES;
+        if crate::ipa::diff(
+            &fr.shadow,
+            &fr.data,
+            base_end,
+            m,
+            budget,
+            &mut self.ipa_ranges,
+        )
+        .is_none()
+        {
+            return Ok(None);
+        }
+        self.ipa_slot.resize(slot_bytes, 0xFF);
+        crate::ipa::encode_slot(
+            &fr.data,
+            &self.ipa_ranges,
+            page::lsn(&fr.data),
+            &mut self.ipa_slot,
+        );
+        let offset = base_end + usize::from(fr.ipa_used) * slot_bytes;
+        let Some(done) = store.write_delta(at, pid, offset, &self.ipa_slot)? else {
+            return Ok(None);
+        };
+        fr.data[offset..offset + slot_bytes].copy_from_slice(&self.ipa_slot);
+        fr.ipa_used += 1;
+        fr.shadow.copy_from_slice(&fr.data);
+        fr.dirty = false;
+        fr.rec_lsn = 0;
+        self.dirty_frames -= 1;
+        self.stats.writebacks += 1;
+        self.stats.ipa_appends += 1;
+        Ok(Some(done))
     }
 
     /// Writes back up to `max` dirty unpinned pages, oldest `rec_lsn` first, all submitted at

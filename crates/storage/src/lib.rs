@@ -10,6 +10,7 @@
 //! - [`tuple`], [`keyenc`]: typed rows with a schema; order-preserving index keys.
 //! - [`log`]: log records, the circular log on the page store, the log reader.
 //! - [`buffer`]: frames, CLOCK eviction, pinning, the WAL rule, write-back, counters.
+//! - [`ipa`]: In-Place Appends: the delta area of a page, its appends, diffs and reads.
 //! - [`heap`], [`btree`]: heap files of slotted pages; B+-trees.
 //! - [`lock`]: strict two-phase locking with intention locks and deadlock detection.
 //! - [`catalog`], [`ddl`]: the persistent catalog and the DDL parser.
@@ -30,6 +31,7 @@ pub mod error;
 pub mod filedev;
 pub mod heap;
 pub mod iaa;
+pub mod ipa;
 pub mod keyenc;
 pub mod lock;
 pub mod log;

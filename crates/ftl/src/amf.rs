@@ -1,5 +1,5 @@
 //! `amf`: Application-Managed Flash's block interface and its device-side FTL, AFTL (Lee et
-//! al., FAST'16; seed 001).
+//! al., FAST'16).
 //!
 //! The logical address space is a linear array of *segments*. A segment is one block from every
 //! die (every channel and chip, the same way/bank; with one die per chip, as in the slides'
@@ -485,7 +485,7 @@ impl BlockDevice for Amf {
     shared_block_device_methods!();
 }
 
-/// Mapping memory of AFTL: one 4-byte entry per block, as for a block-level FTL (seed 001:
+/// Mapping memory of AFTL: one 4-byte entry per block, as for a block-level FTL (AMF, FAST 2016:
 /// 4 MB at 512 GB, 8 MB at 1 TB). See [`crate::block::mapping_bytes_for`].
 pub fn mapping_bytes_for(capacity_bytes: u64, page_bytes: u64, pages_per_block: u64) -> u64 {
     crate::block::mapping_bytes_for(capacity_bytes, page_bytes, pages_per_block)

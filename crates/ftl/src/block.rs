@@ -545,7 +545,7 @@ impl BlockDevice for BlockFtl {
 }
 
 /// Mapping memory of a block-level FTL (and of AMF's AFTL) for a device of `capacity_bytes`:
-/// one 4-byte entry per block of `pages_per_block` pages of `page_bytes`. Seed 001's table:
+/// one 4-byte entry per block of `pages_per_block` pages of `page_bytes`. AMF's table:
 /// 512 GiB with 128 x 4 KiB blocks gives 4 MiB; 1 TiB gives 8 MiB.
 pub fn mapping_bytes_for(capacity_bytes: u64, page_bytes: u64, pages_per_block: u64) -> u64 {
     4 * capacity_bytes.div_ceil(page_bytes * pages_per_block)

@@ -1,23 +1,23 @@
-//! Mapping memory of each FTL at a given capacity: the table of seed 001 (AMF, FAST 2016,
+//! Mapping memory of each FTL at a given capacity: the table of the AMF lab slides (AMF, FAST 2016,
 //! "Memory Overhead and WAF"), computed from stated assumptions rather than copied.
 //!
-//! Assumptions (seed 001's evaluation SSD: "1 block = 128 * 4K pages"):
+//! Assumptions (AMF's evaluation SSD: "1 block = 128 * 4K pages"):
 //! - logical pages of `PAGE_BYTES` = 4 KiB, blocks of `BLOCK_BYTES` = 128 x 4 KiB = 512 KiB;
 //! - a mapping entry (a physical page or block number) takes `ENTRY_BYTES` = 4 bytes;
 //! - page-level FTL: one entry per logical page;
 //! - block-level FTL: one entry per logical block;
-//! - AMF's AFTL: a static segment mapping kept per block, one entry per block (seed 001:
+//! - AMF's AFTL: a static segment mapping kept per block, one entry per block (AMF, FAST 2016:
 //!   "Page Allocation via Static Mapping", "a static segment mapping kept per block");
 //! - hybrid (log-block) FTL: a block-level map of every block plus a page-level map of the log
-//!   blocks. Its size depends on the share of capacity given to log blocks, which seed 001 does
+//!   blocks. Its size depends on the share of capacity given to log blocks, which the AMF slides do
 //!   not state; `HYBRID_LOG_SHARE` is the share that reproduces its 96 MB at 512 GB:
 //!   4 MiB + s x 512 MiB = 96 MiB, s = 92 / 512 = 17.97 %. (With that share 1 TB gives 192 MiB;
-//!   seed 001 says 186 MB, so its hybrid figures are not exactly proportional to capacity.)
+//!   the AMF slides say 186 MB, so its hybrid figures are not exactly proportional to capacity.)
 //! - DFTL (Gupta et al., ASPLOS 2009, who count a cached entry as a (logical, physical) pair):
 //!   8 bytes per Cached Mapping Table entry for the cached fraction of the page entries, plus
 //!   the Global Translation Directory, one 4-byte entry per translation page of 1024 entries.
 //!
-//! "MB" in seed 001 is read as MiB (512 MB page-level at 512 GB = 2^27 entries x 4 bytes).
+//! "MB" in the AMF slides is read as MiB (512 MB page-level at 512 GB = 2^27 entries x 4 bytes).
 
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +27,7 @@ pub const ENTRY_BYTES: u64 = 4;
 pub const DFTL_CMT_ENTRY_BYTES: u64 = 8;
 /// Share of the capacity in log blocks for the hybrid FTL (see the module documentation).
 pub const HYBRID_LOG_SHARE: f64 = 92.0 / 512.0;
-/// The cache fractions seed 000 evaluates DFTL with.
+/// The cache fractions the NoFTL paper evaluates DFTL with.
 pub const DFTL_FRACTIONS: [f64; 3] = [0.02, 0.15, 0.35];
 
 /// One row of the table.
@@ -99,7 +99,7 @@ mod tests {
         assert_eq!(
             row(&t, "hybrid"),
             192 * MIB,
-            "proportional; seed 001 says 186 MB"
+            "proportional; the AMF slides say 186 MB"
         );
     }
 

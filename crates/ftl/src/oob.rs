@@ -2,7 +2,7 @@
 //! all FTLs (page, DFTL, block, FAST, AMF) and for the NoFTL page store, and the recovery scan
 //! that reads the records back.
 //!
-//! Layout (32 bytes, little-endian; fits the smallest preset OOB, seed 000's 32 bytes). Bytes of
+//! Layout (32 bytes, little-endian; fits the smallest preset OOB, the NoFTL paper's 32 bytes). Bytes of
 //! a larger OOB beyond these 32 are left erased (0xFF).
 //!
 //! | bytes  | field   | meaning                                                              |

@@ -87,7 +87,7 @@ fn unknown_kinds_and_bad_options_are_typed_errors() {
             "{kind}"
         );
     }
-    // Seed 000's device (one die, 32-byte OOB) works.
+    // The NoFTL paper's device (one die, 32-byte OOB) works.
     let noftl =
         Nand::new(DeviceConfig::preset("noftl13", &["store=\"meta\"".into()]).unwrap()).unwrap();
     let dev = ftl::build("dftl", noftl, &FtlOptions::default()).unwrap();

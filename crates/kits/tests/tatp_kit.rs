@@ -1,5 +1,5 @@
 //! TATP: population rules, the mix and the subscriber-id distribution, success rates over many
-//! transactions, determinism, and the regions set-up of seed 003 on the native store.
+//! transactions, determinism, and the regions set-up of the IPA demo (ICDE 2017) on the native store.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 

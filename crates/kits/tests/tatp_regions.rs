@@ -1,4 +1,4 @@
-//! Seed 003's Table I set-up on the native store: Subscriber and Special_Facility in a region of
+//! The IPA Table I set-up on the native store: Subscriber and Special_Facility in a region of
 //! their own, the other tables in the default region; placement holds through a TATP run and a
 //! restart, and the run's outcomes do not depend on placement.
 

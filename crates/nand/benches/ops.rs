@@ -1,7 +1,7 @@
 //! Virtual-time flash operations per second on one core: the emulator's own speed.
 //!
 //! Run: cargo bench -p nand --bench ops
-//! Each iteration is one 4 KiB page operation on the `noftl13` device (seed 000's layout). Reads
+//! Each iteration is one 4 KiB page operation on the `noftl13` device (the NoFTL paper's layout). Reads
 //! hit programmed pages (data copied out, bit errors sampled); programs walk the device, erasing
 //! each block before reuse, so their figure includes the erases (1 per 64 programs).
 

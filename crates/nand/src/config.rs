@@ -102,7 +102,7 @@ pub struct TimingConfig {
     pub pslc_read_us: Option<f64>,
     #[serde(default)]
     pub pslc_program_us: Option<f64>,
-    /// Latency of an OOB-only read or program, when it differs from the page operation (seed 000's
+    /// Latency of an OOB-only read or program, when it differs from the page operation (the NoFTL paper's
     /// emulator charges 0 for OOB access). Absent: a full tR / tPROG, as real NAND needs.
     #[serde(default)]
     pub oob_read_us: Option<f64>,
@@ -115,7 +115,7 @@ pub struct TimingConfig {
     /// Bus rate in mega-transfers per second; one byte per transfer on an 8-bit ONFI bus.
     pub bus_mt_per_s: f64,
     /// True when the array times above already include the data transfer (as the latencies of
-    /// seed 000's emulator do); the bus then carries only command cycles.
+    /// the NoFTL paper's emulator do); the bus then carries only command cycles.
     #[serde(default)]
     pub transfer_in_array_time: bool,
 }
@@ -211,7 +211,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("tiny", include_str!("../../../presets/tiny.toml")),
 ];
 
-/// The device every command uses when none is named: seed 000's emulator.
+/// The device every command uses when none is named: the NoFTL paper's emulator.
 pub const DEFAULT_PRESET: &str = "noftl13";
 
 impl DeviceConfig {

@@ -82,7 +82,7 @@ impl OpKind {
     }
 }
 
-/// One line of the per-operation trace (seed 000, Figure 7, at the flash level).
+/// One line of the per-operation trace (NoFTL Fig. 7, at the flash level).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TraceEntry {
     pub seq: u64,

@@ -124,7 +124,7 @@ fn mapping_memory_matches_the_amf_table() {
             .unwrap() as f64
             / (1 << 20) as f64
     };
-    // Seed 001: block-level 4 MB, hybrid 96 MB, page-level 512 MB, AFTL 4 MB at 512 GB; 8 MB,
+    // AMF (FAST 2016): block-level 4 MB, hybrid 96 MB, page-level 512 MB, AFTL 4 MB at 512 GB; 8 MB,
     // (186 MB), 1 GB, 8 MB at 1 TB.
     let at_512g = noftl_json(&["ftl", "memory", "--capacity", "512GiB", "--json"]);
     assert_eq!(

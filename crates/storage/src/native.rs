@@ -54,9 +54,9 @@
 //! `retain_allocated` (called by the engine after restart) invalidates such pages again.
 //!
 //! Host CPU costs (this mapping runs on the database server, not on a device controller): the
-//! same instruction counts as the page FTL's (`ftl::options`), on seed 000's server CPU, an
+//! same instruction counts as the page FTL's (`ftl::options`), on the NoFTL paper's server CPU, an
 //! Intel Xeon E5630 at 2.53 GHz. The maps (4 bytes per key forward, 8 per flash page reverse:
-//! 3 MiB for seed 000's 1 GiB device) fit its 12 MiB L3 cache, so a random map access is an L3
+//! 3 MiB for the NoFTL paper's 1 GiB device) fit its 12 MiB L3 cache, so a random map access is an L3
 //! hit, ~40 cycles on that Westmere core (Intel 64 and IA-32 Architectures Optimization
 //! Reference Manual, Nehalem/Westmere cache latencies), not a 100 ns DRAM access:
 //!
@@ -146,7 +146,7 @@ const STRIPED: u64 = (1 << LOG) | (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 <
 /// most that many programs past it, whatever the write amplification.
 pub const UPDATES_PER_CHECKPOINT_PAGE: u64 = 32;
 
-/// Host clock of seed 000's server (Intel Xeon E5630), in cycles per microsecond (`ftl::host`).
+/// Host clock of the NoFTL paper's server (Intel Xeon E5630), in cycles per microsecond (`ftl::host`).
 pub const HOST_CYCLES_PER_US: u64 = ftl::host::CYCLES_PER_US;
 const L3_ACCESS_CYCLES: u64 = ftl::host::L3_HIT_CYCLES;
 pub const HOST_LOOKUP_CYCLES: u64 = 20 + L3_ACCESS_CYCLES;
@@ -1404,7 +1404,7 @@ impl PageStore for NativeStore {
     }
 
     /// Dead log blocks become invalid flash pages at once, with no flash operation, so GC never
-    /// copies them (seed 000's "redundant functionality": the engine knows what is dead). Unlike
+    /// copies them (the NoFTL paper's "redundant functionality": the engine knows what is dead). Unlike
     /// page frees this needs no liveness checkpoint: a released block that comes back after a
     /// power cut is stale to the log reader (log.rs invariants 4 and 6), and the restart releases
     /// it again.

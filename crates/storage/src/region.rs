@@ -1,4 +1,4 @@
-//! NoFTL regions (seed 003): a named set of flash chips with its own allocation, GC policy,
+//! NoFTL regions (IPA demo, ICDE 2017): a named set of flash chips with its own allocation, GC policy,
 //! over-provisioning and wear levelling; tablespaces name a region, and every page of an object
 //! in such a tablespace lives on the region's dies.
 //!

@@ -73,7 +73,7 @@ CREATE UNIQUE INDEX special_facility_pk ON special_facility (s_id, sf_type);
 CREATE UNIQUE INDEX call_forwarding_pk ON call_forwarding (s_id, sf_type, start_time);
 ";
 
-/// Seed 003's Table I set-up: Subscriber and Special_Facility in a region of their own, the
+/// The IPA Table I set-up: Subscriber and Special_Facility in a region of their own, the
 /// other two tables in the default region. `{chips}` is filled in by `regions_ddl`.
 pub fn regions_ddl(chips: u32, op_percent: u32) -> String {
     DDL.replace("CREATE TABLESPACE tatp;", &format!(

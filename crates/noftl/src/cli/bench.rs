@@ -89,8 +89,8 @@ pub struct BenchArgs {
     /// Verify the TPC-B invariants and the engine's structure afterwards.
     #[arg(long)]
     pub check: bool,
-    /// TATP on native: put Subscriber and Special_Facility in a region of this many chips (seed
-    /// 003's Table I set-up), the other tables in the default region.
+    /// TATP on native: put Subscriber and Special_Facility in a region of this many chips (IPA
+    /// Table I set-up), the other tables in the default region.
     #[arg(long)]
     pub regions: Option<u32>,
 }

@@ -2,7 +2,7 @@
 //! subscribers). Throughput counts *successful* transactions per second (TATP's MQTh); the
 //! per-type success rates are reported next to the ones the population rules give
 //! (kits::tatp). `--regions CHIPS` (native only) places Subscriber and Special_Facility in a
-//! region of their own, as in seed 003's Table I.
+//! region of their own, as in IPA Table I.
 
 use std::time::Instant;
 
@@ -46,7 +46,7 @@ struct TatpResult {
     latency_us: LatencyUs,
     /// Per successful transaction.
     per_txn: PerTxn,
-    /// Seed 003 Table I's figures: GC page migrations and erases per host page write.
+    /// IPA Table I's figures: GC page migrations and erases per host page write.
     gc_migrations_per_host_write: f64,
     gc_erases_per_host_write: f64,
     transactions: Vec<TxnRow>,

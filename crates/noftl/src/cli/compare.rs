@@ -1,13 +1,13 @@
-//! `noftl compare`: seed 000's Figure 3. The same workload, seed and device on the NoFTL page
+//! `noftl compare`: NoFTL Fig. 3. The same workload, seed and device on the NoFTL page
 //! store (`native`), on DFTL with 2%, 15% and 35% of the mappings cached, and on the page FTL;
 //! throughput with its standard deviation over repeats, slowdown against NoFTL, then the
 //! per-transaction device statistics that explain it.
 //!
-//! The device: seed 000's emulator (`noftl13`: one chip, 64 x 4 KiB pages per block, tR 50 us,
+//! The device: the NoFTL paper's emulator (`noftl13`: one chip, 64 x 4 KiB pages per block, tR 50 us,
 //! tPROG 250 us, tBERS 700 us) with as many blocks as the database needs. "Flash volume equals
-//! DB size" (seed 000, section 3), plus the emulator's extra blocks of Figure 5 (116 on top of
+//! DB size" (NoFTL, VLDB 2013, section 3), plus the emulator's extra blocks of Figure 5 (116 on top of
 //! 4,096: a spare factor of 116 / 4,212 = 2.75%) as over-provisioning, plus the fixed blocks
-//! every store needs to work (its GC reserve and its open blocks), which seed 000 does not
+//! every store needs to work (its GC reserve and its open blocks), which the NoFTL paper does not
 //! count. Every store gets the same device and the same logical space (meta, log, DB pages),
 //! so the same database occupies the same fraction of the flash under each.
 //!
@@ -17,7 +17,7 @@
 //! every row's store (`Engine::copy_to`): every row starts from the same bytes, at the cost of one
 //! write per page instead of a load.
 //!
-//! Seed 000 ran Shore-MT with one thread (Figure 6: "Threads: (1)"), so one terminal by
+//! The NoFTL paper ran Shore-MT with one thread (Figure 6: "Threads: (1)"), so one terminal by
 //! default. The buffer pool is 2% of the database pages (`--buffer`; at least 256 frames), the
 //! same for every store. Runs are in virtual time: the same command and seed give byte-identical JSON.
 //!
@@ -67,8 +67,8 @@ pub struct CompareArgs {
     /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
-    /// TPC-B branches (seed 000 ran 48, 200 and 500; default 12: the runs take about two
-    /// minutes on two cores); TATP subscribers (default 20,000); TPC-C warehouses (seed 000 ran
+    /// TPC-B branches (the NoFTL paper ran 48, 200 and 500; default 12: the runs take about two
+    /// minutes on two cores); TATP subscribers (default 20,000); TPC-C warehouses (the NoFTL paper ran
     /// 5, 25 and 50; default 1).
     #[arg(long)]
     pub scale: Option<u32>,
@@ -87,7 +87,7 @@ pub struct CompareArgs {
     pub warmup: String,
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
-    /// Over-provisioning on top of the database, as a spare factor (seed 000 Fig. 5: 116 extra
+    /// Over-provisioning on top of the database, as a spare factor (NoFTL Fig. 5: 116 extra
     /// blocks on 4,096, 2.75%).
     #[arg(long, value_parser = parse_percent, default_value = "2.75%")]
     pub op: f64,
@@ -123,7 +123,7 @@ pub struct CompareArgs {
     /// scale: the scale is put before the extension (compare.json -> compare-sf48.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Run seed 000's scales one after the other (TPC-B 48/200/500 branches, TPC-C 5/25/50
+    /// Run the NoFTL paper's scales one after the other (TPC-B 48/200/500 branches, TPC-C 5/25/50
     /// warehouses; Figure 3), instead of --scale. Needs a machine with RAM for --jobs devices of
     /// up to ~10 GiB each: every device keeps its data.
     #[arg(long, conflicts_with = "scale")]
@@ -140,7 +140,7 @@ pub struct CompareArgs {
     pub strict: bool,
 }
 
-/// Seed 000's scales (Figure 3: 1 GB, 5 GB and 10 GB of flash).
+/// The NoFTL paper's scales (Figure 3: 1 GB, 5 GB and 10 GB of flash).
 const PAPER_SCALES_TPCB: [u32; 3] = [48, 200, 500];
 const PAPER_SCALES_TPCC: [u32; 3] = [5, 25, 50];
 
@@ -1420,10 +1420,10 @@ fn print_table(res: &CompareResult) {
         println!("{}", tpcc::SEED_000);
     } else if res.workload == "tatp" {
         println!(
-            "TATP: successful transactions per second (TATP's MQTh); seed 000 has no TATP figure."
+            "TATP: successful transactions per second (TATP's MQTh); the NoFTL paper has no TATP figure."
         );
     } else {
-        println!("seed 000 Figure 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
+        println!("NoFTL Fig. 3 (TPC-B SF=48, 1 GB): NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x).");
     }
 }
 

@@ -48,7 +48,7 @@ pub enum Command {
     /// Insert Address Assist and U2DI (Miyaji et al.): the free-space sweep.
     #[command(subcommand)]
     Iaa(iaa::IaaCommand),
-    /// Seed 000's Figure 3: the same workload on NoFTL (native), DFTL 2/15/35% and the page FTL.
+    /// NoFTL Fig. 3: the same workload on NoFTL (native), DFTL 2/15/35% and the page FTL.
     Compare(compare::CompareArgs),
     /// Many runs of one verb over a grid of parameters, in parallel (local or Ray), merged into one table.
     Sweep(sweep::SweepArgs),

@@ -1,5 +1,5 @@
 //! `noftl compare --workload tpcc`: the TPC-C parts of the comparison (load, terminals, the
-//! seed 000 reference line). Everything else (device sizing, rows, statistics, layout) is the
+//! NoFTL Fig. 3 reference line). Everything else (device sizing, rows, statistics, layout) is the
 //! comparison's own, shared with TPC-B.
 //!
 //! Invariant: every row loads the same population with the same seed and runs the same inputs
@@ -44,4 +44,4 @@ pub fn run(
 }
 
 pub const SEED_000: &str =
-    "seed 000 Figure 3 (TPC-C SF=5): DFTL 2% 1.63x, 15% 1.71x, 35% 1.44x slower than NoFTL.";
+    "NoFTL Fig. 3 (TPC-C SF=5): DFTL 2% 1.63x, 15% 1.71x, 35% 1.44x slower than NoFTL.";

@@ -804,6 +804,13 @@ impl NativeStore {
             .copied()
             .unwrap_or(self.default_slot)
     }
+    /// DB pages `object`'s region can still take (its limit less what it holds; the default
+    /// region: the DB pages not written yet).
+    pub fn room_pages(&self, object: ObjectId) -> u64 {
+        let r = self.slot_of(object);
+        let units = self.region_limit[r].saturating_sub(self.region_used[r]);
+        (units / self.lay.k).min(self.lay.db_pages)
+    }
     /// In-Place Appends programmed so far (ipa.rs).
     pub fn ipa_appends(&self) -> u64 {
         self.ipa_appends

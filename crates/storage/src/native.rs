@@ -811,6 +811,20 @@ impl NativeStore {
         let units = self.region_limit[r].saturating_sub(self.region_used[r]);
         (units / self.lay.k).min(self.lay.db_pages)
     }
+    /// The share of the mapped DB units that lie in regions with In-Place Appends (what part of
+    /// the database carries delta areas).
+    pub fn ipa_share(&self) -> f64 {
+        let total: u64 = self.region_used.iter().sum();
+        let ipa: u64 = (1..self.spaces.len())
+            .filter(|&r| self.regions[r - 1].0.ipa.is_some())
+            .map(|r| self.region_used[r])
+            .sum();
+        if total == 0 {
+            0.0
+        } else {
+            ipa as f64 / total as f64
+        }
+    }
     /// In-Place Appends programmed so far (ipa.rs).
     pub fn ipa_appends(&self) -> u64 {
         self.ipa_appends

@@ -90,7 +90,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         },
     )?;
     let ddl = match args.regions {
-        Some(chips) => tatp::regions_ddl(chips, (args.knobs.op * 100.0).round() as u32),
+        Some(chips) => tatp::regions_ddl(chips, (args.knobs.op * 100.0).round() as u32, ""),
         None => tatp::DDL.to_string(),
     };
     let wall = Instant::now();

@@ -1,0 +1,482 @@
+//! `noftl ipa compare`: IPA Table I (the IPA demo, ICDE 2017; docs/ipa.md): the same OLTP
+//! workload on the NoFTL store without In-Place Appends and with them, globally (every object in
+//! one IPA region) and selectively (the objects with small, frequent updates in an IPA region),
+//! in steady state, with the statistics the table reports: host reads and writes in flash
+//! pages, the share of writes done as appends, GC page migrations and erases per host write,
+//! throughput, and the space the delta areas take.
+//!
+//! Each row runs on a fresh device of the same config and seed: format, regions, load, a
+//! checkpoint, a warm-up (`--warmup` of virtual time, so that GC works in its steady state),
+//! then the measured window (`--duration`) with the scheduler, snapshots and `consistency`
+//! object of `noftl bench`. A control row (`regions`) places the same objects in the same
+//! region with pSLC cells and no appends, so that what pSLC alone does is not credited to IPA.
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use hdrhistogram::Histogram;
+use kits::tatp::{self, TatpConfig, TatpTerminal};
+use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
+use nand::{CellMode, Nand, OpKind, Purpose};
+use serde::Serialize;
+use storage::ipa::IpaScheme;
+use storage::measure::Consistency;
+use storage::native::{NativeConfig, NativeStore};
+use storage::{Engine, EngineConfig, PageStore};
+
+use super::bench::{consistency, run_terminals, snapshot};
+use super::common::{parse_percent, DeviceArgs};
+
+#[derive(Debug, Subcommand)]
+pub enum IpaCommand {
+    /// IPA Table I: baseline, global IPA and selective IPA (regions) side by side.
+    Compare(IpaCompareArgs),
+}
+
+/// The configurations a comparison can run.
+pub const CONFIGS: [&str; 4] = ["baseline", "regions", "ipa-regions", "ipa-global"];
+
+#[derive(Debug, Args)]
+pub struct IpaCompareArgs {
+    /// tatp | tpcb
+    #[arg(long, default_value = "tatp")]
+    pub workload: String,
+    /// TATP: subscribers; TPC-B: branches (with --accounts-per-branch accounts each).
+    #[arg(long)]
+    pub scale: Option<u32>,
+    /// TPC-B: accounts per branch.
+    #[arg(long, default_value_t = 100_000)]
+    pub accounts_per_branch: u32,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// DB page size in bytes (default: the device's flash page, as IPA Table I's 16 KB pages).
+    #[arg(long)]
+    pub page_size: Option<usize>,
+    /// Spare factor of the store and of its regions.
+    #[arg(long, value_parser = parse_percent, default_value = "10%")]
+    pub op: f64,
+    /// Chips of the IPA region of `ipa-regions` (and of `regions`); `ipa-global` takes every
+    /// chip but one, which keeps the log and the store's metadata.
+    #[arg(long, default_value_t = 2)]
+    pub region_chips: u32,
+    /// The IPA scheme NxM: N appends per page between out-of-place writes, M records each.
+    #[arg(long, default_value = "2x3")]
+    pub scheme: String,
+    /// Bytes a delta record is sized for.
+    #[arg(long, default_value_t = 32)]
+    pub record_bytes: u16,
+    /// Rows to run (baseline, regions, ipa-regions, ipa-global); ipa-regions and regions are
+    /// TATP's (Subscriber and Special_Facility in the region).
+    #[arg(long, value_delimiter = ',')]
+    pub configs: Option<Vec<String>>,
+    #[arg(long, default_value_t = 1)]
+    pub terminals: u32,
+    /// Warm-up before the measured window, virtual time.
+    #[arg(long, default_value = "30s")]
+    pub warmup: String,
+    /// Measured window, virtual time.
+    #[arg(long, default_value = "30s")]
+    pub duration: String,
+    /// Runs per row (seeds seed, seed + 1, ...): the throughput's standard deviation.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Buffer pool frames (default: 2% of the database's pages, at least 64).
+    #[arg(long)]
+    pub buffer_pages: Option<usize>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the JSON result to this file ("-": standard output).
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Serialize, Clone)]
+struct Row {
+    config: String,
+    /// Flash pages read and written for the engine (written: out of place plus appends).
+    host_reads: u64,
+    host_writes: u64,
+    ipa_appends: u64,
+    /// Share of host writes done as appends, percent.
+    append_percent: f64,
+    gc_migrations: u64,
+    gc_erases: u64,
+    gc_migrations_per_host_write: f64,
+    gc_erases_per_host_write: f64,
+    throughput_tps: f64,
+    stdev: f64,
+    /// Bytes of delta areas over the database's bytes.
+    space_overhead: f64,
+    /// Flash programs and erases of every purpose per transaction (wear).
+    programs_per_txn: f64,
+    erases_per_txn: f64,
+    consistency: Consistency,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    workload: String,
+    scale: u32,
+    preset: String,
+    page_bytes: usize,
+    scheme: String,
+    record_bytes: u16,
+    ipa_mode: &'static str,
+    region_chips: u32,
+    warmup_s: f64,
+    duration_s: f64,
+    repeat: u32,
+    rows: Vec<Row>,
+}
+
+pub fn run(cmd: IpaCommand) -> anyhow::Result<()> {
+    match cmd {
+        IpaCommand::Compare(a) => compare(a),
+    }
+}
+
+/// Counters of one window's ends.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    host_reads: u64,
+    host_programs: u64,
+    host_appends: u64,
+    programs: u64,
+    erases: u64,
+    gc_migrations: u64,
+    gc_erases: u64,
+}
+
+fn counts(store: &dyn PageStore) -> Counts {
+    let mut c = Counts::default();
+    if let Some(n) = store.nand() {
+        let st = n.stats();
+        c.host_reads = st.get(OpKind::Read, Purpose::Host);
+        c.host_programs = st.get(OpKind::Program, Purpose::Host);
+        c.host_appends = st.get(OpKind::PartialProgram, Purpose::Host);
+        c.programs = st.total(OpKind::Program) + st.total(OpKind::PartialProgram);
+        c.erases = st.total(OpKind::Erase);
+    }
+    if let Some(r) = store.device_report() {
+        c.gc_migrations = r.gc.migrations;
+        c.gc_erases = r.gc.erases;
+    }
+    c
+}
+
+/// A workload the comparison runs: its load and its terminals.
+enum Workload {
+    Tatp(TatpConfig),
+    Tpcb(TpcbConfig),
+}
+
+impl Workload {
+    fn pages_estimate(&self, page_bytes: usize) -> u64 {
+        match self {
+            Workload::Tatp(c) => c.db_pages_estimate(page_bytes),
+            Workload::Tpcb(c) => c.db_pages_estimate(page_bytes),
+        }
+    }
+}
+
+fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
+    let dev = a.device.load()?;
+    let flash_page = dev.geometry.page_size_bytes as usize;
+    let page_bytes = a.page_size.unwrap_or(flash_page.clamp(4096, 16384));
+    let scheme = IpaScheme::parse(&a.scheme, a.record_bytes).map_err(anyhow::Error::msg)?;
+    let ipa_mode = if dev.cell.native == CellMode::Slc {
+        "SLC"
+    } else {
+        "pSLC"
+    };
+    let workload = match a.workload.as_str() {
+        "tatp" => Workload::Tatp(TatpConfig {
+            subscribers: a.scale.unwrap_or(20_000),
+        }),
+        "tpcb" => Workload::Tpcb(TpcbConfig {
+            accounts_per_branch: a.accounts_per_branch,
+            ..TpcbConfig::spec(a.scale.unwrap_or(1))
+        }),
+        other => bail!("ipa compare runs tatp or tpcb, not '{other}'"),
+    };
+    let configs: Vec<String> = match &a.configs {
+        Some(c) => c.iter().map(|s| s.trim().to_ascii_lowercase()).collect(),
+        None if matches!(workload, Workload::Tatp(_)) => {
+            CONFIGS.iter().map(|s| s.to_string()).collect()
+        }
+        None => vec!["baseline".into(), "ipa-global".into()],
+    };
+    for c in &configs {
+        if !CONFIGS.contains(&c.as_str()) {
+            bail!("--configs: '{c}' is not one of {}", CONFIGS.join(", "));
+        }
+        if matches!(workload, Workload::Tpcb(_)) && c.contains("regions") {
+            bail!("--configs {c}: the regions layouts are TATP's (Subscriber and Special_Facility); TPC-B runs baseline and ipa-global");
+        }
+    }
+    if a.repeat == 0 || a.terminals == 0 {
+        bail!("--repeat and --terminals must be at least 1");
+    }
+    let warmup_ns = super::bench::parse_duration_ns(&a.warmup)?;
+    let duration_ns = super::bench::parse_duration_ns(&a.duration)?;
+    let chips = dev.geometry.channels * dev.geometry.chips_per_channel;
+    if a.region_chips == 0 || a.region_chips >= chips {
+        bail!(
+            "--region-chips {}: the device has {chips} chips and the default region keeps at least one",
+            a.region_chips
+        );
+    }
+    let ipa_opts = format!(
+        "IPA_MODE={ipa_mode}, IPA_SCHEME={}, IPA_RECORD={}",
+        scheme.label(),
+        scheme.record_bytes
+    );
+    let op_percent = (a.op * 100.0).round() as u32;
+    let mut rows = Vec::new();
+    for config in &configs {
+        let mut runs: Vec<(Row, f64)> = Vec::new();
+        for k in 0..a.repeat {
+            let seed = a.seed + u64::from(k);
+            let row = run_one(
+                &a, &dev, &workload, config, seed, page_bytes, chips, &ipa_opts, op_percent,
+                warmup_ns, duration_ns, scheme,
+            )
+            .with_context(|| format!("ipa compare, row {config}, seed {seed}"))?;
+            let tps = row.throughput_tps;
+            runs.push((row, tps));
+        }
+        let n = runs.len() as f64;
+        let mean = runs.iter().map(|r| r.1).sum::<f64>() / n;
+        let var = runs.iter().map(|r| (r.1 - mean).powi(2)).sum::<f64>() / n;
+        let mut row = runs[0].0.clone();
+        row.throughput_tps = mean;
+        row.stdev = var.sqrt();
+        rows.push(row);
+    }
+    let report = Report {
+        workload: a.workload.clone(),
+        scale: match &workload {
+            Workload::Tatp(c) => c.subscribers,
+            Workload::Tpcb(c) => c.scale,
+        },
+        preset: a.device.preset.clone(),
+        page_bytes,
+        scheme: scheme.label(),
+        record_bytes: scheme.record_bytes,
+        ipa_mode,
+        region_chips: a.region_chips,
+        warmup_s: warmup_ns as f64 / 1e9,
+        duration_s: duration_ns as f64 / 1e9,
+        repeat: a.repeat,
+        rows,
+    };
+    if super::common::emit_json(a.json.as_deref(), &report)? {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    a: &IpaCompareArgs,
+    dev: &nand::DeviceConfig,
+    workload: &Workload,
+    config: &str,
+    seed: u64,
+    page_bytes: usize,
+    chips: u32,
+    ipa_opts: &str,
+    op_percent: u32,
+    warmup_ns: u64,
+    duration_ns: u64,
+    scheme: IpaScheme,
+) -> anyhow::Result<Row> {
+    let mut cfg = dev.clone();
+    cfg.seed = seed;
+    let mut store = NativeStore::format(
+        Nand::new(cfg)?,
+        NativeConfig {
+            page_bytes,
+            spare_factor: a.op,
+            seed,
+            ..NativeConfig::default()
+        },
+    )?;
+    if config == "ipa-global" {
+        let mut opts = vec![
+            ("MAX_CHIPS".to_string(), (chips - 1).to_string()),
+            ("OP".to_string(), format!("{op_percent}%")),
+            ("DEFAULT".to_string(), "on".to_string()),
+        ];
+        for kv in ipa_opts.split(',') {
+            if let Some((k, v)) = kv.split_once('=') {
+                opts.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let at = store.space().nand().now_ns();
+        store.create_region(at, "rg_ipa_all", &opts)?;
+    }
+    let need = workload.pages_estimate(page_bytes);
+    let frames = a
+        .buffer_pages
+        .unwrap_or_else(|| ((need / 50) as usize).max(64));
+    let mut e = Engine::create(
+        Box::new(store),
+        EngineConfig {
+            buffer_frames: frames,
+            ..EngineConfig::default()
+        },
+    )?;
+    let region_extra = match config {
+        "regions" if ipa_opts.contains("pSLC") => "CELL_MODE=pSLC",
+        "regions" => "",
+        _ => ipa_opts,
+    };
+    let (throughput, hist, before, after, c0, c1, share, elapsed_ns) = match workload {
+        Workload::Tatp(tc) => {
+            let ddl = if config.ends_with("regions") {
+                tatp::regions_ddl(a.region_chips, op_percent, region_extra)
+            } else {
+                tatp::DDL.to_string()
+            };
+            let h = tatp::load(&mut e, *tc, &ddl, seed, |_| {})?;
+            e.checkpoint()?;
+            let terms: Vec<TatpTerminal> = (0..a.terminals)
+                .map(|i| TatpTerminal::new(i, h, *tc, seed, None))
+                .collect();
+            let start = e.now();
+            let (e, terms, _, _) = run_terminals(e, terms, start, Some(warmup_ns), true)?;
+            let ok0: u64 = terms.iter().map(TatpTerminal::succeeded).sum();
+            let lat0 = merged(terms.iter().map(|t| &t.latency_ns))?;
+            let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
+            let (e, terms, virtual_ns, _) =
+                run_terminals(e, terms, start, Some(duration_ns), true)?;
+            let ok1: u64 = terms.iter().map(TatpTerminal::succeeded).sum();
+            let mut hist = merged(terms.iter().map(|t| &t.latency_ns))?;
+            hist.subtract(&lat0)?;
+            let tps = (ok1 - ok0) as f64 / (virtual_ns as f64 / 1e9);
+            (tps, hist, before, snapshot(&e), c0, counts(e.store()), ipa_share(&e), virtual_ns)
+        }
+        Workload::Tpcb(bc) => {
+            let h = tpcb::load(&mut e, *bc, |_| {})?;
+            e.checkpoint()?;
+            let terms: Vec<TpcbTerminal> = (0..a.terminals)
+                .map(|i| TpcbTerminal::new(i, h, *bc, seed, None))
+                .collect();
+            let start = e.now();
+            let (e, terms, _, _) = run_terminals(e, terms, start, Some(warmup_ns), true)?;
+            let ok0: u64 = terms.iter().map(|t| t.committed).sum();
+            let lat0 = merged(terms.iter().map(|t| &t.latency_ns))?;
+            let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
+            let (e, terms, virtual_ns, _) =
+                run_terminals(e, terms, start, Some(duration_ns), true)?;
+            let ok1: u64 = terms.iter().map(|t| t.committed).sum();
+            let mut hist = merged(terms.iter().map(|t| &t.latency_ns))?;
+            hist.subtract(&lat0)?;
+            let tps = (ok1 - ok0) as f64 / (virtual_ns as f64 / 1e9);
+            (tps, hist, before, snapshot(&e), c0, counts(e.store()), ipa_share(&e), virtual_ns)
+        }
+    };
+    let host_writes = (c1.host_programs - c0.host_programs) + (c1.host_appends - c0.host_appends);
+    let appends = c1.host_appends - c0.host_appends;
+    let per_write = |x: u64| x as f64 / host_writes.max(1) as f64;
+    let txns = hist.len().max(1) as f64;
+    Ok(Row {
+        config: config.to_string(),
+        host_reads: c1.host_reads - c0.host_reads,
+        host_writes,
+        ipa_appends: appends,
+        append_percent: 100.0 * per_write(appends),
+        gc_migrations: c1.gc_migrations - c0.gc_migrations,
+        gc_erases: c1.gc_erases - c0.gc_erases,
+        gc_migrations_per_host_write: per_write(c1.gc_migrations - c0.gc_migrations),
+        gc_erases_per_host_write: per_write(c1.gc_erases - c0.gc_erases),
+        throughput_tps: throughput,
+        stdev: 0.0,
+        space_overhead: share * scheme.overhead(page_bytes),
+        programs_per_txn: (c1.programs - c0.programs) as f64 / txns,
+        erases_per_txn: (c1.erases - c0.erases) as f64 / txns,
+        consistency: consistency(&before, &after, elapsed_ns, a.terminals, true, &hist),
+    })
+}
+
+/// The share of the database's pages that carry a delta area.
+fn ipa_share(e: &Engine) -> f64 {
+    e.store()
+        .as_any()
+        .and_then(|s| s.downcast_ref::<NativeStore>())
+        .map_or(0.0, NativeStore::ipa_share)
+}
+
+/// The terminals' latency histograms merged.
+fn merged<'a>(hs: impl Iterator<Item = &'a Histogram<u64>>) -> anyhow::Result<Histogram<u64>> {
+    let mut m = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    for h in hs {
+        m.add(h)?;
+    }
+    Ok(m)
+}
+
+fn print_table(r: &Report) {
+    println!(
+        "ipa compare: {} scale {} on {} ({}-byte DB pages), IPA [{}] records of {} B in {}, region {} chips; warm-up {:.0} s, window {:.0} s, {} run(s) per row",
+        r.workload,
+        r.scale,
+        r.preset,
+        r.page_bytes,
+        r.scheme,
+        r.record_bytes,
+        r.ipa_mode,
+        r.region_chips,
+        r.warmup_s,
+        r.duration_s,
+        r.repeat
+    );
+    let base = r.rows.iter().find(|x| x.config == "baseline");
+    println!(
+        "  {:<12} {:>9} {:>10} {:>10} {:>8} {:>10} {:>8} {:>10} {:>10} {:>9} {:>8}",
+        "config",
+        "oop/ipa",
+        "host rd",
+        "host wr",
+        "appends",
+        "GC migr",
+        "GC ers",
+        "migr/wr",
+        "erases/wr",
+        "tx/s",
+        "overhead"
+    );
+    for x in &r.rows {
+        let oop = 100.0 - x.append_percent;
+        println!(
+            "  {:<12} {:>4.0}/{:<4.0} {:>10} {:>10} {:>8} {:>10} {:>8} {:>10.4} {:>10.5} {:>9.1} {:>7.1}%",
+            x.config,
+            oop,
+            x.append_percent,
+            x.host_reads,
+            x.host_writes,
+            x.ipa_appends,
+            x.gc_migrations,
+            x.gc_erases,
+            x.gc_migrations_per_host_write,
+            x.gc_erases_per_host_write,
+            x.throughput_tps,
+            x.space_overhead * 100.0
+        );
+        if x.consistency.status != "ok" {
+            println!("    consistency violated: {:?}", x.consistency.violations);
+        }
+    }
+    if let Some(b) = base {
+        let rel = |v: f64, b: f64| if b == 0.0 { f64::NAN } else { 100.0 * (v / b - 1.0) };
+        for x in r.rows.iter().filter(|x| x.config != "baseline") {
+            println!(
+                "  {} vs baseline: GC migrations per host write {:+.0}%, GC erases per host write {:+.0}%, throughput {:+.1}%",
+                x.config,
+                rel(x.gc_migrations_per_host_write, b.gc_migrations_per_host_write),
+                rel(x.gc_erases_per_host_write, b.gc_erases_per_host_write),
+                rel(x.throughput_tps, b.throughput_tps)
+            );
+        }
+    }
+}

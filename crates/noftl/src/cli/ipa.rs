@@ -32,6 +32,14 @@ pub enum IpaCommand {
     Compare(IpaCompareArgs),
 }
 
+/// The device of the default comparison (see `--set`).
+pub const DEFAULT_GEOMETRY: [&str; 4] = [
+    "geometry.channels=2",
+    "geometry.chips_per_channel=2",
+    "geometry.blocks_per_plane=32",
+    "geometry.pages_per_block=64",
+];
+
 /// The configurations a comparison can run.
 pub const CONFIGS: [&str; 4] = ["baseline", "regions", "ipa-regions", "ipa-global"];
 
@@ -46,8 +54,15 @@ pub struct IpaCompareArgs {
     /// TPC-B: accounts per branch.
     #[arg(long, default_value_t = 100_000)]
     pub accounts_per_branch: u32,
-    #[command(flatten)]
-    pub device: DeviceArgs,
+    /// A preset from presets/ (mlc16k, tlc16k: the IPA region in pSLC; noftl13, tiny: SLC).
+    #[arg(long, default_value = "mlc16k")]
+    pub preset: String,
+    /// Override a device config field. Without a geometry override the comparison runs on a
+    /// small device of the preset's chips: 2 channels x 2 chips, 32 blocks per plane of 64
+    /// pages (256 MiB of MLC on mlc16k), so that TATP's default 40,000 subscribers fill the
+    /// one-chip IPA region enough for its GC to work, and the default run takes minutes.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// DB page size in bytes (default: the device's flash page, as IPA Table I's 16 KB pages).
     #[arg(long)]
     pub page_size: Option<usize>,
@@ -56,7 +71,7 @@ pub struct IpaCompareArgs {
     pub op: f64,
     /// Chips of the IPA region of `ipa-regions` (and of `regions`); `ipa-global` takes every
     /// chip but one, which keeps the log and the store's metadata.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     pub region_chips: u32,
     /// The IPA scheme NxM: N appends per page between out-of-place writes, M records each.
     #[arg(long, default_value = "2x3")]
@@ -71,10 +86,10 @@ pub struct IpaCompareArgs {
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
     /// Warm-up before the measured window, virtual time.
-    #[arg(long, default_value = "30s")]
+    #[arg(long, default_value = "10s")]
     pub warmup: String,
     /// Measured window, virtual time.
-    #[arg(long, default_value = "30s")]
+    #[arg(long, default_value = "20s")]
     pub duration: String,
     /// Runs per row (seeds seed, seed + 1, ...): the throughput's standard deviation.
     #[arg(long, default_value_t = 1)]
@@ -179,7 +194,16 @@ impl Workload {
 }
 
 fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
-    let dev = a.device.load()?;
+    let mut set = a.set.clone();
+    if !set.iter().any(|s| s.starts_with("geometry.")) {
+        set.extend(DEFAULT_GEOMETRY.iter().map(|s| s.to_string()));
+    }
+    let dev = DeviceArgs {
+        preset: a.preset.clone(),
+        config: None,
+        set,
+    }
+    .load()?;
     let flash_page = dev.geometry.page_size_bytes as usize;
     let page_bytes = a.page_size.unwrap_or(flash_page.clamp(4096, 16384));
     let scheme = IpaScheme::parse(&a.scheme, a.record_bytes).map_err(anyhow::Error::msg)?;
@@ -188,9 +212,32 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     } else {
         "pSLC"
     };
+    // The region checks, made here so that a bad scheme is refused before any row loads.
+    let nop = dev.nop_limit(if ipa_mode == "SLC" {
+        CellMode::Slc
+    } else {
+        CellMode::Pslc
+    });
+    if u32::from(scheme.appends) + 1 > u32::from(nop) {
+        bail!(
+            "--scheme {}: a page and {} appends need {} programs; {ipa_mode} pages of {} allow {nop} (cell.nop)",
+            scheme.label(),
+            scheme.appends,
+            u32::from(scheme.appends) + 1,
+            a.preset
+        );
+    }
+    if scheme.area_bytes() > page_bytes / 8 {
+        bail!(
+            "--scheme {} with {}-byte records takes {} bytes of each {page_bytes}-byte page; at most an eighth may go to deltas",
+            scheme.label(),
+            scheme.record_bytes,
+            scheme.area_bytes()
+        );
+    }
     let workload = match a.workload.as_str() {
         "tatp" => Workload::Tatp(TatpConfig {
-            subscribers: a.scale.unwrap_or(20_000),
+            subscribers: a.scale.unwrap_or(40_000),
         }),
         "tpcb" => Workload::Tpcb(TpcbConfig {
             accounts_per_branch: a.accounts_per_branch,
@@ -237,8 +284,18 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
         for k in 0..a.repeat {
             let seed = a.seed + u64::from(k);
             let row = run_one(
-                &a, &dev, &workload, config, seed, page_bytes, chips, &ipa_opts, op_percent,
-                warmup_ns, duration_ns, scheme,
+                &a,
+                &dev,
+                &workload,
+                config,
+                seed,
+                page_bytes,
+                chips,
+                &ipa_opts,
+                op_percent,
+                warmup_ns,
+                duration_ns,
+                scheme,
             )
             .with_context(|| format!("ipa compare, row {config}, seed {seed}"))?;
             let tps = row.throughput_tps;
@@ -258,7 +315,7 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
             Workload::Tatp(c) => c.subscribers,
             Workload::Tpcb(c) => c.scale,
         },
-        preset: a.device.preset.clone(),
+        preset: a.preset.clone(),
         page_bytes,
         scheme: scheme.label(),
         record_bytes: scheme.record_bytes,
@@ -354,7 +411,16 @@ fn run_one(
             let mut hist = merged(terms.iter().map(|t| &t.latency_ns))?;
             hist.subtract(&lat0)?;
             let tps = (ok1 - ok0) as f64 / (virtual_ns as f64 / 1e9);
-            (tps, hist, before, snapshot(&e), c0, counts(e.store()), ipa_share(&e), virtual_ns)
+            (
+                tps,
+                hist,
+                before,
+                snapshot(&e),
+                c0,
+                counts(e.store()),
+                ipa_share(&e),
+                virtual_ns,
+            )
         }
         Workload::Tpcb(bc) => {
             let h = tpcb::load(&mut e, *bc, |_| {})?;
@@ -373,7 +439,16 @@ fn run_one(
             let mut hist = merged(terms.iter().map(|t| &t.latency_ns))?;
             hist.subtract(&lat0)?;
             let tps = (ok1 - ok0) as f64 / (virtual_ns as f64 / 1e9);
-            (tps, hist, before, snapshot(&e), c0, counts(e.store()), ipa_share(&e), virtual_ns)
+            (
+                tps,
+                hist,
+                before,
+                snapshot(&e),
+                c0,
+                counts(e.store()),
+                ipa_share(&e),
+                virtual_ns,
+            )
         }
     };
     let host_writes = (c1.host_programs - c0.host_programs) + (c1.host_appends - c0.host_appends);
@@ -468,7 +543,13 @@ fn print_table(r: &Report) {
         }
     }
     if let Some(b) = base {
-        let rel = |v: f64, b: f64| if b == 0.0 { f64::NAN } else { 100.0 * (v / b - 1.0) };
+        let rel = |v: f64, b: f64| {
+            if b == 0.0 {
+                f64::NAN
+            } else {
+                100.0 * (v / b - 1.0)
+            }
+        };
         for x in r.rows.iter().filter(|x| x.config != "baseline") {
             println!(
                 "  {} vs baseline: GC migrations per host write {:+.0}%, GC erases per host write {:+.0}%, throughput {:+.1}%",

@@ -1,0 +1,65 @@
+//! `noftl ipa compare`: IPA Table I's rows on a small SLC device, their statistics, and refusals.
+
+mod cli_support;
+use cli_support::{noftl, noftl_json};
+
+#[test]
+fn ipa_compare_reports_appends_only_where_ipa_is_on_and_checks_its_windows() {
+    let v = noftl_json(&[
+        "ipa",
+        "compare",
+        "--preset",
+        "tiny",
+        "--set",
+        "geometry.blocks_per_plane=64",
+        "--scale",
+        "1500",
+        "--warmup",
+        "1s",
+        "--duration",
+        "1s",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(v["workload"], "tatp");
+    assert_eq!(
+        v["ipa_mode"], "SLC",
+        "SLC chips append in their native mode: {v}"
+    );
+    let rows = v["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
+    assert_eq!(names, ["baseline", "regions", "ipa-regions", "ipa-global"]);
+    for r in rows {
+        let appends = r["ipa_appends"].as_u64().unwrap();
+        let writes = r["host_writes"].as_u64().unwrap();
+        assert!(appends <= writes, "{r}");
+        if r["config"].as_str().unwrap().starts_with("ipa") {
+            assert!(appends > 0, "IPA rows append: {r}");
+            assert!(r["space_overhead"].as_f64().unwrap() > 0.0, "{r}");
+        } else {
+            assert_eq!(appends, 0, "no appends without IPA: {r}");
+        }
+        assert_eq!(r["consistency"]["status"], "ok", "{r}");
+        assert!(r["throughput_tps"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn ipa_compare_refuses_what_it_cannot_run_before_loading() {
+    for (args, why) in [
+        (vec!["--workload", "tpcc"], "tatp or tpcb"),
+        (
+            vec!["--workload", "tpcb", "--configs", "ipa-regions"],
+            "TATP's",
+        ),
+        (vec!["--scheme", "9x9"], "cell.nop"),
+        (vec!["--scheme", "2y3"], "not NxM"),
+        (vec!["--region-chips", "4"], "keeps at least one"),
+        (vec!["--configs", "fancy"], "not one of"),
+    ] {
+        let mut all = vec!["ipa", "compare", "--scale", "100", "--duration", "1s"];
+        all.extend(args.iter().copied());
+        let (ok, _, err) = noftl(&all);
+        assert!(!ok && err.contains(why), "{args:?}: {err}");
+    }
+}

@@ -45,6 +45,31 @@ pub struct BufferStats {
     pub ipa_out_of_place: u64,
 }
 
+/// The IPA advisor's record of what write-backs changed (`BufferPool::enable_profile`), per
+/// object: measured where a change leaves the pool, against the page as it was read or last
+/// written, so it is exactly what an append would have to carry.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ObjectWrites {
+    pub writebacks: u64,
+    /// Write-backs of pages read from storage or written before (a diff exists); the others
+    /// are pages formatted in the pool.
+    pub diffed: u64,
+    /// Changed bytes per diffed write-back, in buckets of at most 8, 16, 32, ... 4096 bytes,
+    /// then more (`PROFILE_BYTES`).
+    pub changed_bytes: [u64; 11],
+    /// Changed ranges (delta records, neighbours closer than a record header merged) per
+    /// diffed write-back: 0 to 15, then 16 or more.
+    pub ranges: [u64; 17],
+    /// Diffed write-backs that one append of M records (index M - 1, M = 1..=4) sized for
+    /// records of R bytes (`PROFILE_RECORD_BYTES`) could carry.
+    pub fits: [[u64; 3]; 4],
+}
+
+/// Upper bounds of `ObjectWrites::changed_bytes`' buckets (the last one is open).
+pub const PROFILE_BYTES: [usize; 10] = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+/// The record sizes `ObjectWrites::fits` tries.
+pub const PROFILE_RECORD_BYTES: [usize; 3] = [16, 32, 64];
+
 #[derive(Debug)]
 struct Frame {
     pid: Option<PageId>,
@@ -84,6 +109,8 @@ pub struct BufferPool {
     /// Scratch for In-Place Appends: the diff's ranges and the slot being encoded.
     ipa_ranges: Vec<(u16, u16)>,
     ipa_slot: Vec<u8>,
+    /// The IPA advisor's profile of write-backs, when enabled.
+    profile: Option<std::collections::BTreeMap<crate::ObjectId, ObjectWrites>>,
 }
 
 pub fn hint_of(p: &[u8]) -> WriteHint {
@@ -127,6 +154,7 @@ impl BufferPool {
             stats: BufferStats::default(),
             ipa_ranges: Vec::new(),
             ipa_slot: Vec::new(),
+            profile: None,
         })
     }
     pub fn capacity(&self) -> usize {
@@ -152,6 +180,7 @@ impl BufferPool {
         self.stats.misses += 1;
         let (f, mut t) = self.victim(store, log, at)?;
         let mut corrupt = false;
+        let profiling = self.profile.is_some();
         {
             let fr = &mut self.frames[f];
             fr.shadow_valid = false;
@@ -166,7 +195,7 @@ impl BufferPool {
                     .and_then(|st| check_structure(&fr.data, pid).map(|()| st))
                 {
                     Ok(st) => {
-                        if st.used > 0 || crate::ipa::layout_of(&fr.data).is_some() {
+                        if profiling || crate::ipa::layout_of(&fr.data).is_some() {
                             fr.ipa_used = st.used as u8;
                             fr.shadow.clear();
                             fr.shadow.extend_from_slice(&fr.data);
@@ -273,9 +302,13 @@ impl BufferPool {
             plsn < log.durable_lsn() || plsn == 0,
             "WAL rule (invariant 3)"
         );
+        if self.profile.is_some() {
+            self.profile_writeback(f);
+        }
         if let Some(done) = self.try_append(store, t, f, pid)? {
             return Ok(done);
         }
+        let profiling = self.profile.is_some();
         let fr = &mut self.frames[f];
         let layout = crate::ipa::layout_of(&fr.data);
         if let Some((n, _, slot_bytes)) = layout {
@@ -285,11 +318,13 @@ impl BufferPool {
         }
         page::seal(&mut fr.data);
         let t = store.write_page(t, pid, &fr.data, hint_of(&fr.data))?;
-        if layout.is_some() {
+        if layout.is_some() || profiling {
             fr.shadow.clear();
             fr.shadow.extend_from_slice(&fr.data);
             fr.shadow_valid = true;
             fr.ipa_used = 0;
+        }
+        if layout.is_some() {
             self.stats.ipa_out_of_place += 1;
         }
         fr.dirty = false;
@@ -297,6 +332,53 @@ impl BufferPool {
         fr.rec_lsn = 0;
         self.stats.writebacks += 1;
         Ok(t)
+    }
+
+    /// Starts the IPA advisor's profile of write-backs (frames keep a shadow of every page from
+    /// now on: twice the pool's memory).
+    pub fn enable_profile(&mut self) {
+        self.profile.get_or_insert_with(Default::default);
+    }
+    pub fn profile(&self) -> Option<&std::collections::BTreeMap<crate::ObjectId, ObjectWrites>> {
+        self.profile.as_ref()
+    }
+
+    /// Records what the write-back of frame `f` changes (the advisor's profile).
+    fn profile_writeback(&mut self, f: usize) {
+        let fr = &self.frames[f];
+        let Some(profile) = self.profile.as_mut() else {
+            return;
+        };
+        let o = profile.entry(page::object(&fr.data)).or_default();
+        o.writebacks += 1;
+        if !fr.shadow_valid || page::delta_area(&fr.shadow) != page::delta_area(&fr.data) {
+            return;
+        }
+        let base_end = fr.data.len() - page::delta_area(&fr.data);
+        let ranges = &mut self.ipa_ranges;
+        crate::ipa::diff(
+            &fr.shadow,
+            &fr.data,
+            base_end,
+            usize::MAX,
+            usize::MAX,
+            ranges,
+        );
+        o.diffed += 1;
+        let bytes: usize = ranges.iter().map(|r| usize::from(r.1)).sum();
+        let b = PROFILE_BYTES
+            .iter()
+            .position(|&x| bytes <= x)
+            .unwrap_or(PROFILE_BYTES.len());
+        o.changed_bytes[b] += 1;
+        o.ranges[ranges.len().min(16)] += 1;
+        for (m, row) in o.fits.iter_mut().enumerate() {
+            for (i, &r) in PROFILE_RECORD_BYTES.iter().enumerate() {
+                let budget = (m + 1) * (crate::ipa::RECORD_HEADER_BYTES + r);
+                let payload = bytes + ranges.len() * crate::ipa::RECORD_HEADER_BYTES;
+                row[i] += u64::from(ranges.len() <= m + 1 && payload <= budget);
+            }
+        }
     }
 
     /// In-Place Appends (invariant 6): writes the frame's change since its shadow as one append

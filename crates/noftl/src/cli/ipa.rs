@@ -30,6 +30,9 @@ use super::common::{parse_percent, DeviceArgs};
 pub enum IpaCommand {
     /// IPA Table I: baseline, global IPA and selective IPA (regions) side by side.
     Compare(IpaCompareArgs),
+    /// The IPA advisor: runs the baseline and measures, per object, what each page write-back
+    /// changed; recommends the objects for an IPA region, the scheme and the DDL.
+    Advise(IpaCompareArgs),
 }
 
 /// The device of the default comparison (see `--set`).
@@ -146,6 +149,7 @@ struct Report {
 pub fn run(cmd: IpaCommand) -> anyhow::Result<()> {
     match cmd {
         IpaCommand::Compare(a) => compare(a),
+        IpaCommand::Advise(a) => advise(a),
     }
 }
 
@@ -193,7 +197,23 @@ impl Workload {
     }
 }
 
-fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
+/// Everything a comparison's rows share, checked before any row loads.
+struct Setup {
+    dev: nand::DeviceConfig,
+    page_bytes: usize,
+    scheme: IpaScheme,
+    ipa_mode: &'static str,
+    nop: u8,
+    workload: Workload,
+    configs: Vec<String>,
+    warmup_ns: u64,
+    duration_ns: u64,
+    chips: u32,
+    ipa_opts: String,
+    op_percent: u32,
+}
+
+fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
     let mut set = a.set.clone();
     if !set.iter().any(|s| s.starts_with("geometry.")) {
         set.extend(DEFAULT_GEOMETRY.iter().map(|s| s.to_string()));
@@ -278,26 +298,34 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
         scheme.record_bytes
     );
     let op_percent = (a.op * 100.0).round() as u32;
+    Ok(Setup {
+        dev,
+        page_bytes,
+        scheme,
+        ipa_mode,
+        nop,
+        workload,
+        configs,
+        warmup_ns,
+        duration_ns,
+        chips,
+        ipa_opts,
+        op_percent,
+    })
+}
+
+fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
+    let st = setup(&a)?;
+    let (workload, scheme, page_bytes, ipa_mode) =
+        (&st.workload, st.scheme, st.page_bytes, st.ipa_mode);
+    let (warmup_ns, duration_ns) = (st.warmup_ns, st.duration_ns);
     let mut rows = Vec::new();
-    for config in &configs {
+    for config in &st.configs {
         let mut runs: Vec<(Row, f64)> = Vec::new();
         for k in 0..a.repeat {
             let seed = a.seed + u64::from(k);
-            let row = run_one(
-                &a,
-                &dev,
-                &workload,
-                config,
-                seed,
-                page_bytes,
-                chips,
-                &ipa_opts,
-                op_percent,
-                warmup_ns,
-                duration_ns,
-                scheme,
-            )
-            .with_context(|| format!("ipa compare, row {config}, seed {seed}"))?;
+            let row = run_one(&a, &st, config, seed, None)
+                .with_context(|| format!("ipa compare, row {config}, seed {seed}"))?;
             let tps = row.throughput_tps;
             runs.push((row, tps));
         }
@@ -311,7 +339,7 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     }
     let report = Report {
         workload: a.workload.clone(),
-        scale: match &workload {
+        scale: match workload {
             Workload::Tatp(c) => c.subscribers,
             Workload::Tpcb(c) => c.scale,
         },
@@ -332,22 +360,18 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_one(
     a: &IpaCompareArgs,
-    dev: &nand::DeviceConfig,
-    workload: &Workload,
+    st: &Setup,
     config: &str,
     seed: u64,
-    page_bytes: usize,
-    chips: u32,
-    ipa_opts: &str,
-    op_percent: u32,
-    warmup_ns: u64,
-    duration_ns: u64,
-    scheme: IpaScheme,
+    mut profile: Option<&mut Vec<ObjectProfile>>,
 ) -> anyhow::Result<Row> {
-    let mut cfg = dev.clone();
+    let (workload, page_bytes, chips, ipa_opts) =
+        (&st.workload, st.page_bytes, st.chips, st.ipa_opts.as_str());
+    let (op_percent, warmup_ns, duration_ns, scheme) =
+        (st.op_percent, st.warmup_ns, st.duration_ns, st.scheme);
+    let mut cfg = st.dev.clone();
     cfg.seed = seed;
     let mut store = NativeStore::format(
         Nand::new(cfg)?,
@@ -401,7 +425,10 @@ fn run_one(
                 .map(|i| TatpTerminal::new(i, h, *tc, seed, None))
                 .collect();
             let start = e.now();
-            let (e, terms, _, _) = run_terminals(e, terms, start, Some(warmup_ns), true)?;
+            let (mut e, terms, _, _) = run_terminals(e, terms, start, Some(warmup_ns), true)?;
+            if profile.is_some() {
+                e.enable_write_profile();
+            }
             let ok0: u64 = terms.iter().map(TatpTerminal::succeeded).sum();
             let lat0 = merged(terms.iter().map(|t| &t.latency_ns))?;
             let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
@@ -411,6 +438,9 @@ fn run_one(
             let mut hist = merged(terms.iter().map(|t| &t.latency_ns))?;
             hist.subtract(&lat0)?;
             let tps = (ok1 - ok0) as f64 / (virtual_ns as f64 / 1e9);
+            if let Some(p) = profile.as_mut() {
+                **p = profile_of(&e);
+            }
             (
                 tps,
                 hist,
@@ -429,7 +459,10 @@ fn run_one(
                 .map(|i| TpcbTerminal::new(i, h, *bc, seed, None))
                 .collect();
             let start = e.now();
-            let (e, terms, _, _) = run_terminals(e, terms, start, Some(warmup_ns), true)?;
+            let (mut e, terms, _, _) = run_terminals(e, terms, start, Some(warmup_ns), true)?;
+            if profile.is_some() {
+                e.enable_write_profile();
+            }
             let ok0: u64 = terms.iter().map(|t| t.committed).sum();
             let lat0 = merged(terms.iter().map(|t| &t.latency_ns))?;
             let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
@@ -439,6 +472,9 @@ fn run_one(
             let mut hist = merged(terms.iter().map(|t| &t.latency_ns))?;
             hist.subtract(&lat0)?;
             let tps = (ok1 - ok0) as f64 / (virtual_ns as f64 / 1e9);
+            if let Some(p) = profile.as_mut() {
+                **p = profile_of(&e);
+            }
             (
                 tps,
                 hist,
@@ -472,6 +508,42 @@ fn run_one(
         erases_per_txn: (c1.erases - c0.erases) as f64 / txns,
         consistency: consistency(&before, &after, elapsed_ns, a.terminals, true, &hist),
     })
+}
+
+/// One object's write-backs in the advisor's baseline window.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectProfile {
+    name: String,
+    kind: &'static str,
+    writes: storage::buffer::ObjectWrites,
+}
+
+/// The buffer pool's write profile, named from the catalog.
+fn profile_of(e: &Engine) -> Vec<ObjectProfile> {
+    let cat = e.catalog();
+    let name = |id: storage::ObjectId| -> (String, &'static str) {
+        if let Some(t) = cat.tables.get(&id) {
+            (t.name.clone(), "table")
+        } else if let Some(i) = cat.indexes.get(&id) {
+            (i.name.clone(), "index")
+        } else {
+            (format!("object {id}"), "system")
+        }
+    };
+    e.write_profile()
+        .map(|m| {
+            m.iter()
+                .map(|(&id, w)| {
+                    let (name, kind) = name(id);
+                    ObjectProfile {
+                        name,
+                        kind,
+                        writes: w.clone(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The share of the database's pages that carry a delta area.
@@ -560,4 +632,235 @@ fn print_table(r: &Report) {
             );
         }
     }
+}
+
+/// One object's line of the advice.
+#[derive(Debug, Serialize)]
+struct Advice {
+    name: String,
+    kind: &'static str,
+    writebacks: u64,
+    /// This object's share of all page write-backs, percent.
+    share_percent: f64,
+    /// Median and 90th percentile of changed bytes per write-back (bucket upper bounds).
+    changed_bytes_p50: String,
+    changed_bytes_p90: String,
+    /// Median and 90th percentile of changed ranges (delta records) per write-back.
+    ranges_p50: usize,
+    ranges_p90: usize,
+    /// Write-backs one append of the recommended scheme could carry, percent of diffed ones.
+    fit_percent: f64,
+    ipa: bool,
+    /// The histograms, for a plot of the distribution (`noftl plot` reads them).
+    histogram: storage::buffer::ObjectWrites,
+}
+
+#[derive(Debug, Serialize)]
+struct AdviseReport {
+    workload: String,
+    scale: u32,
+    preset: String,
+    page_bytes: usize,
+    window_s: f64,
+    /// The recommended scheme: N appends of M records of R bytes.
+    scheme: String,
+    record_bytes: usize,
+    ipa_mode: &'static str,
+    /// Expected share of page writes done as appends in the recommended layout (an estimate:
+    /// each object's fit share times N / (N + 1), the share of appends when every write fits).
+    expected_append_percent: f64,
+    /// The delta area's share of each page of a recommended object.
+    space_overhead_per_page: f64,
+    objects: Vec<Advice>,
+    ddl: Vec<String>,
+}
+
+/// The bucket a quantile of a histogram falls in.
+fn quantile_bucket(h: &[u64], q: f64) -> usize {
+    let total: u64 = h.iter().sum();
+    let want = (total as f64 * q).ceil() as u64;
+    let mut acc = 0;
+    for (i, &c) in h.iter().enumerate() {
+        acc += c;
+        if acc >= want.max(1) {
+            return i;
+        }
+    }
+    h.len().saturating_sub(1)
+}
+
+fn bytes_bucket_label(i: usize) -> String {
+    use storage::buffer::PROFILE_BYTES;
+    PROFILE_BYTES.get(i).map_or(
+        format!("> {}", PROFILE_BYTES[PROFILE_BYTES.len() - 1]),
+        |b| format!("<= {b}"),
+    )
+}
+
+/// The advisor's rule (docs/ipa.md, "The advisor"): objects that take at least 5% of the page
+/// write-backs are candidates; the scheme is the smallest delta area (M records of R bytes)
+/// whose fit share over the candidates is within 5 points of the best one; a candidate gets IPA
+/// when at least half its write-backs fit one append of that scheme. N is 2 (IPA Table I), or
+/// what the chips' NOP allows if less.
+fn advise(a: IpaCompareArgs) -> anyhow::Result<()> {
+    use storage::buffer::PROFILE_RECORD_BYTES;
+    let st = setup(&a)?;
+    let mut profile = Vec::new();
+    run_one(&a, &st, "baseline", a.seed, Some(&mut profile)).context("ipa advise, baseline")?;
+    let total: u64 = profile.iter().map(|p| p.writes.writebacks).sum();
+    if total == 0 {
+        bail!("the baseline wrote no pages back in its window; give a longer --duration");
+    }
+    let share = |p: &ObjectProfile| p.writes.writebacks as f64 / total as f64;
+    let candidates: Vec<&ObjectProfile> = profile
+        .iter()
+        .filter(|p| p.kind != "system" && share(p) >= 0.05 && p.writes.diffed > 0)
+        .collect();
+    let fit = |p: &ObjectProfile, m: usize, r: usize| {
+        p.writes.fits[m][r] as f64 / p.writes.diffed.max(1) as f64
+    };
+    let combined = |m: usize, r: usize| {
+        let w: u64 = candidates.iter().map(|p| p.writes.diffed).sum();
+        candidates
+            .iter()
+            .map(|p| p.writes.fits[m][r] as f64)
+            .sum::<f64>()
+            / w.max(1) as f64
+    };
+    let mut options: Vec<(usize, usize, f64, usize)> = Vec::new();
+    for m in 0..4 {
+        for r in 0..PROFILE_RECORD_BYTES.len() {
+            let area = (m + 1) * (storage::ipa::RECORD_HEADER_BYTES + PROFILE_RECORD_BYTES[r]);
+            options.push((m, r, combined(m, r), area));
+        }
+    }
+    let best = options.iter().map(|o| o.2).fold(0.0, f64::max);
+    let (m, r, _, _) = options
+        .iter()
+        .filter(|o| o.2 >= best - 0.05)
+        .min_by_key(|o| o.3)
+        .copied()
+        .unwrap_or((2, 1, 0.0, 0));
+    let n = 2u8.min(st.nop.saturating_sub(1)).max(1);
+    let scheme = IpaScheme {
+        appends: n,
+        records: (m + 1) as u8,
+        record_bytes: PROFILE_RECORD_BYTES[r] as u16,
+    };
+    let mut objects: Vec<Advice> = profile
+        .iter()
+        .map(|p| {
+            let f = fit(p, m, r);
+            let ipa = candidates.iter().any(|c| c.name == p.name) && f >= 0.5;
+            Advice {
+                name: p.name.clone(),
+                kind: p.kind,
+                writebacks: p.writes.writebacks,
+                share_percent: 100.0 * share(p),
+                changed_bytes_p50: bytes_bucket_label(quantile_bucket(
+                    &p.writes.changed_bytes,
+                    0.5,
+                )),
+                changed_bytes_p90: bytes_bucket_label(quantile_bucket(
+                    &p.writes.changed_bytes,
+                    0.9,
+                )),
+                ranges_p50: quantile_bucket(&p.writes.ranges, 0.5),
+                ranges_p90: quantile_bucket(&p.writes.ranges, 0.9),
+                fit_percent: 100.0 * f,
+                ipa,
+                histogram: p.writes.clone(),
+            }
+        })
+        .collect();
+    objects.sort_by(|x, y| y.writebacks.cmp(&x.writebacks));
+    let nf = f64::from(n) / f64::from(n + 1);
+    let expected: f64 = objects
+        .iter()
+        .filter(|o| o.ipa)
+        .map(|o| o.writebacks as f64 * o.fit_percent / 100.0 * nf)
+        .sum::<f64>()
+        / total as f64;
+    let chosen: Vec<&str> = objects
+        .iter()
+        .filter(|o| o.ipa)
+        .map(|o| o.name.as_str())
+        .collect();
+    let mut ddl = Vec::new();
+    if !chosen.is_empty() {
+        ddl.push(format!(
+            "CREATE REGION rg_ipa (MAX_CHIPS={}, IPA_MODE={}, IPA_SCHEME={}, IPA_RECORD={});",
+            a.region_chips,
+            st.ipa_mode,
+            scheme.label(),
+            scheme.record_bytes
+        ));
+        ddl.push("CREATE TABLESPACE ts_ipa (REGION=rg_ipa);".into());
+        ddl.push(format!(
+            "-- create these objects in TABLESPACE ts_ipa: {}",
+            chosen.join(", ")
+        ));
+    }
+    let report = AdviseReport {
+        workload: a.workload.clone(),
+        scale: match &st.workload {
+            Workload::Tatp(c) => c.subscribers,
+            Workload::Tpcb(c) => c.scale,
+        },
+        preset: a.preset.clone(),
+        page_bytes: st.page_bytes,
+        window_s: st.duration_ns as f64 / 1e9,
+        scheme: scheme.label(),
+        record_bytes: usize::from(scheme.record_bytes),
+        ipa_mode: st.ipa_mode,
+        expected_append_percent: 100.0 * expected,
+        space_overhead_per_page: scheme.overhead(st.page_bytes),
+        objects,
+        ddl,
+    };
+    if super::common::emit_json(a.json.as_deref(), &report)? {
+        println!(
+            "ipa advise: {} scale {} on {} ({}-byte pages), baseline window {:.0} s, {} page write-backs",
+            report.workload, report.scale, report.preset, report.page_bytes, report.window_s, total
+        );
+        println!(
+            "  {:<24} {:>6} {:>10} {:>7} {:>12} {:>12} {:>6} {:>6} {:>6}  IPA",
+            "object",
+            "kind",
+            "writebacks",
+            "share",
+            "bytes p50",
+            "bytes p90",
+            "rec50",
+            "rec90",
+            "fit"
+        );
+        for o in &report.objects {
+            println!(
+                "  {:<24} {:>6} {:>10} {:>6.1}% {:>12} {:>12} {:>6} {:>6} {:>5.0}%  {}",
+                o.name,
+                o.kind,
+                o.writebacks,
+                o.share_percent,
+                o.changed_bytes_p50,
+                o.changed_bytes_p90,
+                o.ranges_p50,
+                o.ranges_p90,
+                o.fit_percent,
+                if o.ipa { "yes" } else { "no" }
+            );
+        }
+        println!(
+            "  recommended: IPA [{}] with {}-byte records in {} ({:.1}% of each page), expected appends {:.0}% of page writes",
+            report.scheme,
+            report.record_bytes,
+            report.ipa_mode,
+            100.0 * report.space_overhead_per_page,
+            report.expected_append_percent
+        );
+        for line in &report.ddl {
+            println!("  {line}");
+        }
+    }
+    Ok(())
 }

@@ -63,3 +63,47 @@ fn ipa_compare_refuses_what_it_cannot_run_before_loading() {
         assert!(!ok && err.contains(why), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn ipa_advise_recommends_the_tables_with_small_frequent_updates() {
+    let v = noftl_json(&[
+        "ipa",
+        "advise",
+        "--preset",
+        "tiny",
+        "--set",
+        "geometry.blocks_per_plane=64",
+        "--scale",
+        "1500",
+        "--warmup",
+        "1s",
+        "--duration",
+        "2s",
+        "--json",
+        "-",
+    ]);
+    let objects = v["objects"].as_array().unwrap();
+    let sub = objects.iter().find(|o| o["name"] == "subscriber").unwrap();
+    assert_eq!(
+        sub["ipa"], true,
+        "TATP's Subscriber updates change a few bytes: {sub}"
+    );
+    assert!(sub["fit_percent"].as_f64().unwrap() > 50.0, "{sub}");
+    let ddl = v["ddl"].as_array().unwrap();
+    assert!(
+        ddl[0]
+            .as_str()
+            .unwrap()
+            .starts_with("CREATE REGION rg_ipa ("),
+        "{v}"
+    );
+    assert!(ddl[0].as_str().unwrap().contains("IPA_MODE=SLC"), "{v}");
+    let share: f64 = objects
+        .iter()
+        .map(|o| o["share_percent"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (share - 100.0).abs() < 0.01,
+        "shares add up to all write-backs: {share}"
+    );
+}

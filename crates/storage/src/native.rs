@@ -88,7 +88,8 @@
 //!    (`atomic_write_bytes` says so, and the engine logs full-page images for larger pages).
 //! 5. Requests are checked (page, log block, slot in range) before anything changes.
 //! 6. Regions (region.rs): slot 0 is the default region's space, slot r region r's; a DB page
-//!    is written in the space of its object's region, the log in slot 0 or in the one region
+//!    is written in the space of its object's region (objects in no region: slot 0, or the one
+//!    region created with `DEFAULT=on`), the log in slot 0 or in the one region
 //!    created with `LOG=on` (`log_slot`), everything else (master, journal, region table) in
 //!    slot 0; a flash page is invalidated in the space owning its die; the
 //!    device is in slot 0 between calls; one sequence (slot 0's) numbers every write.

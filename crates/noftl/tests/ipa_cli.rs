@@ -47,7 +47,7 @@ fn ipa_compare_reports_appends_only_where_ipa_is_on_and_checks_its_windows() {
 #[test]
 fn ipa_compare_refuses_what_it_cannot_run_before_loading() {
     for (args, why) in [
-        (vec!["--workload", "tpcc"], "tatp or tpcb"),
+        (vec!["--workload", "tpch"], "tatp, tpcb or tpcc"),
         (
             vec!["--workload", "tpcb", "--configs", "ipa-regions"],
             "TATP's",

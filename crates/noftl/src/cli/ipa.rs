@@ -16,6 +16,7 @@ use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
 use kits::tatp::{self, TatpConfig, TatpTerminal};
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
+use kits::tpcc::{self, TpccConfig, TpccTerminal};
 use nand::{CellMode, Nand, OpKind, Purpose};
 use serde::Serialize;
 use storage::ipa::IpaScheme;
@@ -48,10 +49,11 @@ pub const CONFIGS: [&str; 4] = ["baseline", "regions", "ipa-regions", "ipa-globa
 
 #[derive(Debug, Args)]
 pub struct IpaCompareArgs {
-    /// tatp | tpcb
+    /// tatp | tpcb | tpcc
     #[arg(long, default_value = "tatp")]
     pub workload: String,
-    /// TATP: subscribers; TPC-B: branches (with --accounts-per-branch accounts each).
+    /// TATP: subscribers; TPC-B: branches (with --accounts-per-branch accounts each); TPC-C:
+    /// warehouses.
     #[arg(long)]
     pub scale: Option<u32>,
     /// TPC-B: accounts per branch.
@@ -186,6 +188,7 @@ fn counts(store: &dyn PageStore) -> Counts {
 enum Workload {
     Tatp(TatpConfig),
     Tpcb(TpcbConfig),
+    Tpcc(TpccConfig),
 }
 
 impl Workload {
@@ -193,6 +196,7 @@ impl Workload {
         match self {
             Workload::Tatp(c) => c.db_pages_estimate(page_bytes),
             Workload::Tpcb(c) => c.db_pages_estimate(page_bytes),
+            Workload::Tpcc(c) => c.db_pages_estimate(page_bytes),
         }
     }
 }
@@ -263,7 +267,8 @@ fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
             accounts_per_branch: a.accounts_per_branch,
             ..TpcbConfig::spec(a.scale.unwrap_or(1))
         }),
-        other => bail!("ipa compare runs tatp or tpcb, not '{other}'"),
+        "tpcc" => Workload::Tpcc(TpccConfig::spec(a.scale.unwrap_or(1))),
+        other => bail!("ipa compare runs tatp, tpcb or tpcc, not '{other}'"),
     };
     let configs: Vec<String> = match &a.configs {
         Some(c) => c.iter().map(|s| s.trim().to_ascii_lowercase()).collect(),
@@ -276,8 +281,8 @@ fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
         if !CONFIGS.contains(&c.as_str()) {
             bail!("--configs: '{c}' is not one of {}", CONFIGS.join(", "));
         }
-        if matches!(workload, Workload::Tpcb(_)) && c.contains("regions") {
-            bail!("--configs {c}: the regions layouts are TATP's (Subscriber and Special_Facility); TPC-B runs baseline and ipa-global");
+        if !matches!(workload, Workload::Tatp(_)) && c.contains("regions") {
+            bail!("--configs {c}: the regions layouts are TATP's (Subscriber and Special_Facility); TPC-B and TPC-C run baseline and ipa-global");
         }
     }
     if a.repeat == 0 || a.terminals == 0 {
@@ -342,6 +347,7 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
         scale: match workload {
             Workload::Tatp(c) => c.subscribers,
             Workload::Tpcb(c) => c.scale,
+            Workload::Tpcc(c) => c.warehouses,
         },
         preset: a.preset.clone(),
         page_bytes,
@@ -369,8 +375,7 @@ fn run_one(
 ) -> anyhow::Result<Row> {
     let (workload, page_bytes, chips, ipa_opts) =
         (&st.workload, st.page_bytes, st.chips, st.ipa_opts.as_str());
-    let (op_percent, warmup_ns, duration_ns, scheme) =
-        (st.op_percent, st.warmup_ns, st.duration_ns, st.scheme);
+    let (op_percent, scheme) = (st.op_percent, st.scheme);
     let mut cfg = st.dev.clone();
     cfg.seed = seed;
     let mut store = NativeStore::format(
@@ -412,7 +417,7 @@ fn run_one(
         "regions" => "",
         _ => ipa_opts,
     };
-    let (throughput, hist, before, after, c0, c1, share, elapsed_ns) = match workload {
+    let w = match workload {
         Workload::Tatp(tc) => {
             let ddl = if config.ends_with("regions") {
                 tatp::regions_ddl(a.region_chips, op_percent, region_extra)
@@ -420,73 +425,58 @@ fn run_one(
                 tatp::DDL.to_string()
             };
             let h = tatp::load(&mut e, *tc, &ddl, seed, |_| {})?;
-            e.checkpoint()?;
             let terms: Vec<TatpTerminal> = (0..a.terminals)
                 .map(|i| TatpTerminal::new(i, h, *tc, seed, None))
                 .collect();
-            let start = e.now();
-            let (mut e, terms, _, _) = run_terminals(e, terms, start, Some(warmup_ns), true)?;
-            if profile.is_some() {
-                e.enable_write_profile();
-            }
-            let ok0: u64 = terms.iter().map(TatpTerminal::succeeded).sum();
-            let lat0 = merged(terms.iter().map(|t| &t.latency_ns))?;
-            let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
-            let (e, terms, virtual_ns, _) =
-                run_terminals(e, terms, start, Some(duration_ns), true)?;
-            let ok1: u64 = terms.iter().map(TatpTerminal::succeeded).sum();
-            let mut hist = merged(terms.iter().map(|t| &t.latency_ns))?;
-            hist.subtract(&lat0)?;
-            let tps = (ok1 - ok0) as f64 / (virtual_ns as f64 / 1e9);
-            if let Some(p) = profile.as_mut() {
-                **p = profile_of(&e);
-            }
-            (
-                tps,
-                hist,
-                before,
-                snapshot(&e),
-                c0,
-                counts(e.store()),
-                ipa_share(&e),
-                virtual_ns,
-            )
+            window(
+                e,
+                terms,
+                TatpTerminal::succeeded,
+                |t| &t.latency_ns,
+                st,
+                &mut profile,
+            )?
         }
         Workload::Tpcb(bc) => {
             let h = tpcb::load(&mut e, *bc, |_| {})?;
-            e.checkpoint()?;
             let terms: Vec<TpcbTerminal> = (0..a.terminals)
                 .map(|i| TpcbTerminal::new(i, h, *bc, seed, None))
                 .collect();
-            let start = e.now();
-            let (mut e, terms, _, _) = run_terminals(e, terms, start, Some(warmup_ns), true)?;
-            if profile.is_some() {
-                e.enable_write_profile();
-            }
-            let ok0: u64 = terms.iter().map(|t| t.committed).sum();
-            let lat0 = merged(terms.iter().map(|t| &t.latency_ns))?;
-            let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
-            let (e, terms, virtual_ns, _) =
-                run_terminals(e, terms, start, Some(duration_ns), true)?;
-            let ok1: u64 = terms.iter().map(|t| t.committed).sum();
-            let mut hist = merged(terms.iter().map(|t| &t.latency_ns))?;
-            hist.subtract(&lat0)?;
-            let tps = (ok1 - ok0) as f64 / (virtual_ns as f64 / 1e9);
-            if let Some(p) = profile.as_mut() {
-                **p = profile_of(&e);
-            }
-            (
-                tps,
-                hist,
-                before,
-                snapshot(&e),
-                c0,
-                counts(e.store()),
-                ipa_share(&e),
-                virtual_ns,
-            )
+            window(
+                e,
+                terms,
+                |t| t.committed,
+                |t| &t.latency_ns,
+                st,
+                &mut profile,
+            )?
+        }
+        Workload::Tpcc(cc) => {
+            let loaded = tpcc::load(&mut e, *cc, seed, |_| {})?;
+            let run_c = tpcc::NurandConsts::run_from(loaded.c_load, seed);
+            let terms: Vec<TpccTerminal> = (0..a.terminals)
+                .map(|i| TpccTerminal::new(i, loaded.h, *cc, run_c, seed, None))
+                .collect();
+            window(
+                e,
+                terms,
+                TpccTerminal::committed,
+                |t| &t.latency_ns,
+                st,
+                &mut profile,
+            )?
         }
     };
+    let Window {
+        tps: throughput,
+        hist,
+        before,
+        after,
+        c0,
+        c1,
+        share,
+        elapsed_ns,
+    } = w;
     let host_writes = (c1.host_programs - c0.host_programs) + (c1.host_appends - c0.host_appends);
     let appends = c1.host_appends - c0.host_appends;
     let per_write = |x: u64| x as f64 / host_writes.max(1) as f64;
@@ -507,6 +497,56 @@ fn run_one(
         programs_per_txn: (c1.programs - c0.programs) as f64 / txns,
         erases_per_txn: (c1.erases - c0.erases) as f64 / txns,
         consistency: consistency(&before, &after, elapsed_ns, a.terminals, true, &hist),
+    })
+}
+
+/// What one measured window saw.
+struct Window {
+    tps: f64,
+    hist: Histogram<u64>,
+    before: super::bench::Snapshot,
+    after: super::bench::Snapshot,
+    c0: Counts,
+    c1: Counts,
+    share: f64,
+    elapsed_ns: u64,
+}
+
+/// A checkpoint after the load, the warm-up, then the measured window (with the advisor's
+/// profile over it when asked): the same for every workload.
+fn window<T: storage::sched::Terminal + Send + 'static>(
+    mut e: Engine,
+    terms: Vec<T>,
+    done: fn(&T) -> u64,
+    latency: fn(&T) -> &Histogram<u64>,
+    st: &Setup,
+    profile: &mut Option<&mut Vec<ObjectProfile>>,
+) -> anyhow::Result<Window> {
+    e.checkpoint()?;
+    let start = e.now();
+    let (mut e, terms, _, _) = run_terminals(e, terms, start, Some(st.warmup_ns), true)?;
+    if profile.is_some() {
+        e.enable_write_profile();
+    }
+    let ok0: u64 = terms.iter().map(done).sum();
+    let lat0 = merged(terms.iter().map(latency))?;
+    let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
+    let (e, terms, elapsed_ns, _) = run_terminals(e, terms, start, Some(st.duration_ns), true)?;
+    let ok1: u64 = terms.iter().map(done).sum();
+    let mut hist = merged(terms.iter().map(latency))?;
+    hist.subtract(&lat0)?;
+    if let Some(p) = profile.as_mut() {
+        **p = profile_of(&e);
+    }
+    Ok(Window {
+        tps: (ok1 - ok0) as f64 / (elapsed_ns as f64 / 1e9),
+        hist,
+        before,
+        after: snapshot(&e),
+        c0,
+        c1: counts(e.store()),
+        share: ipa_share(&e),
+        elapsed_ns,
     })
 }
 
@@ -806,6 +846,7 @@ fn advise(a: IpaCompareArgs) -> anyhow::Result<()> {
         scale: match &st.workload {
             Workload::Tatp(c) => c.subscribers,
             Workload::Tpcb(c) => c.scale,
+            Workload::Tpcc(c) => c.warehouses,
         },
         preset: a.preset.clone(),
         page_bytes: st.page_bytes,

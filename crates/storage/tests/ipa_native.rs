@@ -139,7 +139,8 @@ fn pslc_regions_on_mlc_append_to_16k_pages() {
 
 #[test]
 fn regions_the_chips_cannot_append_to_are_refused_before_anything_is_written() {
-    let cases: [(fn() -> Nand, &str, &str); 5] = [
+    type Case = (fn() -> Nand, &'static str, &'static str);
+    let cases: [Case; 5] = [
         (slc_device, "MAX_CHIPS=1, IPA_MODE=pSLC", "needs MLC or TLC"),
         (mlc_device, "MAX_CHIPS=1, IPA_MODE=SLC", "needs SLC chips"),
         (

@@ -769,8 +769,8 @@ fn advise(a: IpaCompareArgs) -> anyhow::Result<()> {
     };
     let mut options: Vec<(usize, usize, f64, usize)> = Vec::new();
     for m in 0..4 {
-        for r in 0..PROFILE_RECORD_BYTES.len() {
-            let area = (m + 1) * (storage::ipa::RECORD_HEADER_BYTES + PROFILE_RECORD_BYTES[r]);
+        for (r, &record_bytes) in PROFILE_RECORD_BYTES.iter().enumerate() {
+            let area = (m + 1) * (storage::ipa::RECORD_HEADER_BYTES + record_bytes);
             options.push((m, r, combined(m, r), area));
         }
     }
@@ -813,7 +813,7 @@ fn advise(a: IpaCompareArgs) -> anyhow::Result<()> {
             }
         })
         .collect();
-    objects.sort_by(|x, y| y.writebacks.cmp(&x.writebacks));
+    objects.sort_by_key(|o| std::cmp::Reverse(o.writebacks));
     let nf = f64::from(n) / f64::from(n + 1);
     let expected: f64 = objects
         .iter()

@@ -15,7 +15,8 @@
 //!
 //! Time: a page read ahead is ready at its read's completion time; the scan waits for it (moves
 //! the engine's clock up to that time) only when it reaches the page. Each row costs
-//! `cpu_ns_per_row` of virtual CPU time (the caller's per-row work: filter, hash, aggregate).
+//! `cpu_ns_per_row` of virtual CPU time, plus what the caller's closure says its work on the row
+//! (filter, hash, aggregate) cost; a page's CPU time is charged once its rows are done.
 //!
 //! Buffer counters: a read-ahead read is a miss and the scan's own fix of the page a hit, so a
 //! scan that reads ahead every page shows about half hits.
@@ -65,12 +66,14 @@ impl Engine {
             .map_or(64, |n| 2 * n.geometry().dies() as usize)
     }
 
-    /// Calls `f` on every live record of `table`, in chain order (invariant 1).
+    /// Calls `f` on every live record of `table`, in chain order (invariant 1). `f` returns the
+    /// virtual CPU time its own work on the row took (beyond `cpu_ns_per_row`), charged with the
+    /// page's rows.
     pub fn scan_rows(
         &mut self,
         table: ObjectId,
         opts: ScanOptions,
-        mut f: impl FnMut(&[u8]),
+        mut f: impl FnMut(&[u8]) -> u64,
     ) -> Result<ScanStats> {
         let head = self
             .catalog
@@ -136,17 +139,17 @@ impl Engine {
                     why: format!("page on the heap chain of table {table} is not its heap page"),
                 });
             }
-            let mut rows = 0u64;
+            let (mut rows, mut work_ns) = (0u64, 0u64);
             for s in 0..slotted::nslots(p) {
                 if let Some(r) = slotted::get(p, s) {
-                    f(r);
+                    work_ns += f(r);
                     rows += 1;
                 }
             }
             let next = page::next(p);
             self.pool.unfix(fr);
             st.rows += rows;
-            let now = self.now() + rows * opts.cpu_ns_per_row;
+            let now = self.now() + rows * opts.cpu_ns_per_row + work_ns;
             self.set_now(now);
             pid = next;
         }

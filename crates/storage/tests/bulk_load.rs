@@ -92,6 +92,7 @@ fn a_bulk_loaded_table_reads_back_through_its_indexes_and_scans() {
                     let id = i64::from_le_bytes(r[..8].try_into().unwrap());
                     assert_eq!(id, next);
                     next += 1;
+                    0
                 },
             )
             .unwrap();

@@ -15,6 +15,7 @@
 
 pub mod answer;
 pub mod query;
+pub mod reference;
 
 use storage::bulk::BulkOptions;
 use storage::tuple::Value;

@@ -34,9 +34,13 @@ pub enum BenchCommand {
     /// TPC-C: nine tables, the five transactions (45/43/4/4/4); reports NOTPM. --scale is the
     /// number of warehouses.
     Tpcc(tpcc::TpccArgs),
+    /// TPC-H: the eight tables bulk loaded, queries 1, 6, 12 and 14 with seconds per query
+    /// (virtual time) and their answers checked. --scale is the scale factor (0.01 to 1000).
+    Tpch(tpch::TpchArgs),
 }
 
 mod tpcc;
+mod tpch;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -569,6 +573,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Tpcb(args) => args,
         BenchCommand::Tatp(args) => return super::bench_tatp::run(args),
         BenchCommand::Tpcc(args) => return tpcc::run(args),
+        BenchCommand::Tpch(args) => return tpch::run(args),
     };
     if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");

@@ -144,3 +144,56 @@ pub fn sf1_answer(q: u32, like: &QueryResult) -> Option<QueryResult> {
         rows,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(kind: Kind, cell: Cell) -> QueryResult {
+        QueryResult {
+            columns: vec![("x", kind)],
+            rows: vec![vec![cell]],
+        }
+    }
+
+    #[test]
+    fn the_specification_tolerances_apply_per_column_kind() {
+        // Q14's answer is a ratio: 16.38 within 1% after rounding to 1/100th.
+        let like = one(Kind::Ratio, Cell::Num(0.0));
+        let want = sf1_answer(14, &like).expect("Q14 has an SF 1 answer");
+        assert!(compare(&want, &one(Kind::Ratio, Cell::Num(16.381)), Tolerance::Spec).is_ok());
+        assert!(compare(&want, &one(Kind::Ratio, Cell::Num(16.5)), Tolerance::Spec).is_ok());
+        assert!(compare(&want, &one(Kind::Ratio, Cell::Num(16.6)), Tolerance::Spec).is_err());
+        // Q6's answer is a sum: within 100 currency units.
+        let like = one(Kind::Sum, Cell::Num(0.0));
+        let want = sf1_answer(6, &like).expect("Q6 has an SF 1 answer");
+        let dec = |value| Cell::Dec { value, scale: 4 };
+        assert!(compare(&want, &one(Kind::Sum, dec(1_231_410_782_300 + 990_000)), Tolerance::Spec).is_ok());
+        assert!(compare(&want, &one(Kind::Sum, dec(1_231_410_782_300 + 1_010_000)), Tolerance::Spec).is_err());
+        // Counts are exact, whatever the tolerance.
+        let want = one(Kind::Count, Cell::Str("6202".into()));
+        assert!(compare(&want, &one(Kind::Count, Cell::Int(6202)), Tolerance::Spec).is_ok());
+        assert!(compare(&want, &one(Kind::Count, Cell::Int(6203)), Tolerance::Spec).is_err());
+        // A result of another shape is refused with the reason.
+        let two_rows = QueryResult {
+            columns: vec![("x", Kind::Count)],
+            rows: vec![vec![Cell::Int(1)], vec![Cell::Int(2)]],
+        };
+        assert!(compare(&want, &two_rows, Tolerance::Spec)
+            .unwrap_err()
+            .contains("rows"));
+    }
+
+    #[test]
+    fn the_sf1_answers_have_the_columns_of_our_queries() {
+        for (q, cols) in [(1, 10), (6, 1), (12, 3), (14, 1)] {
+            let like = QueryResult {
+                columns: vec![("x", Kind::Key); cols],
+                rows: vec![],
+            };
+            let a = sf1_answer(q, &like).expect("an answer");
+            assert!(!a.rows.is_empty());
+            assert!(a.rows.iter().all(|r| r.len() == cols));
+        }
+    }
+}

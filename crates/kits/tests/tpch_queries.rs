@@ -44,8 +44,12 @@ fn loaded(store: Box<dyn PageStore>, frames: usize) -> (Engine, Handles) {
         },
     )
     .unwrap();
-    let (h, st) = tpch::load(&mut e, TpchConfig::new(SF).unwrap(), |_| {}).unwrap();
+    let cfg = TpchConfig::new(SF).unwrap();
+    let (h, st) = tpch::load(&mut e, cfg, |_| {}).unwrap();
     assert!(st.rows > 80_000, "{st:?}");
+    // The size estimate that refuses a small device before loading is close to the truth.
+    let (est, got) = (cfg.db_pages_estimate(4096) as f64, e.stats().pages_allocated as f64);
+    assert!((0.9..1.15).contains(&(est / got)), "estimated {est} pages, {got} allocated");
     (e, h)
 }
 

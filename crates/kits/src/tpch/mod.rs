@@ -56,18 +56,18 @@ pub struct TpchConfig {
     pub scale: f64,
 }
 
-/// Rows per table at a scale factor, and the page space one row takes with its primary-key
-/// entry, as measured by loading SF 0.1 on 4 KiB pages (2026-11-25; `bench tpch` prints the
-/// pages the load allocated).
+/// The page space one row takes with its primary-key entry, per table, as measured by loading
+/// SF 0.1 on 4 KiB pages (heap and index pages over rows, `bench tpch --json`'s `load.tables`,
+/// 2026-11-25); REGION and NATION take one heap and one index page each.
 const TABLES: [(&str, f64); 8] = [
-    ("region", 200.0),
-    ("nation", 200.0),
-    ("part", 162.0),
-    ("supplier", 175.0),
-    ("partsupp", 186.0),
-    ("customer", 191.0),
-    ("orders", 138.0),
-    ("lineitem", 166.0),
+    ("region", 1638.4),
+    ("nation", 327.7),
+    ("part", 167.0),
+    ("supplier", 189.0),
+    ("partsupp", 192.0),
+    ("customer", 198.0),
+    ("orders", 141.0),
+    ("lineitem", 171.0),
 ];
 
 impl TpchConfig {
@@ -80,7 +80,8 @@ impl TpchConfig {
         Ok(TpchConfig { scale })
     }
 
-    /// Rows of each table, in `TABLES` order (LINEITEM: 4 per order on average, clause 4.2.5).
+    /// Rows of each table, in `TABLES` order (PARTSUPP: 4 per part; LINEITEM: 4 per order on
+    /// average, clause 4.2.5).
     pub fn rows_by_table(&self) -> [u64; 8] {
         let sf = self.scale;
         let orders = OrderGenerator::calculate_row_count(sf, 1, 1) as u64;
@@ -89,7 +90,7 @@ impl TpchConfig {
             25,
             PartGenerator::calculate_row_count(sf, 1, 1) as u64,
             SupplierGenerator::calculate_row_count(sf, 1, 1) as u64,
-            PartSuppGenerator::calculate_row_count(sf, 1, 1) as u64,
+            4 * PartSuppGenerator::calculate_row_count(sf, 1, 1) as u64,
             CustomerGenerator::calculate_row_count(sf, 1, 1) as u64,
             orders,
             orders * 4,
@@ -132,9 +133,19 @@ impl Handles {
     }
 }
 
-/// What the load wrote.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+/// What the load wrote, in all and per table.
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct LoadStats {
+    pub rows: u64,
+    pub heap_pages: u64,
+    pub index_pages: u64,
+    pub tables: Vec<TableLoad>,
+}
+
+/// What the load wrote for one table.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TableLoad {
+    pub table: &'static str,
     pub rows: u64,
     pub heap_pages: u64,
     pub index_pages: u64,
@@ -153,7 +164,7 @@ fn money(d: tpchgen::decimal::TPCHDecimal) -> Value {
 /// Bulk loads one table from `rows`; `progress(rows so far)` every 4,096 rows.
 fn bulk_table(
     e: &mut Engine,
-    name: &str,
+    name: &'static str,
     rows: impl Iterator<Item = Vec<Value>>,
     done: &mut u64,
     stats: &mut LoadStats,
@@ -176,6 +187,12 @@ fn bulk_table(
     stats.rows += st.rows;
     stats.heap_pages += st.heap_pages;
     stats.index_pages += st.index_pages;
+    stats.tables.push(TableLoad {
+        table: name,
+        rows: st.rows,
+        heap_pages: st.heap_pages,
+        index_pages: st.index_pages,
+    });
     progress(*done);
     Ok(())
 }

@@ -20,8 +20,7 @@ fn memdisk() -> Box<dyn PageStore> {
 
 /// Eight dies (2 channels x 2 chips x 2 planes), 16 MiB per plane.
 fn native() -> Box<dyn PageStore> {
-    let cfg =
-        DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=256".to_string()]).unwrap();
+    let cfg = DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=256".to_string()]).unwrap();
     Box::new(
         NativeStore::format(
             Nand::new(cfg).unwrap(),
@@ -48,8 +47,14 @@ fn loaded(store: Box<dyn PageStore>, frames: usize) -> (Engine, Handles) {
     let (h, st) = tpch::load(&mut e, cfg, |_| {}).unwrap();
     assert!(st.rows > 80_000, "{st:?}");
     // The size estimate that refuses a small device before loading is close to the truth.
-    let (est, got) = (cfg.db_pages_estimate(4096) as f64, e.stats().pages_allocated as f64);
-    assert!((0.9..1.15).contains(&(est / got)), "estimated {est} pages, {got} allocated");
+    let (est, got) = (
+        cfg.db_pages_estimate(4096) as f64,
+        e.stats().pages_allocated as f64,
+    );
+    assert!(
+        (0.9..1.15).contains(&(est / got)),
+        "estimated {est} pages, {got} allocated"
+    );
     (e, h)
 }
 

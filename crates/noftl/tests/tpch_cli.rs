@@ -23,7 +23,9 @@ fn bench_tpch_runs_the_four_queries_on_flash_and_checks_their_answers() {
         assert_eq!(v["scale"], 0.01);
         let qs = v["queries"].as_array().unwrap();
         assert_eq!(
-            qs.iter().map(|q| q["query"].as_u64().unwrap()).collect::<Vec<_>>(),
+            qs.iter()
+                .map(|q| q["query"].as_u64().unwrap())
+                .collect::<Vec<_>>(),
             vec![1, 6, 12, 14]
         );
         for q in qs {
@@ -32,10 +34,17 @@ fn bench_tpch_runs_the_four_queries_on_flash_and_checks_their_answers() {
             assert!(q["stdev"].as_f64().is_some());
             assert!(!q["rows"].as_array().unwrap().is_empty());
             // The scans read from flash: LINEITEM alone is over 2,000 pages and the pool is 256.
-            assert!(q["per_query"]["flash_reads"].as_f64().unwrap() > 1000.0, "{q}");
+            assert!(
+                q["per_query"]["flash_reads"].as_f64().unwrap() > 1000.0,
+                "{q}"
+            );
             assert_eq!(q["consistency"]["status"], "ok", "{q}");
         }
-        assert_eq!(qs[0]["rows"].as_array().unwrap().len(), 4, "Q1's four groups");
+        assert_eq!(
+            qs[0]["rows"].as_array().unwrap().len(),
+            4,
+            "Q1's four groups"
+        );
     }
 }
 

@@ -136,10 +136,15 @@ impl Engine {
         }
         let mut keys = Vec::new();
         for id in &t.indexes {
-            let index = self.catalog.indexes.get(id).cloned().ok_or(Error::NotFound {
-                kind: "index",
-                name: format!("#{id}"),
-            })?;
+            let index = self
+                .catalog
+                .indexes
+                .get(id)
+                .cloned()
+                .ok_or(Error::NotFound {
+                    kind: "index",
+                    name: format!("#{id}"),
+                })?;
             let f = self.fix(index.root, crate::buffer::Fix::Read)?;
             let p = self.pool.page(f);
             let leaf = page::page_type(p) == PageType::BTreeLeaf && slotted::nslots(p) == 0;

@@ -66,10 +66,7 @@ fn a_bulk_loaded_table_reads_back_through_its_indexes_and_scans() {
         assert_eq!(rids.len(), 1);
         assert_eq!(e.get(t, table, rids[0]).unwrap().unwrap(), row(i));
     }
-    assert!(e
-        .lookup(t, pk, &[Value::Int(n)], false)
-        .unwrap()
-        .is_empty());
+    assert!(e.lookup(t, pk, &[Value::Int(n)], false).unwrap().is_empty());
     let in_grp = e.lookup(t, grp, &[Value::Int(5)], false).unwrap();
     assert_eq!(
         in_grp.len() as i64,

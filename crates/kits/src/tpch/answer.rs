@@ -25,7 +25,10 @@ pub enum Cell {
     Str(String),
     Int(i64),
     /// An exact decimal: `value / 10^scale`.
-    Dec { value: i128, scale: u8 },
+    Dec {
+        value: i128,
+        scale: u8,
+    },
     /// A computed ratio or average.
     Num(f64),
 }
@@ -137,7 +140,11 @@ pub fn sf1_answer(q: u32, like: &QueryResult) -> Option<QueryResult> {
         return None;
     }
     let rows = lines
-        .map(|l| l.split('|').map(|c| Cell::Str(c.trim().to_string())).collect())
+        .map(|l| {
+            l.split('|')
+                .map(|c| Cell::Str(c.trim().to_string()))
+                .collect()
+        })
         .collect();
     Some(QueryResult {
         columns: like.columns.clone(),
@@ -168,8 +175,18 @@ mod tests {
         let like = one(Kind::Sum, Cell::Num(0.0));
         let want = sf1_answer(6, &like).expect("Q6 has an SF 1 answer");
         let dec = |value| Cell::Dec { value, scale: 4 };
-        assert!(compare(&want, &one(Kind::Sum, dec(1_231_410_782_300 + 990_000)), Tolerance::Spec).is_ok());
-        assert!(compare(&want, &one(Kind::Sum, dec(1_231_410_782_300 + 1_010_000)), Tolerance::Spec).is_err());
+        assert!(compare(
+            &want,
+            &one(Kind::Sum, dec(1_231_410_782_300 + 990_000)),
+            Tolerance::Spec
+        )
+        .is_ok());
+        assert!(compare(
+            &want,
+            &one(Kind::Sum, dec(1_231_410_782_300 + 1_010_000)),
+            Tolerance::Spec
+        )
+        .is_err());
         // Counts are exact, whatever the tolerance.
         let want = one(Kind::Count, Cell::Str("6202".into()));
         assert!(compare(&want, &one(Kind::Count, Cell::Int(6202)), Tolerance::Spec).is_ok());

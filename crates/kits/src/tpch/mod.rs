@@ -213,13 +213,9 @@ pub fn load(
     let mut st = LoadStats::default();
     let p = &mut progress;
     let region = RegionGenerator::new(sf, 1, 1);
-    let rows = region.iter().map(|r| {
-        vec![
-            Value::Int(r.r_regionkey),
-            s(r.r_name),
-            s(r.r_comment),
-        ]
-    });
+    let rows = region
+        .iter()
+        .map(|r| vec![Value::Int(r.r_regionkey), s(r.r_name), s(r.r_comment)]);
     bulk_table(e, "region", rows, &mut done, &mut st, p)?;
     let nation = NationGenerator::new(sf, 1, 1);
     let rows = nation.iter().map(|n| {

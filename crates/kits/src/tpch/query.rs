@@ -102,7 +102,9 @@ impl Params {
         }
         let [a, b] = &self.q12_modes;
         if a == b || !SHIP_MODES.contains(&a.as_str()) || !SHIP_MODES.contains(&b.as_str()) {
-            return bad(format!("Q12 SHIPMODEs '{a}', '{b}' are not two different modes"));
+            return bad(format!(
+                "Q12 SHIPMODEs '{a}', '{b}' are not two different modes"
+            ));
         }
         if !(1..=12).contains(&self.q14_month) {
             return bad(format!("Q14 month {} is not 1..=12", self.q14_month));
@@ -512,9 +514,7 @@ fn q12(
         to[1] += i64::from(n[1]);
         hash_ns
     })?;
-    let mut order: Vec<usize> = (0..2)
-        .filter(|&i| high[i] + low[i] > 0)
-        .collect::<Vec<_>>();
+    let mut order: Vec<usize> = (0..2).filter(|&i| high[i] + low[i] > 0).collect::<Vec<_>>();
     order.sort_by_key(|&i| modes[i]);
     Ok(QueryResult {
         columns: vec![

@@ -169,4 +169,3 @@ pub fn answer(sf: f64, q: u32, p: &Params) -> Option<QueryResult> {
         _ => return None,
     })
 }
-

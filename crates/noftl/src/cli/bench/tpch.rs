@@ -312,11 +312,7 @@ pub fn run(a: TpchArgs) -> anyhow::Result<()> {
         );
         println!(
             "  load: {} rows, {} heap pages, {} index pages; {:.2} s virtual, {:.2} s wall",
-            res.load.rows,
-            res.load.heap_pages,
-            res.load.index_pages,
-            load_virtual_seconds,
-            load_s
+            res.load.rows, res.load.heap_pages, res.load.index_pages, load_virtual_seconds, load_s
         );
         for (r, wall_s) in res.queries.iter().zip(&query_wall_s) {
             println!(

@@ -34,6 +34,32 @@ use super::Handles;
 /// The queries this kit runs.
 pub const QUERIES: [u32; 4] = [1, 6, 12, 14];
 
+/// The columns of query `q`'s result, with how each is checked (clause 2.1.3.5).
+pub fn columns(q: u32) -> Vec<(&'static str, Kind)> {
+    match q {
+        1 => vec![
+            ("l_returnflag", Kind::Key),
+            ("l_linestatus", Kind::Key),
+            ("sum_qty", Kind::Sum),
+            ("sum_base_price", Kind::Sum),
+            ("sum_disc_price", Kind::Sum),
+            ("sum_charge", Kind::Sum),
+            ("avg_qty", Kind::Ratio),
+            ("avg_price", Kind::Ratio),
+            ("avg_disc", Kind::Ratio),
+            ("count_order", Kind::Count),
+        ],
+        6 => vec![("revenue", Kind::Sum)],
+        12 => vec![
+            ("l_shipmode", Kind::Key),
+            ("high_line_count", Kind::Count),
+            ("low_line_count", Kind::Count),
+        ],
+        14 => vec![("promo_revenue", Kind::Ratio)],
+        _ => vec![],
+    }
+}
+
 /// The seven ship modes (clause 4.2.2.13), for Q12's parameters.
 pub const SHIP_MODES: [&str; 7] = ["REG AIR", "AIR", "RAIL", "SHIP", "TRUCK", "MAIL", "FOB"];
 
@@ -388,18 +414,7 @@ fn q1(
         })
         .collect();
     Ok(QueryResult {
-        columns: vec![
-            ("l_returnflag", Kind::Key),
-            ("l_linestatus", Kind::Key),
-            ("sum_qty", Kind::Sum),
-            ("sum_base_price", Kind::Sum),
-            ("sum_disc_price", Kind::Sum),
-            ("sum_charge", Kind::Sum),
-            ("avg_qty", Kind::Ratio),
-            ("avg_price", Kind::Ratio),
-            ("avg_disc", Kind::Ratio),
-            ("count_order", Kind::Count),
-        ],
+        columns: columns(1),
         rows,
     })
 }
@@ -437,7 +452,7 @@ fn q6(
         hash_ns
     })?;
     Ok(QueryResult {
-        columns: vec![("revenue", Kind::Sum)],
+        columns: columns(6),
         rows: vec![vec![Cell::Dec {
             value: revenue,
             scale: 4,
@@ -517,11 +532,7 @@ fn q12(
     let mut order: Vec<usize> = (0..2).filter(|&i| high[i] + low[i] > 0).collect::<Vec<_>>();
     order.sort_by_key(|&i| modes[i]);
     Ok(QueryResult {
-        columns: vec![
-            ("l_shipmode", Kind::Key),
-            ("high_line_count", Kind::Count),
-            ("low_line_count", Kind::Count),
-        ],
+        columns: columns(12),
         rows: order
             .into_iter()
             .map(|i| {
@@ -587,7 +598,7 @@ fn q14(
         100.0 * promo as f64 / total as f64
     };
     Ok(QueryResult {
-        columns: vec![("promo_revenue", Kind::Ratio)],
+        columns: columns(14),
         rows: vec![vec![Cell::Num(ratio)]],
     })
 }

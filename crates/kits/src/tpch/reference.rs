@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use storage::tuple::days_from_civil;
 use tpchgen::generators::{LineItem, LineItemGenerator, OrderGenerator, PartGenerator};
 
-use super::answer::{Cell, Kind, QueryResult};
-use super::query::{first_of_month, high_priority, Params};
+use super::answer::{Cell, QueryResult};
+use super::query::{columns, first_of_month, high_priority, Params};
 
 fn lineitems(sf: f64) -> impl Iterator<Item = LineItem<'static>> {
     LineItemGenerator::new(sf, 1, 1).iter()
@@ -41,18 +41,7 @@ fn q1(sf: f64, p: &Params) -> QueryResult {
     }
     let dec = |value, scale| Cell::Dec { value, scale };
     QueryResult {
-        columns: vec![
-            ("l_returnflag", Kind::Key),
-            ("l_linestatus", Kind::Key),
-            ("sum_qty", Kind::Sum),
-            ("sum_base_price", Kind::Sum),
-            ("sum_disc_price", Kind::Sum),
-            ("sum_charge", Kind::Sum),
-            ("avg_qty", Kind::Ratio),
-            ("avg_price", Kind::Ratio),
-            ("avg_disc", Kind::Ratio),
-            ("count_order", Kind::Count),
-        ],
+        columns: columns(1),
         rows: g
             .into_iter()
             .map(|((rf, ls), a)| {
@@ -87,7 +76,7 @@ fn q6(sf: f64, p: &Params) -> QueryResult {
         .map(|l| i128::from(l.l_extendedprice.0) * i128::from(l.l_discount.0))
         .sum();
     QueryResult {
-        columns: vec![("revenue", Kind::Sum)],
+        columns: columns(6),
         rows: vec![vec![Cell::Dec {
             value: revenue,
             scale: 4,
@@ -124,11 +113,7 @@ fn q12(sf: f64, p: &Params) -> QueryResult {
         }
     }
     QueryResult {
-        columns: vec![
-            ("l_shipmode", Kind::Key),
-            ("high_line_count", Kind::Count),
-            ("low_line_count", Kind::Count),
-        ],
+        columns: columns(12),
         rows: g
             .into_iter()
             .map(|(m, (h, l))| vec![Cell::Str(m), Cell::Int(h), Cell::Int(l)])
@@ -154,7 +139,7 @@ fn q14(sf: f64, p: &Params) -> QueryResult {
         }
     }
     QueryResult {
-        columns: vec![("promo_revenue", Kind::Ratio)],
+        columns: columns(14),
         rows: vec![vec![Cell::Num(100.0 * pr as f64 / total as f64)]],
     }
 }

@@ -538,6 +538,25 @@ pub(super) fn sized_frames(
     Ok(frames)
 }
 
+/// A new engine on the store of `--storage`, sized for a database of `need_pages` (`what` names
+/// it in the refusal: `sized_frames`); returns it, the store's name and the buffer frames.
+pub(super) fn new_engine(
+    args: &BenchArgs,
+    need_pages: u64,
+    what: &str,
+) -> anyhow::Result<(Engine, String, usize)> {
+    let (store, storage_name) = page_store(args)?;
+    let frames = sized_frames(args, &*store, need_pages, what)?;
+    let e = Engine::create(
+        store,
+        EngineConfig {
+            buffer_frames: frames,
+            ..EngineConfig::default()
+        },
+    )?;
+    Ok((e, storage_name, frames))
+}
+
 /// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
 /// (one thread each); returns the engine, the terminals, the virtual time run and the group
 /// commit forces.

@@ -26,9 +26,8 @@ use kits::tpch::query::{self, ExecOptions, Params, QueryCpu};
 use kits::tpch::{self, reference, LoadStats, TpchConfig};
 use serde::Serialize;
 use storage::measure::Consistency;
-use storage::{Engine, EngineConfig};
 
-use super::{consistency, page_store, per_txn, print_consistency, snapshot, BenchArgs, PerTxn};
+use super::{consistency, per_txn, print_consistency, snapshot, BenchArgs, PerTxn};
 use crate::cli::common::DeviceArgs;
 use crate::targets::FtlKnobs;
 
@@ -188,19 +187,10 @@ pub fn run(a: TpchArgs) -> anyhow::Result<()> {
     if let Some(p) = &a.json {
         crate::output::check_writable(p)?;
     }
-    let (store, storage_name) = page_store(&sa)?;
-    let frames = super::sized_frames(
+    let (mut e, storage_name, frames) = super::new_engine(
         &sa,
-        &*store,
         cfg.db_pages_estimate(a.page_size),
         &format!("TPC-H scale factor {}", a.scale),
-    )?;
-    let mut e = Engine::create(
-        store,
-        EngineConfig {
-            buffer_frames: frames,
-            ..EngineConfig::default()
-        },
     )?;
     let read_ahead_pages = a.read_ahead.unwrap_or_else(|| e.default_read_ahead());
 

@@ -329,6 +329,43 @@ fn schema_of(e: &Engine, table: ObjectId) -> Result<Schema> {
         })
 }
 
+/// LINEITEM's fixed-width column offsets, resolved once per query.
+struct Li {
+    orderkey: usize,
+    partkey: usize,
+    quantity: usize,
+    price: usize,
+    discount: usize,
+    tax: usize,
+    returnflag: usize,
+    linestatus: usize,
+    shipdate: usize,
+    commitdate: usize,
+    receiptdate: usize,
+    shipmode: usize,
+}
+
+impl Li {
+    fn of(e: &Engine, h: &Handles) -> Result<Li> {
+        let schema = schema_of(e, h.lineitem)?;
+        let c = Cols::new(&schema);
+        Ok(Li {
+            orderkey: c.off("l_orderkey")?,
+            partkey: c.off("l_partkey")?,
+            quantity: c.off("l_quantity")?,
+            price: c.off("l_extendedprice")?,
+            discount: c.off("l_discount")?,
+            tax: c.off("l_tax")?,
+            returnflag: c.off("l_returnflag")?,
+            linestatus: c.off("l_linestatus")?,
+            shipdate: c.off("l_shipdate")?,
+            commitdate: c.off("l_commitdate")?,
+            receiptdate: c.off("l_receiptdate")?,
+            shipmode: c.off("l_shipmode")?,
+        })
+    }
+}
+
 /// Q1, the pricing summary report.
 fn q1(
     e: &mut Engine,
@@ -337,19 +374,9 @@ fn q1(
     opts: &ExecOptions,
     scans: &mut Vec<ScanStats>,
 ) -> Result<QueryResult> {
-    let schema = schema_of(e, h.lineitem)?;
-    let c = Cols::new(&schema);
-    let (qty, price, disc, tax) = (
-        c.off("l_quantity")?,
-        c.off("l_extendedprice")?,
-        c.off("l_discount")?,
-        c.off("l_tax")?,
-    );
-    let (rf, ls, ship) = (
-        c.off("l_returnflag")?,
-        c.off("l_linestatus")?,
-        c.off("l_shipdate")?,
-    );
+    let li = Li::of(e, h)?;
+    let (qty, price, disc, tax) = (li.quantity, li.price, li.discount, li.tax);
+    let (rf, ls, ship) = (li.returnflag, li.linestatus, li.shipdate);
     let last_day = days_from_civil(1998, 12, 1) - p.q1_delta_days;
     #[derive(Default)]
     struct Acc {
@@ -427,14 +454,8 @@ fn q6(
     opts: &ExecOptions,
     scans: &mut Vec<ScanStats>,
 ) -> Result<QueryResult> {
-    let schema = schema_of(e, h.lineitem)?;
-    let c = Cols::new(&schema);
-    let (qty, price, disc, ship) = (
-        c.off("l_quantity")?,
-        c.off("l_extendedprice")?,
-        c.off("l_discount")?,
-        c.off("l_shipdate")?,
-    );
+    let li = Li::of(e, h)?;
+    let (qty, price, disc, ship) = (li.quantity, li.price, li.discount, li.shipdate);
     let (from, to) = (
         days_from_civil(p.q6_year, 1, 1),
         days_from_civil(p.q6_year + 1, 1, 1),
@@ -480,14 +501,13 @@ fn q12(
     opts: &ExecOptions,
     scans: &mut Vec<ScanStats>,
 ) -> Result<QueryResult> {
-    let ls = schema_of(e, h.lineitem)?;
-    let lc = Cols::new(&ls);
+    let li = Li::of(e, h)?;
     let (okey, mode, ship, commit, receipt) = (
-        lc.off("l_orderkey")?,
-        lc.off("l_shipmode")?,
-        lc.off("l_shipdate")?,
-        lc.off("l_commitdate")?,
-        lc.off("l_receiptdate")?,
+        li.orderkey,
+        li.shipmode,
+        li.shipdate,
+        li.commitdate,
+        li.receiptdate,
     );
     let mode_w = 10;
     let (from, to) = (
@@ -555,14 +575,8 @@ fn q14(
     opts: &ExecOptions,
     scans: &mut Vec<ScanStats>,
 ) -> Result<QueryResult> {
-    let ls = schema_of(e, h.lineitem)?;
-    let lc = Cols::new(&ls);
-    let (pkey, price, disc, ship) = (
-        lc.off("l_partkey")?,
-        lc.off("l_extendedprice")?,
-        lc.off("l_discount")?,
-        lc.off("l_shipdate")?,
-    );
+    let li = Li::of(e, h)?;
+    let (pkey, price, disc, ship) = (li.partkey, li.price, li.discount, li.shipdate);
     let (from, to) = (
         first_of_month(p.q14_year, p.q14_month),
         first_of_month(p.q14_year, p.q14_month + 1),

@@ -68,3 +68,33 @@ fn bench_tpch_refuses_a_device_too_small_and_bad_arguments_before_loading() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn compare_tpch_prints_seconds_and_slowdowns_per_query_with_the_mapping_misses() {
+    let v = cli_support::noftl_json(&[
+        "compare",
+        "--workload",
+        "tpch",
+        "--sf",
+        "0.01",
+        "--stores",
+        "native,dftl-2%",
+        "--repeat",
+        "2",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(v["workload"], "tpch");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (i, q) in rows[1]["queries"].as_array().unwrap().iter().enumerate() {
+        let native = &rows[0]["queries"][i];
+        assert_eq!(native["slowdown"], 1.0);
+        assert_eq!(native["translation_reads"], 0.0);
+        // DFTL at 2% misses its mapping cache on the scans: a translation read per data read,
+        // and the query takes longer by that.
+        assert!(q["mapping_miss_ratio"].as_f64().unwrap() > 0.5, "{q}");
+        assert!(q["slowdown"].as_f64().unwrap() > 1.2, "{q}");
+        assert_eq!(q["consistency"]["status"], "ok");
+    }
+}

@@ -647,6 +647,24 @@ struct Probe {
     loaded: Loaded,
 }
 
+impl Probe {
+    /// The loaded database copied page by page onto `row`'s store of `rig`.
+    fn copy_onto(&self, rig: &Rig, row: usize) -> anyhow::Result<Engine> {
+        let store = build_store(rig, row)?;
+        Ok(self
+            .engine
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a worker panicked while copying the database"))?
+            .copy_to(
+                store,
+                EngineConfig {
+                    buffer_frames: rig.frames,
+                    ..EngineConfig::default()
+                },
+            )?)
+    }
+}
+
 /// 4 KiB units per flash page of `g` (1 on 4 KiB pages).
 fn units_per_page(g: &nand::Geometry) -> u64 {
     u64::from(ftl::space::units_per_page(g))
@@ -746,18 +764,7 @@ fn run_row(
 ) -> anyhow::Result<Vec<RunOut>> {
     let name = ROWS[row].0;
     let wall = std::time::Instant::now();
-    let store = build_store(rig, row)?;
-    let mut e = probe
-        .engine
-        .lock()
-        .map_err(|_| anyhow::anyhow!("a worker panicked while copying the database"))?
-        .copy_to(
-            store,
-            EngineConfig {
-                buffer_frames: rig.frames,
-                ..EngineConfig::default()
-            },
-        )?;
+    let mut e = probe.copy_onto(rig, row)?;
     let loaded = probe.loaded;
     let load_s = wall.elapsed().as_secs_f64();
     let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, &loaded, terminals)?;

@@ -182,6 +182,9 @@ pub fn run(a: TpchArgs) -> anyhow::Result<()> {
         other => bail!("--params is validation or random, not '{other}'"),
     };
     params.check()?;
+    if a.storage == "file" {
+        bail!("bench tpch runs on the emulated targets and memdisk (--storage file is TPC-B's for now)");
+    }
     let sa = a.store_args();
     super::check_counts(&sa)?;
     if let Some(p) = &a.json {

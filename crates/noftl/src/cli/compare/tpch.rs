@@ -23,11 +23,11 @@ use kits::tpch::query::{self, ExecOptions, Params, QueryCpu};
 use kits::tpch::TpchConfig;
 use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
-use storage::{Engine, EngineConfig};
+use storage::Engine;
 
 use super::{
-    build_store, counters, mean_stdev, parse_stores, r4, size_rig, CompareArgs, Counters, Device,
-    Loaded, Workload, DEFAULT_STORES, ROWS,
+    counters, mean_stdev, parse_stores, r4, size_rig, CompareArgs, Counters, Device, Loaded,
+    Workload, DEFAULT_STORES, ROWS,
 };
 
 /// The scale factor when neither --sf nor --scale is given: the comparison runs in about a
@@ -154,18 +154,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     for &row in &selected {
         let name = ROWS[row].0;
         let wall = std::time::Instant::now();
-        let store = build_store(&rig, row)?;
-        let mut e = probe
-            .engine
-            .lock()
-            .map_err(|_| anyhow::anyhow!("the loaded database's lock is poisoned"))?
-            .copy_to(
-                store,
-                EngineConfig {
-                    buffer_frames: rig.frames,
-                    ..EngineConfig::default()
-                },
-            )?;
+        let mut e = probe.copy_onto(&rig, row)?;
         e.set_now(e.device_idle_ns());
         let mut queries = Vec::new();
         for (i, q) in query::QUERIES.into_iter().enumerate() {

@@ -64,7 +64,8 @@ use super::common::{parse_percent, DeviceArgs};
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
     /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
-    /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C).
+    /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C);
+    /// tpch (seconds per query, queries 1, 6, 12 and 14; --sf is the scale factor).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
     /// TPC-B branches (the NoFTL paper ran 48, 200 and 500; default 12: the runs take about two
@@ -72,6 +73,9 @@ pub struct CompareArgs {
     /// 5, 25 and 50; default 1).
     #[arg(long)]
     pub scale: Option<u32>,
+    /// TPC-H's scale factor (default 0.1; the NoFTL paper ran 1); --scale N means SF N.
+    #[arg(long, conflicts_with = "scale")]
+    pub sf: Option<f64>,
     /// Runs per store (different input seeds); the standard deviation is over these.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
@@ -267,6 +271,8 @@ enum Workload {
     /// With the population seed.
     Tatp(TatpConfig, u64),
     Tpcc(kits::tpcc::TpccConfig),
+    /// Read-only: loaded and sized as the others, run by `tpch` (queries, not terminals).
+    Tpch(kits::tpch::TpchConfig),
 }
 
 #[derive(Clone, Copy)]
@@ -274,9 +280,11 @@ enum Loaded {
     Tpcb(tpcb::Handles),
     Tatp(tatp::Handles),
     Tpcc(kits::tpcc::load::Loaded),
+    Tpch(kits::tpch::Handles),
 }
 
 mod tpcc;
+mod tpch;
 
 impl Workload {
     fn label(&self) -> &'static str {
@@ -284,6 +292,7 @@ impl Workload {
             Workload::Tpcb(_) => "TPC-B",
             Workload::Tatp(..) => "TATP",
             Workload::Tpcc(_) => "TPC-C",
+            Workload::Tpch(_) => "TPC-H",
         }
     }
     fn load(&self, e: &mut Engine, progress: &dyn Fn(u64)) -> anyhow::Result<Loaded> {
@@ -291,6 +300,7 @@ impl Workload {
             Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load(e, c, progress)?),
             Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, progress)?),
             Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c, progress)?),
+            Workload::Tpch(c) => Loaded::Tpch(kits::tpch::load(e, c, progress)?.0),
         })
     }
     fn db_pages_estimate(&self) -> u64 {
@@ -298,6 +308,7 @@ impl Workload {
             Workload::Tpcb(c) => c.db_pages_estimate(4096),
             Workload::Tatp(c, _) => c.db_pages_estimate(4096),
             Workload::Tpcc(c) => c.db_pages_estimate(4096),
+            Workload::Tpch(c) => c.db_pages_estimate(4096),
         }
     }
     fn rows_estimate(&self) -> u64 {
@@ -305,6 +316,7 @@ impl Workload {
             Workload::Tpcb(c) => c.rows(),
             Workload::Tatp(c, _) => c.rows_estimate(),
             Workload::Tpcc(c) => c.rows_estimate(),
+            Workload::Tpch(c) => c.rows(),
         }
     }
     /// Runs the terminals for `until_ns` of virtual time from `start` (the measured window of
@@ -346,6 +358,7 @@ impl Workload {
             (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
                 tpcc::run(e, &l, c, terminals, seed, start, opts)?
             }
+            (Workload::Tpch(_), _) => bail!("TPC-H runs queries, not terminals (compare::tpch)"),
             _ => bail!("workload and loaded database differ"),
         })
     }
@@ -665,6 +678,24 @@ struct Probe {
     loaded: Loaded,
 }
 
+impl Probe {
+    /// The loaded database copied page by page onto `row`'s store of `rig`.
+    fn copy_onto(&self, rig: &Rig, row: usize) -> anyhow::Result<Engine> {
+        let store = build_store(rig, row)?;
+        Ok(self
+            .engine
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a worker panicked while copying the database"))?
+            .copy_to(
+                store,
+                EngineConfig {
+                    buffer_frames: rig.frames,
+                    ..EngineConfig::default()
+                },
+            )?)
+    }
+}
+
 /// 4 KiB units per flash page of `g` (1 on 4 KiB pages).
 fn units_per_page(g: &nand::Geometry) -> u64 {
     u64::from(ftl::space::units_per_page(g))
@@ -764,18 +795,7 @@ fn run_row(
 ) -> anyhow::Result<Vec<RunOut>> {
     let name = ROWS[row].0;
     let wall = std::time::Instant::now();
-    let store = build_store(rig, row)?;
-    let mut e = probe
-        .engine
-        .lock()
-        .map_err(|_| anyhow::anyhow!("a worker panicked while copying the database"))?
-        .copy_to(
-            store,
-            EngineConfig {
-                buffer_frames: rig.frames,
-                ..EngineConfig::default()
-            },
-        )?;
+    let mut e = probe.copy_onto(rig, row)?;
     let loaded = probe.loaded;
     let load_s = wall.elapsed().as_secs_f64();
     let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, &loaded, terminals)?;
@@ -958,6 +978,12 @@ fn r4(x: f64) -> f64 {
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.json {
         crate::output::check_writable(p)?;
+    }
+    if args.workload == "tpch" {
+        return tpch::run(&args);
+    }
+    if args.sf.is_some() {
+        bail!("--sf is TPC-H's scale factor (--workload tpch)");
     }
     if !args.paper {
         if args.workload == "all" {

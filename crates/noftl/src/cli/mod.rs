@@ -214,6 +214,7 @@ mod tests {
                 Some(&b.device)
             }
             Command::Bench(bench::BenchCommand::Tpcc(t)) => Some(&t.run.device),
+            Command::Bench(bench::BenchCommand::Tpch(t)) => Some(&t.device),
             _ => None,
         }
     }

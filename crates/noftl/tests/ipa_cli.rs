@@ -3,11 +3,12 @@
 mod cli_support;
 use cli_support::{noftl, noftl_json};
 
-#[test]
-fn ipa_compare_reports_appends_only_where_ipa_is_on_and_checks_its_windows() {
-    let v = noftl_json(&[
+/// `noftl ipa VERB` on a small SLC device (tiny, 64 blocks per plane), TATP with 1,500
+/// subscribers, a 1 s warm-up and a window of `window`, as JSON.
+fn small_tatp(verb: &str, window: &str) -> serde_json::Value {
+    noftl_json(&[
         "ipa",
-        "compare",
+        verb,
         "--preset",
         "tiny",
         "--set",
@@ -17,10 +18,15 @@ fn ipa_compare_reports_appends_only_where_ipa_is_on_and_checks_its_windows() {
         "--warmup",
         "1s",
         "--duration",
-        "1s",
+        window,
         "--json",
         "-",
-    ]);
+    ])
+}
+
+#[test]
+fn ipa_compare_reports_appends_only_where_ipa_is_on_and_checks_its_windows() {
+    let v = small_tatp("compare", "1s");
     assert_eq!(v["workload"], "tatp");
     assert_eq!(
         v["ipa_mode"], "SLC",
@@ -66,22 +72,7 @@ fn ipa_compare_refuses_what_it_cannot_run_before_loading() {
 
 #[test]
 fn ipa_advise_recommends_the_tables_with_small_frequent_updates() {
-    let v = noftl_json(&[
-        "ipa",
-        "advise",
-        "--preset",
-        "tiny",
-        "--set",
-        "geometry.blocks_per_plane=64",
-        "--scale",
-        "1500",
-        "--warmup",
-        "1s",
-        "--duration",
-        "2s",
-        "--json",
-        "-",
-    ]);
+    let v = small_tatp("advise", "2s");
     let objects = v["objects"].as_array().unwrap();
     let sub = objects.iter().find(|o| o["name"] == "subscriber").unwrap();
     assert_eq!(

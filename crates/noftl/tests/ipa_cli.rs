@@ -34,7 +34,10 @@ fn ipa_compare_reports_appends_only_where_ipa_is_on_and_checks_its_windows() {
     );
     let rows = v["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
-    assert_eq!(names, ["baseline", "regions", "ipa-regions", "ipa-global"]);
+    assert_eq!(
+        names,
+        ["baseline", "regions", "ipa-regions", "global", "ipa-global"]
+    );
     for r in rows {
         let appends = r["ipa_appends"].as_u64().unwrap();
         let writes = r["host_writes"].as_u64().unwrap();

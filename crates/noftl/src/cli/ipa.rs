@@ -8,8 +8,9 @@
 //! Each row runs on a fresh device of the same config and seed: format, regions, load, a
 //! checkpoint, a warm-up (`--warmup` of virtual time, so that GC works in its steady state),
 //! then the measured window (`--duration`) with the scheduler, snapshots and `consistency`
-//! object of `noftl bench`. A control row (`regions`) places the same objects in the same
-//! region with pSLC cells and no appends, so that what pSLC alone does is not credited to IPA.
+//! object of `noftl bench`. Control rows (`regions`, `global`) place the same objects in the
+//! same regions with the same cells (pSLC on MLC/TLC chips) and no appends, so that what pSLC
+//! alone does is not credited to IPA.
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -45,7 +46,7 @@ pub const DEFAULT_GEOMETRY: [&str; 4] = [
 ];
 
 /// The configurations a comparison can run.
-pub const CONFIGS: [&str; 4] = ["baseline", "regions", "ipa-regions", "ipa-global"];
+pub const CONFIGS: [&str; 5] = ["baseline", "regions", "ipa-regions", "global", "ipa-global"];
 
 #[derive(Debug, Args)]
 pub struct IpaCompareArgs {
@@ -84,8 +85,9 @@ pub struct IpaCompareArgs {
     /// Bytes a delta record is sized for.
     #[arg(long, default_value_t = 32)]
     pub record_bytes: u16,
-    /// Rows to run (baseline, regions, ipa-regions, ipa-global); ipa-regions and regions are
-    /// TATP's (Subscriber and Special_Facility in the region).
+    /// Rows to run (baseline, regions, ipa-regions, global, ipa-global); ipa-regions and regions
+    /// are TATP's (Subscriber and Special_Facility in the region); `regions` and `global` are
+    /// the control rows: the same layout and cells as their IPA row, without appends.
     #[arg(long, value_delimiter = ',')]
     pub configs: Option<Vec<String>>,
     #[arg(long, default_value_t = 1)]
@@ -283,14 +285,14 @@ fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
         None if matches!(workload, Workload::Tatp(_)) => {
             CONFIGS.iter().map(|s| s.to_string()).collect()
         }
-        None => vec!["baseline".into(), "ipa-global".into()],
+        None => vec!["baseline".into(), "global".into(), "ipa-global".into()],
     };
     for c in &configs {
         if !CONFIGS.contains(&c.as_str()) {
             bail!("--configs: '{c}' is not one of {}", CONFIGS.join(", "));
         }
         if !matches!(workload, Workload::Tatp(_)) && c.contains("regions") {
-            bail!("--configs {c}: the regions layouts are TATP's (Subscriber and Special_Facility); TPC-B and TPC-C run baseline and ipa-global");
+            bail!("--configs {c}: the regions layouts are TATP's (Subscriber and Special_Facility); TPC-B and TPC-C run baseline, global and ipa-global");
         }
     }
     if a.repeat == 0 || a.terminals == 0 {
@@ -409,13 +411,19 @@ fn run_one(
             ..NativeConfig::default()
         },
     )?;
-    if config == "ipa-global" {
+    if config.ends_with("global") {
         let mut opts = vec![
             ("MAX_CHIPS".to_string(), (chips - 1).to_string()),
             ("OP".to_string(), format!("{op_percent}%")),
             ("DEFAULT".to_string(), "on".to_string()),
         ];
-        for kv in ipa_opts.split(',') {
+        // `global`, the control row: the same region with the same cells, without appends.
+        let region_opts = match config {
+            "global" if ipa_opts.contains("pSLC") => "CELL_MODE=pSLC",
+            "global" => "",
+            _ => ipa_opts,
+        };
+        for kv in region_opts.split(',') {
             if let Some((k, v)) = kv.split_once('=') {
                 opts.push((k.trim().to_string(), v.trim().to_string()));
             }

@@ -23,8 +23,8 @@ fn ipa_crashtest(workload: &str, seeds: &str) -> serde_json::Value {
 
 #[test]
 fn tpcb_crashes_under_in_place_appends_lose_nothing_even_when_an_append_is_cut() {
-    let v = ipa_crashtest("tpcb", "120");
-    assert_eq!(v["verified"], 120, "{v}");
+    let v = ipa_crashtest("tpcb", "200");
+    assert_eq!(v["verified"], 200, "{v}");
     let on_appends = v["faults_landed_on"]["partialprogram host"]
         .as_u64()
         .unwrap_or(0);

@@ -29,6 +29,7 @@
 //! 4. Every page is written through `log_apply` (engine invariant 1: no page change without a
 //!    log record), so the WAL rule and full-page writes hold as for any other change.
 
+use crate::ipa::IpaScheme;
 use crate::btree;
 use crate::catalog::Index;
 use crate::engine::Engine;
@@ -164,7 +165,7 @@ impl Engine {
         }
         let pb = self.page_bytes();
         let mut img = vec![0u8; pb];
-        heap_page(&mut img, t.head, table);
+        heap_page(&mut img, t.head, table, self.store.ipa_scheme(table));
         slotted::set_aux(&mut img, t.head);
         slotted::set_aux2(&mut img, 1);
         Ok(BulkLoad {
@@ -183,7 +184,8 @@ impl Engine {
 
     /// Adds one encoded row (it must match the table's schema); returns its record id.
     pub fn bulk_insert(&mut self, b: &mut BulkLoad, row: &[u8]) -> Result<Rid> {
-        let max = slotted::max_record(self.page_bytes()) - 64;
+        let ipa_bytes = self.store.ipa_scheme(b.table).map_or(0, |s| s.area_bytes());
+        let max = slotted::max_record(self.page_bytes()) - 64 - ipa_bytes;
         if row.len() > max {
             return Err(Error::RecordTooLarge {
                 bytes: row.len(),
@@ -200,7 +202,7 @@ impl Engine {
             let (next, alloc) = self.alloc_page(b.table, PageKind::Heap, &[b.pid])?;
             page::set_next(&mut b.page, next);
             self.bulk_write_heap_page(b)?;
-            heap_page(&mut b.page, next, b.table);
+            heap_page(&mut b.page, next, b.table, self.store.ipa_scheme(b.table));
             b.pid = next;
             b.alloc = Some(alloc);
             b.stats.heap_pages += 1;
@@ -301,7 +303,7 @@ impl Engine {
         // page for the level above.
         let mut level: Vec<(Vec<u8>, PageId)> = Vec::new();
         let mut img = vec![0u8; pb];
-        node_page(&mut img, true, 0, object);
+        node_page(&mut img, true, 0, object, self.store.ipa_scheme(object));
         let mut pid: Option<(PageId, Option<Op>)> = None;
         let mut prev: PageId = 0;
         let mut first_key: Vec<u8> = Vec::new();
@@ -328,7 +330,7 @@ impl Engine {
                 level.push((std::mem::take(&mut first_key), me));
                 prev = me;
                 pid = Some((next, Some(next_alloc)));
-                node_page(&mut img, true, 0, object);
+                node_page(&mut img, true, 0, object, self.store.ipa_scheme(object));
             }
             if slotted::nslots(&img) == 0 {
                 first_key = key.to_vec();
@@ -358,7 +360,7 @@ impl Engine {
             let mut above: Vec<(Vec<u8>, PageId)> = Vec::new();
             let mut i = 0;
             while i < level.len() {
-                node_page(&mut img, false, height, object);
+                node_page(&mut img, false, height, object, self.store.ipa_scheme(object));
                 slotted::set_aux(&mut img, level[i].1);
                 let first = level[i].0.clone();
                 i += 1;
@@ -397,20 +399,27 @@ impl Engine {
     }
 }
 
-/// An empty heap page `pid` of `object`.
-fn heap_page(img: &mut [u8], pid: PageId, object: ObjectId) {
+/// An empty heap page `pid` of `object`, with its delta area if the object has In-Place
+/// Appends (ipa.rs).
+fn heap_page(img: &mut [u8], pid: PageId, object: ObjectId, ipa: Option<IpaScheme>) {
     page::format(img, pid, PageType::Heap, object, 0);
+    if let Some(scheme) = ipa {
+        crate::ipa::reserve(img, scheme);
+    }
     slotted::init(img);
 }
 
 /// An empty B-tree node of `object` (its page id is set when it is written).
-fn node_page(img: &mut [u8], leaf: bool, level: u16, object: ObjectId) {
+fn node_page(img: &mut [u8], leaf: bool, level: u16, object: ObjectId, ipa: Option<IpaScheme>) {
     let ty = if leaf {
         PageType::BTreeLeaf
     } else {
         PageType::BTreeInner
     };
     page::format(img, 0, ty, object, 0);
+    if let Some(scheme) = ipa {
+        crate::ipa::reserve(img, scheme);
+    }
     slotted::init(img);
     slotted::set_level(img, level);
 }

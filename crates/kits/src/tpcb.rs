@@ -240,6 +240,8 @@ pub struct TpcbTerminal {
     pub committed: u64,
     pub aborted: u64,
     pub latency_ns: Histogram<u64>,
+    /// Given a `Vec`: one `TxnEvent` per acknowledged commit (result files), kind 0.
+    pub events: Option<Vec<storage::sched::TxnEvent>>,
     /// With `record`: every acknowledged commit, and the one whose commit is in flight.
     pub record: bool,
     pub acked: Vec<Done>,
@@ -267,6 +269,7 @@ impl TpcbTerminal {
             committed: 0,
             aborted: 0,
             latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            events: None,
             record: false,
             acked: Vec::new(),
             in_flight: None,
@@ -392,6 +395,14 @@ impl Terminal for TpcbTerminal {
         let _ = self
             .latency_ns
             .record(acked_ns.saturating_sub(self.started_ns).max(1));
+        if let Some(ev) = self.events.as_mut() {
+            ev.push(storage::sched::TxnEvent {
+                start_ns: self.started_ns,
+                latency_ns: acked_ns.saturating_sub(self.started_ns).max(1),
+                kind: 0,
+                committed: true,
+            });
+        }
         if let Some(d) = self.in_flight.take() {
             self.acked.push(d);
         }

@@ -6,6 +6,7 @@ mod fsmount;
 mod limits;
 mod nbd;
 mod output;
+mod results;
 mod targets;
 
 use clap::Parser;

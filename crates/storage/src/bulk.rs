@@ -29,11 +29,11 @@
 //! 4. Every page is written through `log_apply` (engine invariant 1: no page change without a
 //!    log record), so the WAL rule and full-page writes hold as for any other change.
 
-use crate::ipa::IpaScheme;
 use crate::btree;
 use crate::catalog::Index;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::ipa::IpaScheme;
 use crate::log::{Body, Op};
 use crate::page::{self, PageType};
 use crate::pagestore::PageKind;
@@ -360,7 +360,13 @@ impl Engine {
             let mut above: Vec<(Vec<u8>, PageId)> = Vec::new();
             let mut i = 0;
             while i < level.len() {
-                node_page(&mut img, false, height, object, self.store.ipa_scheme(object));
+                node_page(
+                    &mut img,
+                    false,
+                    height,
+                    object,
+                    self.store.ipa_scheme(object),
+                );
                 slotted::set_aux(&mut img, level[i].1);
                 let first = level[i].0.clone();
                 i += 1;

@@ -47,6 +47,9 @@ pub struct TatpTerminal {
     /// Deadlock victims (retried with the same input).
     pub deadlocks: u64,
     pub latency_ns: Histogram<u64>,
+    /// Given a `Vec`: one `TxnEvent` per finished transaction (result files); kind: the index
+    /// in `TXN_TYPES`; rolled back for want of a row: not committed.
+    pub events: Option<Vec<storage::sched::TxnEvent>>,
 }
 
 fn int(v: i64) -> Value {
@@ -69,6 +72,7 @@ impl TatpTerminal {
             finished: 0,
             deadlocks: 0,
             latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            events: None,
         }
     }
 
@@ -270,6 +274,14 @@ impl TatpTerminal {
             *r = r.saturating_sub(1);
         }
         let _ = self.latency_ns.record((e.now() - self.started_ns).max(1));
+        if let (Some(ev), Some(inp)) = (self.events.as_mut(), self.input.as_ref()) {
+            ev.push(storage::sched::TxnEvent {
+                start_ns: self.started_ns,
+                latency_ns: (e.now() - self.started_ns).max(1),
+                kind: inp.kind.index() as u8,
+                committed: self.stage == Stage::Committing,
+            });
+        }
         self.stage = Stage::Start;
     }
 }

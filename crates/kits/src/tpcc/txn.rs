@@ -493,6 +493,9 @@ pub struct TpccTerminal {
     backoff_ns: u64,
     pub counts: Counts,
     pub latency_ns: Histogram<u64>,
+    /// Given a `Vec`: one `TxnEvent` per completed transaction (result files); kind:
+    /// `Kind::index()`; a rolled-back New-Order: not committed.
+    pub events: Option<Vec<storage::sched::TxnEvent>>,
     /// With `record`: every acknowledged commit, and the one whose commit is in flight.
     pub record: bool,
     pub acked: Vec<Done>,
@@ -524,6 +527,7 @@ impl TpccTerminal {
             backoff_ns: RETRY_BACKOFF_NS,
             counts: Counts::default(),
             latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+            events: None,
             record: false,
             acked: Vec::new(),
             in_flight: None,
@@ -534,11 +538,19 @@ impl TpccTerminal {
         self.counts.committed.iter().sum()
     }
 
-    fn finish_one(&mut self, e: &Engine) {
+    fn finish_one(&mut self, e: &Engine, kind: Kind, committed: bool) {
         if let Some(r) = self.remaining.as_mut() {
             *r = r.saturating_sub(1);
         }
         let _ = self.latency_ns.record((e.now() - self.started_ns).max(1));
+        if let Some(ev) = self.events.as_mut() {
+            ev.push(storage::sched::TxnEvent {
+                start_ns: self.started_ns,
+                latency_ns: (e.now() - self.started_ns).max(1),
+                kind: kind.index() as u8,
+                committed,
+            });
+        }
         self.input = None;
         self.stage = Stage::Start;
     }
@@ -625,7 +637,7 @@ impl Terminal for TpccTerminal {
             Ok(Step2::Rollback) => {
                 e.abort(self.txn)?;
                 self.counts.rolled_back += 1;
-                self.finish_one(e);
+                self.finish_one(e, input.kind(), false);
                 Ok(Step::Ran)
             }
             Err(err)
@@ -647,14 +659,16 @@ impl Terminal for TpccTerminal {
 
     fn durable(&mut self, e: &mut Engine) -> Result<()> {
         e.commit_finish(self.txn)?;
+        let mut kind = Kind::NewOrder;
         if let Some(d) = self.pending.take() {
             self.counts.committed[d.kind.index()] += 1;
+            kind = d.kind;
             if self.record {
                 self.acked.push(d);
             }
         }
         self.in_flight = None;
-        self.finish_one(e);
+        self.finish_one(e, kind, true);
         Ok(())
     }
 

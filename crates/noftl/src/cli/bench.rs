@@ -17,7 +17,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcb::{self, Handles, TpcbConfig, TpcbTerminal};
 use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
-use storage::sched::{run_real, run_virtual, VirtualOptions};
+use storage::sched::{
+    run_real, run_virtual_sampled, Sampler, SchedStats, TxnEvent, VirtualOptions,
+};
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
 use super::common::DeviceArgs;
@@ -97,6 +99,8 @@ pub struct BenchArgs {
     /// Table I set-up), the other tables in the default region.
     #[arg(long)]
     pub regions: Option<u32>,
+    #[command(flatten)]
+    pub results: crate::results::ResultsArgs,
 }
 
 #[derive(Debug, Serialize)]
@@ -558,17 +562,19 @@ pub(super) fn new_engine(
 }
 
 /// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
-/// (one thread each); returns the engine, the terminals, the virtual time run and the group
-/// commit forces.
+/// (one thread each); returns the engine, the terminals, the virtual time run, the group
+/// commit forces and, with `sample_ns` (result directories), the marks of the store's counters
+/// at the window's start, every `sample_ns` and its end.
 pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
     mut e: Engine,
     mut terms: Vec<T>,
     start_ns: u64,
     until: Option<u64>,
     virtual_clock: bool,
-) -> anyhow::Result<(Engine, Vec<T>, u64, u64)> {
+    sample_ns: Option<u64>,
+) -> anyhow::Result<(Engine, Vec<T>, u64, u64, Vec<crate::results::Mark>)> {
     if virtual_clock {
-        let st = run_virtual(
+        let (st, marks) = run_virtual_marked(
             &mut e,
             &mut terms,
             start_ns,
@@ -576,15 +582,96 @@ pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
                 until_ns: until.map(|u| start_ns + u),
                 ..VirtualOptions::default()
             },
+            sample_ns,
         )?;
-        Ok((e, terms, st.elapsed_ns(), st.group_forces))
+        Ok((e, terms, st.elapsed_ns(), st.group_forces, marks))
     } else {
         if until.is_some() {
             bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
         }
+        if sample_ns.is_some() {
+            bail!("--results samples virtual time: it needs --clock virtual");
+        }
         let (e, terms) = run_real(e, terms)?;
-        Ok((e, terms, 0, 0))
+        Ok((e, terms, 0, 0, Vec::new()))
     }
+}
+
+/// `run_virtual`, with the store's marks every `sample_ns` (none without it) and at the end.
+pub(crate) fn run_virtual_marked<T: storage::sched::Terminal>(
+    e: &mut Engine,
+    terms: &mut [T],
+    start_ns: u64,
+    opts: VirtualOptions,
+    sample_ns: Option<u64>,
+) -> anyhow::Result<(SchedStats, Vec<crate::results::Mark>)> {
+    let mut marks = Vec::new();
+    let st = match sample_ns {
+        None => run_virtual_sampled(e, terms, start_ns, opts, None)?,
+        Some(w) => {
+            let mut on = |t: u64, eng: &Engine| {
+                let m = crate::results::mark_store(t, eng.store());
+                let t0 = marks.first().map_or(t, |f: &crate::results::Mark| f.t_ns);
+                crate::results::live(|| crate::results::LivePoint {
+                    t_s: (t - t0) as f64 / 1e9,
+                    commits: eng.stats().commits,
+                    aborts: eng.stats().aborts,
+                    flash_reads: m.flash_reads,
+                    flash_programs: m.flash_programs,
+                    flash_erases: m.flash_erases,
+                    gc_migrations: m.gc_migrations,
+                    free_blocks: m.free_blocks,
+                });
+                marks.push(m);
+            };
+            let mut s = Sampler {
+                window_ns: w,
+                on_sample: &mut on,
+            };
+            let st = run_virtual_sampled(e, terms, start_ns, opts, Some(&mut s))?;
+            marks.push(crate::results::mark_store(st.end_ns, e.store()));
+            st
+        }
+    };
+    Ok((st, marks))
+}
+
+/// Writes a bench verb's result directory: `res` with BenchBase's names as summary.json, the
+/// samples and (with --raw) the raw rows of the one trace.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn write_results(
+    plan: &crate::results::Plan,
+    res: &impl Serialize,
+    workload: &str,
+    scale: f64,
+    terminals: u32,
+    seconds: f64,
+    marks: Vec<crate::results::Mark>,
+    events: Vec<TxnEvent>,
+    types: &[&str],
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    let mut extra = r::common_keys(workload, scale, terminals, plan);
+    extra.extend(r::benchbase(&events, seconds));
+    r::write_summary(&plan.dir, res, extra)?;
+    let trace = r::Trace {
+        labels: Vec::new(),
+        marks,
+        events,
+    };
+    r::write(
+        &plan.dir,
+        "samples.csv",
+        &r::samples_csv(std::slice::from_ref(&trace), &[], r::Unit::Txn),
+    )?;
+    if plan.raw {
+        r::write(
+            &plan.dir,
+            "raw.csv",
+            &r::raw_csv(std::slice::from_ref(&trace), &[], types, "commit"),
+        )?;
+    }
+    Ok(())
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -598,6 +685,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
     }
     let (until, virtual_clock) = run_plan(&args)?;
+    let plan = args.results.plan()?;
     // Someone else's file is refused before anything opens, sizes or writes it (and the run
     // that creates the file then finds its own database in it).
     if let (Some(path), "file", false) = (&args.path, args.storage.as_str(), args.force) {
@@ -673,12 +761,21 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 
     let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let start_ns = e.now();
-    let terms: Vec<TpcbTerminal> = (0..args.terminals)
+    let mut terms: Vec<TpcbTerminal> = (0..args.terminals)
         .map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns))
         .collect();
+    if plan.is_some() {
+        terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
+    }
     let cpu0 = Instant::now();
-    let (mut e, terms, virtual_ns, forces) =
-        run_terminals(e, terms, start_ns, until, virtual_clock)?;
+    let (mut e, mut terms, virtual_ns, forces, marks) = run_terminals(
+        e,
+        terms,
+        start_ns,
+        until,
+        virtual_clock,
+        plan.as_ref().map(|p| p.window_ns),
+    )?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let committed: u64 = terms.iter().map(|t| t.committed).sum();
     let aborted: u64 = terms.iter().map(|t| t.aborted).sum();
@@ -731,6 +828,23 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         check,
         check_problems: problems,
     };
+    if let Some(p) = &plan {
+        let events = terms
+            .iter_mut()
+            .flat_map(|t| t.events.take().unwrap_or_default())
+            .collect();
+        write_results(
+            p,
+            &res,
+            "tpcb",
+            f64::from(res.scale),
+            res.terminals,
+            secs,
+            marks,
+            events,
+            &["tpcb"],
+        )?;
+    }
     if super::common::emit_json(args.json.as_deref(), &res)? {
         println!(
             "tpcb on {} ({} clock): scale {}, {} terminals, seed {}",

@@ -71,6 +71,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         bail!("--regions needs --storage native (regions are NoFTL's)");
     }
     let (until, virtual_clock) = run_plan(&args)?;
+    let plan = args.results.plan()?;
     let cfg = TatpConfig {
         subscribers: args.scale,
     };
@@ -97,11 +98,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let before = snapshot(&e);
     let gc0 = gc_and_host_writes(e.store());
     let start_ns = e.now();
-    let terms: Vec<TatpTerminal> = (0..args.terminals)
+    let mut terms: Vec<TatpTerminal> = (0..args.terminals)
         .map(|i| TatpTerminal::new(i, h, cfg, args.seed, args.txns))
         .collect();
+    if plan.is_some() {
+        terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
+    }
     let cpu0 = Instant::now();
-    let (mut e, terms, virtual_ns, _) = run_terminals(e, terms, start_ns, until, virtual_clock)?;
+    let (mut e, mut terms, virtual_ns, _, marks) = run_terminals(
+        e,
+        terms,
+        start_ns,
+        until,
+        virtual_clock,
+        plan.as_ref().map(|p| p.window_ns),
+    )?;
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let after = snapshot(&e);
     let gc1 = gc_and_host_writes(e.store());
@@ -177,6 +188,24 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         check,
         check_problems: problems,
     };
+    if let Some(p) = &plan {
+        let events = terms
+            .iter_mut()
+            .flat_map(|t| t.events.take().unwrap_or_default())
+            .collect();
+        let types: Vec<&str> = TXN_TYPES.iter().map(|t| t.name()).collect();
+        super::bench::write_results(
+            p,
+            &res,
+            "tatp",
+            f64::from(res.subscribers),
+            res.terminals,
+            secs,
+            marks,
+            events,
+            &types,
+        )?;
+    }
     if super::common::emit_json(args.json.as_deref(), &res)? {
         println!(
             "tatp on {} ({} clock): {} subscribers{}, {} terminals, seed {}",

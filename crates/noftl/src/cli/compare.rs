@@ -56,7 +56,7 @@ use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
-use storage::sched::{run_virtual, VirtualOptions};
+use storage::sched::VirtualOptions;
 use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
 
 use super::common::{parse_percent, DeviceArgs};
@@ -142,6 +142,8 @@ pub struct CompareArgs {
     /// violated), after writing the results.
     #[arg(long)]
     pub strict: bool,
+    #[command(flatten)]
+    pub results: crate::results::ResultsArgs,
 }
 
 /// The NoFTL paper's scales (Figure 3: 1 GB, 5 GB and 10 GB of flash).
@@ -329,34 +331,60 @@ impl Workload {
         seed: u64,
         start: u64,
         opts: VirtualOptions,
+        sample_ns: Option<u64>,
     ) -> anyhow::Result<Ran> {
+        use super::bench::run_virtual_marked;
         Ok(match (*self, *loaded) {
             (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
                 let mut terms: Vec<TpcbTerminal> = (0..terminals)
                     .map(|i| TpcbTerminal::new(i, h, c, seed, None))
                     .collect();
-                let st = run_virtual(e, &mut terms, start, opts)?;
-                Ran::new(
+                if sample_ns.is_some() {
+                    terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
+                }
+                let (st, marks) = run_virtual_marked(e, &mut terms, start, opts, sample_ns)?;
+                let mut ran = Ran::new(
                     terms.iter().map(|t| t.committed).sum(),
                     terms.iter().map(|t| &t.latency_ns),
                     &st,
                     0,
-                )
+                );
+                ran.trace = sample_ns.map(|_| crate::results::Trace {
+                    labels: Vec::new(),
+                    marks,
+                    events: terms
+                        .iter_mut()
+                        .flat_map(|t| t.events.take().unwrap_or_default())
+                        .collect(),
+                });
+                ran
             }
             (Workload::Tatp(c, _), Loaded::Tatp(h)) => {
                 let mut terms: Vec<TatpTerminal> = (0..terminals)
                     .map(|i| TatpTerminal::new(i, h, c, seed, None))
                     .collect();
-                let st = run_virtual(e, &mut terms, start, opts)?;
-                Ran::new(
+                if sample_ns.is_some() {
+                    terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
+                }
+                let (st, marks) = run_virtual_marked(e, &mut terms, start, opts, sample_ns)?;
+                let mut ran = Ran::new(
                     terms.iter().map(TatpTerminal::succeeded).sum(),
                     terms.iter().map(|t| &t.latency_ns),
                     &st,
                     0,
-                )
+                );
+                ran.trace = sample_ns.map(|_| crate::results::Trace {
+                    labels: Vec::new(),
+                    marks,
+                    events: terms
+                        .iter_mut()
+                        .flat_map(|t| t.events.take().unwrap_or_default())
+                        .collect(),
+                });
+                ran
             }
             (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
-                tpcc::run(e, &l, c, terminals, seed, start, opts)?
+                tpcc::run(e, &l, c, terminals, seed, start, opts, sample_ns)?
             }
             (Workload::Tpch(_), _) => bail!("TPC-H runs queries, not terminals (compare::tpch)"),
             _ => bail!("workload and loaded database differ"),
@@ -399,6 +427,8 @@ pub(crate) struct Ran {
     pub ended_on_checkpoint: bool,
     /// TPC-C: completed New-Orders (NOTPM counts the rolled-back 1% too); else 0.
     pub new_orders: u64,
+    /// With samples (result directories): the window's marks and transactions.
+    pub trace: Option<crate::results::Trace>,
 }
 
 impl Ran {
@@ -422,6 +452,7 @@ impl Ran {
             checkpoints: st.checkpoints,
             ended_on_checkpoint: st.ended_on_checkpoint,
             new_orders,
+            trace: None,
         }
     }
 }
@@ -513,6 +544,8 @@ struct RunOut {
     ended_on_checkpoint: bool,
     per: PerTxn,
     consistency: Consistency,
+    /// With --results: the window's marks and transactions.
+    trace: Option<crate::results::Trace>,
 }
 
 /// Counters that the per-transaction figures are differences of.
@@ -791,6 +824,7 @@ fn run_row(
     seed: u64,
     repeat: u32,
     until_ns: u64,
+    sample_ns: Option<u64>,
     progress: &(dyn Fn(u32, &RunOut) + Sync),
 ) -> anyhow::Result<Vec<RunOut>> {
     let name = ROWS[row].0;
@@ -814,6 +848,7 @@ fn run_row(
             seed.wrapping_add(u64::from(k)),
             until_ns,
             (warmup_ns, warmup_writes),
+            sample_ns,
         )?;
         progress(k, &out);
         outs.push(out);
@@ -832,6 +867,7 @@ fn measure_window(
     seed: u64,
     until_ns: u64,
     (warmup_ns, warmup_writes): (u64, f64),
+    sample_ns: Option<u64>,
 ) -> anyhow::Result<RunOut> {
     let before = counters(e.store());
     let busy0 = Busy::of(e.store());
@@ -843,6 +879,7 @@ fn measure_window(
         seed,
         start,
         window_options(start, until_ns),
+        sample_ns,
     )?;
     let after = counters(e.store());
     let elapsed_ns = ran.end_ns - ran.start_ns;
@@ -866,6 +903,7 @@ fn measure_window(
         window_s: secs,
         checkpoints: ran.checkpoints,
         ended_on_checkpoint: ran.ended_on_checkpoint,
+        trace: ran.trace,
         per: PerTxn {
             flash_reads: (after.reads - before.reads) as f64 / n,
             flash_programs: (after.programs - before.programs) as f64 / n,
@@ -903,6 +941,7 @@ fn warm_up(
                 WARMUP_SEED,
                 start,
                 slice_options(start, ns),
+                None,
             )?;
             e.quiesce()?;
         }
@@ -920,6 +959,7 @@ fn warm_up(
                     WARMUP_SEED.wrapping_add(slice),
                     now,
                     slice_options(now, WARMUP_SLICE_NS),
+                    None,
                 )?;
                 // The slice stopped mid-transaction: end those before the next terminals start.
                 e.quiesce()?;
@@ -1023,6 +1063,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             format!("sf{scale}")
         };
         one.json = args.json.as_ref().map(|p| with_label(p, &label));
+        one.results.results = args.results.results.as_ref().map(|d| d.join(&label));
         let t = std::time::Instant::now();
         run_scale(&one)?;
         eprintln!(
@@ -1130,6 +1171,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
     let until_ns = super::bench::parse_duration_ns(args.duration.as_deref().unwrap_or("10s"))?;
+    let plan = args.results.plan()?;
     parse_warmup(&args.warmup)?; // refused before the long load, not after it
     let stores: Vec<String> = match &args.stores {
         Some(s) => s.clone(),
@@ -1218,6 +1260,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
                     args.seed,
                     args.repeat,
                     until_ns,
+                    plan.as_ref().map(|p| p.window_ns),
                     &progress,
                 ) {
                     Ok(outs) => {
@@ -1318,6 +1361,9 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         },
         rows,
     };
+    if let Some(p) = &plan {
+        write_results(p, &res, w, scale, args.terminals, &selected, &results)?;
+    }
     if super::common::emit_json(args.json.as_deref(), &res)? {
         print_table(&res);
     }
@@ -1340,6 +1386,74 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
                 violated.len()
             );
         }
+    }
+    Ok(())
+}
+
+/// The result directory of a comparison (crate::results): summary.json is the JSON with
+/// BenchBase's names added at the top and per row (over the row's measured windows); samples.csv
+/// and raw.csv have a row per window or transaction of every store and repeat.
+fn write_results(
+    plan: &crate::results::Plan,
+    res: &CompareResult,
+    w: Workload,
+    scale: u32,
+    terminals: u32,
+    selected: &[usize],
+    results: &[Option<Vec<RunOut>>],
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    let mut v = serde_json::to_value(res)?;
+    let mut traces = Vec::new();
+    for (i, &row) in selected.iter().enumerate() {
+        let runs = results.get(i).and_then(|o| o.as_ref());
+        let mut events = Vec::new();
+        let mut secs = 0.0;
+        for (k, o) in runs.into_iter().flatten().enumerate() {
+            secs += o.window_s;
+            if let Some(t) = &o.trace {
+                events.extend_from_slice(&t.events);
+                let mut t = t.clone();
+                t.labels = vec![ROWS[row].0.to_string(), (k + 1).to_string()];
+                traces.push(t);
+            }
+        }
+        if let Some(obj) = v["rows"].get_mut(i).and_then(|x| x.as_object_mut()) {
+            obj.extend(r::benchbase(&events, secs));
+        }
+    }
+    let workload = match w {
+        Workload::Tpcb(_) => "tpcb",
+        Workload::Tatp(..) => "tatp",
+        Workload::Tpcc(_) => "tpcc",
+        Workload::Tpch(_) => "tpch",
+    };
+    r::write_summary(
+        &plan.dir,
+        &v,
+        r::common_keys(workload, f64::from(scale), terminals, plan),
+    )?;
+    let labels = ["storage", "repeat"];
+    r::write(
+        &plan.dir,
+        "samples.csv",
+        &r::samples_csv(&traces, &labels, r::Unit::Txn),
+    )?;
+    if plan.raw {
+        let types: Vec<&str> = match w {
+            Workload::Tpcb(_) => vec!["tpcb"],
+            Workload::Tatp(..) => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
+            Workload::Tpcc(_) => kits::tpcc::input::Kind::ALL
+                .iter()
+                .map(|k| k.name())
+                .collect(),
+            Workload::Tpch(_) => vec!["query"],
+        };
+        r::write(
+            &plan.dir,
+            "raw.csv",
+            &r::raw_csv(&traces, &labels, &types, "commit"),
+        )?;
     }
     Ok(())
 }

@@ -61,6 +61,8 @@ pub struct IoArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub results: crate::results::ResultsArgs,
 }
 
 #[derive(Debug, Serialize)]
@@ -235,13 +237,18 @@ fn request_count(args: &IoArgs) -> anyhow::Result<u64> {
 
 pub fn run(args: IoArgs) -> anyhow::Result<()> {
     let ops = request_count(&args)?;
+    let plan = args.results.plan()?;
     let wall = Instant::now();
+    let mut rec = None;
     let result = if args.target.target == "raw" {
-        run_raw(&args, ops)?
+        run_raw(&args, ops, plan.as_ref(), &mut rec)?
     } else {
-        run_block(&args, ops)?
+        run_block(&args, ops, plan.as_ref(), &mut rec)?
     };
     let wall_s = wall.elapsed().as_secs_f64();
+    if let (Some(p), Some(trace)) = (&plan, rec) {
+        write_results(p, &args, &result, &trace)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
@@ -250,7 +257,77 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
+/// The result directory of `io` (crate::results): summary.json, fio.json, samples.csv and, with
+/// --raw, raw.csv.
+fn write_results(
+    p: &crate::results::Plan,
+    args: &IoArgs,
+    res: &IoResult,
+    trace: &crate::results::Trace,
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    use serde_json::json;
+    let mut extra = serde_json::Map::new();
+    extra.insert("Benchmark Type".into(), json!("io"));
+    extra.insert("iodepth".into(), json!(args.qd));
+    extra.extend(r::benchbase(&trace.events, res.virtual_seconds));
+    extra.insert(
+        "results".into(),
+        json!({
+            "format": "noftl-results-1",
+            "sample_window_s": p.window_ns as f64 / 1e9,
+            "files": if p.raw { json!(["summary.json", "fio.json", "samples.csv", "raw.csv"]) } else { json!(["summary.json", "fio.json", "samples.csv"]) },
+        }),
+    );
+    r::write_summary(&p.dir, res, extra)?;
+    let elapsed_ns = trace.marks.last().map_or(0, |m| m.t_ns) - trace.start_ns();
+    let fio = r::fio_json(
+        &trace.events,
+        args.bs,
+        elapsed_ns,
+        json!({
+            "rw": res.rw,
+            "bs": args.bs.to_string(),
+            "iodepth": args.qd.to_string(),
+            "ioengine": format!("noftl-{}", res.target),
+            "randseed": args.seed.to_string(),
+        }),
+        serde_json::to_value(res)?,
+    );
+    r::write(
+        &p.dir,
+        "fio.json",
+        &format!("{}\n", serde_json::to_string_pretty(&fio)?),
+    )?;
+    let unit = r::Unit::Io {
+        bytes_per_request: args.bs,
+    };
+    r::write(
+        &p.dir,
+        "samples.csv",
+        &r::samples_csv(std::slice::from_ref(trace), &[], unit),
+    )?;
+    if p.raw {
+        r::write(
+            &p.dir,
+            "raw.csv",
+            &r::raw_csv(
+                std::slice::from_ref(trace),
+                &[],
+                &["read", "write", "trim"],
+                "ok",
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+fn run_raw(
+    args: &IoArgs,
+    ops: u64,
+    plan: Option<&crate::results::Plan>,
+    rec_out: &mut Option<crate::results::Trace>,
+) -> anyhow::Result<IoResult> {
     if args.target.image.is_some() {
         bail!("--image is for block targets; the raw target runs on a fresh device");
     }
@@ -286,15 +363,32 @@ fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
     let start = nand.now_ns();
     let energy_before = nand.report().energy.total_joules;
     let mut clock_error_us = None;
+    let kind = u8::from(matches!(pattern, RawPattern::Write));
+    let mut rec = plan.map(|p| {
+        crate::results::Recorder::new(p.window_ns, crate::results::mark(start, Some(&nand), 0))
+    });
     let l = match args.clock {
         nand::ClockMode::Virtual | nand::ClockMode::None => run_closed_loop(
             start,
             args.qd,
             ops,
-            |_, at| w.submit(&mut nand, at),
+            |_, at| {
+                if let Some(r) = rec.as_mut() {
+                    if r.due(at) {
+                        r.mark_until(at, |t| crate::results::mark(t, Some(&nand), 0));
+                    }
+                    let done = w.submit(&mut nand, at)?;
+                    r.event(at, done, kind);
+                    return Ok(done);
+                }
+                w.submit(&mut nand, at)
+            },
             |d| progress.tick(d),
         )
         .context("flash operation failed")?,
+        nand::ClockMode::Real if plan.is_some() => {
+            bail!("--results samples virtual time: it needs --clock virtual")
+        }
         nand::ClockMode::Real => {
             if args.qd != 1 {
                 bail!("--clock real runs at QD 1 here (one thread waits per request); use noftl serve for concurrency");
@@ -305,6 +399,9 @@ fn run_raw(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
         }
     };
     progress.finish();
+    if let Some(r) = rec {
+        *rec_out = Some(r.finish(crate::results::mark(l.end_ns, Some(&nand), 0)));
+    }
     let report = nand.report();
     let mut r = IoResult::measured(
         args,
@@ -436,7 +533,12 @@ impl BlockStream {
     }
 }
 
-fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
+fn run_block(
+    args: &IoArgs,
+    ops: u64,
+    plan: Option<&crate::results::Plan>,
+    rec_out: &mut Option<crate::results::Trace>,
+) -> anyhow::Result<IoResult> {
     let rw = args.rw.clone().unwrap_or_else(|| "randwrite".into());
     let pattern = BlockPattern::parse(&rw)?;
     if args.clock != nand::ClockMode::Virtual {
@@ -479,21 +581,46 @@ fn run_block(args: &IoArgs, ops: u64) -> anyhow::Result<IoResult> {
         read_percent: args.rwmixread,
     };
     let mut progress = Progress::new(ops);
+    let gc_of = |d: &dyn BlockDevice| d.report().gc.migrations;
+    let mut rec = plan.map(|p| {
+        crate::results::Recorder::new(
+            p.window_ns,
+            crate::results::mark(now, dev.nand(), gc_of(dev.as_ref())),
+        )
+    });
     let l = run_closed_loop(
         now,
         args.qd,
         ops,
         |_, at| -> Result<Nanos, ftl::FtlError> {
-            match stream.next() {
-                Req::Read(lpn) => dev.read(at, lpn, &mut buf),
-                Req::Write(lpn) => dev.write(at, lpn, &data, false),
-                Req::Trim(lpn) => dev.trim(at, lpn, pages_per_request),
+            if let Some(r) = rec.as_mut() {
+                if r.due(at) {
+                    r.mark_until(at, |t| {
+                        crate::results::mark(t, dev.nand(), gc_of(dev.as_ref()))
+                    });
+                }
             }
+            let (done, kind) = match stream.next() {
+                Req::Read(lpn) => (dev.read(at, lpn, &mut buf)?, 0),
+                Req::Write(lpn) => (dev.write(at, lpn, &data, false)?, 1),
+                Req::Trim(lpn) => (dev.trim(at, lpn, pages_per_request)?, 2),
+            };
+            if let Some(r) = rec.as_mut() {
+                r.event(at, done, kind);
+            }
+            Ok(done)
         },
         |d| progress.tick(d),
     )
     .with_context(|| format!("request to {} failed", dev.name()))?;
     progress.finish();
+    if let Some(r) = rec {
+        *rec_out = Some(r.finish(crate::results::mark(
+            l.end_ns,
+            dev.nand(),
+            gc_of(dev.as_ref()),
+        )));
+    }
     let after = dev.report();
     let flash = flash_counts(dev.as_ref()).saturating_sub(&before.1);
     Ok(block_result(

@@ -554,14 +554,15 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
 ) -> anyhow::Result<Window> {
     e.checkpoint()?;
     let start = e.now();
-    let (mut e, terms, _, _) = run_terminals(e, terms, start, Some(st.warmup_ns), true)?;
+    let (mut e, terms, _, _, _) = run_terminals(e, terms, start, Some(st.warmup_ns), true, None)?;
     if profile.is_some() {
         e.enable_write_profile();
     }
     let ok0: u64 = terms.iter().map(done).sum();
     let lat0 = merged(terms.iter().map(latency))?;
     let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
-    let (e, terms, elapsed_ns, _) = run_terminals(e, terms, start, Some(st.duration_ns), true)?;
+    let (e, terms, elapsed_ns, _, _) =
+        run_terminals(e, terms, start, Some(st.duration_ns), true, None)?;
     let ok1: u64 = terms.iter().map(done).sum();
     let mut hist = merged(terms.iter().map(latency))?;
     hist.subtract(&lat0)?;

@@ -5,6 +5,7 @@ pub mod bench_tatp;
 pub mod common;
 pub mod compare;
 pub mod crashtest;
+pub mod dashboard;
 pub mod device;
 pub mod fs;
 pub mod ftl;
@@ -63,8 +64,10 @@ pub enum Command {
     /// File systems on the emulated device: benchmarks (DFS against ext4).
     #[command(subcommand)]
     Fs(fs::FsCommand),
-    /// Figures (SVG) from result files: Fig. 3 bars from `compare` JSON, WAF curves from a sweep.
+    /// Figures (SVG or PNG) from result files: NoFTL Fig. 3 from `compare`, WAF curves from a sweep, latency CDFs and time series from result directories.
     Plot(plot::PlotArgs),
+    /// A web page (loopback) to start bench runs and watch them live (server-sent events).
+    Dashboard(dashboard::DashboardArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -80,6 +83,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ipa(c) => ipa::run(c),
         Command::Sweep(a) => sweep::run(a),
         Command::Plot(a) => plot::run(a),
+        Command::Dashboard(a) => dashboard::run(a),
         Command::Mount(a) => mount::run_mount(a),
         Command::Fsck(a) => mount::run_fsck(a),
         Command::Fs(c) => fs::run(c),

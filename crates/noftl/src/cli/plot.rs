@@ -1,5 +1,6 @@
 //! `noftl plot`: figures from the result files the other verbs write (never from a run's
-//! memory), as SVG made with the `plotters` crate.
+//! memory), as SVG or PNG (by `--out`'s extension) made with the `plotters` crate. Text is set
+//! in DejaVu Sans, compiled into the binary (`assets/fonts`): no system font is needed.
 //!
 //! Kinds:
 //! - `figure3`: `noftl compare` JSON files (one per workload and scale): NoFTL Fig. 3 as grouped
@@ -10,16 +11,24 @@
 //!   spare factor on a logarithmic axis, one line per FTL and GC policy (colour = policy, line
 //!   style and marker = FTL), with the analytic FIFO and random-victim curves (`ftl::theory`) in
 //!   black; the legend beside the plot counts the jobs without a point (failed, timed out).
+//! - `cdf`: result directories' `raw.csv` (`--results DIR --raw`, docs/results.md): the latency
+//!   CDF on a logarithmic latency axis, one line per input (per store for a `compare`).
+//! - `timeseries`: result directories' `samples.csv`: throughput (goodput, or IOPS), GC
+//!   migrations per second and free blocks over time, one line per input (per store for a
+//!   `compare`, its repeats one after the other).
 //!
-//! `auto` picks the kind from the input: a directory or `.csv` is a sweep, a `.json` a compare.
-//! The command that made a figure is written into the SVG as a comment, so a figure found
-//! alone says how to remake it.
+//! `auto` picks the kind from the input: a result directory of `compare` (its `summary.json`
+//! has `rows`) or a `.json` is Figure 3, another result directory (`summary.json`) a time
+//! series, a `raw.csv` a CDF, a `samples.csv` a time series, any other directory or `.csv` a
+//! sweep (WAF). The command that made a figure is written into it (an SVG comment, a PNG
+//! `tEXt` chunk "Comment"), so a figure found alone says how to remake it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
+use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -27,15 +36,142 @@ use serde_json::Value as Json;
 
 #[derive(Debug, Args)]
 pub struct PlotArgs {
-    /// Result files: `noftl compare` JSON (figure3), or a sweep's directory or results.csv (waf).
+    /// Result files: `noftl compare` JSON or result directory (figure3), a sweep's directory or
+    /// results.csv (waf), result directories or their raw.csv (cdf) or samples.csv (timeseries).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
-    /// The SVG file to write.
+    /// The file to write: FILE.svg or FILE.png.
     #[arg(long)]
     pub out: PathBuf,
-    /// auto | figure3 | waf
+    /// auto | figure3 | waf | cdf | timeseries
     #[arg(long, default_value = "auto")]
     pub kind: String,
+}
+
+/// The output format, from `--out`'s extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Svg,
+    Png,
+}
+
+/// A figure's data, ready to draw.
+#[derive(Debug)]
+enum Figure {
+    Figure3(Vec<Bar>),
+    Waf(WafData),
+    Cdf(Vec<CdfSeries>),
+    Timeseries(Vec<TimeSeries>),
+}
+
+/// DejaVu Sans (assets/fonts, its licence beside it), registered once as "sans-serif": the
+/// only family the figures use, so that neither format needs a system font.
+fn register_font() -> anyhow::Result<()> {
+    static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+    static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *DONE.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+    });
+    if !ok {
+        bail!("the embedded font cannot be read");
+    }
+    Ok(())
+}
+
+fn draw_on<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    match fig {
+        Figure::Figure3(b) => figure3_on(root, b),
+        Figure::Waf(w) => waf_on(root, w),
+        Figure::Cdf(c) => cdf_on(root, c),
+        Figure::Timeseries(t) => timeseries_on(root, t),
+    }
+}
+
+/// The figure as an SVG document.
+fn render_svg(fig: &Figure) -> anyhow::Result<String> {
+    register_font()?;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        draw_on(&root, fig)?;
+        root.present().map_err(to_anyhow)?;
+    }
+    Ok(svg)
+}
+
+/// The figure as PNG bytes (RGB, `SIZE`), with `comment` in a `tEXt` chunk.
+fn render_png(fig: &Figure, comment: &str) -> anyhow::Result<Vec<u8>> {
+    register_font()?;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("figure.png");
+    {
+        let root = BitMapBackend::new(&path, SIZE).into_drawing_area();
+        draw_on(&root, fig)?;
+        root.present().map_err(to_anyhow)?;
+    }
+    let png = std::fs::read(&path)?;
+    Ok(png_with_text(&png, "Comment", comment))
+}
+
+/// CRC-32 (ISO-HDLC, PNG's) of `bytes`.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// `png` with a `tEXt` chunk (`key`, Latin-1 `text`) after its IHDR (which ends at byte 33).
+fn png_with_text(png: &[u8], key: &str, text: &str) -> Vec<u8> {
+    const IHDR_END: usize = 8 + 4 + 4 + 13 + 4;
+    if png.len() < IHDR_END || &png[12..16] != b"IHDR" {
+        return png.to_vec();
+    }
+    let mut data = Vec::new();
+    data.extend_from_slice(b"tEXt");
+    data.extend_from_slice(key.as_bytes());
+    data.push(0);
+    data.extend(
+        text.chars()
+            .map(|c| if (c as u32) < 256 { c as u8 } else { b'?' }),
+    );
+    let mut out = Vec::with_capacity(png.len() + data.len() + 8);
+    out.extend_from_slice(&png[..IHDR_END]);
+    out.extend_from_slice(&((data.len() - 4) as u32).to_be_bytes());
+    out.extend_from_slice(&data);
+    out.extend_from_slice(&crc32(&data).to_be_bytes());
+    out.extend_from_slice(&png[IHDR_END..]);
+    out
+}
+
+/// The kind `auto` picks for `input` (module doc).
+fn auto_kind(input: &Path) -> &'static str {
+    let summary = input.join("summary.json");
+    if input.is_dir() && summary.is_file() {
+        let is_compare = std::fs::read(&summary)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<Json>(&t).ok())
+            .is_some_and(|v| v["rows"].is_array());
+        return if is_compare { "figure3" } else { "timeseries" };
+    }
+    let name = input.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    match name {
+        "raw.csv" => "cdf",
+        "samples.csv" => "timeseries",
+        _ if input.is_dir() || name.ends_with(".csv") => "waf",
+        _ => "figure3",
+    }
 }
 
 /// Width and height in pixels: readable at a paper's column width when scaled down.
@@ -43,31 +179,32 @@ const SIZE: (u32, u32) = (960, 540);
 
 pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     crate::output::check_writable(&args.out)?;
-    if args.out.extension().and_then(|e| e.to_str()) != Some("svg") {
-        bail!(
-            "--out {}: only SVG is written (name it .svg)",
+    let format = match args.out.extension().and_then(|e| e.to_str()) {
+        Some("svg") => Format::Svg,
+        Some("png") => Format::Png,
+        _ => bail!(
+            "--out {}: SVG or PNG is written (name it .svg or .png)",
             args.out.display()
-        );
-    }
-    let kind = match args.kind.as_str() {
-        "auto" => {
-            let first = &args.inputs[0];
-            if first.is_dir() || first.extension().is_some_and(|e| e == "csv") {
-                "waf"
-            } else {
-                "figure3"
-            }
-        }
-        k @ ("figure3" | "waf") => k,
-        other => bail!("unknown plot kind '{other}' (auto, figure3, waf)"),
+        ),
     };
-    let svg = match kind {
-        "figure3" => figure3(&load_compares(&args.inputs)?)?,
-        _ => waf(&load_waf_points(&args.inputs)?)?,
+    let kind = match args.kind.as_str() {
+        "auto" => auto_kind(&args.inputs[0]),
+        k @ ("figure3" | "waf" | "cdf" | "timeseries") => k,
+        other => bail!("unknown plot kind '{other}' (auto, figure3, waf, cdf, timeseries)"),
+    };
+    let fig = match kind {
+        "figure3" => Figure::Figure3(load_compares(&args.inputs)?),
+        "waf" => Figure::Waf(load_waf_points(&args.inputs)?),
+        "cdf" => Figure::Cdf(load_cdfs(&args.inputs)?),
+        _ => Figure::Timeseries(load_timeseries(&args.inputs)?),
     };
     let command: Vec<String> = std::env::args().collect();
-    let svg = with_command_comment(&svg, &command.join(" "));
-    crate::output::write_atomic(&args.out, svg.as_bytes())?;
+    let command = command.join(" ");
+    let bytes = match format {
+        Format::Svg => with_command_comment(&render_svg(&fig)?, &command).into_bytes(),
+        Format::Png => render_png(&fig, &format!("made by: {command}"))?,
+    };
+    crate::output::write_atomic(&args.out, &bytes)?;
     eprintln!("{kind}: {}", args.out.display());
     Ok(())
 }
@@ -93,7 +230,13 @@ pub struct Bar {
 
 fn load_compares(inputs: &[PathBuf]) -> anyhow::Result<Vec<Bar>> {
     let mut bars = Vec::new();
-    for path in inputs {
+    for input in inputs {
+        // A result directory of `noftl compare --results` holds the JSON as summary.json.
+        let path = &if input.is_dir() {
+            input.join("summary.json")
+        } else {
+            input.clone()
+        };
         let text =
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         let v: Json = serde_json::from_slice(&text)
@@ -172,8 +315,16 @@ fn to_anyhow<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing: {e}")
 }
 
-/// NoFTL Fig. 3 as grouped bars.
+/// NoFTL Fig. 3 as grouped bars (SVG).
+#[cfg(test)]
 pub fn figure3(bars: &[Bar]) -> anyhow::Result<String> {
+    render_svg(&Figure::Figure3(bars.to_vec()))
+}
+
+fn figure3_on<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, bars: &[Bar]) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
     let mut groups: Vec<String> = Vec::new();
     let mut stores: Vec<String> = Vec::new();
     for b in bars {
@@ -191,11 +342,9 @@ pub fn figure3(bars: &[Bar]) -> anyhow::Result<String> {
         * 1.15;
     let slots = stores.len() as f64 + 1.0; // one empty slot between groups
     let x_max = groups.len() as f64 * slots;
-    let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(to_anyhow)?;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption("Slowdown against NoFTL (native = 1)", ("sans-serif", 24))
             .margin(16)
             .x_label_area_size(40)
@@ -255,7 +404,7 @@ pub fn figure3(bars: &[Bar]) -> anyhow::Result<String> {
                     Text::new(
                         format!("{:.2}x", b.slowdown),
                         (*x + 0.5, b.slowdown + b.stdev + y_max * 0.01),
-                        TextStyle::from(("sans-serif", 11).into_font())
+                        TextStyle::from(("sans-serif", 13).into_font())
                             .pos(Pos::new(HPos::Center, VPos::Bottom)),
                     )
                 }))
@@ -268,9 +417,8 @@ pub fn figure3(bars: &[Bar]) -> anyhow::Result<String> {
             .position(SeriesLabelPosition::UpperLeft)
             .draw()
             .map_err(to_anyhow)?;
-        root.present().map_err(to_anyhow)?;
     }
-    Ok(svg)
+    Ok(())
 }
 
 /// One measured WAF point of a sweep.
@@ -285,7 +433,7 @@ pub struct WafPoint {
 }
 
 /// The WAF points of a sweep, and how many of its jobs have none (failed, timed out, not run).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct WafData {
     pub points: Vec<WafPoint>,
     pub missing: usize,
@@ -364,7 +512,15 @@ fn ordered<'a>(values: impl Iterator<Item = &'a str>, first: &[&str]) -> Vec<Str
 /// WAF against spare factor on a logarithmic WAF axis (measured values span 1.5 to hundreds):
 /// colour = GC policy, line style and marker = FTL, the analytic curves in black. The legend
 /// sits beside the plot and says how many jobs have no point.
+#[cfg(test)]
 pub fn waf(data: &WafData) -> anyhow::Result<String> {
+    render_svg(&Figure::Waf(data.clone()))
+}
+
+fn waf_on<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, data: &WafData) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
     let points = &data.points;
     let ftls = ordered(points.iter().map(|p| p.ftl.as_str()), &["page"]);
     let gcs = ordered(points.iter().map(|p| p.gc.as_str()), &GC_ORDER);
@@ -407,9 +563,7 @@ pub fn waf(data: &WafData) -> anyhow::Result<String> {
         ),
         ("random victims", ftl::theory::random_waf_at_spare, (2, 3)),
     ];
-    let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(to_anyhow)?;
         let body = root
             .titled(
@@ -546,9 +700,361 @@ pub fn waf(data: &WafData) -> anyhow::Result<String> {
                 y += 18;
             }
         }
-        root.present().map_err(to_anyhow)?;
     }
-    Ok(svg)
+    Ok(())
+}
+
+/// One line of a latency CDF: its name and its latencies in microseconds, sorted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CdfSeries {
+    pub name: String,
+    pub latencies_us: Vec<f64>,
+}
+
+/// The name of a result directory's line: its store (`storage`) or target, else its name.
+fn series_name(input: &Path) -> String {
+    let dir = if input.is_dir() {
+        input.to_path_buf()
+    } else {
+        input.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let from_summary = std::fs::read(dir.join("summary.json"))
+        .ok()
+        .and_then(|t| serde_json::from_slice::<Json>(&t).ok())
+        .and_then(|v| {
+            v["storage"].as_str().or(v["target"].as_str()).map(|s| {
+                match v["workload"].as_str().or(v["rw"].as_str()) {
+                    Some(w) => format!("{s} ({w})"),
+                    None => s.to_string(),
+                }
+            })
+        });
+    from_summary.unwrap_or_else(|| {
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| input.display().to_string())
+    })
+}
+
+/// `file` of a result directory, or the input itself when it is that file.
+fn result_file(input: &Path, file: &str, hint: &str) -> anyhow::Result<PathBuf> {
+    let path = if input.is_dir() {
+        input.join(file)
+    } else {
+        input.to_path_buf()
+    };
+    if !path.is_file() {
+        bail!("{}: no {file} ({hint})", input.display());
+    }
+    Ok(path)
+}
+
+/// Rows of a CSV file with a header, as (header, records).
+fn read_csv(path: &Path) -> anyhow::Result<(csv::StringRecord, Vec<csv::StringRecord>)> {
+    let mut r =
+        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let h = r.headers()?.clone();
+    let rows = r
+        .records()
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("in {}", path.display()))?;
+    Ok((h, rows))
+}
+
+/// Lines keyed by `storage` when the file has that column (a comparison), else one line.
+fn keyed<'a>(
+    h: &csv::StringRecord,
+    rows: &'a [csv::StringRecord],
+    one: &str,
+) -> Vec<(String, Vec<&'a csv::StringRecord>)> {
+    let mut out: Vec<(String, Vec<&csv::StringRecord>)> = Vec::new();
+    let store = h.iter().position(|c| c == "storage");
+    for r in rows {
+        let name = store.map_or_else(|| one.to_string(), |i| r[i].to_string());
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.push(r),
+            None => out.push((name, vec![r])),
+        }
+    }
+    out
+}
+
+fn load_cdfs(inputs: &[PathBuf]) -> anyhow::Result<Vec<CdfSeries>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let path = result_file(input, "raw.csv", "run with --results DIR --raw")?;
+        let (h, rows) = read_csv(&path)?;
+        let lat = h
+            .iter()
+            .position(|c| c == "latency_us")
+            .with_context(|| format!("{}: no latency_us column", path.display()))?;
+        for (name, rows) in keyed(&h, &rows, &series_name(input)) {
+            let mut v = rows
+                .iter()
+                .map(|r| r[lat].parse::<f64>())
+                .collect::<Result<Vec<f64>, _>>()
+                .with_context(|| format!("{}: a latency is not a number", path.display()))?;
+            v.sort_by(f64::total_cmp);
+            if !v.is_empty() {
+                out.push(CdfSeries {
+                    name,
+                    latencies_us: v,
+                });
+            }
+        }
+    }
+    if out.is_empty() {
+        bail!("no latencies in the inputs");
+    }
+    Ok(out)
+}
+
+/// Up to `n + 1` points of a sorted sample's CDF: (value, fraction at or below it).
+pub fn cdf_points(sorted: &[f64], n: usize) -> Vec<(f64, f64)> {
+    let len = sorted.len();
+    if len == 0 {
+        return Vec::new();
+    }
+    let steps = n.min(len - 1).max(1);
+    let mut pts: Vec<(f64, f64)> = (0..=steps)
+        .map(|i| {
+            let idx = (len - 1) * i / steps;
+            (sorted[idx], (idx + 1) as f64 / len as f64)
+        })
+        .collect();
+    pts.dedup();
+    pts
+}
+
+/// The latency CDF of every line, on a logarithmic latency axis.
+#[cfg(test)]
+pub fn cdf(series: &[CdfSeries]) -> anyhow::Result<String> {
+    render_svg(&Figure::Cdf(series.to_vec()))
+}
+
+fn cdf_on<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    series: &[CdfSeries],
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let lo = series
+        .iter()
+        .filter_map(|s| s.latencies_us.first())
+        .fold(f64::MAX, |a, &b| a.min(b))
+        .max(1e-3);
+    let hi = series
+        .iter()
+        .filter_map(|s| s.latencies_us.last())
+        .fold(lo * 10.0, |a, &b| a.max(b));
+    root.fill(&WHITE).map_err(to_anyhow)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption("Latency CDF", ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d((lo * 0.8..hi * 1.25).log_scale(), 0.0..1.0)
+        .map_err(to_anyhow)?;
+    chart
+        .configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(RGBColor(0xe2, 0xe2, 0xe2))
+        .x_desc("latency (us, log scale)")
+        .y_desc("fraction at or below")
+        .x_label_formatter(&|x| format!("{x}"))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
+        .draw()
+        .map_err(to_anyhow)?;
+    for (i, s) in series.iter().enumerate() {
+        let c = colour(i);
+        let n = s.latencies_us.len();
+        chart
+            .draw_series(LineSeries::new(
+                cdf_points(&s.latencies_us, 1000),
+                c.stroke_width(2),
+            ))
+            .map_err(to_anyhow)?
+            .label(format!("{} (n = {n})", s.name))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(to_anyhow)?;
+    Ok(())
+}
+
+/// One line of a time series: per window, its end (s), throughput, GC migrations per second
+/// and free blocks (None: no flash).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeSeries {
+    pub name: String,
+    /// What the throughput counts: "transactions/s" (goodput) or "IOPS".
+    pub unit: &'static str,
+    pub points: Vec<(f64, f64, f64, Option<f64>)>,
+}
+
+fn load_timeseries(inputs: &[PathBuf]) -> anyhow::Result<Vec<TimeSeries>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let path = result_file(input, "samples.csv", "run with --results DIR")?;
+        let (h, rows) = read_csv(&path)?;
+        let col = |name: &str| h.iter().position(|c| c == name);
+        let (rate, unit) = match (col("goodput_tps"), col("iops")) {
+            (Some(c), _) => (c, "transactions/s"),
+            (None, Some(c)) => (c, "IOPS"),
+            _ => bail!("{}: no goodput_tps or iops column", path.display()),
+        };
+        let need =
+            |name: &str| col(name).with_context(|| format!("{}: no {name} column", path.display()));
+        let (t, w, gc, free) = (
+            need("time_s")?,
+            need("window_s")?,
+            need("gc_migrations")?,
+            need("free_blocks")?,
+        );
+        let repeat = col("repeat");
+        for (name, rows) in keyed(&h, &rows, &series_name(input)) {
+            let num = |r: &csv::StringRecord, i: usize| -> anyhow::Result<f64> {
+                r[i].parse::<f64>()
+                    .with_context(|| format!("{}: '{}' is not a number", path.display(), &r[i]))
+            };
+            // A comparison's repeats follow each other on one time axis.
+            let (mut offset, mut last_t, mut last_repeat) = (0.0, 0.0, None::<String>);
+            let mut windows = Vec::new();
+            for r in rows {
+                let rep = repeat.map(|i| r[i].to_string());
+                if rep != last_repeat {
+                    offset = last_t;
+                    last_repeat = rep;
+                }
+                let (time, len) = (offset + num(r, t)?, num(r, w)?);
+                last_t = time;
+                let free_blocks = if r[free].is_empty() {
+                    None
+                } else {
+                    Some(num(r, free)?)
+                };
+                windows.push((time, len, num(r, rate)?, num(r, gc)?, free_blocks));
+            }
+            // A window much shorter than the others (a run's last) gives rates of a few
+            // transactions: left out of the rate panels' lines, not of the data.
+            let mut lens: Vec<f64> = windows.iter().map(|x| x.1).collect();
+            lens.sort_by(f64::total_cmp);
+            let typical = lens.get(lens.len() / 2).copied().unwrap_or(0.0);
+            let points = windows
+                .iter()
+                .filter(|x| x.1 >= typical * 0.5)
+                .map(|&(time, len, r, g, f)| (time, r, if len > 0.0 { g / len } else { 0.0 }, f))
+                .collect();
+            out.push(TimeSeries { name, unit, points });
+        }
+    }
+    if out.iter().all(|s| s.points.is_empty()) {
+        bail!("no samples in the inputs");
+    }
+    Ok(out)
+}
+
+/// Throughput, GC migrations per second and free blocks over time, in three panels.
+#[cfg(test)]
+pub fn timeseries(series: &[TimeSeries]) -> anyhow::Result<String> {
+    render_svg(&Figure::Timeseries(series.to_vec()))
+}
+
+fn timeseries_on<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    series: &[TimeSeries],
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let t_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(1e-3);
+    let unit = series.first().map_or("transactions/s", |s| s.unit);
+    root.fill(&WHITE).map_err(to_anyhow)?;
+    let body = root
+        .titled(
+            "Throughput and garbage collection over time",
+            ("sans-serif", 24),
+        )
+        .map_err(to_anyhow)?;
+    // The legend in a strip to the right: the lines keep the whole width of the panels.
+    let (plots, legend) = body.split_horizontally(SIZE.0 - 170);
+    let panels = plots.split_evenly((3, 1));
+    type Pick = fn(&(f64, f64, f64, Option<f64>)) -> Option<f64>;
+    let picks: [(&str, Pick); 3] = [
+        (unit, |p| Some(p.1)),
+        ("GC migrations/s", |p| Some(p.2)),
+        ("free blocks", |p| p.3),
+    ];
+    for (k, (panel, (label, pick))) in panels.iter().zip(picks).enumerate() {
+        let y_max = series
+            .iter()
+            .flat_map(|s| s.points.iter().filter_map(pick))
+            .fold(0.0f64, f64::max)
+            .max(1.0)
+            * 1.1;
+        let mut chart = ChartBuilder::on(panel)
+            .margin(8)
+            .x_label_area_size(if k == 2 { 36 } else { 20 })
+            .y_label_area_size(72)
+            .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+            .map_err(to_anyhow)?;
+        let y_fmt = |y: &f64| {
+            if y_max < 10.0 {
+                format!("{y:.1}")
+            } else {
+                format!("{y:.0}")
+            }
+        };
+        let mut mesh = chart.configure_mesh();
+        mesh.light_line_style(TRANSPARENT)
+            .bold_line_style(RGBColor(0xe2, 0xe2, 0xe2))
+            .y_desc(label)
+            .y_labels(5)
+            .y_label_formatter(&y_fmt)
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14));
+        if k == 2 {
+            mesh.x_desc("time (s, virtual)");
+        }
+        mesh.draw().map_err(to_anyhow)?;
+        for (i, s) in series.iter().enumerate() {
+            let c = colour(i);
+            let pts: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .filter_map(|p| pick(p).map(|y| (p.0, y)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .map_err(to_anyhow)?;
+        }
+    }
+    let font = TextStyle::from(("sans-serif", 14).into_font());
+    for (i, s) in series.iter().enumerate() {
+        let y = 20 + 22 * i as i32;
+        legend
+            .draw(&PathElement::new(
+                vec![(6, y + 8), (30, y + 8)],
+                colour(i).stroke_width(3),
+            ))
+            .map_err(to_anyhow)?;
+        legend
+            .draw(&Text::new(s.name.clone(), (38, y), font.clone()))
+            .map_err(to_anyhow)?;
+    }
+    Ok(())
 }
 
 /// The marker of the i-th FTL at `at`: filled circle, open triangle, cross.

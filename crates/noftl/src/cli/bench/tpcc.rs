@@ -18,7 +18,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcc::{self, input::Kind, HomeWarehouse, NurandConsts, TpccConfig, TpccTerminal};
 use serde::Serialize;
 use storage::measure::Consistency;
-use storage::sched::{run_virtual, VirtualOptions};
+use storage::sched::VirtualOptions;
 
 use super::{
     buffer, latency_us, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn,
@@ -92,6 +92,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         bail!("--scale and --terminals must be at least 1");
     }
     let (until, _virtual_clock) = run_plan(args)?;
+    let plan = args.results.plan()?;
     let mut cfg = if a.items == 100_000 && a.customers == 3000 {
         TpccConfig::spec(args.scale)
     } else {
@@ -134,8 +135,11 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     let mut terms: Vec<TpccTerminal> = (0..args.terminals)
         .map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, args.seed, args.txns))
         .collect();
+    if plan.is_some() {
+        terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
+    }
     let cpu0 = Instant::now();
-    let sched = run_virtual(
+    let (sched, marks) = super::run_virtual_marked(
         &mut e,
         &mut terms,
         start_ns,
@@ -143,7 +147,12 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             until_ns: until.map(|u| start_ns + u),
             ..VirtualOptions::default()
         },
+        plan.as_ref().map(|p| p.window_ns),
     )?;
+    let events: Vec<storage::sched::TxnEvent> = terms
+        .iter_mut()
+        .flat_map(|t| t.events.take().unwrap_or_default())
+        .collect();
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let virtual_ns = sched.elapsed_ns();
     let mut by = [0u64; 5];
@@ -219,6 +228,20 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         check,
         check_problems: problems,
     };
+    if let Some(p) = &plan {
+        let types: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        super::write_results(
+            p,
+            &res,
+            "tpcc",
+            f64::from(res.scale),
+            res.terminals,
+            secs,
+            marks,
+            events,
+            &types,
+        )?;
+    }
     if super::super::common::emit_json(args.json.as_deref(), &res)? {
         println!(
             "tpcc on {} (virtual clock): {} warehouse(s){}, home warehouse {}, {} terminals, seed {}",

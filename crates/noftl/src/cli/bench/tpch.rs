@@ -99,6 +99,11 @@ impl TpchArgs {
             json: self.json.clone(),
             check: self.check,
             regions: None,
+            results: crate::results::ResultsArgs {
+                results: None,
+                sample_window: "1s".into(),
+                raw: false,
+            },
         }
     }
 }

@@ -6,7 +6,6 @@
 //! (seed + repeat index, run constants derived from the load constants per clause 2.1.6.1).
 
 use kits::tpcc::{self, NurandConsts, TpccConfig, TpccTerminal};
-use storage::sched::run_virtual;
 use storage::{Engine, Result};
 
 use super::Ran;
@@ -26,13 +25,18 @@ pub fn run(
     seed: u64,
     start: u64,
     opts: storage::sched::VirtualOptions,
-) -> Result<Ran> {
+    sample_ns: Option<u64>,
+) -> anyhow::Result<Ran> {
     let run_c = NurandConsts::run_from(l.c_load, seed);
     let mut terms: Vec<TpccTerminal> = (0..terminals)
         .map(|i| TpccTerminal::new(i, l.h, cfg, run_c, seed, None))
         .collect();
-    let st = run_virtual(e, &mut terms, start, opts)?;
-    Ok(Ran::new(
+    if sample_ns.is_some() {
+        terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
+    }
+    let (st, marks) =
+        super::super::bench::run_virtual_marked(e, &mut terms, start, opts, sample_ns)?;
+    let mut ran = Ran::new(
         terms.iter().map(|t| t.committed()).sum(),
         terms.iter().map(|t| &t.latency_ns),
         &st,
@@ -40,7 +44,16 @@ pub fn run(
             .iter()
             .map(|t| t.counts.committed[0] + t.counts.rolled_back)
             .sum(),
-    ))
+    );
+    ran.trace = sample_ns.map(|_| crate::results::Trace {
+        labels: Vec::new(),
+        marks,
+        events: terms
+            .iter_mut()
+            .flat_map(|t| t.events.take().unwrap_or_default())
+            .collect(),
+    });
+    Ok(ran)
 }
 
 pub const SEED_000: &str =

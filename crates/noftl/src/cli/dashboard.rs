@@ -1,0 +1,531 @@
+//! `noftl dashboard`: a web page to start benchmark runs and watch them live (issue 17; a first
+//! version: bench runs, live throughput and device statistics, the result table).
+//!
+//! Design:
+//! - One driver. A run is `noftl bench WORKLOAD ... --results DIR` parsed by the CLI's own
+//!   parser and run by `bench::run` on a thread of this process; the scheduler's window marks
+//!   reach the page through a thread-local hook (`results::set_live`), so the dashboard shows
+//!   the figures the CLI writes, and `summary.json` is the run's final result.
+//! - Live data is sent as server-sent events (`GET /api/runs/ID/events`): every event of a run
+//!   is kept, and a new subscriber first gets the ones sent before it, so two browsers watching
+//!   one run see the same data. The stream ends after `done` or `error`.
+//! - The page and its chart library (uPlot, vendored in `assets/dashboard` with its licence)
+//!   are compiled in: no CDN, nothing fetched at run time.
+//! - Loopback only unless `--allow-remote`: runs take CPU and memory of this machine.
+//! - Bad input is refused with 400 and a message naming the field (`RunRequest::argv`), before
+//!   anything runs; the bench's own checks (memory, device size) come back as an `error` event.
+//! - `--dir` holds one result directory per run (`run-N`); those already there are listed as
+//!   past runs at start-up.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use clap::{Args, Parser};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+#[derive(Debug, Args)]
+pub struct DashboardArgs {
+    /// Address to listen on (loopback unless --allow-remote); port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Listen on a non-loopback address too.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Where the runs' result directories go (created if missing).
+    #[arg(long, default_value = "dashboard-runs")]
+    pub dir: PathBuf,
+}
+
+/// What the form asks for.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct RunRequest {
+    pub workload: String,
+    pub storage: String,
+    pub scale: u32,
+    pub terminals: u32,
+    /// Virtual run time, e.g. 10s.
+    pub duration: String,
+    pub preset: String,
+    /// Virtual seconds shown per wall-clock second (0: as fast as the emulator runs).
+    #[serde(default)]
+    pub speed: f64,
+}
+
+const STORAGES: [&str; 8] = [
+    "native",
+    "page",
+    "dftl",
+    "dftl-orig",
+    "fast",
+    "block",
+    "amf",
+    "memdisk",
+];
+
+impl RunRequest {
+    /// The bench command line of this request, or what is wrong with it.
+    pub fn argv(&self, dir: &std::path::Path) -> Result<Vec<String>, String> {
+        let (max_scale, what) = match self.workload.as_str() {
+            "tpcb" => (64, "branches"),
+            "tatp" => (500_000, "subscribers"),
+            "tpcc" => (4, "warehouses"),
+            other => return Err(format!("workload: tpcb, tatp or tpcc, not '{other}'")),
+        };
+        if !STORAGES.contains(&self.storage.as_str()) {
+            return Err(format!(
+                "storage: one of {}, not '{}'",
+                STORAGES.join(", "),
+                self.storage
+            ));
+        }
+        if self.scale == 0 || self.scale > max_scale {
+            return Err(format!(
+                "scale: 1 to {max_scale} {what} here, not {}",
+                self.scale
+            ));
+        }
+        if self.terminals == 0 || self.terminals > 64 {
+            return Err(format!("terminals: 1 to 64, not {}", self.terminals));
+        }
+        let ns = super::bench::parse_duration_ns(&self.duration)
+            .map_err(|e| format!("duration: {e}"))?;
+        if ns > 600_000_000_000 {
+            return Err("duration: at most 600s of virtual time here".into());
+        }
+        if !nand::PRESETS.iter().any(|(n, _)| *n == self.preset) {
+            let names: Vec<&str> = nand::PRESETS.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "preset: one of {}, not '{}'",
+                names.join(", "),
+                self.preset
+            ));
+        }
+        if !(self.speed.is_finite() && (0.0..=1000.0).contains(&self.speed)) {
+            return Err(format!("speed: 0 (no pacing) to 1000, not {}", self.speed));
+        }
+        // About a hundred points per run, at least 10 ms apart.
+        let window_ms = (ns / 100 / 1_000_000).max(10);
+        Ok([
+            "bench",
+            &self.workload,
+            "--storage",
+            &self.storage,
+            "--scale",
+            &self.scale.to_string(),
+            "--terminals",
+            &self.terminals.to_string(),
+            "--duration",
+            &self.duration,
+            "--preset",
+            &self.preset,
+            "--results",
+            &dir.display().to_string(),
+            "--sample-window",
+            &format!("{window_ms}ms"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect())
+    }
+}
+
+/// The CLI's bench parser, for a run's argv.
+#[derive(Debug, Parser)]
+#[command(name = "noftl")]
+struct BenchCli {
+    #[command(subcommand)]
+    bench: super::bench::BenchCommand,
+}
+
+/// One run, live or past.
+#[derive(Debug)]
+struct Run {
+    id: usize,
+    request: Option<RunRequest>,
+    command: String,
+    dir: PathBuf,
+    /// running | done | failed
+    status: &'static str,
+    /// Every event sent so far: (name, JSON data).
+    history: Vec<(String, String)>,
+    tx: broadcast::Sender<(String, String)>,
+    summary: Option<Value>,
+}
+
+#[derive(Debug)]
+struct App {
+    runs: Mutex<Vec<Run>>,
+    dir: PathBuf,
+}
+
+type Shared = Arc<App>;
+
+impl App {
+    /// Records and sends an event of run `id` (under the lock: a subscriber gets each once).
+    fn send(&self, id: usize, name: &str, data: String) {
+        if let Ok(mut runs) = self.runs.lock() {
+            if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
+                r.history.push((name.to_string(), data.clone()));
+                let _ = r.tx.send((name.to_string(), data));
+            }
+        }
+    }
+
+    fn finish(&self, id: usize, status: &'static str, summary: Option<Value>) {
+        if let Ok(mut runs) = self.runs.lock() {
+            if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
+                r.status = status;
+                r.summary = summary;
+            }
+        }
+    }
+}
+
+/// The result directories already in `dir`, as past runs.
+fn past_runs(dir: &std::path::Path) -> Vec<Run> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut found: Vec<(usize, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_prefix("run-")?.parse::<usize>().ok()?;
+            Some((id, e.path()))
+        })
+        .collect();
+    found.sort();
+    for (id, path) in found {
+        let Some(summary) = std::fs::read(path.join("summary.json"))
+            .ok()
+            .and_then(|t| serde_json::from_slice::<Value>(&t).ok())
+        else {
+            continue;
+        };
+        let (tx, _) = broadcast::channel(16);
+        out.push(Run {
+            id,
+            request: None,
+            command: String::new(),
+            dir: path,
+            status: "done",
+            history: vec![("done".into(), summary.to_string())],
+            tx,
+            summary: Some(summary),
+        });
+    }
+    out
+}
+
+pub fn run(args: DashboardArgs) -> anyhow::Result<()> {
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        bail!(
+            "--listen {}: not a loopback address; the dashboard starts runs on this machine, so give --allow-remote to serve other hosts",
+            args.listen
+        );
+    }
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    let app = Arc::new(App {
+        runs: Mutex::new(past_runs(&args.dir)),
+        dir: args.dir.clone(),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        println!("noftl dashboard: http://{addr}/");
+        use std::io::Write as _;
+        std::io::stdout().flush()?;
+        axum::serve(listener, router(app)).await?;
+        Ok(())
+    })
+}
+
+fn router(app: Shared) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/uplot.js", get(uplot_js))
+        .route("/uplot.css", get(uplot_css))
+        .route("/api/runs", get(list_runs).post(start_run))
+        .route("/api/runs/{id}", get(one_run))
+        .route("/api/runs/{id}/events", get(events))
+        .with_state(app)
+}
+
+async fn page() -> Html<&'static str> {
+    Html(include_str!("../../assets/dashboard/index.html"))
+}
+
+async fn uplot_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript")],
+        include_str!("../../assets/dashboard/uPlot.iife.min.js"),
+    )
+        .into_response()
+}
+
+async fn uplot_css() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css")],
+        include_str!("../../assets/dashboard/uPlot.min.css"),
+    )
+        .into_response()
+}
+
+fn run_json(r: &Run) -> Value {
+    json!({
+        "id": r.id,
+        "status": r.status,
+        "request": r.request,
+        "command": r.command,
+        "dir": r.dir.display().to_string(),
+        "summary": r.summary,
+    })
+}
+
+async fn list_runs(State(app): State<Shared>) -> Json<Value> {
+    let runs = app
+        .runs
+        .lock()
+        .map(|r| r.iter().map(run_json).collect::<Vec<_>>());
+    Json(json!({ "runs": runs.unwrap_or_default() }))
+}
+
+async fn one_run(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    let found = app
+        .runs
+        .lock()
+        .ok()
+        .and_then(|r| r.iter().find(|r| r.id == id).map(run_json));
+    match found {
+        Some(v) => Json(v).into_response(),
+        None => (StatusCode::NOT_FOUND, format!("no run {id}")).into_response(),
+    }
+}
+
+fn bad(msg: String) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({ "error": msg }))).into_response()
+}
+
+async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Response {
+    let req: RunRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return bad(format!("the form: {e}")),
+    };
+    let id = app
+        .runs
+        .lock()
+        .map(|r| r.iter().map(|x| x.id + 1).max().unwrap_or(1))
+        .unwrap_or(1);
+    let dir = app.dir.join(format!("run-{id}"));
+    let argv = match req.argv(&dir) {
+        Ok(a) => a,
+        Err(e) => return bad(e),
+    };
+    let cmd = match BenchCli::try_parse_from(
+        std::iter::once("noftl".to_string()).chain(argv[1..].iter().cloned()),
+    ) {
+        Ok(c) => c.bench,
+        Err(e) => return bad(e.to_string()),
+    };
+    let (tx, _) = broadcast::channel(1024);
+    if let Ok(mut runs) = app.runs.lock() {
+        runs.push(Run {
+            id,
+            request: Some(req.clone()),
+            command: format!("noftl {}", argv.join(" ")),
+            dir: dir.clone(),
+            status: "running",
+            history: Vec::new(),
+            tx,
+            summary: None,
+        });
+    }
+    let worker = Arc::clone(&app);
+    std::thread::spawn(move || drive(worker, id, cmd, dir, req.speed));
+    (StatusCode::CREATED, Json(json!({ "id": id }))).into_response()
+}
+
+/// Runs one bench on this thread, sending its window marks as `sample` events (paced to
+/// `speed` virtual seconds per wall second, if not 0), then `done` with summary.json or
+/// `error`.
+fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, speed: f64) {
+    let mut started: Option<Instant> = None;
+    let hook_app = Arc::clone(&app);
+    crate::results::set_live(Some(Box::new(move |p: crate::results::LivePoint| {
+        let t0 = *started.get_or_insert_with(Instant::now);
+        if speed > 0.0 {
+            let due = Duration::from_secs_f64(p.t_s / speed);
+            let el = t0.elapsed();
+            if due > el {
+                std::thread::sleep(due - el);
+            }
+        }
+        if let Ok(data) = serde_json::to_string(&p) {
+            hook_app.send(id, "sample", data);
+        }
+    })));
+    app.send(
+        id,
+        "status",
+        json!({"phase": "loading and running"}).to_string(),
+    );
+    // A run that panics ends with an `error` event too: a page never waits for nothing.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::bench::run(cmd)))
+        .unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "the run panicked (see the dashboard's standard error)"
+            ))
+        });
+    crate::results::set_live(None);
+    match r {
+        Ok(()) => {
+            let summary = std::fs::read(dir.join("summary.json"))
+                .ok()
+                .and_then(|t| serde_json::from_slice::<Value>(&t).ok());
+            // The status first: whoever sees `done` finds the run done in the list too.
+            let data = summary.clone().unwrap_or(Value::Null).to_string();
+            app.finish(id, "done", summary);
+            app.send(id, "done", data);
+        }
+        Err(e) => {
+            app.finish(id, "failed", None);
+            app.send(
+                id,
+                "error",
+                json!({ "error": format!("{e:#}") }).to_string(),
+            );
+        }
+    }
+}
+
+async fn events(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    // The history and the subscription are taken under one lock: nothing is missed or doubled.
+    let got = app.runs.lock().ok().and_then(|runs| {
+        runs.iter()
+            .find(|r| r.id == id)
+            .map(|r| (r.history.clone(), r.tx.subscribe()))
+    });
+    let Some((history, rx)) = got else {
+        return (StatusCode::NOT_FOUND, format!("no run {id}")).into_response();
+    };
+    let ended = history.iter().any(|(n, _)| n == "done" || n == "error");
+    let past = futures_util::stream::iter(history);
+    let live = futures_util::stream::unfold((rx, ended), |(mut rx, ended)| async move {
+        if ended {
+            return None;
+        }
+        loop {
+            match rx.recv().await {
+                Ok((name, data)) => {
+                    let end = name == "done" || name == "error";
+                    return Some(((name, data), (rx, end)));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    use futures_util::StreamExt as _;
+    let stream = past.chain(live).map(|(name, data)| {
+        Ok::<Event, std::convert::Infallible>(Event::default().event(name).data(data))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req() -> RunRequest {
+        RunRequest {
+            workload: "tpcb".into(),
+            storage: "native".into(),
+            scale: 1,
+            terminals: 2,
+            duration: "2s".into(),
+            preset: "noftl13".into(),
+            speed: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_request_becomes_the_bench_command_line_or_a_message() {
+        let argv = req().argv(std::path::Path::new("d/run-1")).unwrap();
+        assert_eq!(&argv[..2], ["bench", "tpcb"]);
+        assert!(argv.windows(2).any(|w| w == ["--results", "d/run-1"]));
+        assert!(argv.windows(2).any(|w| w == ["--sample-window", "20ms"]));
+        let cli = BenchCli::try_parse_from(
+            std::iter::once("noftl".to_string()).chain(argv[1..].iter().cloned()),
+        );
+        assert!(cli.is_ok());
+        for (bad, word) in [
+            (
+                RunRequest {
+                    workload: "tpch".into(),
+                    ..req()
+                },
+                "workload",
+            ),
+            (
+                RunRequest {
+                    storage: "ssd".into(),
+                    ..req()
+                },
+                "storage",
+            ),
+            (RunRequest { scale: 0, ..req() }, "scale"),
+            (
+                RunRequest {
+                    terminals: 1000,
+                    ..req()
+                },
+                "terminals",
+            ),
+            (
+                RunRequest {
+                    duration: "soon".into(),
+                    ..req()
+                },
+                "duration",
+            ),
+            (
+                RunRequest {
+                    preset: "x".into(),
+                    ..req()
+                },
+                "preset",
+            ),
+            (
+                RunRequest {
+                    speed: -1.0,
+                    ..req()
+                },
+                "speed",
+            ),
+        ] {
+            let e = bad.argv(std::path::Path::new("d")).unwrap_err();
+            assert!(e.starts_with(word), "{e}");
+        }
+    }
+}

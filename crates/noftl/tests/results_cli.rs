@@ -1,0 +1,518 @@
+//! Result directories (`--results DIR`, docs/results.md): the files of `bench`, `compare` and
+//! `io` parse, and agree with each other and with the verb's JSON.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod cli_support;
+use cli_support::noftl;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+/// A CSV file as its header and rows of fields.
+fn csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    for r in &rows {
+        assert_eq!(r.len(), header.len(), "{}: {r:?}", path.display());
+    }
+    (header, rows)
+}
+
+fn col(header: &[String], name: &str) -> usize {
+    header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+}
+
+fn sum_u64(rows: &[Vec<String>], i: usize) -> u64 {
+    rows.iter().map(|r| r[i].parse::<u64>().unwrap()).sum()
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn bench_results_agree_with_the_json() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("tpcb");
+    let out = d.path().join("r.json");
+    let (ok, _, err) = noftl(&[
+        "bench",
+        "tpcb",
+        "--storage",
+        "native",
+        "--scale",
+        "1",
+        "--accounts-per-branch",
+        "2000",
+        "--terminals",
+        "2",
+        "--duration",
+        "1s",
+        "--json",
+        out.to_str().unwrap(),
+        "--results",
+        dir.to_str().unwrap(),
+        "--sample-window",
+        "100ms",
+        "--raw",
+    ]);
+    assert!(ok, "{err}");
+    let s = json(&dir.join("summary.json"));
+    // Today's JSON, field for field, plus BenchBase's names.
+    let today = json(&out);
+    for (k, v) in today.as_object().unwrap() {
+        assert_eq!(&s[k], v, "summary.json keeps {k}");
+    }
+    assert_eq!(s["Benchmark Type"], "tpcb");
+    assert_eq!(s["terminals"], 2);
+    assert_eq!(s["scalefactor"], 1.0);
+    let committed = s["committed"].as_u64().unwrap();
+    assert!(committed > 100, "{committed}");
+    let goodput = s["Goodput (requests/second)"].as_f64().unwrap();
+    let tps = s["throughput_tps"].as_f64().unwrap();
+    assert!((goodput - tps).abs() / tps < 1e-3, "{goodput} vs {tps}");
+    let dist = &s["Latency Distribution"];
+    let p50 = dist["Median Latency (microseconds)"].as_f64().unwrap();
+    let p99 = dist["99th Percentile Latency (microseconds)"]
+        .as_f64()
+        .unwrap();
+    let max = dist["Maximum Latency (microseconds)"].as_f64().unwrap();
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max);
+    // The histogram's median (3 significant digits) and the exact one agree.
+    let hist_p50 = s["latency_us"]["p50"].as_f64().unwrap();
+    assert!((hist_p50 - p50).abs() / p50 < 0.01, "{hist_p50} vs {p50}");
+
+    let (h, rows) = csv(&dir.join("samples.csv"));
+    assert!(rows.len() >= 10, "1 s in 100 ms windows: {}", rows.len());
+    assert_eq!(sum_u64(&rows, col(&h, "committed")), committed);
+    let window_s: f64 = rows
+        .iter()
+        .map(|r| r[col(&h, "window_s")].parse::<f64>().unwrap())
+        .sum();
+    let secs = s["virtual_seconds"].as_f64().unwrap();
+    assert!((window_s - secs).abs() < 1e-6, "{window_s} vs {secs}");
+    // The windows' flash programs add up to the run's.
+    let programs = sum_u64(&rows, col(&h, "flash_programs"));
+    let per_txn = s["per_txn"]["flash_programs"].as_f64().unwrap();
+    assert!(
+        ((programs as f64) - per_txn * committed as f64).abs() < 1.0,
+        "{programs} vs {per_txn} x {committed}"
+    );
+    let free = col(&h, "free_blocks");
+    assert!(rows.iter().all(|r| r[free].parse::<u64>().is_ok()));
+
+    let (h, raw) = csv(&dir.join("raw.csv"));
+    assert_eq!(raw.len() as u64, committed);
+    assert!(raw.iter().all(|r| r[col(&h, "type")] == "tpcb"));
+    assert!(raw.iter().all(|r| r[col(&h, "outcome")] == "commit"));
+    let mean: f64 = raw
+        .iter()
+        .map(|r| r[col(&h, "latency_us")].parse::<f64>().unwrap())
+        .sum::<f64>()
+        / raw.len() as f64;
+    let avg = dist["Average Latency (microseconds)"].as_f64().unwrap();
+    assert!((mean - avg).abs() < 0.01, "{mean} vs {avg}");
+}
+
+#[test]
+fn tatp_and_tpcc_results_name_their_transaction_types() {
+    let d = tempfile::tempdir().unwrap();
+    for (workload, scale, extra) in [
+        ("tatp", "2000", vec![]),
+        ("tpcc", "1", vec!["--items", "1000", "--customers", "30"]),
+    ] {
+        let dir = d.path().join(workload);
+        let mut args = vec![
+            "bench",
+            workload,
+            "--storage",
+            "native",
+            "--scale",
+            scale,
+            "--terminals",
+            "2",
+            "--duration",
+            "500ms",
+            "--results",
+            dir.to_str().unwrap(),
+            "--raw",
+        ];
+        args.extend(extra);
+        let (ok, _, err) = noftl(&args);
+        assert!(ok, "{workload}: {err}");
+        let s = json(&dir.join("summary.json"));
+        let (h, rows) = csv(&dir.join("samples.csv"));
+        let (rh, raw) = csv(&dir.join("raw.csv"));
+        let committed = if workload == "tatp" {
+            s["succeeded"].as_u64().unwrap()
+        } else {
+            s["committed"].as_u64().unwrap()
+        };
+        assert_eq!(
+            sum_u64(&rows, col(&h, "committed")),
+            committed,
+            "{workload}"
+        );
+        let commits = raw
+            .iter()
+            .filter(|r| r[col(&rh, "outcome")] == "commit")
+            .count() as u64;
+        assert_eq!(commits, committed, "{workload}");
+        assert_eq!(
+            sum_u64(&rows, col(&h, "transactions")),
+            raw.len() as u64,
+            "{workload}"
+        );
+        let types: std::collections::BTreeSet<&str> =
+            raw.iter().map(|r| r[col(&rh, "type")].as_str()).collect();
+        assert!(types.len() >= 3, "{workload}: {types:?}");
+        assert!(!types.contains("?"), "{workload}: {types:?}");
+    }
+}
+
+#[test]
+fn compare_results_have_a_series_per_store_and_repeat() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("cmp");
+    let (ok, out, err) = noftl(&[
+        "compare",
+        "--scale",
+        "1",
+        "--accounts-per-branch",
+        "5000",
+        "--repeat",
+        "2",
+        "--duration",
+        "300ms",
+        "--stores",
+        "native,dftl-2%,page",
+        "--json",
+        "-",
+        "--results",
+        dir.to_str().unwrap(),
+        "--sample-window",
+        "100ms",
+        "--raw",
+    ]);
+    assert!(ok, "{err}");
+    let today: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let s = json(&dir.join("summary.json"));
+    assert_eq!(s["rows"].as_array().unwrap().len(), 3);
+    let (h, rows) = csv(&dir.join("samples.csv"));
+    let (rh, raw) = csv(&dir.join("raw.csv"));
+    let mut per_store: HashMap<String, u64> = HashMap::new();
+    for r in &rows {
+        *per_store.entry(r[col(&h, "storage")].clone()).or_default() +=
+            r[col(&h, "committed")].parse::<u64>().unwrap();
+    }
+    for (i, row) in today["rows"].as_array().unwrap().iter().enumerate() {
+        let name = row["storage"].as_str().unwrap();
+        assert_eq!(s["rows"][i]["throughput_tps"], row["throughput_tps"]);
+        // Committed transactions = the windows' throughput x their length, summed.
+        let txns: f64 = row["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["throughput_tps"].as_f64().unwrap() * w["seconds"].as_f64().unwrap())
+            .sum();
+        let sampled = per_store[name];
+        assert!(
+            (sampled as f64 - txns).abs() <= 2.0,
+            "{name}: {sampled} sampled vs {txns}"
+        );
+        let raw_n = raw
+            .iter()
+            .filter(|r| r[col(&rh, "storage")] == name)
+            .count() as u64;
+        assert_eq!(raw_n, sampled, "{name}");
+        let goodput = s["rows"][i]["Goodput (requests/second)"].as_f64().unwrap();
+        assert!(goodput > 0.0);
+        let repeats: std::collections::BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r[col(&h, "storage")] == name)
+            .map(|r| r[col(&h, "repeat")].as_str())
+            .collect();
+        assert_eq!(repeats.len(), 2, "{name}");
+    }
+}
+
+#[test]
+fn io_results_hold_a_fio_shaped_document() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("io");
+    let (ok, out, err) = noftl(&[
+        "io",
+        "--target",
+        "page",
+        "--preset",
+        "tiny",
+        "--precondition",
+        "--rw",
+        "randrw",
+        "--qd",
+        "4",
+        "--ops",
+        "5000",
+        "--json",
+        "--results",
+        dir.to_str().unwrap(),
+        "--sample-window",
+        "10ms",
+        "--raw",
+    ]);
+    assert!(ok, "{err}");
+    let today: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let fio = json(&dir.join("fio.json"));
+    let job = &fio["jobs"][0];
+    let reads = job["read"]["total_ios"].as_u64().unwrap();
+    let writes = job["write"]["total_ios"].as_u64().unwrap();
+    assert_eq!(reads + writes, 5000);
+    assert_eq!(job["trim"]["total_ios"], 0);
+    assert!(reads > 1000 && writes > 1000, "{reads} / {writes}");
+    let iops = job["read"]["iops"].as_f64().unwrap() + job["write"]["iops"].as_f64().unwrap();
+    let total = today["iops"].as_f64().unwrap();
+    assert!((iops - total).abs() / total < 1e-3, "{iops} vs {total}");
+    let bw = job["write"]["bw_bytes"].as_u64().unwrap() as f64;
+    assert!((bw - job["write"]["iops"].as_f64().unwrap() * 4096.0).abs() < 2.0);
+    let clat = &job["read"]["clat_ns"];
+    let p50 = clat["percentile"]["50.000000"].as_u64().unwrap();
+    let p99 = clat["percentile"]["99.000000"].as_u64().unwrap();
+    assert!(clat["min"].as_u64().unwrap() <= p50 && p50 <= p99);
+    assert!(p99 <= clat["max"].as_u64().unwrap());
+    assert_eq!(fio["noftl"], today, "our JSON under noftl");
+
+    let s = json(&dir.join("summary.json"));
+    assert_eq!(s["ops"], 5000);
+    let (h, rows) = csv(&dir.join("samples.csv"));
+    assert!(rows.len() > 3, "{}", rows.len());
+    assert_eq!(sum_u64(&rows, col(&h, "requests")), 5000);
+    assert_eq!(
+        sum_u64(&rows, col(&h, "flash_programs")),
+        today["flash"]["programs"].as_u64().unwrap()
+            + today["flash"]["partial_programs"].as_u64().unwrap()
+    );
+    assert_eq!(
+        sum_u64(&rows, col(&h, "gc_migrations")),
+        today["gc"]["migrations"].as_u64().unwrap()
+    );
+    let (rh, raw) = csv(&dir.join("raw.csv"));
+    assert_eq!(raw.len(), 5000);
+    let raw_reads = raw.iter().filter(|r| r[col(&rh, "type")] == "read").count() as u64;
+    assert_eq!(raw_reads, reads);
+}
+
+#[test]
+fn results_are_refused_where_they_cannot_be_written() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let (ok, _, err) = noftl(&[
+        "io",
+        "--target",
+        "raw",
+        "--ops",
+        "10",
+        "--results",
+        file.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("result directory"), "{err}");
+    let (ok, _, err) = noftl(&["io", "--target", "raw", "--ops", "10", "--raw"]);
+    assert!(!ok, "--raw needs --results");
+    assert!(err.contains("--results"), "{err}");
+    let (ok, _, err) = noftl(&[
+        "io",
+        "--target",
+        "raw",
+        "--ops",
+        "10",
+        "--results",
+        d.path().join("x").to_str().unwrap(),
+        "--sample-window",
+        "soon",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--sample-window"), "{err}");
+}
+
+/// The attributes of every `<rect .../>` of an SVG document.
+fn svg_rects(svg: &str) -> Vec<HashMap<String, String>> {
+    svg.split("<rect ")
+        .skip(1)
+        .map(|r| {
+            let tag = &r[..r.find("/>").unwrap()];
+            tag.split('"')
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .filter(|kv| kv.len() == 2)
+                .map(|kv| {
+                    (
+                        kv[0].trim().trim_end_matches('=').to_string(),
+                        kv[1].to_string(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The text of every `<text>` element of an SVG document.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text ")
+        .skip(1)
+        .map(|t| {
+            let body = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+            body.trim().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_compare_result_directory_plots_as_figure_3() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("fig3");
+    let (ok, _, err) = noftl(&[
+        "compare",
+        "--scale",
+        "1",
+        "--accounts-per-branch",
+        "5000",
+        "--repeat",
+        "2",
+        "--duration",
+        "300ms",
+        "--stores",
+        "native,dftl-2%,page",
+        "--results",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let s = json(&dir.join("summary.json"));
+    let rows = s["rows"].as_array().unwrap();
+    let out = d.path().join("fig3.svg");
+    let (ok, _, err) = noftl(&[
+        "plot",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("figure3"),
+        "auto picks Figure 3 for a comparison: {err}"
+    );
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        svg.contains("<!-- made by: "),
+        "the command is in the figure"
+    );
+    let texts = svg_texts(&svg);
+    assert!(texts.iter().any(|t| t == "TPC-B 1"), "{texts:?}");
+    // Bars: the filled rectangles wider than a legend swatch, in the rows' order.
+    let bars: Vec<HashMap<String, String>> = svg_rects(&svg)
+        .into_iter()
+        .filter(|r| {
+            r["fill"] != "#FFFFFF"
+                && r["fill"] != "none"
+                && r["width"].parse::<f64>().unwrap() > 20.0
+        })
+        .collect();
+    assert_eq!(bars.len(), rows.len(), "one bar per store");
+    let height = |r: &HashMap<String, String>| r["height"].parse::<f64>().unwrap();
+    let native_tps = rows[0]["throughput_tps"].as_f64().unwrap();
+    assert_eq!(rows[0]["storage"], "native");
+    for (row, bar) in rows.iter().zip(&bars) {
+        let name = row["storage"].as_str().unwrap();
+        let slowdown = native_tps / row["throughput_tps"].as_f64().unwrap();
+        // The value label, and the legend entry.
+        let label = format!("{slowdown:.2}x");
+        assert!(texts.contains(&label), "{name}: no {label} in {texts:?}");
+        assert!(texts.iter().any(|t| t == name), "{name} in the legend");
+        // Bar heights are proportional to the slowdowns (pixels rounded: 1.5%).
+        let ratio = height(bar) / height(&bars[0]);
+        assert!(
+            (ratio - slowdown).abs() / slowdown < 0.015,
+            "{name}: bar {ratio:.3} vs slowdown {slowdown:.3}"
+        );
+        // The JSON's own slowdown column says the same.
+        assert!((row["slowdown"].as_f64().unwrap() - slowdown).abs() < 1e-3);
+    }
+    // The same figure as PNG: a PNG with the command in a tEXt chunk.
+    let png = d.path().join("fig3.png");
+    let (ok, _, err) = noftl(&[
+        "plot",
+        dir.to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&bytes[37..41], b"tEXt");
+    assert!(bytes.len() > 5_000);
+}
+
+#[test]
+fn result_directories_plot_as_cdf_and_time_series() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("io");
+    let (ok, _, err) = noftl(&[
+        "io",
+        "--target",
+        "page",
+        "--preset",
+        "tiny",
+        "--precondition",
+        "--ops",
+        "4000",
+        "--results",
+        dir.to_str().unwrap(),
+        "--sample-window",
+        "10ms",
+        "--raw",
+    ]);
+    assert!(ok, "{err}");
+    for (kind, file, words) in [
+        (
+            "cdf",
+            "cdf.svg",
+            [
+                "Latency CDF",
+                "latency (us, log scale)",
+                "page (randwrite) (n = 4000)",
+            ],
+        ),
+        ("auto", "ts.svg", ["IOPS", "GC migrations/s", "free blocks"]),
+    ] {
+        let out = d.path().join(file);
+        let (ok, _, err) = noftl(&[
+            "plot",
+            dir.to_str().unwrap(),
+            "--kind",
+            kind,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(ok, "{kind}: {err}");
+        let texts = svg_texts(&std::fs::read_to_string(&out).unwrap());
+        for w in words {
+            assert!(texts.iter().any(|t| t == w), "{kind}: no {w} in {texts:?}");
+        }
+    }
+    let (ok, _, err) = noftl(&[
+        "plot",
+        dir.to_str().unwrap(),
+        "--out",
+        d.path().join("x.pdf").to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains(".svg or .png"), "{err}");
+}

@@ -103,6 +103,9 @@ pub struct NativeDevice {
     /// CREATE REGION options of a region that holds the log (`LOG=on` among them), created
     /// right after the store is formatted.
     pub log_region: Option<Vec<(String, String)>>,
+    /// CREATE REGION options of a region that takes every object (`DEFAULT=on` among them),
+    /// with In-Place Appends: the crash test of IPA.
+    pub ipa_region: Option<Vec<(String, String)>>,
 }
 
 impl NativeDevice {

@@ -52,6 +52,26 @@ use crate::crash::{
 /// The region that holds the log when the crash test puts it in one (`NativeDevice::log_region`).
 pub const LOG_REGION: &str = "crash_log";
 
+/// The region that takes every object when the crash test runs In-Place Appends
+/// (`NativeDevice::ipa_region`).
+pub const IPA_REGION: &str = "crash_ipa";
+
+impl NativeDevice {
+    /// Creates the log's and the IPA region on a freshly formatted store, as asked.
+    pub fn create_regions(&self, store: &mut NativeStore) -> Result<()> {
+        for (name, opts) in [
+            (LOG_REGION, &self.log_region),
+            (IPA_REGION, &self.ipa_region),
+        ] {
+            if let Some(opts) = opts {
+                let at = store.space().nand().now_ns();
+                store.create_region(at, name, opts)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// TPC-B's crash-test flash: `tiny` with 8 blocks per plane (64 blocks, 1,024 pages of 4 KiB).
 pub const CRASH_BLOCKS_PER_PLANE: u32 = 8;
 
@@ -127,11 +147,7 @@ impl NativeSetup {
     /// Refuses a device the store cannot be formatted on, before any seed runs.
     pub(crate) fn check(&self) -> Result<()> {
         let mut store = NativeStore::format(self.device(0)?, self.store.clone())?;
-        if let Some(opts) = &self.device.log_region {
-            let at = store.space().nand().now_ns();
-            store.create_region(at, LOG_REGION, opts)?;
-        }
-        Ok(())
+        self.device.create_regions(&mut store)
     }
 }
 
@@ -143,7 +159,12 @@ impl NativeSetup {
 /// empty device.
 fn age(store: &mut NativeStore, fraction: f64, seed: u64) -> Result<()> {
     let db_pages = store.db_pages();
-    let pages = ((db_pages as f64 * fraction.clamp(0.0, 1.0)) as u64).min(db_pages);
+    // A region that takes every object (the IPA crash test) holds less than the whole logical
+    // space: age what it can hold, less a tenth for the database.
+    let room = store.room_pages(0) * 9 / 10;
+    let pages = ((db_pages as f64 * fraction.clamp(0.0, 1.0)) as u64)
+        .min(db_pages)
+        .min(room);
     let zeros = vec![0u8; store.page_bytes()];
     // Placement only: the pages belong to no object the engine will create.
     let hint = WriteHint {
@@ -169,10 +190,7 @@ fn age(store: &mut NativeStore, fraction: f64, seed: u64) -> Result<()> {
 /// The database loaded on a freshly formatted, aged device.
 fn prepare<W: CrashWorkload>(w: &W, s: &NativeSetup, seed: u64) -> Result<(Engine, W::Loaded)> {
     let mut store = NativeStore::format(s.device(seed)?, s.store.clone())?;
-    if let Some(opts) = &s.device.log_region {
-        let at = store.space().nand().now_ns();
-        store.create_region(at, LOG_REGION, opts)?;
-    }
+    s.device.create_regions(&mut store)?;
     age(&mut store, s.aged_fraction, seed)?;
     let mut e = Engine::create(Box::new(store), w.engine_config())?;
     let l = w.load(&mut e, seed)?;

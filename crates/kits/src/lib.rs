@@ -13,6 +13,7 @@ mod settle;
 pub mod tatp;
 pub mod tpcb;
 pub mod tpcc;
+pub mod tpch;
 
 /// Pages for `rows` rows of `bytes_per_row` measured page space each on pages of `page_bytes`,
 /// plus 64 for the catalog and the first pages of every table and index.

@@ -93,7 +93,7 @@ fn run(ddl: &str) -> (Vec<u64>, Vec<(String, bool, bool)>) {
 
 #[test]
 fn subscriber_and_special_facility_live_in_their_region() {
-    let (ok_regions, placed) = run(&tatp::regions_ddl(1, 20));
+    let (ok_regions, placed) = run(&tatp::regions_ddl(1, 20, ""));
     for (t, all, any) in &placed {
         if t == "subscriber" || t == "special_facility" {
             assert!(*all, "{t}: every page on the region's die");

@@ -11,13 +11,18 @@
 //!    programmed again only by a partial program, only in SLC and pSLC blocks, at most NOP times
 //!    in all, and a partial program only clears bits: `stored AND new == new` in its range.
 //! 4. A read returns the programmed bytes, or 0xFF for an erased page, or an error. Never wrong
-//!    data: bit errors beyond the ECC limit of any codeword fail the read.
+//!    data: bit errors beyond the ECC limit of any codeword fail the read. The one exception is
+//!    the byte range of an interrupted append (invariant 6), which reads back half-programmed:
+//!    its own check (the host's checksum per append) must find it.
 //! 5. A block delivers its rated P/E cycles (per mode, wear accumulates across modes); the erase
 //!    beyond them fails and the block is bad. Bad blocks refuse programs and erases; their pages
 //!    stay readable so that data can be moved off them.
 //! 6. A power loss interrupts exactly one operation (at most one per multi-plane group): an
 //!    interrupted program leaves its page torn (unreadable) and, on MLC/TLC, also the pages that
-//!    share its word line; an interrupted erase leaves its block needing an erase. Every operation
+//!    share its word line; an interrupted partial program of an already programmed page (an
+//!    In-Place Append) damages only its own byte range (some of its bits programmed, the others
+//!    still erased) and leaves the page readable; an interrupted erase leaves its block needing
+//!    an erase. Every operation
 //!    completed before it persists. Afterwards every operation is refused until `power_on`.
 //! 7. The same config, seed and sequence of calls give the same results, times and counters.
 
@@ -603,6 +608,33 @@ impl Nand {
         self.note_programmed(pbn, page, at_ns);
     }
 
+    /// Effects of an interrupted partial program of an already programmed page (an append,
+    /// invariant 6): the ISPP pulses stopped part-way, so some of the bits it was to program are
+    /// programmed and the others still erased, in its byte range only. The rest of the page
+    /// keeps its charge: an append is programmed into erased cells whose own ECC parity is
+    /// written with them (a codeword's parity is written once), so the page's earlier data and
+    /// its codewords are untouched, and the host's check of the appended bytes (In-Place
+    /// Appends carry a checksum per append) finds the damage. The page counts one more program.
+    fn tear_append(
+        &mut self,
+        ppn: Ppn,
+        (data_off, data, oob_off, oob): (usize, &[u8], usize, &[u8]),
+    ) {
+        let mut rng = |b: &u8| {
+            // A bit stays erased (1) where the random mask is 1: half the bits made it.
+            b | (self.rng.next_u64() as u8)
+        };
+        let torn_data: Vec<u8> = data.iter().map(&mut rng).collect();
+        let torn_oob: Vec<u8> = oob.iter().map(&mut rng).collect();
+        self.store
+            .program(ppn, false, data_off, &torn_data, oob_off, &torn_oob);
+        let programs =
+            ((self.pages[ppn.0 as usize] & PAGE_PROGRAMS_MASK) + 1).min(PAGE_PROGRAMS_MASK);
+        let torn = self.pages[ppn.0 as usize] & PAGE_TORN;
+        self.set_page_state(ppn, programs | torn);
+        self.stats.torn_appends += 1;
+    }
+
     fn note_programmed(&mut self, pbn: Pbn, page: u32, at_ns: Nanos) {
         let m = &mut self.blocks[pbn.0 as usize];
         // Retention is measured from the block's first program after its erase.
@@ -934,12 +966,20 @@ impl Nand {
         let (slot, fate) = self.begin(at_ns, die, p)?;
         let result = match fate {
             Fate::Interrupted => {
-                self.tear(ppn, pbn, page, slot.start_ns);
+                if fresh {
+                    self.tear(ppn, pbn, page, slot.start_ns);
+                } else {
+                    self.tear_append(ppn, (data_off, data, oob_off, oob));
+                }
                 self.lose_power();
                 return Err(NandError::PowerLost);
             }
             Fate::MediaFail => {
-                self.tear(ppn, pbn, page, slot.start_ns);
+                if fresh {
+                    self.tear(ppn, pbn, page, slot.start_ns);
+                } else {
+                    self.tear_append(ppn, (data_off, data, oob_off, oob));
+                }
                 self.blocks[pbn.0 as usize].state = BlockState::GrownBad;
                 self.save_block(pbn);
                 self.stats.failed_programs += 1;
@@ -1363,6 +1403,7 @@ impl Nand {
                 uncorrectable_reads: self.stats.uncorrectable_reads,
             },
             failed_programs: self.stats.failed_programs,
+            torn_appends: self.stats.torn_appends,
             failed_erases: self.stats.failed_erases,
             power_losses: self.stats.power_losses,
             bad_blocks: BadBlockReport { factory, grown },

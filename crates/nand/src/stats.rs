@@ -109,6 +109,8 @@ pub struct Stats {
     pub failed_programs: u64,
     pub failed_erases: u64,
     pub power_losses: u64,
+    /// Partial programs of programmed pages (appends) cut by a power loss or a status fail.
+    pub torn_appends: u64,
     /// Energy of the operations themselves (array and bus), joules.
     pub active_joules: f64,
     latency_ns: [Histogram<u64>; 4],
@@ -130,6 +132,7 @@ impl Default for Stats {
             failed_programs: 0,
             failed_erases: 0,
             power_losses: 0,
+            torn_appends: 0,
             active_joules: 0.0,
             latency_ns: [h(), h(), h(), h()],
         }
@@ -260,6 +263,9 @@ pub struct StatsReport {
     pub failed_programs: u64,
     pub failed_erases: u64,
     pub power_losses: u64,
+    /// Appends (partial programs of programmed pages) cut by a power loss or a status fail.
+    #[serde(default)]
+    pub torn_appends: u64,
     pub bad_blocks: BadBlockReport,
     pub erase_count: EraseCountReport,
     pub latency_us: LatencyReport,

@@ -302,3 +302,52 @@ fn the_raw_bit_error_rate_grows_with_wear_and_with_retention() {
     assert!(worn > 10 * fresh.max(1), "fresh {fresh}, worn {worn}");
     assert!(old > 10 * fresh.max(1), "fresh {fresh}, a year old {old}");
 }
+
+#[test]
+fn power_loss_during_an_append_damages_only_the_appended_bytes() {
+    let mut n = dev(
+        "tiny",
+        &[
+            "reliability.rber_fresh=0",
+            "reliability.rber_at_endurance=0",
+        ],
+    );
+    let mut base = page(&n, 0x11);
+    let len = base.len();
+    base[len - 64..].fill(0xFF); // an erased area for appends
+    n.program(0, Ppn(0), &base, &[], H).unwrap();
+    n.set_fault_plan(FaultPlan {
+        cut_at_op: Some(2),
+        ..Default::default()
+    });
+    let delta = [0x00u8; 32];
+    assert_eq!(
+        n.partial_program(0, Ppn(0), len - 64, &delta, 0, &[], H),
+        Err(NandError::PowerLost)
+    );
+    n.power_on();
+    let (got, _) = read_back(&mut n, Ppn(0));
+    assert_eq!(
+        got[..len - 64],
+        base[..len - 64],
+        "the page's earlier bytes survive"
+    );
+    assert_eq!(
+        got[len - 32..],
+        base[len - 32..],
+        "bytes outside the append stay erased"
+    );
+    let appended = &got[len - 64..len - 32];
+    assert_ne!(appended, &delta[..], "the cut append is not complete");
+    assert_ne!(
+        appended,
+        &[0xFFu8; 32][..],
+        "some of its bits were programmed"
+    );
+    assert_eq!(n.report().torn_appends, 1);
+    assert_eq!(
+        n.page_programs(Ppn(0)),
+        2,
+        "the cut append counts against NOP"
+    );
+}

@@ -158,7 +158,7 @@ fn entries(p: &[u8]) -> Vec<Vec<u8>> {
 }
 #[allow(clippy::too_many_arguments)] // one image from all its header fields
 fn build(
-    page_bytes: usize,
+    (page_bytes, ipa): (usize, Option<crate::ipa::IpaScheme>),
     pid: PageId,
     leaf: bool,
     level: u16,
@@ -180,6 +180,9 @@ fn build(
         object,
         0,
     );
+    if let Some(scheme) = ipa {
+        crate::ipa::reserve(&mut img, scheme);
+    }
     slotted::init(&mut img);
     slotted::set_level(&mut img, level);
     slotted::set_aux(&mut img, aux);
@@ -195,7 +198,17 @@ impl Engine {
     /// Creates an empty tree (one leaf, the root) for index `object`.
     pub(crate) fn bt_create(&mut self, object: ObjectId) -> Result<PageId> {
         let (pid, alloc) = self.alloc_page(object, PageKind::BTreeLeaf, &[])?;
-        let img = build(self.page_bytes(), pid, true, 0, object, &[], 0, 0, 0);
+        let img = build(
+            (self.page_bytes(), self.store.ipa_scheme(object)),
+            pid,
+            true,
+            0,
+            object,
+            &[],
+            0,
+            0,
+            0,
+        );
         self.log_apply(0, Body::Redo(vec![alloc, Op::image(pid, &img)]))?;
         Ok(pid)
     }
@@ -350,12 +363,32 @@ impl Engine {
                 let (l, al) = self.alloc_page(object, kind, &[])?;
                 let (r, ar) = self.alloc_page(object, kind, &[l])?;
                 let (lp, ln, rp, rn) = if leaf { (0, r, l, 0) } else { (0, 0, 0, 0) };
-                let limg = build(pb, l, leaf, level, object, left, aux, lp, ln);
-                let rimg = build(pb, r, leaf, level, object, right, right_aux, rp, rn);
+                let limg = build(
+                    (pb, self.store.ipa_scheme(object)),
+                    l,
+                    leaf,
+                    level,
+                    object,
+                    left,
+                    aux,
+                    lp,
+                    ln,
+                );
+                let rimg = build(
+                    (pb, self.store.ipa_scheme(object)),
+                    r,
+                    leaf,
+                    level,
+                    object,
+                    right,
+                    right_aux,
+                    rp,
+                    rn,
+                );
                 let mut rbytes = r.to_le_bytes().to_vec();
                 rbytes.truncate(4);
                 let root_img = build(
-                    pb,
+                    (pb, self.store.ipa_scheme(object)),
                     root,
                     false,
                     level + 1,
@@ -377,7 +410,7 @@ impl Engine {
                 let (r, ar) = self.alloc_page(object, kind, &[])?;
                 let (ln, rp, rn) = if leaf { (r, pid, next) } else { (0, 0, 0) };
                 let limg = build(
-                    pb,
+                    (pb, self.store.ipa_scheme(object)),
                     pid,
                     leaf,
                     level,
@@ -387,7 +420,17 @@ impl Engine {
                     if leaf { prev } else { 0 },
                     ln,
                 );
-                let rimg = build(pb, r, leaf, level, object, right, right_aux, rp, rn);
+                let rimg = build(
+                    (pb, self.store.ipa_scheme(object)),
+                    r,
+                    leaf,
+                    level,
+                    object,
+                    right,
+                    right_aux,
+                    rp,
+                    rn,
+                );
                 ops.extend([
                     ar,
                     Op::image(pid, &limg),
@@ -546,9 +589,29 @@ impl Engine {
                 return Ok(());
             }
             let img = if leaf {
-                build(pb, l, true, level, object, &es, 0, lprev, rnext)
+                build(
+                    (pb, self.store.ipa_scheme(object)),
+                    l,
+                    true,
+                    level,
+                    object,
+                    &es,
+                    0,
+                    lprev,
+                    rnext,
+                )
             } else {
-                build(pb, l, false, level, object, &es, laux, 0, 0)
+                build(
+                    (pb, self.store.ipa_scheme(object)),
+                    l,
+                    false,
+                    level,
+                    object,
+                    &es,
+                    laux,
+                    0,
+                    0,
+                )
             };
             let mut ops = vec![
                 Op::image(l, &img),

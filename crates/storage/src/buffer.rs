@@ -13,6 +13,15 @@
 //!    written, so redo from the minimum `rec_lsn` of all dirty frames restores every lost change.
 //! 5. Pages leave the pool sealed (checksum) and are verified when read: checksum, then the
 //!    slotted and B-tree structure that the accessors trust (`check_structure`).
+//! 6. In-Place Appends (ipa.rs): a frame holding a page with a delta area keeps a *shadow*, the
+//!    page as it is on flash (base plus valid appends), and `ipa_used`, the slots on flash that
+//!    are not erased. A write-back of such a page appends the diff against the shadow when it
+//!    fits one slot and a slot is left (and the store can append now), else writes the page out
+//!    of place with an erased delta area; either way the shadow then equals the frame. Why a
+//!    shadow and a diff instead of tracking changed ranges at every change: the engine changes
+//!    pages in many places (slotted records, compaction, headers, B-tree splits), each a chance
+//!    to miss a range and lose an update silently; one diff at write-back cannot miss one, and
+//!    costs a word compare per 8 bytes only for IPA pages (docs/PERFORMANCE.md measures it).
 
 use std::collections::HashMap;
 
@@ -30,7 +39,36 @@ pub struct BufferStats {
     pub misses: u64,
     pub evictions: u64,
     pub writebacks: u64,
+    /// Write-backs done as In-Place Appends (a subset of `writebacks`).
+    pub ipa_appends: u64,
+    /// Write-backs of pages with a delta area done out of place (another subset).
+    pub ipa_out_of_place: u64,
 }
+
+/// The IPA advisor's record of what write-backs changed (`BufferPool::enable_profile`), per
+/// object: measured where a change leaves the pool, against the page as it was read or last
+/// written, so it is exactly what an append would have to carry.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ObjectWrites {
+    pub writebacks: u64,
+    /// Write-backs of pages read from storage or written before (a diff exists); the others
+    /// are pages formatted in the pool.
+    pub diffed: u64,
+    /// Changed bytes per diffed write-back, in buckets of at most 8, 16, 32, ... 4096 bytes,
+    /// then more (`PROFILE_BYTES`).
+    pub changed_bytes: [u64; 11],
+    /// Changed ranges (delta records, neighbours closer than a record header merged) per
+    /// diffed write-back: 0 to 15, then 16 or more.
+    pub ranges: [u64; 17],
+    /// Diffed write-backs that one append of M records (index M - 1, M = 1..=4) sized for
+    /// records of R bytes (`PROFILE_RECORD_BYTES`) could carry.
+    pub fits: [[u64; 3]; 4],
+}
+
+/// Upper bounds of `ObjectWrites::changed_bytes`' buckets (the last one is open).
+pub const PROFILE_BYTES: [usize; 10] = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+/// The record sizes `ObjectWrites::fits` tries.
+pub const PROFILE_RECORD_BYTES: [usize; 3] = [16, 32, 64];
 
 #[derive(Debug)]
 struct Frame {
@@ -40,6 +78,10 @@ struct Frame {
     rec_lsn: Lsn,
     pins: u32,
     referenced: bool,
+    /// The page as on flash, for In-Place Appends (invariant 6); empty until needed.
+    shadow: Vec<u8>,
+    shadow_valid: bool,
+    ipa_used: u8,
 }
 
 /// How to bring a page in.
@@ -64,6 +106,11 @@ pub struct BufferPool {
     /// page it writes, and a count over a large pool there cost more than the write.
     dirty_frames: usize,
     pub stats: BufferStats,
+    /// Scratch for In-Place Appends: the diff's ranges and the slot being encoded.
+    ipa_ranges: Vec<(u16, u16)>,
+    ipa_slot: Vec<u8>,
+    /// The IPA advisor's profile of write-backs, when enabled.
+    profile: Option<std::collections::BTreeMap<crate::ObjectId, ObjectWrites>>,
 }
 
 pub fn hint_of(p: &[u8]) -> WriteHint {
@@ -96,12 +143,18 @@ impl BufferPool {
                     rec_lsn: 0,
                     pins: 0,
                     referenced: false,
+                    shadow: Vec::new(),
+                    shadow_valid: false,
+                    ipa_used: 0,
                 })
                 .collect(),
             map: HashMap::with_capacity(frames * 2),
             hand: 0,
             dirty_frames: 0,
             stats: BufferStats::default(),
+            ipa_ranges: Vec::new(),
+            ipa_slot: Vec::new(),
+            profile: None,
         })
     }
     pub fn capacity(&self) -> usize {
@@ -127,14 +180,28 @@ impl BufferPool {
         self.stats.misses += 1;
         let (f, mut t) = self.victim(store, log, at)?;
         let mut corrupt = false;
+        let profiling = self.profile.is_some();
         {
             let fr = &mut self.frames[f];
+            fr.shadow_valid = false;
+            fr.ipa_used = 0;
             if how == Fix::New {
                 fr.data.fill(0);
             } else {
                 t = store.read_page(t, pid, &mut fr.data)?;
-                match page::verify(&fr.data, pid).and_then(|_| check_structure(&fr.data, pid)) {
-                    Ok(_) => {}
+                // The base first (its checksum excludes the delta area), then its appends.
+                match page::verify(&fr.data, pid)
+                    .and_then(|_| crate::ipa::apply(&mut fr.data, pid))
+                    .and_then(|st| check_structure(&fr.data, pid).map(|()| st))
+                {
+                    Ok(st) => {
+                        if profiling || crate::ipa::layout_of(&fr.data).is_some() {
+                            fr.ipa_used = st.used as u8;
+                            fr.shadow.clear();
+                            fr.shadow.extend_from_slice(&fr.data);
+                            fr.shadow_valid = true;
+                        }
+                    }
                     Err(e) => {
                         if how == Fix::Lenient {
                             fr.data.fill(0);
@@ -235,14 +302,139 @@ impl BufferPool {
             plsn < log.durable_lsn() || plsn == 0,
             "WAL rule (invariant 3)"
         );
+        if self.profile.is_some() {
+            self.profile_writeback(f);
+        }
+        if let Some(done) = self.try_append(store, t, f, pid)? {
+            return Ok(done);
+        }
+        let profiling = self.profile.is_some();
         let fr = &mut self.frames[f];
+        let layout = crate::ipa::layout_of(&fr.data);
+        if let Some((n, _, slot_bytes)) = layout {
+            // Out of place: the deltas are folded into the base (ipa.rs invariant 4).
+            let len = fr.data.len();
+            fr.data[len - n * slot_bytes..].fill(0xFF);
+        }
         page::seal(&mut fr.data);
         let t = store.write_page(t, pid, &fr.data, hint_of(&fr.data))?;
+        if layout.is_some() || profiling {
+            fr.shadow.clear();
+            fr.shadow.extend_from_slice(&fr.data);
+            fr.shadow_valid = true;
+            fr.ipa_used = 0;
+        }
+        if layout.is_some() {
+            self.stats.ipa_out_of_place += 1;
+        }
         fr.dirty = false;
         self.dirty_frames -= 1;
         fr.rec_lsn = 0;
         self.stats.writebacks += 1;
         Ok(t)
+    }
+
+    /// Starts the IPA advisor's profile of write-backs (frames keep a shadow of every page from
+    /// now on: twice the pool's memory).
+    pub fn enable_profile(&mut self) {
+        self.profile.get_or_insert_with(Default::default);
+    }
+    pub fn profile(&self) -> Option<&std::collections::BTreeMap<crate::ObjectId, ObjectWrites>> {
+        self.profile.as_ref()
+    }
+
+    /// Records what the write-back of frame `f` changes (the advisor's profile).
+    fn profile_writeback(&mut self, f: usize) {
+        let fr = &self.frames[f];
+        let Some(profile) = self.profile.as_mut() else {
+            return;
+        };
+        let o = profile.entry(page::object(&fr.data)).or_default();
+        o.writebacks += 1;
+        if !fr.shadow_valid || page::delta_area(&fr.shadow) != page::delta_area(&fr.data) {
+            return;
+        }
+        let base_end = fr.data.len() - page::delta_area(&fr.data);
+        let ranges = &mut self.ipa_ranges;
+        crate::ipa::diff(
+            &fr.shadow,
+            &fr.data,
+            base_end,
+            usize::MAX,
+            usize::MAX,
+            ranges,
+        );
+        o.diffed += 1;
+        let bytes: usize = ranges.iter().map(|r| usize::from(r.1)).sum();
+        let b = PROFILE_BYTES
+            .iter()
+            .position(|&x| bytes <= x)
+            .unwrap_or(PROFILE_BYTES.len());
+        o.changed_bytes[b] += 1;
+        o.ranges[ranges.len().min(16)] += 1;
+        for (m, row) in o.fits.iter_mut().enumerate() {
+            for (i, &r) in PROFILE_RECORD_BYTES.iter().enumerate() {
+                let budget = (m + 1) * (crate::ipa::RECORD_HEADER_BYTES + r);
+                let payload = bytes + ranges.len() * crate::ipa::RECORD_HEADER_BYTES;
+                row[i] += u64::from(ranges.len() <= m + 1 && payload <= budget);
+            }
+        }
+    }
+
+    /// In-Place Appends (invariant 6): writes the frame's change since its shadow as one append
+    /// into the next erased slot, if it fits and the store can append now. `None`: the page must
+    /// go out of place.
+    fn try_append(
+        &mut self,
+        store: &mut dyn PageStore,
+        at: Nanos,
+        f: usize,
+        pid: PageId,
+    ) -> Result<Option<Nanos>> {
+        let fr = &mut self.frames[f];
+        let Some((n, m, slot_bytes)) = crate::ipa::layout_of(&fr.data) else {
+            return Ok(None);
+        };
+        if !fr.shadow_valid
+            || usize::from(fr.ipa_used) >= n
+            || crate::ipa::layout_of(&fr.shadow) != Some((n, m, slot_bytes))
+        {
+            return Ok(None);
+        }
+        let base_end = fr.data.len() - n * slot_bytes;
+        let budget = slot_bytes - crate::ipa::SLOT_HEADER_BYTES;
+        if crate::ipa::diff(
+            &fr.shadow,
+            &fr.data,
+            base_end,
+            m,
+            budget,
+            &mut self.ipa_ranges,
+        )
+        .is_none()
+        {
+            return Ok(None);
+        }
+        self.ipa_slot.resize(slot_bytes, 0xFF);
+        crate::ipa::encode_slot(
+            &fr.data,
+            &self.ipa_ranges,
+            page::lsn(&fr.data),
+            &mut self.ipa_slot,
+        );
+        let offset = base_end + usize::from(fr.ipa_used) * slot_bytes;
+        let Some(done) = store.write_delta(at, pid, offset, &self.ipa_slot)? else {
+            return Ok(None);
+        };
+        fr.data[offset..offset + slot_bytes].copy_from_slice(&self.ipa_slot);
+        fr.ipa_used += 1;
+        fr.shadow.copy_from_slice(&fr.data);
+        fr.dirty = false;
+        fr.rec_lsn = 0;
+        self.dirty_frames -= 1;
+        self.stats.writebacks += 1;
+        self.stats.ipa_appends += 1;
+        Ok(Some(done))
     }
 
     /// Writes back up to `max` dirty unpinned pages, oldest `rec_lsn` first, all submitted at

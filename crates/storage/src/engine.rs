@@ -567,6 +567,16 @@ impl Engine {
     pub fn buffer_stats(&self) -> crate::buffer::BufferStats {
         self.pool.stats
     }
+    /// The IPA advisor: profile what every write-back of the buffer pool changes, per object
+    /// (`buffer::ObjectWrites`), from now on.
+    pub fn enable_write_profile(&mut self) {
+        self.pool.enable_profile();
+    }
+    pub fn write_profile(
+        &self,
+    ) -> Option<&std::collections::BTreeMap<ObjectId, crate::buffer::ObjectWrites>> {
+        self.pool.profile()
+    }
     pub fn log_stats(&self) -> crate::log::LogStats {
         self.log.stats
     }

@@ -23,6 +23,9 @@ impl Engine {
         let (pid, alloc) = self.alloc_page(object, PageKind::Heap, &[])?;
         let mut img = vec![0u8; self.page_bytes()];
         page::format(&mut img, pid, PageType::Heap, object, 0);
+        if let Some(scheme) = self.store.ipa_scheme(object) {
+            crate::ipa::reserve(&mut img, scheme);
+        }
         slotted::init(&mut img);
         slotted::set_aux(&mut img, pid);
         slotted::set_aux2(&mut img, 1);
@@ -38,10 +41,12 @@ impl Engine {
         head: PageId,
         rec: &[u8],
     ) -> Result<Rid> {
-        if rec.len() > slotted::max_record(self.page_bytes()) - 64 {
+        let ipa_bytes = self.store.ipa_scheme(object).map_or(0, |s| s.area_bytes());
+        let max = slotted::max_record(self.page_bytes()) - 64 - ipa_bytes;
+        if rec.len() > max {
             return Err(Error::RecordTooLarge {
                 bytes: rec.len(),
-                max: slotted::max_record(self.page_bytes()) - 64,
+                max,
             });
         }
         let f = self.fix(head, Fix::Read)?;
@@ -62,6 +67,9 @@ impl Engine {
             let (pid, alloc) = self.alloc_page(object, PageKind::Heap, &[])?;
             let mut img = vec![0u8; self.page_bytes()];
             page::format(&mut img, pid, PageType::Heap, object, 0);
+            if let Some(scheme) = self.store.ipa_scheme(object) {
+                crate::ipa::reserve(&mut img, scheme);
+            }
             slotted::init(&mut img);
             self.log_apply(
                 0,

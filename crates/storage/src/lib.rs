@@ -10,7 +10,9 @@
 //! - [`tuple`], [`keyenc`]: typed rows with a schema; order-preserving index keys.
 //! - [`log`]: log records, the circular log on the page store, the log reader.
 //! - [`buffer`]: frames, CLOCK eviction, pinning, the WAL rule, write-back, counters.
-//! - [`heap`], [`btree`]: heap files of slotted pages; B+-trees.
+//! - [`ipa`]: In-Place Appends: the delta area of a page, its appends, diffs and reads.
+//! - [`heap`], [`btree`]: heap files of slotted pages; B+-trees; [`bulk`]: bulk loads (dense
+//!   heap pages, trees built bottom-up); [`scan`]: sequential scans with read-ahead.
 //! - [`lock`]: strict two-phase locking with intention locks and deadlock detection.
 //! - [`catalog`], [`ddl`]: the persistent catalog and the DDL parser.
 //! - [`engine`]: transactions, logging of every page change, rollback, checkpoints, ARIES restart.
@@ -22,6 +24,7 @@
 
 pub mod btree;
 pub mod buffer;
+pub mod bulk;
 pub mod catalog;
 pub mod crashdisk;
 pub mod ddl;
@@ -30,6 +33,7 @@ pub mod error;
 pub mod filedev;
 pub mod heap;
 pub mod iaa;
+pub mod ipa;
 pub mod keyenc;
 pub mod lock;
 pub mod log;
@@ -38,6 +42,7 @@ pub mod native;
 pub mod page;
 pub mod pagestore;
 pub mod region;
+pub mod scan;
 pub mod sched;
 pub mod shared;
 pub mod slotted;

@@ -88,7 +88,8 @@
 //!    (`atomic_write_bytes` says so, and the engine logs full-page images for larger pages).
 //! 5. Requests are checked (page, log block, slot in range) before anything changes.
 //! 6. Regions (region.rs): slot 0 is the default region's space, slot r region r's; a DB page
-//!    is written in the space of its object's region, the log in slot 0 or in the one region
+//!    is written in the space of its object's region (objects in no region: slot 0, or the one
+//!    region created with `DEFAULT=on`), the log in slot 0 or in the one region
 //!    created with `LOG=on` (`log_slot`), everything else (master, journal, region table) in
 //!    slot 0; a flash page is invalidated in the space owning its die; the
 //!    device is in slot 0 between calls; one sequence (slot 0's) numbers every write.
@@ -325,6 +326,10 @@ pub struct NativeStore {
     buffered: HashMap<u64, u32>,
     /// The slot whose space takes log writes: 0, or the region created with `LOG=on`.
     log_slot: usize,
+    /// The slot of objects bound to no region: 0, or the region created with `DEFAULT=on`.
+    default_slot: usize,
+    /// In-Place Appends programmed (`write_delta`).
+    ipa_appends: u64,
 }
 
 /// Units gathered for one flash page of a stream, in arrival order.
@@ -526,6 +531,10 @@ impl NativeStore {
             .iter()
             .position(|(spec, _)| spec.holds_log)
             .map_or(0, |i| i + 1);
+        let default_slot = regions
+            .iter()
+            .position(|(spec, _)| spec.holds_default)
+            .map_or(0, |i| i + 1);
         let upp = spaces[0].units_per_page();
         let mut region_used = vec![0u64; regions.len() + 1];
         for &p in &map[lay.db_key0 as usize..lay.region_key as usize] {
@@ -562,6 +571,8 @@ impl NativeStore {
             gathers: Vec::new(),
             buffered: HashMap::new(),
             log_slot,
+            default_slot,
+            ipa_appends: 0,
         }
     }
 
@@ -621,6 +632,16 @@ impl NativeStore {
         if let Some((other, _)) = self
             .regions
             .iter()
+            .find(|(s, _)| s.holds_default && spec.holds_default)
+        {
+            return Err(Error::Config(format!(
+                "region {name}: DEFAULT=on, but region {} holds the unplaced objects already",
+                other.name
+            )));
+        }
+        if let Some((other, _)) = self
+            .regions
+            .iter()
             .find(|(s, _)| s.holds_log && spec.holds_log)
         {
             return Err(Error::Config(format!(
@@ -638,6 +659,37 @@ impl NativeStore {
                     "region {name}: CELL_MODE={} needs MLC or TLC chips; the device's are {}",
                     mode.name(),
                     dev.cell.native.name()
+                )));
+            }
+        }
+        if let Some((mode, scheme)) = spec.ipa {
+            // In-Place Appends: refused before anything is written when the chips cannot take
+            // them (ipa.rs, docs/ipa.md "Modes").
+            let (cell, what) = match mode {
+                crate::region::IpaMode::Slc => (nand::CellMode::Slc, "SLC"),
+                crate::region::IpaMode::Pslc => (nand::CellMode::Pslc, "pSLC"),
+            };
+            if mode == crate::region::IpaMode::Slc && dev.cell.native != nand::CellMode::Slc {
+                return Err(Error::Config(format!(
+                    "region {name}: IPA_MODE=SLC needs SLC chips; the device's are {} (use IPA_MODE=pSLC)",
+                    dev.cell.native.name()
+                )));
+            }
+            let nop = dev.nop_limit(cell);
+            if u32::from(scheme.appends) + 1 > u32::from(nop) {
+                return Err(Error::Config(format!(
+                    "region {name}: IPA_SCHEME {} needs {} programs per page (the page and its appends); {what} pages of this chip allow {nop} (cell.nop)",
+                    scheme.label(),
+                    u32::from(scheme.appends) + 1
+                )));
+            }
+            if scheme.area_bytes() > self.cfg.page_bytes / 8 {
+                return Err(Error::Config(format!(
+                    "region {name}: IPA_SCHEME {} with {}-byte records takes {} bytes of each {}-byte DB page; at most an eighth may go to deltas (fewer appends, records or record bytes)",
+                    scheme.label(),
+                    scheme.record_bytes,
+                    scheme.area_bytes(),
+                    self.cfg.page_bytes
                 )));
             }
         }
@@ -710,6 +762,9 @@ impl NativeStore {
             // until the log's tail passes it.
             self.log_slot = slot;
         }
+        if spec.holds_default {
+            self.default_slot = slot;
+        }
         self.regions = table;
         self.put(t2, self.lay.region_key, META, &page, Purpose::Meta, 0)
     }
@@ -743,6 +798,38 @@ impl NativeStore {
         (self.host_mapping_ps / 1000) as u64
     }
     /// Map checkpoints written so far.
+    /// The slot an object's pages are written in (invariant 6).
+    fn slot_of(&self, object: ObjectId) -> usize {
+        self.object_region
+            .get(&object)
+            .copied()
+            .unwrap_or(self.default_slot)
+    }
+    /// DB pages `object`'s region can still take (its limit less what it holds; the default
+    /// region: the DB pages not written yet).
+    pub fn room_pages(&self, object: ObjectId) -> u64 {
+        let r = self.slot_of(object);
+        let units = self.region_limit[r].saturating_sub(self.region_used[r]);
+        (units / self.lay.k).min(self.lay.db_pages)
+    }
+    /// The share of the mapped DB units that lie in regions with In-Place Appends (what part of
+    /// the database carries delta areas).
+    pub fn ipa_share(&self) -> f64 {
+        let total: u64 = self.region_used.iter().sum();
+        let ipa: u64 = (1..self.spaces.len())
+            .filter(|&r| self.regions[r - 1].0.ipa.is_some())
+            .map(|r| self.region_used[r])
+            .sum();
+        if total == 0 {
+            0.0
+        } else {
+            ipa as f64 / total as f64
+        }
+    }
+    /// In-Place Appends programmed so far (ipa.rs).
+    pub fn ipa_appends(&self) -> u64 {
+        self.ipa_appends
+    }
     pub fn checkpoints_written(&self) -> u64 {
         self.journal.checkpoints_written
     }
@@ -1190,6 +1277,69 @@ impl PageStore for NativeStore {
         }
     }
 
+    fn ipa_scheme(&self, object: ObjectId) -> Option<crate::ipa::IpaScheme> {
+        let r = self.slot_of(object);
+        (r > 0)
+            .then(|| self.regions[r - 1].0.ipa)
+            .flatten()
+            .map(|(_, scheme)| scheme)
+    }
+
+    fn write_delta(
+        &mut self,
+        at_ns: Nanos,
+        pid: PageId,
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<Option<Nanos>> {
+        let key0 = self.check_pid(pid)?;
+        let ub = LOG_BLOCK_BYTES;
+        let in_unit = offset % ub;
+        if bytes.is_empty()
+            || offset + bytes.len() > self.cfg.page_bytes
+            || in_unit + bytes.len() > ub
+        {
+            return Err(Error::Io(format!(
+                "write_delta of {} bytes at {offset} of page {pid}: not inside one 4 KiB unit of the page",
+                bytes.len()
+            )));
+        }
+        let key = key0 + (offset / ub) as u64;
+        if self.buffered.contains_key(&key) {
+            // Its last write waits in a gather, not on flash: nothing to append to.
+            return Ok(None);
+        }
+        let loc = self.map[key as usize];
+        if loc == UNMAPPED {
+            return Ok(None);
+        }
+        let ppn = self.page_of(loc);
+        let r = self.owner(ppn);
+        let Some((mode, _)) = (r > 0).then(|| self.regions[r - 1].0.ipa).flatten() else {
+            // A page with a delta area outside an IPA region (its object was placed there
+            // before a restart changed nothing, or a copy moved it): out of place it goes.
+            return Ok(None);
+        };
+        let cell = match mode {
+            crate::region::IpaMode::Slc => nand::CellMode::Slc,
+            crate::region::IpaMode::Pslc => nand::CellMode::Pslc,
+        };
+        let nand = self.spaces[0].nand();
+        if nand.page_programs(ppn) >= nand.config().nop_limit(cell) {
+            // Every program this flash page allows is spent (pages of several DB pages share
+            // the budget): the caller writes out of place.
+            return Ok(None);
+        }
+        let t = self.host_cpu(at_ns, HOST_LOOKUP_CYCLES);
+        let at = (loc % self.upp) as usize * ub + in_unit;
+        let done = self.spaces[0]
+            .nand_mut()
+            .partial_program(t, ppn, at, bytes, 0, &[], Purpose::Host)
+            .map_err(|e| Error::Io(format!("In-Place Append to page {pid}: {e}")))?;
+        self.ipa_appends += 1;
+        Ok(Some(done.done_ns))
+    }
+
     fn read_page(&mut self, at_ns: Nanos, pid: PageId, buf: &mut [u8]) -> Result<Nanos> {
         let key0 = self.check_pid(pid)?;
         let mut done = at_ns;
@@ -1214,7 +1364,7 @@ impl PageStore for NativeStore {
                 self.cfg.page_bytes
             )));
         }
-        let r = self.object_region.get(&hint.object).copied().unwrap_or(0);
+        let r = self.slot_of(hint.object);
         // A region holds at most its limit of pages: refused before anything changes.
         let new_here = (key0..key0 + self.lay.k)
             .filter(|&k| {

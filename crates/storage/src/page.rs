@@ -2,12 +2,12 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 4 | CRC-32 of bytes 4..page end (0 with an all-zero page: never written) |
+//! | 0 | 4 | CRC-32 of bytes 4..page end less the delta area (0 with an all-zero page: never written) |
 //! | 4 | 4 | page id |
 //! | 8 | 8 | page LSN: LSN of the last log record applied to the page |
 //! | 16 | 1 | page type ([`PageType`]) |
-//! | 17 | 1 | flags (reserved, 0) |
-//! | 18 | 2 | bytes reserved at the page end for delta records (In-Place Appends; 0 today) |
+//! | 17 | 1 | In-Place Appends scheme: N (appends) in bits 4..8, M (records per append) in 0..4; 0 without |
+//! | 18 | 2 | bytes reserved at the page end for delta records (In-Place Appends, `ipa`; 0 without) |
 //! | 20 | 4 | owning object id |
 //! | 24 | 4 | next page (heap chain, B-tree right sibling; 0: none) |
 //! | 28 | 4 | previous page (B-tree left sibling; 0: none) |
@@ -17,6 +17,8 @@
 //! 1. A page on storage either is all zeros (never written) or has a valid checksum and its own
 //!    page id; anything else is a torn or corrupt page.
 //! 2. The checksum is computed only when a page leaves the buffer pool, so in memory it is stale.
+//!    It covers the base area only: the delta area is appended to on flash after the base was
+//!    programmed, and checks each append by its own CRC (ipa.rs).
 //! 3. The page LSN only grows.
 
 use crate::error::{Error, Result};
@@ -105,6 +107,14 @@ pub fn set_prev(p: &mut [u8], v: PageId) {
 pub fn delta_area(p: &[u8]) -> usize {
     get_u16(p, 18) as usize
 }
+/// The IPA scheme byte (ipa.rs): N << 4 | M.
+pub fn ipa_nm(p: &[u8]) -> u8 {
+    p[17]
+}
+pub fn set_delta_area(p: &mut [u8], bytes: usize, nm: u8) {
+    p[17] = nm;
+    put_u16(p, 18, bytes as u16);
+}
 
 /// Clears the page and writes a fresh header (LSN is kept by the caller's log record).
 pub fn format(p: &mut [u8], pid: PageId, ty: PageType, object: ObjectId, lsn: Lsn) {
@@ -115,14 +125,20 @@ pub fn format(p: &mut [u8], pid: PageId, ty: PageType, object: ObjectId, lsn: Ls
     put_u32(p, 20, object);
 }
 
-fn crc(p: &[u8]) -> u32 {
+/// The checksum of the base area, or `None` when the header's delta area cannot be (a corrupt
+/// page: at most half the page, as `slotted::check` demands too).
+fn crc(p: &[u8]) -> Option<u32> {
+    let delta = delta_area(p);
+    if delta > p.len() / 2 {
+        return None;
+    }
     // Never 0, so that 0 keeps meaning "never written".
-    crc32fast::hash(&p[4..]).max(1)
+    Some(crc32fast::hash(&p[4..p.len() - delta]).max(1))
 }
 
 /// Seals a page before it goes to storage (invariant 2).
 pub fn seal(p: &mut [u8]) {
-    let c = crc(p);
+    let c = crc(p).expect("the engine never makes a delta area over half a page");
     put_u32(p, 0, c);
 }
 
@@ -138,7 +154,7 @@ pub fn verify(p: &[u8], pid: PageId) -> Result<bool> {
             why: "no checksum on a non-empty page (torn write?)".into(),
         });
     }
-    if crc(p) != stored {
+    if crc(p) != Some(stored) {
         return Err(Error::Corrupt {
             pid,
             why: "checksum mismatch (torn or corrupt page)".into(),

@@ -77,18 +77,23 @@ pub trait PageStore: Send {
     /// Makes every page written so far durable.
     fn sync_pages(&mut self, at_ns: Nanos) -> Result<Nanos>;
 
-    /// In-Place Appends: bytes at the end of each page of `object` reserved for delta records.
-    fn delta_area_bytes(&self, _object: ObjectId) -> usize {
-        0
+    /// In-Place Appends (ipa.rs): the scheme of `object`'s pages, `None` for pages without a
+    /// delta area. A store answers `Some` only where it can append (partial programs on SLC or
+    /// pSLC blocks).
+    fn ipa_scheme(&self, _object: ObjectId) -> Option<crate::ipa::IpaScheme> {
+        None
     }
-    /// In-Place Appends: writes `bytes` at `offset` of the page's delta area only.
+    /// In-Place Appends: programs `bytes` at byte `offset` of DB page `pid` as it is on flash,
+    /// in place (a partial program of erased bytes of its delta area). `Ok(None)`: the page
+    /// cannot take an append now (its last write still waits in host memory, or its flash page
+    /// has had all the programs its chip allows); the caller writes the page out of place.
     fn write_delta(
         &mut self,
         _at_ns: Nanos,
         pid: PageId,
         _offset: usize,
         _bytes: &[u8],
-    ) -> Result<Nanos> {
+    ) -> Result<Option<Nanos>> {
         Err(Error::Unsupported(format!(
             "{}: write_delta of page {pid} (no In-Place Appends on this store)",
             self.name()

@@ -15,11 +15,15 @@
 //! factor in percent, 0-90; default 7), `CELL_MODE` (`native`: the chips' own SLC, MLC or TLC
 //! mode, the default; `pSLC`: MLC/TLC blocks used through their lower pages only, with SLC-like
 //! timing and endurance and no paired pages, at a half or a third of the capacity; refused on
-//! SLC chips), `IPA_MODE` (stored for the In-Place Appends issue: none, pSLC or odd-MLC; it
-//! does not choose the cell mode, CELL_MODE does), `LOG` (`on`: the region also holds the
+//! SLC chips), `IPA_MODE` (In-Place Appends, ipa.rs: `none`, the default; `SLC` on SLC chips;
+//! `pSLC` on MLC/TLC chips, which makes the region's blocks pSLC; `odd-MLC` is refused with the
+//! reason), `IPA_SCHEME` (`NxM`, default `2x3`: N appends per page of M delta records each),
+//! `IPA_RECORD` (bytes a delta record is sized for, default 32), `LOG` (`on`: the region also holds the
 //! engine's log from now on, e.g. a pSLC region that spares the log the paired-page pads and the
 //! slow upper-page programs of MLC/TLC at every commit; at most one region holds it; default
-//! `off`). A chip here is a package of `dies_per_chip` dies on one channel.
+//! `off`), `DEFAULT` (`on`: objects of tablespaces that name no region live here instead of in
+//! the default region, which keeps the log and the store's metadata: how IPA is applied to
+//! every object on MLC/TLC chips; at most one region; default `off`). A chip here is a package of `dies_per_chip` dies on one channel.
 //!
 //! Invariants:
 //! 1. Parsing and die choice never panic and change nothing; a refused region leaves the device
@@ -32,6 +36,16 @@ use ftl::GcPolicy;
 use nand::{CellMode, Geometry};
 
 use crate::error::{Error, Result};
+use crate::ipa::IpaScheme;
+
+/// Where a region's In-Place Appends go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpaMode {
+    /// SLC chips: appends to their pages (NOP from the datasheet).
+    Slc,
+    /// MLC/TLC chips in pSLC mode (lower pages only): appends as on SLC.
+    Pslc,
+}
 
 /// A parsed `CREATE REGION`.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,11 +57,15 @@ pub struct RegionSpec {
     pub gc: GcPolicy,
     /// Spare factor (T - U) / T.
     pub spare_factor: f64,
-    pub ipa_mode: String,
+    /// In-Place Appends (ipa.rs): the mode and the scheme, `None` without.
+    pub ipa: Option<(IpaMode, IpaScheme)>,
     /// `None`: the chips' native mode; `Some(Pslc)`: pSLC blocks.
     pub cell_mode: Option<CellMode>,
     /// `LOG=on`: the region holds the engine's log.
     pub holds_log: bool,
+    /// `DEFAULT=on`: objects placed in no region's tablespace live here (global IPA on a device
+    /// whose native cells cannot append).
+    pub holds_default: bool,
     /// The options as written (what the catalog and the store's region table keep).
     pub options: Vec<(String, String)>,
 }
@@ -95,20 +113,36 @@ pub fn check_option(key: &str, value: &str) -> std::result::Result<(), String> {
             .filter(|p| p.is_finite() && (0.0..=90.0).contains(p))
             .map(|_| ())
             .ok_or_else(|| "OP must be a percentage from 0% to 90%".into()),
-        "IPA_MODE" => ["none", "pslc", "odd-mlc", "odd_mlc"]
-            .contains(&value.to_ascii_lowercase().as_str())
-            .then_some(())
-            .ok_or_else(|| "IPA_MODE must be none, pSLC or odd-MLC".into()),
+        "IPA_MODE" => match value.to_ascii_lowercase().as_str() {
+            "none" | "slc" | "pslc" => Ok(()),
+            "odd-mlc" | "odd_mlc" => Err(
+                "IPA_MODE=odd-MLC (appends on the lower pages of MLC blocks whose upper pages are in use) is not offered: its program-order and paired-page rules are not described in the sources we follow, so its safety cannot be modelled honestly; use pSLC"
+                    .into(),
+            ),
+            _ => Err("IPA_MODE must be none, SLC or pSLC".into()),
+        },
+        "IPA_SCHEME" => IpaScheme::parse(value, IpaScheme::TABLE_I.record_bytes).map(|_| ()),
+        "IPA_RECORD" => value
+            .parse::<u16>()
+            .ok()
+            .filter(|b| (1..=crate::ipa::MAX_RECORD_BYTES).contains(b))
+            .map(|_| ())
+            .ok_or_else(|| {
+                format!(
+                    "IPA_RECORD must be the bytes of a delta record, 1 to {}",
+                    crate::ipa::MAX_RECORD_BYTES
+                )
+            }),
         "CELL_MODE" => ["native", "pslc"]
             .contains(&value.to_ascii_lowercase().as_str())
             .then_some(())
             .ok_or_else(|| "CELL_MODE must be native or pSLC".into()),
-        "LOG" => ["on", "off"]
+        "LOG" | "DEFAULT" => ["on", "off"]
             .contains(&value.to_ascii_lowercase().as_str())
             .then_some(())
-            .ok_or_else(|| "LOG must be on or off".into()),
+            .ok_or_else(|| format!("{key} must be on or off")),
         _ => Err(format!(
-            "unknown region option {key} (MAX_SIZE, MAX_CHIPS, MAX_CHANNELS, GC, OP, CELL_MODE, IPA_MODE, LOG)"
+            "unknown region option {key} (MAX_SIZE, MAX_CHIPS, MAX_CHANNELS, GC, OP, CELL_MODE, IPA_MODE, IPA_SCHEME, IPA_RECORD, LOG, DEFAULT)"
         )),
     }
 }
@@ -122,12 +156,15 @@ impl RegionSpec {
             max_size_bytes: None,
             gc: GcPolicy::Greedy,
             spare_factor: 0.07,
-            ipa_mode: "none".into(),
+            ipa: None,
             cell_mode: None,
             holds_log: false,
+            holds_default: false,
             options: options.to_vec(),
         };
         let mut cell_mode_given = None;
+        let (mut ipa_mode, mut scheme_text, mut record_bytes) =
+            (None, None, IpaScheme::TABLE_I.record_bytes);
         for (k, v) in options {
             check_option(k, v).map_err(|m| Error::Config(format!("region {name}: {m}")))?;
             match k.as_str() {
@@ -140,11 +177,50 @@ impl RegionSpec {
                 }
                 "CELL_MODE" => cell_mode_given = Some(v.eq_ignore_ascii_case("pslc")),
                 "LOG" => s.holds_log = v.eq_ignore_ascii_case("on"),
-                _ => s.ipa_mode = v.clone(),
+                "DEFAULT" => s.holds_default = v.eq_ignore_ascii_case("on"),
+                "IPA_MODE" => {
+                    ipa_mode = match v.to_ascii_lowercase().as_str() {
+                        "slc" => Some(IpaMode::Slc),
+                        "pslc" => Some(IpaMode::Pslc),
+                        _ => None,
+                    }
+                }
+                "IPA_SCHEME" => scheme_text = Some(v.clone()),
+                "IPA_RECORD" => record_bytes = v.parse().unwrap_or(record_bytes),
+                _ => unreachable!("check_option refuses unknown options"),
             }
         }
         if cell_mode_given == Some(true) {
             s.cell_mode = Some(CellMode::Pslc);
+        }
+        match ipa_mode {
+            None if scheme_text.is_some() => {
+                return Err(Error::Config(format!(
+                    "region {name}: IPA_SCHEME needs IPA_MODE=SLC or pSLC"
+                )))
+            }
+            None => {}
+            Some(mode) => {
+                let scheme =
+                    IpaScheme::parse(scheme_text.as_deref().unwrap_or("2x3"), record_bytes)
+                        .map_err(|m| Error::Config(format!("region {name}: {m}")))?;
+                match (mode, cell_mode_given) {
+                    // pSLC appends need pSLC blocks: IPA_MODE=pSLC chooses them.
+                    (IpaMode::Pslc, Some(false)) => {
+                        return Err(Error::Config(format!(
+                            "region {name}: IPA_MODE=pSLC appends to pSLC blocks, but CELL_MODE=native"
+                        )))
+                    }
+                    (IpaMode::Pslc, _) => s.cell_mode = Some(CellMode::Pslc),
+                    (IpaMode::Slc, Some(true)) => {
+                        return Err(Error::Config(format!(
+                            "region {name}: IPA_MODE=SLC needs SLC chips in their native mode, but CELL_MODE=pSLC (use IPA_MODE=pSLC)"
+                        )))
+                    }
+                    (IpaMode::Slc, _) => {}
+                }
+                s.ipa = Some((mode, scheme));
+            }
         }
         if s.max_chips == 0 {
             return Err(Error::Config(format!(

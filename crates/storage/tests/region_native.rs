@@ -169,7 +169,7 @@ fn native_engine() -> Engine {
     Engine::create(Box::new(store), EngineConfig::default()).unwrap()
 }
 
-const DDL: &str = "CREATE REGION rg_hot (MAX_SIZE=2M, MAX_CHIPS=1, MAX_CHANNELS=1, GC=greedy, OP=10%, IPA_MODE=pSLC);\n\
+const DDL: &str = "CREATE REGION rg_hot (MAX_SIZE=2M, MAX_CHIPS=1, MAX_CHANNELS=1, GC=greedy, OP=10%, IPA_MODE=SLC);\n\
                    CREATE TABLESPACE ts_hot (REGION=rg_hot, EXTENT_SIZE=128K);\n\
                    CREATE TABLE hot (id INT, v CHAR(200)) TABLESPACE ts_hot;\n\
                    CREATE UNIQUE INDEX hot_pk ON hot (id);\n\

@@ -74,10 +74,16 @@ CREATE UNIQUE INDEX call_forwarding_pk ON call_forwarding (s_id, sf_type, start_
 ";
 
 /// The IPA Table I set-up: Subscriber and Special_Facility in a region of their own, the
-/// other two tables in the default region. `{chips}` is filled in by `regions_ddl`.
-pub fn regions_ddl(chips: u32, op_percent: u32) -> String {
+/// other two tables in the default region. `extra`: more CREATE REGION options for that region
+/// (`IPA_MODE=pSLC, IPA_SCHEME=2x3` for Table I's IPA column; empty for plain regions).
+pub fn regions_ddl(chips: u32, op_percent: u32, extra: &str) -> String {
+    let extra = if extra.trim().is_empty() {
+        String::new()
+    } else {
+        format!(", {extra}")
+    };
     DDL.replace("CREATE TABLESPACE tatp;", &format!(
-        "CREATE REGION rg_tatp_hot (MAX_CHIPS={chips}, GC=greedy, OP={op_percent}%, IPA_MODE=pSLC);\n\
+        "CREATE REGION rg_tatp_hot (MAX_CHIPS={chips}, GC=greedy, OP={op_percent}%{extra});\n\
          CREATE TABLESPACE tatp_hot (REGION=rg_tatp_hot, EXTENT_SIZE=128K);\nCREATE TABLESPACE tatp;"
     ))
     .replace("msc_location BIGINT, vlr_location BIGINT) TABLESPACE tatp;", "msc_location BIGINT, vlr_location BIGINT) TABLESPACE tatp_hot;")

@@ -36,9 +36,13 @@ pub enum BenchCommand {
     /// TPC-C: nine tables, the five transactions (45/43/4/4/4); reports NOTPM. --scale is the
     /// number of warehouses.
     Tpcc(tpcc::TpccArgs),
+    /// TPC-H: the eight tables bulk loaded, queries 1, 6, 12 and 14 with seconds per query
+    /// (virtual time) and their answers checked. --scale is the scale factor (0.01 to 1000).
+    Tpch(tpch::TpchArgs),
 }
 
 mod tpcc;
+mod tpch;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -542,6 +546,25 @@ pub(super) fn sized_frames(
 /// commit forces and the marks.
 pub(super) type Ran<T> = (Engine, Vec<T>, u64, u64, Vec<crate::results::Mark>);
 
+/// A new engine on the store of `--storage`, sized for a database of `need_pages` (`what` names
+/// it in the refusal: `sized_frames`); returns it, the store's name and the buffer frames.
+pub(super) fn new_engine(
+    args: &BenchArgs,
+    need_pages: u64,
+    what: &str,
+) -> anyhow::Result<(Engine, String, usize)> {
+    let (store, storage_name) = page_store(args)?;
+    let frames = sized_frames(args, &*store, need_pages, what)?;
+    let e = Engine::create(
+        store,
+        EngineConfig {
+            buffer_frames: frames,
+            ..EngineConfig::default()
+        },
+    )?;
+    Ok((e, storage_name, frames))
+}
+
 /// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
 /// (one thread each); returns the engine, the terminals, the virtual time run, the group
 /// commit forces and, with `sample_ns` (result directories), the marks of the store's counters
@@ -660,6 +683,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Tpcb(args) => args,
         BenchCommand::Tatp(args) => return super::bench_tatp::run(args),
         BenchCommand::Tpcc(args) => return tpcc::run(args),
+        BenchCommand::Tpch(args) => return tpch::run(args),
     };
     if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --terminals and --accounts-per-branch must be at least 1");

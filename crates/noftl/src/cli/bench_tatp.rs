@@ -12,11 +12,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kits::tatp::{self, TatpConfig, TatpTerminal, TXN_TYPES};
 use serde::Serialize;
 use storage::measure::Consistency;
-use storage::{Engine, EngineConfig, PageStore};
+use storage::PageStore;
 
 use super::bench::{
-    latency_us, page_store, per_txn, run_plan, run_terminals, snapshot, BenchArgs, LatencyUs,
-    PerTxn,
+    latency_us, per_txn, run_plan, run_terminals, snapshot, BenchArgs, LatencyUs, PerTxn,
 };
 
 #[derive(Debug, Serialize)]
@@ -76,22 +75,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let cfg = TatpConfig {
         subscribers: args.scale,
     };
-    let (store, storage_name) = page_store(&args)?;
-    let frames = super::bench::sized_frames(
+    let (mut e, storage_name, _frames) = super::bench::new_engine(
         &args,
-        &*store,
         cfg.db_pages_estimate(args.page_size),
         &format!("TATP with {} subscribers", cfg.subscribers),
     )?;
-    let mut e = Engine::create(
-        store,
-        EngineConfig {
-            buffer_frames: frames,
-            ..EngineConfig::default()
-        },
-    )?;
     let ddl = match args.regions {
-        Some(chips) => tatp::regions_ddl(chips, (args.knobs.op * 100.0).round() as u32),
+        Some(chips) => tatp::regions_ddl(chips, (args.knobs.op * 100.0).round() as u32, ""),
         None => tatp::DDL.to_string(),
     };
     let wall = Instant::now();

@@ -64,7 +64,8 @@ use super::common::{parse_percent, DeviceArgs};
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
     /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
-    /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C).
+    /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C);
+    /// tpch (seconds per query, queries 1, 6, 12 and 14; --sf is the scale factor).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
     /// TPC-B branches (the NoFTL paper ran 48, 200 and 500; default 12: the runs take about two
@@ -72,6 +73,9 @@ pub struct CompareArgs {
     /// 5, 25 and 50; default 1).
     #[arg(long)]
     pub scale: Option<u32>,
+    /// TPC-H's scale factor (default 0.1; the NoFTL paper ran 1); --scale N means SF N.
+    #[arg(long, conflicts_with = "scale")]
+    pub sf: Option<f64>,
     /// Runs per store (different input seeds); the standard deviation is over these.
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
@@ -269,6 +273,8 @@ enum Workload {
     /// With the population seed.
     Tatp(TatpConfig, u64),
     Tpcc(kits::tpcc::TpccConfig),
+    /// Read-only: loaded and sized as the others, run by `tpch` (queries, not terminals).
+    Tpch(kits::tpch::TpchConfig),
 }
 
 #[derive(Clone, Copy)]
@@ -276,9 +282,11 @@ enum Loaded {
     Tpcb(tpcb::Handles),
     Tatp(tatp::Handles),
     Tpcc(kits::tpcc::load::Loaded),
+    Tpch(kits::tpch::Handles),
 }
 
 mod tpcc;
+mod tpch;
 
 impl Workload {
     fn label(&self) -> &'static str {
@@ -286,6 +294,7 @@ impl Workload {
             Workload::Tpcb(_) => "TPC-B",
             Workload::Tatp(..) => "TATP",
             Workload::Tpcc(_) => "TPC-C",
+            Workload::Tpch(_) => "TPC-H",
         }
     }
     fn load(&self, e: &mut Engine, progress: &dyn Fn(u64)) -> anyhow::Result<Loaded> {
@@ -293,6 +302,7 @@ impl Workload {
             Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load(e, c, progress)?),
             Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, progress)?),
             Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c, progress)?),
+            Workload::Tpch(c) => Loaded::Tpch(kits::tpch::load(e, c, progress)?.0),
         })
     }
     fn db_pages_estimate(&self) -> u64 {
@@ -300,6 +310,7 @@ impl Workload {
             Workload::Tpcb(c) => c.db_pages_estimate(4096),
             Workload::Tatp(c, _) => c.db_pages_estimate(4096),
             Workload::Tpcc(c) => c.db_pages_estimate(4096),
+            Workload::Tpch(c) => c.db_pages_estimate(4096),
         }
     }
     fn rows_estimate(&self) -> u64 {
@@ -307,6 +318,7 @@ impl Workload {
             Workload::Tpcb(c) => c.rows(),
             Workload::Tatp(c, _) => c.rows_estimate(),
             Workload::Tpcc(c) => c.rows_estimate(),
+            Workload::Tpch(c) => c.rows(),
         }
     }
     /// Runs the terminals for `until_ns` of virtual time from `start` (the measured window of
@@ -375,6 +387,7 @@ impl Workload {
             (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
                 tpcc::run(e, &l, c, terminals, seed, start, opts, sample_ns)?
             }
+            (Workload::Tpch(_), _) => bail!("TPC-H runs queries, not terminals (compare::tpch)"),
             _ => bail!("workload and loaded database differ"),
         })
     }
@@ -603,20 +616,51 @@ pub const LOG_REGION: &str = "noftl_log";
 /// Parses `--log-region` (`KEY=VALUE,...`) and checks it as CREATE REGION would, before
 /// anything is loaded.
 pub fn parse_log_region(s: &str) -> Result<LogRegion, String> {
+    parse_region_options(s, LOG_REGION, "LOG", "--log-region").map(LogRegion)
+}
+
+/// `--ipa`: CREATE REGION options of a region that takes every object (`DEFAULT=on` added),
+/// with In-Place Appends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IpaRegion(pub Vec<(String, String)>);
+
+/// The region of every object when `--ipa` is given.
+pub const IPA_REGION: &str = "noftl_ipa";
+
+/// Parses `--ipa` (`KEY=VALUE,...`, IPA_MODE among them) as CREATE REGION would.
+pub fn parse_ipa_region(s: &str) -> Result<IpaRegion, String> {
+    let opts = parse_region_options(s, IPA_REGION, "DEFAULT", "--ipa")?;
+    let spec = storage::region::RegionSpec::parse(IPA_REGION, &opts).map_err(|e| e.to_string())?;
+    if spec.ipa.is_none() {
+        return Err(
+            "--ipa needs IPA_MODE=SLC or pSLC (e.g. MAX_CHIPS=2,IPA_MODE=SLC,IPA_SCHEME=2x3)"
+                .into(),
+        );
+    }
+    Ok(IpaRegion(opts))
+}
+
+/// `KEY=VALUE,...` as CREATE REGION options, with `implied=on` added (refused if given).
+fn parse_region_options(
+    s: &str,
+    region: &str,
+    implied: &str,
+    flag: &str,
+) -> Result<Vec<(String, String)>, String> {
     let mut opts = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (k, v) = part.split_once('=').ok_or_else(|| {
             format!("'{part}' is not KEY=VALUE (e.g. MAX_CHIPS=1,CELL_MODE=pSLC)")
         })?;
         let k = k.trim().to_ascii_uppercase();
-        if k == "LOG" {
-            return Err("LOG=on is implied by --log-region".into());
+        if k == implied {
+            return Err(format!("{implied}=on is implied by {flag}"));
         }
         opts.push((k, v.trim().to_string()));
     }
-    opts.push(("LOG".into(), "on".into()));
-    storage::region::RegionSpec::parse(LOG_REGION, &opts).map_err(|e| e.to_string())?;
-    Ok(LogRegion(opts))
+    opts.push((implied.into(), "on".into()));
+    storage::region::RegionSpec::parse(region, &opts).map_err(|e| e.to_string())?;
+    Ok(opts)
 }
 
 /// Creates the log's region on a freshly formatted store (nothing to do without one).
@@ -666,6 +710,24 @@ fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
 struct Probe {
     engine: Mutex<Engine>,
     loaded: Loaded,
+}
+
+impl Probe {
+    /// The loaded database copied page by page onto `row`'s store of `rig`.
+    fn copy_onto(&self, rig: &Rig, row: usize) -> anyhow::Result<Engine> {
+        let store = build_store(rig, row)?;
+        Ok(self
+            .engine
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a worker panicked while copying the database"))?
+            .copy_to(
+                store,
+                EngineConfig {
+                    buffer_frames: rig.frames,
+                    ..EngineConfig::default()
+                },
+            )?)
+    }
 }
 
 /// 4 KiB units per flash page of `g` (1 on 4 KiB pages).
@@ -768,18 +830,7 @@ fn run_row(
 ) -> anyhow::Result<Vec<RunOut>> {
     let name = ROWS[row].0;
     let wall = std::time::Instant::now();
-    let store = build_store(rig, row)?;
-    let mut e = probe
-        .engine
-        .lock()
-        .map_err(|_| anyhow::anyhow!("a worker panicked while copying the database"))?
-        .copy_to(
-            store,
-            EngineConfig {
-                buffer_frames: rig.frames,
-                ..EngineConfig::default()
-            },
-        )?;
+    let mut e = probe.copy_onto(rig, row)?;
     let loaded = probe.loaded;
     let load_s = wall.elapsed().as_secs_f64();
     let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, &loaded, terminals)?;
@@ -969,6 +1020,12 @@ fn r4(x: f64) -> f64 {
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.json {
         crate::output::check_writable(p)?;
+    }
+    if args.workload == "tpch" {
+        return tpch::run(&args);
+    }
+    if args.sf.is_some() {
+        bail!("--sf is TPC-H's scale factor (--workload tpch)");
     }
     if !args.paper {
         if args.workload == "all" {
@@ -1371,6 +1428,7 @@ fn write_results(
         Workload::Tpcb(_) => "tpcb",
         Workload::Tatp(..) => "tatp",
         Workload::Tpcc(_) => "tpcc",
+        Workload::Tpch(_) => "tpch",
     };
     r::write_summary(
         &plan.dir,
@@ -1391,6 +1449,7 @@ fn write_results(
                 .iter()
                 .map(|k| k.name())
                 .collect(),
+            Workload::Tpch(_) => vec!["query"],
         };
         r::write(
             &plan.dir,

@@ -79,6 +79,11 @@ pub struct CrashtestArgs {
     /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips.
     #[arg(long, value_parser = super::compare::parse_log_region)]
     pub log_region: Option<super::compare::LogRegion>,
+    /// Native: In-Place Appends on every object, in a region with these CREATE REGION options
+    /// (`DEFAULT=on` implied), e.g. `MAX_CHIPS=2,IPA_MODE=SLC,IPA_SCHEME=2x3` on the crash
+    /// test's SLC device. Cuts that land on appends are counted as `partialprogram host`.
+    #[arg(long, value_parser = super::compare::parse_ipa_region)]
+    pub ipa: Option<super::compare::IpaRegion>,
     /// The canary: acknowledge commits before the log force (the test must fail).
     #[arg(long, hide = true)]
     pub canary: bool,
@@ -117,6 +122,12 @@ const TORN_OFF_DISK: &str =
     "--torn is for the crash disk: on flash, the cut tears the page being programmed by itself";
 
 fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
+    if args.ipa.is_some() && args.storage != "native" {
+        bail!(
+            "--ipa runs In-Place Appends on the native store; --storage is {}",
+            args.storage
+        );
+    }
     if args.log_region.is_some() && args.storage != "native" {
         bail!(
             "--log-region places the native store's log; --storage is {}",
@@ -147,11 +158,13 @@ fn medium(args: &CrashtestArgs) -> anyhow::Result<Medium> {
                     device: None,
                     overrides: args.set.clone(),
                     log_region: args.log_region.clone().map(|r| r.0),
+                    ipa_region: args.ipa.clone().map(|r| r.0),
                 },
                 _ => NativeDevice {
                     device: Some(device_args(args).load()?),
                     overrides: Vec::new(),
                     log_region: args.log_region.clone().map(|r| r.0),
+                    ipa_region: args.ipa.clone().map(|r| r.0),
                 },
             })
         }

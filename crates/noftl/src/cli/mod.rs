@@ -11,6 +11,7 @@ pub mod fs;
 pub mod ftl;
 pub mod iaa;
 pub mod io;
+pub mod ipa;
 pub mod mount;
 pub mod plot;
 pub mod serve;
@@ -49,6 +50,9 @@ pub enum Command {
     /// Insert Address Assist and U2DI (Miyaji et al.): the free-space sweep.
     #[command(subcommand)]
     Iaa(iaa::IaaCommand),
+    /// In-Place Appends (IPA Table I): baseline, global IPA and selective IPA side by side.
+    #[command(subcommand)]
+    Ipa(ipa::IpaCommand),
     /// NoFTL Fig. 3: the same workload on NoFTL (native), DFTL 2/15/35% and the page FTL.
     Compare(compare::CompareArgs),
     /// Many runs of one verb over a grid of parameters, in parallel (local or Ray), merged into one table.
@@ -76,6 +80,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Crashtest(a) => crashtest::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Iaa(c) => iaa::run(c),
+        Command::Ipa(c) => ipa::run(c),
         Command::Sweep(a) => sweep::run(a),
         Command::Plot(a) => plot::run(a),
         Command::Dashboard(a) => dashboard::run(a),
@@ -213,6 +218,7 @@ mod tests {
                 Some(&b.device)
             }
             Command::Bench(bench::BenchCommand::Tpcc(t)) => Some(&t.run.device),
+            Command::Bench(bench::BenchCommand::Tpch(t)) => Some(&t.device),
             _ => None,
         }
     }

@@ -19,11 +19,9 @@ use kits::tpcc::{self, input::Kind, HomeWarehouse, NurandConsts, TpccConfig, Tpc
 use serde::Serialize;
 use storage::measure::Consistency;
 use storage::sched::VirtualOptions;
-use storage::{Engine, EngineConfig};
 
 use super::{
-    buffer, latency_us, page_store, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs,
-    PerTxn,
+    buffer, latency_us, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn,
 };
 
 /// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
@@ -106,19 +104,10 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     if cfg.reduced {
         eprintln!("note: REDUCED TPC-C population ({} items, {} customers per district): not the specification's", cfg.items, cfg.customers_per_district);
     }
-    let (st, storage_name) = page_store(args)?;
-    let frames = super::sized_frames(
+    let (mut e, storage_name, frames) = super::new_engine(
         args,
-        &*st,
         cfg.db_pages_estimate(args.page_size),
         &format!("TPC-C scale {}", args.scale),
-    )?;
-    let mut e = Engine::create(
-        st,
-        EngineConfig {
-            buffer_frames: frames,
-            ..EngineConfig::default()
-        },
     )?;
     let wall = Instant::now();
     let bar = ProgressBar::new(cfg.rows_estimate());

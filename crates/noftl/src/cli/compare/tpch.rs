@@ -1,0 +1,290 @@
+//! `noftl compare --workload tpch`: the TPC-H half of NoFTL Fig. 3. Queries 1, 6, 12 and 14 on
+//! the same database and device under NoFTL (`native`), DFTL with 2%, 15% and 35% of the
+//! mappings cached and the page FTL; seconds per query (virtual), their standard deviation over
+//! `--repeat` consecutive runs, the slowdown against NoFTL, and the statistics that explain it.
+//!
+//! What it shares with the transaction comparison: the device and its sizing (the database
+//! loaded once on a RAM disk, measured, the device built for it: `size_rig`), the stores
+//! (`ROWS`, `build_store`), the page-by-page copy of the loaded database onto every store, the
+//! buffer pool (2% of the database) and the device counters. What differs: no warm-up (the
+//! queries only read, so garbage collection never runs, and a device's free space does not
+//! change what a read costs), and no windows: each query runs `--repeat` times in a row, each
+//! run measured alone, from its start until the flash has served every read it issued.
+//!
+//! Invariants:
+//! 1. Every row runs the same queries with the validation parameters on a copy of the same
+//!    loaded database; only the store differs, and every row's answers equal native's (checked:
+//!    a difference fails the command).
+//! 2. The JSON depends on the arguments only (virtual time).
+
+use anyhow::{bail, Context};
+use kits::tpch::answer::{self, QueryResult, Tolerance};
+use kits::tpch::query::{self, ExecOptions, Params, QueryCpu};
+use kits::tpch::TpchConfig;
+use serde::Serialize;
+use storage::measure::{self, Busy, Consistency};
+use storage::Engine;
+
+use super::{
+    counters, mean_stdev, parse_stores, r4, size_rig, CompareArgs, Counters, Device, Loaded,
+    Workload, DEFAULT_STORES, ROWS,
+};
+
+/// The scale factor when neither --sf nor --scale is given: the comparison runs in about a
+/// minute on two cores.
+const DEFAULT_SF: f64 = 0.1;
+
+#[derive(Debug, Serialize)]
+struct QueryRow {
+    query: u32,
+    seconds: f64,
+    stdev: f64,
+    slowdown: f64,
+    /// Per run of the query.
+    flash_reads: f64,
+    host_reads: f64,
+    translation_reads: f64,
+    /// Translation-page reads per host read: the mapping-cache misses of a page-at-a-time
+    /// lookup (0 on native, whose map is in the host's memory).
+    mapping_miss_ratio: f64,
+    consistency: Consistency,
+}
+
+#[derive(Debug, Serialize)]
+struct StoreRow {
+    storage: String,
+    queries: Vec<QueryRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct TpchCompareResult {
+    workload: &'static str,
+    scale: f64,
+    repeat: u32,
+    read_ahead_pages: usize,
+    cpu: QueryCpu,
+    device: Device,
+    rows: Vec<StoreRow>,
+}
+
+/// One query on one store, `repeat` runs.
+struct Measured {
+    secs: Vec<f64>,
+    before: (Counters, u64, Busy),
+    after: (Counters, u64, Busy),
+    elapsed_ns: u64,
+    result: QueryResult,
+}
+
+fn host_reads(e: &Engine) -> u64 {
+    e.store().device_report().map_or(0, |r| r.host.reads)
+}
+
+fn measure_query(
+    e: &mut Engine,
+    h: &kits::tpch::Handles,
+    q: u32,
+    repeat: u32,
+    opts: &ExecOptions,
+) -> anyhow::Result<Measured> {
+    let before = (counters(e.store()), host_reads(e), Busy::of(e.store()));
+    let start = e.now();
+    let mut secs = Vec::new();
+    let mut result = None;
+    for _ in 0..repeat {
+        let t0 = e.now();
+        let run = query::run(e, h, q, &Params::validation(), opts)?;
+        e.set_now(e.device_idle_ns());
+        secs.push((e.now() - t0) as f64 / 1e9);
+        result = Some(run.result);
+    }
+    Ok(Measured {
+        secs,
+        before,
+        after: (counters(e.store()), host_reads(e), Busy::of(e.store())),
+        elapsed_ns: e.now() - start,
+        result: result.context("a query ran at least once")?,
+    })
+}
+
+pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
+    if args.paper {
+        bail!("--paper runs the transaction workloads' scales; for TPC-H give --sf 1 (the NoFTL paper's TPC-H scale factor)");
+    }
+    let sf = args.sf.or(args.scale.map(f64::from)).unwrap_or(DEFAULT_SF);
+    let cfg = TpchConfig::new(sf).context("--sf")?;
+    crate::limits::in_range(
+        "--repeat",
+        u64::from(args.repeat),
+        1,
+        1000,
+        "each query runs at least once",
+    )?;
+    let stores: Vec<String> = match &args.stores {
+        Some(s) => s.clone(),
+        None => DEFAULT_STORES.split(',').map(String::from).collect(),
+    };
+    let selected = parse_stores(&stores)?;
+    if args.device.load()?.geometry.page_size_bytes != 4096 {
+        bail!("compare --workload tpch runs on 4 KiB flash pages");
+    }
+    eprintln!("measuring the database of TPC-H scale factor {sf} ...");
+    let (rig, probe) = size_rig(args, Workload::Tpch(cfg))?;
+    let Loaded::Tpch(h) = probe.loaded else {
+        bail!("the loaded database is not TPC-H's");
+    };
+    let g = &rig.nand.geometry;
+    eprintln!(
+        "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
+        rig.nand.name,
+        g.blocks(),
+        g.capacity_bytes() as f64 / (1 << 20) as f64,
+        rig.db_pages,
+        rig.log_blocks,
+        rig.spare * 100.0,
+        rig.frames
+    );
+    let read_ahead_pages = 2 * g.dies() as usize;
+    let opts = ExecOptions {
+        read_ahead_pages,
+        cpu: QueryCpu::default(),
+    };
+    let mut out: Vec<StoreRow> = Vec::new();
+    let mut native: Vec<(f64, QueryResult)> = Vec::new();
+    for &row in &selected {
+        let name = ROWS[row].0;
+        let wall = std::time::Instant::now();
+        let mut e = probe.copy_onto(&rig, row)?;
+        e.set_now(e.device_idle_ns());
+        let mut queries = Vec::new();
+        for (i, q) in query::QUERIES.into_iter().enumerate() {
+            let m = measure_query(&mut e, &h, q, args.repeat, &opts)?;
+            let (mean, stdev) = mean_stdev(&m.secs);
+            if row == 0 {
+                native.push((mean, m.result.clone()));
+            } else if let Some((_, want)) = native.get(i) {
+                answer::compare(want, &m.result, Tolerance::Exact).map_err(|why| {
+                    anyhow::anyhow!("Q{q} on {name} answers differently from native: {why}")
+                })?;
+            }
+            let runs = f64::from(args.repeat);
+            let (b, a) = (&m.before, &m.after);
+            let host = (a.1 - b.1) as f64 / runs;
+            let tr = (a.0.tr - b.0.tr) as f64 / runs;
+            let mut hist =
+                hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+            for s in &m.secs {
+                hist.record(((s * 1e9) as u64).max(1))?;
+            }
+            queries.push(QueryRow {
+                query: q,
+                seconds: r4(mean),
+                stdev: r4(stdev),
+                slowdown: native.get(i).map_or(1.0, |n| r4(mean / n.0)),
+                flash_reads: r4((a.0.reads - b.0.reads) as f64 / runs),
+                host_reads: r4(host),
+                translation_reads: r4(tr),
+                mapping_miss_ratio: if host > 0.0 { r4(tr / host) } else { 0.0 },
+                consistency: measure::check(measure::Window {
+                    before: &b.2,
+                    after: &a.2,
+                    elapsed_ns: m.elapsed_ns,
+                    terminals: 1,
+                    terminals_run_throughout: true,
+                    txns: hist.len(),
+                    latency_sum_ns: hist.mean() * hist.len() as f64,
+                }),
+            });
+        }
+        eprintln!(
+            "{name}: copied and queried in {:.1} s wall",
+            wall.elapsed().as_secs_f64()
+        );
+        out.push(StoreRow {
+            storage: name.into(),
+            queries,
+        });
+    }
+    let res = TpchCompareResult {
+        workload: "tpch",
+        scale: sf,
+        repeat: args.repeat,
+        read_ahead_pages,
+        cpu: opts.cpu,
+        device: Device {
+            preset: rig.nand.name.clone(),
+            blocks: g.blocks(),
+            capacity_bytes: g.capacity_bytes(),
+            db_pages: rig.db_pages,
+            log_blocks: rig.log_blocks,
+            spare_factor: r4(rig.spare),
+            buffer_frames: rig.frames,
+        },
+        rows: out,
+    };
+    if super::super::common::emit_json(args.json.as_deref(), &res)? {
+        print_table(&res);
+    }
+    let violated = res
+        .rows
+        .iter()
+        .flat_map(|r| &r.queries)
+        .any(|q| q.consistency.status != "ok");
+    if violated && args.strict {
+        bail!("a query's measured window broke a physical bound (consistency: violated)");
+    }
+    Ok(())
+}
+
+/// NoFTL Fig. 3's TPC-H layout: per query, per store, Sec., STDEV and Slow-down; then the
+/// statistics that explain each slowdown.
+fn print_table(res: &TpchCompareResult) {
+    println!(
+        "TPC-H: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} runs per query, read-ahead {} pages)",
+        res.scale,
+        res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
+        res.device.capacity_bytes as f64 / (1 << 20) as f64,
+        res.repeat,
+        res.read_ahead_pages
+    );
+    print!("{:<6}", "");
+    for r in &res.rows {
+        print!(" | {:^27}", r.storage);
+    }
+    println!();
+    print!("{:<6}", "");
+    for _ in &res.rows {
+        print!(" | {:>9} {:>7} {:>9}", "Sec.", "STDEV", "Slow-down");
+    }
+    println!();
+    for (i, q) in query::QUERIES.iter().enumerate() {
+        print!("{:<6}", format!("Q{q}"));
+        for r in &res.rows {
+            let x = &r.queries[i];
+            print!(
+                " | {:>9.3} {:>7.3} {:>8.2}x",
+                x.seconds, x.stdev, x.slowdown
+            );
+        }
+        println!();
+    }
+    println!("per query run: flash reads / translation reads / mapping misses per host read");
+    for (i, q) in query::QUERIES.iter().enumerate() {
+        print!("{:<6}", format!("Q{q}"));
+        for r in &res.rows {
+            let x = &r.queries[i];
+            print!(
+                " | {:>9.0} {:>8.0} {:>8.3}",
+                x.flash_reads, x.translation_reads, x.mapping_miss_ratio
+            );
+        }
+        println!();
+    }
+    for r in &res.rows {
+        for q in &r.queries {
+            for v in &q.consistency.violations {
+                println!("  WARNING: {} Q{}: violated: {v}", r.storage, q.query);
+            }
+        }
+    }
+}

@@ -69,7 +69,7 @@ pub const MAX_RECORDS: u8 = 15;
 pub const MAX_RECORD_BYTES: u16 = 1024;
 
 impl IpaScheme {
-    /// The seed's Table I scheme, [2 x 3], with records of up to 32 bytes (TATP's updates change
+    /// IPA Table I's scheme, [2 x 3], with records of up to 32 bytes (TATP's updates change
     /// one to eight bytes of a row; the measurement behind the choice is in docs/ipa.md).
     pub const TABLE_I: IpaScheme = IpaScheme {
         appends: 2,

@@ -110,14 +110,25 @@ fn filler(n: usize) -> Value {
 
 /// Creates the schema and loads the rows (balances 0), committing every `batch` rows.
 /// `progress(rows_done)` is called after each batch.
-pub fn load(e: &mut Engine, cfg: TpcbConfig, mut progress: impl FnMut(u64)) -> Result<Handles> {
+pub fn load(e: &mut Engine, cfg: TpcbConfig, progress: impl FnMut(u64)) -> Result<Handles> {
+    load_with_ddl(e, cfg, DDL, progress)
+}
+
+/// `load` with the schema `ddl`: `DDL`, or it with tables placed in regions
+/// (`crate::place_tables`).
+pub fn load_with_ddl(
+    e: &mut Engine,
+    cfg: TpcbConfig,
+    ddl: &str,
+    mut progress: impl FnMut(u64),
+) -> Result<Handles> {
     if cfg.scale == 0 || cfg.tellers_per_branch == 0 || cfg.accounts_per_branch == 0 {
         return Err(Error::Config(
             "TPC-B needs at least one branch, teller and account".into(),
         ));
     }
     let t = e.begin()?;
-    e.execute_ddl(t, DDL)?;
+    e.execute_ddl(t, ddl)?;
     e.commit(t)?;
     let h = Handles::get(e)?;
     let mut b = Batcher::begin(e, &mut progress)?;

@@ -36,8 +36,23 @@ fn ipa_compare_reports_appends_only_where_ipa_is_on_and_checks_its_windows() {
     let names: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["baseline", "regions", "ipa-regions", "global", "ipa-global"]
+        [
+            "baseline",
+            "regions",
+            "ipa-regions",
+            "advised",
+            "ipa-advised",
+            "global",
+            "ipa-global"
+        ]
     );
+    let advised: Vec<&str> = v["advised_tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(advised.contains(&"subscriber"), "{v}");
     for r in rows {
         let appends = r["ipa_appends"].as_u64().unwrap();
         let writes = r["host_writes"].as_u64().unwrap();

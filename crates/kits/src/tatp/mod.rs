@@ -82,12 +82,13 @@ pub fn regions_ddl(chips: u32, op_percent: u32, extra: &str) -> String {
     } else {
         format!(", {extra}")
     };
-    DDL.replace("CREATE TABLESPACE tatp;", &format!(
-        "CREATE REGION rg_tatp_hot (MAX_CHIPS={chips}, GC=greedy, OP={op_percent}%{extra});\n\
-         CREATE TABLESPACE tatp_hot (REGION=rg_tatp_hot, EXTENT_SIZE=128K);\nCREATE TABLESPACE tatp;"
-    ))
-    .replace("msc_location BIGINT, vlr_location BIGINT) TABLESPACE tatp;", "msc_location BIGINT, vlr_location BIGINT) TABLESPACE tatp_hot;")
-    .replace("data_a INT, data_b CHAR(5)) TABLESPACE tatp;", "data_a INT, data_b CHAR(5)) TABLESPACE tatp_hot;")
+    crate::place_tables(
+        DDL,
+        &["subscriber", "special_facility"],
+        "rg_tatp_hot",
+        &format!("MAX_CHIPS={chips}, GC=greedy, OP={op_percent}%{extra}"),
+    )
+    .unwrap_or_else(|e| unreachable!("both tables are in TATP's DDL: {e}"))
 }
 
 /// Size of the database.

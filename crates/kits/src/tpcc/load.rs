@@ -75,11 +75,23 @@ pub fn load(
     e: &mut Engine,
     cfg: TpccConfig,
     seed: u64,
+    progress: impl FnMut(u64),
+) -> Result<Loaded> {
+    load_with_ddl(e, cfg, DDL, seed, progress)
+}
+
+/// `load` with the schema `ddl`: `DDL`, or it with tables placed in regions
+/// (`crate::place_tables`).
+pub fn load_with_ddl(
+    e: &mut Engine,
+    cfg: TpccConfig,
+    ddl: &str,
+    seed: u64,
     mut progress: impl FnMut(u64),
 ) -> Result<Loaded> {
     cfg.validate()?;
     let t = e.begin()?;
-    e.execute_ddl(t, DDL)?;
+    e.execute_ddl(t, ddl)?;
     e.commit(t)?;
     let h = Handles::get(e)?;
     let c_load = NurandConsts::load(seed);

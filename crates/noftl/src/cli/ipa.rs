@@ -46,7 +46,15 @@ pub const DEFAULT_GEOMETRY: [&str; 4] = [
 ];
 
 /// The configurations a comparison can run.
-pub const CONFIGS: [&str; 5] = ["baseline", "regions", "ipa-regions", "global", "ipa-global"];
+pub const CONFIGS: [&str; 7] = [
+    "baseline",
+    "regions",
+    "ipa-regions",
+    "advised",
+    "ipa-advised",
+    "global",
+    "ipa-global",
+];
 
 #[derive(Debug, Args)]
 pub struct IpaCompareArgs {
@@ -150,6 +158,9 @@ struct Report {
     rows: Vec<Row>,
     /// Rows whose layout does not fit the device (e.g. every object in pSLC).
     not_run: Vec<NotRun>,
+    /// The advised rows' layout: the tables the advisor gives IPA, and its scheme.
+    advised_tables: Vec<String>,
+    advised_scheme: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -225,6 +236,8 @@ struct Setup {
     chips: u32,
     ipa_opts: String,
     op_percent: u32,
+    /// The advisor's tables and scheme (from a profiled baseline run), for the advised rows.
+    advised: Option<(Vec<String>, IpaScheme)>,
 }
 
 fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
@@ -285,7 +298,10 @@ fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
         None if matches!(workload, Workload::Tatp(_)) => {
             CONFIGS.iter().map(|s| s.to_string()).collect()
         }
-        None => vec!["baseline".into(), "global".into(), "ipa-global".into()],
+        None => ["baseline", "advised", "ipa-advised", "global", "ipa-global"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
     };
     for c in &configs {
         if !CONFIGS.contains(&c.as_str()) {
@@ -326,17 +342,35 @@ fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
         chips,
         ipa_opts,
         op_percent,
+        advised: None,
     })
 }
 
 fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
-    let st = setup(&a)?;
+    let mut st = setup(&a)?;
+    if st.configs.iter().any(|c| c.ends_with("advised")) {
+        // The advisor's layout, from a profiled run of the baseline (the same run `ipa advise`
+        // makes), before the rows that use it.
+        let mut profile = Vec::new();
+        run_one(&a, &st, "baseline", a.seed, Some(&mut profile))
+            .context("ipa compare, the advisor's baseline run")?;
+        let rec = recommend(&profile, st.nop)?;
+        let tables: Vec<String> = rec.tables().iter().map(|t| t.to_string()).collect();
+        st.advised = Some((tables, rec.scheme));
+    }
     let (workload, scheme, page_bytes, ipa_mode) =
         (&st.workload, st.scheme, st.page_bytes, st.ipa_mode);
     let (warmup_ns, duration_ns) = (st.warmup_ns, st.duration_ns);
     let mut rows = Vec::new();
     let mut not_run = Vec::new();
     'configs: for config in &st.configs {
+        if config.ends_with("advised") && st.advised.as_ref().is_some_and(|a| a.0.is_empty()) {
+            not_run.push(NotRun {
+                config: config.clone(),
+                why: "the advisor gives no table IPA".into(),
+            });
+            continue;
+        }
         let mut runs: Vec<(Row, f64)> = Vec::new();
         for k in 0..a.repeat {
             let seed = a.seed + u64::from(k);
@@ -383,6 +417,11 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
         repeat: a.repeat,
         rows,
         not_run,
+        advised_tables: st.advised.as_ref().map(|a| a.0.clone()).unwrap_or_default(),
+        advised_scheme: st
+            .advised
+            .as_ref()
+            .map(|a| format!("{}/{}B", a.1.label(), a.1.record_bytes)),
     };
     if super::common::emit_json(a.json.as_deref(), &report)? {
         print_table(&report);
@@ -442,18 +481,54 @@ fn run_one(
             ..EngineConfig::default()
         },
     )?;
-    let region_extra = match config {
-        "regions" if ipa_opts.contains("pSLC") => "CELL_MODE=pSLC",
-        "regions" => "",
-        _ => ipa_opts,
+    // The control rows (`regions`, `advised`) get the IPA rows' cells without appends.
+    let control = if ipa_opts.contains("pSLC") {
+        "CELL_MODE=pSLC"
+    } else {
+        ""
+    };
+    let kit_ddl = match workload {
+        Workload::Tatp(_) => tatp::DDL,
+        Workload::Tpcb(_) => tpcb::DDL,
+        Workload::Tpcc(_) => tpcc::DDL,
+    };
+    let ddl = match config {
+        "regions" => tatp::regions_ddl(a.region_chips, op_percent, control),
+        "ipa-regions" => tatp::regions_ddl(a.region_chips, op_percent, ipa_opts),
+        "advised" | "ipa-advised" => {
+            let Some((tables, scheme)) = &st.advised else {
+                bail!("the advised layout needs the advisor's profile of the baseline first");
+            };
+            let extra = if config == "advised" {
+                control.to_string()
+            } else {
+                format!(
+                    "IPA_MODE={}, IPA_SCHEME={}, IPA_RECORD={}",
+                    st.ipa_mode,
+                    scheme.label(),
+                    scheme.record_bytes
+                )
+            };
+            let extra = if extra.is_empty() {
+                extra
+            } else {
+                format!(", {extra}")
+            };
+            let names: Vec<&str> = tables.iter().map(String::as_str).collect();
+            kits::place_tables(
+                kit_ddl,
+                &names,
+                "rg_ipa",
+                &format!(
+                    "MAX_CHIPS={}, GC=greedy, OP={op_percent}%{extra}",
+                    a.region_chips
+                ),
+            )?
+        }
+        _ => kit_ddl.to_string(),
     };
     let w = match workload {
         Workload::Tatp(tc) => {
-            let ddl = if config.ends_with("regions") {
-                tatp::regions_ddl(a.region_chips, op_percent, region_extra)
-            } else {
-                tatp::DDL.to_string()
-            };
             let h = tatp::load(&mut e, *tc, &ddl, seed, |_| {})?;
             let terms: Vec<TatpTerminal> = (0..a.terminals)
                 .map(|i| TatpTerminal::new(i, h, *tc, seed, None))
@@ -468,7 +543,7 @@ fn run_one(
             )?
         }
         Workload::Tpcb(bc) => {
-            let h = tpcb::load(&mut e, *bc, |_| {})?;
+            let h = tpcb::load_with_ddl(&mut e, *bc, &ddl, |_| {})?;
             let terms: Vec<TpcbTerminal> = (0..a.terminals)
                 .map(|i| TpcbTerminal::new(i, h, *bc, seed, None))
                 .collect();
@@ -482,7 +557,7 @@ fn run_one(
             )?
         }
         Workload::Tpcc(cc) => {
-            let loaded = tpcc::load(&mut e, *cc, seed, |_| {})?;
+            let loaded = tpcc::load_with_ddl(&mut e, *cc, &ddl, seed, |_| {})?;
             let run_c = tpcc::NurandConsts::run_from(loaded.c_load, seed);
             let terms: Vec<TpccTerminal> = (0..a.terminals)
                 .map(|i| TpccTerminal::new(i, loaded.h, *cc, run_c, seed, None))
@@ -649,6 +724,12 @@ fn print_table(r: &Report) {
         r.duration_s,
         r.repeat
     );
+    if let Some(s) = &r.advised_scheme {
+        println!(
+            "  advised: IPA [{s}] for {} (noftl ipa advise's rule on a profiled baseline run)",
+            r.advised_tables.join(", ")
+        );
+    }
     for x in &r.not_run {
         println!("  {:<12} not run: {}", x.config, x.why);
     }
@@ -706,6 +787,112 @@ fn print_table(r: &Report) {
             );
         }
     }
+}
+
+/// The advisor's decision from a baseline's write profile (the rule above `advise`).
+struct Recommendation {
+    scheme: IpaScheme,
+    objects: Vec<Advice>,
+    /// Expected share of page writes done as appends (0..1).
+    expected: f64,
+    /// Page write-backs in the profile.
+    total: u64,
+}
+
+impl Recommendation {
+    /// The tables the advisor gives IPA (an index lives in its table's tablespace, so indexes
+    /// are not placed on their own).
+    fn tables(&self) -> Vec<&str> {
+        self.objects
+            .iter()
+            .filter(|o| o.ipa && o.kind == "table")
+            .map(|o| o.name.as_str())
+            .collect()
+    }
+}
+
+fn recommend(profile: &[ObjectProfile], nop: u8) -> anyhow::Result<Recommendation> {
+    use storage::buffer::PROFILE_RECORD_BYTES;
+    let total: u64 = profile.iter().map(|p| p.writes.writebacks).sum();
+    if total == 0 {
+        bail!("the baseline wrote no pages back in its window; give a longer --duration");
+    }
+    let share = |p: &ObjectProfile| p.writes.writebacks as f64 / total as f64;
+    let candidates: Vec<&ObjectProfile> = profile
+        .iter()
+        .filter(|p| p.kind != "system" && share(p) >= 0.05 && p.writes.diffed > 0)
+        .collect();
+    let fit = |p: &ObjectProfile, m: usize, r: usize| {
+        p.writes.fits[m][r] as f64 / p.writes.diffed.max(1) as f64
+    };
+    let combined = |m: usize, r: usize| {
+        let w: u64 = candidates.iter().map(|p| p.writes.diffed).sum();
+        candidates
+            .iter()
+            .map(|p| p.writes.fits[m][r] as f64)
+            .sum::<f64>()
+            / w.max(1) as f64
+    };
+    let mut options: Vec<(usize, usize, f64, usize)> = Vec::new();
+    for m in 0..4 {
+        for (r, &record_bytes) in PROFILE_RECORD_BYTES.iter().enumerate() {
+            let area = (m + 1) * (storage::ipa::RECORD_HEADER_BYTES + record_bytes);
+            options.push((m, r, combined(m, r), area));
+        }
+    }
+    let best = options.iter().map(|o| o.2).fold(0.0, f64::max);
+    let (m, r, _, _) = options
+        .iter()
+        .filter(|o| o.2 >= best - 0.05)
+        .min_by_key(|o| o.3)
+        .copied()
+        .unwrap_or((2, 1, 0.0, 0));
+    let n = 2u8.min(nop.saturating_sub(1)).max(1);
+    let scheme = IpaScheme {
+        appends: n,
+        records: (m + 1) as u8,
+        record_bytes: PROFILE_RECORD_BYTES[r] as u16,
+    };
+    let mut objects: Vec<Advice> = profile
+        .iter()
+        .map(|p| {
+            let f = fit(p, m, r);
+            let ipa = candidates.iter().any(|c| c.name == p.name) && f >= 0.5;
+            Advice {
+                name: p.name.clone(),
+                kind: p.kind,
+                writebacks: p.writes.writebacks,
+                share_percent: 100.0 * share(p),
+                changed_bytes_p50: bytes_bucket_label(quantile_bucket(
+                    &p.writes.changed_bytes,
+                    0.5,
+                )),
+                changed_bytes_p90: bytes_bucket_label(quantile_bucket(
+                    &p.writes.changed_bytes,
+                    0.9,
+                )),
+                ranges_p50: quantile_bucket(&p.writes.ranges, 0.5),
+                ranges_p90: quantile_bucket(&p.writes.ranges, 0.9),
+                fit_percent: 100.0 * f,
+                ipa,
+                histogram: p.writes.clone(),
+            }
+        })
+        .collect();
+    objects.sort_by_key(|o| std::cmp::Reverse(o.writebacks));
+    let nf = f64::from(n) / f64::from(n + 1);
+    let expected: f64 = objects
+        .iter()
+        .filter(|o| o.ipa)
+        .map(|o| o.writebacks as f64 * o.fit_percent / 100.0 * nf)
+        .sum::<f64>()
+        / total as f64;
+    Ok(Recommendation {
+        scheme,
+        objects,
+        expected,
+        total,
+    })
 }
 
 /// One object's line of the advice.
@@ -777,89 +964,17 @@ fn bytes_bucket_label(i: usize) -> String {
 /// when at least half its write-backs fit one append of that scheme. N is 2 (IPA Table I), or
 /// what the chips' NOP allows if less.
 fn advise(a: IpaCompareArgs) -> anyhow::Result<()> {
-    use storage::buffer::PROFILE_RECORD_BYTES;
     let st = setup(&a)?;
     let mut profile = Vec::new();
     run_one(&a, &st, "baseline", a.seed, Some(&mut profile)).context("ipa advise, baseline")?;
-    let total: u64 = profile.iter().map(|p| p.writes.writebacks).sum();
-    if total == 0 {
-        bail!("the baseline wrote no pages back in its window; give a longer --duration");
-    }
-    let share = |p: &ObjectProfile| p.writes.writebacks as f64 / total as f64;
-    let candidates: Vec<&ObjectProfile> = profile
-        .iter()
-        .filter(|p| p.kind != "system" && share(p) >= 0.05 && p.writes.diffed > 0)
-        .collect();
-    let fit = |p: &ObjectProfile, m: usize, r: usize| {
-        p.writes.fits[m][r] as f64 / p.writes.diffed.max(1) as f64
-    };
-    let combined = |m: usize, r: usize| {
-        let w: u64 = candidates.iter().map(|p| p.writes.diffed).sum();
-        candidates
-            .iter()
-            .map(|p| p.writes.fits[m][r] as f64)
-            .sum::<f64>()
-            / w.max(1) as f64
-    };
-    let mut options: Vec<(usize, usize, f64, usize)> = Vec::new();
-    for m in 0..4 {
-        for (r, &record_bytes) in PROFILE_RECORD_BYTES.iter().enumerate() {
-            let area = (m + 1) * (storage::ipa::RECORD_HEADER_BYTES + record_bytes);
-            options.push((m, r, combined(m, r), area));
-        }
-    }
-    let best = options.iter().map(|o| o.2).fold(0.0, f64::max);
-    let (m, r, _, _) = options
-        .iter()
-        .filter(|o| o.2 >= best - 0.05)
-        .min_by_key(|o| o.3)
-        .copied()
-        .unwrap_or((2, 1, 0.0, 0));
-    let n = 2u8.min(st.nop.saturating_sub(1)).max(1);
-    let scheme = IpaScheme {
-        appends: n,
-        records: (m + 1) as u8,
-        record_bytes: PROFILE_RECORD_BYTES[r] as u16,
-    };
-    let mut objects: Vec<Advice> = profile
-        .iter()
-        .map(|p| {
-            let f = fit(p, m, r);
-            let ipa = candidates.iter().any(|c| c.name == p.name) && f >= 0.5;
-            Advice {
-                name: p.name.clone(),
-                kind: p.kind,
-                writebacks: p.writes.writebacks,
-                share_percent: 100.0 * share(p),
-                changed_bytes_p50: bytes_bucket_label(quantile_bucket(
-                    &p.writes.changed_bytes,
-                    0.5,
-                )),
-                changed_bytes_p90: bytes_bucket_label(quantile_bucket(
-                    &p.writes.changed_bytes,
-                    0.9,
-                )),
-                ranges_p50: quantile_bucket(&p.writes.ranges, 0.5),
-                ranges_p90: quantile_bucket(&p.writes.ranges, 0.9),
-                fit_percent: 100.0 * f,
-                ipa,
-                histogram: p.writes.clone(),
-            }
-        })
-        .collect();
-    objects.sort_by_key(|o| std::cmp::Reverse(o.writebacks));
-    let nf = f64::from(n) / f64::from(n + 1);
-    let expected: f64 = objects
-        .iter()
-        .filter(|o| o.ipa)
-        .map(|o| o.writebacks as f64 * o.fit_percent / 100.0 * nf)
-        .sum::<f64>()
-        / total as f64;
+    let rec = recommend(&profile, st.nop)?;
+    let (scheme, objects, expected, total) = (rec.scheme, rec.objects, rec.expected, rec.total);
     let chosen: Vec<&str> = objects
         .iter()
         .filter(|o| o.ipa)
         .map(|o| o.name.as_str())
         .collect();
+
     let mut ddl = Vec::new();
     if !chosen.is_empty() {
         ddl.push(format!(

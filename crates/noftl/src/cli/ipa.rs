@@ -438,7 +438,12 @@ fn run_one(
 ) -> anyhow::Result<Row> {
     let (workload, page_bytes, chips, ipa_opts) =
         (&st.workload, st.page_bytes, st.chips, st.ipa_opts.as_str());
-    let (op_percent, scheme) = (st.op_percent, st.scheme);
+    let op_percent = st.op_percent;
+    // The delta area the row's pages carry: the advised rows use the advisor's scheme.
+    let scheme = match (&st.advised, config) {
+        (Some((_, advised)), "ipa-advised") => *advised,
+        _ => st.scheme,
+    };
     let mut cfg = st.dev.clone();
     cfg.seed = seed;
     let mut store = NativeStore::format(

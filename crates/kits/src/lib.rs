@@ -40,7 +40,7 @@ pub fn place_tables(
     for stmt in ddl.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let name = stmt
             .strip_prefix("CREATE TABLE ")
-            .and_then(|rest| rest.split(|c: char| c == ' ' || c == '(').next());
+            .and_then(|rest| rest.split([' ', '(']).next());
         let moved = name.and_then(|n| tables.iter().position(|t| t.eq_ignore_ascii_case(n)));
         match (moved, stmt.rfind(") TABLESPACE ")) {
             (Some(i), Some(at)) => {

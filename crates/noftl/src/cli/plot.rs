@@ -1582,6 +1582,54 @@ mod tests {
     }
 
     #[test]
+    fn table_i_labels_ipa_rows_only_and_says_when_there_is_no_ratio() {
+        let row = |config: &str, mig: f64, tps: f64| {
+            serde_json::json!({"config": config, "ipa_appends": 1,
+                "gc_migrations_per_host_write": mig, "gc_erases_per_host_write": 0.1,
+                "throughput_tps": tps, "stdev": 1.0})
+        };
+        let v = serde_json::json!({"workload": "tpcb", "scale": 8, "rows": [
+            row("baseline", 0.0, 100.0), row("global", 0.5, 200.0), row("ipa-global", 0.1, 205.0)
+        ]});
+        let t = table_i_of(&v).unwrap();
+        assert_eq!(t.title, "IPA Table I: TPC-B 8");
+        assert!(ipa_labels(&t.rows, &t.rows[1], |r| r.tps).is_empty());
+        assert_eq!(
+            ipa_labels(&t.rows, &t.rows[2], |r| r.tps),
+            ["+2.5% vs global", "+105% vs baseline"]
+        );
+        assert_eq!(
+            ipa_labels(&t.rows, &t.rows[2], |r| r.migrations_per_write),
+            ["-80% vs global", "n/a vs baseline (0)"]
+        );
+        let svg = table_i(&t).unwrap();
+        assert!(svg.contains("+105% vs baseline"));
+    }
+
+    #[test]
+    fn iaa_throughput_is_relative_to_conventional_at_the_same_free_space() {
+        let row = |fs: f64, scheme: &str, qps: f64| {
+            serde_json::json!({"free_space": fs, "scheme": scheme, "throughput_qps": qps,
+                "gc_copies_per_host_write": 0.5})
+        };
+        let v = serde_json::json!({"storage": "native", "rows": [
+            row(0.2, "conventional", 200.0), row(0.1, "conventional", 100.0),
+            row(0.1, "iaa", 110.0), row(0.2, "iaa", 250.0)
+        ]});
+        let d = iaa_of(&v).unwrap();
+        assert_eq!(
+            d.panels,
+            ["throughput vs conventional", "GC copies per host write"]
+        );
+        assert_eq!(d.lines[1].scheme, "iaa");
+        // Sorted by free space, each point divided by its own free space's conventional row.
+        let iaa_tps = &d.lines[1].panels[0];
+        assert_eq!(iaa_tps[0].0, 10.0);
+        assert!((iaa_tps[0].1 - 1.1).abs() < 1e-12 && (iaa_tps[1].1 - 1.25).abs() < 1e-12);
+        assert!(iaa(&d).unwrap().contains("GC copies per host write"));
+    }
+
+    #[test]
     fn a_waf_plot_says_how_many_jobs_have_no_point() {
         let dir = tempfile::tempdir().unwrap();
         let csv = dir.path().join("results.csv");

@@ -34,7 +34,7 @@ pub fn svg_elements(svg: &str, name: &str) -> Vec<HashMap<String, String>> {
     svg.split(&format!("<{name} "))
         .skip(1)
         .map(|r| {
-            let tag = &r[..r.find("/>").unwrap()];
+            let tag = &r[..r.find("/>").expect("an empty element ends in />")];
             tag.split('"')
                 .collect::<Vec<_>>()
                 .chunks(2)
@@ -55,7 +55,8 @@ pub fn svg_texts(svg: &str) -> Vec<String> {
     svg.split("<text ")
         .skip(1)
         .map(|t| {
-            let body = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+            let start = t.find('>').expect("a <text> tag ends") + 1;
+            let body = &t[start..t.find("</text>").expect("a <text> element is closed")];
             body.trim().to_string()
         })
         .collect()

@@ -989,15 +989,8 @@ where
         .fold(0.0f64, f64::max)
         .max(1e-3);
     let unit = series.first().map_or("transactions/s", |s| s.unit);
-    root.fill(&WHITE).map_err(to_anyhow)?;
-    let body = root
-        .titled(
-            "Throughput and garbage collection over time",
-            ("sans-serif", 24),
-        )
-        .map_err(to_anyhow)?;
-    // The legend in a strip to the right: the lines keep the whole width of the panels.
-    let (plots, legend) = body.split_horizontally(SIZE.0 - 170);
+    let (plots, legend) =
+        titled_with_legend(root, "Throughput and garbage collection over time", 24, 170)?;
     let panels = plots.split_evenly((3, 1));
     type Pick = fn(&(f64, f64, f64, Option<f64>)) -> Option<f64>;
     let picks: [(&str, Pick); 3] = [
@@ -1049,12 +1042,7 @@ where
                 .map_err(to_anyhow)?;
         }
     }
-    let entries: Vec<(String, RGBColor)> = series
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.name.clone(), colour(i)))
-        .collect();
-    legend_strip(&legend, &entries, false, &[])
+    legend_strip(&legend, series.iter().map(|s| s.name.as_str()), false, &[])
 }
 
 /// The marker of the i-th FTL at `at`: filled circle, open triangle, cross.
@@ -1225,10 +1213,32 @@ fn label_above<C>(text: String, at: C, size: u32) -> Text<'static, C, String> {
     )
 }
 
-/// A legend in its own strip: a colour swatch and a name per entry, then notes below.
-fn legend_strip<DB: DrawingBackend>(
+/// A plot area and its legend strip.
+type Split<DB> = (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>);
+
+/// A white page with `title` on top, split into the plot area and a strip of `legend_px` at
+/// the right for the legend: the lines keep the whole width of the plot area.
+fn titled_with_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    size: u32,
+    legend_px: u32,
+) -> anyhow::Result<Split<DB>>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(to_anyhow)?;
+    let body = root
+        .titled(title, ("sans-serif", size))
+        .map_err(to_anyhow)?;
+    Ok(body.split_horizontally(SIZE.0 - legend_px))
+}
+
+/// A legend in its own strip: a swatch in the i-th `colour` and the name per entry (the
+/// order the series were drawn in), then notes below.
+fn legend_strip<'a, DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
-    entries: &[(String, RGBColor)],
+    names: impl Iterator<Item = &'a str>,
     bar_swatch: bool,
     notes: &[String],
 ) -> anyhow::Result<()>
@@ -1237,7 +1247,8 @@ where
 {
     let font = TextStyle::from(("sans-serif", 14).into_font());
     let mut y = 20;
-    for (name, c) in entries {
+    for (i, name) in names.enumerate() {
+        let c = colour(i);
         if bar_swatch {
             area.draw(&Rectangle::new([(6, y + 2), (24, y + 14)], c.filled()))
         } else {
@@ -1247,7 +1258,7 @@ where
             ))
         }
         .map_err(to_anyhow)?;
-        area.draw(&Text::new(name.clone(), (38, y), font.clone()))
+        area.draw(&Text::new(name.to_string(), (38, y), font.clone()))
             .map_err(to_anyhow)?;
         y += 22;
     }
@@ -1264,11 +1275,7 @@ fn table_i_on<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, t: &TableI) -> 
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE).map_err(to_anyhow)?;
-    let body = root
-        .titled(&t.title, ("sans-serif", 22))
-        .map_err(to_anyhow)?;
-    let (plots, legend) = body.split_horizontally(SIZE.0 - 190);
+    let (plots, legend) = titled_with_legend(root, &t.title, 22, 190)?;
     let panels = plots.split_evenly((3, 1));
     type Value = fn(&IpaRow) -> f64;
     // Axis name, value, whether it has an error bar, decimals of its value labels.
@@ -1337,12 +1344,6 @@ where
             }
         }
     }
-    let entries: Vec<(String, RGBColor)> = t
-        .rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.config.clone(), colour(i)))
-        .collect();
     let mut notes = vec![
         "IPA bars: change vs".to_string(),
         "their control row and".to_string(),
@@ -1355,7 +1356,8 @@ where
     for (config, _) in &t.not_run {
         notes.push(format!("not run: {config}"));
     }
-    legend_strip(&legend, &entries, true, &notes)
+    let names = t.rows.iter().map(|r| r.config.as_str());
+    legend_strip(&legend, names, true, &notes)
 }
 
 /// One line of the IAA free-space sweep: a scheme's points (free space in %, value) per panel.
@@ -1460,11 +1462,7 @@ fn iaa_on<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &IaaData) -> any
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE).map_err(to_anyhow)?;
-    let body = root
-        .titled(&d.title, ("sans-serif", 22))
-        .map_err(to_anyhow)?;
-    let (plots, legend) = body.split_horizontally(SIZE.0 - 150);
+    let (plots, legend) = titled_with_legend(root, &d.title, 22, 150)?;
     let panels = plots.split_evenly((1, d.panels.len()));
     let all = || d.lines.iter().flat_map(|l| l.panels.iter());
     let x_lo = all().flatten().map(|p| p.0).fold(f64::MAX, f64::min);
@@ -1501,13 +1499,12 @@ where
                 .map_err(to_anyhow)?;
         }
     }
-    let entries: Vec<(String, RGBColor)> = d
-        .lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.scheme.clone(), colour(i)))
-        .collect();
-    legend_strip(&legend, &entries, false, &[])
+    legend_strip(
+        &legend,
+        d.lines.iter().map(|l| l.scheme.as_str()),
+        false,
+        &[],
+    )
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@
 //!   `compare`, its repeats one after the other).
 //! - `table-i`: one `noftl ipa compare --json` file: IPA Table I as bars in three panels (GC
 //!   migrations and erases per host write, throughput with its standard deviation), one bar
-//!   per configuration, each IPA bar labelled with its change against its control row
-//!   (`regions` for `ipa-regions`, `global` for `ipa-global`) and against `baseline`.
+//!   per configuration, each IPA bar (`ipa-X`) labelled with its change against its control
+//!   row `X` (`regions` for `ipa-regions`, `global` for `ipa-global`) and against `baseline`.
 //! - `iaa`: one `noftl iaa compare --json` file: IAA Fig. 11, against the device's free space
 //!   one line per scheme: throughput relative to `conventional`, erases per 1000 queries (or GC
 //!   copies per host write) and energy relative to `conventional`.
@@ -1175,8 +1175,9 @@ fn change_label(new: f64, old: f64, against: &str) -> String {
     }
 }
 
-/// The labels of an IPA row's bar: its change against its control row (`regions` for
-/// `ipa-regions`) and against `baseline`, each when that row is present. Other rows: none.
+/// The labels of an IPA row's bar (`ipa-X`): its change against its control row `X` (the same
+/// layout without appends) and against `baseline`, each when that row is present. Other
+/// rows: none.
 fn ipa_labels(rows: &[IpaRow], row: &IpaRow, value: fn(&IpaRow) -> f64) -> Vec<String> {
     let Some(control) = row.config.strip_prefix("ipa-") else {
         return Vec::new();

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod cli_support;
-use cli_support::noftl;
+use cli_support::{noftl, svg_rects, svg_texts};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -341,38 +341,6 @@ fn results_are_refused_where_they_cannot_be_written() {
     ]);
     assert!(!ok);
     assert!(err.contains("--sample-window"), "{err}");
-}
-
-/// The attributes of every `<rect .../>` of an SVG document.
-fn svg_rects(svg: &str) -> Vec<HashMap<String, String>> {
-    svg.split("<rect ")
-        .skip(1)
-        .map(|r| {
-            let tag = &r[..r.find("/>").unwrap()];
-            tag.split('"')
-                .collect::<Vec<_>>()
-                .chunks(2)
-                .filter(|kv| kv.len() == 2)
-                .map(|kv| {
-                    (
-                        kv[0].trim().trim_end_matches('=').to_string(),
-                        kv[1].to_string(),
-                    )
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// The text of every `<text>` element of an SVG document.
-fn svg_texts(svg: &str) -> Vec<String> {
-    svg.split("<text ")
-        .skip(1)
-        .map(|t| {
-            let body = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
-            body.trim().to_string()
-        })
-        .collect()
 }
 
 #[test]

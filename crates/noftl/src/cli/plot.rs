@@ -16,9 +16,17 @@
 //! - `timeseries`: result directories' `samples.csv`: throughput (goodput, or IOPS), GC
 //!   migrations per second and free blocks over time, one line per input (per store for a
 //!   `compare`, its repeats one after the other).
+//! - `table-i`: one `noftl ipa compare --json` file: IPA Table I as bars in three panels (GC
+//!   migrations and erases per host write, throughput with its standard deviation), one bar
+//!   per configuration, each IPA bar (`ipa-X`) labelled with its change against its control
+//!   row `X` (`regions` for `ipa-regions`, `global` for `ipa-global`) and against `baseline`.
+//! - `iaa`: one `noftl iaa compare --json` file: IAA Fig. 11, against the device's free space
+//!   one line per scheme: throughput relative to `conventional`, erases per 1000 queries (or GC
+//!   copies per host write) and energy relative to `conventional`.
 //!
 //! `auto` picks the kind from the input: a result directory of `compare` (its `summary.json`
-//! has `rows`) or a `.json` is Figure 3, another result directory (`summary.json`) a time
+//! has `rows`) is Figure 3, a JSON file is Table I when its rows have `ipa_appends`, the IAA
+//! sweep when they have `free_space`, else Figure 3, another result directory (`summary.json`) a time
 //! series, a `raw.csv` a CDF, a `samples.csv` a time series, any other directory or `.csv` a
 //! sweep (WAF). The command that made a figure is written into it (an SVG comment, a PNG
 //! `tEXt` chunk "Comment"), so a figure found alone says how to remake it.
@@ -37,13 +45,14 @@ use serde_json::Value as Json;
 #[derive(Debug, Args)]
 pub struct PlotArgs {
     /// Result files: `noftl compare` JSON or result directory (figure3), a sweep's directory or
-    /// results.csv (waf), result directories or their raw.csv (cdf) or samples.csv (timeseries).
+    /// results.csv (waf), result directories or their raw.csv (cdf) or samples.csv (timeseries),
+    /// one `noftl ipa compare --json` file (table-i) or `noftl iaa compare --json` file (iaa).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The file to write: FILE.svg or FILE.png.
     #[arg(long)]
     pub out: PathBuf,
-    /// auto | figure3 | waf | cdf | timeseries
+    /// auto | figure3 | waf | cdf | timeseries | table-i | iaa
     #[arg(long, default_value = "auto")]
     pub kind: String,
 }
@@ -62,6 +71,8 @@ enum Figure {
     Waf(WafData),
     Cdf(Vec<CdfSeries>),
     Timeseries(Vec<TimeSeries>),
+    TableI(TableI),
+    Iaa(IaaData),
 }
 
 /// DejaVu Sans (assets/fonts, its licence beside it), registered once as "sans-serif": the
@@ -87,6 +98,8 @@ where
         Figure::Waf(w) => waf_on(root, w),
         Figure::Cdf(c) => cdf_on(root, c),
         Figure::Timeseries(t) => timeseries_on(root, t),
+        Figure::TableI(t) => table_i_on(root, t),
+        Figure::Iaa(d) => iaa_on(root, d),
     }
 }
 
@@ -170,7 +183,16 @@ fn auto_kind(input: &Path) -> &'static str {
         "raw.csv" => "cdf",
         "samples.csv" => "timeseries",
         _ if input.is_dir() || name.ends_with(".csv") => "waf",
-        _ => "figure3",
+        _ => {
+            // The verbs' JSON results differ in their rows' fields: `ipa compare` rows count
+            // appends, `iaa compare` rows carry the free space of their point.
+            let first_row = read_json(input).ok().map(|v| v["rows"][0].clone());
+            match first_row {
+                Some(r) if r.get("ipa_appends").is_some() => "table-i",
+                Some(r) if r.get("free_space").is_some() => "iaa",
+                _ => "figure3",
+            }
+        }
     }
 }
 
@@ -189,13 +211,17 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     };
     let kind = match args.kind.as_str() {
         "auto" => auto_kind(&args.inputs[0]),
-        k @ ("figure3" | "waf" | "cdf" | "timeseries") => k,
-        other => bail!("unknown plot kind '{other}' (auto, figure3, waf, cdf, timeseries)"),
+        k @ ("figure3" | "waf" | "cdf" | "timeseries" | "table-i" | "iaa") => k,
+        other => {
+            bail!("unknown plot kind '{other}' (auto, figure3, waf, cdf, timeseries, table-i, iaa)")
+        }
     };
     let fig = match kind {
         "figure3" => Figure::Figure3(load_compares(&args.inputs)?),
         "waf" => Figure::Waf(load_waf_points(&args.inputs)?),
         "cdf" => Figure::Cdf(load_cdfs(&args.inputs)?),
+        "table-i" => Figure::TableI(one_json(&args.inputs, table_i_of)?),
+        "iaa" => Figure::Iaa(one_json(&args.inputs, iaa_of)?),
         _ => Figure::Timeseries(load_timeseries(&args.inputs)?),
     };
     let command: Vec<String> = std::env::args().collect();
@@ -207,6 +233,14 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     crate::output::write_atomic(&args.out, &bytes)?;
     eprintln!("{kind}: {}", args.out.display());
     Ok(())
+}
+
+/// The figure of a kind drawn from exactly one JSON file (one run's table or sweep).
+fn one_json<T>(inputs: &[PathBuf], of: fn(&Json) -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let [input] = inputs else {
+        bail!("this kind draws one JSON file, not {}", inputs.len());
+    };
+    of(&read_json(input)?).with_context(|| format!("in {}", input.display()))
 }
 
 fn with_command_comment(svg: &str, command: &str) -> String {
@@ -237,10 +271,7 @@ fn load_compares(inputs: &[PathBuf]) -> anyhow::Result<Vec<Bar>> {
         } else {
             input.clone()
         };
-        let text =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let v: Json = serde_json::from_slice(&text)
-            .with_context(|| format!("{} is not JSON", path.display()))?;
+        let v = read_json(path)?;
         bars.extend(bars_of(&v).with_context(|| format!("in {}", path.display()))?);
     }
     if bars.is_empty() {
@@ -382,30 +413,19 @@ where
                 })
                 .collect();
             chart
-                .draw_series(mine.iter().map(|(x, b)| {
-                    Rectangle::new([(*x + 0.1, 0.0), (*x + 0.9, b.slowdown)], c.filled())
-                }))
+                .draw_series(mine.iter().map(|(x, b)| bar_rect(*x, b.slowdown, c)))
                 .map_err(to_anyhow)?
                 .label(store.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], c.filled()));
             chart
-                .draw_series(mine.iter().map(|(x, b)| {
-                    PathElement::new(
-                        vec![
-                            (*x + 0.5, b.slowdown - b.stdev),
-                            (*x + 0.5, b.slowdown + b.stdev),
-                        ],
-                        BLACK,
-                    )
-                }))
+                .draw_series(mine.iter().map(|(x, b)| error_bar(*x, b.slowdown, b.stdev)))
                 .map_err(to_anyhow)?;
             chart
                 .draw_series(mine.iter().map(|(x, b)| {
-                    Text::new(
+                    label_above(
                         format!("{:.2}x", b.slowdown),
                         (*x + 0.5, b.slowdown + b.stdev + y_max * 0.01),
-                        TextStyle::from(("sans-serif", 13).into_font())
-                            .pos(Pos::new(HPos::Center, VPos::Bottom)),
+                        13,
                     )
                 }))
                 .map_err(to_anyhow)?;
@@ -969,15 +989,8 @@ where
         .fold(0.0f64, f64::max)
         .max(1e-3);
     let unit = series.first().map_or("transactions/s", |s| s.unit);
-    root.fill(&WHITE).map_err(to_anyhow)?;
-    let body = root
-        .titled(
-            "Throughput and garbage collection over time",
-            ("sans-serif", 24),
-        )
-        .map_err(to_anyhow)?;
-    // The legend in a strip to the right: the lines keep the whole width of the panels.
-    let (plots, legend) = body.split_horizontally(SIZE.0 - 170);
+    let (plots, legend) =
+        titled_with_legend(root, "Throughput and garbage collection over time", 24, 170)?;
     let panels = plots.split_evenly((3, 1));
     type Pick = fn(&(f64, f64, f64, Option<f64>)) -> Option<f64>;
     let picks: [(&str, Pick); 3] = [
@@ -1029,20 +1042,7 @@ where
                 .map_err(to_anyhow)?;
         }
     }
-    let font = TextStyle::from(("sans-serif", 14).into_font());
-    for (i, s) in series.iter().enumerate() {
-        let y = 20 + 22 * i as i32;
-        legend
-            .draw(&PathElement::new(
-                vec![(6, y + 8), (30, y + 8)],
-                colour(i).stroke_width(3),
-            ))
-            .map_err(to_anyhow)?;
-        legend
-            .draw(&Text::new(s.name.clone(), (38, y), font.clone()))
-            .map_err(to_anyhow)?;
-    }
-    Ok(())
+    legend_strip(&legend, series.iter().map(|s| s.name.as_str()), false, &[])
 }
 
 /// The marker of the i-th FTL at `at`: filled circle, open triangle, cross.
@@ -1056,6 +1056,456 @@ where
         1 => TriangleMarker::new(at, 6, c.stroke_width(2)).into_dyn(),
         _ => Cross::new(at, 5, c.stroke_width(2)).into_dyn(),
     }
+}
+
+/// Reads and parses a JSON file, naming the file in the error.
+fn read_json(path: &Path) -> anyhow::Result<Json> {
+    let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_slice(&text).with_context(|| format!("{} is not JSON", path.display()))
+}
+
+/// The `rows` of a JSON result, refused unless every row has `marker` (the field that tells
+/// one verb's result from another's), so that a file of another kind gets an error naming
+/// the verb that writes the right one instead of a figure of missing values.
+fn rows_with<'a>(v: &'a Json, marker: &str, verb: &str) -> anyhow::Result<&'a [Json]> {
+    let rows = v["rows"]
+        .as_array()
+        .with_context(|| format!("not a `{verb}` result: no `rows`"))?;
+    if rows.is_empty() {
+        bail!("`{verb}` result without rows: nothing to plot");
+    }
+    if let Some(i) = rows.iter().position(|r| r.get(marker).is_none()) {
+        bail!("not a `{verb}` result: row {i} has no `{marker}`");
+    }
+    Ok(rows)
+}
+
+/// A number field of a result row, or an error naming the row and the field.
+fn num(row: &Json, field: &str, row_name: &str) -> anyhow::Result<f64> {
+    row[field]
+        .as_f64()
+        .with_context(|| format!("row {row_name}: no number `{field}`"))
+}
+
+/// One row (configuration) of IPA Table I.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IpaRow {
+    pub config: String,
+    pub migrations_per_write: f64,
+    pub erases_per_write: f64,
+    pub tps: f64,
+    pub stdev: f64,
+}
+
+/// IPA Table I of one `noftl ipa compare` result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableI {
+    pub title: String,
+    pub rows: Vec<IpaRow>,
+    /// Configurations the run reported as not run, with why (they get no bar).
+    pub not_run: Vec<(String, String)>,
+    /// Runs per row (`repeat`), when the file says: with one, the stdev is 0 and no error
+    /// bar shows, which the legend then says.
+    pub repeat: Option<u64>,
+}
+
+/// IPA Table I from `noftl ipa compare --json` output.
+pub fn table_i_of(v: &Json) -> anyhow::Result<TableI> {
+    const VERB: &str = "noftl ipa compare";
+    let rows = rows_with(v, "ipa_appends", VERB)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (i, r) in rows.iter().enumerate() {
+        let config = r["config"]
+            .as_str()
+            .with_context(|| format!("row {i}: no `config`"))?;
+        let n = |f: &str| num(r, f, config);
+        out.push(IpaRow {
+            config: config.to_string(),
+            migrations_per_write: n("gc_migrations_per_host_write")?,
+            erases_per_write: n("gc_erases_per_host_write")?,
+            tps: n("throughput_tps")?,
+            // A single run has no deviation; the field is still written (0).
+            stdev: r["stdev"].as_f64().unwrap_or(0.0),
+        });
+    }
+    let not_run = v["not_run"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    let s = |k: &str| x[k].as_str().unwrap_or("?").to_string();
+                    (s("config"), s("why"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let workload = v["workload"].as_str().unwrap_or("?");
+    let mut title = format!(
+        "IPA Table I: {}",
+        workload.to_uppercase().replace("TPC", "TPC-")
+    );
+    if let Some(s) = v["scale"].as_u64() {
+        title += &format!(" {s}");
+    }
+    for (key, what) in [("scheme", "scheme"), ("ipa_mode", "mode")] {
+        if let Some(s) = v[key].as_str() {
+            title += &format!(", {what} {s}");
+        }
+    }
+    Ok(TableI {
+        title,
+        rows: out,
+        not_run,
+        repeat: v["repeat"].as_u64(),
+    })
+}
+
+/// The relative change from `old` to `new` as a signed percentage; `None` when `old` is 0
+/// (no ratio exists: the label says so rather than print an infinity).
+pub fn relative_change(new: f64, old: f64) -> Option<f64> {
+    (old != 0.0).then(|| (new / old - 1.0) * 100.0)
+}
+
+/// "-96% vs regions": one decimal below 10% so that small gains do not round to 0.
+fn change_label(new: f64, old: f64, against: &str) -> String {
+    match relative_change(new, old) {
+        Some(p) if p.abs() < 10.0 => format!("{p:+.1}% vs {against}"),
+        Some(p) => format!("{p:+.0}% vs {against}"),
+        None => format!("n/a vs {against} (0)"),
+    }
+}
+
+/// The labels of an IPA row's bar (`ipa-X`): its change against its control row `X` (the same
+/// layout without appends) and against `baseline`, each when that row is present. Other
+/// rows: none.
+fn ipa_labels(rows: &[IpaRow], row: &IpaRow, value: fn(&IpaRow) -> f64) -> Vec<String> {
+    let Some(control) = row.config.strip_prefix("ipa-") else {
+        return Vec::new();
+    };
+    [control, "baseline"]
+        .iter()
+        .filter_map(|c| rows.iter().find(|r| r.config == *c))
+        .map(|r| change_label(value(row), value(r), &r.config))
+        .collect()
+}
+
+/// IPA Table I as an SVG document.
+#[cfg(test)]
+pub fn table_i(t: &TableI) -> anyhow::Result<String> {
+    render_svg(&Figure::TableI(t.clone()))
+}
+
+/// The filled bar of slot `x` (0.1 to 0.9 of the slot) up to `y`.
+fn bar_rect(x: f64, y: f64, c: RGBColor) -> Rectangle<(f64, f64)> {
+    Rectangle::new([(x + 0.1, 0.0), (x + 0.9, y)], c.filled())
+}
+
+/// The error bar of slot `x`: `y` plus and minus `sd`.
+fn error_bar(x: f64, y: f64, sd: f64) -> PathElement<(f64, f64)> {
+    PathElement::new(vec![(x + 0.5, y - sd), (x + 0.5, y + sd)], BLACK)
+}
+
+/// Centred text whose bottom sits at `at`.
+fn label_above<C>(text: String, at: C, size: u32) -> Text<'static, C, String> {
+    Text::new(
+        text,
+        at,
+        TextStyle::from(("sans-serif", size).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom)),
+    )
+}
+
+/// A plot area and its legend strip.
+type Split<DB> = (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>);
+
+/// A white page with `title` on top, split into the plot area and a strip of `legend_px` at
+/// the right for the legend: the lines keep the whole width of the plot area.
+fn titled_with_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    size: u32,
+    legend_px: u32,
+) -> anyhow::Result<Split<DB>>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(to_anyhow)?;
+    let body = root
+        .titled(title, ("sans-serif", size))
+        .map_err(to_anyhow)?;
+    Ok(body.split_horizontally(SIZE.0 - legend_px))
+}
+
+/// A legend in its own strip: a swatch in the i-th `colour` and the name per entry (the
+/// order the series were drawn in), then notes below.
+fn legend_strip<'a, DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    names: impl Iterator<Item = &'a str>,
+    bar_swatch: bool,
+    notes: &[String],
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let font = TextStyle::from(("sans-serif", 14).into_font());
+    let mut y = 20;
+    for (i, name) in names.enumerate() {
+        let c = colour(i);
+        if bar_swatch {
+            area.draw(&Rectangle::new([(6, y + 2), (24, y + 14)], c.filled()))
+        } else {
+            area.draw(&PathElement::new(
+                vec![(6, y + 8), (30, y + 8)],
+                c.stroke_width(3),
+            ))
+        }
+        .map_err(to_anyhow)?;
+        area.draw(&Text::new(name.to_string(), (38, y), font.clone()))
+            .map_err(to_anyhow)?;
+        y += 22;
+    }
+    y += 12;
+    for line in notes {
+        area.draw(&Text::new(line.clone(), (6, y), font.clone()))
+            .map_err(to_anyhow)?;
+        y += 18;
+    }
+    Ok(())
+}
+
+fn table_i_on<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, t: &TableI) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let (plots, legend) = titled_with_legend(root, &t.title, 22, 190)?;
+    let panels = plots.split_evenly((3, 1));
+    type Value = fn(&IpaRow) -> f64;
+    // Axis name, value, whether it has an error bar, decimals of its value labels.
+    let metrics: [(&str, Value, bool, usize); 3] = [
+        ("GC migr./host write", |r| r.migrations_per_write, false, 3),
+        ("GC erases/host write", |r| r.erases_per_write, false, 3),
+        ("transactions/s", |r| r.tps, true, 1),
+    ];
+    let n = t.rows.len() as f64;
+    for (panel, (desc, value, with_sd, decimals)) in panels.iter().zip(metrics) {
+        let sd = |r: &IpaRow| if with_sd { r.stdev } else { 0.0 };
+        // Head room above the tallest bar for two label lines.
+        let y_max = t
+            .rows
+            .iter()
+            .map(|r| value(r) + sd(r))
+            .fold(0.0f64, f64::max)
+            .max(1e-9)
+            * 1.55;
+        let mut chart = ChartBuilder::on(panel)
+            .margin(6)
+            .x_label_area_size(4)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0.0..n, 0.0..y_max)
+            .map_err(to_anyhow)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(RGBColor(0xe2, 0xe2, 0xe2))
+            .x_labels(0)
+            .y_labels(4)
+            .y_desc(desc)
+            .y_label_formatter(&|y| format!("{y:.*}", decimals.saturating_sub(1)))
+            .label_style(("sans-serif", 12))
+            .axis_desc_style(("sans-serif", 13))
+            .draw()
+            .map_err(to_anyhow)?;
+        let slots = t.rows.iter().enumerate().map(|(i, r)| (i as f64, r));
+        chart
+            .draw_series(
+                slots
+                    .clone()
+                    .map(|(x, r)| bar_rect(x, value(r), colour(x as usize))),
+            )
+            .map_err(to_anyhow)?;
+        if with_sd {
+            chart
+                .draw_series(slots.clone().map(|(x, r)| error_bar(x, value(r), r.stdev)))
+                .map_err(to_anyhow)?;
+        }
+        // The value, and for IPA rows the changes, one line each above the bar.
+        let line = y_max * 0.11;
+        for (x, r) in slots {
+            let mut lines = vec![format!("{:.*}", decimals, value(r))];
+            lines.extend(ipa_labels(&t.rows, r, value));
+            let top = value(r) + sd(r) + y_max * 0.01;
+            for (k, text) in lines.into_iter().rev().enumerate() {
+                chart
+                    .draw_series(std::iter::once(label_above(
+                        text,
+                        (x + 0.5, top + line * k as f64),
+                        11,
+                    )))
+                    .map_err(to_anyhow)?;
+            }
+        }
+    }
+    let mut notes = vec![
+        "IPA bars: change vs".to_string(),
+        "their control row and".to_string(),
+        "vs baseline".to_string(),
+        match t.repeat {
+            Some(n) => format!("error bars: stdev, {n} runs"),
+            None => "error bars: stdev".to_string(),
+        },
+    ];
+    for (config, _) in &t.not_run {
+        notes.push(format!("not run: {config}"));
+    }
+    let names = t.rows.iter().map(|r| r.config.as_str());
+    legend_strip(&legend, names, true, &notes)
+}
+
+/// One line of the IAA free-space sweep: a scheme's points (free space in %, value) per panel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IaaLine {
+    pub scheme: String,
+    pub panels: Vec<Vec<(f64, f64)>>,
+}
+
+/// IAA Fig. 11 from one `noftl iaa compare` result: the panels' axis names and the lines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IaaData {
+    pub title: String,
+    pub panels: Vec<&'static str>,
+    pub lines: Vec<IaaLine>,
+}
+
+/// A panel of IAA Fig. 11: its axis name, the row field, and whether it is divided by the
+/// `conventional` row's value at the same free space.
+type IaaPanel = (&'static str, &'static str, bool);
+
+/// IAA Fig. 11 from `noftl iaa compare --json` output. Throughput is drawn relative to the
+/// `conventional` scheme at each free space (computed from `throughput_qps`, not the JSON's
+/// rounded `relative`); the second panel is erases per 1000 queries, or GC copies per host
+/// write when a file has no erase count; energy relative to conventional when present.
+pub fn iaa_of(v: &Json) -> anyhow::Result<IaaData> {
+    const VERB: &str = "noftl iaa compare";
+    let rows = rows_with(v, "free_space", VERB)?;
+    let has = |f: &str| rows.iter().all(|r| r[f].is_number());
+    let mut panels: Vec<IaaPanel> = vec![("throughput vs conventional", "throughput_qps", true)];
+    if has("erases_per_kquery") {
+        panels.push(("erases per 1000 queries", "erases_per_kquery", false));
+    } else if has("gc_copies_per_host_write") {
+        panels.push((
+            "GC copies per host write",
+            "gc_copies_per_host_write",
+            false,
+        ));
+    }
+    if has("energy_joules_per_query") {
+        panels.push(("energy vs conventional", "energy_joules_per_query", true));
+    }
+    let mut lines: Vec<IaaLine> = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let scheme = r["scheme"]
+            .as_str()
+            .with_context(|| format!("row {i}: no `scheme`"))?;
+        let name = format!("{i} ({scheme})");
+        let fs = num(r, "free_space", &name)?;
+        let mut values = Vec::with_capacity(panels.len());
+        for &(_, field, relative) in &panels {
+            let mut y = num(r, field, &name)?;
+            if relative {
+                let conv = rows
+                    .iter()
+                    .find(|c| c["scheme"] == "conventional" && c["free_space"].as_f64() == Some(fs))
+                    .with_context(|| {
+                        format!("no `conventional` row at free space {fs}: {field} is drawn relative to it")
+                    })?;
+                let base = num(conv, field, "conventional")?;
+                if base <= 0.0 {
+                    bail!("conventional {field} at free space {fs} is {base}: no ratio");
+                }
+                y /= base;
+            }
+            values.push((fs * 100.0, y));
+        }
+        let line = match lines.iter_mut().position(|l| l.scheme == scheme) {
+            Some(k) => &mut lines[k],
+            None => {
+                lines.push(IaaLine {
+                    scheme: scheme.to_string(),
+                    panels: vec![Vec::new(); panels.len()],
+                });
+                lines.last_mut().context("just pushed")?
+            }
+        };
+        for (p, pt) in line.panels.iter_mut().zip(values) {
+            p.push(pt);
+        }
+    }
+    for l in &mut lines {
+        for p in &mut l.panels {
+            p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+    }
+    let storage = v["storage"].as_str().unwrap_or("?");
+    Ok(IaaData {
+        title: format!("IAA Fig. 11: free-space sweep, {storage} storage"),
+        panels: panels.iter().map(|p| p.0).collect(),
+        lines,
+    })
+}
+
+/// IAA Fig. 11 as an SVG document.
+#[cfg(test)]
+pub fn iaa(d: &IaaData) -> anyhow::Result<String> {
+    render_svg(&Figure::Iaa(d.clone()))
+}
+
+fn iaa_on<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, d: &IaaData) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let (plots, legend) = titled_with_legend(root, &d.title, 22, 150)?;
+    let panels = plots.split_evenly((1, d.panels.len()));
+    let all = || d.lines.iter().flat_map(|l| l.panels.iter());
+    let x_lo = all().flatten().map(|p| p.0).fold(f64::MAX, f64::min);
+    let x_hi = all().flatten().map(|p| p.0).fold(f64::MIN, f64::max);
+    let pad = ((x_hi - x_lo) * 0.05).max(1.0);
+    for (k, (panel, desc)) in panels.iter().zip(&d.panels).enumerate() {
+        let ys = || d.lines.iter().flat_map(|l| l.panels[k].iter().map(|p| p.1));
+        let (lo, hi) = (ys().fold(f64::MAX, f64::min), ys().fold(f64::MIN, f64::max));
+        let pad_y = ((hi - lo) * 0.1).max(hi.abs() * 0.02).max(1e-9);
+        let mut chart = ChartBuilder::on(panel)
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(x_lo - pad..x_hi + pad, (lo - pad_y).max(0.0)..hi + pad_y)
+            .map_err(to_anyhow)?;
+        chart
+            .configure_mesh()
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(RGBColor(0xe2, 0xe2, 0xe2))
+            .x_desc("free space (%)")
+            .y_desc(*desc)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .label_style(("sans-serif", 12))
+            .axis_desc_style(("sans-serif", 14))
+            .draw()
+            .map_err(to_anyhow)?;
+        for (i, l) in d.lines.iter().enumerate() {
+            let c = colour(i);
+            chart
+                .draw_series(LineSeries::new(l.panels[k].clone(), c.stroke_width(2)))
+                .map_err(to_anyhow)?;
+            chart
+                .draw_series(l.panels[k].iter().map(|&p| Circle::new(p, 3, c.filled())))
+                .map_err(to_anyhow)?;
+        }
+    }
+    legend_strip(
+        &legend,
+        d.lines.iter().map(|l| l.scheme.as_str()),
+        false,
+        &[],
+    )
 }
 
 #[cfg(test)]
@@ -1127,6 +1577,54 @@ mod tests {
             assert!(svg.contains(name), "{name}");
         }
         assert!(!svg.contains("without a result"));
+    }
+
+    #[test]
+    fn table_i_labels_ipa_rows_only_and_says_when_there_is_no_ratio() {
+        let row = |config: &str, mig: f64, tps: f64| {
+            serde_json::json!({"config": config, "ipa_appends": 1,
+                "gc_migrations_per_host_write": mig, "gc_erases_per_host_write": 0.1,
+                "throughput_tps": tps, "stdev": 1.0})
+        };
+        let v = serde_json::json!({"workload": "tpcb", "scale": 8, "rows": [
+            row("baseline", 0.0, 100.0), row("global", 0.5, 200.0), row("ipa-global", 0.1, 205.0)
+        ]});
+        let t = table_i_of(&v).unwrap();
+        assert_eq!(t.title, "IPA Table I: TPC-B 8");
+        assert!(ipa_labels(&t.rows, &t.rows[1], |r| r.tps).is_empty());
+        assert_eq!(
+            ipa_labels(&t.rows, &t.rows[2], |r| r.tps),
+            ["+2.5% vs global", "+105% vs baseline"]
+        );
+        assert_eq!(
+            ipa_labels(&t.rows, &t.rows[2], |r| r.migrations_per_write),
+            ["-80% vs global", "n/a vs baseline (0)"]
+        );
+        let svg = table_i(&t).unwrap();
+        assert!(svg.contains("+105% vs baseline"));
+    }
+
+    #[test]
+    fn iaa_throughput_is_relative_to_conventional_at_the_same_free_space() {
+        let row = |fs: f64, scheme: &str, qps: f64| {
+            serde_json::json!({"free_space": fs, "scheme": scheme, "throughput_qps": qps,
+                "gc_copies_per_host_write": 0.5})
+        };
+        let v = serde_json::json!({"storage": "native", "rows": [
+            row(0.2, "conventional", 200.0), row(0.1, "conventional", 100.0),
+            row(0.1, "iaa", 110.0), row(0.2, "iaa", 250.0)
+        ]});
+        let d = iaa_of(&v).unwrap();
+        assert_eq!(
+            d.panels,
+            ["throughput vs conventional", "GC copies per host write"]
+        );
+        assert_eq!(d.lines[1].scheme, "iaa");
+        // Sorted by free space, each point divided by its own free space's conventional row.
+        let iaa_tps = &d.lines[1].panels[0];
+        assert_eq!(iaa_tps[0].0, 10.0);
+        assert!((iaa_tps[0].1 - 1.1).abs() < 1e-12 && (iaa_tps[1].1 - 1.25).abs() < 1e-12);
+        assert!(iaa(&d).unwrap().contains("GC copies per host write"));
     }
 
     #[test]

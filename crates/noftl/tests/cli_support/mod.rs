@@ -1,6 +1,7 @@
 //! Running the `noftl` binary from integration tests.
 #![allow(dead_code)] // each test file uses its own subset
 
+use std::collections::HashMap;
 use std::process::Command;
 
 /// Runs `noftl` with `args`: (success, stdout, stderr).
@@ -21,4 +22,42 @@ pub fn noftl_json(args: &[&str]) -> serde_json::Value {
     let (ok, out, err) = noftl(args);
     assert!(ok, "{args:?}: {err}");
     serde_json::from_str(&out).expect("JSON")
+}
+
+/// The attributes of every `<rect .../>` of an SVG document.
+pub fn svg_rects(svg: &str) -> Vec<HashMap<String, String>> {
+    svg_elements(svg, "rect")
+}
+
+/// The attributes of every empty element `<name .../>` of an SVG document.
+pub fn svg_elements(svg: &str, name: &str) -> Vec<HashMap<String, String>> {
+    svg.split(&format!("<{name} "))
+        .skip(1)
+        .map(|r| {
+            let tag = &r[..r.find("/>").expect("an empty element ends in />")];
+            tag.split('"')
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .filter(|kv| kv.len() == 2)
+                .map(|kv| {
+                    (
+                        kv[0].trim().trim_end_matches('=').to_string(),
+                        kv[1].to_string(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The text of every `<text>` element of an SVG document.
+pub fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text ")
+        .skip(1)
+        .map(|t| {
+            let start = t.find('>').expect("a <text> tag ends") + 1;
+            let body = &t[start..t.find("</text>").expect("a <text> element is closed")];
+            body.trim().to_string()
+        })
+        .collect()
 }

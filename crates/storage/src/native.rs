@@ -665,9 +665,10 @@ impl NativeStore {
         if let Some((mode, scheme)) = spec.ipa {
             // In-Place Appends: refused before anything is written when the chips cannot take
             // them (ipa.rs, docs/ipa.md "Modes").
-            let (cell, what) = match mode {
-                crate::region::IpaMode::Slc => (nand::CellMode::Slc, "SLC"),
-                crate::region::IpaMode::Pslc => (nand::CellMode::Pslc, "pSLC"),
+            let cell = mode.cell_mode();
+            let what = match mode {
+                crate::region::IpaMode::Slc => "SLC",
+                crate::region::IpaMode::Pslc => "pSLC",
             };
             if mode == crate::region::IpaMode::Slc && dev.cell.native != nand::CellMode::Slc {
                 return Err(Error::Config(format!(
@@ -1320,10 +1321,7 @@ impl PageStore for NativeStore {
             // before a restart changed nothing, or a copy moved it): out of place it goes.
             return Ok(None);
         };
-        let cell = match mode {
-            crate::region::IpaMode::Slc => nand::CellMode::Slc,
-            crate::region::IpaMode::Pslc => nand::CellMode::Pslc,
-        };
+        let cell = mode.cell_mode();
         let nand = self.spaces[0].nand();
         if nand.page_programs(ppn) >= nand.config().nop_limit(cell) {
             // Every program this flash page allows is spent (pages of several DB pages share

@@ -47,6 +47,16 @@ pub enum IpaMode {
     Pslc,
 }
 
+impl IpaMode {
+    /// The blocks' cell mode the appends go to (whose NOP bounds them).
+    pub fn cell_mode(self) -> CellMode {
+        match self {
+            IpaMode::Slc => CellMode::Slc,
+            IpaMode::Pslc => CellMode::Pslc,
+        }
+    }
+}
+
 /// A parsed `CREATE REGION`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RegionSpec {

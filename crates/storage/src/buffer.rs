@@ -22,8 +22,11 @@
 //!    pages in many places (slotted records, compaction, headers, B-tree splits), each a chance
 //!    to miss a range and lose an update silently; one diff at write-back cannot miss one, and
 //!    costs a word compare per 8 bytes only for IPA pages (docs/PERFORMANCE.md measures it).
+//! 7. `dirty` holds `(rec_lsn, frame)` for exactly the frames with `dirty` set, so that the
+//!    cleaner's "oldest few dirty pages" and the checkpoint's minimum `rec_lsn` cost a lookup,
+//!    not a pass over the pool.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::error::{Error, Result};
 use crate::log::LogManager;
@@ -102,9 +105,13 @@ pub struct BufferPool {
     frames: Vec<Frame>,
     map: HashMap<PageId, usize>,
     hand: usize,
-    /// Frames with `dirty` set, kept as they change: the background cleaner asks after every
-    /// page it writes, and a count over a large pool there cost more than the write.
-    dirty_frames: usize,
+    /// The dirty frames as `(rec_lsn, frame)`, kept as they change (invariant 7): the
+    /// background cleaner asks for the oldest few after every page it writes, and a pass over a
+    /// pool of tens of thousands of frames there cost more than the write at the NoFTL paper's
+    /// scales.
+    dirty: BTreeSet<(Lsn, usize)>,
+    /// Scratch for `flush`: the frames chosen, so that a flush does not allocate.
+    flush_batch: Vec<usize>,
     pub stats: BufferStats,
     /// Scratch for In-Place Appends: the diff's ranges and the slot being encoded.
     ipa_ranges: Vec<(u16, u16)>,
@@ -150,7 +157,8 @@ impl BufferPool {
                 .collect(),
             map: HashMap::with_capacity(frames * 2),
             hand: 0,
-            dirty_frames: 0,
+            dirty: BTreeSet::new(),
+            flush_batch: Vec::new(),
             stats: BufferStats::default(),
             ipa_ranges: Vec::new(),
             ipa_slot: Vec::new(),
@@ -216,7 +224,7 @@ impl BufferPool {
             fr.pins = 1;
             fr.referenced = true;
             if fr.dirty {
-                self.dirty_frames -= 1;
+                self.dirty.remove(&(fr.rec_lsn, f));
             }
             fr.dirty = false;
             fr.rec_lsn = 0;
@@ -243,7 +251,8 @@ impl BufferPool {
         if !fr.dirty {
             fr.dirty = true;
             fr.rec_lsn = lsn;
-            self.dirty_frames += 1;
+            let fresh = self.dirty.insert((lsn, f));
+            debug_assert!(fresh, "invariant 7: a frame is in the dirty set once");
         }
     }
 
@@ -327,8 +336,9 @@ impl BufferPool {
         if layout.is_some() {
             self.stats.ipa_out_of_place += 1;
         }
+        let was = self.dirty.remove(&(fr.rec_lsn, f));
+        debug_assert!(was, "invariant 7: a dirty frame is in the dirty set");
         fr.dirty = false;
-        self.dirty_frames -= 1;
         fr.rec_lsn = 0;
         self.stats.writebacks += 1;
         Ok(t)
@@ -429,9 +439,10 @@ impl BufferPool {
         fr.data[offset..offset + slot_bytes].copy_from_slice(&self.ipa_slot);
         fr.ipa_used += 1;
         fr.shadow.copy_from_slice(&fr.data);
+        let was = self.dirty.remove(&(fr.rec_lsn, f));
+        debug_assert!(was, "invariant 7: a dirty frame is in the dirty set");
         fr.dirty = false;
         fr.rec_lsn = 0;
-        self.dirty_frames -= 1;
         self.stats.writebacks += 1;
         self.stats.ipa_appends += 1;
         Ok(Some(done))
@@ -447,26 +458,34 @@ impl BufferPool {
         max: usize,
         sync: bool,
     ) -> Result<Nanos> {
-        let mut dirty: Vec<(Lsn, usize)> = self
-            .frames
-            .iter()
-            .enumerate()
-            .filter(|(_, fr)| fr.dirty && fr.pins == 0)
-            .map(|(i, fr)| (fr.rec_lsn, i))
-            .collect();
-        if dirty.is_empty() {
+        // Oldest first: the same pages, in the same order, as sorting every dirty unpinned frame
+        // by `(rec_lsn, frame)` and taking the first `max`.
+        let mut batch = std::mem::take(&mut self.flush_batch);
+        batch.clear();
+        batch.extend(
+            self.dirty
+                .iter()
+                .filter(|&&(_, f)| self.frames[f].pins == 0)
+                .map(|&(_, f)| f)
+                .take(max),
+        );
+        if batch.is_empty() {
+            self.flush_batch = batch;
             return Ok(at);
         }
-        // The background cleaner asks for a few pages of a large pool: select, do not sort all.
-        if max < dirty.len() {
-            dirty.select_nth_unstable(max);
-            dirty.truncate(max);
-        }
-        dirty.sort_unstable();
         let mut done = at;
-        for (_, f) in dirty {
-            done = done.max(self.write_back(store, log, at, f)?);
+        let mut result = Ok(());
+        for &f in &batch {
+            match self.write_back(store, log, at, f) {
+                Ok(t) => done = done.max(t),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
         }
+        self.flush_batch = batch;
+        result?;
         if sync {
             store.sync_pages(done)
         } else {
@@ -504,18 +523,18 @@ impl BufferPool {
     }
     pub fn dirty_count(&self) -> usize {
         debug_assert_eq!(
-            self.dirty_frames,
+            self.dirty.len(),
             self.frames.iter().filter(|fr| fr.dirty).count(),
-            "the dirty count follows every change of a frame's dirty flag"
+            "invariant 7: the dirty set follows every change of a frame's dirty flag"
         );
-        self.dirty_frames
+        self.dirty.len()
+    }
+    /// Whether `pid` is in the pool and dirty.
+    pub fn is_dirty(&self, pid: PageId) -> bool {
+        self.map.get(&pid).is_some_and(|&f| self.frames[f].dirty)
     }
     pub fn min_rec_lsn(&self) -> Option<Lsn> {
-        self.frames
-            .iter()
-            .filter(|fr| fr.dirty)
-            .map(|fr| fr.rec_lsn)
-            .min()
+        self.dirty.first().map(|&(lsn, _)| lsn)
     }
     pub fn pinned_count(&self) -> usize {
         self.frames.iter().filter(|fr| fr.pins > 0).count()

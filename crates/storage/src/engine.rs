@@ -660,7 +660,7 @@ impl Engine {
             let mut images = Vec::new();
             for &pid in &pids {
                 let whole = matches!(&body, Body::Redo(ops) if ops.iter().any(|o| matches!(o, Op::PageImage { pid: p, .. } if *p == pid)));
-                if whole || self.pool_is_dirty(pid) {
+                if whole || self.pool.is_dirty(pid) {
                     continue;
                 }
                 let f = self.fix(pid, Fix::Read)?;
@@ -708,10 +708,6 @@ impl Engine {
             self.now = self.note(r)?;
         }
         Ok(lsn)
-    }
-
-    fn pool_is_dirty(&self, pid: PageId) -> bool {
-        self.pool.dirty_pages().iter().any(|(p, _)| *p == pid)
     }
 
     fn append(&mut self, rec: &LogRecord) -> Result<Lsn> {

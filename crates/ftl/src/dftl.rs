@@ -196,7 +196,7 @@ struct Entry {
 }
 
 /// The Cached Mapping Table: a slab of entries, a hash index, an LRU list and, per
-/// translation page, the list of its cached entries (for batch updates).
+/// translation page, the list of its dirty cached entries (for batch updates).
 #[derive(Debug)]
 pub struct Cmt {
     entries: Vec<Entry>,
@@ -281,7 +281,6 @@ impl Cmt {
 
     fn insert(&mut self, lpn: u64, ppn: u32) -> u32 {
         debug_assert!(self.len() < self.capacity && self.get(lpn).is_none());
-        let tp = (lpn / self.per_tpage) as usize;
         let e = Entry {
             lpn,
             ppn,
@@ -289,7 +288,7 @@ impl Cmt {
             prev: NIL,
             next: NIL,
             tprev: NIL,
-            tnext: self.by_tpage[tp],
+            tnext: NIL,
         };
         let s = match self.free.pop() {
             Some(s) => {
@@ -301,10 +300,6 @@ impl Cmt {
                 (self.entries.len() - 1) as u32
             }
         };
-        if e.tnext != NIL {
-            self.entries[e.tnext as usize].tprev = s;
-        }
-        self.by_tpage[tp] = s;
         self.push_mru(s);
         self.index.insert(lpn, s);
         s
@@ -321,14 +316,14 @@ impl Cmt {
         } = self.entries[s as usize];
         if dirty {
             self.count_dirty(lpn / self.per_tpage, false);
-        }
-        if tprev == NIL {
-            self.by_tpage[(lpn / self.per_tpage) as usize] = tnext;
-        } else {
-            self.entries[tprev as usize].tnext = tnext;
-        }
-        if tnext != NIL {
-            self.entries[tnext as usize].tprev = tprev;
+            if tprev == NIL {
+                self.by_tpage[(lpn / self.per_tpage) as usize] = tnext;
+            } else {
+                self.entries[tprev as usize].tnext = tnext;
+            }
+            if tnext != NIL {
+                self.entries[tnext as usize].tprev = tprev;
+            }
         }
         self.index.remove(&lpn);
         self.free.push(s);
@@ -378,6 +373,16 @@ impl MapCache for Cmt {
         let tp = e.lpn / self.per_tpage;
         if turned_dirty {
             self.count_dirty(tp, true);
+            // Only dirty entries are on their translation page's list (the batch update visits
+            // those and no clean one).
+            let head = self.by_tpage[tp as usize];
+            let e = &mut self.entries[s as usize];
+            e.tprev = NIL;
+            e.tnext = head;
+            if head != NIL {
+                self.entries[head as usize].tprev = s;
+            }
+            self.by_tpage[tp as usize] = s;
         }
         old
     }
@@ -404,15 +409,18 @@ impl MapCache for Cmt {
     /// Every dirty cached entry of the page (DFTL's batch update).
     fn write_back_with(&mut self, v: u64, flash_map: &mut [u32]) -> u64 {
         let mut n = 0;
-        let mut s = self.by_tpage[v as usize];
+        let mut s = std::mem::replace(&mut self.by_tpage[v as usize], NIL);
         while s != NIL {
             let e = &mut self.entries[s as usize];
-            if e.dirty {
-                flash_map[e.lpn as usize] = e.ppn;
-                e.dirty = false;
-                n += 1;
-            }
-            s = e.tnext;
+            debug_assert!(
+                e.dirty,
+                "only dirty entries are on a translation page's list"
+            );
+            flash_map[e.lpn as usize] = e.ppn;
+            e.dirty = false;
+            n += 1;
+            s = std::mem::replace(&mut e.tnext, NIL);
+            e.tprev = NIL;
         }
         debug_assert_eq!(u64::from(self.dirty_in_tpage[v as usize]), n);
         if n > 0 {

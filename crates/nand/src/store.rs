@@ -155,8 +155,12 @@ pub trait Store: Send + std::fmt::Debug {
 
 fn apply(dst: &mut [u8], fresh: bool, off: usize, src: &[u8]) {
     if fresh {
-        dst.fill(0xFF);
-        dst[off..off + src.len()].copy_from_slice(src);
+        // Erased bytes around the programmed range only: most programs cover the whole page,
+        // and a fill before the copy doubled the memory traffic of every program.
+        let end = off + src.len();
+        dst[..off].fill(0xFF);
+        dst[off..end].copy_from_slice(src);
+        dst[end..].fill(0xFF);
     } else {
         for (d, s) in dst[off..off + src.len()].iter_mut().zip(src) {
             *d &= *s;

@@ -56,6 +56,3 @@ pub fn run(
     });
     Ok(ran)
 }
-
-pub const SEED_000: &str =
-    "NoFTL Fig. 3 (TPC-C SF=5): DFTL 2% 1.63x, 15% 1.71x, 35% 1.44x slower than NoFTL.";

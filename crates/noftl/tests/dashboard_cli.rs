@@ -1,10 +1,13 @@
-//! `noftl dashboard` over HTTP (no browser: the browser test is issue 17's later part): it
-//! listens on loopback only, serves its page and chart library, refuses bad input with a
-//! message, runs a bench started from the API and streams its samples and result as
-//! server-sent events, the same to every subscriber, ending with summary.json's figures.
+//! `noftl dashboard` over HTTP and in a real browser. Over HTTP: it listens on loopback only,
+//! serves its page and chart library, refuses bad input with a message, runs a bench started
+//! from the API and streams its samples and result as server-sent events, the same to every
+//! subscriber, ending with summary.json's figures. In headless Chromium (`cdp_support`): the
+//! page's form starts a run, its chart fills with live points, and its result table shows the
+//! run's summary.json; the page is saved as a screenshot (`target/tmp/dashboard.png`).
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod cdp_support;
 mod cli_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -171,4 +174,165 @@ fn the_dashboard_refuses_a_non_loopback_address() {
     let (ok, _, err) = cli_support::noftl(&["dashboard", "--listen", "0.0.0.0:0"]);
     assert!(!ok);
     assert!(err.contains("--allow-remote"), "{err}");
+}
+
+/// A number the page shows with `decimals` decimals equals `want` (to half a unit in the last
+/// place: the page rounds with JavaScript's `toFixed`).
+fn shown_equals(table: &[(String, String)], key: &str, want: f64, decimals: i32) {
+    let (_, got) = table
+        .iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no row '{key}' in the result table {table:?}"));
+    let got: f64 = got
+        .parse()
+        .unwrap_or_else(|_| panic!("{key}: '{got}' is not a number"));
+    let tol = 0.5 * 10f64.powi(-decimals) + want.abs() * 1e-12;
+    assert!(
+        (got - want).abs() <= tol,
+        "{key}: the page shows {got}, summary.json has {want}"
+    );
+}
+
+#[test]
+fn in_a_browser_a_run_started_from_the_form_shows_live_points_and_its_result() {
+    let Some(chromium) = cdp_support::find_chromium() else {
+        // Written past the test harness's capture, so the skip shows in every log.
+        let _ = std::io::stderr().write_all(
+            b"SKIPPED: no chromium on the PATH (nor $NOFTL_CHROMIUM); scripts/install-test-deps.sh installs Debian's chromium\n",
+        );
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let dash = start(&d.path().join("runs"));
+    let mut b = cdp_support::Browser::start(&chromium, 1280, 1000);
+    b.navigate(&format!("http://{}/", dash.addr));
+    let long = std::time::Duration::from_secs(90);
+    b.wait_for(
+        "document.readyState === 'complete' && typeof uPlot === 'function'",
+        long,
+        "the page and its chart library",
+    );
+
+    // Bad input in the form (one the browser's own checks of number fields let through): the
+    // server's message naming the field, nothing started.
+    let set = |field: &str, value: &str| {
+        format!(
+            "document.querySelector('#form [name={field}]').value = {}",
+            serde_json::Value::String(value.into())
+        )
+    };
+    b.eval(&set("duration", "soon"));
+    b.eval("document.querySelector('#form button').click()");
+    let msg = b.wait_for("$('error').textContent", long, "the form's error message");
+    assert!(msg.as_str().unwrap().starts_with("duration: "), "{msg}");
+
+    // A short scenario, paced to 2 virtual seconds per second so that it is watched live.
+    for (field, value) in [
+        ("workload", "tpcb"),
+        ("storage", "native"),
+        ("scale", "1"),
+        ("terminals", "2"),
+        ("duration", "2s"),
+        ("preset", "noftl13"),
+        ("speed", "2"),
+    ] {
+        b.eval(&set(field, value));
+    }
+    b.eval("document.querySelector('#form button').click()");
+    let state = "({ points: tpsPlot ? tpsPlot.data[0].length : 0, \
+                    result: document.querySelector('#result th') !== null, \
+                    error: $('error').textContent, title: $('title').textContent })";
+    let deadline = std::time::Instant::now() + long;
+    let mut live_points = 0;
+    let end = loop {
+        let s = b.eval(state);
+        assert_eq!(s["error"], "", "the run failed: {s}");
+        if s["result"] == true {
+            break s;
+        }
+        live_points = live_points.max(s["points"].as_u64().unwrap());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no result after {long:?}: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        live_points > 0,
+        "the chart had points before the run ended: {end}"
+    );
+    let id: u64 = end["title"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("Run ")
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    // The result table is the run's summary.json.
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.path().join(format!("runs/run-{id}/summary.json"))).unwrap(),
+    )
+    .unwrap();
+    let rows = b.eval(
+        "[...document.querySelectorAll('#result tr')].slice(1).map(tr => [...tr.cells].map(c => c.textContent))",
+    );
+    let table: Vec<(String, String)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into()))
+        .collect();
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    shown_equals(
+        &table,
+        "throughput (committed tx/s)",
+        f(&summary["throughput_tps"]),
+        1,
+    );
+    shown_equals(&table, "committed", f(&summary["committed"]), 0);
+    let lat = &summary["Latency Distribution"];
+    shown_equals(
+        &table,
+        "latency median (us)",
+        f(&lat["Median Latency (microseconds)"]),
+        1,
+    );
+    shown_equals(
+        &table,
+        "latency p99 (us)",
+        f(&lat["99th Percentile Latency (microseconds)"]),
+        1,
+    );
+    shown_equals(
+        &table,
+        "flash programs per txn",
+        f(&summary["per_txn"]["flash_programs"]),
+        3,
+    );
+    shown_equals(&table, "virtual seconds", f(&summary["virtual_seconds"]), 3);
+    assert!(f(&summary["committed"]) > 0.0, "{summary}");
+
+    // The chart: a point per 20 ms window (but the first), and its throughput integrated over
+    // time is the commits after the first window, so at most the run's and at least 90 % of it.
+    let chart = b.eval("({ t: tpsPlot.data[0], tps: tpsPlot.data[1] })");
+    let t: Vec<f64> = chart["t"].as_array().unwrap().iter().map(f).collect();
+    let tps: Vec<f64> = chart["tps"].as_array().unwrap().iter().map(f).collect();
+    assert!(t.len() >= 50, "2 s in 20 ms windows: {} points", t.len());
+    let commits: f64 = t
+        .windows(2)
+        .zip(&tps[1..])
+        .map(|(w, x)| (w[1] - w[0]) * x)
+        .sum();
+    let committed = f(&summary["committed"]);
+    assert!(
+        commits <= committed + 0.5 && commits >= 0.9 * committed,
+        "the chart's commits {commits} vs the run's {committed}"
+    );
+
+    let png = b.screenshot_png();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG screenshot");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    std::fs::write(&out, &png).unwrap();
+    let _ = std::io::stderr().write_all(format!("screenshot: {}\n", out.display()).as_bytes());
 }

@@ -112,9 +112,12 @@ pub fn mark(t_ns: u64, n: Option<&nand::Nand>, gc_migrations: u64) -> Mark {
 }
 
 /// A live point of a running bench, for the dashboard: the engine's and the device's cumulative
-/// counters at a window boundary (`t_s` from the measured window's start).
+/// counters at a window boundary (`t_s` from the measured window's start), of the series
+/// `series` (empty for a bench; `STORE` or `STORE #REPEAT` in a comparison, whose runs go on
+/// worker threads).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LivePoint {
+    pub series: String,
     pub t_s: f64,
     pub commits: u64,
     pub aborts: u64,
@@ -125,23 +128,44 @@ pub struct LivePoint {
     pub free_blocks: Option<u64>,
 }
 
-type LiveHook = Box<dyn FnMut(LivePoint)>;
+/// The dashboard's receiver of live points. Shared (`Arc`, `Sync`) so that a verb running its
+/// stores on worker threads (`compare`) hands it to each of them (`live_hook`, `set_live`).
+pub type LiveHook = std::sync::Arc<dyn Fn(LivePoint) + Send + Sync>;
 
 thread_local! {
-    /// The dashboard's hook for runs on this thread (none elsewhere: the CLI verbs pay nothing).
-    static LIVE: std::cell::RefCell<Option<LiveHook>> = const { std::cell::RefCell::new(None) };
+    /// The dashboard's hook for runs on this thread and the series they are (none elsewhere:
+    /// the CLI verbs pay nothing).
+    static LIVE: std::cell::RefCell<Option<(LiveHook, String)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
-/// Sets (or clears) this thread's live hook.
+/// Sets (or clears) this thread's live hook; its points are of the series `""` until
+/// `set_live_series`.
 pub fn set_live(hook: Option<LiveHook>) {
-    LIVE.with(|l| *l.borrow_mut() = hook);
+    LIVE.with(|l| *l.borrow_mut() = hook.map(|h| (h, String::new())));
 }
 
-/// Calls this thread's live hook, if any, with the point `p` makes.
+/// This thread's live hook, to set on a worker thread.
+pub fn live_hook() -> Option<LiveHook> {
+    LIVE.with(|l| l.borrow().as_ref().map(|(h, _)| std::sync::Arc::clone(h)))
+}
+
+/// Names the series of this thread's next live points (nothing without a hook).
+pub fn set_live_series(series: &str) {
+    LIVE.with(|l| {
+        if let Some((_, s)) = l.borrow_mut().as_mut() {
+            series.clone_into(s);
+        }
+    });
+}
+
+/// Calls this thread's live hook, if any, with the point `p` makes (its series set here).
 pub fn live(p: impl FnOnce() -> LivePoint) {
     LIVE.with(|l| {
-        if let Some(f) = l.borrow_mut().as_mut() {
-            f(p());
+        if let Some((f, series)) = l.borrow().as_ref() {
+            let mut point = p();
+            point.series.clone_from(series);
+            f(point);
         }
     });
 }

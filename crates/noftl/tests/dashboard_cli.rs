@@ -178,23 +178,93 @@ fn the_dashboard_refuses_a_non_loopback_address() {
 
 /// A number the page shows with `decimals` decimals equals `want` (to half a unit in the last
 /// place: the page rounds with JavaScript's `toFixed`).
-fn shown_equals(table: &[(String, String)], key: &str, want: f64, decimals: i32) {
-    let (_, got) = table
-        .iter()
-        .find(|(k, _)| k == key)
-        .unwrap_or_else(|| panic!("no row '{key}' in the result table {table:?}"));
+fn shown_equals(what: &str, got: &str, want: f64, decimals: i32) {
     let got: f64 = got
         .parse()
-        .unwrap_or_else(|_| panic!("{key}: '{got}' is not a number"));
+        .unwrap_or_else(|_| panic!("{what}: '{got}' is not a number"));
     let tol = 0.5 * 10f64.powi(-decimals) + want.abs() * 1e-12;
     assert!(
         (got - want).abs() <= tol,
-        "{key}: the page shows {got}, summary.json has {want}"
+        "{what}: the page shows {got}, summary.json has {want}"
     );
 }
 
+const LONG: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Fills the form with `fields`, submits it, and waits for the run's result table: returns the
+/// run's id and the most points the throughput chart had before the result came.
+fn run_from_form(b: &mut cdp_support::Browser, fields: &[(&str, &str)]) -> (u64, u64) {
+    for (field, value) in fields {
+        b.eval(&format!(
+            "{{ const e = document.querySelector('#form [name={field}]'); e.value = {}; \
+               e.dispatchEvent(new Event('change')); }}",
+            serde_json::Value::String((*value).into())
+        ));
+    }
+    // The result of the run shown before stays until the page switches to the new one.
+    let before = b.eval("$('title').textContent");
+    b.eval("document.querySelector('#form button').click()");
+    let state = "({ points: tpsPlot ? tpsPlot.data[0].length : 0, \
+                    result: document.querySelector('#result th') !== null, \
+                    error: $('error').textContent, title: $('title').textContent })";
+    let deadline = std::time::Instant::now() + LONG;
+    let mut live_points = 0;
+    let end = loop {
+        let s = b.eval(state);
+        assert_eq!(s["error"], "", "the run failed: {s}");
+        if s["title"] == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the page did not switch to the new run: {s}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            continue;
+        }
+        if s["result"] == true {
+            break s;
+        }
+        live_points = live_points.max(s["points"].as_u64().unwrap());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no result after {LONG:?}: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let id = end["title"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("Run ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    (id, live_points)
+}
+
+/// The result table's rows (header left out), cell texts.
+fn result_table(b: &mut cdp_support::Browser) -> Vec<Vec<String>> {
+    let rows = b.eval(
+        "[...document.querySelectorAll('#result tr')].slice(1).map(tr => [...tr.cells].map(c => c.textContent))",
+    );
+    serde_json::from_value(rows).unwrap()
+}
+
+fn summary_of(runs: &std::path::Path, id: u64) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(runs.join(format!("run-{id}/summary.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+fn save_screenshot(b: &mut cdp_support::Browser, name: &str) {
+    let png = b.screenshot_png();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG screenshot");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&out, &png).unwrap();
+    let _ = std::io::stderr().write_all(format!("screenshot: {}\n", out.display()).as_bytes());
+}
+
 #[test]
-fn in_a_browser_a_run_started_from_the_form_shows_live_points_and_its_result() {
+fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() {
     let Some(chromium) = cdp_support::find_chromium() else {
         // Written past the test harness's capture, so the skip shows in every log.
         let _ = std::io::stderr().write_all(
@@ -203,121 +273,77 @@ fn in_a_browser_a_run_started_from_the_form_shows_live_points_and_its_result() {
         return;
     };
     let d = tempfile::tempdir().unwrap();
-    let dash = start(&d.path().join("runs"));
-    let mut b = cdp_support::Browser::start(&chromium, 1280, 1000);
+    let runs = d.path().join("runs");
+    let dash = start(&runs);
+    let mut b = cdp_support::Browser::start(&chromium, 1280, 1350);
     b.navigate(&format!("http://{}/", dash.addr));
-    let long = std::time::Duration::from_secs(90);
     b.wait_for(
         "document.readyState === 'complete' && typeof uPlot === 'function'",
-        long,
+        LONG,
         "the page and its chart library",
     );
 
     // Bad input in the form (one the browser's own checks of number fields let through): the
     // server's message naming the field, nothing started.
-    let set = |field: &str, value: &str| {
-        format!(
-            "document.querySelector('#form [name={field}]').value = {}",
-            serde_json::Value::String(value.into())
-        )
-    };
-    b.eval(&set("duration", "soon"));
+    b.eval("document.querySelector('#form [name=duration]').value = 'soon'");
     b.eval("document.querySelector('#form button').click()");
-    let msg = b.wait_for("$('error').textContent", long, "the form's error message");
+    let msg = b.wait_for("$('error').textContent", LONG, "the form's error message");
     assert!(msg.as_str().unwrap().starts_with("duration: "), "{msg}");
 
-    // A short scenario, paced to 2 virtual seconds per second so that it is watched live.
-    for (field, value) in [
-        ("workload", "tpcb"),
-        ("storage", "native"),
-        ("scale", "1"),
-        ("terminals", "2"),
-        ("duration", "2s"),
-        ("preset", "noftl13"),
-        ("speed", "2"),
-    ] {
-        b.eval(&set(field, value));
-    }
-    b.eval("document.querySelector('#form button').click()");
-    let state = "({ points: tpsPlot ? tpsPlot.data[0].length : 0, \
-                    result: document.querySelector('#result th') !== null, \
-                    error: $('error').textContent, title: $('title').textContent })";
-    let deadline = std::time::Instant::now() + long;
-    let mut live_points = 0;
-    let end = loop {
-        let s = b.eval(state);
-        assert_eq!(s["error"], "", "the run failed: {s}");
-        if s["result"] == true {
-            break s;
-        }
-        live_points = live_points.max(s["points"].as_u64().unwrap());
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no result after {long:?}: {s}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    assert!(
-        live_points > 0,
-        "the chart had points before the run ended: {end}"
+    // A short bench, paced to 2 virtual seconds per second so that it is watched live.
+    let (id, live_points) = run_from_form(
+        &mut b,
+        &[
+            ("scenario", "bench"),
+            ("workload", "tpcb"),
+            ("storage", "native"),
+            ("scale", "1"),
+            ("terminals", "2"),
+            ("duration", "2s"),
+            ("preset", "noftl13"),
+            ("speed", "2"),
+        ],
     );
-    let id: u64 = end["title"]
-        .as_str()
-        .unwrap()
-        .strip_prefix("Run ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    assert!(live_points > 0, "the chart had points before the run ended");
 
     // The result table is the run's summary.json.
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(d.path().join(format!("runs/run-{id}/summary.json"))).unwrap(),
-    )
-    .unwrap();
-    let rows = b.eval(
-        "[...document.querySelectorAll('#result tr')].slice(1).map(tr => [...tr.cells].map(c => c.textContent))",
-    );
-    let table: Vec<(String, String)> = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into()))
-        .collect();
+    let summary = summary_of(&runs, id);
+    let table = result_table(&mut b);
     let f = |v: &serde_json::Value| v.as_f64().unwrap();
-    shown_equals(
-        &table,
-        "throughput (committed tx/s)",
-        f(&summary["throughput_tps"]),
-        1,
-    );
-    shown_equals(&table, "committed", f(&summary["committed"]), 0);
     let lat = &summary["Latency Distribution"];
-    shown_equals(
-        &table,
-        "latency median (us)",
-        f(&lat["Median Latency (microseconds)"]),
-        1,
-    );
-    shown_equals(
-        &table,
-        "latency p99 (us)",
-        f(&lat["99th Percentile Latency (microseconds)"]),
-        1,
-    );
-    shown_equals(
-        &table,
-        "flash programs per txn",
-        f(&summary["per_txn"]["flash_programs"]),
-        3,
-    );
-    shown_equals(&table, "virtual seconds", f(&summary["virtual_seconds"]), 3);
+    for (key, want, decimals) in [
+        ("throughput (committed tx/s)", &summary["throughput_tps"], 1),
+        ("committed", &summary["committed"], 0),
+        (
+            "latency median (us)",
+            &lat["Median Latency (microseconds)"],
+            1,
+        ),
+        (
+            "latency p99 (us)",
+            &lat["99th Percentile Latency (microseconds)"],
+            1,
+        ),
+        (
+            "flash programs per txn",
+            &summary["per_txn"]["flash_programs"],
+            3,
+        ),
+        ("virtual seconds", &summary["virtual_seconds"], 3),
+    ] {
+        let row = table
+            .iter()
+            .find(|r| r[0] == key)
+            .unwrap_or_else(|| panic!("no row '{key}' in the result table {table:?}"));
+        shown_equals(key, &row[1], f(want), decimals);
+    }
     assert!(f(&summary["committed"]) > 0.0, "{summary}");
 
     // The chart: a point per 20 ms window (but the first), and its throughput integrated over
     // time is the commits after the first window, so at most the run's and at least 90 % of it.
     let chart = b.eval("({ t: tpsPlot.data[0], tps: tpsPlot.data[1] })");
-    let t: Vec<f64> = chart["t"].as_array().unwrap().iter().map(f).collect();
-    let tps: Vec<f64> = chart["tps"].as_array().unwrap().iter().map(f).collect();
+    let t: Vec<f64> = serde_json::from_value(chart["t"].clone()).unwrap();
+    let tps: Vec<f64> = serde_json::from_value(chart["tps"].clone()).unwrap();
     assert!(t.len() >= 50, "2 s in 20 ms windows: {} points", t.len());
     let commits: f64 = t
         .windows(2)
@@ -329,10 +355,56 @@ fn in_a_browser_a_run_started_from_the_form_shows_live_points_and_its_result() {
         commits <= committed + 0.5 && commits >= 0.9 * committed,
         "the chart's commits {commits} vs the run's {committed}"
     );
+    save_screenshot(&mut b, "dashboard-bench.png");
 
-    let png = b.screenshot_png();
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG screenshot");
-    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
-    std::fs::write(&out, &png).unwrap();
-    let _ = std::io::stderr().write_all(format!("screenshot: {}\n", out.display()).as_bytes());
+    // A comparison: three stores, one live series each, then the comparison table and NoFTL
+    // Fig. 3 as drawn by `noftl plot`.
+    let stores = ["native", "dftl-2%", "page"];
+    let (id, live_points) = run_from_form(
+        &mut b,
+        &[
+            ("scenario", "compare"),
+            ("stores", &stores.join(",")),
+            ("repeat", "1"),
+            ("warmup", "none"),
+            ("duration", "2s"),
+            ("speed", "4"),
+        ],
+    );
+    assert!(live_points > 0, "the chart had points before the run ended");
+    let summary = summary_of(&runs, id);
+    let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
+    assert_eq!(
+        series,
+        serde_json::json!(stores),
+        "one live series per store"
+    );
+    let table = result_table(&mut b);
+    let rows = summary["rows"].as_array().unwrap();
+    assert_eq!(table.len(), rows.len(), "{table:?}");
+    for (shown, row) in table.iter().zip(rows) {
+        assert_eq!(shown[0], row["storage"].as_str().unwrap());
+        shown_equals("tx/s", &shown[1], f(&row["throughput_tps"]), 1);
+        if shown[0] != "native" {
+            shown_equals("slowdown", &shown[3], f(&row["slowdown"]), 2);
+        }
+        shown_equals(
+            "flash programs/txn",
+            &shown[5],
+            f(&row["per_txn"]["flash_programs"]),
+            3,
+        );
+    }
+    let fig = b.wait_for(
+        "$('figure').complete && $('figure').naturalWidth",
+        LONG,
+        "NoFTL Fig. 3 in the page",
+    );
+    assert!(fig.as_u64().unwrap() > 0);
+    let (status, svg) = http(&dash.addr, "GET", &format!("/api/runs/{id}/figure.svg"), "");
+    assert_eq!(status, 200);
+    for store in stores {
+        assert!(svg.contains(store), "the figure names {store}");
+    }
+    save_screenshot(&mut b, "dashboard-compare.png");
 }

@@ -617,6 +617,7 @@ pub(crate) fn run_virtual_marked<T: storage::sched::Terminal>(
                 let m = crate::results::mark_store(t, eng.store());
                 let t0 = marks.first().map_or(t, |f: &crate::results::Mark| f.t_ns);
                 crate::results::live(|| crate::results::LivePoint {
+                    series: String::new(),
                     t_s: (t - t0) as f64 / 1e9,
                     commits: eng.stats().commits,
                     aborts: eng.stats().aborts,

@@ -17,6 +17,7 @@
 //! - `--dir` holds one result directory per run (`run-N`); those already there are listed as
 //!   past runs at start-up.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -29,7 +30,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use clap::{Args, Parser};
+use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
@@ -50,8 +51,22 @@ pub struct DashboardArgs {
 /// What the form asks for.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct RunRequest {
+    /// `bench` (one store; the default) or `compare` (several side by side, NoFTL Fig. 3).
+    #[serde(default = "bench")]
+    pub scenario: String,
     pub workload: String,
+    /// bench: the store.
+    #[serde(default)]
     pub storage: String,
+    /// compare: the stores (compare's names; native among them).
+    #[serde(default)]
+    pub stores: Vec<String>,
+    /// compare: measured windows per store.
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// compare: before each store's windows (none, auto or a virtual time).
+    #[serde(default = "none")]
+    pub warmup: String,
     pub scale: u32,
     pub terminals: u32,
     /// Virtual run time, e.g. 10s.
@@ -60,6 +75,16 @@ pub struct RunRequest {
     /// Virtual seconds shown per wall-clock second (0: as fast as the emulator runs).
     #[serde(default)]
     pub speed: f64,
+}
+
+fn bench() -> String {
+    "bench".into()
+}
+fn one() -> u32 {
+    1
+}
+fn none() -> String {
+    "none".into()
 }
 
 const STORAGES: [&str; 8] = [
@@ -74,7 +99,8 @@ const STORAGES: [&str; 8] = [
 ];
 
 impl RunRequest {
-    /// The bench command line of this request, or what is wrong with it.
+    /// The CLI command line of this request (without the program name), or what is wrong with
+    /// it.
     pub fn argv(&self, dir: &std::path::Path) -> Result<Vec<String>, String> {
         let (max_scale, what) = match self.workload.as_str() {
             "tpcb" => (64, "branches"),
@@ -82,13 +108,42 @@ impl RunRequest {
             "tpcc" => (4, "warehouses"),
             other => return Err(format!("workload: tpcb, tatp or tpcc, not '{other}'")),
         };
-        if !STORAGES.contains(&self.storage.as_str()) {
-            return Err(format!(
-                "storage: one of {}, not '{}'",
-                STORAGES.join(", "),
-                self.storage
-            ));
-        }
+        let mut argv: Vec<String> = match self.scenario.as_str() {
+            "bench" => {
+                if !STORAGES.contains(&self.storage.as_str()) {
+                    return Err(format!(
+                        "storage: one of {}, not '{}'",
+                        STORAGES.join(", "),
+                        self.storage
+                    ));
+                }
+                ["bench", &self.workload, "--storage", &self.storage]
+                    .map(String::from)
+                    .to_vec()
+            }
+            "compare" => {
+                // compare's own checks, with its messages.
+                super::compare::parse_stores(&self.stores).map_err(|e| format!("stores: {e}"))?;
+                super::compare::parse_warmup(&self.warmup).map_err(|e| format!("warmup: {e}"))?;
+                if self.repeat == 0 || self.repeat > 10 {
+                    return Err(format!("repeat: 1 to 10, not {}", self.repeat));
+                }
+                [
+                    "compare",
+                    "--workload",
+                    &self.workload,
+                    "--stores",
+                    &self.stores.join(","),
+                    "--repeat",
+                    &self.repeat.to_string(),
+                    "--warmup",
+                    &self.warmup,
+                ]
+                .map(String::from)
+                .to_vec()
+            }
+            other => return Err(format!("scenario: bench or compare, not '{other}'")),
+        };
         if self.scale == 0 || self.scale > max_scale {
             return Err(format!(
                 "scale: 1 to {max_scale} {what} here, not {}",
@@ -116,36 +171,32 @@ impl RunRequest {
         }
         // About a hundred points per run, at least 10 ms apart.
         let window_ms = (ns / 100 / 1_000_000).max(10);
-        Ok([
-            "bench",
-            &self.workload,
-            "--storage",
-            &self.storage,
-            "--scale",
-            &self.scale.to_string(),
-            "--terminals",
-            &self.terminals.to_string(),
-            "--duration",
-            &self.duration,
-            "--preset",
-            &self.preset,
-            "--results",
-            &dir.display().to_string(),
-            "--sample-window",
-            &format!("{window_ms}ms"),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect())
+        argv.extend(
+            [
+                "--scale",
+                &self.scale.to_string(),
+                "--terminals",
+                &self.terminals.to_string(),
+                "--duration",
+                &self.duration,
+                "--preset",
+                &self.preset,
+                "--results",
+                &dir.display().to_string(),
+                "--sample-window",
+                &format!("{window_ms}ms"),
+            ]
+            .map(String::from),
+        );
+        Ok(argv)
     }
 }
 
-/// The CLI's bench parser, for a run's argv.
-#[derive(Debug, Parser)]
-#[command(name = "noftl")]
-struct BenchCli {
-    #[command(subcommand)]
-    bench: super::bench::BenchCommand,
+/// A run's command line through the CLI's own parser.
+fn parse(argv: &[String]) -> Result<super::Cli, String> {
+    use clap::Parser as _;
+    super::Cli::try_parse_from(std::iter::once("noftl").chain(argv.iter().map(String::as_str)))
+        .map_err(|e| e.to_string())
 }
 
 /// One run, live or past.
@@ -267,6 +318,7 @@ fn router(app: Shared) -> Router {
         .route("/api/runs", get(list_runs).post(start_run))
         .route("/api/runs/{id}", get(one_run))
         .route("/api/runs/{id}/events", get(events))
+        .route("/api/runs/{id}/figure.svg", get(figure))
         .with_state(app)
 }
 
@@ -340,11 +392,9 @@ async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Respon
         Ok(a) => a,
         Err(e) => return bad(e),
     };
-    let cmd = match BenchCli::try_parse_from(
-        std::iter::once("noftl".to_string()).chain(argv[1..].iter().cloned()),
-    ) {
-        Ok(c) => c.bench,
-        Err(e) => return bad(e.to_string()),
+    let cmd = match parse(&argv) {
+        Ok(c) => c,
+        Err(e) => return bad(e),
     };
     let (tx, _) = broadcast::channel(1024);
     if let Ok(mut runs) = app.runs.lock() {
@@ -364,15 +414,19 @@ async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Respon
     (StatusCode::CREATED, Json(json!({ "id": id }))).into_response()
 }
 
-/// Runs one bench on this thread, sending its window marks as `sample` events (paced to
-/// `speed` virtual seconds per wall second, if not 0), then `done` with summary.json or
-/// `error`.
-fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, speed: f64) {
-    let mut started: Option<Instant> = None;
+/// Runs one CLI command on this thread (the verb's own worker threads get the live hook too),
+/// sending its window marks as `sample` events (each series paced to `speed` virtual seconds
+/// per wall second, if not 0), then `done` with summary.json or `error`.
+fn drive(app: Shared, id: usize, cmd: super::Cli, dir: PathBuf, speed: f64) {
+    // Each series' first point's wall time: its pace starts there.
+    let started: Mutex<HashMap<String, Instant>> = Mutex::new(HashMap::new());
     let hook_app = Arc::clone(&app);
-    crate::results::set_live(Some(Box::new(move |p: crate::results::LivePoint| {
-        let t0 = *started.get_or_insert_with(Instant::now);
+    crate::results::set_live(Some(Arc::new(move |p: crate::results::LivePoint| {
         if speed > 0.0 {
+            let t0 = started
+                .lock()
+                .map(|mut m| *m.entry(p.series.clone()).or_insert_with(Instant::now))
+                .unwrap_or_else(|_| Instant::now());
             let due = Duration::from_secs_f64(p.t_s / speed);
             let el = t0.elapsed();
             if due > el {
@@ -389,7 +443,7 @@ fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, 
         json!({"phase": "loading and running"}).to_string(),
     );
     // A run that panics ends with an `error` event too: a page never waits for nothing.
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::bench::run(cmd)))
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::run(cmd)))
         .unwrap_or_else(|_| {
             Err(anyhow::anyhow!(
                 "the run panicked (see the dashboard's standard error)"
@@ -414,6 +468,22 @@ fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, 
                 json!({ "error": format!("{e:#}") }).to_string(),
             );
         }
+    }
+}
+
+/// A comparison's NoFTL Fig. 3, drawn by `noftl plot`'s code from its summary.json.
+async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    let summary = app.runs.lock().ok().and_then(|r| {
+        r.iter()
+            .find(|r| r.id == id)
+            .and_then(|r| r.summary.clone())
+    });
+    let Some(summary) = summary else {
+        return (StatusCode::NOT_FOUND, format!("no finished run {id}")).into_response();
+    };
+    match super::plot::bars_of(&summary).and_then(|b| super::plot::figure3(&b)) {
+        Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
+        Err(e) => (StatusCode::NOT_FOUND, format!("run {id}: {e:#}")).into_response(),
     }
 }
 
@@ -459,6 +529,10 @@ mod tests {
 
     fn req() -> RunRequest {
         RunRequest {
+            scenario: "bench".into(),
+            stores: Vec::new(),
+            repeat: 1,
+            warmup: "none".into(),
             workload: "tpcb".into(),
             storage: "native".into(),
             scale: 1,
@@ -475,10 +549,7 @@ mod tests {
         assert_eq!(&argv[..2], ["bench", "tpcb"]);
         assert!(argv.windows(2).any(|w| w == ["--results", "d/run-1"]));
         assert!(argv.windows(2).any(|w| w == ["--sample-window", "20ms"]));
-        let cli = BenchCli::try_parse_from(
-            std::iter::once("noftl".to_string()).chain(argv[1..].iter().cloned()),
-        );
-        assert!(cli.is_ok());
+        assert!(parse(&argv).is_ok());
         for (bad, word) in [
             (
                 RunRequest {
@@ -522,6 +593,63 @@ mod tests {
                     ..req()
                 },
                 "speed",
+            ),
+        ] {
+            let e = bad.argv(std::path::Path::new("d")).unwrap_err();
+            assert!(e.starts_with(word), "{e}");
+        }
+    }
+
+    fn compare() -> RunRequest {
+        RunRequest {
+            scenario: "compare".into(),
+            stores: vec!["native".into(), "dftl-2%".into()],
+            ..req()
+        }
+    }
+
+    #[test]
+    fn a_comparison_becomes_the_compare_command_line_or_compares_own_message() {
+        let argv = compare().argv(std::path::Path::new("d/run-2")).unwrap();
+        assert_eq!(&argv[..1], ["compare"]);
+        assert!(argv.windows(2).any(|w| w == ["--stores", "native,dftl-2%"]));
+        assert!(argv.windows(2).any(|w| w == ["--warmup", "none"]));
+        assert!(parse(&argv).is_ok(), "{argv:?}");
+        for (bad, word) in [
+            (
+                RunRequest {
+                    stores: vec!["dftl-2%".into()],
+                    ..compare()
+                },
+                "stores: --stores must include native",
+            ),
+            (
+                RunRequest {
+                    stores: vec!["native".into(), "ssd".into()],
+                    ..compare()
+                },
+                "stores: --stores: no store 'ssd'",
+            ),
+            (
+                RunRequest {
+                    warmup: "later".into(),
+                    ..compare()
+                },
+                "warmup",
+            ),
+            (
+                RunRequest {
+                    repeat: 0,
+                    ..compare()
+                },
+                "repeat",
+            ),
+            (
+                RunRequest {
+                    scenario: "sweep".into(),
+                    ..compare()
+                },
+                "scenario",
             ),
         ] {
             let e = bad.argv(std::path::Path::new("d")).unwrap_err();

@@ -346,8 +346,7 @@ fn to_anyhow<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing: {e}")
 }
 
-/// NoFTL Fig. 3 as grouped bars (SVG).
-#[cfg(test)]
+/// NoFTL Fig. 3 as grouped bars (SVG; the dashboard's figure of a comparison).
 pub fn figure3(bars: &[Bar]) -> anyhow::Result<String> {
     render_svg(&Figure::Figure3(bars.to_vec()))
 }

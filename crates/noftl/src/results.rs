@@ -192,6 +192,10 @@ impl Trace {
     pub fn start_ns(&self) -> u64 {
         self.marks.first().map_or(0, |m| m.t_ns)
     }
+    /// The last mark's time: the run's end (the scheduler marks it).
+    pub fn end_ns(&self) -> u64 {
+        self.marks.last().map_or(0, |m| m.t_ns)
+    }
 }
 
 /// Marks and events of a loop that submits requests in time order (`noftl io`): `due` is the

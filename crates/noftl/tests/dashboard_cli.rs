@@ -358,7 +358,7 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
     save_screenshot(&mut b, "dashboard-bench.png");
 
     // A comparison: three stores, one live series each, then the comparison table and NoFTL
-    // Fig. 3 as drawn by `noftl plot`.
+    // Fig. 3 as drawn by `noftl plot`. The fields not given keep the bench's values.
     let stores = ["native", "dftl-2%", "page"];
     let (id, live_points) = run_from_form(
         &mut b,
@@ -407,4 +407,48 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
         assert!(svg.contains(store), "the figure names {store}");
     }
     save_screenshot(&mut b, "dashboard-compare.png");
+
+    // IPA Table I's rows: baseline against IPA in regions, TATP on a small SLC device.
+    let configs = ["baseline", "ipa-regions"];
+    let (id, live_points) = run_from_form(
+        &mut b,
+        &[
+            ("scenario", "ipa"),
+            ("workload", "tatp"),
+            ("configs", &configs.join(",")),
+            ("scale", "1500"),
+            ("terminals", "1"),
+            ("preset", "tiny"),
+            ("warmup", "500ms"),
+            ("duration", "1s"),
+            ("speed", "4"),
+        ],
+    );
+    assert!(live_points > 0, "the chart had points before the run ended");
+    let summary = summary_of(&runs, id);
+    let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
+    assert_eq!(
+        series,
+        serde_json::json!(configs),
+        "one live series per row"
+    );
+    let table = result_table(&mut b);
+    let rows = summary["rows"].as_array().unwrap();
+    assert_eq!(table.len(), rows.len(), "{table:?}");
+    for (shown, row) in table.iter().zip(rows) {
+        assert_eq!(shown[0], row["config"].as_str().unwrap());
+        shown_equals("appends (%)", &shown[1], f(&row["append_percent"]), 1);
+        shown_equals("tx/s", &shown[4], f(&row["throughput_tps"]), 1);
+    }
+    assert!(
+        f(&rows[1]["append_percent"]) > 0.0,
+        "IPA appends: {summary}"
+    );
+    let fig = b.wait_for(
+        "$('figure').complete && $('figure').naturalWidth",
+        LONG,
+        "IPA Table I in the page",
+    );
+    assert!(fig.as_u64().unwrap() > 0);
+    save_screenshot(&mut b, "dashboard-ipa.png");
 }

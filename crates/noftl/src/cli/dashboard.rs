@@ -51,7 +51,8 @@ pub struct DashboardArgs {
 /// What the form asks for.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct RunRequest {
-    /// `bench` (one store; the default) or `compare` (several side by side, NoFTL Fig. 3).
+    /// `bench` (one store; the default), `compare` (several side by side, NoFTL Fig. 3) or
+    /// `ipa` (`ipa compare`: IPA Table I's configurations side by side).
     #[serde(default = "bench")]
     pub scenario: String,
     pub workload: String,
@@ -61,10 +62,14 @@ pub struct RunRequest {
     /// compare: the stores (compare's names; native among them).
     #[serde(default)]
     pub stores: Vec<String>,
-    /// compare: measured windows per store.
+    /// ipa: the configurations (`ipa compare`'s names).
+    #[serde(default)]
+    pub configs: Vec<String>,
+    /// compare, ipa: measured windows per store or configuration.
     #[serde(default = "one")]
     pub repeat: u32,
-    /// compare: before each store's windows (none, auto or a virtual time).
+    /// compare: before each store's windows (none, auto or a virtual time); ipa: a virtual
+    /// time.
     #[serde(default = "none")]
     pub warmup: String,
     pub scale: u32,
@@ -125,9 +130,7 @@ impl RunRequest {
                 // compare's own checks, with its messages.
                 super::compare::parse_stores(&self.stores).map_err(|e| format!("stores: {e}"))?;
                 super::compare::parse_warmup(&self.warmup).map_err(|e| format!("warmup: {e}"))?;
-                if self.repeat == 0 || self.repeat > 10 {
-                    return Err(format!("repeat: 1 to 10, not {}", self.repeat));
-                }
+                self.check_repeat()?;
                 [
                     "compare",
                     "--workload",
@@ -142,7 +145,42 @@ impl RunRequest {
                 .map(String::from)
                 .to_vec()
             }
-            other => return Err(format!("scenario: bench or compare, not '{other}'")),
+            "ipa" => {
+                if self.configs.is_empty() {
+                    return Err(format!(
+                        "configs: one or more of {}",
+                        super::ipa::CONFIGS.join(", ")
+                    ));
+                }
+                if let Some(c) = self
+                    .configs
+                    .iter()
+                    .find(|c| !super::ipa::CONFIGS.contains(&c.as_str()))
+                {
+                    return Err(format!(
+                        "configs: '{c}' is not one of {}",
+                        super::ipa::CONFIGS.join(", ")
+                    ));
+                }
+                let warmup = &self.warmup;
+                super::bench::parse_duration_ns(warmup).map_err(|e| format!("warmup: {e}"))?;
+                self.check_repeat()?;
+                [
+                    "ipa",
+                    "compare",
+                    "--workload",
+                    &self.workload,
+                    "--configs",
+                    &self.configs.join(","),
+                    "--repeat",
+                    &self.repeat.to_string(),
+                    "--warmup",
+                    warmup,
+                ]
+                .map(String::from)
+                .to_vec()
+            }
+            other => return Err(format!("scenario: bench, compare or ipa, not '{other}'")),
         };
         if self.scale == 0 || self.scale > max_scale {
             return Err(format!(
@@ -189,6 +227,13 @@ impl RunRequest {
             .map(String::from),
         );
         Ok(argv)
+    }
+
+    fn check_repeat(&self) -> Result<(), String> {
+        if self.repeat == 0 || self.repeat > 10 {
+            return Err(format!("repeat: 1 to 10, not {}", self.repeat));
+        }
+        Ok(())
     }
 }
 
@@ -471,7 +516,8 @@ fn drive(app: Shared, id: usize, cmd: super::Cli, dir: PathBuf, speed: f64) {
     }
 }
 
-/// A comparison's NoFTL Fig. 3, drawn by `noftl plot`'s code from its summary.json.
+/// A comparison's figure, drawn by `noftl plot`'s code from its summary.json: IPA Table I for
+/// an `ipa compare`, NoFTL Fig. 3 for a `compare`.
 async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
     let summary = app.runs.lock().ok().and_then(|r| {
         r.iter()
@@ -481,7 +527,12 @@ async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Respo
     let Some(summary) = summary else {
         return (StatusCode::NOT_FOUND, format!("no finished run {id}")).into_response();
     };
-    match super::plot::bars_of(&summary).and_then(|b| super::plot::figure3(&b)) {
+    let svg = if summary["rows"][0].get("ipa_appends").is_some() {
+        super::plot::table_i_of(&summary).and_then(|t| super::plot::table_i(&t))
+    } else {
+        super::plot::bars_of(&summary).and_then(|b| super::plot::figure3(&b))
+    };
+    match svg {
         Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
         Err(e) => (StatusCode::NOT_FOUND, format!("run {id}: {e:#}")).into_response(),
     }
@@ -531,6 +582,7 @@ mod tests {
         RunRequest {
             scenario: "bench".into(),
             stores: Vec::new(),
+            configs: Vec::new(),
             repeat: 1,
             warmup: "none".into(),
             workload: "tpcb".into(),
@@ -615,6 +667,16 @@ mod tests {
         assert!(argv.windows(2).any(|w| w == ["--stores", "native,dftl-2%"]));
         assert!(argv.windows(2).any(|w| w == ["--warmup", "none"]));
         assert!(parse(&argv).is_ok(), "{argv:?}");
+        let ipa = RunRequest {
+            scenario: "ipa".into(),
+            configs: vec!["baseline".into(), "ipa-regions".into()],
+            warmup: "1s".into(),
+            ..compare()
+        };
+        let argv = ipa.argv(std::path::Path::new("d/run-3")).unwrap();
+        assert_eq!(&argv[..2], ["ipa", "compare"]);
+        assert!(argv.windows(2).any(|w| w == ["--warmup", "1s"]), "{argv:?}");
+        assert!(parse(&argv).is_ok(), "{argv:?}");
         for (bad, word) in [
             (
                 RunRequest {
@@ -643,6 +705,23 @@ mod tests {
                     ..compare()
                 },
                 "repeat",
+            ),
+            (
+                RunRequest {
+                    scenario: "ipa".into(),
+                    configs: vec!["baseline".into(), "ipa-everything".into()],
+                    ..compare()
+                },
+                "configs: 'ipa-everything'",
+            ),
+            (
+                RunRequest {
+                    scenario: "ipa".into(),
+                    configs: vec!["baseline".into()],
+                    warmup: "auto".into(),
+                    ..compare()
+                },
+                "warmup",
             ),
             (
                 RunRequest {

@@ -1199,7 +1199,7 @@ fn ipa_labels(rows: &[IpaRow], row: &IpaRow, value: fn(&IpaRow) -> f64) -> Vec<S
 }
 
 /// IPA Table I as an SVG document.
-#[cfg(test)]
+/// IPA Table I (SVG; also the dashboard's figure of an `ipa compare`).
 pub fn table_i(t: &TableI) -> anyhow::Result<String> {
     render_svg(&Figure::TableI(t.clone()))
 }

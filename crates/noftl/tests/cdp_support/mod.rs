@@ -41,7 +41,21 @@ pub struct Browser {
 }
 
 impl Drop for Browser {
+    /// Asks the browser to close (it ends its renderer and helper processes), and kills it if
+    /// it has not exited after 10 s.
     fn drop(&mut self) {
+        let close = br#"{"id":0,"method":"Browser.close","params":{}}"#;
+        let _ = self
+            .to
+            .write_all(close)
+            .and_then(|()| self.to.write_all(b"\0"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

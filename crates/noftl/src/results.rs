@@ -438,6 +438,30 @@ pub fn write_summary(
     )
 }
 
+/// Writes `samples.csv` and, when the plan asks for it, `raw.csv` of a verb's transaction
+/// traces, each row labeled with the trace's `labels` under the columns `label_cols`; `types`
+/// names the kit's transaction types.
+pub fn write_txn_series(
+    plan: &Plan,
+    traces: &[Trace],
+    label_cols: &[&str],
+    types: &[&str],
+) -> anyhow::Result<()> {
+    write(
+        &plan.dir,
+        "samples.csv",
+        &samples_csv(traces, label_cols, Unit::Txn),
+    )?;
+    if plan.raw {
+        write(
+            &plan.dir,
+            "raw.csv",
+            &raw_csv(traces, label_cols, types, "commit"),
+        )?;
+    }
+    Ok(())
+}
+
 /// Writes one file of the result directory (invariant 2).
 pub fn write(dir: &Path, name: &str, text: &str) -> anyhow::Result<()> {
     crate::output::write_atomic(&dir.join(name), text.as_bytes())?;

@@ -263,6 +263,50 @@ fn save_screenshot(b: &mut cdp_support::Browser, name: &str) {
     let _ = std::io::stderr().write_all(format!("screenshot: {}\n", out.display()).as_bytes());
 }
 
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// A comparison (`compare`, `ipa compare`) started from the form: one live series per row,
+/// named by the rows' `key` field as `names`; a table row per summary.json row, whose columns
+/// `cols` (cell index, JSON pointer into the row, decimals shown) equal the row's figures; its
+/// figure shown. Returns summary.json, with the run's `id` added.
+fn comparison_from_form(
+    b: &mut cdp_support::Browser,
+    runs: &std::path::Path,
+    fields: &[(&str, &str)],
+    (key, names): (&str, &[&str]),
+    cols: &[(usize, &str, i32)],
+) -> serde_json::Value {
+    let (id, live_points) = run_from_form(b, fields);
+    assert!(live_points > 0, "the chart had points before the run ended");
+    let mut summary = summary_of(runs, id);
+    let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
+    assert_eq!(series, serde_json::json!(names), "one live series per row");
+    let table = result_table(b);
+    let rows = summary["rows"].as_array().unwrap();
+    assert_eq!(table.len(), rows.len(), "{table:?}");
+    for (shown, row) in table.iter().zip(rows) {
+        assert_eq!(shown[0], row[key].as_str().unwrap());
+        for &(i, pointer, decimals) in cols {
+            shown_equals(
+                pointer,
+                &shown[i],
+                f(row.pointer(pointer).unwrap()),
+                decimals,
+            );
+        }
+    }
+    let fig = b.wait_for(
+        "$('figure').complete && $('figure').naturalWidth",
+        LONG,
+        "the comparison's figure in the page",
+    );
+    assert!(fig.as_u64().unwrap() > 0);
+    summary["id"] = serde_json::json!(id);
+    summary
+}
+
 #[test]
 fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() {
     let Some(chromium) = cdp_support::find_chromium() else {
@@ -309,7 +353,6 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
     // The result table is the run's summary.json.
     let summary = summary_of(&runs, id);
     let table = result_table(&mut b);
-    let f = |v: &serde_json::Value| v.as_f64().unwrap();
     let lat = &summary["Latency Distribution"];
     for (key, want, decimals) in [
         ("throughput (committed tx/s)", &summary["throughput_tps"], 1),
@@ -360,8 +403,9 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
     // A comparison: three stores, one live series each, then the comparison table and NoFTL
     // Fig. 3 as drawn by `noftl plot`. The fields not given keep the bench's values.
     let stores = ["native", "dftl-2%", "page"];
-    let (id, live_points) = run_from_form(
+    let summary = comparison_from_form(
         &mut b,
+        &runs,
         &[
             ("scenario", "compare"),
             ("stores", &stores.join(",")),
@@ -370,37 +414,18 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
             ("duration", "2s"),
             ("speed", "4"),
         ],
+        ("storage", &stores),
+        &[(1, "/throughput_tps", 1), (5, "/per_txn/flash_programs", 3)],
     );
-    assert!(live_points > 0, "the chart had points before the run ended");
-    let summary = summary_of(&runs, id);
-    let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
-    assert_eq!(
-        series,
-        serde_json::json!(stores),
-        "one live series per store"
-    );
-    let table = result_table(&mut b);
-    let rows = summary["rows"].as_array().unwrap();
-    assert_eq!(table.len(), rows.len(), "{table:?}");
-    for (shown, row) in table.iter().zip(rows) {
-        assert_eq!(shown[0], row["storage"].as_str().unwrap());
-        shown_equals("tx/s", &shown[1], f(&row["throughput_tps"]), 1);
-        if shown[0] != "native" {
+    for (shown, row) in result_table(&mut b)
+        .iter()
+        .zip(summary["rows"].as_array().unwrap())
+    {
+        if row["storage"] != "native" {
             shown_equals("slowdown", &shown[3], f(&row["slowdown"]), 2);
         }
-        shown_equals(
-            "flash programs/txn",
-            &shown[5],
-            f(&row["per_txn"]["flash_programs"]),
-            3,
-        );
     }
-    let fig = b.wait_for(
-        "$('figure').complete && $('figure').naturalWidth",
-        LONG,
-        "NoFTL Fig. 3 in the page",
-    );
-    assert!(fig.as_u64().unwrap() > 0);
+    let id = summary["id"].as_u64().unwrap();
     let (status, svg) = http(&dash.addr, "GET", &format!("/api/runs/{id}/figure.svg"), "");
     assert_eq!(status, 200);
     for store in stores {
@@ -410,8 +435,9 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
 
     // IPA Table I's rows: baseline against IPA in regions, TATP on a small SLC device.
     let configs = ["baseline", "ipa-regions"];
-    let (id, live_points) = run_from_form(
+    let summary = comparison_from_form(
         &mut b,
+        &runs,
         &[
             ("scenario", "ipa"),
             ("workload", "tatp"),
@@ -423,32 +449,12 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
             ("duration", "1s"),
             ("speed", "4"),
         ],
+        ("config", &configs),
+        &[(1, "/append_percent", 1), (4, "/throughput_tps", 1)],
     );
-    assert!(live_points > 0, "the chart had points before the run ended");
-    let summary = summary_of(&runs, id);
-    let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
-    assert_eq!(
-        series,
-        serde_json::json!(configs),
-        "one live series per row"
-    );
-    let table = result_table(&mut b);
-    let rows = summary["rows"].as_array().unwrap();
-    assert_eq!(table.len(), rows.len(), "{table:?}");
-    for (shown, row) in table.iter().zip(rows) {
-        assert_eq!(shown[0], row["config"].as_str().unwrap());
-        shown_equals("appends (%)", &shown[1], f(&row["append_percent"]), 1);
-        shown_equals("tx/s", &shown[4], f(&row["throughput_tps"]), 1);
-    }
     assert!(
-        f(&rows[1]["append_percent"]) > 0.0,
+        f(&summary["rows"][1]["append_percent"]) > 0.0,
         "IPA appends: {summary}"
     );
-    let fig = b.wait_for(
-        "$('figure').complete && $('figure').naturalWidth",
-        LONG,
-        "IPA Table I in the page",
-    );
-    assert!(fig.as_u64().unwrap() > 0);
     save_screenshot(&mut b, "dashboard-ipa.png");
 }

@@ -664,19 +664,7 @@ pub(super) fn write_results(
         marks,
         events,
     };
-    r::write(
-        &plan.dir,
-        "samples.csv",
-        &r::samples_csv(std::slice::from_ref(&trace), &[], r::Unit::Txn),
-    )?;
-    if plan.raw {
-        r::write(
-            &plan.dir,
-            "raw.csv",
-            &r::raw_csv(std::slice::from_ref(&trace), &[], types, "commit"),
-        )?;
-    }
-    Ok(())
+    r::write_txn_series(plan, std::slice::from_ref(&trace), &[], types)
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {

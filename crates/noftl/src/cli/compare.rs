@@ -1443,29 +1443,16 @@ fn write_results(
         &v,
         r::common_keys(workload, f64::from(scale), terminals, plan),
     )?;
-    let labels = ["storage", "repeat"];
-    r::write(
-        &plan.dir,
-        "samples.csv",
-        &r::samples_csv(&traces, &labels, r::Unit::Txn),
-    )?;
-    if plan.raw {
-        let types: Vec<&str> = match w {
-            Workload::Tpcb(_) => vec!["tpcb"],
-            Workload::Tatp(..) => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
-            Workload::Tpcc(_) => kits::tpcc::input::Kind::ALL
-                .iter()
-                .map(|k| k.name())
-                .collect(),
-            Workload::Tpch(_) => vec!["query"],
-        };
-        r::write(
-            &plan.dir,
-            "raw.csv",
-            &r::raw_csv(&traces, &labels, &types, "commit"),
-        )?;
-    }
-    Ok(())
+    let types: Vec<&str> = match w {
+        Workload::Tpcb(_) => vec!["tpcb"],
+        Workload::Tatp(..) => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
+        Workload::Tpcc(_) => kits::tpcc::input::Kind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect(),
+        Workload::Tpch(_) => vec!["query"],
+    };
+    r::write_txn_series(plan, &traces, &["storage", "repeat"], &types)
 }
 
 fn print_table(res: &CompareResult) {

@@ -482,25 +482,12 @@ fn write_results(
         r::common_keys(&a.workload, f64::from(report.scale), a.terminals, plan),
     )?;
     let all: Vec<r::Trace> = traces.iter().flatten().cloned().collect();
-    let labels = ["config", "repeat"];
-    r::write(
-        &plan.dir,
-        "samples.csv",
-        &r::samples_csv(&all, &labels, r::Unit::Txn),
-    )?;
-    if plan.raw {
-        let types: Vec<&str> = match a.workload.as_str() {
-            "tatp" => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
-            "tpcc" => tpcc::input::Kind::ALL.iter().map(|k| k.name()).collect(),
-            _ => vec!["tpcb"],
-        };
-        r::write(
-            &plan.dir,
-            "raw.csv",
-            &r::raw_csv(&all, &labels, &types, "commit"),
-        )?;
-    }
-    Ok(())
+    let types: Vec<&str> = match a.workload.as_str() {
+        "tatp" => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
+        "tpcc" => tpcc::input::Kind::ALL.iter().map(|k| k.name()).collect(),
+        _ => vec!["tpcb"],
+    };
+    r::write_txn_series(plan, &all, &["config", "repeat"], &types)
 }
 
 fn run_one(

@@ -126,6 +126,51 @@ pub struct LivePoint {
     pub flash_erases: u64,
     pub gc_migrations: u64,
     pub free_blocks: Option<u64>,
+    /// The device's last requests of the window (with `trace_recent` set on the device),
+    /// oldest first: NoFTL Fig. 7's request table.
+    pub requests: Vec<LiveRequest>,
+}
+
+/// One flash operation of a live point's window.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LiveRequest {
+    /// Its completion, from the measured window's start.
+    pub t_s: f64,
+    pub die: u32,
+    pub op: &'static str,
+    pub purpose: &'static str,
+    /// Submission to completion (queueing on its die included).
+    pub latency_us: f64,
+    pub status: String,
+}
+
+/// The device's recent operations after `after_seq` (a live point's requests), with times from
+/// `t0_ns`; returns them and the last one's sequence number.
+pub fn recent_requests(
+    n: Option<&nand::Nand>,
+    t0_ns: u64,
+    after_seq: u64,
+) -> (Vec<LiveRequest>, u64) {
+    let mut last = after_seq;
+    let out = n
+        .map(|n| {
+            n.recent_trace()
+                .filter(|e| e.seq > after_seq)
+                .map(|e| {
+                    last = last.max(e.seq);
+                    LiveRequest {
+                        t_s: e.done_ns.saturating_sub(t0_ns) as f64 / 1e9,
+                        die: e.die,
+                        op: e.op.name(),
+                        purpose: e.purpose.name(),
+                        latency_us: e.done_ns.saturating_sub(e.submit_ns) as f64 / 1e3,
+                        status: e.status.clone(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (out, last)
 }
 
 /// The dashboard's receiver of live points. Shared (`Arc`, `Sync`) so that a verb running its

@@ -398,6 +398,31 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
         commits <= committed + 0.5 && commits >= 0.9 * committed,
         "the chart's commits {commits} vs the run's {committed}"
     );
+    // The device's last requests (NoFTL Fig. 7): flash operations with their die, purpose and
+    // a latency of at least a flash read's.
+    let requests: Vec<Vec<String>> = serde_json::from_value(b.eval(
+        "[...document.querySelectorAll('#requests tr')].slice(1).map(tr => [...tr.cells].map(c => c.textContent))",
+    ))
+    .unwrap();
+    assert!(!requests.is_empty(), "a request table");
+    for r in &requests {
+        assert_eq!(r[0], "native", "{r:?}");
+        assert!(
+            [
+                "read",
+                "program",
+                "partial_program",
+                "erase",
+                "oob_read",
+                "oob_write"
+            ]
+            .contains(&r[3].as_str()),
+            "{r:?}"
+        );
+        assert!(r[2].parse::<u32>().is_ok(), "a die: {r:?}");
+        let latency_us: f64 = r[5].parse().unwrap();
+        assert!(latency_us > 0.0, "{r:?}");
+    }
     save_screenshot(&mut b, "dashboard-bench.png");
 
     // A comparison: three stores, one live series each, then the comparison table and NoFTL

@@ -92,6 +92,9 @@ fn none() -> String {
     "none".into()
 }
 
+/// Flash requests a live point carries at most (the last of its window; NoFTL Fig. 7's table).
+const RECENT_REQUESTS: usize = 8;
+
 const STORAGES: [&str; 8] = [
     "native",
     "page",
@@ -219,6 +222,9 @@ impl RunRequest {
                 &self.duration,
                 "--preset",
                 &self.preset,
+                // The device keeps its last operations for the page's request table.
+                "--set",
+                &format!("trace_recent={RECENT_REQUESTS}"),
                 "--results",
                 &dir.display().to_string(),
                 "--sample-window",

@@ -1,11 +1,15 @@
-//! `noftl dashboard`: a web page to start benchmark runs and watch them live (issue 17; a first
-//! version: bench runs, live throughput and device statistics, the result table).
+//! `noftl dashboard`: a web page to start benchmark runs and watch them live (issue 17): bench
+//! runs, comparisons of stores (NoFTL Fig. 3) and of IPA's configurations (IPA Table I), with
+//! live throughput, device statistics and recent flash requests, then the result table and the
+//! comparison's figure.
 //!
 //! Design:
-//! - One driver. A run is `noftl bench WORKLOAD ... --results DIR` parsed by the CLI's own
-//!   parser and run by `bench::run` on a thread of this process; the scheduler's window marks
-//!   reach the page through a thread-local hook (`results::set_live`), so the dashboard shows
-//!   the figures the CLI writes, and `summary.json` is the run's final result.
+//! - One driver. A run is the CLI command line (`noftl bench ...`, `noftl compare ...`, `noftl
+//!   ipa compare ...`, each with `--results DIR`) parsed by the CLI's own parser and run by its
+//!   own dispatch (`cli::run`) on a thread of this process; the scheduler's window marks reach
+//!   the page through a hook (`results::set_live`, handed on to `compare`'s worker threads), so
+//!   the dashboard shows the figures the CLI writes, and `summary.json` is the run's final
+//!   result. Figures are drawn by `noftl plot`'s code.
 //! - Live data is sent as server-sent events (`GET /api/runs/ID/events`): every event of a run
 //!   is kept, and a new subscriber first gets the ones sent before it, so two browsers watching
 //!   one run see the same data. The stream ends after `done` or `error`.

@@ -15,6 +15,9 @@
 #   nbdkit      nbdkit           docs/PERFORMANCE.md (the `memory` plugin for comparison)
 #   sqlite3     sqlite3          tests/dfs_mount.rs (PRAGMA integrity_check on a DFS mount)
 #   git         git              tests/dfs_mount.rs (init/commit on a DFS mount)
+#   chromium    chromium         tests/dashboard_cli.rs (the dashboard in headless Chromium,
+#                                over the DevTools protocol; the system browser, no download)
+#               fonts-liberation with chromium, when no Liberation fonts: text in the screenshot
 #
 # And the Python package `ray` (tests/sweep_cli.rs: `noftl sweep --executor ray`), with pip into
 # the repository's virtual environment .venv, when it is not importable there.
@@ -35,6 +38,7 @@ declare -A PKG=(
   [nbdkit]=nbdkit
   [sqlite3]=sqlite3
   [git]=git
+  [chromium]=chromium
 )
 
 missing=()
@@ -43,6 +47,12 @@ for tool in "${!PKG[@]}"; do
     missing+=("${PKG[$tool]}")
   fi
 done
+
+# The browser's fonts are a recommendation of chromium-common, which --no-install-recommends
+# skips: without a font the test passes but its screenshot shows no text.
+if ! [ -d /usr/share/fonts/truetype/liberation ]; then
+  missing+=(fonts-liberation)
+fi
 
 install_ray() {
   local root

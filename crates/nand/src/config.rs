@@ -187,6 +187,10 @@ pub struct DeviceConfig {
     /// Record a per-operation trace of at most this many entries (0: no trace).
     #[serde(default)]
     pub trace_entries: usize,
+    /// Also keep the most recent this many operations, in a ring (0: none): what a live view of
+    /// the device's requests shows (NoFTL Fig. 7). Allocates only while the ring fills.
+    #[serde(default)]
+    pub trace_recent: usize,
     pub geometry: Geometry,
     pub cell: CellConfig,
     pub timing: TimingConfig,

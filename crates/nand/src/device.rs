@@ -190,6 +190,10 @@ pub struct Nand {
     op_seq: u64,
     rng: Xoshiro256PlusPlus,
     trace: Vec<TraceEntry>,
+    /// The last `trace_recent` operations: a ring whose oldest entry is at `recent_next` once
+    /// it is full.
+    recent: Vec<TraceEntry>,
+    recent_next: usize,
     codeword_counts: Vec<u32>,
     /// Cached per-mode usable pages and wear step, indexed by CellMode.
     usable_pages: [u32; 4],
@@ -282,6 +286,8 @@ impl Nand {
             times: Times::new(&cfg),
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x0EC0_B175),
             trace: Vec::new(),
+            recent: Vec::new(),
+            recent_next: 0,
             codeword_counts: vec![0; codewords.max(1)],
             cfg,
             geo,
@@ -312,9 +318,16 @@ impl Nand {
     pub fn reset_stats(&mut self) {
         self.stats = Stats::default();
         self.trace.clear();
+        self.recent.clear();
+        self.recent_next = 0;
     }
     pub fn trace(&self) -> &[TraceEntry] {
         &self.trace
+    }
+    /// The last `trace_recent` operations (config), oldest first.
+    pub fn recent_trace(&self) -> impl Iterator<Item = &TraceEntry> {
+        let (newer, older) = self.recent.split_at(self.recent_next);
+        older.iter().chain(newer)
     }
     pub fn store_kind(&self) -> &'static str {
         self.store.kind()
@@ -558,21 +571,40 @@ impl Nand {
         self.stats.active_joules +=
             e.vcc_volts * (array_ma * p.array_ns as f64 + e.bus_ma * bus_ns) * 1e-12;
         self.stats.count(op, purpose, slot.done_ns - at_ns);
+        let status_name = match status {
+            Ok(()) => "ok",
+            Err(e) => error_name(e),
+        };
+        let entry = |status: String| TraceEntry {
+            seq: self.op_seq,
+            op,
+            purpose,
+            address,
+            die: die.0,
+            submit_ns: at_ns,
+            start_ns: slot.start_ns,
+            done_ns: slot.done_ns,
+            status,
+        };
         if self.cfg.trace_entries > self.trace.len() {
-            self.trace.push(TraceEntry {
-                seq: self.op_seq,
-                op,
-                purpose,
-                address,
-                die: die.0,
-                submit_ns: at_ns,
-                start_ns: slot.start_ns,
-                done_ns: slot.done_ns,
-                status: match status {
-                    Ok(()) => "ok".to_string(),
-                    Err(e) => error_name(e).to_string(),
-                },
-            });
+            let e = entry(status_name.to_string());
+            self.trace.push(e);
+        }
+        let ring = self.cfg.trace_recent;
+        if ring > 0 {
+            if self.recent.len() < ring {
+                let e = entry(status_name.to_string());
+                self.recent.push(e);
+            } else {
+                // Full: overwrite the oldest in place, its status string's buffer reused.
+                let i = self.recent_next;
+                let mut status = std::mem::take(&mut self.recent[i].status);
+                status.clear();
+                status.push_str(status_name);
+                self.recent[i] = entry(status);
+                self.recent_next = (i + 1) % ring;
+            }
+            debug_assert!(self.recent.len() <= ring && self.recent_next < ring.max(1));
         }
     }
 

@@ -173,6 +173,29 @@ fn energy_is_current_times_voltage_times_time_and_idle_dies_draw_standby() {
 }
 
 #[test]
+fn the_recent_trace_keeps_the_last_operations_oldest_first() {
+    let mut n = dev("tiny", &["trace_recent=4"]);
+    run(&mut n, RawPattern::Read, 2, 10);
+    let seqs: Vec<u64> = n.recent_trace().map(|e| e.seq).collect();
+    assert_eq!(seqs.len(), 4, "bounded by trace_recent");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    run(&mut n, RawPattern::Read, 2, 3);
+    let again: Vec<u64> = n.recent_trace().map(|e| e.seq).collect();
+    assert_eq!(again.len(), 4);
+    assert!(
+        again[0] > seqs[3] - 4 && again.windows(2).all(|w| w[1] == w[0] + 1),
+        "{again:?}"
+    );
+    assert!(n
+        .recent_trace()
+        .all(|e| e.status == "ok" && e.start_ns < e.done_ns));
+    assert!(
+        n.trace().is_empty(),
+        "the first-N trace is off unless asked for"
+    );
+}
+
+#[test]
 fn the_trace_records_each_operation_with_its_times() {
     let mut n = dev("tiny", &["trace_entries=3"]);
     run(&mut n, RawPattern::Read, 2, 10);

@@ -112,9 +112,12 @@ pub fn mark(t_ns: u64, n: Option<&nand::Nand>, gc_migrations: u64) -> Mark {
 }
 
 /// A live point of a running bench, for the dashboard: the engine's and the device's cumulative
-/// counters at a window boundary (`t_s` from the measured window's start).
+/// counters at a window boundary (`t_s` from the measured window's start), of the series
+/// `series` (empty for a bench; `STORE` or `STORE #REPEAT` in a comparison, whose runs go on
+/// worker threads).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LivePoint {
+    pub series: String,
     pub t_s: f64,
     pub commits: u64,
     pub aborts: u64,
@@ -123,25 +126,91 @@ pub struct LivePoint {
     pub flash_erases: u64,
     pub gc_migrations: u64,
     pub free_blocks: Option<u64>,
+    /// The device's last requests of the window (with `trace_recent` set on the device),
+    /// oldest first: NoFTL Fig. 7's request table.
+    pub requests: Vec<LiveRequest>,
 }
 
-type LiveHook = Box<dyn FnMut(LivePoint)>;
+/// One flash operation of a live point's window.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LiveRequest {
+    /// Its completion, from the measured window's start.
+    pub t_s: f64,
+    pub die: u32,
+    pub op: &'static str,
+    pub purpose: &'static str,
+    /// Submission to completion (queueing on its die included).
+    pub latency_us: f64,
+    pub status: String,
+}
+
+/// The device's recent operations after `after_seq` (a live point's requests), with times from
+/// `t0_ns`; returns them and the last one's sequence number.
+pub fn recent_requests(
+    n: Option<&nand::Nand>,
+    t0_ns: u64,
+    after_seq: u64,
+) -> (Vec<LiveRequest>, u64) {
+    let mut last = after_seq;
+    let out = n
+        .map(|n| {
+            n.recent_trace()
+                .filter(|e| e.seq > after_seq)
+                .map(|e| {
+                    last = last.max(e.seq);
+                    LiveRequest {
+                        t_s: e.done_ns.saturating_sub(t0_ns) as f64 / 1e9,
+                        die: e.die,
+                        op: e.op.name(),
+                        purpose: e.purpose.name(),
+                        latency_us: e.done_ns.saturating_sub(e.submit_ns) as f64 / 1e3,
+                        status: e.status.clone(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (out, last)
+}
+
+/// The dashboard's receiver of live points. Shared (`Arc`, `Sync`) so that a verb running its
+/// stores on worker threads (`compare`) hands it to each of them (`live_hook`, `set_live`).
+pub type LiveHook = std::sync::Arc<dyn Fn(LivePoint) + Send + Sync>;
 
 thread_local! {
-    /// The dashboard's hook for runs on this thread (none elsewhere: the CLI verbs pay nothing).
-    static LIVE: std::cell::RefCell<Option<LiveHook>> = const { std::cell::RefCell::new(None) };
+    /// The dashboard's hook for runs on this thread and the series they are (none elsewhere:
+    /// the CLI verbs pay nothing).
+    static LIVE: std::cell::RefCell<Option<(LiveHook, String)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
-/// Sets (or clears) this thread's live hook.
+/// Sets (or clears) this thread's live hook; its points are of the series `""` until
+/// `set_live_series`.
 pub fn set_live(hook: Option<LiveHook>) {
-    LIVE.with(|l| *l.borrow_mut() = hook);
+    LIVE.with(|l| *l.borrow_mut() = hook.map(|h| (h, String::new())));
 }
 
-/// Calls this thread's live hook, if any, with the point `p` makes.
+/// This thread's live hook, to set on a worker thread.
+pub fn live_hook() -> Option<LiveHook> {
+    LIVE.with(|l| l.borrow().as_ref().map(|(h, _)| std::sync::Arc::clone(h)))
+}
+
+/// Names the series of this thread's next live points (nothing without a hook).
+pub fn set_live_series(series: &str) {
+    LIVE.with(|l| {
+        if let Some((_, s)) = l.borrow_mut().as_mut() {
+            series.clone_into(s);
+        }
+    });
+}
+
+/// Calls this thread's live hook, if any, with the point `p` makes (its series set here).
 pub fn live(p: impl FnOnce() -> LivePoint) {
     LIVE.with(|l| {
-        if let Some(f) = l.borrow_mut().as_mut() {
-            f(p());
+        if let Some((f, series)) = l.borrow().as_ref() {
+            let mut point = p();
+            point.series.clone_from(series);
+            f(point);
         }
     });
 }
@@ -167,6 +236,10 @@ pub struct Trace {
 impl Trace {
     pub fn start_ns(&self) -> u64 {
         self.marks.first().map_or(0, |m| m.t_ns)
+    }
+    /// The last mark's time: the run's end (the scheduler marks it).
+    pub fn end_ns(&self) -> u64 {
+        self.marks.last().map_or(0, |m| m.t_ns)
     }
 }
 
@@ -408,6 +481,30 @@ pub fn write_summary(
         "summary.json",
         &format!("{}\n", serde_json::to_string_pretty(&v)?),
     )
+}
+
+/// Writes `samples.csv` and, when the plan asks for it, `raw.csv` of a verb's transaction
+/// traces, each row labeled with the trace's `labels` under the columns `label_cols`; `types`
+/// names the kit's transaction types.
+pub fn write_txn_series(
+    plan: &Plan,
+    traces: &[Trace],
+    label_cols: &[&str],
+    types: &[&str],
+) -> anyhow::Result<()> {
+    write(
+        &plan.dir,
+        "samples.csv",
+        &samples_csv(traces, label_cols, Unit::Txn),
+    )?;
+    if plan.raw {
+        write(
+            &plan.dir,
+            "raw.csv",
+            &raw_csv(traces, label_cols, types, "commit"),
+        )?;
+    }
+    Ok(())
 }
 
 /// Writes one file of the result directory (invariant 2).

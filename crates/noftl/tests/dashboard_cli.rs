@@ -1,10 +1,13 @@
-//! `noftl dashboard` over HTTP (no browser: the browser test is issue 17's later part): it
-//! listens on loopback only, serves its page and chart library, refuses bad input with a
-//! message, runs a bench started from the API and streams its samples and result as
-//! server-sent events, the same to every subscriber, ending with summary.json's figures.
+//! `noftl dashboard` over HTTP and in a real browser. Over HTTP: it listens on loopback only,
+//! serves its page and chart library, refuses bad input with a message, runs a bench started
+//! from the API and streams its samples and result as server-sent events, the same to every
+//! subscriber, ending with summary.json's figures. In headless Chromium (`cdp_support`): the
+//! page's form starts a run, its chart fills with live points, and its result table shows the
+//! run's summary.json; the page is saved as a screenshot (`target/tmp/dashboard.png`).
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod cdp_support;
 mod cli_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -171,4 +174,312 @@ fn the_dashboard_refuses_a_non_loopback_address() {
     let (ok, _, err) = cli_support::noftl(&["dashboard", "--listen", "0.0.0.0:0"]);
     assert!(!ok);
     assert!(err.contains("--allow-remote"), "{err}");
+}
+
+/// A number the page shows with `decimals` decimals equals `want` (to half a unit in the last
+/// place: the page rounds with JavaScript's `toFixed`).
+fn shown_equals(what: &str, got: &str, want: f64, decimals: i32) {
+    let got: f64 = got
+        .parse()
+        .unwrap_or_else(|_| panic!("{what}: '{got}' is not a number"));
+    let tol = 0.5 * 10f64.powi(-decimals) + want.abs() * 1e-12;
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: the page shows {got}, summary.json has {want}"
+    );
+}
+
+const LONG: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Fills the form with `fields`, submits it, and waits for the run's result table: returns the
+/// run's id and the most points the throughput chart had before the result came.
+fn run_from_form(b: &mut cdp_support::Browser, fields: &[(&str, &str)]) -> (u64, u64) {
+    for (field, value) in fields {
+        b.eval(&format!(
+            "{{ const e = document.querySelector('#form [name={field}]'); e.value = {}; \
+               e.dispatchEvent(new Event('change')); }}",
+            serde_json::Value::String((*value).into())
+        ));
+    }
+    // The result of the run shown before stays until the page switches to the new one.
+    let before = b.eval("$('title').textContent");
+    b.eval("document.querySelector('#form button').click()");
+    let state = "({ points: tpsPlot ? tpsPlot.data[0].length : 0, \
+                    result: document.querySelector('#result th') !== null, \
+                    error: $('error').textContent, title: $('title').textContent })";
+    let deadline = std::time::Instant::now() + LONG;
+    let mut live_points = 0;
+    let end = loop {
+        let s = b.eval(state);
+        assert_eq!(s["error"], "", "the run failed: {s}");
+        if s["title"] == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the page did not switch to the new run: {s}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            continue;
+        }
+        if s["result"] == true {
+            break s;
+        }
+        live_points = live_points.max(s["points"].as_u64().unwrap());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no result after {LONG:?}: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let id = end["title"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("Run ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    (id, live_points)
+}
+
+/// The result table's rows (header left out), cell texts.
+fn result_table(b: &mut cdp_support::Browser) -> Vec<Vec<String>> {
+    let rows = b.eval(
+        "[...document.querySelectorAll('#result tr')].slice(1).map(tr => [...tr.cells].map(c => c.textContent))",
+    );
+    serde_json::from_value(rows).unwrap()
+}
+
+fn summary_of(runs: &std::path::Path, id: u64) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(runs.join(format!("run-{id}/summary.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+fn save_screenshot(b: &mut cdp_support::Browser, name: &str) {
+    let png = b.screenshot_png();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG screenshot");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&out, &png).unwrap();
+    let _ = std::io::stderr().write_all(format!("screenshot: {}\n", out.display()).as_bytes());
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// A comparison (`compare`, `ipa compare`) started from the form: one live series per row,
+/// named by the rows' `key` field as `names`; a table row per summary.json row, whose columns
+/// `cols` (cell index, JSON pointer into the row, decimals shown) equal the row's figures; its
+/// figure shown. Returns summary.json, with the run's `id` added.
+fn comparison_from_form(
+    b: &mut cdp_support::Browser,
+    runs: &std::path::Path,
+    fields: &[(&str, &str)],
+    (key, names): (&str, &[&str]),
+    cols: &[(usize, &str, i32)],
+) -> serde_json::Value {
+    let (id, live_points) = run_from_form(b, fields);
+    assert!(live_points > 0, "the chart had points before the run ended");
+    let mut summary = summary_of(runs, id);
+    let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
+    assert_eq!(series, serde_json::json!(names), "one live series per row");
+    let table = result_table(b);
+    let rows = summary["rows"].as_array().unwrap();
+    assert_eq!(table.len(), rows.len(), "{table:?}");
+    for (shown, row) in table.iter().zip(rows) {
+        assert_eq!(shown[0], row[key].as_str().unwrap());
+        for &(i, pointer, decimals) in cols {
+            shown_equals(
+                pointer,
+                &shown[i],
+                f(row.pointer(pointer).unwrap()),
+                decimals,
+            );
+        }
+    }
+    let fig = b.wait_for(
+        "$('figure').complete && $('figure').naturalWidth",
+        LONG,
+        "the comparison's figure in the page",
+    );
+    assert!(fig.as_u64().unwrap() > 0);
+    summary["id"] = serde_json::json!(id);
+    summary
+}
+
+#[test]
+fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() {
+    let Some(chromium) = cdp_support::find_chromium() else {
+        // Written past the test harness's capture, so the skip shows in every log.
+        let _ = std::io::stderr().write_all(
+            b"SKIPPED: no chromium on the PATH (nor $NOFTL_CHROMIUM); scripts/install-test-deps.sh installs Debian's chromium\n",
+        );
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let runs = d.path().join("runs");
+    let dash = start(&runs);
+    let mut b = cdp_support::Browser::start(&chromium, 1280, 1350);
+    b.navigate(&format!("http://{}/", dash.addr));
+    b.wait_for(
+        "document.readyState === 'complete' && typeof uPlot === 'function'",
+        LONG,
+        "the page and its chart library",
+    );
+
+    // Bad input in the form (one the browser's own checks of number fields let through): the
+    // server's message naming the field, nothing started.
+    b.eval("document.querySelector('#form [name=duration]').value = 'soon'");
+    b.eval("document.querySelector('#form button').click()");
+    let msg = b.wait_for("$('error').textContent", LONG, "the form's error message");
+    assert!(msg.as_str().unwrap().starts_with("duration: "), "{msg}");
+
+    // A short bench, paced to 2 virtual seconds per second so that it is watched live.
+    let (id, live_points) = run_from_form(
+        &mut b,
+        &[
+            ("scenario", "bench"),
+            ("workload", "tpcb"),
+            ("storage", "native"),
+            ("scale", "1"),
+            ("terminals", "2"),
+            ("duration", "2s"),
+            ("preset", "noftl13"),
+            ("speed", "2"),
+        ],
+    );
+    assert!(live_points > 0, "the chart had points before the run ended");
+
+    // The result table is the run's summary.json.
+    let summary = summary_of(&runs, id);
+    let table = result_table(&mut b);
+    let lat = &summary["Latency Distribution"];
+    for (key, want, decimals) in [
+        ("throughput (committed tx/s)", &summary["throughput_tps"], 1),
+        ("committed", &summary["committed"], 0),
+        (
+            "latency median (us)",
+            &lat["Median Latency (microseconds)"],
+            1,
+        ),
+        (
+            "latency p99 (us)",
+            &lat["99th Percentile Latency (microseconds)"],
+            1,
+        ),
+        (
+            "flash programs per txn",
+            &summary["per_txn"]["flash_programs"],
+            3,
+        ),
+        ("virtual seconds", &summary["virtual_seconds"], 3),
+    ] {
+        let row = table
+            .iter()
+            .find(|r| r[0] == key)
+            .unwrap_or_else(|| panic!("no row '{key}' in the result table {table:?}"));
+        shown_equals(key, &row[1], f(want), decimals);
+    }
+    assert!(f(&summary["committed"]) > 0.0, "{summary}");
+
+    // The chart: a point per 20 ms window (but the first), and its throughput integrated over
+    // time is the commits after the first window, so at most the run's and at least 90 % of it.
+    let chart = b.eval("({ t: tpsPlot.data[0], tps: tpsPlot.data[1] })");
+    let t: Vec<f64> = serde_json::from_value(chart["t"].clone()).unwrap();
+    let tps: Vec<f64> = serde_json::from_value(chart["tps"].clone()).unwrap();
+    assert!(t.len() >= 50, "2 s in 20 ms windows: {} points", t.len());
+    let commits: f64 = t
+        .windows(2)
+        .zip(&tps[1..])
+        .map(|(w, x)| (w[1] - w[0]) * x)
+        .sum();
+    let committed = f(&summary["committed"]);
+    assert!(
+        commits <= committed + 0.5 && commits >= 0.9 * committed,
+        "the chart's commits {commits} vs the run's {committed}"
+    );
+    // The device's last requests (NoFTL Fig. 7): flash operations with their die, purpose and
+    // a latency of at least a flash read's.
+    let requests: Vec<Vec<String>> = serde_json::from_value(b.eval(
+        "[...document.querySelectorAll('#requests tr')].slice(1).map(tr => [...tr.cells].map(c => c.textContent))",
+    ))
+    .unwrap();
+    assert!(!requests.is_empty(), "a request table");
+    for r in &requests {
+        assert_eq!(r[0], "native", "{r:?}");
+        assert!(
+            [
+                "read",
+                "program",
+                "partial_program",
+                "erase",
+                "oob_read",
+                "oob_write"
+            ]
+            .contains(&r[3].as_str()),
+            "{r:?}"
+        );
+        assert!(r[2].parse::<u32>().is_ok(), "a die: {r:?}");
+        let latency_us: f64 = r[5].parse().unwrap();
+        assert!(latency_us > 0.0, "{r:?}");
+    }
+    save_screenshot(&mut b, "dashboard-bench.png");
+
+    // A comparison: three stores, one live series each, then the comparison table and NoFTL
+    // Fig. 3 as drawn by `noftl plot`. The fields not given keep the bench's values.
+    let stores = ["native", "dftl-2%", "page"];
+    let summary = comparison_from_form(
+        &mut b,
+        &runs,
+        &[
+            ("scenario", "compare"),
+            ("stores", &stores.join(",")),
+            ("repeat", "1"),
+            ("warmup", "none"),
+            ("duration", "2s"),
+            ("speed", "4"),
+        ],
+        ("storage", &stores),
+        &[(1, "/throughput_tps", 1), (5, "/per_txn/flash_programs", 3)],
+    );
+    for (shown, row) in result_table(&mut b)
+        .iter()
+        .zip(summary["rows"].as_array().unwrap())
+    {
+        if row["storage"] != "native" {
+            shown_equals("slowdown", &shown[3], f(&row["slowdown"]), 2);
+        }
+    }
+    let id = summary["id"].as_u64().unwrap();
+    let (status, svg) = http(&dash.addr, "GET", &format!("/api/runs/{id}/figure.svg"), "");
+    assert_eq!(status, 200);
+    for store in stores {
+        assert!(svg.contains(store), "the figure names {store}");
+    }
+    save_screenshot(&mut b, "dashboard-compare.png");
+
+    // IPA Table I's rows: baseline against IPA in regions, TATP on a small SLC device.
+    let configs = ["baseline", "ipa-regions"];
+    let summary = comparison_from_form(
+        &mut b,
+        &runs,
+        &[
+            ("scenario", "ipa"),
+            ("workload", "tatp"),
+            ("configs", &configs.join(",")),
+            ("scale", "1500"),
+            ("terminals", "1"),
+            ("preset", "tiny"),
+            ("warmup", "500ms"),
+            ("duration", "1s"),
+            ("speed", "4"),
+        ],
+        ("config", &configs),
+        &[(1, "/append_percent", 1), (4, "/throughput_tps", 1)],
+    );
+    assert!(
+        f(&summary["rows"][1]["append_percent"]) > 0.0,
+        "IPA appends: {summary}"
+    );
+    save_screenshot(&mut b, "dashboard-ipa.png");
 }

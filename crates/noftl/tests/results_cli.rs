@@ -1,5 +1,5 @@
-//! Result directories (`--results DIR`, docs/results.md): the files of `bench`, `compare` and
-//! `io` parse, and agree with each other and with the verb's JSON.
+//! Result directories (`--results DIR`, docs/results.md): the files of `bench`, `compare`,
+//! `ipa compare` and `io` parse, and agree with each other and with the verb's JSON.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
@@ -242,6 +242,81 @@ fn compare_results_have_a_series_per_store_and_repeat() {
             .collect();
         assert_eq!(repeats.len(), 2, "{name}");
     }
+}
+
+#[test]
+fn ipa_compare_results_have_a_series_per_row() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("ipa");
+    let (ok, out, err) = noftl(&[
+        "ipa",
+        "compare",
+        "--preset",
+        "tiny",
+        "--set",
+        "geometry.blocks_per_plane=64",
+        "--scale",
+        "1500",
+        "--warmup",
+        "500ms",
+        "--duration",
+        "1s",
+        "--configs",
+        "baseline,ipa-regions",
+        "--json",
+        "-",
+        "--results",
+        dir.to_str().unwrap(),
+        "--sample-window",
+        "100ms",
+        "--raw",
+    ]);
+    assert!(ok, "{err}");
+    let today: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let s = json(&dir.join("summary.json"));
+    assert_eq!(s["Benchmark Type"], "tatp");
+    assert_eq!(s["scalefactor"], 1500.0);
+    let (h, rows) = csv(&dir.join("samples.csv"));
+    let (rh, raw) = csv(&dir.join("raw.csv"));
+    for (i, row) in today["rows"].as_array().unwrap().iter().enumerate() {
+        let name = row["config"].as_str().unwrap();
+        assert_eq!(s["rows"][i]["throughput_tps"], row["throughput_tps"]);
+        assert_eq!(s["rows"][i]["ipa_appends"], row["ipa_appends"]);
+        // The successful transactions over the measured window, as the verb counts them.
+        let goodput = s["rows"][i]["Goodput (requests/second)"].as_f64().unwrap();
+        let tps = row["throughput_tps"].as_f64().unwrap();
+        assert!((goodput - tps).abs() < 0.01, "{name}: {goodput} vs {tps}");
+        let mine: Vec<&Vec<String>> = rows
+            .iter()
+            .filter(|r| r[col(&h, "config")] == name)
+            .collect();
+        assert!(mine.len() >= 10, "1 s in 100 ms windows: {}", mine.len());
+        let txns: u64 = mine
+            .iter()
+            .map(|r| r[col(&h, "transactions")].parse::<u64>().unwrap())
+            .sum();
+        let raw_n = raw.iter().filter(|r| r[col(&rh, "config")] == name).count() as u64;
+        assert_eq!(raw_n, txns, "{name}: every transaction in one window");
+    }
+    // The directory plots as IPA Table I.
+    let svg = d.path().join("t.svg");
+    let (ok, _, err) = noftl(&[
+        "plot",
+        dir.to_str().unwrap(),
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(ok && err.starts_with("table-i"), "{err}");
+    let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(texts.iter().any(|t| t.contains("ipa-regions")), "{texts:?}");
+    // `ipa advise` writes no result directory, and says so.
+    let (ok, _, err) = noftl(&[
+        "ipa",
+        "advise",
+        "--results",
+        d.path().join("adv").to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("ipa advise"), "{err}");
 }
 
 #[test]

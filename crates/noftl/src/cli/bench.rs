@@ -613,18 +613,27 @@ pub(crate) fn run_virtual_marked<T: storage::sched::Terminal>(
     let st = match sample_ns {
         None => run_virtual_sampled(e, terms, start_ns, opts, None)?,
         Some(w) => {
+            // The last device request a live point showed (the dashboard's request table).
+            let mut shown_seq = 0;
             let mut on = |t: u64, eng: &Engine| {
                 let m = crate::results::mark_store(t, eng.store());
                 let t0 = marks.first().map_or(t, |f: &crate::results::Mark| f.t_ns);
-                crate::results::live(|| crate::results::LivePoint {
-                    t_s: (t - t0) as f64 / 1e9,
-                    commits: eng.stats().commits,
-                    aborts: eng.stats().aborts,
-                    flash_reads: m.flash_reads,
-                    flash_programs: m.flash_programs,
-                    flash_erases: m.flash_erases,
-                    gc_migrations: m.gc_migrations,
-                    free_blocks: m.free_blocks,
+                crate::results::live(|| {
+                    let (requests, seq) =
+                        crate::results::recent_requests(eng.store().nand(), t0, shown_seq);
+                    shown_seq = seq;
+                    crate::results::LivePoint {
+                        requests,
+                        series: String::new(),
+                        t_s: (t - t0) as f64 / 1e9,
+                        commits: eng.stats().commits,
+                        aborts: eng.stats().aborts,
+                        flash_reads: m.flash_reads,
+                        flash_programs: m.flash_programs,
+                        flash_erases: m.flash_erases,
+                        gc_migrations: m.gc_migrations,
+                        free_blocks: m.free_blocks,
+                    }
                 });
                 marks.push(m);
             };
@@ -663,19 +672,7 @@ pub(super) fn write_results(
         marks,
         events,
     };
-    r::write(
-        &plan.dir,
-        "samples.csv",
-        &r::samples_csv(std::slice::from_ref(&trace), &[], r::Unit::Txn),
-    )?;
-    if plan.raw {
-        r::write(
-            &plan.dir,
-            "raw.csv",
-            &r::raw_csv(std::slice::from_ref(&trace), &[], types, "commit"),
-        )?;
-    }
-    Ok(())
+    r::write_txn_series(plan, std::slice::from_ref(&trace), &[], types)
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {

@@ -472,7 +472,7 @@ struct Rig {
 
 /// What runs before the measured run (module doc: warm-up).
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Warmup {
+pub(crate) enum Warmup {
     None,
     /// Until the store wrote as many pages for the engine as the device has.
     Auto,
@@ -505,7 +505,7 @@ const WARMUP_DEVICE_WRITES: u64 = 2;
 const WARMUP_SEED: u64 = 0x5741_524D_5550;
 
 /// Row indices of `--stores`, in `ROWS` order; native must be among them.
-fn parse_stores(names: &[String]) -> anyhow::Result<Vec<usize>> {
+pub(crate) fn parse_stores(names: &[String]) -> anyhow::Result<Vec<usize>> {
     let mut rows = Vec::new();
     for n in names {
         match ROWS.iter().position(|(r, _, _)| r == n) {
@@ -524,7 +524,7 @@ fn parse_stores(names: &[String]) -> anyhow::Result<Vec<usize>> {
     Ok(rows)
 }
 
-fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
+pub(crate) fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
     Ok(match s {
         "auto" => Warmup::Auto,
         "none" | "0" | "0s" => Warmup::None,
@@ -847,6 +847,12 @@ fn run_row(
     );
     let mut outs = Vec::new();
     for k in 0..repeat {
+        // The dashboard's live points (if it runs this comparison): one series per window.
+        crate::results::set_live_series(&if repeat > 1 {
+            format!("{name} #{}", k + 1)
+        } else {
+            name.to_string()
+        });
         let out = measure_window(
             &mut e,
             &loaded,
@@ -1240,9 +1246,11 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let done = AtomicUsize::new(0);
     let windows = selected.len() * args.repeat as usize;
+    let live = crate::results::live_hook();
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
+                crate::results::set_live(live.clone());
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= selected.len() {
                     break;
@@ -1444,29 +1452,16 @@ fn write_results(
         &v,
         r::common_keys(workload, f64::from(scale), terminals, plan),
     )?;
-    let labels = ["storage", "repeat"];
-    r::write(
-        &plan.dir,
-        "samples.csv",
-        &r::samples_csv(&traces, &labels, r::Unit::Txn),
-    )?;
-    if plan.raw {
-        let types: Vec<&str> = match w {
-            Workload::Tpcb(_) => vec!["tpcb"],
-            Workload::Tatp(..) => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
-            Workload::Tpcc(_) => kits::tpcc::input::Kind::ALL
-                .iter()
-                .map(|k| k.name())
-                .collect(),
-            Workload::Tpch(_) => vec!["query"],
-        };
-        r::write(
-            &plan.dir,
-            "raw.csv",
-            &r::raw_csv(&traces, &labels, &types, "commit"),
-        )?;
-    }
-    Ok(())
+    let types: Vec<&str> = match w {
+        Workload::Tpcb(_) => vec!["tpcb"],
+        Workload::Tatp(..) => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
+        Workload::Tpcc(_) => kits::tpcc::input::Kind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect(),
+        Workload::Tpch(_) => vec!["query"],
+    };
+    r::write_txn_series(plan, &traces, &["storage", "repeat"], &types)
 }
 
 fn print_table(res: &CompareResult) {

@@ -1,11 +1,15 @@
-//! `noftl dashboard`: a web page to start benchmark runs and watch them live (issue 17; a first
-//! version: bench runs, live throughput and device statistics, the result table).
+//! `noftl dashboard`: a web page to start benchmark runs and watch them live (issue 17): bench
+//! runs, comparisons of stores (NoFTL Fig. 3) and of IPA's configurations (IPA Table I), with
+//! live throughput, device statistics and recent flash requests, then the result table and the
+//! comparison's figure.
 //!
 //! Design:
-//! - One driver. A run is `noftl bench WORKLOAD ... --results DIR` parsed by the CLI's own
-//!   parser and run by `bench::run` on a thread of this process; the scheduler's window marks
-//!   reach the page through a thread-local hook (`results::set_live`), so the dashboard shows
-//!   the figures the CLI writes, and `summary.json` is the run's final result.
+//! - One driver. A run is the CLI command line (`noftl bench ...`, `noftl compare ...`, `noftl
+//!   ipa compare ...`, each with `--results DIR`) parsed by the CLI's own parser and run by its
+//!   own dispatch (`cli::run`) on a thread of this process; the scheduler's window marks reach
+//!   the page through a hook (`results::set_live`, handed on to `compare`'s worker threads), so
+//!   the dashboard shows the figures the CLI writes, and `summary.json` is the run's final
+//!   result. Figures are drawn by `noftl plot`'s code.
 //! - Live data is sent as server-sent events (`GET /api/runs/ID/events`): every event of a run
 //!   is kept, and a new subscriber first gets the ones sent before it, so two browsers watching
 //!   one run see the same data. The stream ends after `done` or `error`.
@@ -17,6 +21,7 @@
 //! - `--dir` holds one result directory per run (`run-N`); those already there are listed as
 //!   past runs at start-up.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -29,7 +34,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use clap::{Args, Parser};
+use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
@@ -50,8 +55,27 @@ pub struct DashboardArgs {
 /// What the form asks for.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct RunRequest {
+    /// `bench` (one store; the default), `compare` (several side by side, NoFTL Fig. 3) or
+    /// `ipa` (`ipa compare`: IPA Table I's configurations side by side).
+    #[serde(default = "bench")]
+    pub scenario: String,
     pub workload: String,
+    /// bench: the store.
+    #[serde(default)]
     pub storage: String,
+    /// compare: the stores (compare's names; native among them).
+    #[serde(default)]
+    pub stores: Vec<String>,
+    /// ipa: the configurations (`ipa compare`'s names).
+    #[serde(default)]
+    pub configs: Vec<String>,
+    /// compare, ipa: measured windows per store or configuration.
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// compare: before each store's windows (none, auto or a virtual time); ipa: a virtual
+    /// time.
+    #[serde(default = "none")]
+    pub warmup: String,
     pub scale: u32,
     pub terminals: u32,
     /// Virtual run time, e.g. 10s.
@@ -61,6 +85,19 @@ pub struct RunRequest {
     #[serde(default)]
     pub speed: f64,
 }
+
+fn bench() -> String {
+    "bench".into()
+}
+fn one() -> u32 {
+    1
+}
+fn none() -> String {
+    "none".into()
+}
+
+/// Flash requests a live point carries at most (the last of its window; NoFTL Fig. 7's table).
+const RECENT_REQUESTS: usize = 8;
 
 const STORAGES: [&str; 8] = [
     "native",
@@ -74,7 +111,8 @@ const STORAGES: [&str; 8] = [
 ];
 
 impl RunRequest {
-    /// The bench command line of this request, or what is wrong with it.
+    /// The CLI command line of this request (without the program name), or what is wrong with
+    /// it.
     pub fn argv(&self, dir: &std::path::Path) -> Result<Vec<String>, String> {
         let (max_scale, what) = match self.workload.as_str() {
             "tpcb" => (64, "branches"),
@@ -82,13 +120,75 @@ impl RunRequest {
             "tpcc" => (4, "warehouses"),
             other => return Err(format!("workload: tpcb, tatp or tpcc, not '{other}'")),
         };
-        if !STORAGES.contains(&self.storage.as_str()) {
-            return Err(format!(
-                "storage: one of {}, not '{}'",
-                STORAGES.join(", "),
-                self.storage
-            ));
-        }
+        let mut argv: Vec<String> = match self.scenario.as_str() {
+            "bench" => {
+                if !STORAGES.contains(&self.storage.as_str()) {
+                    return Err(format!(
+                        "storage: one of {}, not '{}'",
+                        STORAGES.join(", "),
+                        self.storage
+                    ));
+                }
+                ["bench", &self.workload, "--storage", &self.storage]
+                    .map(String::from)
+                    .to_vec()
+            }
+            "compare" => {
+                // compare's own checks, with its messages.
+                super::compare::parse_stores(&self.stores).map_err(|e| format!("stores: {e}"))?;
+                super::compare::parse_warmup(&self.warmup).map_err(|e| format!("warmup: {e}"))?;
+                self.check_repeat()?;
+                [
+                    "compare",
+                    "--workload",
+                    &self.workload,
+                    "--stores",
+                    &self.stores.join(","),
+                    "--repeat",
+                    &self.repeat.to_string(),
+                    "--warmup",
+                    &self.warmup,
+                ]
+                .map(String::from)
+                .to_vec()
+            }
+            "ipa" => {
+                if self.configs.is_empty() {
+                    return Err(format!(
+                        "configs: one or more of {}",
+                        super::ipa::CONFIGS.join(", ")
+                    ));
+                }
+                if let Some(c) = self
+                    .configs
+                    .iter()
+                    .find(|c| !super::ipa::CONFIGS.contains(&c.as_str()))
+                {
+                    return Err(format!(
+                        "configs: '{c}' is not one of {}",
+                        super::ipa::CONFIGS.join(", ")
+                    ));
+                }
+                let warmup = &self.warmup;
+                super::bench::parse_duration_ns(warmup).map_err(|e| format!("warmup: {e}"))?;
+                self.check_repeat()?;
+                [
+                    "ipa",
+                    "compare",
+                    "--workload",
+                    &self.workload,
+                    "--configs",
+                    &self.configs.join(","),
+                    "--repeat",
+                    &self.repeat.to_string(),
+                    "--warmup",
+                    warmup,
+                ]
+                .map(String::from)
+                .to_vec()
+            }
+            other => return Err(format!("scenario: bench, compare or ipa, not '{other}'")),
+        };
         if self.scale == 0 || self.scale > max_scale {
             return Err(format!(
                 "scale: 1 to {max_scale} {what} here, not {}",
@@ -116,36 +216,42 @@ impl RunRequest {
         }
         // About a hundred points per run, at least 10 ms apart.
         let window_ms = (ns / 100 / 1_000_000).max(10);
-        Ok([
-            "bench",
-            &self.workload,
-            "--storage",
-            &self.storage,
-            "--scale",
-            &self.scale.to_string(),
-            "--terminals",
-            &self.terminals.to_string(),
-            "--duration",
-            &self.duration,
-            "--preset",
-            &self.preset,
-            "--results",
-            &dir.display().to_string(),
-            "--sample-window",
-            &format!("{window_ms}ms"),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect())
+        argv.extend(
+            [
+                "--scale",
+                &self.scale.to_string(),
+                "--terminals",
+                &self.terminals.to_string(),
+                "--duration",
+                &self.duration,
+                "--preset",
+                &self.preset,
+                // The device keeps its last operations for the page's request table.
+                "--set",
+                &format!("trace_recent={RECENT_REQUESTS}"),
+                "--results",
+                &dir.display().to_string(),
+                "--sample-window",
+                &format!("{window_ms}ms"),
+            ]
+            .map(String::from),
+        );
+        Ok(argv)
+    }
+
+    fn check_repeat(&self) -> Result<(), String> {
+        if self.repeat == 0 || self.repeat > 10 {
+            return Err(format!("repeat: 1 to 10, not {}", self.repeat));
+        }
+        Ok(())
     }
 }
 
-/// The CLI's bench parser, for a run's argv.
-#[derive(Debug, Parser)]
-#[command(name = "noftl")]
-struct BenchCli {
-    #[command(subcommand)]
-    bench: super::bench::BenchCommand,
+/// A run's command line through the CLI's own parser.
+fn parse(argv: &[String]) -> Result<super::Cli, String> {
+    use clap::Parser as _;
+    super::Cli::try_parse_from(std::iter::once("noftl").chain(argv.iter().map(String::as_str)))
+        .map_err(|e| e.to_string())
 }
 
 /// One run, live or past.
@@ -267,6 +373,7 @@ fn router(app: Shared) -> Router {
         .route("/api/runs", get(list_runs).post(start_run))
         .route("/api/runs/{id}", get(one_run))
         .route("/api/runs/{id}/events", get(events))
+        .route("/api/runs/{id}/figure.svg", get(figure))
         .with_state(app)
 }
 
@@ -340,11 +447,9 @@ async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Respon
         Ok(a) => a,
         Err(e) => return bad(e),
     };
-    let cmd = match BenchCli::try_parse_from(
-        std::iter::once("noftl".to_string()).chain(argv[1..].iter().cloned()),
-    ) {
-        Ok(c) => c.bench,
-        Err(e) => return bad(e.to_string()),
+    let cmd = match parse(&argv) {
+        Ok(c) => c,
+        Err(e) => return bad(e),
     };
     let (tx, _) = broadcast::channel(1024);
     if let Ok(mut runs) = app.runs.lock() {
@@ -364,15 +469,19 @@ async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Respon
     (StatusCode::CREATED, Json(json!({ "id": id }))).into_response()
 }
 
-/// Runs one bench on this thread, sending its window marks as `sample` events (paced to
-/// `speed` virtual seconds per wall second, if not 0), then `done` with summary.json or
-/// `error`.
-fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, speed: f64) {
-    let mut started: Option<Instant> = None;
+/// Runs one CLI command on this thread (the verb's own worker threads get the live hook too),
+/// sending its window marks as `sample` events (each series paced to `speed` virtual seconds
+/// per wall second, if not 0), then `done` with summary.json or `error`.
+fn drive(app: Shared, id: usize, cmd: super::Cli, dir: PathBuf, speed: f64) {
+    // Each series' first point's wall time: its pace starts there.
+    let started: Mutex<HashMap<String, Instant>> = Mutex::new(HashMap::new());
     let hook_app = Arc::clone(&app);
-    crate::results::set_live(Some(Box::new(move |p: crate::results::LivePoint| {
-        let t0 = *started.get_or_insert_with(Instant::now);
+    crate::results::set_live(Some(Arc::new(move |p: crate::results::LivePoint| {
         if speed > 0.0 {
+            let t0 = started
+                .lock()
+                .map(|mut m| *m.entry(p.series.clone()).or_insert_with(Instant::now))
+                .unwrap_or_else(|_| Instant::now());
             let due = Duration::from_secs_f64(p.t_s / speed);
             let el = t0.elapsed();
             if due > el {
@@ -389,7 +498,7 @@ fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, 
         json!({"phase": "loading and running"}).to_string(),
     );
     // A run that panics ends with an `error` event too: a page never waits for nothing.
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::bench::run(cmd)))
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::run(cmd)))
         .unwrap_or_else(|_| {
             Err(anyhow::anyhow!(
                 "the run panicked (see the dashboard's standard error)"
@@ -414,6 +523,28 @@ fn drive(app: Shared, id: usize, cmd: super::bench::BenchCommand, dir: PathBuf, 
                 json!({ "error": format!("{e:#}") }).to_string(),
             );
         }
+    }
+}
+
+/// A comparison's figure, drawn by `noftl plot`'s code from its summary.json: IPA Table I for
+/// an `ipa compare`, NoFTL Fig. 3 for a `compare`.
+async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    let summary = app.runs.lock().ok().and_then(|r| {
+        r.iter()
+            .find(|r| r.id == id)
+            .and_then(|r| r.summary.clone())
+    });
+    let Some(summary) = summary else {
+        return (StatusCode::NOT_FOUND, format!("no finished run {id}")).into_response();
+    };
+    let svg = if summary["rows"][0].get("ipa_appends").is_some() {
+        super::plot::table_i_of(&summary).and_then(|t| super::plot::table_i(&t))
+    } else {
+        super::plot::bars_of(&summary).and_then(|b| super::plot::figure3(&b))
+    };
+    match svg {
+        Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
+        Err(e) => (StatusCode::NOT_FOUND, format!("run {id}: {e:#}")).into_response(),
     }
 }
 
@@ -459,6 +590,11 @@ mod tests {
 
     fn req() -> RunRequest {
         RunRequest {
+            scenario: "bench".into(),
+            stores: Vec::new(),
+            configs: Vec::new(),
+            repeat: 1,
+            warmup: "none".into(),
             workload: "tpcb".into(),
             storage: "native".into(),
             scale: 1,
@@ -475,10 +611,7 @@ mod tests {
         assert_eq!(&argv[..2], ["bench", "tpcb"]);
         assert!(argv.windows(2).any(|w| w == ["--results", "d/run-1"]));
         assert!(argv.windows(2).any(|w| w == ["--sample-window", "20ms"]));
-        let cli = BenchCli::try_parse_from(
-            std::iter::once("noftl".to_string()).chain(argv[1..].iter().cloned()),
-        );
-        assert!(cli.is_ok());
+        assert!(parse(&argv).is_ok());
         for (bad, word) in [
             (
                 RunRequest {
@@ -522,6 +655,90 @@ mod tests {
                     ..req()
                 },
                 "speed",
+            ),
+        ] {
+            let e = bad.argv(std::path::Path::new("d")).unwrap_err();
+            assert!(e.starts_with(word), "{e}");
+        }
+    }
+
+    fn compare() -> RunRequest {
+        RunRequest {
+            scenario: "compare".into(),
+            stores: vec!["native".into(), "dftl-2%".into()],
+            ..req()
+        }
+    }
+
+    #[test]
+    fn a_comparison_becomes_the_compare_command_line_or_compares_own_message() {
+        let argv = compare().argv(std::path::Path::new("d/run-2")).unwrap();
+        assert_eq!(&argv[..1], ["compare"]);
+        assert!(argv.windows(2).any(|w| w == ["--stores", "native,dftl-2%"]));
+        assert!(argv.windows(2).any(|w| w == ["--warmup", "none"]));
+        assert!(parse(&argv).is_ok(), "{argv:?}");
+        let ipa = RunRequest {
+            scenario: "ipa".into(),
+            configs: vec!["baseline".into(), "ipa-regions".into()],
+            warmup: "1s".into(),
+            ..compare()
+        };
+        let argv = ipa.argv(std::path::Path::new("d/run-3")).unwrap();
+        assert_eq!(&argv[..2], ["ipa", "compare"]);
+        assert!(argv.windows(2).any(|w| w == ["--warmup", "1s"]), "{argv:?}");
+        assert!(parse(&argv).is_ok(), "{argv:?}");
+        for (bad, word) in [
+            (
+                RunRequest {
+                    stores: vec!["dftl-2%".into()],
+                    ..compare()
+                },
+                "stores: --stores must include native",
+            ),
+            (
+                RunRequest {
+                    stores: vec!["native".into(), "ssd".into()],
+                    ..compare()
+                },
+                "stores: --stores: no store 'ssd'",
+            ),
+            (
+                RunRequest {
+                    warmup: "later".into(),
+                    ..compare()
+                },
+                "warmup",
+            ),
+            (
+                RunRequest {
+                    repeat: 0,
+                    ..compare()
+                },
+                "repeat",
+            ),
+            (
+                RunRequest {
+                    scenario: "ipa".into(),
+                    configs: vec!["baseline".into(), "ipa-everything".into()],
+                    ..compare()
+                },
+                "configs: 'ipa-everything'",
+            ),
+            (
+                RunRequest {
+                    scenario: "ipa".into(),
+                    configs: vec!["baseline".into()],
+                    warmup: "auto".into(),
+                    ..compare()
+                },
+                "warmup",
+            ),
+            (
+                RunRequest {
+                    scenario: "sweep".into(),
+                    ..compare()
+                },
+                "scenario",
             ),
         ] {
             let e = bad.argv(std::path::Path::new("d")).unwrap_err();

@@ -117,6 +117,10 @@ pub struct IpaCompareArgs {
     /// Write the JSON result to this file ("-": standard output).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// `ipa compare` only (docs/results.md): one samples.csv row per window of every row's
+    /// measured run.
+    #[command(flatten)]
+    pub results: crate::results::ResultsArgs,
 }
 
 #[derive(Debug, Serialize, Clone)]
@@ -140,6 +144,9 @@ struct Row {
     programs_per_txn: f64,
     erases_per_txn: f64,
     consistency: Consistency,
+    /// With --results: the measured window's marks and transactions.
+    #[serde(skip)]
+    trace: Option<crate::results::Trace>,
 }
 
 #[derive(Debug, Serialize)]
@@ -348,11 +355,13 @@ fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
 
 fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     let mut st = setup(&a)?;
+    let plan = a.results.plan()?;
+    let sample_ns = plan.as_ref().map(|p| p.window_ns);
     if st.configs.iter().any(|c| c.ends_with("advised")) {
         // The advisor's layout, from a profiled run of the baseline (the same run `ipa advise`
         // makes), before the rows that use it.
         let mut profile = Vec::new();
-        run_one(&a, &st, "baseline", a.seed, Some(&mut profile))
+        run_one(&a, &st, "baseline", a.seed, Some(&mut profile), None)
             .context("ipa compare, the advisor's baseline run")?;
         let rec = recommend(&profile, st.nop)?;
         let tables: Vec<String> = rec.tables().iter().map(|t| t.to_string()).collect();
@@ -362,6 +371,8 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
         (&st.workload, st.scheme, st.page_bytes, st.ipa_mode);
     let (warmup_ns, duration_ns) = (st.warmup_ns, st.duration_ns);
     let mut rows = Vec::new();
+    // Per row, its runs' traces (with --results).
+    let mut traces: Vec<Vec<crate::results::Trace>> = Vec::new();
     let mut not_run = Vec::new();
     'configs: for config in &st.configs {
         if config.ends_with("advised") && st.advised.as_ref().is_some_and(|a| a.0.is_empty()) {
@@ -374,8 +385,17 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
         let mut runs: Vec<(Row, f64)> = Vec::new();
         for k in 0..a.repeat {
             let seed = a.seed + u64::from(k);
-            match run_one(&a, &st, config, seed, None) {
-                Ok(row) => {
+            // The dashboard's live points (if it runs this comparison): one series per run.
+            crate::results::set_live_series(&if a.repeat > 1 {
+                format!("{config} #{}", k + 1)
+            } else {
+                config.clone()
+            });
+            match run_one(&a, &st, config, seed, None, sample_ns) {
+                Ok(mut row) => {
+                    if let Some(t) = row.trace.as_mut() {
+                        t.labels = vec![config.clone(), (k + 1).to_string()];
+                    }
                     let tps = row.throughput_tps;
                     runs.push((row, tps));
                 }
@@ -397,6 +417,8 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
         let mut row = runs[0].0.clone();
         row.throughput_tps = mean;
         row.stdev = var.sqrt();
+        row.trace = None;
+        traces.push(runs.into_iter().filter_map(|r| r.0.trace).collect());
         rows.push(row);
     }
     let report = Report {
@@ -423,10 +445,49 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
             .as_ref()
             .map(|a| format!("{}/{}B", a.1.label(), a.1.record_bytes)),
     };
+    if let Some(p) = &plan {
+        write_results(p, &a, &report, &traces)?;
+    }
     if super::common::emit_json(a.json.as_deref(), &report)? {
         print_table(&report);
     }
     Ok(())
+}
+
+/// The result directory of `ipa compare` (docs/results.md): summary.json (the JSON result with
+/// BenchBase's names per row), samples.csv and raw.csv with a row per window or transaction of
+/// every row (`config`) and run (`repeat`).
+fn write_results(
+    plan: &crate::results::Plan,
+    a: &IpaCompareArgs,
+    report: &Report,
+    traces: &[Vec<crate::results::Trace>],
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    let mut v = serde_json::to_value(report)?;
+    for (i, runs) in traces.iter().enumerate() {
+        let events: Vec<storage::sched::TxnEvent> =
+            runs.iter().flat_map(|t| t.events.iter().copied()).collect();
+        let secs: f64 = runs
+            .iter()
+            .map(|t| t.end_ns().saturating_sub(t.start_ns()) as f64 / 1e9)
+            .sum();
+        if let Some(obj) = v["rows"].get_mut(i).and_then(|x| x.as_object_mut()) {
+            obj.extend(r::benchbase(&events, secs));
+        }
+    }
+    r::write_summary(
+        &plan.dir,
+        &v,
+        r::common_keys(&a.workload, f64::from(report.scale), a.terminals, plan),
+    )?;
+    let all: Vec<r::Trace> = traces.iter().flatten().cloned().collect();
+    let types: Vec<&str> = match a.workload.as_str() {
+        "tatp" => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
+        "tpcc" => tpcc::input::Kind::ALL.iter().map(|k| k.name()).collect(),
+        _ => vec!["tpcb"],
+    };
+    r::write_txn_series(plan, &all, &["config", "repeat"], &types)
 }
 
 fn run_one(
@@ -435,6 +496,7 @@ fn run_one(
     config: &str,
     seed: u64,
     mut profile: Option<&mut Vec<ObjectProfile>>,
+    sample_ns: Option<u64>,
 ) -> anyhow::Result<Row> {
     let (workload, page_bytes, chips, ipa_opts) =
         (&st.workload, st.page_bytes, st.chips, st.ipa_opts.as_str());
@@ -541,10 +603,14 @@ fn run_one(
             window(
                 e,
                 terms,
-                TatpTerminal::succeeded,
-                |t| &t.latency_ns,
+                Kit {
+                    done: TatpTerminal::succeeded,
+                    latency: |t| &t.latency_ns,
+                    events: |t| &mut t.events,
+                },
                 st,
                 &mut profile,
+                sample_ns,
             )?
         }
         Workload::Tpcb(bc) => {
@@ -555,10 +621,14 @@ fn run_one(
             window(
                 e,
                 terms,
-                |t| t.committed,
-                |t| &t.latency_ns,
+                Kit {
+                    done: |t| t.committed,
+                    latency: |t| &t.latency_ns,
+                    events: |t| &mut t.events,
+                },
                 st,
                 &mut profile,
+                sample_ns,
             )?
         }
         Workload::Tpcc(cc) => {
@@ -570,10 +640,14 @@ fn run_one(
             window(
                 e,
                 terms,
-                TpccTerminal::committed,
-                |t| &t.latency_ns,
+                Kit {
+                    done: TpccTerminal::committed,
+                    latency: |t| &t.latency_ns,
+                    events: |t| &mut t.events,
+                },
                 st,
                 &mut profile,
+                sample_ns,
             )?
         }
     };
@@ -586,6 +660,7 @@ fn run_one(
         c1,
         share,
         elapsed_ns,
+        trace,
     } = w;
     let host_writes = (c1.host_programs - c0.host_programs) + (c1.host_appends - c0.host_appends);
     let appends = c1.host_appends - c0.host_appends;
@@ -607,6 +682,7 @@ fn run_one(
         programs_per_txn: (c1.programs - c0.programs) as f64 / txns,
         erases_per_txn: (c1.erases - c0.erases) as f64 / txns,
         consistency: consistency(&before, &after, elapsed_ns, a.terminals, true, &hist),
+        trace,
     })
 }
 
@@ -620,6 +696,16 @@ struct Window {
     c1: Counts,
     share: f64,
     elapsed_ns: u64,
+    trace: Option<crate::results::Trace>,
+}
+
+/// What `window` needs to know of a kit's terminals.
+struct Kit<T> {
+    /// Committed (TATP: successful) transactions so far.
+    done: fn(&T) -> u64,
+    latency: fn(&T) -> &Histogram<u64>,
+    /// The terminal's per-transaction records (results::Trace), when asked for.
+    events: fn(&mut T) -> &mut Option<Vec<storage::sched::TxnEvent>>,
 }
 
 /// A checkpoint after the load, the warm-up, then the measured window (with the advisor's
@@ -627,11 +713,16 @@ struct Window {
 fn window<T: storage::sched::Terminal + Send + 'static>(
     mut e: Engine,
     terms: Vec<T>,
-    done: fn(&T) -> u64,
-    latency: fn(&T) -> &Histogram<u64>,
+    kit: Kit<T>,
     st: &Setup,
     profile: &mut Option<&mut Vec<ObjectProfile>>,
+    sample_ns: Option<u64>,
 ) -> anyhow::Result<Window> {
+    let Kit {
+        done,
+        latency,
+        events,
+    } = kit;
     e.checkpoint()?;
     let start = e.now();
     let (mut e, terms, _, _, _) = run_terminals(e, terms, start, Some(st.warmup_ns), true, None)?;
@@ -641,8 +732,21 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
     let ok0: u64 = terms.iter().map(done).sum();
     let lat0 = merged(terms.iter().map(latency))?;
     let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
-    let (e, terms, elapsed_ns, _, _) =
-        run_terminals(e, terms, start, Some(st.duration_ns), true, None)?;
+    // Only the measured window's transactions are recorded (with --results).
+    let mut terms = terms;
+    if sample_ns.is_some() {
+        terms.iter_mut().for_each(|t| *events(t) = Some(Vec::new()));
+    }
+    let (e, mut terms, elapsed_ns, _, marks) =
+        run_terminals(e, terms, start, Some(st.duration_ns), true, sample_ns)?;
+    let trace = sample_ns.map(|_| crate::results::Trace {
+        labels: Vec::new(),
+        marks,
+        events: terms
+            .iter_mut()
+            .flat_map(|t| events(t).take().unwrap_or_default())
+            .collect(),
+    });
     let ok1: u64 = terms.iter().map(done).sum();
     let mut hist = merged(terms.iter().map(latency))?;
     hist.subtract(&lat0)?;
@@ -658,6 +762,7 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
         c1: counts(e.store()),
         share: ipa_share(&e),
         elapsed_ns,
+        trace,
     })
 }
 
@@ -969,9 +1074,13 @@ fn bytes_bucket_label(i: usize) -> String {
 /// when at least half its write-backs fit one append of that scheme. N is 2 (IPA Table I), or
 /// what the chips' NOP allows if less.
 fn advise(a: IpaCompareArgs) -> anyhow::Result<()> {
+    if a.results.results.is_some() {
+        bail!("--results: `ipa advise` writes no result directory (`ipa compare` does)");
+    }
     let st = setup(&a)?;
     let mut profile = Vec::new();
-    run_one(&a, &st, "baseline", a.seed, Some(&mut profile)).context("ipa advise, baseline")?;
+    run_one(&a, &st, "baseline", a.seed, Some(&mut profile), None)
+        .context("ipa advise, baseline")?;
     let rec = recommend(&profile, st.nop)?;
     let (scheme, objects, expected, total) = (rec.scheme, rec.objects, rec.expected, rec.total);
     let chosen: Vec<&str> = objects

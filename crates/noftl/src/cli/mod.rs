@@ -66,7 +66,7 @@ pub enum Command {
     Fs(fs::FsCommand),
     /// Figures (SVG or PNG) from result files: NoFTL Fig. 3 from `compare`, WAF curves from a sweep, latency CDFs and time series from result directories.
     Plot(plot::PlotArgs),
-    /// A web page (loopback) to start bench runs and watch them live (server-sent events).
+    /// A web page (loopback) to start bench, compare and ipa compare runs and watch them live (server-sent events).
     Dashboard(dashboard::DashboardArgs),
 }
 

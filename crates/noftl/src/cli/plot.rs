@@ -172,27 +172,34 @@ fn png_with_text(png: &[u8], key: &str, text: &str) -> Vec<u8> {
 fn auto_kind(input: &Path) -> &'static str {
     let summary = input.join("summary.json");
     if input.is_dir() && summary.is_file() {
-        let is_compare = std::fs::read(&summary)
-            .ok()
-            .and_then(|t| serde_json::from_slice::<Json>(&t).ok())
-            .is_some_and(|v| v["rows"].is_array());
-        return if is_compare { "figure3" } else { "timeseries" };
+        // A result directory: its summary.json tells the verb (an `ipa compare` directory is
+        // IPA Table I, a `compare` directory NoFTL Fig. 3, a bench's or io's a time series).
+        return match json_kind(&summary) {
+            "figure3" if !has_rows(&summary) => "timeseries",
+            k => k,
+        };
     }
     let name = input.file_name().and_then(|n| n.to_str()).unwrap_or("");
     match name {
         "raw.csv" => "cdf",
         "samples.csv" => "timeseries",
         _ if input.is_dir() || name.ends_with(".csv") => "waf",
-        _ => {
-            // The verbs' JSON results differ in their rows' fields: `ipa compare` rows count
-            // appends, `iaa compare` rows carry the free space of their point.
-            let first_row = read_json(input).ok().map(|v| v["rows"][0].clone());
-            match first_row {
-                Some(r) if r.get("ipa_appends").is_some() => "table-i",
-                Some(r) if r.get("free_space").is_some() => "iaa",
-                _ => "figure3",
-            }
-        }
+        _ => json_kind(input),
+    }
+}
+
+fn has_rows(path: &Path) -> bool {
+    read_json(path).is_ok_and(|v| v["rows"].is_array())
+}
+
+/// The kind of a verb's JSON result: the verbs' rows differ in their fields (`ipa compare`
+/// rows count appends, `iaa compare` rows carry the free space of their point).
+fn json_kind(path: &Path) -> &'static str {
+    let first_row = read_json(path).ok().map(|v| v["rows"][0].clone());
+    match first_row {
+        Some(r) if r.get("ipa_appends").is_some() => "table-i",
+        Some(r) if r.get("free_space").is_some() => "iaa",
+        _ => "figure3",
     }
 }
 
@@ -346,8 +353,7 @@ fn to_anyhow<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing: {e}")
 }
 
-/// NoFTL Fig. 3 as grouped bars (SVG).
-#[cfg(test)]
+/// NoFTL Fig. 3 as grouped bars (SVG; the dashboard's figure of a comparison).
 pub fn figure3(bars: &[Bar]) -> anyhow::Result<String> {
     render_svg(&Figure::Figure3(bars.to_vec()))
 }
@@ -1059,7 +1065,10 @@ where
 }
 
 /// Reads and parses a JSON file, naming the file in the error.
+/// A JSON file, or a result directory's summary.json.
 fn read_json(path: &Path) -> anyhow::Result<Json> {
+    let summary = path.join("summary.json");
+    let path = if path.is_dir() { &summary } else { path };
     let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_slice(&text).with_context(|| format!("{} is not JSON", path.display()))
 }
@@ -1190,7 +1199,7 @@ fn ipa_labels(rows: &[IpaRow], row: &IpaRow, value: fn(&IpaRow) -> f64) -> Vec<S
 }
 
 /// IPA Table I as an SVG document.
-#[cfg(test)]
+/// IPA Table I (SVG; also the dashboard's figure of an `ipa compare`).
 pub fn table_i(t: &TableI) -> anyhow::Result<String> {
     render_svg(&Figure::TableI(t.clone()))
 }

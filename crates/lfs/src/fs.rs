@@ -289,14 +289,17 @@ impl Lfs {
         }
         let segments = u32::try_from(cap / u64::from(p.seg_pages))
             .map_err(|_| LfsError::Invalid("too many segments".into()))?;
+        let sit_blocks = segments.div_ceil(SIT_PER_BLOCK);
         let mut max_nids = if p.max_nids == 0 {
-            (cap / 4).clamp(1024, 1 << 22) as u32
+            // One node id per 2 pages, as many as one checkpoint block can list NAT blocks for.
+            let most = (CP_MAX_META as u64).saturating_sub(u64::from(sit_blocks))
+                * u64::from(NAT_PER_BLOCK);
+            (cap / 2).clamp(1024, most.max(1024)) as u32
         } else {
             p.max_nids
         };
         max_nids = max_nids.div_ceil(NAT_PER_BLOCK) * NAT_PER_BLOCK;
         let nat_blocks = max_nids / NAT_PER_BLOCK;
-        let sit_blocks = segments.div_ceil(SIT_PER_BLOCK);
         let n_meta = nat_blocks + sit_blocks;
         if n_meta as usize > CP_MAX_META {
             return Err(LfsError::Invalid(format!(

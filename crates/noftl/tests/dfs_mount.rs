@@ -275,3 +275,50 @@ fn fs_bench_runs_both_file_systems() {
     }
     assert_eq!(v["ratios"].as_array().unwrap().len(), 4, "{v}");
 }
+
+/// `noftl fs waf` end to end on the log-structured configurations, tiny settings: a row per
+/// configuration and workload, and ALFS on AMF with no FTL amplification at all (every flash
+/// program is a page the file system wrote).
+#[test]
+fn fs_waf_measures_both_levels() {
+    let Ok(()) = fuse_available(TOOLS).map_err(skip) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let json = work.path().join("waf.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["fs", "waf", "--configs", "f2fs:page,f2fs:dftl,alfs:amf"])
+        .args(["--workloads", "randwrite,postmark-low"])
+        .args(["--fill", "0.3", "--rounds", "1"])
+        .args([
+            "--postmark-low-files",
+            "100",
+            "--postmark-transactions",
+            "200",
+        ])
+        .args(DEVICE)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "fs waf: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 3 * 2, "{v}");
+    for r in rows {
+        // Below 1 is possible: Postmark deletes files whose blocks never left the cache.
+        let fs_waf = r["fs_waf"].as_f64().unwrap();
+        assert!(fs_waf > 0.3 && fs_waf < 5.0, "{r}");
+        if r["fs"] == "alfs" {
+            assert_eq!(r["ftl_waf"].as_f64(), Some(1.0), "{r}");
+        } else {
+            assert!(r["ftl_waf"].as_f64().unwrap() >= 1.0, "{r}");
+        }
+    }
+}

@@ -239,7 +239,10 @@ pub fn lfs_target(mode: lfs::Mode, target: Option<&str>) -> anyhow::Result<Strin
         (_, Some(t)) => t,
     };
     if !ftl::options::KINDS.contains(&t) {
-        bail!("unknown --target '{t}' ({})", ftl::options::KINDS.join(", "));
+        bail!(
+            "unknown --target '{t}' ({})",
+            ftl::options::KINDS.join(", ")
+        );
     }
     match (mode, t) {
         (lfs::Mode::Alfs, t) if t != "amf" => {
@@ -253,12 +256,20 @@ pub fn lfs_target(mode: lfs::Mode, target: Option<&str>) -> anyhow::Result<Strin
 }
 
 /// Formats or recovers a log-structured file system as the arguments say.
-fn open_lfs(a: &MountArgs, mode: lfs::Mode, target: &str) -> anyhow::Result<(lfs::Lfs, Option<lfs::MountReport>)> {
+fn open_lfs(
+    a: &MountArgs,
+    mode: lfs::Mode,
+    target: &str,
+) -> anyhow::Result<(lfs::Lfs, Option<lfs::MountReport>)> {
     let opts = ftl::FtlOptions::default();
     let now = crate::fsmount::now_ns();
     let format = |nand: Nand| -> anyhow::Result<lfs::Lfs> {
         let (dev, seg) = lfs::device(mode, target, nand, &opts, true)?;
-        let p = lfs::Params { mode, seg_pages: seg, max_nids: 0 };
+        let p = lfs::Params {
+            mode,
+            seg_pages: seg,
+            max_nids: 0,
+        };
         Ok(lfs::Lfs::format(dev, p, now)?)
     };
     if let Some(path) = &a.image {
@@ -271,7 +282,12 @@ fn open_lfs(a: &MountArgs, mode: lfs::Mode, target: &str) -> anyhow::Result<(lfs
             let (fs, rep) = lfs::Lfs::mount(dev)
                 .with_context(|| format!("cannot mount {} from {}", a.fs, path.display()))?;
             if fs.superblock().mode != mode {
-                bail!("{} holds {}, not {}", path.display(), fs.superblock().mode.name(), a.fs);
+                bail!(
+                    "{} holds {}, not {}",
+                    path.display(),
+                    fs.superblock().mode.name(),
+                    a.fs
+                );
             }
             return Ok((fs, Some(rep)));
         }
@@ -348,7 +364,12 @@ fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::
     let (mut fs, rep) = lfs::Lfs::mount(dev)
         .with_context(|| format!("cannot mount {} from {}", a.fs, a.image.display()))?;
     if fs.superblock().mode != mode {
-        bail!("{} holds {}, not {}", a.image.display(), fs.superblock().mode.name(), a.fs);
+        bail!(
+            "{} holds {}, not {}",
+            a.image.display(),
+            fs.superblock().mode.name(),
+            a.fs
+        );
     }
     let problems = fs.fsck()?;
     if a.json {
@@ -368,7 +389,11 @@ fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::
             "fsck {} {}: {} (checkpoint {}, {} fsynced nodes rolled forward, {} orphans freed)",
             a.fs,
             a.image.display(),
-            if problems.is_empty() { "clean" } else { "PROBLEMS" },
+            if problems.is_empty() {
+                "clean"
+            } else {
+                "PROBLEMS"
+            },
             rep.checkpoint_version,
             rep.rolled_forward_nodes,
             rep.orphans_freed

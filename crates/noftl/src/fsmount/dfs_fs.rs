@@ -34,7 +34,16 @@ fn ino32(ino: u64) -> Result<u32, FsError> {
 
 fn attr(ino: u32, i: &Inode, mapped_blocks: u64) -> Attr {
     let times = [i.atime_ns, i.mtime_ns, i.ctime_ns];
-    attr_from(u64::from(ino), i.mode, i.nlink, i.uid, i.gid, i.size, times, mapped_blocks)
+    attr_from(
+        u64::from(ino),
+        i.mode,
+        i.nlink,
+        i.uid,
+        i.gid,
+        i.size,
+        times,
+        mapped_blocks,
+    )
 }
 
 impl DfsPosix {

@@ -41,7 +41,16 @@ impl LfsPosix {
     fn attr_of(&self, ino: u32, i: &Inode) -> Attr {
         let times = [i.atime_ns, i.mtime_ns, i.ctime_ns];
         let mapped = self.fs.mapped_blocks_of(ino);
-        attr_from(u64::from(ino), i.mode, i.nlink, i.uid, i.gid, i.size, times, mapped)
+        attr_from(
+            u64::from(ino),
+            i.mode,
+            i.nlink,
+            i.uid,
+            i.gid,
+            i.size,
+            times,
+            mapped,
+        )
     }
 
     fn op<T>(&mut self, f: impl FnOnce(&mut Lfs) -> Result<T, LfsError>) -> Result<T, Errno> {
@@ -76,12 +85,26 @@ impl PosixFs for LfsPosix {
         let i = self.op(|fs| fs.setattr(n, change, now_ns()))?;
         Ok(self.attr_of(n, &i))
     }
-    fn make(&mut self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr, Errno> {
+    fn make(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, Errno> {
         let (ino, i) =
             self.op(|fs| fs.create(ino32(parent)?, name, mode, uid, gid, now_ns(), None))?;
         Ok(self.attr_of(ino, &i))
     }
-    fn symlink(&mut self, parent: u64, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr, Errno> {
+    fn symlink(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, Errno> {
         let mode = lfs::layout::S_IFLNK | 0o777;
         let (ino, i) =
             self.op(|fs| fs.create(ino32(parent)?, name, mode, uid, gid, now_ns(), Some(target)))?;
@@ -116,7 +139,12 @@ impl PosixFs for LfsPosix {
     fn write(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<usize, Errno> {
         self.op(|fs| fs.write(ino32(ino)?, off, data, now_ns()))
     }
-    fn readdir(&mut self, ino: u64, pos: u64, out: &mut Vec<(u64, u64, super::Kind, Vec<u8>)>) -> Result<(), Errno> {
+    fn readdir(
+        &mut self,
+        ino: u64,
+        pos: u64,
+        out: &mut Vec<(u64, u64, super::Kind, Vec<u8>)>,
+    ) -> Result<(), Errno> {
         let mut ents = Vec::new();
         self.op(|fs| fs.readdir(ino32(ino)?, pos, &mut ents))?;
         out.clear();

@@ -259,6 +259,32 @@ impl std::fmt::Debug for Lfs {
     }
 }
 
+/// Node ids, NAT blocks and SIT blocks of a format on `capacity_pages` with segments of
+/// `seg_pages` (`max_nids` 0: one node id per 2 pages, as many as one checkpoint block can
+/// list NAT blocks for).
+pub fn table_sizes(capacity_pages: u64, seg_pages: u32, max_nids: u32) -> (u32, u32, u32) {
+    let segments = (capacity_pages / u64::from(seg_pages.max(1))) as u32;
+    let sit_blocks = segments.div_ceil(SIT_PER_BLOCK);
+    let n = if max_nids == 0 {
+        let most =
+            (CP_MAX_META as u64).saturating_sub(u64::from(sit_blocks)) * u64::from(NAT_PER_BLOCK);
+        (capacity_pages / 2).clamp(1024, most.max(1024)) as u32
+    } else {
+        max_nids
+    };
+    let n = n.div_ceil(NAT_PER_BLOCK) * NAT_PER_BLOCK;
+    (n, n / NAT_PER_BLOCK, sit_blocks)
+}
+
+/// Host memory of the metadata tables ALFS keeps (its "TIMB": NAT and SIT blocks, as on
+/// flash), for a device of `capacity_bytes` with segments of `seg_bytes`.
+pub fn host_table_bytes(capacity_bytes: u64, seg_bytes: u64) -> u64 {
+    let pages = capacity_bytes / BLOCK_BYTES as u64;
+    let seg = (seg_bytes / BLOCK_BYTES as u64).max(1) as u32;
+    let (_, nat, sit) = table_sizes(pages, seg, 0);
+    u64::from(nat + sit) * BLOCK_BYTES as u64
+}
+
 fn enc_owner(id: u32, idx: u64) -> u64 {
     (u64::from(id) << 32) | idx
 }
@@ -289,17 +315,7 @@ impl Lfs {
         }
         let segments = u32::try_from(cap / u64::from(p.seg_pages))
             .map_err(|_| LfsError::Invalid("too many segments".into()))?;
-        let sit_blocks = segments.div_ceil(SIT_PER_BLOCK);
-        let mut max_nids = if p.max_nids == 0 {
-            // One node id per 2 pages, as many as one checkpoint block can list NAT blocks for.
-            let most = (CP_MAX_META as u64).saturating_sub(u64::from(sit_blocks))
-                * u64::from(NAT_PER_BLOCK);
-            (cap / 2).clamp(1024, most.max(1024)) as u32
-        } else {
-            p.max_nids
-        };
-        max_nids = max_nids.div_ceil(NAT_PER_BLOCK) * NAT_PER_BLOCK;
-        let nat_blocks = max_nids / NAT_PER_BLOCK;
+        let (max_nids, nat_blocks, sit_blocks) = table_sizes(cap, p.seg_pages, p.max_nids);
         let n_meta = nat_blocks + sit_blocks;
         if n_meta as usize > CP_MAX_META {
             return Err(LfsError::Invalid(format!(

@@ -11,7 +11,8 @@ pub mod fs;
 pub mod layout;
 
 pub use fs::{
-    Cleaning, DirEntry, Lfs, LfsError, LfsResult, MountReport, Params, SetAttr, StatFs, Stats,
+    host_table_bytes, table_sizes, Cleaning, DirEntry, Lfs, LfsError, LfsResult, MountReport,
+    Params, SetAttr, StatFs, Stats,
 };
 pub use layout::{Inode, Mode};
 

@@ -114,6 +114,7 @@ fn real_programs_on_alfs_survive_a_remount() {
     real_programs_survive_a_remount("alfs");
 }
 
+#[allow(clippy::unwrap_used)] // a test's helper: a failed unwrap is a failed test
 fn real_programs_survive_a_remount(fs: &str) {
     let Ok(()) = fuse_available(TOOLS).map_err(skip) else {
         return;

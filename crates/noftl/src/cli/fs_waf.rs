@@ -6,6 +6,7 @@
 //!   writes x 4 KiB) / bytes the workload wrote;
 //! - FTL-level WAF: flash page programs / host page writes (the FTL's own report);
 //! - total: their product, flash bytes programmed per application byte.
+//!
 //! Formatting is not the workload's: a run of the same configuration with no workload (format,
 //! mount, unmount) gives the baseline host writes and flash programs, subtracted from every
 //! run's.
@@ -13,8 +14,8 @@
 //! Workloads (run by this driver in the mount, except fio):
 //! - `seqwrite`: a file of `--fill` of the free space written sequentially in 1 MiB writes,
 //!   then rewritten sequentially `--rounds` times, fsync after each pass;
-//! - `randwrite`: the same file laid out, then fio 4 KiB random writes (psync, O_DIRECT) of
-//!   `--rounds` times its size, fsync at the end;
+//! - `randwrite`: the same file laid out, then fio 4 KiB uniformly random writes (psync,
+//!   O_DIRECT, `--norandommap`) of `--rounds` times its size, fsync at the end;
 //! - `postmark-low`, `-high`: Postmark's transaction mix (Katcher, NetApp TR3022) on small
 //!   files of 500..10,000 bytes in 10 directories: `--postmark-*-files` files created, then
 //!   `--postmark-transactions` transactions, each a create or delete and a read or append,
@@ -72,6 +73,9 @@ fn fio_randwrite(path: &Path, mib: u32, rounds: f64, seed: u64) -> anyhow::Resul
             "--direct=1",
             "--bs=4k",
             "--rw=randwrite",
+            // Uniform random offsets (with repeats), not fio's default permutation per pass,
+            // which overwrites every block once per pass and hides the GC cost.
+            "--norandommap",
             "--end_fsync=1",
             "--output-format=json",
         ])

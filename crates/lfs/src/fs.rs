@@ -375,7 +375,6 @@ impl Lfs {
                 version: 0,
                 rf_addr: 0,
                 user_bytes: 0,
-                fs_pages: 0,
                 meta: vec![0; sb.n_meta() as usize],
             },
             files: FnvHashMap::default(),
@@ -1217,7 +1216,6 @@ impl Lfs {
             version: self.cp.version + 1,
             rf_addr,
             user_bytes: self.cp.user_bytes + self.stats.user_bytes,
-            fs_pages: 0,
             meta,
         };
         cp.encode(&mut self.buf);

@@ -144,9 +144,8 @@ pub struct Checkpoint {
     pub version: u64,
     /// Where the node log continues: roll-forward starts reading here.
     pub rf_addr: u32,
-    /// Application bytes and file-system pages written so far (statistics across remounts).
+    /// Application bytes written so far, all mounts.
     pub user_bytes: u64,
-    pub fs_pages: u64,
     /// Address of every meta block (NAT blocks, then SIT blocks).
     pub meta: Vec<u32>,
 }
@@ -162,8 +161,7 @@ impl Checkpoint {
         put64(b, 8, self.version);
         put32(b, 16, self.rf_addr);
         put32(b, 20, self.meta.len() as u32);
-        put64(b, 24, self.user_bytes);
-        put64(b, 32, self.fs_pages);
+        put64(b, 24, self.user_bytes); // 32..40 reserved (0)
         for (i, &a) in self.meta.iter().enumerate() {
             put32(b, 40 + 4 * i, a);
         }
@@ -182,7 +180,6 @@ impl Checkpoint {
             version: u64_at(b, 8),
             rf_addr: u32_at(b, 16),
             user_bytes: u64_at(b, 24),
-            fs_pages: u64_at(b, 32),
             meta: (0..n).map(|i| u32_at(b, 40 + 4 * i)).collect(),
         })
     }
@@ -308,5 +305,54 @@ impl SitEntry {
             kind: u32_at(b, 4),
             mtime: u64_at(b, 8),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_blocks_round_trip_and_refuse_damage() {
+        let mut b = vec![0u8; BLOCK_BYTES];
+        let sb = Superblock {
+            mode: Mode::Alfs,
+            seg_pages: 512,
+            segments: 125,
+            main_seg0: 3,
+            max_nids: 2046,
+            nat_blocks: 2,
+            sit_blocks: 1,
+        };
+        sb.encode(&mut b);
+        assert_eq!(Superblock::decode(&b), Ok(sb));
+        b[13] ^= 1;
+        assert!(Superblock::decode(&b).is_err());
+
+        let cp = Checkpoint {
+            version: 7,
+            rf_addr: 1234,
+            user_bytes: 99,
+            meta: vec![5, 6, 7],
+        };
+        cp.encode(&mut b);
+        assert_eq!(Checkpoint::decode(&b), Some(cp));
+        b[44] ^= 1;
+        assert_eq!(Checkpoint::decode(&b), None);
+
+        let f = Footer {
+            nid: 3,
+            ino: 3,
+            index: 0,
+            flags: FLAG_FSYNC | FLAG_END,
+            cp_version: 7,
+            next_addr: 4000,
+        };
+        b.fill(0);
+        f.encode(&mut b);
+        assert_eq!(Footer::decode(&b), Some(f));
+        b[0] ^= 1; // the body is under the CRC too
+        assert_eq!(Footer::decode(&b), None);
+        assert_eq!(Footer::decode(&[0u8; BLOCK_BYTES]), None);
     }
 }

@@ -178,6 +178,18 @@ fn churn(fs: &mut Lfs, seed: u64, fill: f64, rounds: f64) -> BTreeMap<u32, Vec<u
 }
 
 #[test]
+fn cost_benefit_cleaning_keeps_data_too() {
+    let mut fs = fresh(Mode::Alfs, 64);
+    fs.cleaning = lfs::Cleaning::CostBenefit;
+    let files = churn(&mut fs, 11, 0.8, 2.0);
+    assert!(fs.stats().victims > 10, "{:?}", fs.stats());
+    assert_clean(&mut fs);
+    for (&ino, d) in &files {
+        assert!(read_all(&mut fs, ino) == *d, "inode {ino} differs");
+    }
+}
+
+#[test]
 fn host_cleaning_keeps_a_full_device_working() {
     for mode in [Mode::F2fs, Mode::Alfs] {
         let mut fs = fresh(mode, 64);

@@ -78,7 +78,7 @@ pub const ROOT_INO: u32 = 1;
 pub enum Cleaning {
     /// Fewest valid blocks.
     Greedy,
-    /// Largest (1 - u) / 2u x age (Rosenblum and Ousterhout's LFS; F2FS's background policy).
+    /// Largest (1 - u) / 2u x age (LFS (SOSP 1991); F2FS's background policy).
     CostBenefit,
 }
 

@@ -53,11 +53,11 @@ pub struct FsWafArgs {
     pub configs: Vec<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high.
+    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, tpcb.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "seqwrite,randwrite,postmark-low,postmark-high"
+        default_value = "seqwrite,randwrite,postmark-low,postmark-high,tpcb"
     )]
     pub workloads: Vec<String>,
     /// seqwrite and randwrite: the data set's share of the free space the mount reports.
@@ -74,6 +74,12 @@ pub struct FsWafArgs {
     pub postmark_high_files: u32,
     #[arg(long, default_value_t = 20000)]
     pub postmark_transactions: u32,
+    /// tpcb (OLTP): the engine's TPC-B on a database file in the mount: scale (branches) and
+    /// transactions (each commit forces the log: an fsync).
+    #[arg(long, default_value_t = 1)]
+    pub tpcb_scale: u32,
+    #[arg(long, default_value_t = 20000)]
+    pub tpcb_txns: u32,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,

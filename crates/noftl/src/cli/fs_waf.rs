@@ -19,7 +19,11 @@
 //! - `postmark-low`, `-high`: Postmark's transaction mix (Katcher, NetApp TR3022) on small
 //!   files of 500..10,000 bytes in 10 directories: `--postmark-*-files` files created, then
 //!   `--postmark-transactions` transactions, each a create or delete and a read or append,
-//!   then every file deleted (Postmark does not fsync).
+//!   then every file deleted (Postmark does not fsync);
+//! - `tpcb` (the table's OLTP row): the project's engine, `noftl bench tpcb --storage file
+//!   --path MOUNT/db`, loading and running TPC-B; each commit forces the log (an fsync). Its
+//!   bytes written are the write(2) bytes of the process (`wchar` of `/proc/PID/io`, which the
+//!   shell that waits for it accumulates).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -151,6 +155,31 @@ fn postmark(root: &Path, files: u32, transactions: u32, seed: u64) -> anyhow::Re
     Ok(written)
 }
 
+/// TPC-B on a database file in the mount; returns the bytes the engine wrote.
+fn tpcb(root: &Path, a: &FsWafArgs) -> anyhow::Result<u64> {
+    let exe = std::env::current_exe().context("own executable")?;
+    // The shell reaps the engine, so its own I/O counters then include the engine's.
+    let script = format!(
+        "\"$0\" bench tpcb --storage file --path \"$1\" --scale {} --txns {} --seed {} >/dev/null && cat /proc/$$/io",
+        a.tpcb_scale, a.tpcb_txns, a.seed
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .arg(&exe)
+        .arg(root.join("db"))
+        .output()
+        .context("bash")?;
+    if !out.status.success() {
+        bail!("noftl bench tpcb: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("no wchar in /proc/PID/io")
+}
+
 fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Result<Run> {
     let m = mount_on(fs, target, &a.device, "none")?;
     let r = (|| -> anyhow::Result<u64> {
@@ -186,8 +215,9 @@ fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Res
                 a.postmark_transactions,
                 a.seed,
             ),
+            "tpcb" => tpcb(&m.root, a),
             other => bail!(
-                "unknown workload '{other}' (seqwrite, randwrite, postmark-low, postmark-high)"
+                "unknown workload '{other}' (seqwrite, randwrite, postmark-low, postmark-high, tpcb)"
             ),
         }
     })();

@@ -145,6 +145,10 @@ fn mapping_memory_matches_the_amf_table() {
         ),
         (8.0, 1024.0, 8.0)
     );
+    // ALFS's host-side NAT and SIT (the slides' TIMB: 5.3 MB at 512 GB) from our format: the
+    // same order, bounded by what one checkpoint block lists (docs/lfs.md).
+    let timb = mib(&at_512g, "alfs-host");
+    assert!((3.0..6.0).contains(&timb), "{timb} MiB");
 }
 
 #[test]

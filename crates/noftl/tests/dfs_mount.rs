@@ -1,7 +1,8 @@
-//! Real programs on a DFS mount (`noftl mount --fs dfs`, FUSE): `cp -r`, `tar x`, `git
-//! init/commit`, SQLite with `PRAGMA integrity_check`, fio with verify; then SIGTERM (a clean
-//! unmount with statistics), `noftl fsck` clean, a remount from the image, and everything read
-//! back intact. Skips with a printed reason only where FUSE or a tool cannot be had.
+//! Real programs on a FUSE mount of each of the project's file systems (`noftl mount --fs dfs`,
+//! `--fs f2fs` on the page FTL, `--fs alfs` on AMF): `cp -r`, `tar x`, `git init/commit`,
+//! SQLite with `PRAGMA integrity_check`, fio with verify; then SIGTERM (a clean unmount with
+//! statistics), `noftl fsck` clean, a remount from the image, and everything read back intact.
+//! Skips with a printed reason only where FUSE or a tool cannot be had.
 
 mod nbd_support;
 
@@ -30,8 +31,8 @@ struct Mounted {
 }
 
 impl Mounted {
-    fn start(dir: &Path, image: &Path, stats: &Path) -> Mounted {
-        let mut args: Vec<String> = vec!["mount".into(), "--fs".into(), "dfs".into()];
+    fn start(fs: &str, dir: &Path, image: &Path, stats: &Path) -> Mounted {
+        let mut args: Vec<String> = vec!["mount".into(), "--fs".into(), fs.into()];
         args.push(dir.display().to_string());
         args.extend(DEVICE.iter().map(|s| s.to_string()));
         args.extend(["--image".into(), image.display().to_string()]);
@@ -100,13 +101,28 @@ fn sh(dir: &Path, script: &str) -> String {
 
 #[test]
 fn real_programs_on_dfs_survive_a_remount() {
+    real_programs_survive_a_remount("dfs");
+}
+
+#[test]
+fn real_programs_on_f2fs_survive_a_remount() {
+    real_programs_survive_a_remount("f2fs");
+}
+
+#[test]
+fn real_programs_on_alfs_survive_a_remount() {
+    real_programs_survive_a_remount("alfs");
+}
+
+#[allow(clippy::unwrap_used)] // a test's helper: a failed unwrap is a failed test
+fn real_programs_survive_a_remount(fs: &str) {
     let Ok(()) = fuse_available(TOOLS).map_err(skip) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
     let mnt = work.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let image = work.path().join("dfs.img");
+    let image = work.path().join(format!("{fs}.img"));
     let stats = work.path().join("stats.json");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dfs");
     let tarball = work.path().join("src.tar");
@@ -115,7 +131,7 @@ fn real_programs_on_dfs_survive_a_remount() {
         &format!("tar cf {} -C {} .", tarball.display(), src.display()),
     );
 
-    let m = Mounted::start(&mnt, &image, &stats);
+    let m = Mounted::start(fs, &mnt, &image, &stats);
     sh(
         &mnt,
         &format!(
@@ -154,13 +170,18 @@ fn real_programs_on_dfs_survive_a_remount() {
     sh(&mnt, "mkdir -p a/b && ln -s ../db.sqlite a/link && ln fio.dat hard && mv a/b a/c && rmdir a/c && truncate -s 10M sparse && md5sum db.sqlite fio.dat sparse > ../sums");
     m.stop();
     let st = std::fs::read_to_string(&stats).expect("the statistics file");
-    assert!(
-        st.contains("\"fs\": \"dfs\"") && st.contains("blocks_written"),
-        "{st}"
-    );
+    assert!(st.contains(&format!("\"fs\": \"{fs}\"")), "{st}");
+    let v: serde_json::Value = serde_json::from_str(&st).unwrap();
+    match fs {
+        "dfs" => assert!(st.contains("blocks_written"), "{st}"),
+        // Every page AMF programmed is one the file system wrote: no overwrite was refused
+        // (the mount would have failed) and the device copied nothing.
+        "alfs" => assert_eq!(v["ftl_waf"].as_f64(), Some(1.0), "{st}"),
+        _ => assert!(v["fs_waf"].as_f64().is_some_and(|w| w > 0.0), "{st}"),
+    }
 
     let fsck = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(["fsck", "--fs", "dfs", "--image"])
+        .args(["fsck", "--fs", fs, "--image"])
         .arg(&image)
         .output()
         .unwrap();
@@ -170,7 +191,7 @@ fn real_programs_on_dfs_survive_a_remount() {
         "fsck: {text}"
     );
 
-    let m = Mounted::start(&mnt, &image, &stats);
+    let m = Mounted::start(fs, &mnt, &image, &stats);
     sh(
         &mnt,
         &format!(
@@ -254,4 +275,51 @@ fn fs_bench_runs_both_file_systems() {
         );
     }
     assert_eq!(v["ratios"].as_array().unwrap().len(), 4, "{v}");
+}
+
+/// `noftl fs waf` end to end on the log-structured configurations, tiny settings: a row per
+/// configuration and workload, and ALFS on AMF with no FTL amplification at all (every flash
+/// program is a page the file system wrote).
+#[test]
+fn fs_waf_measures_both_levels() {
+    let Ok(()) = fuse_available(TOOLS).map_err(skip) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let json = work.path().join("waf.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["fs", "waf", "--configs", "f2fs:page,f2fs:dftl,alfs:amf"])
+        .args(["--workloads", "randwrite,postmark-low"])
+        .args(["--fill", "0.3", "--rounds", "1"])
+        .args([
+            "--postmark-low-files",
+            "100",
+            "--postmark-transactions",
+            "200",
+        ])
+        .args(DEVICE)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "fs waf: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 3 * 2, "{v}");
+    for r in rows {
+        // Below 1 is possible: Postmark deletes files whose blocks never left the cache.
+        let fs_waf = r["fs_waf"].as_f64().unwrap();
+        assert!(fs_waf > 0.3 && fs_waf < 5.0, "{r}");
+        if r["fs"] == "alfs" {
+            assert_eq!(r["ftl_waf"].as_f64(), Some(1.0), "{r}");
+        } else {
+            assert!(r["ftl_waf"].as_f64().unwrap() >= 1.0, "{r}");
+        }
+    }
 }

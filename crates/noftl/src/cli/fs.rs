@@ -35,11 +35,63 @@ use crate::cli::common::DeviceArgs;
 pub enum FsCommand {
     /// fio random 4 KiB I/O at 1..32 threads and application workloads, DFS against ext4.
     Bench(FsBenchArgs),
+    /// Write amplification at file-system and FTL level (AMF's table): ext4, f2fs and alfs on
+    /// the page FTL, DFTL and AMF, under sequential, random and small-file (Postmark-like)
+    /// writes.
+    Waf(FsWafArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FsWafArgs {
+    /// Configurations as FS:TARGET, comma-separated (FS: ext4, f2fs, alfs, dfs; TARGET: an FTL
+    /// of `noftl serve`, amf for alfs, none for dfs).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ext4:page,ext4:dftl,f2fs:page,f2fs:dftl,alfs:amf"
+    )]
+    pub configs: Vec<String>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, tpcb.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "seqwrite,randwrite,postmark-low,postmark-high,tpcb"
+    )]
+    pub workloads: Vec<String>,
+    /// seqwrite and randwrite: the data set's share of the free space the mount reports.
+    #[arg(long, default_value_t = 0.5)]
+    pub fill: f64,
+    /// seqwrite and randwrite: bytes written after the data set is laid out, as a multiple of
+    /// it.
+    #[arg(long, default_value_t = 2.0)]
+    pub rounds: f64,
+    /// Postmark-like loads: files at the start (low, high) and transactions.
+    #[arg(long, default_value_t = 1000)]
+    pub postmark_low_files: u32,
+    #[arg(long, default_value_t = 10000)]
+    pub postmark_high_files: u32,
+    #[arg(long, default_value_t = 20000)]
+    pub postmark_transactions: u32,
+    /// tpcb (OLTP): the engine's TPC-B on a database file in the mount: scale (branches) and
+    /// transactions (each commit forces the log: an fsync).
+    #[arg(long, default_value_t = 1)]
+    pub tpcb_scale: u32,
+    #[arg(long, default_value_t = 20000)]
+    pub tpcb_txns: u32,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Seed of the data and the access pattern.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]
 pub struct FsBenchArgs {
-    /// File systems to run, comma-separated: dfs, ext4.
+    /// File systems to run, comma-separated: dfs, ext4, f2fs (on --ext4-target's FTL), alfs
+    /// (on amf).
     #[arg(long = "fs", value_delimiter = ',', default_value = "dfs,ext4")]
     pub fs: Vec<String>,
     #[command(flatten)]
@@ -79,6 +131,7 @@ pub struct FsBenchArgs {
 pub fn run(c: FsCommand) -> anyhow::Result<()> {
     match c {
         FsCommand::Bench(a) => bench(a),
+        FsCommand::Waf(a) => crate::cli::fs_waf::run(a),
     }
 }
 
@@ -147,8 +200,8 @@ fn unmount(dir: &Path) {
 }
 
 /// A mounted file system on a fresh emulated device, and the processes that serve it.
-struct Mounted {
-    root: PathBuf,
+pub(crate) struct Mounted {
+    pub(crate) root: PathBuf,
     children: Vec<(Child, Option<PathBuf>)>,
     stats: PathBuf,
     _work: tempfile::TempDir,
@@ -160,7 +213,7 @@ impl Mounted {
     }
 
     /// Unmounts and returns the device statistics.
-    fn finish(mut self) -> anyhow::Result<Value> {
+    pub(crate) fn finish(mut self) -> anyhow::Result<Value> {
         // Innermost first: the file system, then (ext4) the NBD file, then the server.
         for (child, mnt) in self.children.iter_mut().rev() {
             match mnt {
@@ -197,12 +250,24 @@ fn device_args(d: &DeviceArgs) -> Vec<String> {
 }
 
 fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
+    let target = if fs == "alfs" { "amf" } else { &a.ext4_target };
+    mount_on(fs, target, &a.device, &a.clock)
+}
+
+/// A fresh mount of `fs` (dfs, ext4, f2fs, alfs) on `target` (ext4, f2fs and alfs: the block
+/// FTL under it; ignored for dfs).
+pub(crate) fn mount_on(
+    fs: &str,
+    target: &str,
+    device: &DeviceArgs,
+    clock: &str,
+) -> anyhow::Result<Mounted> {
     let work = tempfile::tempdir().context("work directory")?;
     let exe = std::env::current_exe().context("own executable")?;
     let root = work.path().join("mnt");
     std::fs::create_dir(&root)?;
     let stats = work.path().join("stats.json");
-    let dev = device_args(&a.device);
+    let dev = device_args(device);
     let work_path = work.path().to_path_buf();
     // Built first, so that a failure below stops whatever was started (Drop).
     let mut m = Mounted {
@@ -213,12 +278,14 @@ fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
     };
     let children = &mut m.children;
     match fs {
-        "dfs" => {
-            let child = Command::new(&exe)
-                .args(["mount", "--fs", "dfs"])
-                .arg(&root)
-                .args(&dev)
-                .args(["--clock", &a.clock, "--stats-file"])
+        "dfs" | "f2fs" | "alfs" => {
+            let mut cmd = Command::new(&exe);
+            cmd.args(["mount", "--fs", fs]).arg(&root).args(&dev);
+            if fs != "dfs" {
+                cmd.args(["--target", target]);
+            }
+            let child = cmd
+                .args(["--clock", clock, "--stats-file"])
                 .arg(&stats)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -226,15 +293,15 @@ fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
                 .spawn()
                 .context("noftl mount")?;
             children.push((child, None));
-            wait_for("the DFS mount", 30, || is_mounted(&root))?;
+            wait_for("the FUSE mount", 30, || is_mounted(&root))?;
         }
         "ext4" => {
             let sock = work_path.join("nbd.sock");
             let mut serve = Command::new(&exe)
-                .args(["serve", "--target", &a.ext4_target, "--socket"])
+                .args(["serve", "--target", target, "--socket"])
                 .arg(&sock)
                 .args(&dev)
-                .args(["--clock", &a.clock, "--stats-file"])
+                .args(["--clock", clock, "--stats-file"])
                 .arg(&stats)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -269,7 +336,9 @@ fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
             wait_for("nbdfuse", 30, || pidfile.exists() && is_mounted(&nbd_dir))?;
             let img = nbd_dir.join("nbd");
             let st = Command::new("mkfs.ext4")
-                .args(["-F", "-q", "-E", "nodiscard"])
+                // 4 KiB blocks, as on any ext4 over 512 MiB: mkfs picks 1 KiB blocks for small
+                // devices, each of which the 4 KiB-page FTL would take as a page rewrite.
+                .args(["-F", "-q", "-b", "4096", "-E", "nodiscard"])
                 .arg(&img)
                 .status()
                 .context("mkfs.ext4")?;
@@ -287,7 +356,7 @@ fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
             children.push((fuse2fs, Some(root.clone())));
             wait_for("fuse2fs", 30, || is_mounted(&root))?;
         }
-        other => bail!("unknown file system '{other}' (dfs, ext4)"),
+        other => bail!("unknown file system '{other}' (dfs, ext4, f2fs, alfs)"),
     }
     Ok(m)
 }
@@ -378,7 +447,7 @@ fn fadvise_dontneed(f: &std::fs::File) {
     }
 }
 
-fn make_file(path: &Path, mib: u32, seed: u64) -> anyhow::Result<()> {
+pub(crate) fn make_file(path: &Path, mib: u32, seed: u64) -> anyhow::Result<()> {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut f = std::fs::File::create(path)?;
     let mut buf = vec![0u8; 1 << 20];

@@ -24,7 +24,16 @@ pub fn run(c: FtlCommand) -> anyhow::Result<()> {
             if capacity == 0 {
                 anyhow::bail!("--capacity must be positive");
             }
-            let rows = ftl::memory::table(capacity);
+            let mut rows = ftl::memory::table(capacity);
+            // ALFS keeps its metadata tables in host memory instead (the AMF slides' TIMB).
+            // Segment: one 512 KiB block of each of AMF's 8 channels x 4 ways (16 MiB).
+            let seg_bytes = 32 * ftl::memory::BLOCK_BYTES;
+            rows.push(ftl::memory::MemoryRow {
+                ftl: "alfs-host".into(),
+                bytes: lfs::host_table_bytes(capacity, seg_bytes),
+                note: "host, not device: ALFS's NAT and SIT blocks (docs/lfs.md), 16 MiB segments"
+                    .into(),
+            });
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(());

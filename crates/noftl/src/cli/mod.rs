@@ -8,6 +8,7 @@ pub mod crashtest;
 pub mod dashboard;
 pub mod device;
 pub mod fs;
+pub mod fs_waf;
 pub mod ftl;
 pub mod iaa;
 pub mod io;
@@ -57,7 +58,7 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Many runs of one verb over a grid of parameters, in parallel (local or Ray), merged into one table.
     Sweep(sweep::SweepArgs),
-    /// Mount a file system (dfs) on an emulated device with FUSE.
+    /// Mount a file system (dfs, f2fs, alfs) on an emulated device with FUSE.
     Mount(mount::MountArgs),
     /// Check a file-system image offline.
     Fsck(mount::FsckArgs),

@@ -13,13 +13,21 @@ use crate::cli::common::DeviceArgs;
 use crate::fsmount::dfs_fs::DfsPosix;
 
 /// The file systems `mount` knows.
-pub const FILE_SYSTEMS: &[&str] = &["dfs"];
+pub const FILE_SYSTEMS: &[&str] = &["dfs", "f2fs", "alfs"];
 
 #[derive(Debug, Args)]
 pub struct MountArgs {
-    /// File system: dfs.
+    /// File system: dfs, f2fs (log-structured, metadata in place), alfs (log-structured,
+    /// append-only; on amf).
     #[arg(long = "fs", default_value = "dfs")]
     pub fs: String,
+    /// f2fs and alfs: the block FTL under the file system (f2fs: page, dftl, ...; alfs: amf,
+    /// its default and only choice).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// f2fs and alfs: host cleaning's victim selection.
+    #[arg(long, default_value = "greedy", value_parser = ["greedy", "cost-benefit"])]
+    pub cleaning: String,
     /// Where to mount (an existing empty directory).
     pub mountpoint: PathBuf,
     #[command(flatten)]
@@ -48,9 +56,12 @@ pub struct MountArgs {
 
 #[derive(Debug, Args)]
 pub struct FsckArgs {
-    /// File system: dfs.
+    /// File system: dfs, f2fs, alfs.
     #[arg(long = "fs", default_value = "dfs")]
     pub fs: String,
+    /// f2fs and alfs: the block FTL the image was made with (f2fs default page; alfs amf).
+    #[arg(long)]
+    pub target: Option<String>,
     /// The image to check (recovered in memory: the file is not changed).
     #[arg(long)]
     pub image: PathBuf,
@@ -125,6 +136,12 @@ pub fn run_mount(a: MountArgs) -> anyhow::Result<()> {
     if !a.mountpoint.is_dir() {
         bail!("mount point {} is not a directory", a.mountpoint.display());
     }
+    if a.fs != "dfs" {
+        return run_mount_lfs(a);
+    }
+    if a.target.is_some() {
+        bail!("--target is for f2fs and alfs (DFS runs on its own flash layer)");
+    }
     let (fs, rep) = open_dfs(&a)?;
     if let Some(r) = &rep {
         eprintln!(
@@ -152,6 +169,12 @@ pub fn run_mount(a: MountArgs) -> anyhow::Result<()> {
 
 pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
     check_fs(&a.fs)?;
+    let mode = lfs_mode(&a.fs);
+    let target = match mode {
+        Some(m) => Some(lfs_target(m, a.target.as_deref())?),
+        None if a.target.is_some() => bail!("--target is for f2fs and alfs"),
+        None => None,
+    };
     if !holds_data(&a.image) {
         bail!("{} is missing or empty", a.image.display());
     }
@@ -161,6 +184,9 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
     std::fs::copy(&a.image, tmp.path()).context("cannot copy the image")?;
     let nand = Nand::open_image(tmp.path())
         .with_context(|| format!("cannot open {}", a.image.display()))?;
+    if let (Some(mode), Some(target)) = (mode, target) {
+        return fsck_lfs(&a, mode, &target, nand);
+    }
     let (mut fs, rep) = Dfs::open(nand, &VslConfig::default())
         .with_context(|| format!("cannot mount DFS from {}", a.image.display()))?;
     let problems = fs.fsck()?;
@@ -184,6 +210,193 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
             rep.vsl.groups_dropped,
             rep.orphans_freed,
             rep.blocks_trimmed
+        );
+        for p in &problems {
+            println!("  {p}");
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{} problems", problems.len());
+    }
+    Ok(())
+}
+
+/// The log-structured mode a `--fs` name selects (`None`: DFS).
+fn lfs_mode(fs: &str) -> Option<lfs::Mode> {
+    match fs {
+        "f2fs" => Some(lfs::Mode::F2fs),
+        "alfs" => Some(lfs::Mode::Alfs),
+        _ => None,
+    }
+}
+
+/// The FTL under a log-structured mode: alfs only on amf (its default), f2fs on any block FTL
+/// but amf (default page), since f2fs rewrites its checkpoint, NAT and SIT in place.
+pub fn lfs_target(mode: lfs::Mode, target: Option<&str>) -> anyhow::Result<String> {
+    let t = match (mode, target) {
+        (lfs::Mode::Alfs, None) => "amf",
+        (lfs::Mode::F2fs, None) => "page",
+        (_, Some(t)) => t,
+    };
+    if !ftl::options::KINDS.contains(&t) {
+        bail!(
+            "unknown --target '{t}' ({})",
+            ftl::options::KINDS.join(", ")
+        );
+    }
+    match (mode, t) {
+        (lfs::Mode::Alfs, t) if t != "amf" => {
+            bail!("alfs runs on --target amf only (it needs append-only segments); got '{t}'")
+        }
+        (lfs::Mode::F2fs, "amf") => bail!(
+            "f2fs updates its checkpoint, NAT and SIT in place, which amf refuses; use alfs on amf, or f2fs on page or dftl"
+        ),
+        _ => Ok(t.to_string()),
+    }
+}
+
+/// Formats or recovers a log-structured file system as the arguments say.
+fn open_lfs(
+    a: &MountArgs,
+    mode: lfs::Mode,
+    target: &str,
+) -> anyhow::Result<(lfs::Lfs, Option<lfs::MountReport>)> {
+    let opts = ftl::FtlOptions::default();
+    let now = crate::fsmount::now_ns();
+    let format = |nand: Nand| -> anyhow::Result<lfs::Lfs> {
+        let (dev, seg) = lfs::device(mode, target, nand, &opts, true)?;
+        let p = lfs::Params {
+            mode,
+            seg_pages: seg,
+            max_nids: 0,
+        };
+        Ok(lfs::Lfs::format(dev, p, now)?)
+    };
+    if let Some(path) = &a.image {
+        crate::filelock::hold(path, "--image")?;
+        if holds_data(path) && !a.format {
+            let nand = Nand::open_image(path)
+                .with_context(|| format!("cannot reopen {}", path.display()))?;
+            let (dev, _) = lfs::device(mode, target, nand, &opts, false)
+                .with_context(|| format!("cannot open the {target} FTL from {}", path.display()))?;
+            let (fs, rep) = lfs::Lfs::mount(dev)
+                .with_context(|| format!("cannot mount {} from {}", a.fs, path.display()))?;
+            if fs.superblock().mode != mode {
+                bail!(
+                    "{} holds {}, not {}",
+                    path.display(),
+                    fs.superblock().mode.name(),
+                    a.fs
+                );
+            }
+            return Ok((fs, Some(rep)));
+        }
+        let cfg = a.device.load()?;
+        let nand = Nand::create_image(cfg, path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        return Ok((format(nand)?, None));
+    }
+    let cfg = a.device.load()?;
+    Ok((format(Nand::new(cfg)?)?, None))
+}
+
+/// Statistics of a log-structured mount: the file system's writes by purpose and its WAF
+/// (bytes to the block device / bytes applications wrote), and the FTL's (flash programs /
+/// host page writes).
+pub fn lfs_stats(fs: &lfs::Lfs, mount: Option<&lfs::MountReport>) -> serde_json::Value {
+    let dev = fs.device();
+    let st = fs.stats();
+    let rep = dev.report();
+    serde_json::json!({
+        "fs": fs.superblock().mode.name(),
+        "target": dev.name(),
+        "device": dev.nand().map(|n| n.config().name.clone()),
+        "segment_pages": fs.superblock().seg_pages,
+        "lfs": st,
+        "fs_waf": st.fs_waf(),
+        "ftl": rep,
+        "ftl_waf": rep.waf,
+        "statfs": fs.statfs(),
+        "mount": mount,
+        "flash": dev.nand().map(|n| n.report()),
+        "device_time_ns": fs.now_ns(),
+    })
+}
+
+fn run_mount_lfs(a: MountArgs) -> anyhow::Result<()> {
+    let mode = lfs_mode(&a.fs).context("a log-structured mode")?;
+    let target = lfs_target(mode, a.target.as_deref())?;
+    let (mut fs, rep) = open_lfs(&a, mode, &target)?;
+    fs.cleaning = match a.cleaning.as_str() {
+        "cost-benefit" => lfs::Cleaning::CostBenefit,
+        _ => lfs::Cleaning::Greedy,
+    };
+    if let Some(r) = &rep {
+        eprintln!(
+            "noftl mount: recovered checkpoint {}: {} fsynced nodes rolled forward, {} orphans freed",
+            r.checkpoint_version, r.rolled_forward_nodes, r.orphans_freed
+        );
+    }
+    let posix = crate::fsmount::lfs_fs::LfsPosix::new(fs, a.clock == "real");
+    let mp = a.mountpoint.display().to_string();
+    let name = a.fs.clone();
+    let posix = crate::fsmount::serve(posix, &a.mountpoint, &name, || {
+        eprintln!("noftl mount: {name} on {target} mounted on {mp}; SIGINT or SIGTERM unmounts");
+    })?;
+    let mut fs = posix.fs;
+    fs.sync_all().context("final checkpoint")?;
+    let stats = lfs_stats(&fs, rep.as_ref());
+    let dev = fs.unmount()?;
+    if let Some(mut nand) = dev.into_nand() {
+        nand.flush().context("cannot flush the image")?;
+    }
+    let text = serde_json::to_string_pretty(&stats)?;
+    eprintln!("noftl mount: statistics\n{text}");
+    if let Some(p) = &a.stats_file {
+        crate::output::write_atomic(p, format!("{text}\n").as_bytes())?;
+    }
+    Ok(())
+}
+
+fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::Result<()> {
+    let (dev, _) = lfs::device(mode, target, nand, &ftl::FtlOptions::default(), false)
+        .with_context(|| format!("cannot open the {target} FTL from {}", a.image.display()))?;
+    let (mut fs, rep) = lfs::Lfs::mount(dev)
+        .with_context(|| format!("cannot mount {} from {}", a.fs, a.image.display()))?;
+    if fs.superblock().mode != mode {
+        bail!(
+            "{} holds {}, not {}",
+            a.image.display(),
+            fs.superblock().mode.name(),
+            a.fs
+        );
+    }
+    let problems = fs.fsck()?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "image": a.image,
+                "fs": a.fs,
+                "clean": problems.is_empty(),
+                "problems": problems,
+                "recovery": rep,
+                "statfs": fs.statfs(),
+            }))?
+        );
+    } else {
+        println!(
+            "fsck {} {}: {} (checkpoint {}, {} fsynced nodes rolled forward, {} orphans freed)",
+            a.fs,
+            a.image.display(),
+            if problems.is_empty() {
+                "clean"
+            } else {
+                "PROBLEMS"
+            },
+            rep.checkpoint_version,
+            rep.rolled_forward_nodes,
+            rep.orphans_freed
         );
         for p in &problems {
             println!("  {p}");

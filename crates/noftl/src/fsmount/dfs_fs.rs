@@ -7,11 +7,11 @@
 //! is submitted at the wall clock's now and answered at its modelled completion by the
 //! adapter's reply thread, so requests of several threads overlap on the device's dies.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use dfs::fs::{Dfs, FsError, Inode, S_IFDIR, S_IFLNK, S_IFMT};
+use dfs::fs::{Dfs, FsError, Inode, S_IFLNK};
 
-use super::{Attr, AttrChange, Errno, Kind, PosixFs, Totals};
+use super::{attr_from, kind_of, now_ns, Attr, AttrChange, Errno, Kind, PosixFs, Totals};
 
 #[derive(Debug)]
 pub struct DfsPosix {
@@ -19,12 +19,6 @@ pub struct DfsPosix {
     real_clock: bool,
     epoch: Instant,
     virt_start: u64,
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
 }
 
 fn errno(e: FsError) -> Errno {
@@ -39,24 +33,17 @@ fn ino32(ino: u64) -> Result<u32, FsError> {
 }
 
 fn attr(ino: u32, i: &Inode, mapped_blocks: u64) -> Attr {
-    let kind = match i.mode & S_IFMT {
-        S_IFDIR => Kind::Dir,
-        S_IFLNK => Kind::Symlink,
-        _ => Kind::File,
-    };
-    Attr {
-        ino: u64::from(ino),
-        size: i.size,
-        sectors: mapped_blocks * 8,
-        atime_ns: i.atime_ns,
-        mtime_ns: i.mtime_ns,
-        ctime_ns: i.ctime_ns,
-        kind,
-        perm: (i.mode & 0o7777) as u16,
-        nlink: i.nlink.max(u32::from(kind == Kind::Dir)),
-        uid: i.uid,
-        gid: i.gid,
-    }
+    let times = [i.atime_ns, i.mtime_ns, i.ctime_ns];
+    attr_from(
+        u64::from(ino),
+        i.mode,
+        i.nlink,
+        i.uid,
+        i.gid,
+        i.size,
+        times,
+        mapped_blocks,
+    )
 }
 
 impl DfsPosix {
@@ -174,12 +161,7 @@ impl PosixFs for DfsPosix {
             .map_err(errno)?;
         out.clear();
         for (next, e) in ents {
-            let kind = match e.mode & S_IFMT {
-                S_IFDIR => Kind::Dir,
-                S_IFLNK => Kind::Symlink,
-                _ => Kind::File,
-            };
-            out.push((next, u64::from(e.ino), kind, e.name));
+            out.push((next, u64::from(e.ino), kind_of(e.mode), e.name));
         }
         Ok(())
     }

@@ -4,9 +4,11 @@
 //! One adapter for every file system: a file system implements [`PosixFs`] (inode numbers,
 //! byte names, errno errors) and [`serve`] mounts it, runs until SIGINT/SIGTERM or an external
 //! `fusermount3 -u`, unmounts, and hands the file system back for a clean shutdown. DFS is the
-//! first user (`dfs_fs.rs`); the log-structured file systems are meant to be the next.
+//! first user (`dfs_fs.rs`); the log-structured file system (`lfs_fs.rs`, f2fs and alfs modes)
+//! the second.
 
 pub mod dfs_fs;
+pub mod lfs_fs;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -114,6 +116,51 @@ pub trait PosixFs: Send + 'static {
     /// system, so that requests from several threads overlap on the device as they would on
     /// hardware.
     fn completion(&self) -> Option<Instant>;
+}
+
+/// The wall clock in nanoseconds since the epoch (file timestamps).
+pub fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
+}
+
+/// The kind of a file from its mode bits.
+pub fn kind_of(mode: u32) -> Kind {
+    match mode & 0o170_000 {
+        0o040_000 => Kind::Dir,
+        0o120_000 => Kind::Symlink,
+        _ => Kind::File,
+    }
+}
+
+/// Attributes from an inode's fields (`mapped_blocks` of 4 KiB); a directory has at least one
+/// link.
+#[allow(clippy::too_many_arguments)]
+pub fn attr_from(
+    ino: u64,
+    mode: u32,
+    nlink: u32,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    times_ns: [i64; 3],
+    mapped_blocks: u64,
+) -> Attr {
+    let kind = kind_of(mode);
+    Attr {
+        ino,
+        size,
+        sectors: mapped_blocks * 8,
+        atime_ns: times_ns[0],
+        mtime_ns: times_ns[1],
+        ctime_ns: times_ns[2],
+        kind,
+        perm: (mode & 0o7777) as u16,
+        nlink: nlink.max(u32::from(kind == Kind::Dir)),
+        uid,
+        gid,
+    }
 }
 
 const TTL: Duration = Duration::from_secs(1);

@@ -20,8 +20,8 @@
 //!   migrations and erases per host write, throughput with its standard deviation), one bar
 //!   per configuration, each IPA bar (`ipa-X`) labelled with its change against its control
 //!   row `X` (`regions` for `ipa-regions`, `global` for `ipa-global`) and against `baseline`.
-//! - `iaa`: one `noftl iaa compare --json` file: IAA Fig. 11, against the device's free space
-//!   one line per scheme: throughput relative to `conventional`, erases per 1000 queries (or GC
+//! - `iaa`: one `noftl iaa compare --json` file or result directory: IAA Fig. 11, against the
+//!   device's free space one line per scheme: throughput relative to `conventional`, erases per 1000 queries (or GC
 //!   copies per host write) and energy relative to `conventional`.
 //!
 //! `auto` picks the kind from the input: a result directory of `compare` (its `summary.json`
@@ -46,7 +46,8 @@ use serde_json::Value as Json;
 pub struct PlotArgs {
     /// Result files: `noftl compare` JSON or result directory (figure3), a sweep's directory or
     /// results.csv (waf), result directories or their raw.csv (cdf) or samples.csv (timeseries),
-    /// one `noftl ipa compare --json` file (table-i) or `noftl iaa compare --json` file (iaa).
+    /// one `noftl ipa compare --json` file (table-i) or `noftl iaa compare --json` file or result
+    /// directory (iaa).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The file to write: FILE.svg or FILE.png.

@@ -180,7 +180,7 @@ pub fn device_args(a: &CompareArgs) -> DeviceArgs {
     }
 }
 
-fn schemes(a: &CompareArgs) -> anyhow::Result<Vec<Scheme>> {
+pub(super) fn schemes(a: &CompareArgs) -> anyhow::Result<Vec<Scheme>> {
     let mut out = Vec::new();
     for s in &a.schemes {
         let x: Scheme = s.parse()?;
@@ -194,7 +194,7 @@ fn schemes(a: &CompareArgs) -> anyhow::Result<Vec<Scheme>> {
     Ok(out)
 }
 
-fn checked(a: &CompareArgs) -> anyhow::Result<()> {
+pub(super) fn checked(a: &CompareArgs) -> anyhow::Result<()> {
     if !["page", "dftl", "native"].contains(&a.storage.as_str()) {
         bail!(
             "--storage is page, dftl or native, not '{}' (IAA needs an FTL that answers the GC information queries, or NoFTL)",

@@ -1463,8 +1463,7 @@ pub fn iaa_of(v: &Json) -> anyhow::Result<IaaData> {
     })
 }
 
-/// IAA Fig. 11 as an SVG document.
-#[cfg(test)]
+/// IAA Fig. 11 as an SVG document (also the dashboard's figure of an `iaa compare`).
 pub fn iaa(d: &IaaData) -> anyhow::Result<String> {
     render_svg(&Figure::Iaa(d.clone()))
 }

@@ -535,4 +535,50 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
         "IPA appends: {summary}"
     );
     save_screenshot(&mut b, "dashboard-ipa.png");
+
+    // IAA's free-space sweep: a live series per run (free space and scheme), a table row per
+    // summary.json row, and IAA Fig. 11.
+    let (id, live_points) = run_from_form(
+        &mut b,
+        &[
+            ("scenario", "iaa"),
+            ("storage", "native"),
+            ("schemes", "conventional,iaa+u2di"),
+            ("free", "40%"),
+            ("warmup", "0"),
+            ("terminals", "2"),
+            ("preset", "noftl13"),
+            ("duration", "200ms"),
+            ("speed", "1"),
+        ],
+    );
+    assert!(live_points > 0, "the chart had points before the run ended");
+    let summary = summary_of(&runs, id);
+    let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
+    assert_eq!(
+        series,
+        serde_json::json!(["40% conventional", "40% iaa+u2di"]),
+        "one live series per run"
+    );
+    let table = result_table(&mut b);
+    let rows = summary["rows"].as_array().unwrap();
+    assert_eq!(table.len(), rows.len(), "{table:?}");
+    for (shown, row) in table.iter().zip(rows) {
+        assert_eq!(shown[0], "40");
+        assert_eq!(shown[1], row["scheme"].as_str().unwrap());
+        shown_equals("throughput_qps", &shown[2], f(&row["throughput_qps"]), 1);
+        shown_equals(
+            "gc_copies_per_host_write",
+            &shown[4],
+            f(&row["gc_copies_per_host_write"]),
+            3,
+        );
+    }
+    let fig = b.wait_for(
+        "$('figure').complete && $('figure').naturalWidth",
+        LONG,
+        "IAA Fig. 11 in the page",
+    );
+    assert!(fig.as_u64().unwrap() > 0);
+    save_screenshot(&mut b, "dashboard-iaa.png");
 }

@@ -674,6 +674,8 @@ mod tests {
             scenario: "bench".into(),
             stores: Vec::new(),
             configs: Vec::new(),
+            schemes: Vec::new(),
+            free: Vec::new(),
             repeat: 1,
             warmup: "none".into(),
             workload: "tpcb".into(),
@@ -683,6 +685,49 @@ mod tests {
             duration: "2s".into(),
             preset: "noftl13".into(),
             speed: 0.0,
+        }
+    }
+
+    #[test]
+    fn an_iaa_request_becomes_iaa_compare_without_a_scale() {
+        let iaa = RunRequest {
+            scenario: "iaa".into(),
+            workload: String::new(),
+            scale: 0,
+            schemes: vec!["conventional".into(), "iaa".into()],
+            free: vec!["20%".into()],
+            ..req()
+        };
+        let argv = iaa.argv(std::path::Path::new("d/run-2")).unwrap();
+        assert_eq!(&argv[..2], ["iaa", "compare"]);
+        assert!(argv.windows(2).any(|w| w == ["--warmup", "0"]), "none is 0");
+        assert!(!argv.iter().any(|a| a == "--scale"));
+        assert!(parse(&argv).is_ok());
+        for (bad, word) in [
+            (
+                RunRequest {
+                    warmup: "1s".into(),
+                    ..iaa.clone()
+                },
+                "warmup: device capacities",
+            ),
+            (
+                RunRequest {
+                    schemes: vec!["lru".into()],
+                    ..iaa.clone()
+                },
+                "schemes: ",
+            ),
+            (
+                RunRequest {
+                    free: vec!["ten".into()],
+                    ..iaa.clone()
+                },
+                "free: ",
+            ),
+        ] {
+            let e = bad.argv(std::path::Path::new("d")).unwrap_err();
+            assert!(e.starts_with(word), "{e}");
         }
     }
 

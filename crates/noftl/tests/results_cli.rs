@@ -403,6 +403,22 @@ fn iaa_compare_results_have_a_series_per_run() {
     assert!(ok && err.starts_with("iaa"), "{err}");
     let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
     assert!(texts.iter().any(|t| t.contains("iaa+u2di")), "{texts:?}");
+    // Its series and latencies: a line per run, named as the dashboard names them.
+    for kind in ["timeseries", "cdf"] {
+        let (ok, _, err) = noftl(&[
+            "plot",
+            dir.to_str().unwrap(),
+            "--kind",
+            kind,
+            "--out",
+            svg.to_str().unwrap(),
+        ]);
+        assert!(ok, "{kind}: {err}");
+        let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+        for run in ["40% conventional", "40% iaa+u2di"] {
+            assert!(texts.iter().any(|t| t.contains(run)), "{kind}: {texts:?}");
+        }
+    }
 }
 
 #[test]

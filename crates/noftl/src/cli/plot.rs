@@ -12,10 +12,11 @@
 //!   style and marker = FTL), with the analytic FIFO and random-victim curves (`ftl::theory`) in
 //!   black; the legend beside the plot counts the jobs without a point (failed, timed out).
 //! - `cdf`: result directories' `raw.csv` (`--results DIR --raw`, docs/results.md): the latency
-//!   CDF on a logarithmic latency axis, one line per input (per store for a `compare`).
+//!   CDF on a logarithmic latency axis, one line per input (per row for a comparison: its
+//!   store, configuration, or free space and scheme).
 //! - `timeseries`: result directories' `samples.csv`: throughput (goodput, or IOPS), GC
-//!   migrations per second and free blocks over time, one line per input (per store for a
-//!   `compare`, its repeats one after the other).
+//!   migrations per second and free blocks over time, one line per input (per row for a
+//!   comparison, as for `cdf`; its repeats one after the other).
 //! - `table-i`: one `noftl ipa compare --json` file: IPA Table I as bars in three panels (GC
 //!   migrations and erases per host write, throughput with its standard deviation), one bar
 //!   per configuration, each IPA bar (`ipa-X`) labelled with its change against its control
@@ -788,16 +789,37 @@ fn read_csv(path: &Path) -> anyhow::Result<(csv::StringRecord, Vec<csv::StringRe
     Ok((h, rows))
 }
 
-/// Lines keyed by `storage` when the file has that column (a comparison), else one line.
+/// The label columns of a comparison's samples.csv and raw.csv (docs/results.md) that name its
+/// lines: `compare`'s `storage`, `ipa compare`'s `config`, `iaa compare`'s `free_percent` and
+/// `scheme` (a `repeat` is not a line of its own: repeats follow each other).
+const LINE_LABELS: [&str; 4] = ["storage", "config", "free_percent", "scheme"];
+
+/// Lines keyed by the file's label columns (`LINE_LABELS`; a comparison), else one line.
 fn keyed<'a>(
     h: &csv::StringRecord,
     rows: &'a [csv::StringRecord],
     one: &str,
 ) -> Vec<(String, Vec<&'a csv::StringRecord>)> {
     let mut out: Vec<(String, Vec<&csv::StringRecord>)> = Vec::new();
-    let store = h.iter().position(|c| c == "storage");
+    let labels: Vec<(usize, &str)> = h
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| LINE_LABELS.contains(c))
+        .collect();
     for r in rows {
-        let name = store.map_or_else(|| one.to_string(), |i| r[i].to_string());
+        let name = if labels.is_empty() {
+            one.to_string()
+        } else {
+            // As the dashboard names a sweep's series: "40% iaa+u2di".
+            let parts: Vec<String> = labels
+                .iter()
+                .map(|&(i, c)| match c {
+                    "free_percent" => format!("{}%", &r[i]),
+                    _ => r[i].to_string(),
+                })
+                .collect();
+            parts.join(" ")
+        };
         match out.iter_mut().find(|(n, _)| *n == name) {
             Some((_, v)) => v.push(r),
             None => out.push((name, vec![r])),

@@ -264,6 +264,9 @@ enum Query {
     Update,
 }
 
+/// The names of the queries, indexed by a `TxnEvent`'s `kind` (result files' `type`).
+pub const QUERY_TYPES: [&str; 3] = ["insert", "delete", "update"];
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     Start,
@@ -301,6 +304,9 @@ pub struct IaaTerminal {
     pub aborted: u64,
     pub counts: [u64; 3],
     pub latency_ns: Histogram<u64>,
+    /// Given a `Vec`: one `TxnEvent` per acknowledged commit (result files), `kind` indexing
+    /// `QUERY_TYPES`.
+    pub events: Option<Vec<storage::sched::TxnEvent>>,
 }
 
 impl IaaTerminal {
@@ -345,6 +351,7 @@ impl IaaTerminal {
             counts: [0; 3],
             latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .expect("static histogram bounds"),
+            events: None,
         }
     }
 
@@ -495,9 +502,16 @@ impl Terminal for IaaTerminal {
         if let Some(r) = self.remaining.as_mut() {
             *r -= 1;
         }
-        let _ = self
-            .latency_ns
-            .record(acked_ns.saturating_sub(self.started_ns).max(1));
+        let latency_ns = acked_ns.saturating_sub(self.started_ns).max(1);
+        let _ = self.latency_ns.record(latency_ns);
+        if let Some(ev) = self.events.as_mut() {
+            ev.push(storage::sched::TxnEvent {
+                start_ns: self.started_ns,
+                latency_ns,
+                kind: self.query as u8,
+                committed: true,
+            });
+        }
         self.stage = Stage::Start;
         Ok(())
     }

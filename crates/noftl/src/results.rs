@@ -1,7 +1,8 @@
-//! Result directories (`--results DIR` on `bench`, `compare` and `io`): the run's JSON as
-//! `summary.json` with BenchBase's summary names added, a windowed time series `samples.csv`,
-//! one row per transaction or request in `raw.csv` (with `--raw`), and for `io` a fio-shaped
-//! `fio.json`. Names and units: docs/results.md.
+//! Result directories (`--results DIR` on `bench`, `compare`, `ipa compare`, `iaa compare`,
+//! `io` and `fs bench`): the run's JSON as `summary.json` with BenchBase's summary names added,
+//! a windowed time series `samples.csv`, one row per transaction or request in `raw.csv` (with
+//! `--raw`), for `io` a fio-shaped `fio.json` (`fs bench`: fio's own JSON per point, and no
+//! series). Names and units: docs/results.md.
 //!
 //! How the data is gathered, without slowing the run: terminals (and `io`'s submit loop) append
 //! one 24-byte event per finished transaction or request to a `Vec` (amortized growth, no other
@@ -464,6 +465,39 @@ pub fn benchbase(events: &[TxnEvent], seconds: f64) -> Map<String, Value> {
         latency_distribution(&sorted_latencies(events.iter())),
     );
     m
+}
+
+/// BenchBase's summary names for one direction (`read` or `write`) of a fio job's JSON (`fio
+/// --output-format=json --percentile_list=25:50:75:90:95:99`): fio's IOPS as throughput and
+/// goodput (fio counts completed I/Os only), its completion latencies (`clat_ns`, from fio's
+/// log-linear histogram) in microseconds. `None` when the job has no such figures.
+pub fn benchbase_of_fio(side: &Value) -> Option<Map<String, Value>> {
+    let iops = side["iops"].as_f64()?;
+    let clat = &side["clat_ns"];
+    let p = |q: &str| {
+        clat["percentile"][format!("{q}.000000")]
+            .as_f64()
+            .map(|ns| r3(ns / 1000.0))
+    };
+    let ns = |k: &str| clat[k].as_f64().map(|ns| r3(ns / 1000.0));
+    let mut m = Map::new();
+    m.insert("Throughput (requests/second)".into(), json!(r3(iops)));
+    m.insert("Goodput (requests/second)".into(), json!(r3(iops)));
+    m.insert(
+        "Latency Distribution".into(),
+        json!({
+            "Minimum Latency (microseconds)": ns("min")?,
+            "25th Percentile Latency (microseconds)": p("25")?,
+            "Median Latency (microseconds)": p("50")?,
+            "Average Latency (microseconds)": ns("mean")?,
+            "75th Percentile Latency (microseconds)": p("75")?,
+            "90th Percentile Latency (microseconds)": p("90")?,
+            "95th Percentile Latency (microseconds)": p("95")?,
+            "99th Percentile Latency (microseconds)": p("99")?,
+            "Maximum Latency (microseconds)": ns("max")?,
+        }),
+    );
+    Some(m)
 }
 
 /// Writes `summary.json`: `today` (the verb's JSON) with `extra` keys added at the top level.

@@ -169,6 +169,59 @@ fn a_run_started_from_the_dashboard_streams_its_samples_and_result() {
     );
 }
 
+/// The IAA scenario: the form's fields become `iaa compare`'s command line (its own checks
+/// refuse bad ones with 400), each run of the sweep is a live series, and the result is the
+/// run's summary.json, drawn as IAA Fig. 11.
+#[test]
+fn an_iaa_sweep_from_the_dashboard_streams_a_series_per_run() {
+    let d = tempfile::tempdir().unwrap();
+    let dash = start(&d.path().join("runs"));
+    let req = |storage: &str, free: &str| {
+        format!(
+            r#"{{"scenario":"iaa","storage":"{storage}","schemes":["conventional","iaa+u2di"],"free":["{free}"],"warmup":"0","terminals":2,"duration":"200ms","preset":"noftl13","speed":0}}"#
+        )
+    };
+    let (status, body) = http(&dash.addr, "POST", "/api/runs", &req("fast", "40%"));
+    assert_eq!(status, 400);
+    assert!(body.contains("storage: page, dftl or native"), "{body}");
+    let (status, body) = http(&dash.addr, "POST", "/api/runs", &req("page", "95%"));
+    assert_eq!(status, 400);
+    assert!(body.contains("--free levels are between"), "{body}");
+
+    let (status, body) = http(&dash.addr, "POST", "/api/runs", &req("native", "40%"));
+    assert_eq!(status, 201, "{body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let ev = events(&dash.addr, id);
+    let (name, data) = ev.last().unwrap();
+    assert_eq!(name, "done", "{data}");
+    let summary: serde_json::Value = serde_json::from_str(data).unwrap();
+    let rows = summary["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{summary}");
+    for r in rows {
+        let series = format!("40% {}", r["scheme"].as_str().unwrap());
+        let commits: Vec<u64> = ev
+            .iter()
+            .filter(|(n, _)| n == "sample")
+            .map(|(_, d)| serde_json::from_str::<serde_json::Value>(d).unwrap())
+            .filter(|p| p["series"] == series.as_str())
+            .map(|p| p["commits"].as_u64().unwrap())
+            .collect();
+        assert!(commits.len() >= 10, "{series}: {} points", commits.len());
+        // The live commits over the window add up to the run's queries.
+        let live = commits.last().unwrap() - commits.first().unwrap();
+        let queries = r["queries"].as_u64().unwrap();
+        assert!(
+            live <= queries && queries - live <= 2,
+            "{series}: {live} vs {queries}"
+        );
+    }
+    let (status, svg) = http(&dash.addr, "GET", &format!("/api/runs/{id}/figure.svg"), "");
+    assert_eq!(status, 200, "{svg}");
+    assert!(svg.contains("IAA Fig. 11") && svg.contains("iaa+u2di"));
+}
+
 #[test]
 fn the_dashboard_refuses_a_non_loopback_address() {
     let (ok, _, err) = cli_support::noftl(&["dashboard", "--listen", "0.0.0.0:0"]);
@@ -482,4 +535,50 @@ fn in_a_browser_runs_started_from_the_form_show_live_points_and_their_results() 
         "IPA appends: {summary}"
     );
     save_screenshot(&mut b, "dashboard-ipa.png");
+
+    // IAA's free-space sweep: a live series per run (free space and scheme), a table row per
+    // summary.json row, and IAA Fig. 11.
+    let (id, live_points) = run_from_form(
+        &mut b,
+        &[
+            ("scenario", "iaa"),
+            ("storage", "native"),
+            ("schemes", "conventional,iaa+u2di"),
+            ("free", "40%"),
+            ("warmup", "0"),
+            ("terminals", "2"),
+            ("preset", "noftl13"),
+            ("duration", "200ms"),
+            ("speed", "1"),
+        ],
+    );
+    assert!(live_points > 0, "the chart had points before the run ended");
+    let summary = summary_of(&runs, id);
+    let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
+    assert_eq!(
+        series,
+        serde_json::json!(["40% conventional", "40% iaa+u2di"]),
+        "one live series per run"
+    );
+    let table = result_table(&mut b);
+    let rows = summary["rows"].as_array().unwrap();
+    assert_eq!(table.len(), rows.len(), "{table:?}");
+    for (shown, row) in table.iter().zip(rows) {
+        assert_eq!(shown[0], "40");
+        assert_eq!(shown[1], row["scheme"].as_str().unwrap());
+        shown_equals("throughput_qps", &shown[2], f(&row["throughput_qps"]), 1);
+        shown_equals(
+            "gc_copies_per_host_write",
+            &shown[4],
+            f(&row["gc_copies_per_host_write"]),
+            3,
+        );
+    }
+    let fig = b.wait_for(
+        "$('figure').complete && $('figure').naturalWidth",
+        LONG,
+        "IAA Fig. 11 in the page",
+    );
+    assert!(fig.as_u64().unwrap() > 0);
+    save_screenshot(&mut b, "dashboard-iaa.png");
 }

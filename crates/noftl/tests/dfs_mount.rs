@@ -253,6 +253,8 @@ fn fs_bench_runs_both_file_systems() {
         .args(DEVICE)
         .arg("--json")
         .arg(&json)
+        .arg("--results")
+        .arg(work.path().join("res"))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -275,6 +277,48 @@ fn fs_bench_runs_both_file_systems() {
         );
     }
     assert_eq!(v["ratios"].as_array().unwrap().len(), 4, "{v}");
+    // The result directory (docs/results.md): the JSON's rows as `rows`, each fio point with
+    // BenchBase's names from fio's own JSON, kept beside it.
+    let res = work.path().join("res");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(res.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["Benchmark Type"], "fs");
+    assert_eq!(s["ratios"], v["ratios"]);
+    let files = s["results"]["files"].as_array().unwrap();
+    assert_eq!(
+        files.len(),
+        1 + 2 * 2,
+        "summary.json and four fio points: {s}"
+    );
+    for (r, today) in s["rows"].as_array().unwrap().iter().zip(rows) {
+        assert_eq!(r["workload"], today["workload"]);
+        assert_eq!(r["flash"], today["flash"]);
+        let Some(name) = r["fio_json"].as_str() else {
+            assert!(r["seconds"].as_f64().is_some(), "an application: {r}");
+            continue;
+        };
+        assert!(files.iter().any(|f| f == name), "{name} in {files:?}");
+        let fio: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(res.join(name)).unwrap()).unwrap();
+        let w = &fio["jobs"][0]["write"];
+        assert_eq!(r["terminals"], r["threads"]);
+        let iops = r["Throughput (requests/second)"].as_f64().unwrap();
+        assert!((iops - w["iops"].as_f64().unwrap()).abs() < 0.01, "{r}");
+        let lat = &r["Latency Distribution"];
+        let us = |k: &str| lat[k].as_f64().unwrap();
+        assert_eq!(
+            us("Median Latency (microseconds)"),
+            (w["clat_ns"]["percentile"]["50.000000"].as_f64().unwrap() / 1e3 * 1e3).round() / 1e3
+        );
+        assert!(
+            us("Minimum Latency (microseconds)") <= us("Median Latency (microseconds)")
+                && us("Median Latency (microseconds)")
+                    <= us("99th Percentile Latency (microseconds)")
+                && us("99th Percentile Latency (microseconds)")
+                    <= us("Maximum Latency (microseconds)"),
+            "{lat}"
+        );
+    }
 }
 
 /// `noftl fs waf` end to end on the log-structured configurations, tiny settings: a row per

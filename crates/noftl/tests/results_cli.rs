@@ -1,5 +1,5 @@
 //! Result directories (`--results DIR`, docs/results.md): the files of `bench`, `compare`,
-//! `ipa compare` and `io` parse, and agree with each other and with the verb's JSON.
+//! `ipa compare`, `iaa compare` and `io` parse, and agree with each other and with the verb's JSON.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
@@ -317,6 +317,108 @@ fn ipa_compare_results_have_a_series_per_row() {
         d.path().join("adv").to_str().unwrap(),
     ]);
     assert!(!ok && err.contains("ipa advise"), "{err}");
+}
+
+#[test]
+fn iaa_compare_results_have_a_series_per_run() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("iaa");
+    let (ok, out, err) = noftl(&[
+        "iaa",
+        "compare",
+        "--free",
+        "40%",
+        "--schemes",
+        "conventional,iaa+u2di",
+        "--set",
+        "geometry.blocks_per_plane=80",
+        "--op",
+        "12%",
+        "--warmup",
+        "0",
+        "--duration",
+        "200ms",
+        "--terminals",
+        "2",
+        "--json",
+        "-",
+        "--results",
+        dir.to_str().unwrap(),
+        "--sample-window",
+        "50ms",
+        "--raw",
+    ]);
+    assert!(ok, "{err}");
+    let today: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let s = json(&dir.join("summary.json"));
+    assert_eq!(s["Benchmark Type"], "iaa");
+    assert_eq!(s["terminals"], 2);
+    assert!(
+        s.get("scalefactor").is_none(),
+        "the sweep's table size is per row"
+    );
+    let (h, rows) = csv(&dir.join("samples.csv"));
+    let (rh, raw) = csv(&dir.join("raw.csv"));
+    assert_eq!(&h[..2], ["free_percent", "scheme"]);
+    for r in &raw {
+        assert!(
+            ["insert", "delete", "update"].contains(&r[col(&rh, "type")].as_str()),
+            "{r:?}"
+        );
+    }
+    for (i, row) in today["rows"].as_array().unwrap().iter().enumerate() {
+        let scheme = row["scheme"].as_str().unwrap();
+        let sr = &s["rows"][i];
+        for k in ["throughput_qps", "queries", "rows", "relative", "iaa"] {
+            assert_eq!(sr[k], row[k], "{scheme}: summary.json keeps {k}");
+        }
+        assert_eq!(sr["scalefactor"], row["rows"]);
+        let goodput = sr["Goodput (requests/second)"].as_f64().unwrap();
+        let qps = row["throughput_qps"].as_f64().unwrap();
+        assert!((goodput - qps).abs() < 0.01, "{scheme}: {goodput} vs {qps}");
+        let mine: Vec<Vec<String>> = rows
+            .iter()
+            .filter(|r| r[col(&h, "scheme")] == scheme && r[col(&h, "free_percent")] == "40")
+            .cloned()
+            .collect();
+        assert!(mine.len() >= 4, "200 ms in 50 ms windows: {}", mine.len());
+        let queries = row["queries"].as_u64().unwrap();
+        assert!(queries > 100, "{scheme}: {queries}");
+        assert_eq!(sum_u64(&mine, col(&h, "committed")), queries, "{scheme}");
+        let raw_n = raw
+            .iter()
+            .filter(|r| r[col(&rh, "scheme")] == scheme)
+            .count() as u64;
+        assert_eq!(raw_n, queries, "{scheme}: every query in raw.csv");
+        assert!(sum_u64(&mine, col(&h, "flash_programs")) > 0, "{scheme}");
+    }
+    // The directory plots as IAA Fig. 11.
+    let svg = d.path().join("f.svg");
+    let (ok, _, err) = noftl(&[
+        "plot",
+        dir.to_str().unwrap(),
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(ok && err.starts_with("iaa"), "{err}");
+    let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+    assert!(texts.iter().any(|t| t.contains("iaa+u2di")), "{texts:?}");
+    // Its series and latencies: a line per run, named as the dashboard names them.
+    for kind in ["timeseries", "cdf"] {
+        let (ok, _, err) = noftl(&[
+            "plot",
+            dir.to_str().unwrap(),
+            "--kind",
+            kind,
+            "--out",
+            svg.to_str().unwrap(),
+        ]);
+        assert!(ok, "{kind}: {err}");
+        let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
+        for run in ["40% conventional", "40% iaa+u2di"] {
+            assert!(texts.iter().any(|t| t.contains(run)), "{kind}: {texts:?}");
+        }
+    }
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! `noftl dashboard`: a web page to start benchmark runs and watch them live (issue 17): bench
-//! runs, comparisons of stores (NoFTL Fig. 3) and of IPA's configurations (IPA Table I), with
-//! live throughput, device statistics and recent flash requests, then the result table and the
-//! comparison's figure.
+//! runs, comparisons of stores (NoFTL Fig. 3), of IPA's configurations (IPA Table I) and IAA's
+//! free-space sweep (IAA Fig. 11), with live throughput, device statistics and recent flash
+//! requests, then the result table and the comparison's figure.
 //!
 //! Design:
 //! - One driver. A run is the CLI command line (`noftl bench ...`, `noftl compare ...`, `noftl
-//!   ipa compare ...`, each with `--results DIR`) parsed by the CLI's own parser and run by its
+//!   ipa compare ...`, `noftl iaa compare ...`, each with `--results DIR`) parsed by the CLI's own parser and run by its
 //!   own dispatch (`cli::run`) on a thread of this process; the scheduler's window marks reach
 //!   the page through a hook (`results::set_live`, handed on to `compare`'s worker threads), so
 //!   the dashboard shows the figures the CLI writes, and `summary.json` is the run's final
@@ -55,12 +55,14 @@ pub struct DashboardArgs {
 /// What the form asks for.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct RunRequest {
-    /// `bench` (one store; the default), `compare` (several side by side, NoFTL Fig. 3) or
-    /// `ipa` (`ipa compare`: IPA Table I's configurations side by side).
+    /// `bench` (one store; the default), `compare` (several side by side, NoFTL Fig. 3),
+    /// `ipa` (`ipa compare`: IPA Table I's configurations side by side) or `iaa` (`iaa
+    /// compare`: IAA Fig. 11's schemes over free-space levels; no workload or scale).
     #[serde(default = "bench")]
     pub scenario: String,
+    #[serde(default)]
     pub workload: String,
-    /// bench: the store.
+    /// bench: the store; iaa: page, dftl or native.
     #[serde(default)]
     pub storage: String,
     /// compare: the stores (compare's names; native among them).
@@ -69,13 +71,20 @@ pub struct RunRequest {
     /// ipa: the configurations (`ipa compare`'s names).
     #[serde(default)]
     pub configs: Vec<String>,
+    /// iaa: the schemes (`iaa compare`'s names).
+    #[serde(default)]
+    pub schemes: Vec<String>,
+    /// iaa: the device's free-space levels, e.g. 10%.
+    #[serde(default)]
+    pub free: Vec<String>,
     /// compare, ipa: measured windows per store or configuration.
     #[serde(default = "one")]
     pub repeat: u32,
     /// compare: before each store's windows (none, auto or a virtual time); ipa: a virtual
-    /// time.
+    /// time; iaa: writes in device capacities (e.g. 0.5).
     #[serde(default = "none")]
     pub warmup: String,
+    #[serde(default)]
     pub scale: u32,
     pub terminals: u32,
     /// Virtual run time, e.g. 10s.
@@ -114,6 +123,112 @@ impl RunRequest {
     /// The CLI command line of this request (without the program name), or what is wrong with
     /// it.
     pub fn argv(&self, dir: &std::path::Path) -> Result<Vec<String>, String> {
+        let mut argv = if self.scenario == "iaa" {
+            self.iaa_argv()?
+        } else {
+            self.tpc_argv()?
+        };
+        if self.terminals == 0 || self.terminals > 64 {
+            return Err(format!("terminals: 1 to 64, not {}", self.terminals));
+        }
+        let ns = super::bench::parse_duration_ns(&self.duration)
+            .map_err(|e| format!("duration: {e}"))?;
+        if ns > 600_000_000_000 {
+            return Err("duration: at most 600s of virtual time here".into());
+        }
+        if !nand::PRESETS.iter().any(|(n, _)| *n == self.preset) {
+            let names: Vec<&str> = nand::PRESETS.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "preset: one of {}, not '{}'",
+                names.join(", "),
+                self.preset
+            ));
+        }
+        if !(self.speed.is_finite() && (0.0..=1000.0).contains(&self.speed)) {
+            return Err(format!("speed: 0 (no pacing) to 1000, not {}", self.speed));
+        }
+        // About a hundred points per run, at least 10 ms apart.
+        let window_ms = (ns / 100 / 1_000_000).max(10);
+        argv.extend(
+            [
+                "--terminals",
+                &self.terminals.to_string(),
+                "--duration",
+                &self.duration,
+                "--preset",
+                &self.preset,
+                // The device keeps its last operations for the page's request table.
+                "--set",
+                &format!("trace_recent={RECENT_REQUESTS}"),
+                "--results",
+                &dir.display().to_string(),
+                "--sample-window",
+                &format!("{window_ms}ms"),
+            ]
+            .map(String::from),
+        );
+        if self.scenario == "iaa" {
+            // `iaa compare`'s own checks, with its messages, on the parsed command line.
+            if let Ok(super::Cli {
+                command: super::Command::Iaa(super::iaa::IaaCommand::Compare(a)),
+            }) = parse(&argv)
+            {
+                super::iaa::checked(&a).map_err(|e| format!("{e:#}"))?;
+                let runs = a.free.len()
+                    * super::iaa::schemes(&a)
+                        .map_err(|e| format!("schemes: {e:#}"))?
+                        .len();
+                if runs > 20 {
+                    return Err(format!("free x schemes: at most 20 runs here, not {runs}"));
+                }
+            }
+        }
+        Ok(argv)
+    }
+
+    /// `iaa compare`'s part of the command line.
+    fn iaa_argv(&self) -> Result<Vec<String>, String> {
+        if !["page", "dftl", "native"].contains(&self.storage.as_str()) {
+            return Err(format!(
+                "storage: page, dftl or native for IAA, not '{}'",
+                self.storage
+            ));
+        }
+        if self.schemes.is_empty() {
+            return Err("schemes: one or more of conventional, iaa, u2di, iaa+u2di".into());
+        }
+        if self.free.is_empty() {
+            return Err("free: one or more free-space levels, e.g. 10%,30%".into());
+        }
+        for f in &self.free {
+            super::common::parse_percent(f).map_err(|e| format!("free: {e}"))?;
+        }
+        let warmup = if self.warmup == "none" {
+            "0"
+        } else {
+            self.warmup.as_str()
+        };
+        warmup
+            .parse::<f64>()
+            .map_err(|_| format!("warmup: device capacities (e.g. 0.5) for IAA, not '{warmup}'"))?;
+        Ok([
+            "iaa",
+            "compare",
+            "--storage",
+            &self.storage,
+            "--schemes",
+            &self.schemes.join(","),
+            "--free",
+            &self.free.join(","),
+            "--warmup",
+            warmup,
+        ]
+        .map(String::from)
+        .to_vec())
+    }
+
+    /// The command line's part for the TPC scenarios (bench, compare, ipa), with the scale.
+    fn tpc_argv(&self) -> Result<Vec<String>, String> {
         let (max_scale, what) = match self.workload.as_str() {
             "tpcb" => (64, "branches"),
             "tatp" => (500_000, "subscribers"),
@@ -187,7 +302,11 @@ impl RunRequest {
                 .map(String::from)
                 .to_vec()
             }
-            other => return Err(format!("scenario: bench, compare or ipa, not '{other}'")),
+            other => {
+                return Err(format!(
+                    "scenario: bench, compare, ipa or iaa, not '{other}'"
+                ))
+            }
         };
         if self.scale == 0 || self.scale > max_scale {
             return Err(format!(
@@ -195,47 +314,7 @@ impl RunRequest {
                 self.scale
             ));
         }
-        if self.terminals == 0 || self.terminals > 64 {
-            return Err(format!("terminals: 1 to 64, not {}", self.terminals));
-        }
-        let ns = super::bench::parse_duration_ns(&self.duration)
-            .map_err(|e| format!("duration: {e}"))?;
-        if ns > 600_000_000_000 {
-            return Err("duration: at most 600s of virtual time here".into());
-        }
-        if !nand::PRESETS.iter().any(|(n, _)| *n == self.preset) {
-            let names: Vec<&str> = nand::PRESETS.iter().map(|(n, _)| *n).collect();
-            return Err(format!(
-                "preset: one of {}, not '{}'",
-                names.join(", "),
-                self.preset
-            ));
-        }
-        if !(self.speed.is_finite() && (0.0..=1000.0).contains(&self.speed)) {
-            return Err(format!("speed: 0 (no pacing) to 1000, not {}", self.speed));
-        }
-        // About a hundred points per run, at least 10 ms apart.
-        let window_ms = (ns / 100 / 1_000_000).max(10);
-        argv.extend(
-            [
-                "--scale",
-                &self.scale.to_string(),
-                "--terminals",
-                &self.terminals.to_string(),
-                "--duration",
-                &self.duration,
-                "--preset",
-                &self.preset,
-                // The device keeps its last operations for the page's request table.
-                "--set",
-                &format!("trace_recent={RECENT_REQUESTS}"),
-                "--results",
-                &dir.display().to_string(),
-                "--sample-window",
-                &format!("{window_ms}ms"),
-            ]
-            .map(String::from),
-        );
+        argv.extend(["--scale".to_string(), self.scale.to_string()]);
         Ok(argv)
     }
 
@@ -527,7 +606,7 @@ fn drive(app: Shared, id: usize, cmd: super::Cli, dir: PathBuf, speed: f64) {
 }
 
 /// A comparison's figure, drawn by `noftl plot`'s code from its summary.json: IPA Table I for
-/// an `ipa compare`, NoFTL Fig. 3 for a `compare`.
+/// an `ipa compare`, IAA Fig. 11 for an `iaa compare`, NoFTL Fig. 3 for a `compare`.
 async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
     let summary = app.runs.lock().ok().and_then(|r| {
         r.iter()
@@ -539,6 +618,8 @@ async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Respo
     };
     let svg = if summary["rows"][0].get("ipa_appends").is_some() {
         super::plot::table_i_of(&summary).and_then(|t| super::plot::table_i(&t))
+    } else if summary["rows"][0].get("free_space").is_some() {
+        super::plot::iaa_of(&summary).and_then(|d| super::plot::iaa(&d))
     } else {
         super::plot::bars_of(&summary).and_then(|b| super::plot::figure3(&b))
     };
@@ -593,6 +674,8 @@ mod tests {
             scenario: "bench".into(),
             stores: Vec::new(),
             configs: Vec::new(),
+            schemes: Vec::new(),
+            free: Vec::new(),
             repeat: 1,
             warmup: "none".into(),
             workload: "tpcb".into(),
@@ -602,6 +685,49 @@ mod tests {
             duration: "2s".into(),
             preset: "noftl13".into(),
             speed: 0.0,
+        }
+    }
+
+    #[test]
+    fn an_iaa_request_becomes_iaa_compare_without_a_scale() {
+        let iaa = RunRequest {
+            scenario: "iaa".into(),
+            workload: String::new(),
+            scale: 0,
+            schemes: vec!["conventional".into(), "iaa".into()],
+            free: vec!["20%".into()],
+            ..req()
+        };
+        let argv = iaa.argv(std::path::Path::new("d/run-2")).unwrap();
+        assert_eq!(&argv[..2], ["iaa", "compare"]);
+        assert!(argv.windows(2).any(|w| w == ["--warmup", "0"]), "none is 0");
+        assert!(!argv.iter().any(|a| a == "--scale"));
+        assert!(parse(&argv).is_ok());
+        for (bad, word) in [
+            (
+                RunRequest {
+                    warmup: "1s".into(),
+                    ..iaa.clone()
+                },
+                "warmup: device capacities",
+            ),
+            (
+                RunRequest {
+                    schemes: vec!["lru".into()],
+                    ..iaa.clone()
+                },
+                "schemes: ",
+            ),
+            (
+                RunRequest {
+                    free: vec!["ten".into()],
+                    ..iaa.clone()
+                },
+                "free: ",
+            ),
+        ] {
+            let e = bad.argv(std::path::Path::new("d")).unwrap_err();
+            assert!(e.starts_with(word), "{e}");
         }
     }
 

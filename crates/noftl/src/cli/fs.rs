@@ -126,6 +126,11 @@ pub struct FsBenchArgs {
     /// Seed of the applications' data and access pattern.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Write a result directory (created if missing): summary.json (the JSON result with
+    /// BenchBase's names per fio point) and fio's own JSON of every fio point. No samples.csv:
+    /// the points run on the wall clock in external programs. docs/results.md.
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
 }
 
 pub fn run(c: FsCommand) -> anyhow::Result<()> {
@@ -390,7 +395,13 @@ fn flash_of(stats: &Value) -> Value {
     })
 }
 
-fn fio(m: &Mounted, a: &FsBenchArgs, rw: &str, threads: u32) -> anyhow::Result<(f64, f64, u64)> {
+/// One fio point: IOPS, CPU microseconds per I/O, I/Os, and fio's JSON document.
+fn fio(
+    m: &Mounted,
+    a: &FsBenchArgs,
+    rw: &str,
+    threads: u32,
+) -> anyhow::Result<(f64, f64, u64, Value)> {
     let size_mib = (a.fio_mib / threads).max(1);
     let cpu0 = m.cpu_s();
     let out = Command::new("fio")
@@ -402,6 +413,9 @@ fn fio(m: &Mounted, a: &FsBenchArgs, rw: &str, threads: u32) -> anyhow::Result<(
             "--group_reporting",
             "--time_based",
             "--output-format=json",
+            // BenchBase's latency percentiles (result directories), besides fio's defaults'
+            // median, 90th, 95th and 99th.
+            "--percentile_list=25:50:75:90:95:99",
         ])
         .arg(format!("--directory={}", m.root.display()))
         .arg(format!("--rw={rw}"))
@@ -437,7 +451,7 @@ fn fio(m: &Mounted, a: &FsBenchArgs, rw: &str, threads: u32) -> anyhow::Result<(
     } else {
         0.0
     };
-    Ok((iops, cpu_us, ios))
+    Ok((iops, cpu_us, ios, v))
 }
 
 fn fadvise_dontneed(f: &std::fs::File) {
@@ -543,7 +557,17 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
     if let Some(p) = &a.json {
         crate::output::check_writable(p)?;
     }
+    // The result directory, checked before any mount: the shared writer's plan (no windows,
+    // no raw rows here).
+    let plan = crate::results::ResultsArgs {
+        results: a.results.clone(),
+        sample_window: "1s".into(),
+        raw: false,
+    }
+    .plan()?;
     let mut rows: Vec<Value> = Vec::new();
+    // With --results: per fio point, its row's index and fio's JSON.
+    let mut fio_docs: Vec<(usize, Value)> = Vec::new();
     for fs in &a.fs {
         for rw in &a.rw {
             if rw != "randread" && rw != "randwrite" {
@@ -554,8 +578,11 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
                 let r = fio(&m, &a, rw, t);
                 let cpu = m.cpu_s();
                 let stats = m.finish()?;
-                let (iops, cpu_us, ios) = r?;
+                let (iops, cpu_us, ios, doc) = r?;
                 eprintln!("{fs} {rw} x{t}: {iops:.0} IOPS, {cpu_us:.1} us CPU per I/O");
+                if plan.is_some() {
+                    fio_docs.push((rows.len(), doc));
+                }
                 rows.push(json!({
                     "fs": fs, "workload": format!("fio-{rw}-4k"), "threads": t,
                     "iops": iops, "ios": ios, "cpu_us_per_io": cpu_us, "fs_cpu_s": cpu,
@@ -579,14 +606,75 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
         }
     }
     print_table(&rows);
+    let doc = json!({ "results": rows, "ratios": ratios(&rows) });
+    if let Some(p) = &plan {
+        write_results(p, &doc, &fio_docs)?;
+    }
     if let Some(p) = &a.json {
-        let doc = json!({ "results": rows, "ratios": ratios(&rows) });
         crate::output::write_atomic(
             p,
             format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
         )?;
     }
     Ok(())
+}
+
+/// The result directory of `fs bench` (docs/results.md): `fio-FS-RW-4k-THREADS.json` (fio's
+/// output of each fio point, as fio wrote it) and summary.json: the JSON result, its
+/// `results` array as `rows` (in every summary.json `results` describes the directory), each
+/// fio point's row with BenchBase's names (from fio's figures), `terminals` (its threads) and
+/// `fio_json` (its file).
+fn write_results(
+    plan: &crate::results::Plan,
+    doc: &Value,
+    fio_docs: &[(usize, Value)],
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    let mut doc = doc.clone();
+    if let Some(obj) = doc.as_object_mut() {
+        let rows = obj.remove("results").unwrap_or_default();
+        obj.insert("rows".into(), rows);
+    }
+    let mut files = vec![json!("summary.json")];
+    for (i, fio) in fio_docs {
+        let row = &mut doc["rows"][*i];
+        let (fs, workload) = (
+            row["fs"].as_str().unwrap_or("?").to_string(),
+            row["workload"].as_str().unwrap_or("?").to_string(),
+        );
+        let side = if workload.contains("read") {
+            "read"
+        } else {
+            "write"
+        };
+        let name = format!(
+            "fio-{fs}-{}-{}.json",
+            workload.trim_start_matches("fio-"),
+            row["threads"]
+        );
+        r::write(
+            &plan.dir,
+            &name,
+            &format!("{}\n", serde_json::to_string_pretty(fio)?),
+        )?;
+        if let Some(obj) = row.as_object_mut() {
+            if let Some(bb) = r::benchbase_of_fio(&fio["jobs"][0][side]) {
+                obj.extend(bb);
+            }
+            obj.insert("terminals".into(), obj["threads"].clone());
+            obj.insert("fio_json".into(), json!(name));
+        }
+        files.push(json!(name));
+    }
+    let mut keys = r::common_keys("fs", 0.0, 0, plan);
+    // A file-system comparison has no scale factor, and each point its own thread count.
+    keys.remove("scalefactor");
+    keys.remove("terminals");
+    keys.insert(
+        "results".into(),
+        json!({ "format": "noftl-results-1", "files": files }),
+    );
+    r::write_summary(&plan.dir, &doc, keys)
 }
 
 /// DFS / ext4 per workload and thread count: IOPS ratio, or time ratio ext4 / DFS (speedup).

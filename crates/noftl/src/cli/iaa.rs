@@ -23,6 +23,8 @@ use serde::Serialize;
 use storage::measure::Consistency;
 use storage::native::{NativeConfig, NativeStore};
 use storage::sched::{run_virtual, VirtualOptions};
+
+use super::bench::run_virtual_marked;
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
 use super::bench::{consistency, parse_duration_ns, per_txn, print_consistency, snapshot};
@@ -103,6 +105,9 @@ pub struct CompareArgs {
     /// Write the JSON result to this file ("-": standard output).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// docs/results.md: one samples.csv row per window of every run's measured window.
+    #[command(flatten)]
+    pub results: crate::results::ResultsArgs,
 }
 
 /// One run's figures (the JSON row).
@@ -128,6 +133,9 @@ pub struct Row {
     pub consistency: Consistency,
     pub check: &'static str,
     pub check_problems: Vec<String>,
+    /// With --results: the measured window's marks and queries.
+    #[serde(skip)]
+    pub trace: Option<crate::results::Trace>,
 }
 
 /// Ratios to the conventional scheme at the same free space (1 for conventional itself).
@@ -172,7 +180,7 @@ pub fn device_args(a: &CompareArgs) -> DeviceArgs {
     }
 }
 
-fn schemes(a: &CompareArgs) -> anyhow::Result<Vec<Scheme>> {
+pub(super) fn schemes(a: &CompareArgs) -> anyhow::Result<Vec<Scheme>> {
     let mut out = Vec::new();
     for s in &a.schemes {
         let x: Scheme = s.parse()?;
@@ -186,7 +194,7 @@ fn schemes(a: &CompareArgs) -> anyhow::Result<Vec<Scheme>> {
     Ok(out)
 }
 
-fn checked(a: &CompareArgs) -> anyhow::Result<()> {
+pub(super) fn checked(a: &CompareArgs) -> anyhow::Result<()> {
     if !["page", "dftl", "native"].contains(&a.storage.as_str()) {
         bail!(
             "--storage is page, dftl or native, not '{}' (IAA needs an FTL that answers the GC information queries, or NoFTL)",
@@ -279,8 +287,14 @@ pub fn rows_for(a: &CompareArgs, capacity_bytes: u64, free: f64, log_bytes: u64)
     (usable / per_row_bytes).floor().max(64.0) as u64
 }
 
-/// One run of the sweep.
-pub fn run_one(a: &CompareArgs, free: f64, scheme: Scheme) -> anyhow::Result<Row> {
+/// One run of the sweep; with `sample_ns`, its measured window's marks every `sample_ns` and
+/// its queries (`Row::trace`).
+pub fn run_one(
+    a: &CompareArgs,
+    free: f64,
+    scheme: Scheme,
+    sample_ns: Option<u64>,
+) -> anyhow::Result<Row> {
     let (store, capacity_bytes) = build_store(a)?;
     let log_bytes = (store.log_blocks() + 2) * storage::pagestore::LOG_BLOCK_BYTES as u64;
     let cfg = IaaConfig {
@@ -329,11 +343,13 @@ pub fn run_one(a: &CompareArgs, free: f64, scheme: Scheme) -> anyhow::Result<Row
     let until = parse_duration_ns(&a.duration)?;
     for t in terms.iter_mut() {
         t.reset_counters(None);
+        // Only the measured window's queries are recorded (with --results).
+        t.events = sample_ns.map(|_| Vec::new());
     }
     let stats0 = e.iaa_stats();
     let before = snapshot(&e);
     let start = e.now();
-    let st = run_virtual(
+    let (st, marks) = run_virtual_marked(
         &mut e,
         &mut terms,
         start,
@@ -341,7 +357,16 @@ pub fn run_one(a: &CompareArgs, free: f64, scheme: Scheme) -> anyhow::Result<Row
             until_ns: Some(start + until),
             ..VirtualOptions::default()
         },
+        sample_ns,
     )?;
+    let trace = sample_ns.map(|_| crate::results::Trace {
+        labels: vec![format!("{}", r3(free * 100.0)), scheme.name().to_string()],
+        marks,
+        events: terms
+            .iter_mut()
+            .flat_map(|t| t.events.take().unwrap_or_default())
+            .collect(),
+    });
     let after = snapshot(&e);
     let elapsed_ns = st.elapsed_ns();
     let secs = elapsed_ns as f64 / 1e9;
@@ -395,7 +420,13 @@ pub fn run_one(a: &CompareArgs, free: f64, scheme: Scheme) -> anyhow::Result<Row
         consistency: c,
         check,
         check_problems: problems,
+        trace,
     })
+}
+
+/// `x` rounded to 3 decimals (a free-space level in percent as a label).
+fn r3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
 }
 
 fn diff(a: storage::iaa::IaaStats, b: storage::iaa::IaaStats) -> storage::iaa::IaaStats {
@@ -438,6 +469,8 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     if let Some(p) = &a.json {
         crate::output::check_writable(p)?;
     }
+    let plan = a.results.plan()?;
+    let sample_ns = plan.as_ref().map(|p| p.window_ns);
     // Refuse a bad device before any thread starts.
     device_args(&a).load().context("the sweep's device")?;
     let jobs: Vec<(f64, Scheme)> = a
@@ -453,14 +486,19 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: std::sync::Mutex<Vec<(usize, anyhow::Result<Row>)>> =
         std::sync::Mutex::new(Vec::new());
+    // The dashboard's live points (if it runs this sweep): one series per run, from the
+    // worker threads.
+    let live = crate::results::live_hook();
     std::thread::scope(|s| {
         for _ in 0..a.jobs.min(jobs.len()) {
             s.spawn(|| loop {
+                crate::results::set_live(live.clone());
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let Some(&(f, sc)) = jobs.get(i) else {
                     break;
                 };
-                let r = run_one(&a, f, sc);
+                crate::results::set_live_series(&series_name(f, sc));
+                let r = run_one(&a, f, sc, sample_ns);
                 bar.inc(1);
                 results.lock().expect("no worker panics").push((i, r));
             });
@@ -477,6 +515,8 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         );
     }
     relate(&mut rows);
+    let traces: Vec<Option<crate::results::Trace>> =
+        rows.iter_mut().map(|r| r.trace.take()).collect();
     let out = Output {
         workload: "iaa",
         storage: a.storage.clone(),
@@ -490,6 +530,9 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         seed: a.seed,
         rows,
     };
+    if let Some(p) = &plan {
+        write_results(p, &a, &out, &traces)?;
+    }
     if super::common::emit_json(a.json.as_deref(), &out)? {
         print_table(&out);
     }
@@ -497,6 +540,44 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         bail!("a run's check failed");
     }
     Ok(())
+}
+
+/// The dashboard's name of a run's series: its free space and scheme.
+fn series_name(free: f64, scheme: Scheme) -> String {
+    format!("{}% {}", r3(free * 100.0), scheme.name())
+}
+
+/// The result directory of `iaa compare` (docs/results.md): summary.json (the JSON result with
+/// BenchBase's names per row; the table's rows are each row's `scalefactor`, as the sweep's
+/// table size follows its free space), samples.csv and raw.csv with a row per window or query
+/// of every run (`free_percent`, `scheme`).
+fn write_results(
+    plan: &crate::results::Plan,
+    a: &CompareArgs,
+    out: &Output,
+    traces: &[Option<crate::results::Trace>],
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    let mut v = serde_json::to_value(out)?;
+    for (i, t) in traces.iter().enumerate() {
+        let Some(t) = t else { continue };
+        let secs = t.end_ns().saturating_sub(t.start_ns()) as f64 / 1e9;
+        if let Some(obj) = v["rows"].get_mut(i).and_then(|x| x.as_object_mut()) {
+            obj.extend(r::benchbase(&t.events, secs));
+            let rows = obj["rows"].clone();
+            obj.insert("scalefactor".into(), rows);
+        }
+    }
+    let mut keys = r::common_keys("iaa", 0.0, a.terminals, plan);
+    keys.remove("scalefactor");
+    r::write_summary(&plan.dir, &v, keys)?;
+    let all: Vec<r::Trace> = traces.iter().flatten().cloned().collect();
+    r::write_txn_series(
+        plan,
+        &all,
+        &["free_percent", "scheme"],
+        &kits::iaa::QUERY_TYPES,
+    )
 }
 
 fn print_table(o: &Output) {
@@ -581,8 +662,8 @@ mod tests {
             ]);
             checked(&a).unwrap();
             let mut rows = vec![
-                run_one(&a, 0.3, Scheme::Conventional).unwrap(),
-                run_one(&a, 0.3, Scheme::IaaU2di).unwrap(),
+                run_one(&a, 0.3, Scheme::Conventional, None).unwrap(),
+                run_one(&a, 0.3, Scheme::IaaU2di, None).unwrap(),
             ];
             relate(&mut rows);
             for r in &rows {

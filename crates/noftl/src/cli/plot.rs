@@ -12,16 +12,17 @@
 //!   style and marker = FTL), with the analytic FIFO and random-victim curves (`ftl::theory`) in
 //!   black; the legend beside the plot counts the jobs without a point (failed, timed out).
 //! - `cdf`: result directories' `raw.csv` (`--results DIR --raw`, docs/results.md): the latency
-//!   CDF on a logarithmic latency axis, one line per input (per store for a `compare`).
+//!   CDF on a logarithmic latency axis, one line per input (per row for a comparison: its
+//!   store, configuration, or free space and scheme).
 //! - `timeseries`: result directories' `samples.csv`: throughput (goodput, or IOPS), GC
-//!   migrations per second and free blocks over time, one line per input (per store for a
-//!   `compare`, its repeats one after the other).
+//!   migrations per second and free blocks over time, one line per input (per row for a
+//!   comparison, as for `cdf`; its repeats one after the other).
 //! - `table-i`: one `noftl ipa compare --json` file: IPA Table I as bars in three panels (GC
 //!   migrations and erases per host write, throughput with its standard deviation), one bar
 //!   per configuration, each IPA bar (`ipa-X`) labelled with its change against its control
 //!   row `X` (`regions` for `ipa-regions`, `global` for `ipa-global`) and against `baseline`.
-//! - `iaa`: one `noftl iaa compare --json` file: IAA Fig. 11, against the device's free space
-//!   one line per scheme: throughput relative to `conventional`, erases per 1000 queries (or GC
+//! - `iaa`: one `noftl iaa compare --json` file or result directory: IAA Fig. 11, against the
+//!   device's free space one line per scheme: throughput relative to `conventional`, erases per 1000 queries (or GC
 //!   copies per host write) and energy relative to `conventional`.
 //!
 //! `auto` picks the kind from the input: a result directory of `compare` (its `summary.json`
@@ -46,7 +47,8 @@ use serde_json::Value as Json;
 pub struct PlotArgs {
     /// Result files: `noftl compare` JSON or result directory (figure3), a sweep's directory or
     /// results.csv (waf), result directories or their raw.csv (cdf) or samples.csv (timeseries),
-    /// one `noftl ipa compare --json` file (table-i) or `noftl iaa compare --json` file (iaa).
+    /// one `noftl ipa compare --json` file (table-i) or `noftl iaa compare --json` file or result
+    /// directory (iaa).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The file to write: FILE.svg or FILE.png.
@@ -787,16 +789,37 @@ fn read_csv(path: &Path) -> anyhow::Result<(csv::StringRecord, Vec<csv::StringRe
     Ok((h, rows))
 }
 
-/// Lines keyed by `storage` when the file has that column (a comparison), else one line.
+/// The label columns of a comparison's samples.csv and raw.csv (docs/results.md) that name its
+/// lines: `compare`'s `storage`, `ipa compare`'s `config`, `iaa compare`'s `free_percent` and
+/// `scheme` (a `repeat` is not a line of its own: repeats follow each other).
+const LINE_LABELS: [&str; 4] = ["storage", "config", "free_percent", "scheme"];
+
+/// Lines keyed by the file's label columns (`LINE_LABELS`; a comparison), else one line.
 fn keyed<'a>(
     h: &csv::StringRecord,
     rows: &'a [csv::StringRecord],
     one: &str,
 ) -> Vec<(String, Vec<&'a csv::StringRecord>)> {
     let mut out: Vec<(String, Vec<&csv::StringRecord>)> = Vec::new();
-    let store = h.iter().position(|c| c == "storage");
+    let labels: Vec<(usize, &str)> = h
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| LINE_LABELS.contains(c))
+        .collect();
     for r in rows {
-        let name = store.map_or_else(|| one.to_string(), |i| r[i].to_string());
+        let name = if labels.is_empty() {
+            one.to_string()
+        } else {
+            // As the dashboard names a sweep's series: "40% iaa+u2di".
+            let parts: Vec<String> = labels
+                .iter()
+                .map(|&(i, c)| match c {
+                    "free_percent" => format!("{}%", &r[i]),
+                    _ => r[i].to_string(),
+                })
+                .collect();
+            parts.join(" ")
+        };
         match out.iter_mut().find(|(n, _)| *n == name) {
             Some((_, v)) => v.push(r),
             None => out.push((name, vec![r])),
@@ -1462,8 +1485,7 @@ pub fn iaa_of(v: &Json) -> anyhow::Result<IaaData> {
     })
 }
 
-/// IAA Fig. 11 as an SVG document.
-#[cfg(test)]
+/// IAA Fig. 11 as an SVG document (also the dashboard's figure of an `iaa compare`).
 pub fn iaa(d: &IaaData) -> anyhow::Result<String> {
     render_svg(&Figure::Iaa(d.clone()))
 }

@@ -1625,12 +1625,13 @@ fn paper_line(workload: &str, scale: u32) -> String {
         _ => None,
     };
     let smallest = if workload == "tpcc" { 5 } else { 48 };
-    match (row(scale), scale) {
-        (Some(fig), _) => format!("NoFTL Fig. 3 ({name} SF={scale}): {fig}."),
-        (None, 500 | 50) => format!(
+    let ten_gb = matches!((workload, scale), ("tpcb", 500) | ("tpcc", 50));
+    match row(scale) {
+        Some(fig) => format!("NoFTL Fig. 3 ({name} SF={scale}): {fig}."),
+        None if ten_gb => format!(
             "NoFTL Fig. 3 ({name} SF={scale}, 10 GB): the figure's values are not legible; its text: NoFTL 1.5x to 3.7x faster than DFTL, the speedup growing with the database size."
         ),
-        (None, _) => format!(
+        None => format!(
             "NoFTL Fig. 3 has no {name} row at scale {scale}; at its smallest, SF={smallest}: {}.",
             row(smallest).unwrap_or("-")
         ),
@@ -1646,6 +1647,8 @@ mod paper_tests {
         assert!(paper_line("tpcb", 200).contains("SF=200): NoFTL 449.7"));
         assert!(paper_line("tpcc", 25).contains("(2.18x)"));
         assert!(paper_line("tpcb", 500).contains("not legible"));
+        assert!(paper_line("tpcc", 50).contains("not legible"));
+        assert!(paper_line("tpcb", 50).contains("no TPC-B row at scale 50"));
         assert!(paper_line("tpcb", 12)
             .contains("no TPC-B row at scale 12; at its smallest, SF=48: NoFTL 462"));
         assert!(paper_line("tpcc", 1).contains("SF=5: NoFTL 43.34"));

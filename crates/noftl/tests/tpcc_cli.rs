@@ -110,6 +110,51 @@ fn bench_tpcc_refuses_bad_arguments_without_panicking() {
 }
 
 #[test]
+fn bench_tpcc_loads_a_new_database_into_a_file_and_refuses_to_overwrite_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tpcc.db");
+    let db_s = db.to_str().unwrap();
+    let args = [
+        "bench",
+        "tpcc",
+        "--storage",
+        "file",
+        "--path",
+        db_s,
+        "--preset",
+        "tiny",
+        "--items",
+        "1000",
+        "--customers",
+        "60",
+        "--txns",
+        "40",
+        "--json",
+        "-",
+        "--check",
+    ];
+    let (ok, out, err) = noftl(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["storage"], "file");
+    assert_eq!(v["check"], "passed");
+    assert!(v["committed"].as_u64().unwrap() > 0);
+    // The file now holds that database: a second load over it is refused, and leaves it as it was.
+    let before = std::fs::read(&db).unwrap();
+    let (ok, _, err) = noftl(&args);
+    assert!(
+        !ok && err.contains("not empty") && err.contains("--force"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read(&db).unwrap() == before,
+        "the refused run changed the file"
+    );
+    let (ok, _, err) = noftl(&[&args[..], &["--force"]].concat());
+    assert!(ok, "{err}");
+}
+
+#[test]
 fn compare_tpcc_gives_the_figure_3_rows() {
     let args = [
         "compare",

@@ -53,11 +53,12 @@ pub struct FsWafArgs {
     pub configs: Vec<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, tpcb.
+    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, tpcb,
+    /// tpcc.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "seqwrite,randwrite,postmark-low,postmark-high,tpcb"
+        default_value = "seqwrite,randwrite,postmark-low,postmark-high,tpcb,tpcc"
     )]
     pub workloads: Vec<String>,
     /// seqwrite and randwrite: the data set's share of the free space the mount reports.
@@ -80,6 +81,12 @@ pub struct FsWafArgs {
     pub tpcb_scale: u32,
     #[arg(long, default_value_t = 20000)]
     pub tpcb_txns: u32,
+    /// tpcc: the engine's TPC-C (the specification's population) on a database file in the
+    /// mount: warehouses and transactions of the mix.
+    #[arg(long, default_value_t = 1)]
+    pub tpcc_scale: u32,
+    #[arg(long, default_value_t = 2000)]
+    pub tpcc_txns: u32,
     /// Write the results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,

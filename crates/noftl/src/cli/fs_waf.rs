@@ -23,7 +23,9 @@
 //! - `tpcb` (the table's OLTP row): the project's engine, `noftl bench tpcb --storage file
 //!   --path MOUNT/db`, loading and running TPC-B; each commit forces the log (an fsync). Its
 //!   bytes written are the write(2) bytes of the process (`wchar` of `/proc/PID/io`, which the
-//!   shell that waits for it accumulates).
+//!   shell that waits for it accumulates);
+//! - `tpcc` (the table's TPC-C row): the same with `noftl bench tpcc` (the specification's
+//!   population, `--tpcc-scale` warehouses, `--tpcc-txns` transactions of the mix).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -155,13 +157,13 @@ fn postmark(root: &Path, files: u32, transactions: u32, seed: u64) -> anyhow::Re
     Ok(written)
 }
 
-/// TPC-B on a database file in the mount; returns the bytes the engine wrote.
-fn tpcb(root: &Path, a: &FsWafArgs) -> anyhow::Result<u64> {
+/// The engine's TPC-B or TPC-C (`bench` with these arguments) on a database file in the mount;
+/// returns the bytes the engine wrote.
+fn engine_on_file(root: &Path, bench_args: &str) -> anyhow::Result<u64> {
     let exe = std::env::current_exe().context("own executable")?;
     // The shell reaps the engine, so its own I/O counters then include the engine's.
     let script = format!(
-        "\"$0\" bench tpcb --storage file --path \"$1\" --scale {} --txns {} --seed {} >/dev/null && cat /proc/$$/io",
-        a.tpcb_scale, a.tpcb_txns, a.seed
+        "\"$0\" bench {bench_args} --storage file --path \"$1\" >/dev/null && cat /proc/$$/io"
     );
     let out = Command::new("bash")
         .arg("-c")
@@ -171,7 +173,10 @@ fn tpcb(root: &Path, a: &FsWafArgs) -> anyhow::Result<u64> {
         .output()
         .context("bash")?;
     if !out.status.success() {
-        bail!("noftl bench tpcb: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "noftl bench {bench_args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
@@ -179,6 +184,16 @@ fn tpcb(root: &Path, a: &FsWafArgs) -> anyhow::Result<u64> {
         .and_then(|v| v.trim().parse().ok())
         .context("no wchar in /proc/PID/io")
 }
+
+/// The workloads `--workloads` names.
+const WORKLOADS: [&str; 6] = [
+    "seqwrite",
+    "randwrite",
+    "postmark-low",
+    "postmark-high",
+    "tpcb",
+    "tpcc",
+];
 
 fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Result<Run> {
     let m = mount_on(fs, target, &a.device, "none")?;
@@ -215,9 +230,22 @@ fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Res
                 a.postmark_transactions,
                 a.seed,
             ),
-            "tpcb" => tpcb(&m.root, a),
+            "tpcb" => engine_on_file(
+                &m.root,
+                &format!(
+                    "tpcb --scale {} --txns {} --seed {}",
+                    a.tpcb_scale, a.tpcb_txns, a.seed
+                ),
+            ),
+            "tpcc" => engine_on_file(
+                &m.root,
+                &format!(
+                    "tpcc --scale {} --txns {} --seed {}",
+                    a.tpcc_scale, a.tpcc_txns, a.seed
+                ),
+            ),
             other => bail!(
-                "unknown workload '{other}' (seqwrite, randwrite, postmark-low, postmark-high, tpcb)"
+                "unknown workload '{other}' (seqwrite, randwrite, postmark-low, postmark-high, tpcb, tpcc)"
             ),
         }
     })();
@@ -278,6 +306,14 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
     }
     if let Some(p) = &a.json {
         crate::output::check_writable(p)?;
+    }
+    // Refused before any mount is made and formatted.
+    if let Some(w) = a
+        .workloads
+        .iter()
+        .find(|w| !WORKLOADS.contains(&w.as_str()))
+    {
+        bail!("unknown workload '{w}' ({})", WORKLOADS.join(", "));
     }
     let mut rows = Vec::new();
     let mut bases = Vec::new();

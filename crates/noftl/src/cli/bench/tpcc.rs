@@ -85,8 +85,24 @@ struct TpccResult {
 
 pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     let args = &a.run;
-    if args.clock != "virtual" || args.path.is_some() || args.accounts_per_branch != 100_000 {
-        bail!("bench tpcc runs in virtual time on a flash target or memdisk (--clock real, --path and --accounts-per-branch are TPC-B's)");
+    if args.clock != "virtual"
+        || (args.path.is_some() && args.storage != "file")
+        || args.accounts_per_branch != 100_000
+    {
+        bail!("bench tpcc runs in virtual time on a flash target, memdisk or --storage file --path FILE (--clock real and --accounts-per-branch are TPC-B's)");
+    }
+    if let ("file", Some(path)) = (args.storage.as_str(), &args.path) {
+        // TPC-C always loads a new database (it does not reuse one as TPC-B does): a file that
+        // holds anything is refused before it is opened for writing, unless --force.
+        crate::filelock::hold(path, "--path")?;
+        let len = std::fs::metadata(path).map_or(0, |m| m.len());
+        if len > 0 && !args.force {
+            bail!(
+                "bench tpcc loads a new database over --path, and {} is not empty ({}): give --force to overwrite it, or another --path",
+                path.display(),
+                crate::limits::Bytes(len)
+            );
+        }
     }
     if args.scale == 0 || args.terminals == 0 {
         bail!("--scale and --terminals must be at least 1");

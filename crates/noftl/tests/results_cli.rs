@@ -38,6 +38,35 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// What a verb run with `--json - --results DIR --sample-window WINDOW --raw` printed and wrote.
+struct Written {
+    today: serde_json::Value,
+    s: serde_json::Value,
+    samples: (Vec<String>, Vec<Vec<String>>),
+    raw: (Vec<String>, Vec<Vec<String>>),
+}
+
+fn run_with_results(args: &[&str], dir: &Path, window: &str) -> Written {
+    let dir_s = dir.to_str().unwrap();
+    let tail = [
+        "--json",
+        "-",
+        "--results",
+        dir_s,
+        "--sample-window",
+        window,
+        "--raw",
+    ];
+    let (ok, out, err) = noftl(&[args, &tail[..]].concat());
+    assert!(ok, "{err}");
+    Written {
+        today: serde_json::from_str(&out).unwrap(),
+        s: json(&dir.join("summary.json")),
+        samples: csv(&dir.join("samples.csv")),
+        raw: csv(&dir.join("raw.csv")),
+    }
+}
+
 #[test]
 fn bench_results_agree_with_the_json() {
     let d = tempfile::tempdir().unwrap();
@@ -182,32 +211,29 @@ fn tatp_and_tpcc_results_name_their_transaction_types() {
 fn compare_results_have_a_series_per_store_and_repeat() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("cmp");
-    let (ok, out, err) = noftl(&[
-        "compare",
-        "--scale",
-        "1",
-        "--accounts-per-branch",
-        "5000",
-        "--repeat",
-        "2",
-        "--duration",
-        "300ms",
-        "--stores",
-        "native,dftl-2%,page",
-        "--json",
-        "-",
-        "--results",
-        dir.to_str().unwrap(),
-        "--sample-window",
+    let Written {
+        today,
+        s,
+        samples: (h, rows),
+        raw: (rh, raw),
+    } = run_with_results(
+        &[
+            "compare",
+            "--scale",
+            "1",
+            "--accounts-per-branch",
+            "5000",
+            "--repeat",
+            "2",
+            "--duration",
+            "300ms",
+            "--stores",
+            "native,dftl-2%,page",
+        ],
+        &dir,
         "100ms",
-        "--raw",
-    ]);
-    assert!(ok, "{err}");
-    let today: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let s = json(&dir.join("summary.json"));
+    );
     assert_eq!(s["rows"].as_array().unwrap().len(), 3);
-    let (h, rows) = csv(&dir.join("samples.csv"));
-    let (rh, raw) = csv(&dir.join("raw.csv"));
     let mut per_store: HashMap<String, u64> = HashMap::new();
     for r in &rows {
         *per_store.entry(r[col(&h, "storage")].clone()).or_default() +=
@@ -248,36 +274,33 @@ fn compare_results_have_a_series_per_store_and_repeat() {
 fn ipa_compare_results_have_a_series_per_row() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("ipa");
-    let (ok, out, err) = noftl(&[
-        "ipa",
-        "compare",
-        "--preset",
-        "tiny",
-        "--set",
-        "geometry.blocks_per_plane=64",
-        "--scale",
-        "1500",
-        "--warmup",
-        "500ms",
-        "--duration",
-        "1s",
-        "--configs",
-        "baseline,ipa-regions",
-        "--json",
-        "-",
-        "--results",
-        dir.to_str().unwrap(),
-        "--sample-window",
+    let Written {
+        today,
+        s,
+        samples: (h, rows),
+        raw: (rh, raw),
+    } = run_with_results(
+        &[
+            "ipa",
+            "compare",
+            "--preset",
+            "tiny",
+            "--set",
+            "geometry.blocks_per_plane=64",
+            "--scale",
+            "1500",
+            "--warmup",
+            "500ms",
+            "--duration",
+            "1s",
+            "--configs",
+            "baseline,ipa-regions",
+        ],
+        &dir,
         "100ms",
-        "--raw",
-    ]);
-    assert!(ok, "{err}");
-    let today: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let s = json(&dir.join("summary.json"));
+    );
     assert_eq!(s["Benchmark Type"], "tatp");
     assert_eq!(s["scalefactor"], 1500.0);
-    let (h, rows) = csv(&dir.join("samples.csv"));
-    let (rh, raw) = csv(&dir.join("raw.csv"));
     for (i, row) in today["rows"].as_array().unwrap().iter().enumerate() {
         let name = row["config"].as_str().unwrap();
         assert_eq!(s["rows"][i]["throughput_tps"], row["throughput_tps"]);
@@ -323,42 +346,39 @@ fn ipa_compare_results_have_a_series_per_row() {
 fn iaa_compare_results_have_a_series_per_run() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("iaa");
-    let (ok, out, err) = noftl(&[
-        "iaa",
-        "compare",
-        "--free",
-        "40%",
-        "--schemes",
-        "conventional,iaa+u2di",
-        "--set",
-        "geometry.blocks_per_plane=80",
-        "--op",
-        "12%",
-        "--warmup",
-        "0",
-        "--duration",
-        "200ms",
-        "--terminals",
-        "2",
-        "--json",
-        "-",
-        "--results",
-        dir.to_str().unwrap(),
-        "--sample-window",
+    let Written {
+        today,
+        s,
+        samples: (h, rows),
+        raw: (rh, raw),
+    } = run_with_results(
+        &[
+            "iaa",
+            "compare",
+            "--free",
+            "40%",
+            "--schemes",
+            "conventional,iaa+u2di",
+            "--set",
+            "geometry.blocks_per_plane=80",
+            "--op",
+            "12%",
+            "--warmup",
+            "0",
+            "--duration",
+            "200ms",
+            "--terminals",
+            "2",
+        ],
+        &dir,
         "50ms",
-        "--raw",
-    ]);
-    assert!(ok, "{err}");
-    let today: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let s = json(&dir.join("summary.json"));
+    );
     assert_eq!(s["Benchmark Type"], "iaa");
     assert_eq!(s["terminals"], 2);
     assert!(
         s.get("scalefactor").is_none(),
         "the sweep's table size is per row"
     );
-    let (h, rows) = csv(&dir.join("samples.csv"));
-    let (rh, raw) = csv(&dir.join("raw.csv"));
     assert_eq!(&h[..2], ["free_percent", "scheme"]);
     for r in &raw {
         assert!(

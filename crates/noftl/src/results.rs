@@ -235,6 +235,19 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// A measured run's trace: its marks and the events its terminals recorded (each
+    /// terminal's `events`, taken), in terminal order.
+    pub fn of_terminals(
+        labels: Vec<String>,
+        marks: Vec<Mark>,
+        events: impl IntoIterator<Item = Option<Vec<TxnEvent>>>,
+    ) -> Trace {
+        Trace {
+            labels,
+            marks,
+            events: events.into_iter().flatten().flatten().collect(),
+        }
+    }
     pub fn start_ns(&self) -> u64 {
         self.marks.first().map_or(0, |m| m.t_ns)
     }

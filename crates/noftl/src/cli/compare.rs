@@ -350,13 +350,12 @@ impl Workload {
                     &st,
                     0,
                 );
-                ran.trace = sample_ns.map(|_| crate::results::Trace {
-                    labels: Vec::new(),
-                    marks,
-                    events: terms
-                        .iter_mut()
-                        .flat_map(|t| t.events.take().unwrap_or_default())
-                        .collect(),
+                ran.trace = sample_ns.map(|_| {
+                    crate::results::Trace::of_terminals(
+                        Vec::new(),
+                        marks,
+                        terms.iter_mut().map(|t| t.events.take()),
+                    )
                 });
                 ran
             }
@@ -374,13 +373,12 @@ impl Workload {
                     &st,
                     0,
                 );
-                ran.trace = sample_ns.map(|_| crate::results::Trace {
-                    labels: Vec::new(),
-                    marks,
-                    events: terms
-                        .iter_mut()
-                        .flat_map(|t| t.events.take().unwrap_or_default())
-                        .collect(),
+                ran.trace = sample_ns.map(|_| {
+                    crate::results::Trace::of_terminals(
+                        Vec::new(),
+                        marks,
+                        terms.iter_mut().map(|t| t.events.take()),
+                    )
                 });
                 ran
             }

@@ -359,13 +359,12 @@ pub fn run_one(
         },
         sample_ns,
     )?;
-    let trace = sample_ns.map(|_| crate::results::Trace {
-        labels: vec![format!("{}", r3(free * 100.0)), scheme.name().to_string()],
-        marks,
-        events: terms
-            .iter_mut()
-            .flat_map(|t| t.events.take().unwrap_or_default())
-            .collect(),
+    let trace = sample_ns.map(|_| {
+        crate::results::Trace::of_terminals(
+            vec![format!("{}", r3(free * 100.0)), scheme.name().to_string()],
+            marks,
+            terms.iter_mut().map(|t| t.events.take()),
+        )
     });
     let after = snapshot(&e);
     let elapsed_ns = st.elapsed_ns();

@@ -739,13 +739,12 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
     }
     let (e, mut terms, elapsed_ns, _, marks) =
         run_terminals(e, terms, start, Some(st.duration_ns), true, sample_ns)?;
-    let trace = sample_ns.map(|_| crate::results::Trace {
-        labels: Vec::new(),
-        marks,
-        events: terms
-            .iter_mut()
-            .flat_map(|t| events(t).take().unwrap_or_default())
-            .collect(),
+    let trace = sample_ns.map(|_| {
+        crate::results::Trace::of_terminals(
+            Vec::new(),
+            marks,
+            terms.iter_mut().map(|t| events(t).take()),
+        )
     });
     let ok1: u64 = terms.iter().map(done).sum();
     let mut hist = merged(terms.iter().map(latency))?;

@@ -190,19 +190,17 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
     let (mut fs, rep) = Dfs::open(nand, &VslConfig::default())
         .with_context(|| format!("cannot mount DFS from {}", a.image.display()))?;
     let problems = fs.fsck()?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "image": a.image,
-                "clean": problems.is_empty(),
-                "problems": problems,
-                "recovery": rep,
-                "mapped_blocks": fs.vsl().mapped_blocks(),
-            }))?
-        );
-    } else {
-        println!(
+    report_fsck(
+        &a,
+        &problems,
+        serde_json::json!({
+            "image": a.image,
+            "clean": problems.is_empty(),
+            "problems": problems,
+            "recovery": rep,
+            "mapped_blocks": fs.vsl().mapped_blocks(),
+        }),
+        &format!(
             "fsck dfs {}: {} ({} records read, {} unfinished groups dropped, {} orphans, {} stray blocks)",
             a.image.display(),
             if problems.is_empty() { "clean" } else { "PROBLEMS" },
@@ -210,8 +208,23 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
             rep.vsl.groups_dropped,
             rep.orphans_freed,
             rep.blocks_trimmed
-        );
-        for p in &problems {
+        ),
+    )
+}
+
+/// Prints an fsck's result (`json` with --json, else `line` and one line per problem) and
+/// fails when it found problems.
+fn report_fsck(
+    a: &FsckArgs,
+    problems: &[String],
+    json: serde_json::Value,
+    line: &str,
+) -> anyhow::Result<()> {
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        println!("{line}");
+        for p in problems {
             println!("  {p}");
         }
     }
@@ -372,20 +385,18 @@ fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::
         );
     }
     let problems = fs.fsck()?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "image": a.image,
-                "fs": a.fs,
-                "clean": problems.is_empty(),
-                "problems": problems,
-                "recovery": rep,
-                "statfs": fs.statfs(),
-            }))?
-        );
-    } else {
-        println!(
+    report_fsck(
+        a,
+        &problems,
+        serde_json::json!({
+            "image": a.image,
+            "fs": a.fs,
+            "clean": problems.is_empty(),
+            "problems": problems,
+            "recovery": rep,
+            "statfs": fs.statfs(),
+        }),
+        &format!(
             "fsck {} {}: {} (checkpoint {}, {} fsynced nodes rolled forward, {} orphans freed)",
             a.fs,
             a.image.display(),
@@ -397,13 +408,6 @@ fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::
             rep.checkpoint_version,
             rep.rolled_forward_nodes,
             rep.orphans_freed
-        );
-        for p in &problems {
-            println!("  {p}");
-        }
-    }
-    if !problems.is_empty() {
-        bail!("{} problems", problems.len());
-    }
-    Ok(())
+        ),
+    )
 }

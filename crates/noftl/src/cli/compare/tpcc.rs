@@ -46,13 +46,12 @@ pub fn run(
             .map(|t| t.counts.committed[0] + t.counts.rolled_back)
             .sum(),
     );
-    ran.trace = sample_ns.map(|_| crate::results::Trace {
-        labels: Vec::new(),
-        marks,
-        events: terms
-            .iter_mut()
-            .flat_map(|t| t.events.take().unwrap_or_default())
-            .collect(),
+    ran.trace = sample_ns.map(|_| {
+        crate::results::Trace::of_terminals(
+            Vec::new(),
+            marks,
+            terms.iter_mut().map(|t| t.events.take()),
+        )
     });
     Ok(ran)
 }

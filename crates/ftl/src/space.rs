@@ -15,7 +15,10 @@
 //!
 //! Allocation stripes each stream over all dies: consecutive pages of a stream go to consecutive
 //! dies in channel-interleaved order (die 0 of channel 0, die 0 of channel 1, ..., die 1 of
-//! channel 0, ...), so a burst of writes issued at one virtual time runs on all dies at once.
+//! channel 0, ...), so a burst of writes issued at one virtual time runs on all dies at once. On
+//! MLC/TLC blocks the unit of striping is a word line (2 or 3 consecutive pages on one die, as a
+//! controller programming whole word lines does), so that a burst leaves at most one word line
+//! per stream incomplete (invariant 9's pads).
 //! Each stream has one open block per die. A new block comes from the die's free list, least
 //! worn first (dynamic wear levelling); a die without free blocks borrows from the others.
 //!
@@ -1030,7 +1033,7 @@ impl FlashSpace {
         let dies = self.die_order.len();
         let striped = self.cfg.striped & (1u64 << s.min(63)) != 0;
         let mut slot = self.frontiers[s].cursor;
-        if striped {
+        if striped && self.completes_word_line(s, self.die_order[slot] as usize) {
             self.frontiers[s].cursor = if slot + 1 == dies { 0 } else { slot + 1 };
         }
         let mut die = self.die_order[slot] as usize;
@@ -1077,6 +1080,23 @@ impl FlashSpace {
         blk.written = 1;
         self.frontiers[s].open[die] = b;
         Ok((self.geo.first_page(Pbn(b)), t))
+    }
+
+    /// Whether the next page of stream `s` on `die` is the last of its word line, so that a
+    /// striped stream moves on to the next die after it. Striping in whole word lines (one page
+    /// on SLC/pSLC) is what keeps paired-page safety cheap: a burst of writes, or a victim's
+    /// moves, leaves at most one word line of the stream incomplete instead of one per die, and
+    /// each incomplete one costs a pad at the next durability point or erase (invariant 9).
+    #[inline]
+    fn completes_word_line(&self, s: usize, die: usize) -> bool {
+        if self.wl_pages == 1 {
+            return true;
+        }
+        let b = self.frontiers[s].open[die];
+        b != NIL && {
+            let written = self.blocks[b as usize].written;
+            written < self.ppb && (written + 1) % self.wl_pages == 0
+        }
     }
 
     /// A page from the open block of (`s`, `die`), closing the block when it is full.

@@ -1376,6 +1376,25 @@ impl FlashSpace {
                 Err(e) => return Err(e.into()),
             }
         }
+        // The word line is complete: a striped stream whose cursor is on this die moves on, as
+        // after a page of its own that completes one (`completes_word_line`), so that commits
+        // that each write one page and pad it rotate over the dies as on SLC.
+        let blk = self.blocks[b as usize];
+        let s = blk.stream as usize;
+        if done > at_ns
+            && blk.usage == BlockUse::Open
+            && self.cfg.striped & (1u64 << s.min(63)) != 0
+        {
+            let die = self.geo.die_of_block(Pbn(b)).0;
+            let f = &mut self.frontiers[s];
+            if self.die_order[f.cursor] == die && f.open[die as usize] == b {
+                f.cursor = if f.cursor + 1 == self.die_order.len() {
+                    0
+                } else {
+                    f.cursor + 1
+                };
+            }
+        }
         Ok(done)
     }
 

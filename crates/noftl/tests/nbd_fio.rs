@@ -76,3 +76,23 @@ fn fio_verify_through_the_real_clock_pipeline() {
     let stats = server.stop();
     assert_eq!(stats["requests"]["errors"], 0, "{stats}");
 }
+
+/// fio's verify on TLC chips with 16 KiB pages behind the page FTL: 4 KiB random writes over
+/// most of the export, and 1 KiB writes (a read-modify-write of a 4 KiB sector each), go through
+/// the controller's write buffer and sub-page map; every block reads back intact.
+#[test]
+fn fio_verify_on_tlc_16k_pages_through_the_page_ftl() {
+    let Ok(()) = require(&["fio"]).map_err(skip) else {
+        return;
+    };
+    let server = Server::start(&[PAGE_TLC16K, &["--clock", "none"]].concat());
+    for (name, bs, qd, size) in [
+        ("tlc-qd16", "4k", 16, "200m"),
+        ("tlc-rmw-1k", "1k", 4, "8m"),
+    ] {
+        let job = fio_verify(&server, name, bs, qd, size);
+        assert_eq!(job["write"]["io_bytes"], job["read"]["io_bytes"], "{name}");
+    }
+    let stats = server.stop();
+    assert_eq!(stats["requests"]["errors"], 0, "{stats}");
+}

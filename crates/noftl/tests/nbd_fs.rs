@@ -208,6 +208,20 @@ fn ext4_through_nbdfuse_and_fuse2fs() {
     assert_eq!(stats["requests"]["errors"], 0, "{stats}");
 }
 
+/// The same on TLC chips with 16 KiB pages behind the page FTL (4 KiB sectors in 16 KiB pages).
+#[test]
+fn ext4_on_tlc_16k_pages_through_the_page_ftl() {
+    let Ok(()) = fuse_available(TOOLS).map_err(skip) else {
+        return;
+    };
+    let work = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&[PAGE_TLC16K, &["--clock", "none"]].concat());
+    make_fs_and_files(&server, work.path());
+    read_back(&server, work.path());
+    let stats = server.stop();
+    assert_eq!(stats["requests"]["errors"], 0, "{stats}");
+}
+
 #[test]
 fn ext4_files_survive_a_server_restart_on_its_image() {
     let Ok(()) = fuse_available(TOOLS).map_err(skip) else {

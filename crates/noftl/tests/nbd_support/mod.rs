@@ -20,6 +20,20 @@ pub const MEMDISK_64M: &[&str] = &[
 ];
 pub const MEMDISK_64M_BYTES: u64 = 64 << 20;
 
+/// The page FTL on TLC chips with 16 KiB pages (the `tlc16k` preset shrunk to 288 MiB: 8 dies,
+/// 12 blocks of 96 pages per plane): 4 KiB sectors mapped into 16 KiB pages through the
+/// controller's write buffer, paired-page safety at every FLUSH and GC erase.
+pub const PAGE_TLC16K: &[&str] = &[
+    "--target",
+    "page",
+    "--preset",
+    "tlc16k",
+    "--set",
+    "geometry.blocks_per_plane=12",
+    "--set",
+    "geometry.pages_per_block=96",
+];
+
 static INSTALL: Once = Once::new();
 
 fn have(tool: &str) -> bool {

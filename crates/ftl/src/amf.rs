@@ -41,9 +41,7 @@ use crate::block::common::{
     is_block_failure, scan_device, shared_block_device_methods, Flash, CYC_LOOKUP, CYC_REQUEST,
     CYC_UPDATE,
 };
-use crate::block_device::{
-    check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES,
-};
+use crate::block_device::{check_range, check_request_of, BlockDevice, Counters, FtlError};
 use crate::controller::{Controller, ControllerConfig};
 use crate::oob::{BlockScan, OobRecord, PageKind, FLAG_COMMIT};
 
@@ -86,7 +84,16 @@ pub struct Amf {
 impl Amf {
     /// Formats `nand` and starts with every segment empty.
     pub fn new(nand: Nand, opts: &AmfOptions) -> Result<Self, FtlError> {
-        let mut f = Flash::new(nand)?;
+        Self::format(Flash::new(nand)?, opts)
+    }
+
+    /// `new` with logical pages of one whole flash page of any size (served in 4 KiB sectors
+    /// by `crate::sectors::Sectors`).
+    pub(crate) fn new_whole_pages(nand: Nand, opts: &AmfOptions) -> Result<Self, FtlError> {
+        Self::format(Flash::whole_pages(nand)?, opts)
+    }
+
+    fn format(mut f: Flash, opts: &AmfOptions) -> Result<Self, FtlError> {
         let now = f.nand.now_ns();
         f.format(now)?;
         let mut me = Self::empty(f, opts)?;
@@ -145,7 +152,15 @@ impl Amf {
 
     /// Rebuilds AFTL from what is on `nand` (after a power cut: `nand.power_on()` first).
     pub fn open(nand: Nand, opts: &AmfOptions) -> Result<Self, FtlError> {
-        let f = Flash::new(nand)?;
+        Self::recover(Flash::new(nand)?, opts)
+    }
+
+    /// `open` for logical pages of one whole flash page (`new_whole_pages`).
+    pub(crate) fn open_whole_pages(nand: Nand, opts: &AmfOptions) -> Result<Self, FtlError> {
+        Self::recover(Flash::whole_pages(nand)?, opts)
+    }
+
+    fn recover(f: Flash, opts: &AmfOptions) -> Result<Self, FtlError> {
         let mut me = Self::empty(f, opts)?;
         let now = me.f.nand.now_ns();
         let (scan, t) = scan_device(&mut me.f, &mut me.ctrl, now)?;
@@ -383,11 +398,21 @@ impl BlockDevice for Amf {
         u64::from(self.segments) * self.seg_pages
     }
 
+    /// Below its segment's write pointer a page holds data or a gap (which reads as zeros, so
+    /// `Some(true)` is the safe answer there); above it nothing.
+    fn mapped(&self, lpn: u64) -> Option<bool> {
+        if lpn >= self.capacity_pages() {
+            return None;
+        }
+        let (s, o, _) = self.locate(lpn);
+        Some(o < self.wp[s as usize])
+    }
+
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
-        let pages = check_request(lpn, buf.len(), self.capacity_pages())?;
+        let pages = check_request_of(lpn, buf.len(), self.capacity_pages(), self.f.lp)?;
         let t = self.ctrl.charge(at_ns, CYC_REQUEST + CYC_LOOKUP * pages);
         let mut done = t;
-        for (i, chunk) in buf.chunks_mut(LOGICAL_PAGE_BYTES).enumerate() {
+        for (i, chunk) in buf.chunks_mut(self.f.lp).enumerate() {
             let l = lpn + i as u64;
             let (s, o, ppn) = self.locate(l);
             if o >= self.wp[s as usize] {
@@ -411,7 +436,7 @@ impl BlockDevice for Amf {
         data: &[u8],
         _fua: bool,
     ) -> Result<Nanos, FtlError> {
-        let pages = check_request(lpn, data.len(), self.capacity_pages())?;
+        let pages = check_request_of(lpn, data.len(), self.capacity_pages(), self.f.lp)?;
         // Invariant 3: refuse before touching anything. Within a request pages ascend, so only
         // the first page of each segment can fall below its write pointer.
         let mut l = lpn;
@@ -433,7 +458,7 @@ impl BlockDevice for Amf {
         }
         let t = self.ctrl.charge(at_ns, CYC_REQUEST + CYC_UPDATE * pages);
         let mut done = t;
-        for (i, page) in data.chunks(LOGICAL_PAGE_BYTES).enumerate() {
+        for (i, page) in data.chunks(self.f.lp).enumerate() {
             let l = lpn + i as u64;
             let (s, o, _) = self.locate(l);
             if self.f.strict {
@@ -463,7 +488,7 @@ impl BlockDevice for Amf {
             return Err(FtlError::Unsupported(format!(
                 "AMF trims whole segments only: a segment is {} pages ({} KiB) starting at a multiple of {}; pages {lpn}..{} are not whole segments",
                 self.seg_pages,
-                self.seg_pages * LOGICAL_PAGE_BYTES as u64 / 1024,
+                self.seg_pages * self.f.lp as u64 / 1024,
                 self.seg_pages,
                 lpn + pages
             )));

@@ -35,9 +35,7 @@ use std::collections::BTreeSet;
 use nand::{Nand, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{
-    check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES,
-};
+use crate::block_device::{check_range, check_request_of, BlockDevice, Counters, FtlError};
 use crate::controller::{Controller, ControllerConfig};
 
 pub(crate) mod common;
@@ -123,7 +121,16 @@ pub(crate) fn logical_blocks(
 impl BlockFtl {
     /// Formats `nand` (erases whatever it holds) and starts an empty device.
     pub fn new(nand: Nand, opts: &BlockOptions) -> Result<Self, FtlError> {
-        let mut f = Flash::new(nand)?;
+        Self::format(Flash::new(nand)?, opts)
+    }
+
+    /// `new` with logical pages of one whole flash page of any size (served in 4 KiB sectors
+    /// by `crate::sectors::Sectors`).
+    pub(crate) fn new_whole_pages(nand: Nand, opts: &BlockOptions) -> Result<Self, FtlError> {
+        Self::format(Flash::whole_pages(nand)?, opts)
+    }
+
+    fn format(mut f: Flash, opts: &BlockOptions) -> Result<Self, FtlError> {
         let logical = logical_blocks(&f, opts.spare_factor, MIN_SPARE_BLOCKS)?;
         let now = f.nand.now_ns();
         f.format(now)?;
@@ -156,7 +163,15 @@ impl BlockFtl {
 
     /// Rebuilds the FTL from what is on `nand` (after a power cut: call `nand.power_on()` first).
     pub fn open(nand: Nand, opts: &BlockOptions) -> Result<Self, FtlError> {
-        let mut f = Flash::new(nand)?;
+        Self::recover(Flash::new(nand)?, opts)
+    }
+
+    /// `open` for logical pages of one whole flash page (`new_whole_pages`).
+    pub(crate) fn open_whole_pages(nand: Nand, opts: &BlockOptions) -> Result<Self, FtlError> {
+        Self::recover(Flash::whole_pages(nand)?, opts)
+    }
+
+    fn recover(mut f: Flash, opts: &BlockOptions) -> Result<Self, FtlError> {
         let logical = exposed_blocks(&f, opts.spare_factor)?;
         let mut ctrl = Controller::new(&opts.controller);
         let now = f.nand.now_ns();
@@ -287,7 +302,7 @@ impl BlockFtl {
         let ppb = u64::from(self.f.ppb);
         let version = self.pb[pbn as usize].version;
         let mut done = t;
-        for (i, page_data) in data.chunks(LOGICAL_PAGE_BYTES).enumerate() {
+        for (i, page_data) in data.chunks(self.f.lp).enumerate() {
             let page = off + i as u32;
             let lpn_base = lbn * ppb;
             let mut nf = self.pb[pbn as usize].next_free;
@@ -318,7 +333,7 @@ impl BlockFtl {
         let old = self.map[lbn as usize];
         let t = self.ctrl.charge(t, CYC_MERGE_PAGE * u64::from(ppb));
         let covers = |r: Option<(u32, u32)>, p: u32| r.is_some_and(|(o, n)| p >= o && p < o + n);
-        let new_range = new.map(|(o, d)| (o, (d.len() / LOGICAL_PAGE_BYTES) as u32));
+        let new_range = new.map(|(o, d)| (o, (d.len() / self.f.lp) as u32));
         let source = |me: &Self, p: u32| -> bool {
             covers(new_range, p) || (!covers(drop, p) && me.valid.get(me.f.ppn(old, p).0))
         };
@@ -326,7 +341,7 @@ impl BlockFtl {
         if last.is_none() && self.bad_lbns.contains(&lbn) {
             // Invariant 7: unmapping would let the bad block's stale version win a recovery;
             // keep a committed version holding zeros instead.
-            let zeros = vec![0u8; LOGICAL_PAGE_BYTES];
+            let zeros = vec![0u8; self.f.lp];
             return self.merge(t, lbn, Some((0, &zeros)), drop);
         }
         let mut done = t;
@@ -397,11 +412,11 @@ impl BlockFtl {
         let ppn = self.f.ppn(dst, p);
         match new {
             Some((o, d)) if new_range.is_some_and(|(o2, n)| p >= o2 && p < o2 + n) => {
-                let at = (p - o) as usize * LOGICAL_PAGE_BYTES;
+                let at = (p - o) as usize * self.f.lp;
                 done = done.max(self.f.program(
                     t,
                     ppn,
-                    &d[at..at + LOGICAL_PAGE_BYTES],
+                    &d[at..at + self.f.lp],
                     &rec,
                     Purpose::Host,
                 )?);
@@ -439,7 +454,7 @@ impl BlockFtl {
         off: u32,
         data: &[u8],
     ) -> Result<Nanos, FtlError> {
-        let n = (data.len() / LOGICAL_PAGE_BYTES) as u64;
+        let n = (data.len() / self.f.lp) as u64;
         let cur = self.map[lbn as usize];
         let t = self.ctrl.charge(t, CYC_UPDATE * n);
         let r = if cur == NONE {
@@ -485,11 +500,11 @@ impl BlockDevice for BlockFtl {
     }
 
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
-        let pages = check_request(lpn, buf.len(), self.capacity_pages())?;
+        let pages = check_request_of(lpn, buf.len(), self.capacity_pages(), self.f.lp)?;
         let t = self.ctrl.charge(at_ns, CYC_REQUEST + CYC_LOOKUP * pages);
         let ppb = u64::from(self.f.ppb);
         let mut done = t;
-        for (i, chunk) in buf.chunks_mut(LOGICAL_PAGE_BYTES).enumerate() {
+        for (i, chunk) in buf.chunks_mut(self.f.lp).enumerate() {
             let l = lpn + i as u64;
             let pbn = self.map[(l / ppb) as usize];
             let ppn = if pbn == NONE {
@@ -515,12 +530,12 @@ impl BlockDevice for BlockFtl {
         data: &[u8],
         _fua: bool,
     ) -> Result<Nanos, FtlError> {
-        let pages = check_request(lpn, data.len(), self.capacity_pages())?;
+        let pages = check_request_of(lpn, data.len(), self.capacity_pages(), self.f.lp)?;
         let t = self.ctrl.charge(at_ns, CYC_REQUEST);
         let mut done = t;
         let mut at = 0;
         for (lbn, off, n) in chunks(lpn, pages, self.f.ppb) {
-            let len = n as usize * LOGICAL_PAGE_BYTES;
+            let len = n as usize * self.f.lp;
             done = done.max(self.write_chunk(t, lbn, off, &data[at..at + len])?);
             at += len;
             self.c.host.writes += u64::from(n);

@@ -193,14 +193,25 @@ pub trait BlockDevice: Send {
 
 /// Checks contract item 1 for a request of `bytes` bytes at `lpn`; returns the page count.
 pub fn check_request(lpn: u64, bytes: usize, capacity: u64) -> Result<u64, FtlError> {
-    if !bytes.is_multiple_of(LOGICAL_PAGE_BYTES) {
+    check_request_of(lpn, bytes, capacity, LOGICAL_PAGE_BYTES)
+}
+
+/// `check_request` for a device whose logical pages are `page_bytes` long (the whole-page FTLs
+/// inside `crate::sectors::Sectors`).
+pub(crate) fn check_request_of(
+    lpn: u64,
+    bytes: usize,
+    capacity: u64,
+    page_bytes: usize,
+) -> Result<u64, FtlError> {
+    if !bytes.is_multiple_of(page_bytes) {
         return Err(FtlError::Misaligned {
-            offset: lpn * LOGICAL_PAGE_BYTES as u64,
+            offset: lpn * page_bytes as u64,
             bytes,
-            align: LOGICAL_PAGE_BYTES,
+            align: page_bytes,
         });
     }
-    let pages = (bytes / LOGICAL_PAGE_BYTES) as u64;
+    let pages = (bytes / page_bytes) as u64;
     check_range(lpn, pages, capacity)?;
     Ok(pages)
 }

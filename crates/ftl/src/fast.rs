@@ -60,9 +60,7 @@ use crate::block::common::{
     Flash, FreePool, CYC_HASH, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 use crate::block::{exposed_blocks, logical_blocks};
-use crate::block_device::{
-    check_range, check_request, BlockDevice, Counters, FtlError, LOGICAL_PAGE_BYTES,
-};
+use crate::block_device::{check_range, check_request_of, BlockDevice, Counters, FtlError};
 use crate::controller::{Controller, ControllerConfig};
 use crate::oob::{OobRecord, PageKind, FLAG_LOG};
 
@@ -170,7 +168,16 @@ pub struct Fast {
 impl Fast {
     /// Formats `nand` and starts an empty device.
     pub fn new(nand: Nand, opts: &FastOptions) -> Result<Self, FtlError> {
-        let mut f = Flash::new(nand)?;
+        Self::format(Flash::new(nand)?, opts)
+    }
+
+    /// `new` with logical pages of one whole flash page of any size (served in 4 KiB sectors
+    /// by `crate::sectors::Sectors`).
+    pub(crate) fn new_whole_pages(nand: Nand, opts: &FastOptions) -> Result<Self, FtlError> {
+        Self::format(Flash::whole_pages(nand)?, opts)
+    }
+
+    fn format(mut f: Flash, opts: &FastOptions) -> Result<Self, FtlError> {
         let rw = opts.rw_log_blocks_for(f.geo.blocks());
         if rw == 0 {
             return Err(FtlError::Config(
@@ -215,7 +222,15 @@ impl Fast {
 
     /// Rebuilds FAST from what is on `nand` (after a power cut: `nand.power_on()` first).
     pub fn open(nand: Nand, opts: &FastOptions) -> Result<Self, FtlError> {
-        let f = Flash::new(nand)?;
+        Self::recover(Flash::new(nand)?, opts)
+    }
+
+    /// `open` for logical pages of one whole flash page (`new_whole_pages`).
+    pub(crate) fn open_whole_pages(nand: Nand, opts: &FastOptions) -> Result<Self, FtlError> {
+        Self::recover(Flash::whole_pages(nand)?, opts)
+    }
+
+    fn recover(f: Flash, opts: &FastOptions) -> Result<Self, FtlError> {
         let rw = opts.rw_log_blocks_for(f.geo.blocks()).max(1);
         let logical = exposed_blocks(&f, opts.spare_factor)?;
         let mut me = Self::empty(f, opts, logical, rw);
@@ -790,7 +805,7 @@ impl Fast {
             .copied()
             .filter(|&l| self.newest(l).is_none())
             .collect();
-        let zeros = vec![0u8; LOGICAL_PAGE_BYTES];
+        let zeros = vec![0u8; self.f.lp];
         let mut done = t;
         for lpn in need {
             done = done.max(self.write_page(t, lpn, &zeros)?);
@@ -861,12 +876,12 @@ impl BlockDevice for Fast {
     }
 
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
-        let pages = check_request(lpn, buf.len(), self.capacity_pages())?;
+        let pages = check_request_of(lpn, buf.len(), self.capacity_pages(), self.f.lp)?;
         let t = self
             .ctrl
             .charge(at_ns, CYC_REQUEST + (CYC_HASH + CYC_LOOKUP) * pages);
         let mut done = t;
-        for (i, chunk) in buf.chunks_mut(LOGICAL_PAGE_BYTES).enumerate() {
+        for (i, chunk) in buf.chunks_mut(self.f.lp).enumerate() {
             match self.newest(lpn + i as u64) {
                 Some(ppn) => {
                     done = done.max(self.f.read(t, nand::Ppn(ppn), chunk, Purpose::Host)?)
@@ -885,10 +900,10 @@ impl BlockDevice for Fast {
         data: &[u8],
         _fua: bool,
     ) -> Result<Nanos, FtlError> {
-        check_request(lpn, data.len(), self.capacity_pages())?;
+        check_request_of(lpn, data.len(), self.capacity_pages(), self.f.lp)?;
         let t = self.ctrl.charge(at_ns, CYC_REQUEST);
         let mut done = t;
-        for (i, page) in data.chunks(LOGICAL_PAGE_BYTES).enumerate() {
+        for (i, page) in data.chunks(self.f.lp).enumerate() {
             done = done.max(self.write_page(t, lpn + i as u64, page)?);
             self.c.host.writes += 1;
         }
@@ -914,7 +929,7 @@ impl BlockDevice for Fast {
                 }
             }
         }
-        let zeros = vec![0u8; LOGICAL_PAGE_BYTES];
+        let zeros = vec![0u8; self.f.lp];
         for l in zero {
             t = t.max(self.write_page(t, l, &zeros)?);
         }

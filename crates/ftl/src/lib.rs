@@ -22,6 +22,7 @@ pub mod memory;
 pub mod oob;
 pub mod options;
 pub mod page;
+pub mod sectors;
 pub mod space;
 pub mod testkit;
 pub mod theory;

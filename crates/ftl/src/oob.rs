@@ -316,9 +316,21 @@ pub fn scan_blocks(
     extent: ScanExtent,
     visit: &mut dyn FnMut(u32, BlockScan) -> Result<(), FtlError>,
 ) -> Result<ScanDone, FtlError> {
+    let upp = crate::space::units_per_page(nand.geometry());
+    scan_blocks_of(nand, at_ns, extent, upp, visit)
+}
+
+/// `scan_blocks` for a device whose pages hold `upp` unit records each: 1 for the FTLs whose
+/// record covers a whole flash page of any size (the block-mapped FTLs, `sectors.rs`).
+pub(crate) fn scan_blocks_of(
+    nand: &mut Nand,
+    at_ns: Nanos,
+    extent: ScanExtent,
+    upp: u32,
+    visit: &mut dyn FnMut(u32, BlockScan) -> Result<(), FtlError>,
+) -> Result<ScanDone, FtlError> {
     let g = nand.geometry().clone();
     let ppb = g.pages_per_block;
-    let upp = crate::space::units_per_page(&g);
     let mut oob = vec![0xFF; g.oob_size_bytes as usize];
     let mut out = ScanDone {
         done_ns: at_ns,

@@ -123,7 +123,7 @@ pub(crate) fn check_spare_factor(spare_factor: f64) -> Result<(), FtlError> {
 pub(crate) fn check_page_size(g: &nand::Geometry) -> Result<(), FtlError> {
     if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
         return Err(FtlError::Config(format!(
-            "the block-mapped FTLs (block, fast, amf) map {}-byte logical pages one to one onto flash pages; the device has {}-byte pages (page and dftl map logical pages inside larger flash pages)",
+            "the block-mapped FTLs (block, fast, amf) map {}-byte logical pages one to one onto flash pages; the device has {}-byte pages (`ftl::build` runs them behind 4 KiB sectors there, `sectors.rs`)",
             crate::LOGICAL_PAGE_BYTES,
             g.page_size_bytes
         )));
@@ -325,35 +325,69 @@ pub(crate) use space_device_methods;
 
 /// Builds a fresh FTL of kind `kind` on `nand` (formatting it).
 pub fn build(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+    let units = crate::space::units_per_page(nand.geometry());
+    let whole = units > 1;
     match kind {
         "page" => Ok(Box::new(crate::page::PageFtl::new(nand, opts)?)),
         "dftl" => Ok(Box::new(crate::dftl::Dftl::new(nand, opts)?)),
         "dftl-orig" => Ok(Box::new(crate::dftl_orig::DftlOrig::new(nand, opts)?)),
+        // The block-mapped FTLs map whole flash pages; on pages of several sectors they run
+        // behind the sector layer (`sectors.rs`).
+        "fast" if whole => Ok(sectors(
+            crate::fast::Fast::new_whole_pages(nand, &fast_options(opts))?,
+            units,
+        )),
         "fast" => Ok(Box::new(crate::fast::Fast::new(nand, &fast_options(opts))?)),
+        "block" if whole => Ok(sectors(
+            crate::block::BlockFtl::new_whole_pages(nand, &block_options(opts))?,
+            units,
+        )),
         "block" => Ok(Box::new(crate::block::BlockFtl::new(
             nand,
             &block_options(opts),
         )?)),
+        "amf" if whole => Ok(Box::new(crate::sectors::Sectors::append_only(
+            crate::amf::Amf::new_whole_pages(nand, &amf_options(opts))?,
+            units,
+        ))),
         "amf" => Ok(Box::new(crate::amf::Amf::new(nand, &amf_options(opts))?)),
         other => Err(unknown(other)),
     }
 }
 
+fn sectors(inner: impl BlockDevice + 'static, units: u32) -> Box<dyn BlockDevice> {
+    Box::new(crate::sectors::Sectors::new(inner, units))
+}
+
 /// Recovers an FTL of kind `kind` from a device that holds data (after a power cut, or an image
 /// reopened with `Nand::open_image`): scans it and rebuilds the mapping.
 pub fn open(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+    let units = crate::space::units_per_page(nand.geometry());
+    let whole = units > 1;
     match kind {
         "page" => Ok(Box::new(crate::page::PageFtl::open(nand, opts)?)),
         "dftl" => Ok(Box::new(crate::dftl::Dftl::open(nand, opts)?)),
         "dftl-orig" => Ok(Box::new(crate::dftl_orig::DftlOrig::open(nand, opts)?)),
+        "fast" if whole => Ok(sectors(
+            crate::fast::Fast::open_whole_pages(nand, &fast_options(opts))?,
+            units,
+        )),
         "fast" => Ok(Box::new(crate::fast::Fast::open(
             nand,
             &fast_options(opts),
         )?)),
+        "block" if whole => Ok(sectors(
+            crate::block::BlockFtl::open_whole_pages(nand, &block_options(opts))?,
+            units,
+        )),
         "block" => Ok(Box::new(crate::block::BlockFtl::open(
             nand,
             &block_options(opts),
         )?)),
+        "amf" if whole => Ok(Box::new(crate::sectors::Sectors::append_only(
+            crate::amf::Amf::open_whole_pages(nand, &amf_options(opts))?,
+            units,
+        ))),
         "amf" => Ok(Box::new(crate::amf::Amf::open(nand, &amf_options(opts))?)),
         other => Err(unknown(other)),
     }

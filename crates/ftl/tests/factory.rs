@@ -67,7 +67,8 @@ fn unknown_kinds_and_bad_options_are_typed_errors() {
         }
     }
     // A 16 KiB-page device: the page-mapped FTLs map 4 KiB logical pages into its pages
-    // (four per page); the block-mapped ones map pages one to one and refuse it.
+    // (four per page); the block-mapped ones map whole pages behind 4 KiB sectors
+    // (`sectors.rs`), and their own constructors refuse it.
     let mlc = || {
         let o = [
             "geometry.blocks_per_plane=16".to_string(),
@@ -79,14 +80,18 @@ fn unknown_kinds_and_bad_options_are_typed_errors() {
     let pages = mlc().geometry().pages();
     assert!(page.capacity_pages() > 3 * pages && page.capacity_pages() < 4 * pages);
     for kind in ["block", "fast", "amf"] {
-        assert!(
-            matches!(
-                ftl::build(kind, mlc(), &FtlOptions::default()),
-                Err(FtlError::Config(_))
-            ),
-            "{kind}"
+        let dev = ftl::build(kind, mlc(), &FtlOptions::default()).unwrap();
+        assert_eq!(
+            dev.capacity_pages() % 4,
+            0,
+            "{kind}: whole flash pages of sectors"
         );
+        assert!(dev.capacity_pages() < 4 * pages, "{kind}");
     }
+    assert!(matches!(
+        ftl::block::BlockFtl::new(mlc(), &ftl::block::BlockOptions::default()),
+        Err(FtlError::Config(_))
+    ));
     // The NoFTL paper's device (one die, 32-byte OOB) works.
     let noftl =
         Nand::new(DeviceConfig::preset("noftl13", &["store=\"meta\"".into()]).unwrap()).unwrap();

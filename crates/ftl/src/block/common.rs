@@ -16,7 +16,7 @@ use nand::{BlockState, CellMode, Geometry, Nand, NandError, Nanos, Pbn, Ppn, Pur
 
 use crate::block_device::FtlError;
 use crate::controller::{Controller, DRAM_ACCESS_CYCLES};
-use crate::oob::{check_oob_size, scan_blocks, BlockScan, OobRecord, PageKind, ScanExtent};
+use crate::oob::{check_oob_size, scan_blocks_of, BlockScan, OobRecord, PageKind, ScanExtent};
 use crate::options::check_page_size;
 
 /// "No block" in `u32` block tables.
@@ -80,6 +80,9 @@ pub(crate) struct Flash {
     pub nand: Nand,
     pub geo: Geometry,
     pub ppb: u32,
+    /// The FTL's logical page: one flash page. 4 KiB on 4 KiB pages; on larger pages the FTL
+    /// serves `crate::sectors::Sectors`, which exports 4 KiB sectors over it.
+    pub lp: usize,
     /// MLC/TLC: pages of a block must be programmed consecutively (no skipping).
     pub strict: bool,
     pub mode: CellMode,
@@ -90,9 +93,25 @@ pub(crate) struct Flash {
 }
 
 impl Flash {
+    /// The flash of an FTL whose logical pages are `LOGICAL_PAGE_BYTES` (4 KiB pages only).
     pub fn new(nand: Nand) -> Result<Flash, FtlError> {
+        check_page_size(nand.geometry())?;
+        Flash::whole_pages(nand)
+    }
+
+    /// The flash of an FTL whose logical page is a whole flash page of any size (the inner FTL
+    /// of `crate::sectors::Sectors` on 8 and 16 KiB pages).
+    pub fn whole_pages(nand: Nand) -> Result<Flash, FtlError> {
         let geo = nand.geometry().clone();
-        check_page_size(&geo)?;
+        if geo.page_size_bytes == 0
+            || !(geo.page_size_bytes as usize).is_multiple_of(crate::LOGICAL_PAGE_BYTES)
+        {
+            return Err(FtlError::Config(format!(
+                "{}-byte flash pages are no whole number of {}-byte sectors",
+                geo.page_size_bytes,
+                crate::LOGICAL_PAGE_BYTES
+            )));
+        }
         check_oob_size(&geo)?;
         if !nand.is_powered() {
             return Err(FtlError::Flash(NandError::PoweredOff));
@@ -100,6 +119,7 @@ impl Flash {
         let mode = nand.config().cell.native;
         Ok(Flash {
             ppb: geo.pages_per_block,
+            lp: geo.page_size_bytes as usize,
             strict: matches!(mode, CellMode::Mlc | CellMode::Tlc),
             mode,
             oob: vec![0xFF; geo.oob_size_bytes as usize],
@@ -307,7 +327,8 @@ pub(crate) fn scan_device(
     at_ns: Nanos,
 ) -> Result<(Vec<BlockScan>, Nanos), FtlError> {
     let mut out = Vec::with_capacity(f.geo.blocks() as usize);
-    let scanned = scan_blocks(&mut f.nand, at_ns, ScanExtent::AllPages, &mut |_, s| {
+    // One record per flash page, whatever its size (`Flash::lp`).
+    let scanned = scan_blocks_of(&mut f.nand, at_ns, ScanExtent::AllPages, 1, &mut |_, s| {
         out.push(s);
         Ok(())
     })?;

@@ -571,6 +571,20 @@ impl Nand {
         self.stats.active_joules +=
             e.vcc_volts * (array_ma * p.array_ns as f64 + e.bus_ma * bus_ns) * 1e-12;
         self.stats.count(op, purpose, slot.done_ns - at_ns);
+        if matches!(op, OpKind::Read | OpKind::Program) {
+            // The address of a read or program is its page.
+            let ppn = Ppn(address);
+            let (pbn, page) = (self.geo.block_of(ppn), self.geo.page_in_block(ppn));
+            let mode = self.blocks[pbn.0 as usize].mode;
+            let t = self.cfg.page_type(mode, page);
+            let program = op == OpKind::Program;
+            let ns = if program {
+                self.times.program(mode, t)
+            } else {
+                self.times.read(mode, t)
+            };
+            self.stats.count_page_type(t, program, ns);
+        }
         let status_name = match status {
             Ok(()) => "ok",
             Err(e) => error_name(e),
@@ -1427,6 +1441,7 @@ impl Nand {
                 })
                 .filter(|p| p.counts != Default::default())
                 .collect(),
+            by_page_type: self.stats.page_type_counts(),
             bytes_read: self.stats.bytes_read,
             bytes_programmed: self.stats.bytes_programmed,
             ecc: EccReport {

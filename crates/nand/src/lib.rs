@@ -24,6 +24,8 @@ pub use config::{CellMode, DeviceConfig, PageType, StoreKind, DEFAULT_PRESET, PR
 pub use device::{BlockInfo, Done, FaultPlan, Nand};
 pub use error::{ConfigError, NandError};
 pub use geometry::{DieId, Geometry, Pbn, PhysAddr, Ppn};
-pub use stats::{FlashCounts, LatencySummary, OpKind, Purpose, StatsReport, TraceEntry};
+pub use stats::{
+    FlashCounts, LatencySummary, OpKind, PageTypeCounts, Purpose, StatsReport, TraceEntry,
+};
 pub use store::BlockState;
 pub use timing::Nanos;

@@ -6,6 +6,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::config::PageType;
 use crate::timing::Nanos;
 
 /// Why an operation was issued. Callers pass it; the device only counts by it.
@@ -114,6 +115,49 @@ pub struct Stats {
     /// Energy of the operations themselves (array and bus), joules.
     pub active_joules: f64,
     latency_ns: [Histogram<u64>; 4],
+    /// Per page type (`PAGE_TYPES` order): reads, programs, and their array nanoseconds.
+    page_types: [[u64; 4]; 4],
+}
+
+/// The page types in the order of `Stats::page_types`.
+const PAGE_TYPES: [PageType; 4] = [
+    PageType::Slc,
+    PageType::Lower,
+    PageType::Middle,
+    PageType::Upper,
+];
+
+/// Reads and programs of one page type, with the array time they took: MLC/TLC results are
+/// read per page type, because lower, middle and upper pages differ several times in latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageTypeCounts {
+    pub page_type: PageType,
+    pub reads: u64,
+    pub programs: u64,
+    /// Sum of the array times (tR, tPROG) of those reads and programs.
+    pub read_array_ns: u64,
+    pub program_array_ns: u64,
+}
+
+impl PageTypeCounts {
+    /// `after` minus `before` per page type (types with no operation in between are left out).
+    pub fn between(before: &[PageTypeCounts], after: &[PageTypeCounts]) -> Vec<PageTypeCounts> {
+        after
+            .iter()
+            .map(|a| {
+                let b = before.iter().find(|b| b.page_type == a.page_type);
+                let sub = |f: fn(&PageTypeCounts) -> u64| f(a) - b.map_or(0, f);
+                PageTypeCounts {
+                    page_type: a.page_type,
+                    reads: sub(|c| c.reads),
+                    programs: sub(|c| c.programs),
+                    read_array_ns: sub(|c| c.read_array_ns),
+                    program_array_ns: sub(|c| c.program_array_ns),
+                }
+            })
+            .filter(|c| c.reads + c.programs > 0)
+            .collect()
+    }
 }
 
 impl Default for Stats {
@@ -135,6 +179,7 @@ impl Default for Stats {
             torn_appends: 0,
             active_joules: 0.0,
             latency_ns: [h(), h(), h(), h()],
+            page_types: [[0; 4]; 4],
         }
     }
 }
@@ -154,6 +199,31 @@ impl Stats {
         self.counts[op as usize][purpose as usize] += 1;
         // Saturating: a latency beyond the histogram's hour-long range is recorded at its top.
         let _ = self.latency_ns[latency_slot(op)].record(latency_ns.clamp(1, 3_600_000_000_000));
+    }
+
+    /// A data read (`program == false`) or a full-page program of a page of type `t`, whose
+    /// array time was `array_ns`.
+    #[inline]
+    pub fn count_page_type(&mut self, t: PageType, program: bool, array_ns: Nanos) {
+        let c = &mut self.page_types[t as usize];
+        c[usize::from(program)] += 1;
+        c[2 + usize::from(program)] += array_ns;
+    }
+
+    /// Reads and programs per page type, the types with any.
+    pub fn page_type_counts(&self) -> Vec<PageTypeCounts> {
+        PAGE_TYPES
+            .iter()
+            .zip(self.page_types.iter())
+            .filter(|(_, c)| c[0] + c[1] > 0)
+            .map(|(&page_type, c)| PageTypeCounts {
+                page_type,
+                reads: c[0],
+                programs: c[1],
+                read_array_ns: c[2],
+                program_array_ns: c[3],
+            })
+            .collect()
     }
 
     pub fn get(&self, op: OpKind, purpose: Purpose) -> u64 {
@@ -257,6 +327,9 @@ pub struct StatsReport {
     pub virtual_ns: Nanos,
     pub flash: FlashCounts,
     pub by_purpose: Vec<PurposeCounts>,
+    /// Data reads and full-page programs per page type (lower/middle/upper on MLC/TLC).
+    #[serde(default)]
+    pub by_page_type: Vec<PageTypeCounts>,
     pub bytes_read: u64,
     pub bytes_programmed: u64,
     pub ecc: EccReport,

@@ -40,6 +40,11 @@ pub struct FtlKnobs {
     /// core). dftl-orig runs on the host's CPU (Xeon E5630, 2.53 GHz) and does not use it.
     #[arg(long, default_value_t = 400.0)]
     pub controller_mhz: f64,
+    /// page and dftl on flash pages larger than 4 KiB: the controller's write buffer in flash
+    /// pages, the one being filled plus those whose programs are in flight (default: 2 per die).
+    /// Acknowledged writes in it may be lost at power loss until a FLUSH.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub write_buffer: Option<u32>,
 }
 
 impl TargetArgs {
@@ -57,6 +62,8 @@ impl TargetArgs {
             controller: ftl::ControllerConfig {
                 clock_mhz: self.knobs.controller_mhz,
             },
+            // 0 asks the FTL for its default (`FtlOptions::write_buffer_pages`).
+            write_buffer_pages: self.knobs.write_buffer.unwrap_or(0),
             ..FtlOptions::default()
         };
         opts.validate()?;

@@ -151,3 +151,54 @@ fn bad_input_is_refused_with_a_message_that_names_the_problem() {
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     }
 }
+
+/// On TLC chips the result splits reads and programs by page type (lower, middle, upper pages
+/// differ several times in latency), the split adds up to the flash counters, and the run checks
+/// itself against the die-time bound.
+#[test]
+fn io_on_tlc_splits_flash_operations_by_page_type_and_checks_itself() {
+    let (ok, out, err) = noftl(&[
+        "io",
+        "--target",
+        "page",
+        "--preset",
+        "tlc16k",
+        "--set",
+        "geometry.blocks_per_plane=16",
+        "--set",
+        "geometry.pages_per_block=48",
+        "--rw",
+        "randwrite",
+        "--ops",
+        "3000",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let types = v["by_page_type"].as_array().expect("by_page_type");
+    let sum = |field: &str| {
+        types
+            .iter()
+            .map(|t| t[field].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(sum("programs"), v["flash"]["programs"].as_u64().unwrap());
+    assert_eq!(sum("reads"), v["flash"]["reads"].as_u64().unwrap());
+    let names: Vec<&str> = types
+        .iter()
+        .map(|t| t["page_type"].as_str().unwrap())
+        .collect();
+    for t in ["lower", "middle", "upper"] {
+        assert!(names.contains(&t), "no {t} pages in {names:?}");
+    }
+    // Word lines are programmed whole: as many lower as upper pages.
+    let programs_of = |name: &str| {
+        types.iter().find(|t| t["page_type"] == name).unwrap()["programs"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(programs_of("lower").abs_diff(programs_of("upper")) <= 64);
+    assert_eq!(v["consistency"]["status"], "ok", "{}", v["consistency"]);
+    let die = v["consistency"]["die_busy_fraction_max"].as_f64().unwrap();
+    assert!(die > 0.0 && die <= 1.0, "die busy fraction {die}");
+}

@@ -26,6 +26,8 @@ fn fio_verify(
         .arg("--verify=crc32c")
         .arg("--do_verify=1")
         .arg("--verify_fatal=1")
+        // fio would leave a `*-verify.state` file in the working directory (the crate's).
+        .arg("--verify_state_save=0")
         .arg("--randseed=1234")
         .arg("--output-format=json"));
     // The nbd engine prints "fio: connected to NBD server" before the JSON.

@@ -51,7 +51,12 @@ pub struct Busy {
 impl Busy {
     /// The store's flash busy counters (empty for stores without flash).
     pub fn of(store: &dyn PageStore) -> Busy {
-        store.nand().map_or_else(Busy::default, |n| Busy {
+        Busy::of_nand(store.nand())
+    }
+
+    /// The busy counters of a device (empty for none: a memory disk).
+    pub fn of_nand(nand: Option<&nand::Nand>) -> Busy {
+        nand.map_or_else(Busy::default, |n| Busy {
             die_ns: n.die_busy_ns().to_vec(),
             channel_ns: n.channel_busy_ns().to_vec(),
         })

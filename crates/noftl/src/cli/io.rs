@@ -20,6 +20,7 @@ use nand::{FlashCounts, LatencySummary, Nand, Nanos};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
+use storage::measure::{self, Busy, Consistency};
 
 use super::common::parse_size;
 use crate::limits::{self, MemoryPlan};
@@ -100,6 +101,10 @@ struct IoResult {
     virtual_seconds: f64,
     latency_us: LatencyUs,
     flash: FlashCounts,
+    /// Data reads and programs per page type (lower/middle/upper on MLC/TLC).
+    by_page_type: Vec<nand::PageTypeCounts>,
+    /// The run checked against physical bounds from its own counters (`storage::measure`).
+    consistency: Consistency,
     energy_joules: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     clock_error_us: Option<LatencyUs>,
@@ -123,6 +128,7 @@ impl IoResult {
         l: &LoopResult,
         flash: FlashCounts,
         energy_joules: f64,
+        consistency: Consistency,
     ) -> Self {
         IoResult {
             target,
@@ -137,6 +143,8 @@ impl IoResult {
             virtual_seconds: l.elapsed_ns() as f64 / 1e9,
             latency_us: summary(l),
             flash,
+            by_page_type: Vec::new(),
+            consistency,
             energy_joules,
             clock_error_us: None,
             host: None,
@@ -361,6 +369,7 @@ fn run_raw(
     let mut w = RawWorkload::new(&nand, pattern, args.bs, args.seed).map_err(anyhow::Error::msg)?;
     let mut progress = Progress::new(ops);
     let start = nand.now_ns();
+    let busy_before = Busy::of_nand(Some(&nand));
     let energy_before = nand.report().energy.total_joules;
     let mut clock_error_us = None;
     let kind = u8::from(matches!(pattern, RawPattern::Write));
@@ -411,7 +420,9 @@ fn run_raw(
         &l,
         report.flash,
         report.energy.total_joules - energy_before,
+        check(args, &l, &busy_before, Some(&nand)),
     );
+    r.by_page_type = report.by_page_type;
     r.clock_error_us = clock_error_us;
     Ok(r)
 }
@@ -571,6 +582,8 @@ fn run_block(
         dev.report(),
         flash_counts(dev.as_ref()),
         energy(dev.as_ref()),
+        page_types(dev.as_ref()),
+        Busy::of_nand(dev.nand()),
     );
     let mut stream = BlockStream {
         pattern,
@@ -623,7 +636,7 @@ fn run_block(
     }
     let after = dev.report();
     let flash = flash_counts(dev.as_ref()).saturating_sub(&before.1);
-    Ok(block_result(
+    let mut r = block_result(
         args,
         rw,
         &l,
@@ -631,8 +644,36 @@ fn run_block(
         &after,
         flash,
         energy(dev.as_ref()) - before.2,
+        check(args, &l, &before.4, dev.nand()),
         dev.as_ref(),
-    ))
+    );
+    r.by_page_type = nand::PageTypeCounts::between(&before.3, &page_types(dev.as_ref()));
+    Ok(r)
+}
+
+/// The run against the bounds of `storage::measure`: the dies and channels were busy at most
+/// the window's length, and at most `--qd` requests were in flight on average (Little's law;
+/// only the upper bound, since a run of a fixed count drains its queue at the end). The window
+/// runs to the device's drain, not to the host's last completion: a write acknowledged from the
+/// controller's write buffer is programmed after the host saw it complete, and its die time
+/// belongs to the run.
+fn check(args: &IoArgs, l: &LoopResult, before: &Busy, nand: Option<&Nand>) -> Consistency {
+    let end_ns = nand.map_or(l.end_ns, |n| n.now_ns().max(l.end_ns));
+    measure::check(measure::Window {
+        before,
+        after: &Busy::of_nand(nand),
+        elapsed_ns: end_ns - l.start_ns,
+        terminals: args.qd,
+        terminals_run_throughout: false,
+        txns: l.ops,
+        latency_sum_ns: l.latency_ns.mean() * l.ops as f64,
+    })
+}
+
+fn page_types(dev: &dyn BlockDevice) -> Vec<nand::PageTypeCounts> {
+    dev.nand()
+        .map(|n| n.stats().page_type_counts())
+        .unwrap_or_default()
 }
 
 /// Fills every logical page once, sequentially, in large requests.
@@ -679,6 +720,7 @@ fn block_result(
     after: &FtlReport,
     flash: FlashCounts,
     energy_joules: f64,
+    consistency: Consistency,
     dev: &dyn BlockDevice,
 ) -> IoResult {
     let host = HostCounts {
@@ -712,6 +754,7 @@ fn block_result(
         l,
         flash,
         energy_joules,
+        consistency,
     );
     r.host = Some(host);
     r.gc = Some(gc);
@@ -746,6 +789,28 @@ fn print_human(r: &IoResult, wall_s: f64) {
         "  flash       {} reads, {} programs, {} partial programs, {} erases, {} OOB reads, {} OOB writes",
         f.reads, f.programs, f.partial_programs, f.erases, f.oob_reads, f.oob_writes
     );
+    if r.by_page_type
+        .iter()
+        .any(|t| t.page_type != nand::PageType::Slc)
+    {
+        for t in &r.by_page_type {
+            let mean_us = |ns: u64, n: u64| {
+                if n == 0 {
+                    0.0
+                } else {
+                    ns as f64 / n as f64 / 1e3
+                }
+            };
+            println!(
+                "  {:<11} {} reads (tR {:.0} us), {} programs (tPROG {:.0} us)",
+                format!("{:?} pages", t.page_type).to_lowercase(),
+                t.reads,
+                mean_us(t.read_array_ns, t.reads),
+                t.programs,
+                mean_us(t.program_array_ns, t.programs)
+            );
+        }
+    }
     if let (Some(h), Some(g), Some(waf), Some(x)) = (&r.host, &r.gc, r.waf, &r.ftl) {
         println!(
             "  host        {} reads, {} writes, {} trims (pages)",
@@ -779,6 +844,7 @@ fn print_human(r: &IoResult, wall_s: f64) {
         );
     }
     println!("  energy      {:.6} J", r.energy_joules);
+    super::bench::print_consistency(&r.consistency);
     if wall_s > 0.0 {
         println!(
             "  emulator    {:.2} s wall clock, {:.0} requests/s",

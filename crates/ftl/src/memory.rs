@@ -17,6 +17,13 @@
 //!   8 bytes per Cached Mapping Table entry for the cached fraction of the page entries, plus
 //!   the Global Translation Directory, one 4-byte entry per translation page of 1024 entries.
 //!
+//! Flash pages larger than 4 KiB (`table_for`; blocks stay 128 flash pages): the page-mapped
+//! FTLs map 4 KiB units inside flash pages (sub-page mapping, `space.rs` "Units"), so their maps
+//! keep one entry per 4 KiB of capacity (2^27 units at 512 GiB still fit 4-byte entries), and
+//! their controller also holds its write buffer (`wbuf.rs`: 2 flash pages per die by default,
+//! not in the table, which knows no die count). The block-mapped FTLs map whole flash pages
+//! (`sectors.rs`), so their block maps shrink with the larger blocks, plus one gathered page.
+//!
 //! "MB" in the AMF slides is read as MiB (512 MB page-level at 512 GB = 2^27 entries x 4 bytes).
 
 use serde::{Deserialize, Serialize};
@@ -40,21 +47,51 @@ pub struct MemoryRow {
 
 /// Mapping memory of block, hybrid, page, DFTL (2 %, 15 %, 35 %) and AMF at `capacity_bytes`.
 pub fn table(capacity_bytes: u64) -> Vec<MemoryRow> {
-    let pages = capacity_bytes.div_ceil(PAGE_BYTES);
-    let blocks = capacity_bytes.div_ceil(BLOCK_BYTES);
+    table_for(capacity_bytes, PAGE_BYTES)
+}
+
+/// `table` on flash pages of `page_bytes` (a multiple of 4 KiB), blocks of 128 of them.
+pub fn table_for(capacity_bytes: u64, page_bytes: u64) -> Vec<MemoryRow> {
+    assert!(
+        page_bytes >= PAGE_BYTES && page_bytes.is_multiple_of(PAGE_BYTES),
+        "flash pages are whole 4 KiB units"
+    );
+    let pages_per_block = BLOCK_BYTES / PAGE_BYTES;
+    let block_bytes = pages_per_block * page_bytes;
+    let units = capacity_bytes.div_ceil(PAGE_BYTES);
+    let flash_pages = capacity_bytes.div_ceil(page_bytes);
+    let blocks = capacity_bytes.div_ceil(block_bytes);
+    // The block-mapped FTLs' sector layer gathers one flash page when pages hold several units.
+    let gather = if page_bytes > PAGE_BYTES {
+        page_bytes
+    } else {
+        0
+    };
+    let gather_note = if gather > 0 {
+        format!(" + a gathered {} KiB page", page_bytes / 1024)
+    } else {
+        String::new()
+    };
     let block_map = blocks * ENTRY_BYTES;
-    let page_map = pages * ENTRY_BYTES;
-    let log_pages = (HYBRID_LOG_SHARE * pages as f64).round() as u64;
-    let gtd = pages.div_ceil(PAGE_BYTES / ENTRY_BYTES) * ENTRY_BYTES;
+    let page_map = units * ENTRY_BYTES;
+    let log_pages = (HYBRID_LOG_SHARE * flash_pages as f64).round() as u64;
+    let gtd = units.div_ceil(PAGE_BYTES / ENTRY_BYTES) * ENTRY_BYTES;
+    let block_kib = block_bytes / 1024;
+    let unit_note = if page_bytes > PAGE_BYTES {
+        " (4 KiB units in larger pages)"
+    } else {
+        ""
+    };
     let mut rows = vec![
-        MemoryRow { ftl: "block".into(), bytes: block_map, note: format!("{blocks} blocks of 512 KiB x 4 B") },
+        MemoryRow { ftl: "block".into(), bytes: block_map + gather, note: format!("{blocks} blocks of {block_kib} KiB x 4 B{gather_note}") },
         MemoryRow {
             ftl: "hybrid".into(),
-            bytes: block_map + log_pages * ENTRY_BYTES,
-            note: format!("block map + page map of log blocks holding {:.2}% of capacity ({log_pages} pages x 4 B)", HYBRID_LOG_SHARE * 100.0),
+            bytes: block_map + log_pages * ENTRY_BYTES + gather,
+            note: format!("block map + page map of log blocks holding {:.2}% of capacity ({log_pages} pages x 4 B){gather_note}", HYBRID_LOG_SHARE * 100.0),
         },
-        MemoryRow { ftl: "page".into(), bytes: page_map, note: format!("{pages} pages of 4 KiB x 4 B") },
+        MemoryRow { ftl: "page".into(), bytes: page_map, note: format!("{units} pages of 4 KiB x 4 B{unit_note}") },
     ];
+    let pages = units;
     for f in DFTL_FRACTIONS {
         let cached = (f * pages as f64).round() as u64;
         rows.push(MemoryRow {
@@ -65,8 +102,8 @@ pub fn table(capacity_bytes: u64) -> Vec<MemoryRow> {
     }
     rows.push(MemoryRow {
         ftl: "amf".into(),
-        bytes: block_map,
-        note: format!("AFTL: static segment map, {blocks} blocks x 4 B"),
+        bytes: block_map + gather,
+        note: format!("AFTL: static segment map, {blocks} blocks x 4 B{gather_note}"),
     });
     rows
 }
@@ -101,6 +138,17 @@ mod tests {
             192 * MIB,
             "proportional; the AMF slides say 186 MB"
         );
+    }
+
+    #[test]
+    fn on_16k_pages_page_maps_keep_4k_entries_and_block_maps_shrink() {
+        let t = table_for(512 * GIB, 16384);
+        assert_eq!(row(&t, "page"), 512 * MIB, "one entry per 4 KiB unit");
+        assert_eq!(row(&t, "dftl-2%"), row(&table(512 * GIB), "dftl-2%"));
+        // 2 MiB blocks: a quarter of the entries, plus the one gathered page.
+        assert_eq!(row(&t, "block"), MIB + 16384);
+        assert_eq!(row(&t, "amf"), MIB + 16384);
+        assert_eq!(table_for(512 * GIB, 4096), table(512 * GIB));
     }
 
     #[test]

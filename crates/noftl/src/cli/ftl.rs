@@ -12,6 +12,10 @@ pub enum FtlCommand {
         /// Device capacity, e.g. 512GiB or 1TiB.
         #[arg(long, default_value = "512GiB", value_parser = parse_size)]
         capacity: u64,
+        /// Flash page size (4, 8 or 16 KiB; blocks of 128 pages): the page-mapped FTLs map
+        /// 4 KiB units inside larger pages, the block-mapped ones whole pages.
+        #[arg(long, default_value = "4KiB", value_parser = parse_size)]
+        page_size: u64,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -20,11 +24,18 @@ pub enum FtlCommand {
 
 pub fn run(c: FtlCommand) -> anyhow::Result<()> {
     match c {
-        FtlCommand::Memory { capacity, json } => {
+        FtlCommand::Memory {
+            capacity,
+            page_size,
+            json,
+        } => {
             if capacity == 0 {
                 anyhow::bail!("--capacity must be positive");
             }
-            let mut rows = ftl::memory::table(capacity);
+            if !matches!(page_size, 4096 | 8192 | 16384) {
+                anyhow::bail!("--page-size must be 4KiB, 8KiB or 16KiB (got {page_size} bytes)");
+            }
+            let mut rows = ftl::memory::table_for(capacity, page_size);
             // ALFS keeps its metadata tables in host memory instead (the AMF slides' TIMB).
             // Segment: one 512 KiB block of each of AMF's 8 channels x 4 ways (16 MiB).
             let seg_bytes = 32 * ftl::memory::BLOCK_BYTES;
@@ -38,7 +49,11 @@ pub fn run(c: FtlCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(());
             }
-            println!("mapping memory at {}", human_bytes(capacity));
+            println!(
+                "mapping memory at {} with {} KiB flash pages",
+                human_bytes(capacity),
+                page_size / 1024
+            );
             for r in rows {
                 println!("  {:<10} {:>12}  {}", r.ftl, human_bytes(r.bytes), r.note);
             }

@@ -35,6 +35,9 @@
 //! 7. Where the workload guarantees it (every byte written once to a file that is fsynced and
 //!    not deleted before, e.g. sequential passes over a file), the file system's bytes to the
 //!    device in the measured window >= the application's bytes.
+//! 8. The bytes the file system received in write requests (its own count, where it keeps
+//!    one) <= the bytes the application says it wrote: a workload cannot undercount its own
+//!    writes (its count may be larger: the engine's `wchar` includes writes to other files).
 //!
 //! These windows have no elapsed time of their own (a run spans several processes), so the die,
 //! channel and Little's-law fields are `None` in them.
@@ -177,13 +180,15 @@ pub fn check(w: Window<'_>) -> Consistency {
     }
 }
 
-/// A write-amplification run's raw counters (bounds 4-7 of the module doc). `_total` counters
+/// A write-amplification run's raw counters (bounds 4-8 of the module doc). `_total` counters
 /// are the run's whole lifetime (formatting included); the others are the measured window (the
 /// formatting's writes subtracted).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Writes {
     /// Bytes the application wrote in the window.
     pub app_bytes: u64,
+    /// Bytes the file system received in write requests in the window, where it counts them.
+    pub fs_received_bytes: Option<u64>,
     /// The workload writes every application byte to a file that is fsynced and kept (bound 7
     /// applies).
     pub app_bytes_reach_device: bool,
@@ -199,7 +204,7 @@ pub struct Writes {
     pub flash_bytes_total: u64,
 }
 
-/// Checks a write-amplification run against bounds 4-7 of the module doc.
+/// Checks a write-amplification run against bounds 4-8 of the module doc.
 pub fn check_writes(w: Writes) -> Consistency {
     let mut violations = Vec::new();
     if w.flash_bytes_total < w.host_bytes_total {
@@ -215,7 +220,10 @@ pub fn check_writes(w: Writes) -> Consistency {
             w.ftl_claimed_bytes_total, w.flash_bytes_total
         ));
     }
-    if let Some(fs) = w.fs_counted_bytes_total.filter(|fs| *fs > w.host_bytes_total) {
+    if let Some(fs) = w
+        .fs_counted_bytes_total
+        .filter(|fs| *fs > w.host_bytes_total)
+    {
         violations.push(format!(
             "the file system counts {fs} bytes written, more than the {} the FTL received",
             w.host_bytes_total
@@ -225,6 +233,12 @@ pub fn check_writes(w: Writes) -> Consistency {
         violations.push(format!(
             "the file system wrote {} bytes to the device, fewer than the {} the workload wrote and fsynced",
             w.fs_bytes, w.app_bytes
+        ));
+    }
+    if let Some(fs) = w.fs_received_bytes.filter(|fs| *fs > w.app_bytes) {
+        violations.push(format!(
+            "the file system received {fs} bytes of writes, more than the {} the workload counts",
+            w.app_bytes
         ));
     }
     Consistency::of_violations(violations)
@@ -360,6 +374,7 @@ mod tests {
     fn a_write_path_that_loses_bytes_is_violated() {
         let ok = Writes {
             app_bytes: 1 << 20,
+            fs_received_bytes: Some(1 << 20),
             app_bytes_reach_device: true,
             fs_bytes: (1 << 20) + 8192,
             host_bytes_total: (1 << 20) + 65536,
@@ -389,7 +404,11 @@ mod tests {
             fs_bytes: ok.app_bytes - 4096,
             ..ok
         };
-        for w in [fewer_programs, overclaimed, overcounted, lost] {
+        let undercounted = Writes {
+            fs_received_bytes: Some(ok.app_bytes + 1),
+            ..ok
+        };
+        for w in [fewer_programs, overclaimed, overcounted, lost, undercounted] {
             let c = check_writes(w);
             assert_eq!(c.status, "violated", "{w:?}");
             assert_eq!(c.violations.len(), 1, "{:?}", c.violations);

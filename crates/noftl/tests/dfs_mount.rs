@@ -371,7 +371,7 @@ fn fs_waf_measures_both_levels() {
 
 /// Runs `noftl fs waf` with `args` on the small device; returns its rows.
 fn fs_waf_rows(args: &[&str]) -> Vec<serde_json::Value> {
-    let work = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().expect("a temporary directory");
     let json = work.path().join("waf.json");
     let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
         .args(["fs", "waf"])
@@ -380,16 +380,16 @@ fn fs_waf_rows(args: &[&str]) -> Vec<serde_json::Value> {
         .arg("--json")
         .arg(&json)
         .output()
-        .unwrap();
+        .expect("noftl fs waf runs");
     assert!(
         out.status.success(),
         "fs waf: {}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    v["results"].as_array().unwrap().clone()
+    let text = std::fs::read_to_string(&json).expect("fs waf wrote its JSON");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("fs waf's JSON parses");
+    v["results"].as_array().expect("a results array").clone()
 }
 
 /// The key-value (non-transactional) and Hadoop-like workloads of `fs waf` run on a small

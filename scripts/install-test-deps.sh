@@ -15,6 +15,7 @@
 #   nbdkit      nbdkit           docs/PERFORMANCE.md (the `memory` plugin for comparison)
 #   sqlite3     sqlite3          tests/dfs_mount.rs (PRAGMA integrity_check on a DFS mount)
 #   git         git              tests/dfs_mount.rs (init/commit on a DFS mount)
+#   postmark    postmark         tests/dfs_mount.rs (`fs waf --postmark real`), docs/PERFORMANCE.md
 #   chromium    chromium         tests/dashboard_cli.rs (the dashboard in headless Chromium,
 #                                over the DevTools protocol; the system browser, no download)
 #               fonts-liberation with chromium, when no Liberation fonts: text in the screenshot
@@ -38,6 +39,7 @@ declare -A PKG=(
   [nbdkit]=nbdkit
   [sqlite3]=sqlite3
   [git]=git
+  [postmark]=postmark
   [chromium]=chromium
 )
 

@@ -365,5 +365,96 @@ fn fs_waf_measures_both_levels() {
         } else {
             assert!(r["ftl_waf"].as_f64().unwrap() >= 1.0, "{r}");
         }
+        assert_eq!(r["consistency"]["status"], "ok", "{r}");
     }
+}
+
+/// Runs `noftl fs waf` with `args` on the small device; returns its rows.
+fn fs_waf_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let json = work.path().join("waf.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["fs", "waf"])
+        .args(args)
+        .args(DEVICE)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("noftl fs waf runs");
+    assert!(
+        out.status.success(),
+        "fs waf: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&json).expect("fs waf wrote its JSON");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("fs waf's JSON parses");
+    v["results"].as_array().expect("a results array").clone()
+}
+
+/// The key-value (non-transactional) and Hadoop-like workloads of `fs waf` run on a small
+/// device in both lfs modes, with every row within its physical bounds; the Hadoop jobs, which
+/// fsync all they write, write at least their own bytes (FS level >= 1).
+#[test]
+fn fs_waf_runs_the_key_value_and_hadoop_workloads() {
+    let Ok(()) = fuse_available(&["fusermount3"]).map_err(skip) else {
+        return;
+    };
+    let rows = fs_waf_rows(&[
+        "--configs",
+        "f2fs:page,alfs:amf",
+        "--workloads",
+        "kv,dfsio,terasort",
+        "--fill",
+        "0.2",
+        "--kv-ops",
+        "3000",
+    ]);
+    assert_eq!(rows.len(), 2 * 3, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["consistency"]["status"], "ok", "{r}");
+        let fs_waf = r["fs_waf"].as_f64().unwrap();
+        match r["workload"].as_str().unwrap() {
+            "kv" => {
+                assert!(fs_waf > 0.5 && fs_waf < 10.0, "{r}");
+                assert!(
+                    r["workload_info"]["keys_loaded"].as_u64().unwrap() > 100,
+                    "{r}"
+                );
+            }
+            _ => assert!((1.0..1.2).contains(&fs_waf), "{r}"),
+        }
+        if r["fs"] == "alfs" {
+            assert_eq!(r["ftl_waf"].as_f64(), Some(1.0), "{r}");
+        }
+    }
+}
+
+/// `--postmark real` runs the Postmark rows with the postmark program (skipped with a message
+/// where it is not installed: Debian package postmark).
+#[test]
+fn fs_waf_runs_the_real_postmark() {
+    let Ok(()) = fuse_available(&["fusermount3", "postmark"]).map_err(skip) else {
+        return;
+    };
+    let rows = fs_waf_rows(&[
+        "--configs",
+        "alfs:amf",
+        "--workloads",
+        "postmark-low",
+        "--postmark",
+        "real",
+        "--postmark-low-files",
+        "100",
+        "--postmark-transactions",
+        "300",
+    ]);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r["workload_info"]["postmark"], "real", "{r}");
+    assert_eq!(r["consistency"]["status"], "ok", "{r}");
+    // 100 files and 300 transactions of 500..10,000-byte creates and appends.
+    let app = r["app_bytes"].as_u64().unwrap();
+    assert!(app > 100 * 500 && app < 400 * 10_000, "{r}");
+    assert_eq!(r["ftl_waf"].as_f64(), Some(1.0), "{r}");
 }

@@ -21,6 +21,26 @@
 //! Each bound allows `EPSILON` of relative float error (Little's law: the histograms'
 //! resolution, `LITTLE_HISTOGRAM_SLACK`). Invariant: `status` is "ok" exactly when
 //! `violations` is empty.
+//!
+//! Write-amplification results (`noftl fs waf`) carry the same object, checked by
+//! [`check_writes`] against the bounds of a write path (application -> file system -> FTL ->
+//! flash), where each level can add writes but never drop one it was given:
+//! 4. Flash bytes programmed (the emulator's count, data and spare area) >= the bytes the file
+//!    system wrote to the FTL (host page writes x logical page bytes): the FTL stores every page
+//!    it is given in a program.
+//! 5. Flash bytes programmed >= the FTL's own count of its programs (its WAF x its host page
+//!    writes x logical page bytes): an FTL cannot claim programs the flash did not make.
+//! 6. Host bytes the FTL received >= the bytes the file system counts as written (its own
+//!    counters, or the NBD export's request bytes under ext4).
+//! 7. Where the workload guarantees it (every byte written once to a file that is fsynced and
+//!    not deleted before, e.g. sequential passes over a file), the file system's bytes to the
+//!    device in the measured window >= the application's bytes.
+//! 8. The bytes the file system received in write requests (its own count, where it keeps
+//!    one) <= the bytes the application says it wrote: a workload cannot undercount its own
+//!    writes (its count may be larger: the engine's `wchar` includes writes to other files).
+//!
+//! These windows have no elapsed time of their own (a run spans several processes), so the die,
+//! channel and Little's-law fields are `None` in them.
 
 use serde::Serialize;
 
@@ -165,6 +185,70 @@ pub fn check(w: Window<'_>) -> Consistency {
     }
 }
 
+/// A write-amplification run's raw counters (bounds 4-8 of the module doc). `_total` counters
+/// are the run's whole lifetime (formatting included); the others are the measured window (the
+/// formatting's writes subtracted).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Writes {
+    /// Bytes the application wrote in the window.
+    pub app_bytes: u64,
+    /// Bytes the file system received in write requests in the window, where it counts them.
+    pub fs_received_bytes: Option<u64>,
+    /// The workload writes every application byte to a file that is fsynced and kept (bound 7
+    /// applies).
+    pub app_bytes_reach_device: bool,
+    /// Bytes the file system wrote to the FTL in the window.
+    pub fs_bytes: u64,
+    /// Bytes the FTL received from the host (host page writes x logical page bytes).
+    pub host_bytes_total: u64,
+    /// The file system's own count of the bytes it wrote, where it keeps one.
+    pub fs_counted_bytes_total: Option<u64>,
+    /// The FTL's own count of its flash programs (WAF x host page writes), in logical bytes.
+    pub ftl_claimed_bytes_total: u64,
+    /// Bytes the flash programmed (data and spare area).
+    pub flash_bytes_total: u64,
+}
+
+/// Checks a write-amplification run against bounds 4-8 of the module doc.
+pub fn check_writes(w: Writes) -> Consistency {
+    let mut violations = Vec::new();
+    if w.flash_bytes_total < w.host_bytes_total {
+        violations.push(format!(
+            "the flash programmed {} bytes, fewer than the {} the file system wrote to the FTL (every written page is programmed)",
+            w.flash_bytes_total, w.host_bytes_total
+        ));
+    }
+    // The FTL's claim is a float product: allow its rounding.
+    if w.ftl_claimed_bytes_total as f64 > w.flash_bytes_total as f64 * (1.0 + EPSILON) {
+        violations.push(format!(
+            "the FTL counts {} bytes of programs, more than the {} the flash programmed",
+            w.ftl_claimed_bytes_total, w.flash_bytes_total
+        ));
+    }
+    if let Some(fs) = w
+        .fs_counted_bytes_total
+        .filter(|fs| *fs > w.host_bytes_total)
+    {
+        violations.push(format!(
+            "the file system counts {fs} bytes written, more than the {} the FTL received",
+            w.host_bytes_total
+        ));
+    }
+    if w.app_bytes_reach_device && w.fs_bytes < w.app_bytes {
+        violations.push(format!(
+            "the file system wrote {} bytes to the device, fewer than the {} the workload wrote and fsynced",
+            w.fs_bytes, w.app_bytes
+        ));
+    }
+    if let Some(fs) = w.fs_received_bytes.filter(|fs| *fs > w.app_bytes) {
+        violations.push(format!(
+            "the file system received {fs} bytes of writes, more than the {} the workload counts",
+            w.app_bytes
+        ));
+    }
+    Consistency::of_violations(violations)
+}
+
 /// Six decimals: the JSON carries no float noise.
 fn round6(x: f64) -> f64 {
     if x.is_finite() {
@@ -175,6 +259,21 @@ fn round6(x: f64) -> f64 {
 }
 
 impl Consistency {
+    /// A check with no elapsed time of its own (the write bounds): only its violations.
+    pub fn of_violations(violations: Vec<String>) -> Consistency {
+        Consistency {
+            status: if violations.is_empty() {
+                "ok"
+            } else {
+                "violated"
+            },
+            die_busy_fraction_max: None,
+            channel_busy_fraction_max: None,
+            little_law_ratio: None,
+            violations,
+        }
+    }
+
     pub fn is_ok(&self) -> bool {
         self.violations.is_empty()
     }
@@ -274,6 +373,58 @@ mod tests {
             ..w
         });
         assert!(early.is_ok(), "{:?}", early.violations);
+    }
+
+    #[test]
+    fn a_write_path_that_loses_bytes_is_violated() {
+        let ok = Writes {
+            app_bytes: 1 << 20,
+            fs_received_bytes: Some(1 << 20),
+            app_bytes_reach_device: true,
+            fs_bytes: (1 << 20) + 8192,
+            host_bytes_total: (1 << 20) + 65536,
+            fs_counted_bytes_total: Some((1 << 20) + 65536),
+            ftl_claimed_bytes_total: (1 << 20) + 65536,
+            flash_bytes_total: (1 << 20) + 65536 + 4096,
+        };
+        let c = check_writes(ok);
+        assert!(c.is_ok(), "{:?}", c.violations);
+        assert_eq!(c.status, "ok");
+        assert_eq!(c.die_busy_fraction_max, None);
+        // Each counter wrong on its own, by one page.
+        let fewer_programs = Writes {
+            flash_bytes_total: ok.host_bytes_total - 4096,
+            ftl_claimed_bytes_total: 0,
+            ..ok
+        };
+        let overclaimed = Writes {
+            ftl_claimed_bytes_total: ok.flash_bytes_total + 4096,
+            ..ok
+        };
+        let overcounted = Writes {
+            fs_counted_bytes_total: Some(ok.host_bytes_total + 4096),
+            ..ok
+        };
+        let lost = Writes {
+            fs_bytes: ok.app_bytes - 4096,
+            ..ok
+        };
+        let undercounted = Writes {
+            fs_received_bytes: Some(ok.app_bytes + 1),
+            ..ok
+        };
+        for w in [fewer_programs, overclaimed, overcounted, lost, undercounted] {
+            let c = check_writes(w);
+            assert_eq!(c.status, "violated", "{w:?}");
+            assert_eq!(c.violations.len(), 1, "{:?}", c.violations);
+        }
+        // Fewer device bytes than application bytes is fine where the workload does not keep
+        // what it wrote (files deleted before they left the cache).
+        let deleted = Writes {
+            app_bytes_reach_device: false,
+            ..lost
+        };
+        assert!(check_writes(deleted).is_ok());
     }
 
     #[test]

@@ -36,8 +36,8 @@ pub enum FsCommand {
     /// fio random 4 KiB I/O at 1..32 threads and application workloads, DFS against ext4.
     Bench(FsBenchArgs),
     /// Write amplification at file-system and FTL level (AMF's table): ext4, f2fs and alfs on
-    /// the page FTL, DFTL and AMF, under sequential, random and small-file (Postmark-like)
-    /// writes.
+    /// the page FTL, DFTL and AMF, under sequential, random and small-file (Postmark) writes,
+    /// key-value and database loads, and Hadoop-like jobs.
     Waf(FsWafArgs),
 }
 
@@ -53,15 +53,17 @@ pub struct FsWafArgs {
     pub configs: Vec<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, tpcb,
-    /// tpcc.
+    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb,
+    /// tpcc, dfsio, terasort.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "seqwrite,randwrite,postmark-low,postmark-high,tpcb,tpcc"
+        default_value = "seqwrite,randwrite,postmark-low,postmark-high,kv,tpcb,tpcc,dfsio,terasort"
     )]
     pub workloads: Vec<String>,
-    /// seqwrite and randwrite: the data set's share of the free space the mount reports.
+    /// seqwrite, randwrite and dfsio: the data set's share of the free space the mount reports
+    /// (kv: its live data is half of it; terasort: its input a third, for the runs and the
+    /// output beside it).
     #[arg(long, default_value_t = 0.5)]
     pub fill: f64,
     /// seqwrite and randwrite: bytes written after the data set is laid out, as a multiple of
@@ -75,6 +77,14 @@ pub struct FsWafArgs {
     pub postmark_high_files: u32,
     #[arg(long, default_value_t = 20000)]
     pub postmark_transactions: u32,
+    /// The Postmark rows' driver: builtin (this driver's Postmark-like mix) or real (the
+    /// `postmark` program, Debian package postmark, with the same file counts, sizes,
+    /// transactions, 10 subdirectories and 4 KiB read and write blocks).
+    #[arg(long, default_value = "builtin", value_parser = ["builtin", "real"])]
+    pub postmark: String,
+    /// kv (the non-transactional row): operations of the mix after the load.
+    #[arg(long, default_value_t = 100_000)]
+    pub kv_ops: u32,
     /// tpcb (OLTP): the engine's TPC-B on a database file in the mount: scale (branches) and
     /// transactions (each commit forces the log: an fsync).
     #[arg(long, default_value_t = 1)]

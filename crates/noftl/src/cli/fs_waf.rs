@@ -25,7 +25,20 @@
 //!   bytes written are the write(2) bytes of the process (`wchar` of `/proc/PID/io`, which the
 //!   shell that waits for it accumulates);
 //! - `tpcc` (the table's TPC-C row): the same with `noftl bench tpcc` (the specification's
-//!   population, `--tpcc-scale` warehouses, `--tpcc-txns` transactions of the mix).
+//!   population, `--tpcc-scale` warehouses, `--tpcc-txns` transactions of the mix);
+//! - `kv` (the table's non-transactional row): a Bitcask-like hash-partitioned log store with
+//!   periodic syncs and compaction (`kv.rs` says what and why);
+//! - `dfsio`, `terasort` (the table's Hadoop rows): a large file written and read; an external
+//!   sort of a file of 100-byte records into a second file, validated (`hadoop.rs`).
+//!
+//! `--postmark real` runs the Postmark rows with the `postmark` program itself instead of the
+//! built-in mix (the same files, sizes and transactions), as a cross-check of the driver.
+//!
+//! Every row carries `consistency` (`storage::measure::check_writes`): the run's raw counters
+//! against the bounds of the write path (flash bytes programmed >= bytes the FTL received >=
+//! bytes the file system counts as written; the file system's bytes >= the workload's where
+//! the workload fsyncs and keeps all it writes). A violated row is printed as such and makes
+//! the command fail after the JSON is written.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -35,11 +48,21 @@ use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
+use storage::measure::{check_writes, Consistency, Writes};
+
 use crate::cli::fs::{make_file, mount_on, FsWafArgs};
+
+mod hadoop;
+mod kv;
+
+/// Bytes of a logical page: the unit of the FTLs' host counts.
+const PAGE_BYTES: u64 = 4096;
 
 /// The FS-side and workload-side numbers of one run.
 struct Run {
     app_bytes: u64,
+    /// What the workload itself reports (kv's keys and compactions, Postmark's driver).
+    workload: Value,
     stats: Value,
 }
 
@@ -157,6 +180,58 @@ fn postmark(root: &Path, files: u32, transactions: u32, seed: u64) -> anyhow::Re
     Ok(written)
 }
 
+/// The `postmark` program with the built-in mix's parameters; returns the bytes it wrote with
+/// write(2) to its files: `wchar` of `/proc/PID/io` (the shell that reaps it accumulates it, as
+/// for the engine) less its report, which goes to a file of its own. Postmark's own report
+/// gives rates per second (terse) or megabytes to two decimals (verbose), not byte counts.
+fn postmark_real(root: &Path, files: u32, transactions: u32, seed: u64) -> anyhow::Result<u64> {
+    let cfg_dir = tempfile::tempdir().context("postmark's configuration directory")?;
+    let cfg = cfg_dir.path().join("postmark.cfg");
+    let report = cfg_dir.path().join("postmark.out");
+    // Postmark's seed must be positive; 4 KiB blocks, as the built-in mix's whole-file writes
+    // leave the page cache; buffered (stdio) I/O is Postmark's default.
+    std::fs::write(
+        &cfg,
+        format!(
+            "set location {}\nset number {files}\nset transactions {transactions}\n\
+             set size 500 10000\nset subdirectories 10\nset read 4096\nset write 4096\n\
+             set seed {}\nset report terse\nrun\nquit\n",
+            root.display(),
+            seed.max(1)
+        ),
+    )?;
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("postmark").is_file()));
+    if !on_path {
+        bail!("--postmark real needs the postmark program (Debian package postmark)");
+    }
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("postmark \"$0\" >\"$1\" && cat /proc/$$/io")
+        .arg(&cfg)
+        .arg(&report)
+        .output()
+        .context("bash")?;
+    let printed = std::fs::read(&report).unwrap_or_default();
+    if !out.status.success() {
+        bail!(
+            "postmark: {}{}",
+            String::from_utf8_lossy(&printed),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let wchar = wchar_of(&String::from_utf8_lossy(&out.stdout))?;
+    Ok(wchar.saturating_sub(printed.len() as u64))
+}
+
+/// `wchar` of a `/proc/PID/io` text.
+fn wchar_of(io: &str) -> anyhow::Result<u64> {
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("no wchar in /proc/PID/io")
+}
+
 /// The engine's TPC-B or TPC-C (`bench` with these arguments) on a database file in the mount;
 /// returns the bytes the engine wrote.
 fn engine_on_file(root: &Path, bench_args: &str) -> anyhow::Result<u64> {
@@ -178,25 +253,33 @@ fn engine_on_file(root: &Path, bench_args: &str) -> anyhow::Result<u64> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("wchar:"))
-        .and_then(|v| v.trim().parse().ok())
-        .context("no wchar in /proc/PID/io")
+    wchar_of(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// The workloads `--workloads` names.
-const WORKLOADS: [&str; 6] = [
+const WORKLOADS: [&str; 9] = [
     "seqwrite",
     "randwrite",
     "postmark-low",
     "postmark-high",
+    "kv",
     "tpcb",
     "tpcc",
+    "dfsio",
+    "terasort",
 ];
+
+/// Workloads that write every byte once to a file they fsync before deleting it (sequential
+/// passes), so that the file system must write at least as much to the device (bound 7 of
+/// `storage::measure`). The others may lose bytes to merging in a cache (random writes to one
+/// block, files deleted before they were flushed).
+fn app_bytes_reach_device(workload: &str) -> bool {
+    matches!(workload, "seqwrite" | "dfsio" | "terasort")
+}
 
 fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Result<Run> {
     let m = mount_on(fs, target, &a.device, "none")?;
+    let mut info = Value::Null;
     let r = (|| -> anyhow::Result<u64> {
         if workload == "none" {
             return Ok(0);
@@ -204,6 +287,13 @@ fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Res
         let free = free_bytes(&m.root)?;
         let mib = ((free as f64 * a.fill) as u64 >> 20).max(1) as u32;
         let file = m.root.join("data.bin");
+        let postmark_of = |files: u32| {
+            if a.postmark == "real" {
+                postmark_real(&m.root, files, a.postmark_transactions, a.seed)
+            } else {
+                postmark(&m.root, files, a.postmark_transactions, a.seed)
+            }
+        };
         match workload {
             "seqwrite" => {
                 make_file(&file, mib, a.seed)?;
@@ -218,18 +308,39 @@ fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Res
                 make_file(&file, mib, a.seed)?;
                 Ok((u64::from(mib) << 20) + fio_randwrite(&file, mib, a.rounds, a.seed)?)
             }
-            "postmark-low" => postmark(
-                &m.root,
-                a.postmark_low_files,
-                a.postmark_transactions,
-                a.seed,
-            ),
-            "postmark-high" => postmark(
-                &m.root,
-                a.postmark_high_files,
-                a.postmark_transactions,
-                a.seed,
-            ),
+            "postmark-low" => {
+                info = json!({ "postmark": a.postmark });
+                postmark_of(a.postmark_low_files)
+            }
+            "postmark-high" => {
+                info = json!({ "postmark": a.postmark });
+                postmark_of(a.postmark_high_files)
+            }
+            "kv" => {
+                let live_bytes = (free as f64 * a.fill / 2.0) as u64;
+                let k = kv::run(&m.root.join("kv"), live_bytes, a.kv_ops, a.seed)?;
+                info = json!({
+                    "live_bytes_target": live_bytes,
+                    "keys_loaded": k.keys,
+                    "ops": a.kv_ops,
+                    "compactions": k.compactions,
+                });
+                Ok(k.written_bytes)
+            }
+            "dfsio" => {
+                info = json!({ "file_bytes": u64::from(mib) << 20 });
+                hadoop::dfsio(&m.root, mib, a.seed)
+            }
+            "terasort" => {
+                let records = ((free as f64 * a.fill / 3.0) as u64 / hadoop::RECORD_BYTES as u64)
+                    .max(hadoop::RUNS);
+                info = json!({
+                    "records": records,
+                    "file_bytes": records * hadoop::RECORD_BYTES as u64,
+                    "runs": hadoop::RUNS,
+                });
+                hadoop::terasort(&m.root, records, a.seed)
+            }
             "tpcb" => engine_on_file(
                 &m.root,
                 &format!(
@@ -244,14 +355,13 @@ fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Res
                     a.tpcc_scale, a.tpcc_txns, a.seed
                 ),
             ),
-            other => bail!(
-                "unknown workload '{other}' (seqwrite, randwrite, postmark-low, postmark-high, tpcb, tpcc)"
-            ),
+            other => bail!("unknown workload '{other}' ({})", WORKLOADS.join(", ")),
         }
     })();
     let stats = m.finish()?;
     Ok(Run {
         app_bytes: r?,
+        workload: info,
         stats,
     })
 }
@@ -263,12 +373,57 @@ fn writes_of(run: &Run) -> (u64, f64) {
     (host, ftl["waf"].as_f64().unwrap_or(0.0) * host as f64)
 }
 
+/// The flash report of a stats file: `mount`'s "flash", `serve`'s "nand".
+fn flash_report(stats: &Value) -> &Value {
+    if stats.get("flash").is_some_and(|f| !f.is_null()) {
+        &stats["flash"]
+    } else {
+        &stats["nand"]
+    }
+}
+
+/// The bytes the file system counts as written to its device, where it keeps a count: lfs's
+/// pages by purpose; under ext4, the NBD export's write requests.
+fn fs_counted_bytes(stats: &Value) -> Option<u64> {
+    if let Some(st) = stats.get("lfs").filter(|v| v.is_object()) {
+        let n = |k: &str| st[k].as_u64().unwrap_or(0);
+        return Some(
+            (n("data_pages") + n("node_pages") + n("meta_pages") + n("checkpoint_pages"))
+                * PAGE_BYTES,
+        );
+    }
+    stats["requests"]["bytes_written"].as_u64()
+}
+
+/// The bytes the file system received in write requests, where it counts them (lfs).
+fn fs_received_bytes(stats: &Value) -> Option<u64> {
+    stats.get("lfs")?.get("user_bytes")?.as_u64()
+}
+
+/// The run's write path against its physical bounds (`storage::measure::check_writes`).
+fn consistency_of(workload: &str, run: &Run, fs_bytes: u64) -> Consistency {
+    let (host, claimed) = writes_of(run);
+    check_writes(Writes {
+        app_bytes: run.app_bytes,
+        fs_received_bytes: fs_received_bytes(&run.stats),
+        app_bytes_reach_device: app_bytes_reach_device(workload),
+        fs_bytes,
+        host_bytes_total: host * PAGE_BYTES,
+        fs_counted_bytes_total: fs_counted_bytes(&run.stats),
+        ftl_claimed_bytes_total: (claimed * PAGE_BYTES as f64).round() as u64,
+        flash_bytes_total: flash_report(&run.stats)["bytes_programmed"]
+            .as_u64()
+            .unwrap_or(0),
+    })
+}
+
 fn row(fs: &str, target: &str, workload: &str, run: &Run, base: &Run) -> Value {
     let ftl = &run.stats["ftl"];
     let ((host, programs), (host0, programs0)) = (writes_of(run), writes_of(base));
     let host_pages = host.saturating_sub(host0);
-    let fs_waf = (host_pages * 4096) as f64 / run.app_bytes.max(1) as f64;
+    let fs_waf = (host_pages * PAGE_BYTES) as f64 / run.app_bytes.max(1) as f64;
     let ftl_waf = (programs - programs0) / host_pages.max(1) as f64;
+    let consistency = consistency_of(workload, run, host_pages * PAGE_BYTES);
     json!({
         "fs": fs, "target": target, "workload": workload,
         "app_bytes": run.app_bytes,
@@ -279,7 +434,11 @@ fn row(fs: &str, target: &str, workload: &str, run: &Run, base: &Run) -> Value {
         "total_waf": fs_waf * ftl_waf,
         "ftl_gc": ftl["gc"],
         "trims_pages": ftl["host"]["trims"],
+        "flash_bytes_programmed": flash_report(&run.stats)["bytes_programmed"],
+        "fs_counted_bytes": fs_counted_bytes(&run.stats),
         "lfs": run.stats.get("lfs"),
+        "workload_info": run.workload,
+        "consistency": consistency,
     })
 }
 
@@ -335,12 +494,12 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
         }
     }
     println!(
-        "{:<14} {:<12} {:>9} {:>7} {:>7} {:>7} {:>10}",
-        "config", "workload", "app MiB", "FS", "FTL", "total", "GC copies"
+        "{:<14} {:<13} {:>9} {:>7} {:>7} {:>7} {:>10} {:>11}",
+        "config", "workload", "app MiB", "FS", "FTL", "total", "GC copies", "consistency"
     );
     for r in &rows {
         println!(
-            "{:<14} {:<12} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10}",
+            "{:<14} {:<13} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>11}",
             format!(
                 "{}:{}",
                 r["fs"].as_str().unwrap_or(""),
@@ -352,7 +511,15 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
             r["ftl_waf"].as_f64().unwrap_or(f64::NAN),
             r["total_waf"].as_f64().unwrap_or(f64::NAN),
             r["ftl_gc"]["migrations"],
+            r["consistency"]["status"].as_str().unwrap_or("-"),
         );
+        for v in r["consistency"]["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            println!("  WARNING: violated: {}", v.as_str().unwrap_or(""));
+        }
     }
     if let Some(p) = &a.json {
         let doc = json!({ "results": rows });
@@ -361,5 +528,90 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
             format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
         )?;
     }
+    let violated = rows
+        .iter()
+        .filter(|r| r["consistency"]["status"] != "ok")
+        .count();
+    if violated > 0 {
+        bail!("{violated} row(s) broke a physical bound of the write path (consistency: violated); their figures are not results");
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's statistics as `noftl mount` writes them for lfs.
+    fn lfs_run(app_bytes: u64, host_pages: u64, flash_pages: u64, lfs_pages: u64) -> Run {
+        Run {
+            app_bytes,
+            workload: Value::Null,
+            stats: json!({
+                "lfs": { "data_pages": lfs_pages, "node_pages": 0, "meta_pages": 0,
+                         "checkpoint_pages": 0, "user_bytes": app_bytes },
+                "ftl": { "host": { "writes": host_pages, "trims": 0 },
+                         "waf": flash_pages as f64 / host_pages as f64, "gc": {} },
+                "flash": { "bytes_programmed": flash_pages * (PAGE_BYTES + 128) },
+            }),
+        }
+    }
+
+    #[test]
+    fn rows_check_their_write_path_and_a_wrong_counter_is_violated() {
+        let base = lfs_run(0, 10, 10, 10);
+        let good = row(
+            "alfs",
+            "amf",
+            "seqwrite",
+            &lfs_run(1 << 22, 1034, 1034, 1034),
+            &base,
+        );
+        assert_eq!(good["consistency"]["status"], "ok", "{good}");
+        assert_eq!(good["ftl_waf"], 1.0);
+        // The flash's count below the FTL's host writes: a page was stored without a program.
+        let mut lost = lfs_run(1 << 22, 1034, 1034, 1034);
+        lost.stats["flash"]["bytes_programmed"] = json!(1000 * (PAGE_BYTES + 128));
+        let r = row("alfs", "amf", "seqwrite", &lost, &base);
+        assert_eq!(r["consistency"]["status"], "violated", "{r}");
+        // The file system counting more than the device received.
+        let r = row(
+            "f2fs",
+            "page",
+            "randwrite",
+            &lfs_run(1 << 22, 1034, 1100, 1040),
+            &base,
+        );
+        assert_eq!(r["consistency"]["status"], "violated", "{r}");
+        // A sequential workload whose bytes did not all reach the device.
+        let r = row(
+            "f2fs",
+            "page",
+            "seqwrite",
+            &lfs_run(1 << 23, 1034, 1100, 1034),
+            &base,
+        );
+        assert_eq!(r["consistency"]["status"], "violated", "{r}");
+        // A workload that counts fewer bytes than the file system received from it.
+        let mut undercounted = lfs_run(1 << 22, 1034, 1034, 1034);
+        undercounted.app_bytes = 1 << 20;
+        let r = row("alfs", "amf", "postmark-low", &undercounted, &base);
+        assert_eq!(r["consistency"]["status"], "violated", "{r}");
+        // ... which a workload that deletes files before they are flushed may do.
+        let r = row(
+            "f2fs",
+            "page",
+            "postmark-low",
+            &lfs_run(1 << 23, 1034, 1100, 1034),
+            &base,
+        );
+        assert_eq!(r["consistency"]["status"], "ok", "{r}");
+    }
+
+    #[test]
+    fn wchar_is_read_from_proc_io() {
+        let io = "rchar: 611720\nwchar: 1267649\nsyscr: 1229\nsyscw: 2645\n";
+        assert_eq!(wchar_of(io).unwrap(), 1_267_649);
+        assert!(wchar_of("rchar: 1\n").is_err());
+    }
 }

@@ -660,14 +660,17 @@ pub fn serve<F: PosixFs + std::fmt::Debug>(
         MountOption::DefaultPermissions,
         MountOption::RW,
     ];
+    // The handlers come first: a SIGTERM right after the mount appears (a driver that waits
+    // for the mount and then stops it) must unmount, not kill the process and leave a dead
+    // mount and no statistics behind.
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .context("cannot install signal handlers")?;
     let session = fuser::spawn_mount2(adapter, mountpoint, &opts).with_context(|| {
         format!(
             "cannot mount on {} (is fusermount3 installed?)",
             mountpoint.display()
         )
     })?;
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
-        .context("cannot install signal handlers")?;
     on_ready();
     loop {
         if signals.pending().next().is_some() {

@@ -34,15 +34,34 @@ fn options(medium: Medium) -> CrashOptions {
     }
 }
 
+/// The counters of `exercised` are global, so the stores run one after the other in one test.
+/// The last runs the native store on 16 KiB flash pages with 16 KiB DB pages (the IAA paper's
+/// page size).
 #[test]
 fn power_cuts_during_iaa_and_u2di_recover_on_the_page_ftl_and_native() {
-    for medium in [
-        Medium::Flash(FlashMedium::new("page").unwrap()),
-        Medium::Native(Default::default()),
+    let native_16k = Medium::Native(kits::crash::NativeDevice {
+        overrides: vec![
+            "geometry.page_size_bytes=16384".into(),
+            "geometry.oob_size_bytes=512".into(),
+        ],
+        ..Default::default()
+    });
+    for (medium, page_bytes, seeds) in [
+        (
+            Medium::Flash(FlashMedium::new("page").unwrap()),
+            4096,
+            0..12,
+        ),
+        (Medium::Native(Default::default()), 4096, 0..12),
+        (native_16k, 16384, 0..8),
     ] {
         let (moved0, hinted0) = exercised();
-        let name = medium.name().to_string();
-        sweep(&options(medium), 0..12);
+        let name = format!("{} with {page_bytes}-byte pages", medium.name());
+        let o = CrashOptions {
+            page_bytes,
+            ..options(medium)
+        };
+        sweep(&o, seeds);
         let (moved, hinted) = exercised();
         assert!(
             moved > moved0 && hinted > hinted0,

@@ -126,6 +126,11 @@ pub struct Row {
     pub erases_per_kquery: f64,
     pub host_writes_per_query: f64,
     pub flash_programs_per_query: f64,
+    /// Programs of padding (MLC/TLC: the rest of a word line a durability point closes).
+    pub flash_pad_programs_per_query: f64,
+    /// GC page copies (4 KiB units) per query.
+    pub gc_copies_per_query: f64,
+    pub log_forces_per_query: f64,
     pub relative: Relative,
     pub rows: u64,
     pub buffer_frames: usize,
@@ -412,6 +417,9 @@ pub fn run_one(
         erases_per_kquery: p.flash_erases * 1000.0,
         host_writes_per_query: p.host_page_writes,
         flash_programs_per_query: p.flash_programs,
+        flash_pad_programs_per_query: p.flash_pad_programs,
+        gc_copies_per_query: p.gc_migrations,
+        log_forces_per_query: p.log_forces,
         relative: Relative::default(),
         rows: cfg.rows,
         buffer_frames: frames,

@@ -27,8 +27,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::sched::{Step, Terminal};
 
 use crate::batch::Batcher;
-use crate::LoadMethod;
 use crate::settle::{settle, Settled};
+use crate::LoadMethod;
 use storage::tuple::Value;
 use storage::{Engine, Error, ObjectId, Result, Rid};
 

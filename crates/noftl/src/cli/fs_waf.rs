@@ -26,6 +26,8 @@
 //!   shell that waits for it accumulates);
 //! - `tpcc` (the table's TPC-C row): the same with `noftl bench tpcc` (the specification's
 //!   population, `--tpcc-scale` warehouses, `--tpcc-txns` transactions of the mix).
+//!   Both load row by row (`--load rows`), as when AMF's table was measured: the load's write
+//!   stream is part of what the file systems see.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -233,14 +235,14 @@ fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Res
             "tpcb" => engine_on_file(
                 &m.root,
                 &format!(
-                    "tpcb --scale {} --txns {} --seed {}",
+                    "tpcb --scale {} --txns {} --seed {} --load rows",
                     a.tpcb_scale, a.tpcb_txns, a.seed
                 ),
             ),
             "tpcc" => engine_on_file(
                 &m.root,
                 &format!(
-                    "tpcc --scale {} --txns {} --seed {}",
+                    "tpcc --scale {} --txns {} --seed {} --load rows",
                     a.tpcc_scale, a.tpcc_txns, a.seed
                 ),
             ),

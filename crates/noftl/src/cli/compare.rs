@@ -15,7 +15,9 @@
 //! its allocated pages counted; the device holds that plus 10% and 256 pages of growth (the
 //! history table grows during the run). That loaded database is then copied page by page onto
 //! every row's store (`Engine::copy_to`): every row starts from the same bytes, at the cost of one
-//! write per page instead of a load.
+//! write per page instead of a load. TPC-B and TPC-C load in bulk unless `--load rows` (the
+//! row-by-row load every comparison before 2026-11-27 used; the JSON's `load` says which ran):
+//! the same rows either way, in a smaller database with full B+-tree nodes when in bulk.
 //!
 //! The NoFTL paper ran Shore-MT with one thread (Figure 6: "Threads: (1)"), so one terminal by
 //! default. The buffer pool is 2% of the database pages (`--buffer`; at least 256 frames), the

@@ -218,7 +218,7 @@ pub fn load(e: &mut Engine, cfg: &IaaConfig, mut progress: impl FnMut(u64)) -> R
     e.execute_ddl(t, &ddl)?;
     e.commit(t)?;
     let h = Handles::get(e)?;
-    let mut b = Batcher::begin(e, &mut progress)?;
+    let mut b = Batcher::begin(e, crate::LoadMethod::Rows, &mut progress)?;
     for id in 0..cfg.loaded_ids() {
         b.put(
             e,

@@ -15,6 +15,44 @@ pub mod tpcb;
 pub mod tpcc;
 pub mod tpch;
 
+/// How a kit's population goes into the engine (batch.rs says how each works).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadMethod {
+    /// `storage::bulk`: dense heap pages, B+-trees built bottom-up, one redo record per page.
+    #[default]
+    Bulk,
+    /// One logged insert per row and index, a commit every 2,000 rows: the only loader before
+    /// 2026-11-27 (every TPC-B and TPC-C figure published before then used it).
+    Rows,
+}
+
+impl LoadMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadMethod::Bulk => "bulk",
+            LoadMethod::Rows => "rows",
+        }
+    }
+}
+
+impl std::fmt::Display for LoadMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for LoadMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bulk" => Ok(LoadMethod::Bulk),
+            "rows" => Ok(LoadMethod::Rows),
+            other => Err(format!("a load is bulk or rows, not '{other}'")),
+        }
+    }
+}
+
 /// Pages for `rows` rows of `bytes_per_row` measured page space each on pages of `page_bytes`,
 /// plus 64 for the catalog and the first pages of every table and index.
 pub(crate) fn pages_for(rows: u64, bytes_per_row: u64, page_bytes: usize) -> u64 {

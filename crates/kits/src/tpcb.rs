@@ -28,6 +28,7 @@ use storage::sched::{Step, Terminal};
 
 use crate::batch::Batcher;
 use crate::settle::{settle, Settled};
+use crate::LoadMethod;
 use storage::tuple::Value;
 use storage::{Engine, Error, ObjectId, Result, Rid};
 
@@ -108,7 +109,7 @@ fn filler(n: usize) -> Value {
     Value::Str("x".repeat(n))
 }
 
-/// Creates the schema and loads the rows (balances 0), committing every `batch` rows.
+/// Creates the schema and loads the rows (balances 0) row by row, committing every 2,000 rows.
 /// `progress(rows_done)` is called after each batch.
 pub fn load(e: &mut Engine, cfg: TpcbConfig, progress: impl FnMut(u64)) -> Result<Handles> {
     load_with_ddl(e, cfg, DDL, progress)
@@ -120,6 +121,18 @@ pub fn load_with_ddl(
     e: &mut Engine,
     cfg: TpcbConfig,
     ddl: &str,
+    progress: impl FnMut(u64),
+) -> Result<Handles> {
+    load_using(e, cfg, ddl, LoadMethod::Rows, progress)
+}
+
+/// `load_with_ddl` by `method`: the same rows in the same order either way (batch.rs); `Bulk`
+/// ends with a checkpoint.
+pub fn load_using(
+    e: &mut Engine,
+    cfg: TpcbConfig,
+    ddl: &str,
+    method: LoadMethod,
     mut progress: impl FnMut(u64),
 ) -> Result<Handles> {
     if cfg.scale == 0 || cfg.tellers_per_branch == 0 || cfg.accounts_per_branch == 0 {
@@ -131,7 +144,7 @@ pub fn load_with_ddl(
     e.execute_ddl(t, ddl)?;
     e.commit(t)?;
     let h = Handles::get(e)?;
-    let mut b = Batcher::begin(e, &mut progress)?;
+    let mut b = Batcher::begin(e, method, &mut progress)?;
     for br in 0..cfg.scale {
         b.put(
             e,

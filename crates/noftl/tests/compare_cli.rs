@@ -29,6 +29,7 @@ fn compare_gives_the_figure_3_rows_and_the_same_json_for_the_same_seed() {
     let v: serde_json::Value = serde_json::from_str(&a).unwrap();
     assert_eq!(v["workload"], "tpcb");
     assert_eq!(v["repeat"], 2);
+    assert_eq!(v["load"], "bulk", "the default load, said in the JSON");
     let rows = v["rows"].as_array().unwrap();
     let names: Vec<&str> = rows
         .iter()
@@ -121,10 +122,21 @@ fn compare_refuses_bad_warmups_and_stores_before_loading_anything() {
 #[test]
 fn compare_runs_only_the_stores_asked_for() {
     let mut args = COMPARE.to_vec();
-    args.extend(["--stores", "native,page", "--warmup", "none"]);
+    args.extend([
+        "--stores",
+        "native,page",
+        "--warmup",
+        "none",
+        "--load",
+        "rows",
+    ]);
     let (ok, out, err) = noftl(&args);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["load"], "rows",
+        "--load rows: the figures before 2026-11-27"
+    );
     let names: Vec<&str> = v["rows"]
         .as_array()
         .unwrap()
@@ -162,5 +174,33 @@ fn bench_tpcb_runs_on_the_native_store_and_passes_the_check() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["storage"], "native");
     assert_eq!(v["committed"], 400);
-    assert_eq!(v["check"], "passed");
+    assert_eq!(
+        v["check"], "passed",
+        "the TPC-B check passes after a bulk load"
+    );
+    assert_eq!(v["load"], "bulk");
+}
+
+#[test]
+fn a_load_the_workload_has_no_loader_for_is_refused_before_loading() {
+    for (args, says) in [
+        (
+            &["compare", "--workload", "tatp", "--load", "bulk"][..],
+            "TATP loads row by row",
+        ),
+        (
+            &["compare", "--workload", "tpch", "--load", "rows"][..],
+            "TPC-H loads in bulk",
+        ),
+        (
+            &["bench", "tatp", "--load", "bulk", "--txns", "10"][..],
+            "bench tatp loads row by row",
+        ),
+        (&["compare", "--load", "sideways"][..], "bulk or rows"),
+    ] {
+        let (ok, _, err) = noftl(args);
+        assert!(!ok, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("measuring"), "refused before the load: {err}");
+    }
 }

@@ -101,6 +101,14 @@ impl BulkLoad {
     pub fn rows(&self) -> u64 {
         self.stats.rows
     }
+    /// The table being loaded.
+    pub fn table(&self) -> ObjectId {
+        self.table
+    }
+    /// The table's schema (rows are encoded with it for `bulk_insert`).
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
 }
 
 fn reserve(page_bytes: usize, fill_percent: u8) -> usize {

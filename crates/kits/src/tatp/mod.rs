@@ -193,7 +193,7 @@ pub fn load(
     e.commit(t)?;
     let h = Handles::get(e)?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7A7F_10AD);
-    let mut b = Batcher::begin(e, &mut progress)?;
+    let mut b = Batcher::begin(e, crate::LoadMethod::Rows, &mut progress)?;
     let int = |v: i64| Value::Int(v);
     for s in 1..=cfg.subscribers {
         let sid = i64::from(s);

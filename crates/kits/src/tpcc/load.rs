@@ -18,6 +18,7 @@ use storage::tuple::Value;
 use storage::{Engine, Result};
 
 use crate::batch::Batcher;
+use crate::LoadMethod;
 
 use super::{
     input::rng_for, last_name, nurand, timestamp_s, Handles, NurandConsts, TpccConfig, DDL,
@@ -69,7 +70,7 @@ fn int(v: u32) -> Value {
     Value::Int(i64::from(v))
 }
 
-/// Creates the schema and loads the population (invariants in the module doc).
+/// Creates the schema and loads the population row by row (invariants in the module doc).
 /// `progress(rows_done)` is called after each batch; the total is about `cfg.rows_estimate()`.
 pub fn load(
     e: &mut Engine,
@@ -87,6 +88,20 @@ pub fn load_with_ddl(
     cfg: TpccConfig,
     ddl: &str,
     seed: u64,
+    progress: impl FnMut(u64),
+) -> Result<Loaded> {
+    load_using(e, cfg, ddl, seed, LoadMethod::Rows, progress)
+}
+
+/// `load_with_ddl` by `method`: the same rows in the same order either way (batch.rs; the
+/// generator draws from one random stream, so the order is what makes the rows the same);
+/// `Bulk` keeps one bulk load per table open and ends with a checkpoint.
+pub fn load_using(
+    e: &mut Engine,
+    cfg: TpccConfig,
+    ddl: &str,
+    seed: u64,
+    method: LoadMethod,
     mut progress: impl FnMut(u64),
 ) -> Result<Loaded> {
     cfg.validate()?;
@@ -101,7 +116,7 @@ pub fn load_with_ddl(
     // so that conditions 8 and 9 also hold for a reduced population.
     let d_ytd_cents = i64::from(cfg.customers_per_district) * 1000;
     let w_ytd_cents = d_ytd_cents * i64::from(cfg.districts_per_warehouse);
-    let mut b = Batcher::begin(e, &mut progress)?;
+    let mut b = Batcher::begin(e, method, &mut progress)?;
     for i in 1..=cfg.items {
         let row = [
             int(i),

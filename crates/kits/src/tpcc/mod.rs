@@ -33,7 +33,7 @@ use storage::{Engine, ObjectId, Result};
 
 pub use check::{check, CheckReport};
 pub use input::{Input, InputGen, Kind};
-pub use load::{load, load_with_ddl};
+pub use load::{load, load_using, load_with_ddl};
 pub use txn::TpccTerminal;
 
 pub const DDL: &str = "

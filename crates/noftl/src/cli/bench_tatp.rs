@@ -70,6 +70,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.regions.is_some() && args.storage != "native" {
         bail!("--regions needs --storage native (regions are NoFTL's)");
     }
+    if args.load == Some(kits::LoadMethod::Bulk) {
+        bail!("bench tatp loads row by row (--load rows); --load bulk is TPC-B's and TPC-C's");
+    }
     let (until, virtual_clock) = run_plan(&args)?;
     let plan = args.results.plan()?;
     let cfg = TatpConfig {

@@ -15,7 +15,9 @@
 //! its allocated pages counted; the device holds that plus 10% and 256 pages of growth (the
 //! history table grows during the run). That loaded database is then copied page by page onto
 //! every row's store (`Engine::copy_to`): every row starts from the same bytes, at the cost of one
-//! write per page instead of a load.
+//! write per page instead of a load. TPC-B and TPC-C load in bulk unless `--load rows` (the
+//! row-by-row load every comparison before 2026-11-27 used; the JSON's `load` says which ran):
+//! the same rows either way, in a smaller database with full B+-tree nodes when in bulk.
 //!
 //! The NoFTL paper ran Shore-MT with one thread (Figure 6: "Threads: (1)"), so one terminal by
 //! default. The buffer pool is 2% of the database pages (`--buffer`; at least 256 frames), the
@@ -53,6 +55,7 @@ use ftl::{FtlOptions, MemDisk};
 use indicatif::{ProgressBar, ProgressStyle};
 use kits::tatp::{self, TatpConfig, TatpTerminal};
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
+use kits::LoadMethod;
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
@@ -142,6 +145,12 @@ pub struct CompareArgs {
     /// violated), after writing the results.
     #[arg(long)]
     pub strict: bool,
+    /// TPC-B and TPC-C: how the database is loaded (once, on a RAM disk, before it is copied to
+    /// every store): bulk (dense heap pages, B+-trees built bottom-up; the default) or rows (one
+    /// logged insert per row and index: every comparison published before 2026-11-27 was loaded
+    /// this way, and `--load rows` reproduces it). TATP always loads row by row, TPC-H in bulk.
+    #[arg(long)]
+    pub load: Option<kits::LoadMethod>,
     #[command(flatten)]
     pub results: crate::results::ResultsArgs,
 }
@@ -262,6 +271,8 @@ struct CompareResult {
     /// TPC-C: fixed or random (--home-warehouse).
     #[serde(skip_serializing_if = "Option::is_none")]
     home_warehouse: Option<kits::tpcc::HomeWarehouse>,
+    /// How the database was loaded: bulk or rows (--load).
+    load: kits::LoadMethod,
     device: Device,
     rows: Vec<Row>,
 }
@@ -297,11 +308,30 @@ impl Workload {
             Workload::Tpch(_) => "TPC-H",
         }
     }
-    fn load(&self, e: &mut Engine, progress: &dyn Fn(u64)) -> anyhow::Result<Loaded> {
+    /// How this workload is loaded with `--load` (None: the default); TATP has only a row
+    /// loader, TPC-H only a bulk one.
+    fn load_method(&self, asked: Option<LoadMethod>) -> anyhow::Result<LoadMethod> {
+        match (self, asked) {
+            (Workload::Tatp(..), None | Some(LoadMethod::Rows)) => Ok(LoadMethod::Rows),
+            (Workload::Tatp(..), Some(LoadMethod::Bulk)) => {
+                bail!("TATP loads row by row (--load rows); --load bulk is TPC-B's and TPC-C's")
+            }
+            (Workload::Tpch(_), Some(LoadMethod::Rows)) => {
+                bail!("TPC-H loads in bulk; --load rows is TPC-B's and TPC-C's")
+            }
+            (_, m) => Ok(m.unwrap_or_default()),
+        }
+    }
+    fn load(
+        &self,
+        e: &mut Engine,
+        method: LoadMethod,
+        progress: &dyn Fn(u64),
+    ) -> anyhow::Result<Loaded> {
         Ok(match *self {
-            Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load(e, c, progress)?),
+            Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load_using(e, c, tpcb::DDL, method, progress)?),
             Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, progress)?),
-            Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c, progress)?),
+            Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c, method, progress)?),
             Workload::Tpch(c) => Loaded::Tpch(kits::tpch::load(e, c, progress)?.0),
         })
     }
@@ -739,6 +769,21 @@ fn units_per_page(g: &nand::Geometry) -> u64 {
     u64::from(ftl::space::units_per_page(g))
 }
 
+/// CPU seconds this thread has used: what a phase costs whatever else the shared machine runs
+/// (its wall time is an upper bound when other work competes for the cores).
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a pointer to a live local.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// Loads the database on a RAM disk, measures it and sizes the device for it.
 fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
     let cfg = args.device.load()?;
@@ -756,12 +801,15 @@ fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let wall = std::time::Instant::now();
-    let loaded_handles = w.load(&mut e, &|n| bar.set_position(n))?;
+    let cpu = thread_cpu_s();
+    let method = w.load_method(args.load)?;
+    let loaded_handles = w.load(&mut e, method, &|n| bar.set_position(n))?;
     bar.finish_and_clear();
     eprintln!(
-        "loaded {} once in {:.1} s (every store gets a page-by-page copy of it)",
+        "loaded {} once in {:.1} s wall, {:.1} s CPU ({method}; every store gets a page-by-page copy of it)",
         w.label(),
-        wall.elapsed().as_secs_f64()
+        wall.elapsed().as_secs_f64(),
+        thread_cpu_s() - cpu
     );
     let loaded = e.stats().pages_allocated + 2;
     let db_pages = loaded + loaded / 10 + 256;
@@ -834,15 +882,19 @@ fn run_row(
 ) -> anyhow::Result<Vec<RunOut>> {
     let name = ROWS[row].0;
     let wall = std::time::Instant::now();
+    let cpu0 = thread_cpu_s();
     let mut e = probe.copy_onto(rig, row)?;
     let loaded = probe.loaded;
     let load_s = wall.elapsed().as_secs_f64();
+    let copy_cpu_s = thread_cpu_s() - cpu0;
     let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, &loaded, terminals)?;
     eprintln!(
-        "{name}: copied in {load_s:.1} s, warmed up in {:.1} s wall ({:.1} s virtual, the device written over {warmup_writes:.2} times)",
+        "{name}: copied in {load_s:.1} s wall ({copy_cpu_s:.1} s CPU), warmed up in {:.1} s wall ({:.1} s CPU; {:.1} s virtual, the device written over {warmup_writes:.2} times)",
         wall.elapsed().as_secs_f64() - load_s,
+        thread_cpu_s() - cpu0 - copy_cpu_s,
         warmup_ns as f64 / 1e9
     );
+    let (wall1, cpu1) = (std::time::Instant::now(), thread_cpu_s());
     let mut outs = Vec::new();
     for k in 0..repeat {
         // The dashboard's live points (if it runs this comparison): one series per window.
@@ -866,6 +918,11 @@ fn run_row(
         // A window stops at a time: end what it left open before the next one starts.
         e.quiesce()?;
     }
+    eprintln!(
+        "{name}: {repeat} window(s) in {:.1} s wall ({:.1} s CPU)",
+        wall1.elapsed().as_secs_f64(),
+        thread_cpu_s() - cpu1
+    );
     Ok(outs)
 }
 
@@ -1182,6 +1239,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     if args.home_warehouse.is_some() && !matches!(w, Workload::Tpcc(_)) {
         bail!("--home-warehouse is TPC-C's (--workload tpcc)");
     }
+    let load = w.load_method(args.load)?;
     if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
@@ -1367,6 +1425,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
             Workload::Tpcc(c) => Some(c.home_warehouse),
             _ => None,
         },
+        load,
         device: Device {
             preset: rig.nand.name.clone(),
             blocks: g.blocks(),
@@ -1486,6 +1545,14 @@ fn print_table(res: &CompareResult) {
             }
         );
     }
+    println!(
+        "load: {} ({})",
+        res.load,
+        match res.load {
+            LoadMethod::Bulk => "storage::bulk, B+-trees built bottom-up; --load rows for the row-by-row load of the figures before 2026-11-27",
+            LoadMethod::Rows => "one logged insert per row and index",
+        }
+    );
     print!("{:<8}", "");
     for r in &res.rows {
         print!(" | {:^26}", r.storage);

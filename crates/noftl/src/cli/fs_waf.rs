@@ -25,7 +25,9 @@
 //!   bytes written are the write(2) bytes of the process (`wchar` of `/proc/PID/io`, which the
 //!   shell that waits for it accumulates);
 //! - `tpcc` (the table's TPC-C row): the same with `noftl bench tpcc` (the specification's
-//!   population, `--tpcc-scale` warehouses, `--tpcc-txns` transactions of the mix);
+//!   population, `--tpcc-scale` warehouses, `--tpcc-txns` transactions of the mix); both load
+//!   row by row (`--load rows`), as when AMF's table was measured: the load's write stream is
+//!   part of what the file systems see;
 //! - `kv` (the table's non-transactional row): a Bitcask-like hash-partitioned log store with
 //!   periodic syncs and compaction (`kv.rs` says what and why);
 //! - `dfsio`, `terasort` (the table's Hadoop rows): a large file written and read; an external
@@ -344,14 +346,14 @@ fn run_one(a: &FsWafArgs, fs: &str, target: &str, workload: &str) -> anyhow::Res
             "tpcb" => engine_on_file(
                 &m.root,
                 &format!(
-                    "tpcb --scale {} --txns {} --seed {}",
+                    "tpcb --scale {} --txns {} --seed {} --load rows",
                     a.tpcb_scale, a.tpcb_txns, a.seed
                 ),
             ),
             "tpcc" => engine_on_file(
                 &m.root,
                 &format!(
-                    "tpcc --scale {} --txns {} --seed {}",
+                    "tpcc --scale {} --txns {} --seed {} --load rows",
                     a.tpcc_scale, a.tpcc_txns, a.seed
                 ),
             ),

@@ -81,6 +81,8 @@ struct TpccResult {
     consistency: Consistency,
     check: &'static str,
     check_problems: Vec<String>,
+    /// How the database was loaded: bulk or rows (--load).
+    load: &'static str,
 }
 
 pub fn run(a: TpccArgs) -> anyhow::Result<()> {
@@ -131,7 +133,10 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let loaded = tpcc::load(&mut e, cfg, args.seed, |n| bar.set_position(n))?;
+    let method = args.load.unwrap_or_default();
+    let loaded = tpcc::load_using(&mut e, cfg, tpcc::DDL, args.seed, method, |n| {
+        bar.set_position(n)
+    })?;
     bar.finish_and_clear();
     e.checkpoint()?;
     let load_s = wall.elapsed().as_secs_f64();
@@ -243,6 +248,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         ),
         check,
         check_problems: problems,
+        load: method.name(),
     };
     if let Some(p) = &plan {
         let types: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
@@ -285,7 +291,10 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         );
         super::print_consistency(&res.consistency);
         super::print_check(res.check, &res.check_problems);
-        println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
+        println!(
+            "  host: load {:.2} s ({}); run {:.3} s wall",
+            load_s, res.load, run_wall_s
+        );
     }
     if res.check == "failed" {
         bail!("the TPC-C check failed");

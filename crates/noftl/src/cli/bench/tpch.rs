@@ -87,6 +87,7 @@ impl TpchArgs {
             log_region: self.log_region.clone(),
             path: None,
             force: false,
+            load: None,
             scale: 1,
             accounts_per_branch: 100_000,
             terminals: 1,

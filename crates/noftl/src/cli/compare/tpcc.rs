@@ -13,8 +13,13 @@ use super::Ran;
 /// The load's seed: fixed, so that every row and repeat holds the same database.
 const LOAD_SEED: u64 = 0x7C;
 
-pub fn load(e: &mut Engine, cfg: TpccConfig, progress: &dyn Fn(u64)) -> Result<tpcc::load::Loaded> {
-    tpcc::load(e, cfg, LOAD_SEED, progress)
+pub fn load(
+    e: &mut Engine,
+    cfg: TpccConfig,
+    method: kits::LoadMethod,
+    progress: &dyn Fn(u64),
+) -> Result<tpcc::load::Loaded> {
+    tpcc::load_using(e, cfg, tpcc::DDL, LOAD_SEED, method, progress)
 }
 
 #[allow(clippy::too_many_arguments)]

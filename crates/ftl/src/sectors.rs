@@ -222,6 +222,17 @@ impl<D: BlockDevice> BlockDevice for Sectors<D> {
 
     fn trim(&mut self, at_ns: Nanos, lpn: u64, sectors: u64) -> Result<Nanos, FtlError> {
         check_range(lpn, sectors, self.capacity_pages())?;
+        if self.append_only
+            && (!lpn.is_multiple_of(self.units) || !sectors.is_multiple_of(self.units))
+        {
+            // Zeros gathered for a partial page would be an append the inner FTL may refuse
+            // after this request changed something; refuse it first (contract item 1).
+            return Err(FtlError::Unsupported(format!(
+                "an append-only device trims whole {}-sector flash pages (whole segments); sectors {lpn}..{} are not",
+                self.units,
+                lpn + sectors
+            )));
+        }
         let mut done = at_ns;
         // Whole pages are trimmed in the inner FTL, in runs; the sectors of a page trimmed in
         // part must read as zeros (contract item 2), so they are written as zeros.

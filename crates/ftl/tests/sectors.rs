@@ -140,6 +140,8 @@ fn amf_on_16k_pages_takes_appends_in_sectors_and_refuses_an_append_into_a_flushe
     );
     assert!(err.to_string().contains("next page"), "{err}");
     t = dev.flush(t).unwrap();
+    // A trim of part of a page is refused before it changes anything.
+    assert!(matches!(dev.trim(t, 1, 2), Err(FtlError::Unsupported(_))));
     // Appends go on at the next page.
     t = dev.write(t, 12, &sector, false).unwrap();
     t = dev.flush(t).unwrap();

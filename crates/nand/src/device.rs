@@ -997,6 +997,8 @@ impl Nand {
         purpose: Purpose,
     ) -> Result<Done, NandError> {
         let (data_off, data, oob_off, oob) = bytes;
+        // Before `begin` changes the device's state (store.rs, `Store::reserve`).
+        self.store.reserve(ppn)?;
         let mode = self.blocks[pbn.0 as usize].mode;
         let array_ns = match (op, self.times.oob_program_ns) {
             (OpKind::OobWrite, Some(t)) => t,
@@ -1206,6 +1208,8 @@ impl Nand {
                 Self::check_len("oob", oob.len(), self.geo.oob_size_bytes as usize)?;
             }
             self.check_program(ppn, pbn, page, None)?;
+            // Before `begin` changes the device's state (store.rs, `Store::reserve`).
+            self.store.reserve(ppn)?;
             let mode = self.blocks[pbn.0 as usize].mode;
             array_ns = array_ns.max(self.times.program(mode, self.cfg.page_type(mode, page)));
             cmd_ns += self.times.cmd_ns;

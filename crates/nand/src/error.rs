@@ -102,6 +102,11 @@ pub enum NandError {
     PowerLost,
     #[error("the device is powered off; power it on first")]
     PoweredOff,
+    #[error("the device keeps its data in RAM, and {mapped_bytes} bytes of it would leave less than the {available_bytes} bytes the host had free; use store = \"meta\" (no data kept), an image file, or a smaller device")]
+    OutOfMemory {
+        mapped_bytes: u64,
+        available_bytes: u64,
+    },
     #[error("multi-plane operation: {0}")]
     MultiPlane(String),
     #[error("device image: {0}")]

@@ -14,6 +14,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod geometry;
+pub mod host_memory;
 pub mod stats;
 pub mod store;
 pub mod timing;

@@ -145,6 +145,11 @@ pub trait Store: Send + std::fmt::Debug {
         oob_off: usize,
         oob: &[u8],
     );
+    /// Makes room for page `ppn` before the device changes any state for its program, so that
+    /// a store that cannot hold it refuses the program cleanly (the RAM store's budget).
+    fn reserve(&mut self, _ppn: Ppn) -> Result<(), NandError> {
+        Ok(())
+    }
     fn save_block(&mut self, _pbn: Pbn, _meta: &BlockMeta) {}
     fn save_page_state(&mut self, _ppn: Ppn, _state: u8) {}
     fn save_clock(&mut self, _ns: u64, _clean: bool) {}
@@ -181,9 +186,17 @@ pub struct RamStore {
     block_bytes: usize,
     blocks_per_arena: usize,
     arenas: Vec<Option<MmapMut>>,
+    /// Bytes of the arenas mapped so far, and what the host had free when the store was made:
+    /// arenas are mapped lazily and erased blocks keep theirs, so a large device written all
+    /// over would otherwise grow until the kernel kills the process (`reserve` refuses first).
+    mapped_bytes: u64,
+    budget_bytes: Option<u64>,
 }
 
 const ARENA_BYTES: usize = 32 << 20;
+/// Host memory left to everything else when the budget is taken (the process's own tables,
+/// the page cache of other programs).
+const BUDGET_MARGIN_BYTES: u64 = 512 << 20;
 
 impl RamStore {
     pub fn new(g: &Geometry, keep_data: bool) -> Self {
@@ -203,6 +216,9 @@ impl RamStore {
             block_bytes,
             blocks_per_arena,
             arenas,
+            mapped_bytes: 0,
+            budget_bytes: crate::host_memory::available_bytes()
+                .map(|b| b.saturating_sub(BUDGET_MARGIN_BYTES)),
         }
     }
 
@@ -225,6 +241,7 @@ impl RamStore {
             // there is no way to go on emulating, and no caller could act on an error.
             let map = MmapMut::map_anon(len)
                 .unwrap_or_else(|e| panic!("cannot map {len} bytes of device memory: {e}"));
+            self.mapped_bytes += len as u64;
             #[cfg(target_os = "linux")]
             {
                 // Advice only: without transparent huge pages the arena works the same, slower.
@@ -236,6 +253,23 @@ impl RamStore {
 }
 
 impl Store for RamStore {
+    fn reserve(&mut self, ppn: Ppn) -> Result<(), NandError> {
+        let (a, _, _) = self.split(ppn);
+        if self.arenas[a].is_some() {
+            return Ok(());
+        }
+        let len = (self.blocks_per_arena * self.block_bytes) as u64;
+        let mapped_bytes = self.mapped_bytes + len;
+        if let Some(available_bytes) = self.budget_bytes.filter(|&b| mapped_bytes > b) {
+            return Err(NandError::OutOfMemory {
+                mapped_bytes,
+                available_bytes,
+            });
+        }
+        self.arena(a);
+        Ok(())
+    }
+
     fn kind(&self) -> &'static str {
         if self.keep_data {
             "ram"
@@ -515,6 +549,33 @@ impl Store for ImageStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ram_store_past_its_budget_refuses_a_new_arena_and_keeps_the_old_ones() {
+        let cfg = crate::DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=512".into()])
+            .expect("preset");
+        let mut st = RamStore::new(&cfg.geometry, true);
+        let arena_bytes = (st.blocks_per_arena * st.block_bytes) as u64;
+        assert!(
+            st.arenas.len() > 1,
+            "the test needs a device of several arenas"
+        );
+        st.budget_bytes = Some(arena_bytes);
+        assert_eq!(st.reserve(Ppn(0)), Ok(()));
+        assert_eq!(st.reserve(Ppn(1)), Ok(()), "the same arena again");
+        let far = Ppn((st.blocks_per_arena * st.pages_per_block) as u64);
+        assert_eq!(
+            st.reserve(far),
+            Err(NandError::OutOfMemory {
+                mapped_bytes: 2 * arena_bytes,
+                available_bytes: arena_bytes
+            })
+        );
+        assert!(
+            st.arenas[1].is_none(),
+            "nothing mapped for the refused page"
+        );
+    }
 
     #[test]
     fn block_meta_round_trips_through_its_encoding() {

@@ -169,8 +169,8 @@ fn bad_ftl_arguments_are_clear_errors() {
             "multiple of 4096",
         ),
         (
-            &["io", "--target", "block", "--preset", "mlc16k"],
-            "one to one",
+            &["ftl", "memory", "--page-size", "3KiB"],
+            "4KiB, 8KiB or 16KiB",
         ),
         (
             &[

@@ -47,9 +47,6 @@ pub struct Sectors<D> {
     /// A page read from the inner FTL (read-modify-write and partial reads).
     scratch: Vec<u8>,
     host: HostCounts,
-    /// Pages written whole, and pages written in part (each cost a read of the old page).
-    full_page_writes: u64,
-    rmw_writes: u64,
 }
 
 impl<D: BlockDevice> Sectors<D> {
@@ -75,8 +72,6 @@ impl<D: BlockDevice> Sectors<D> {
             written: vec![false; units as usize],
             scratch: vec![0; page_bytes],
             host: HostCounts::default(),
-            full_page_writes: 0,
-            rmw_writes: 0,
         }
     }
 
@@ -87,15 +82,12 @@ impl<D: BlockDevice> Sectors<D> {
             return Ok(at_ns);
         };
         let mut t = at_ns;
-        if self.written.iter().all(|&w| w) {
-            self.full_page_writes += 1;
-        } else {
+        if !self.written.iter().all(|&w| w) {
             t = self.inner.read(at_ns, page, &mut self.scratch)?;
             let s = LOGICAL_PAGE_BYTES;
             for (i, _) in self.written.iter().enumerate().filter(|(_, w)| !**w) {
                 self.data[i * s..(i + 1) * s].copy_from_slice(&self.scratch[i * s..(i + 1) * s]);
             }
-            self.rmw_writes += 1;
         }
         let done = self.inner.write(t, page, &self.data, fua)?;
         // Only now: if the write failed, the page is still gathered and nothing was lost.
@@ -206,7 +198,6 @@ impl<D: BlockDevice> BlockDevice for Sectors<D> {
                     self.page = None;
                     self.written.fill(false);
                 }
-                self.full_page_writes += 1;
                 done = done.max(self.inner.write(at_ns, page, src, fua)?);
             } else {
                 done = done.max(self.gather(at_ns, page, first, src)?);
@@ -303,13 +294,5 @@ impl<D: BlockDevice> BlockDevice for Sectors<D> {
 
     fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
         self.inner.background(at_ns, max_victims)
-    }
-}
-
-/// Counters of the sector layer, for reports that want them (`noftl io`).
-impl<D> Sectors<D> {
-    /// (pages written whole, pages written in part with a read of the old page).
-    pub fn page_writes(&self) -> (u64, u64) {
-        (self.full_page_writes, self.rmw_writes)
     }
 }

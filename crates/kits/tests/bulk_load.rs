@@ -6,29 +6,18 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod support;
+
 use std::collections::BTreeMap;
 
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use kits::tpcc::{self, NurandConsts, TpccConfig, TpccTerminal};
 use kits::LoadMethod;
-use storage::crashdisk::CrashDisk;
 use storage::sched::{run_virtual, VirtualOptions};
-use storage::{BlockPageStore, Engine, EngineConfig, Rid};
+use storage::{Engine, Rid};
 
 fn engine() -> Engine {
-    let mut d = CrashDisk::new(16384);
-    d.read_ns = 50_000;
-    d.write_ns = 250_000;
-    d.flush_ns = 10_000;
-    let store = BlockPageStore::new(Box::new(d), 4096, Some(1024)).unwrap();
-    Engine::create(
-        Box::new(store),
-        EngineConfig {
-            buffer_frames: 256,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
+    support::engine_with_frames(256)
 }
 
 /// Per table: its rows, sorted; per index: (key without the record id, the row it points to),

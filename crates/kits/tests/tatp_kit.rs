@@ -3,25 +3,14 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod support;
+
 use kits::tatp::{self, InputGen, TatpConfig, TatpTerminal, TxnType, MIX_PERCENT, TXN_TYPES};
-use storage::crashdisk::CrashDisk;
 use storage::sched::{run_virtual, VirtualOptions};
-use storage::{BlockPageStore, Engine, EngineConfig};
+use storage::Engine;
 
 fn engine() -> Engine {
-    let mut d = CrashDisk::new(16384);
-    d.read_ns = 50_000;
-    d.write_ns = 250_000;
-    d.flush_ns = 10_000;
-    let store = BlockPageStore::new(Box::new(d), 4096, Some(1024)).unwrap();
-    Engine::create(
-        Box::new(store),
-        EngineConfig {
-            buffer_frames: 512,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
+    support::engine_with_frames(512)
 }
 
 #[test]

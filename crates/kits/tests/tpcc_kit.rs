@@ -5,10 +5,11 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod support;
+
 use kits::tpcc::input::{CustomerBy, Input, InputGen, Kind};
 use kits::tpcc::txn::{execute, Outcome};
 use kits::tpcc::{self, last_name, NurandConsts, TpccConfig, TpccTerminal};
-use storage::crashdisk::CrashDisk;
 use storage::sched::{run_virtual, VirtualOptions};
 use storage::{BlockPageStore, Engine, EngineConfig};
 
@@ -17,19 +18,7 @@ fn cfg() -> TpccConfig {
 }
 
 fn engine() -> Engine {
-    let mut d = CrashDisk::new(16384);
-    d.read_ns = 50_000;
-    d.write_ns = 250_000;
-    d.flush_ns = 10_000;
-    let store = BlockPageStore::new(Box::new(d), 4096, Some(1024)).unwrap();
-    Engine::create(
-        Box::new(store),
-        EngineConfig {
-            buffer_frames: 256,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
+    support::engine_with_frames(256)
 }
 
 #[test]

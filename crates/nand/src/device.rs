@@ -572,18 +572,13 @@ impl Nand {
             e.vcc_volts * (array_ma * p.array_ns as f64 + e.bus_ma * bus_ns) * 1e-12;
         self.stats.count(op, purpose, slot.done_ns - at_ns);
         if matches!(op, OpKind::Read | OpKind::Program) {
-            // The address of a read or program is its page.
+            // The address of a read or program is its page; its array time is the phase the
+            // operation was timed with (not looked up again on this hot path).
             let ppn = Ppn(address);
             let (pbn, page) = (self.geo.block_of(ppn), self.geo.page_in_block(ppn));
-            let mode = self.blocks[pbn.0 as usize].mode;
-            let t = self.cfg.page_type(mode, page);
-            let program = op == OpKind::Program;
-            let ns = if program {
-                self.times.program(mode, t)
-            } else {
-                self.times.read(mode, t)
-            };
-            self.stats.count_page_type(t, program, ns);
+            let t = self.cfg.page_type(self.blocks[pbn.0 as usize].mode, page);
+            self.stats
+                .count_page_type(t, op == OpKind::Program, p.array_ns);
         }
         let status_name = match status {
             Ok(()) => "ok",

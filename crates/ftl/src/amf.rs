@@ -33,6 +33,9 @@
 //! 4. A segment trim erases every block of the segment before it returns; recovery that finds a
 //!    block of a segment needing erase (an interrupted trim) erases the whole segment.
 //! 5. Every write is on flash when it returns (no write cache), so `flush` only counts.
+//! 6. Paired pages: AMF runs only where a cut program destroys nothing but its own page (SLC
+//!    chips, or MLC/TLC with power-loss protection): its fixed placement leaves no page to pad
+//!    an open word line with (`check_paired_pages`).
 
 use nand::{Nand, NandError, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
@@ -94,6 +97,7 @@ impl Amf {
     }
 
     fn format(mut f: Flash, opts: &AmfOptions) -> Result<Self, FtlError> {
+        check_paired_pages(&f)?;
         let now = f.nand.now_ns();
         f.format(now)?;
         let mut me = Self::empty(f, opts)?;
@@ -161,6 +165,7 @@ impl Amf {
     }
 
     fn recover(f: Flash, opts: &AmfOptions) -> Result<Self, FtlError> {
+        check_paired_pages(&f)?;
         let mut me = Self::empty(f, opts)?;
         let now = me.f.nand.now_ns();
         let (scan, t) = scan_device(&mut me.f, &mut me.ctrl, now)?;
@@ -387,6 +392,29 @@ impl Amf {
             r => r,
         }
     }
+}
+
+impl Amf {
+    /// FLUSH's paired-page step (invariant 6): nothing to do, since AMF runs only where no
+    /// program can destroy the pages below it (`check_paired_pages`).
+    fn pair_word_lines(&mut self, t: Nanos) -> Result<Nanos, FtlError> {
+        debug_assert!(!self.f.pairs_pages());
+        Ok(t)
+    }
+}
+
+/// Invariant 6: AMF places page `o` of a segment at a fixed page of a fixed block, so it has
+/// no free page to pad an open word line with at FLUSH (a pad would take an offset the host
+/// has yet to append). On MLC/TLC chips a cut upper-page program would then destroy flushed
+/// pages below it; AMF needs SLC chips or power-loss protection there.
+fn check_paired_pages(f: &Flash) -> Result<(), FtlError> {
+    if f.pairs_pages() {
+        return Err(FtlError::Config(format!(
+            "AMF maps every page to a fixed place, so on {:?} chips it cannot pad a word line at FLUSH, and a power cut during an upper-page program would destroy flushed data; use a device with power-loss protection (--set plp=true) or SLC chips",
+            f.mode
+        )));
+    }
+    Ok(())
 }
 
 impl BlockDevice for Amf {

@@ -19,7 +19,10 @@
 //! 5. On flash, the newest committed version of `L` holds exactly the valid pages of `L` (a
 //!    trim that invalidates a page rewrites or erases the block before it returns), so recovery
 //!    (`open`) picks, per `L`, the committed block with the highest version and erases the rest.
-//! 6. Every write is on flash when it returns (there is no write cache), so `flush` only counts.
+//! 6. Every write is on flash when it returns (there is no write cache). On SLC `flush` only
+//!    counts; on MLC/TLC a write is durable once FLUSH or FUA completes its word line with pads
+//!    (common invariant 4), and a merge completes its target's last word line before it erases
+//!    the old block, as recovery does before it erases superseded versions.
 //! 7. A grown-bad block is never programmed or erased again; a committed version on one stays on
 //!    flash for good, so its logical block always has a newer committed version on a good block
 //!    once an operation returns (a trim that would empty it keeps a block with a zero page 0).
@@ -73,6 +76,8 @@ const MIN_SPARE_BLOCKS: u32 = 2;
 struct Phys {
     next_free: u32,
     version: u64,
+    /// The logical block this physical block serves (the key base of its pad records).
+    lbn: u64,
 }
 
 /// The block-level mapping FTL.
@@ -223,13 +228,18 @@ impl BlockFtl {
             me.pb[pbn as usize] = Phys {
                 next_free: s.next_free,
                 version,
+                lbn: lbn as u64,
             };
+            me.f.note_scanned_block(pbn, s.next_free);
             for &(page, rec) in &s.records {
                 if rec.kind == PageKind::Data {
                     me.valid.set(me.f.ppn(pbn, page).0);
                 }
             }
         }
+        // Invariant 6: a winner's last word line may hold the only copy of pages whose older
+        // version is about to be erased (a cut between a merge's commit page and its pads).
+        let t = me.pair_word_lines(t)?;
         for (pbn, s) in scan.iter().enumerate() {
             let pbn = pbn as u32;
             let mapped = s
@@ -286,6 +296,7 @@ impl BlockFtl {
         self.pb[pbn as usize] = Phys {
             next_free: 0,
             version: self.seq,
+            lbn,
         };
         Ok(pbn)
     }
@@ -365,6 +376,22 @@ impl BlockFtl {
                         }
                         return Err(e);
                     }
+                }
+            }
+            // Invariant 6: the copies on the target's last word line must be safe from its
+            // next program before the old block, their only other copy, is erased.
+            match self.complete_word_line(t, dst) {
+                Ok(d) => done = done.max(d),
+                Err(e) => {
+                    self.valid
+                        .clear_range(self.f.geo.first_page(nand::Pbn(dst)).0, u64::from(ppb));
+                    if failed_program_block(&e, &self.f.geo) == Some(dst) {
+                        // The committed target went bad under a pad: it stays on flash for
+                        // good (invariant 7), and the merge starts again from the old block.
+                        self.bad_lbns.insert(lbn);
+                        return self.merge(t, lbn, new, drop);
+                    }
+                    return Err(e);
                 }
             }
             self.map[lbn as usize] = dst;
@@ -476,6 +503,37 @@ impl BlockFtl {
         }
     }
 
+    /// Completes block `pbn`'s open word line with pads (common invariant 4).
+    fn complete_word_line(&mut self, t: Nanos, pbn: u32) -> Result<Nanos, FtlError> {
+        let p = &mut self.pb[pbn as usize];
+        let lpn_base = p.lbn * u64::from(self.f.ppb);
+        let mut nf = p.next_free;
+        let r = self
+            .f
+            .complete_word_line(t, pbn, &mut nf, lpn_base, p.version, 0, Purpose::Pad);
+        self.pb[pbn as usize].next_free = nf;
+        r
+    }
+
+    /// Completes every open word line (invariant 6): FLUSH, FUA and recovery. A block that
+    /// goes bad under its pad is merged away, as after a failed append.
+    fn pair_word_lines(&mut self, t: Nanos) -> Result<Nanos, FtlError> {
+        let mut done = t;
+        for pbn in self.f.open_word_lines() {
+            match self.complete_word_line(t, pbn) {
+                Ok(d) => done = done.max(d),
+                Err(e) if failed_program_block(&e, &self.f.geo) == Some(pbn) => {
+                    let lbn = self.pb[pbn as usize].lbn;
+                    if self.map[lbn as usize] == pbn {
+                        done = done.max(self.merge(t, lbn, None, None)?);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
     fn trim_chunk(&mut self, t: Nanos, lbn: u64, off: u32, n: u32) -> Result<Nanos, FtlError> {
         let cur = self.map[lbn as usize];
         if cur == NONE {
@@ -523,13 +581,7 @@ impl BlockDevice for BlockFtl {
         Ok(done)
     }
 
-    fn write(
-        &mut self,
-        at_ns: Nanos,
-        lpn: u64,
-        data: &[u8],
-        _fua: bool,
-    ) -> Result<Nanos, FtlError> {
+    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
         let pages = check_request_of(lpn, data.len(), self.capacity_pages(), self.f.lp)?;
         let t = self.ctrl.charge(at_ns, CYC_REQUEST);
         let mut done = t;
@@ -539,6 +591,9 @@ impl BlockDevice for BlockFtl {
             done = done.max(self.write_chunk(t, lbn, off, &data[at..at + len])?);
             at += len;
             self.c.host.writes += u64::from(n);
+        }
+        if fua {
+            done = done.max(self.pair_word_lines(t)?);
         }
         Ok(done)
     }
@@ -555,7 +610,8 @@ impl BlockDevice for BlockFtl {
         Ok(done)
     }
 
-    // flush (invariant 6: nothing is buffered), report, nand, nand_mut, into_nand.
+    // flush (invariant 6: nothing is buffered; pads on MLC/TLC), report, nand, nand_mut,
+    // into_nand.
     shared_block_device_methods!();
 }
 

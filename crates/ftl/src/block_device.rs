@@ -157,6 +157,17 @@ pub trait BlockDevice: Send {
     fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError>;
     /// Makes every write acknowledged so far durable.
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError>;
+    /// The host power failed on a device with power-loss protection (`Nand::power_warning`):
+    /// the capacitors hold the device up while the controller makes everything acknowledged
+    /// durable (a flush, counted as one), then the flash goes dark. Returns when the write-back
+    /// is done. Without flash there is nothing to protect.
+    fn power_fail(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        let done = self.flush(at_ns)?;
+        if let Some(n) = self.nand_mut() {
+            n.power_cut();
+        }
+        Ok(done)
+    }
     fn report(&self) -> FtlReport;
     /// The flash under the FTL, if it has one (a plain file or RAM disk has none).
     /// (Devices without flash, such as a RAM or file disk, keep the defaults.)
@@ -245,6 +256,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for Box<D> {
     }
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
         (**self).flush(at_ns)
+    }
+    fn power_fail(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        (**self).power_fail(at_ns)
     }
     fn report(&self) -> FtlReport {
         (**self).report()

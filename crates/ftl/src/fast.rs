@@ -36,7 +36,12 @@
 //!    may hold an older copy of a trimmed page has been rewritten; RW blocks are reclaimed oldest
 //!    first, so an RW block older than a trim record is always gone before it.
 //! 4. A program happens before the RAM maps point at it; a failed program changes no map.
-//! 5. Every write and trim is on flash when it returns (no write cache): `flush` only counts.
+//! 5. Every write and trim is on flash when it returns (no write cache). On SLC `flush` only
+//!    counts; on MLC/TLC a write or trim is durable once FLUSH or FUA completes its word line
+//!    with pads (common invariant 4), and every merge completes its target's last word line
+//!    before it erases a source, as recovery does before its clean-ups. A pad in an SW log can
+//!    cover an offset whose newest copy is still in the data block: closing that log is then a
+//!    full merge, not a partial one.
 //! 6. A grown-bad block is never programmed or erased again; it keeps its records for good, so
 //!    every logical page with a record in one has, once an operation returns, a newest copy on a
 //!    good block with a higher `seq` (a trim of such a page writes zeros instead of unmapping
@@ -356,6 +361,14 @@ impl Fast {
                 me.pb[pbn as usize].logged += 1;
             }
         }
+        // Invariant 5: a kept block's last word line may hold the only copy of pages whose
+        // older copies the clean-ups below erase (a cut between a merge's copies and its pads).
+        for (pbn, s) in scan.iter().enumerate() {
+            if !s.records.is_empty() && !s.bad {
+                me.f.note_scanned_block(pbn as u32, s.next_free);
+            }
+        }
+        let t = me.pair_word_lines(t)?;
         // Clean-ups, each safe against another power cut (invariant 3): erase blocks holding
         // nothing we need, then merge away the extra positional blocks.
         for pbn in dirty {
@@ -551,6 +564,18 @@ impl Fast {
                     }
                 }
             }
+            // Invariant 5: the copies on `dst`'s last word line must be safe from its next
+            // program before their sources are erased.
+            match self.complete_word_line(t, dst) {
+                Ok(d) => done = done.max(d),
+                Err(e) => {
+                    self.abandon(dst);
+                    if failed_program_block(&e, &self.f.geo).is_some() {
+                        return self.full_merge(t, lbn);
+                    }
+                    return Err(e);
+                }
+            }
             self.data[lbn as usize] = dst;
             self.merges.full += 1;
         } else {
@@ -584,6 +609,13 @@ impl Fast {
         let lbn = self.pb[s as usize].lbn;
         let base = lbn * u64::from(ppb);
         let k = self.pb[s as usize].next_free;
+        let old = self.data[lbn as usize];
+        if old != NONE && (0..k).any(|p| self.valid.get(self.f.ppn(old, p).0)) {
+            // Pads (invariant 5) took offsets whose newest copy is still in the data block:
+            // `s` cannot take them, so the logical block is rewritten whole.
+            self.abandon(s);
+            return self.full_merge(t, lbn);
+        }
         let t = self.ctrl.charge(t, CYC_MERGE_PAGE * u64::from(ppb));
         let mut done = t;
         if k < ppb {
@@ -603,6 +635,16 @@ impl Fast {
                     }
                 }
             }
+            match self.complete_word_line(t, s) {
+                Ok(d) => done = done.max(d),
+                Err(e) => {
+                    self.abandon(s);
+                    if failed_program_block(&e, &self.f.geo).is_some() {
+                        return self.full_merge(t, lbn);
+                    }
+                    return Err(e);
+                }
+            }
             self.merges.partial += 1;
         } else {
             self.merges.switch += 1;
@@ -615,7 +657,6 @@ impl Fast {
                 self.log_map.remove(&lpn);
             }
         }
-        let old = self.data[lbn as usize];
         let p = &mut self.pb[s as usize];
         p.role = Role::Data;
         p.logged = 0;
@@ -750,6 +791,38 @@ impl Fast {
         if !self.extras.contains(&pbn) {
             self.extras.push(pbn);
         }
+    }
+
+    /// Completes block `pbn`'s open word line with pads (common invariant 4), each with the
+    /// record recovery expects of its role (positional in data and SW blocks).
+    fn complete_word_line(&mut self, t: Nanos, pbn: u32) -> Result<Nanos, FtlError> {
+        let p = self.pb[pbn as usize];
+        let lpn_base = match p.role {
+            Role::Data | Role::Sw | Role::Extra => p.lbn * u64::from(self.f.ppb),
+            Role::Rw | Role::Free | Role::Bad => 0,
+        };
+        let mut nf = p.next_free;
+        let r =
+            self.f
+                .complete_word_line(t, pbn, &mut nf, lpn_base, self.seq, p.version, Purpose::Pad);
+        self.pb[pbn as usize].next_free = nf;
+        r
+    }
+
+    /// Completes every open word line (invariant 5): FLUSH, FUA and recovery. A block that
+    /// goes bad under its pad is evacuated, as after a failed host program.
+    fn pair_word_lines(&mut self, t: Nanos) -> Result<Nanos, FtlError> {
+        let mut done = t;
+        for pbn in self.f.open_word_lines() {
+            match self.complete_word_line(t, pbn) {
+                Ok(d) => done = done.max(d),
+                Err(e) if failed_program_block(&e, &self.f.geo) == Some(pbn) => {
+                    done = done.max(self.evacuate(t, pbn)?);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
     }
 
     /// Block `pbn` failed a program: moves its newest copies to good blocks (full merges of
@@ -893,19 +966,16 @@ impl BlockDevice for Fast {
         Ok(done)
     }
 
-    fn write(
-        &mut self,
-        at_ns: Nanos,
-        lpn: u64,
-        data: &[u8],
-        _fua: bool,
-    ) -> Result<Nanos, FtlError> {
+    fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
         check_request_of(lpn, data.len(), self.capacity_pages(), self.f.lp)?;
         let t = self.ctrl.charge(at_ns, CYC_REQUEST);
         let mut done = t;
         for (i, page) in data.chunks(self.f.lp).enumerate() {
             done = done.max(self.write_page(t, lpn + i as u64, page)?);
             self.c.host.writes += 1;
+        }
+        if fua {
+            done = done.max(self.pair_word_lines(t)?);
         }
         Ok(done)
     }
@@ -951,7 +1021,8 @@ impl BlockDevice for Fast {
         Err(FtlError::NoSpace("a good block for a FAST trim record"))
     }
 
-    // flush (invariant 5: nothing is buffered), report, nand, nand_mut, into_nand.
+    // flush (invariant 5: nothing is buffered; pads on MLC/TLC), report, nand, nand_mut,
+    // into_nand.
     shared_block_device_methods!();
 }
 

@@ -595,6 +595,17 @@ pub fn power_cut_run(
             }
             Err(e) => return Err(format!("request {requests} {req:?}: {e}")),
         }
+        if dev.nand().is_some_and(|n| n.power_warning()) {
+            // Power-loss protection: the request in flight completed on the capacitors; the
+            // controller writes back what it buffers, and all of it is durable.
+            dev.power_fail(t)
+                .map_err(|e| format!("the write-back on power loss failed: {e}"))?;
+            for l in 0..cap {
+                acc.settle(l);
+            }
+            cut = true;
+            break;
+        }
     }
     let issued = dev.nand().map(|n| n.ops_issued()).unwrap_or(0) - base;
     let mut nand = dev.into_nand().ok_or("the device gives no flash back")?;

@@ -79,8 +79,18 @@ fn unknown_kinds_and_bad_options_are_typed_errors() {
     let page = ftl::build("page", mlc(), &FtlOptions::default()).unwrap();
     let pages = mlc().geometry().pages();
     assert!(page.capacity_pages() > 3 * pages && page.capacity_pages() < 4 * pages);
+    // AMF needs power-loss protection on MLC (its fixed placement cannot pad word lines).
+    let protected = || {
+        let mut cfg = mlc().config().clone();
+        cfg.plp = true;
+        Nand::new(cfg).unwrap()
+    };
+    assert!(matches!(
+        ftl::build("amf", mlc(), &FtlOptions::default()),
+        Err(FtlError::Config(_))
+    ));
     for kind in ["block", "fast", "amf"] {
-        let dev = ftl::build(kind, mlc(), &FtlOptions::default()).unwrap();
+        let dev = ftl::build(kind, protected(), &FtlOptions::default()).unwrap();
         assert_eq!(
             dev.capacity_pages() % 4,
             0,

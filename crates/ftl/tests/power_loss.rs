@@ -257,3 +257,95 @@ fn amf_recovers_after_power_cuts_at_60_points_under_an_append_only_host() {
         cut_everywhere_with("amf", opts(), 20, seed, 1000, pattern_for("amf"));
     }
 }
+
+/// The block-mapped FTLs on MLC and TLC chips: an upper-page program cut by the power loss
+/// must not destroy a flushed sector on the lower pages of its word line (the pads at FLUSH and
+/// before a merge erases its sources, docs/ftl.md "Paired pages in the block-mapped FTLs").
+/// Without the pads, 60 cut points lose a flushed page of `block` on MLC. `PAIRED_CUTS` runs
+/// more cut points per FTL, chip and seed.
+#[test]
+fn block_and_fast_on_mlc_and_tlc_keep_every_flushed_write_when_an_upper_page_program_is_cut() {
+    let cuts: u64 = std::env::var("PAIRED_CUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    for cells in ["mlc", "tlc"] {
+        for kind in ["block", "fast"] {
+            for seed in [11, 12] {
+                cut_everywhere_on(
+                    kind,
+                    opts(),
+                    cuts,
+                    (seed, 600, Pattern::Random),
+                    move || paired_device(cells),
+                    Durability::Flushed,
+                );
+            }
+        }
+    }
+}
+
+/// `device` behind power-loss protection (`plp = true`).
+fn with_plp(nand: Nand) -> Nand {
+    let mut cfg = nand.config().clone();
+    cfg.plp = true;
+    Nand::new(cfg).unwrap()
+}
+
+/// AMF places every page at a fixed offset and so cannot pad a word line at FLUSH: on MLC/TLC
+/// it is refused without power-loss protection, before the device is touched.
+#[test]
+fn amf_on_mlc_is_refused_without_power_loss_protection_and_names_the_remedy() {
+    let nand = paired_device("mlc");
+    let ops = nand.ops_issued();
+    let err = ftl::amf::Amf::new(nand, &ftl::amf::AmfOptions::default()).unwrap_err();
+    assert!(matches!(err, FtlError::Config(_)), "{err:?}");
+    assert!(err.to_string().contains("plp=true"), "{err}");
+    assert_eq!(ops, 0, "a fresh device");
+}
+
+/// With power-loss protection a power cut tears nothing: the request in flight completes, the
+/// controller writes back what it buffers (`BlockDevice::power_fail`), and every acknowledged
+/// write and trim survives, not only flushed ones. On 16 KiB TLC pages the page-mapped FTLs
+/// buffer sectors in DRAM, so this tests the write-back too; AMF runs on TLC only this way.
+#[test]
+fn with_power_loss_protection_every_ftl_on_tlc_keeps_every_acknowledged_write() {
+    let tlc16k = || {
+        let sets: Vec<String> = [
+            "geometry.channels=2",
+            "geometry.chips_per_channel=2",
+            "geometry.blocks_per_plane=10",
+            "geometry.pages_per_block=48",
+            "reliability.factory_bad_block_ratio=0",
+            "plp=true",
+        ]
+        .map(String::from)
+        .into();
+        Nand::new(DeviceConfig::preset("tlc16k", &sets).unwrap()).unwrap()
+    };
+    assert!(tlc16k().config().plp);
+    for kind in ["page", "dftl", "block", "fast"] {
+        cut_everywhere_on(
+            kind,
+            opts(),
+            12,
+            (13, OPS, Pattern::Random),
+            tlc16k,
+            Durability::Acknowledged,
+        );
+    }
+    // AMF on 4 KiB TLC pages (on 16 KiB pages its sector layer refuses an append into a page
+    // a flush wrote in part, which a random append-only host does).
+    let tlc = || with_plp(paired_device("tlc"));
+    let segment_pages = ftl::amf::Amf::new(tlc(), &ftl::amf::AmfOptions::default())
+        .unwrap()
+        .segment_pages();
+    cut_everywhere_on(
+        "amf",
+        opts(),
+        12,
+        (13, OPS, Pattern::AppendOnly { segment_pages }),
+        tlc,
+        Durability::Acknowledged,
+    );
+}

@@ -25,6 +25,13 @@ fn device(preset: &str, page_bytes: u32, ppb: u32, blocks: u32) -> Nand {
     Nand::new(DeviceConfig::preset(preset, &o).unwrap()).unwrap()
 }
 
+/// The same chips behind power-loss protection (what AMF needs on MLC/TLC).
+fn plp(nand: Nand) -> Nand {
+    let mut cfg = nand.config().clone();
+    cfg.plp = true;
+    Nand::new(cfg).unwrap()
+}
+
 fn opts() -> FtlOptions {
     FtlOptions {
         spare_factor: 0.25,
@@ -53,18 +60,22 @@ fn block_and_fast_on_8k_and_16k_pages_meet_the_contract_and_match_a_ramdisk_with
 }
 
 /// Power cuts test what the sector layer adds: a flushed sector is in the inner FTL and stays
-/// there. They run on SLC chips with 16 KiB pages: on MLC/TLC the block-mapped FTLs do not yet
-/// protect lower pages from a cut upper-page program (docs/ftl.md, "Open points"), which a
-/// longer run shows on FAST whatever the page size.
+/// there, on SLC chips and on MLC chips, where the inner FTL completes open word lines at FLUSH
+/// and before a merge erases its sources (docs/ftl.md, "Paired pages in the block-mapped FTLs").
 #[test]
-fn block_and_fast_on_16k_slc_pages_keep_every_flushed_sector_across_power_cuts() {
+fn block_and_fast_on_16k_slc_and_mlc_pages_keep_every_flushed_sector_across_power_cuts() {
     let cuts: u64 = std::env::var("SECTORS_CUTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(15);
-    for kind in ["block", "fast"] {
+    for (kind, preset) in [
+        ("block", "tiny"),
+        ("fast", "tiny"),
+        ("block", "mlc16k"),
+        ("fast", "mlc16k"),
+    ] {
         let make = move || -> Result<Box<dyn BlockDevice>, FtlError> {
-            build(kind, device("tiny", 16384, 16, 12), &opts())
+            build(kind, device(preset, 16384, 16, 12), &opts())
         };
         let reopen = move |n: Nand| ftl::open(kind, n, &opts());
         for seed in [3, 4] {
@@ -81,7 +92,7 @@ fn block_and_fast_on_16k_slc_pages_keep_every_flushed_sector_across_power_cuts()
                     Durability::Flushed,
                     Pattern::Random,
                 )
-                .unwrap_or_else(|e| panic!("{kind} seed {seed}, cut at op {at}: {e}"));
+                .unwrap_or_else(|e| panic!("{kind} on {preset} seed {seed}, cut at op {at}: {e}"));
             }
         }
     }
@@ -116,7 +127,7 @@ fn a_sector_write_that_does_not_fill_its_page_reads_the_old_page_and_programs_al
 
 #[test]
 fn amf_on_16k_pages_takes_appends_in_sectors_and_refuses_an_append_into_a_flushed_page() {
-    let mut dev = build("amf", device("mlc16k", 16384, 16, 12), &opts()).unwrap();
+    let mut dev = build("amf", plp(device("mlc16k", 16384, 16, 12)), &opts()).unwrap();
     let mut t = 0;
     let sector = vec![3u8; 4096];
     // A segment written sector by sector: whole pages reach the flash.

@@ -191,6 +191,12 @@ pub struct DeviceConfig {
     /// the device's requests shows (NoFTL Fig. 7). Allocates only while the ring fills.
     #[serde(default)]
     pub trace_recent: usize,
+    /// Power-loss protection: capacitors hold the device up after the host power fails, long
+    /// enough for the operation in flight to complete and for the controller to program what it
+    /// buffers (`Nand::power_warning`), as enterprise SSDs do. A power loss then tears nothing.
+    /// Their energy is not modelled as a bound: the hold-up is assumed to cover the flush.
+    #[serde(default)]
+    pub plp: bool,
     pub geometry: Geometry,
     pub cell: CellConfig,
     pub timing: TimingConfig,

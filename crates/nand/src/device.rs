@@ -24,6 +24,9 @@
 //!    still erased) and leaves the page readable; an interrupted erase leaves its block needing
 //!    an erase. Every operation
 //!    completed before it persists. Afterwards every operation is refused until `power_on`.
+//!    With power-loss protection (`DeviceConfig::plp`) a power loss interrupts nothing: the
+//!    operation completes and the device raises `power_warning`; operations go on (on the
+//!    capacitors' energy) until the holder calls `power_cut`.
 //! 7. The same config, seed and sequence of calls give the same results, times and counters.
 
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
@@ -187,6 +190,9 @@ pub struct Nand {
     stats: Stats,
     plan: FaultPlan,
     powered: bool,
+    /// The power failed on a device with power-loss protection (invariant 6): it runs on its
+    /// capacitors until `power_cut`.
+    power_warning: bool,
     op_seq: u64,
     rng: Xoshiro256PlusPlus,
     trace: Vec<TraceEntry>,
@@ -298,6 +304,7 @@ impl Nand {
             stats: Stats::default(),
             plan: FaultPlan::default(),
             powered: true,
+            power_warning: false,
             op_seq: 0,
             usable_pages,
             wear_step,
@@ -349,6 +356,11 @@ impl Nand {
     pub fn is_powered(&self) -> bool {
         self.powered
     }
+    /// The host power failed and the device runs on its power-loss-protection capacitors
+    /// (invariant 6): its holder should write back what it buffers, then call `power_cut`.
+    pub fn power_warning(&self) -> bool {
+        self.power_warning
+    }
     /// Operations that reached the chips so far (what `FaultPlan::cut_at_op` counts).
     pub fn ops_issued(&self) -> u64 {
         self.op_seq
@@ -367,6 +379,7 @@ impl Nand {
     /// Powers the device on after a cut. Queues are empty; virtual time goes on.
     pub fn power_on(&mut self) {
         self.powered = true;
+        self.power_warning = false;
         self.timeline.reset_queues();
     }
 
@@ -520,7 +533,12 @@ impl Nand {
         let channel = self.geo.channel_of_die(die);
         let slot = self.timeline.plan(channel, die.0, at_ns, p);
         if let Some(cut) = self.plan.cut_at_ns {
-            if slot.start_ns >= cut {
+            if slot.start_ns >= cut && self.cfg.plp {
+                // The capacitors take over (invariant 6): this operation runs on them.
+                self.plan.cut_at_ns = None;
+                self.power_warning = true;
+                self.stats.power_losses += 1;
+            } else if slot.start_ns >= cut {
                 // The device went dark before this operation could start.
                 self.timeline.set_horizon_ns(cut);
                 self.lose_power();
@@ -529,8 +547,16 @@ impl Nand {
         }
         self.op_seq += 1;
         self.timeline.commit(channel, die.0, at_ns, p, slot);
-        let interrupted = self.plan.cut_at_op == Some(self.op_seq)
+        let mut interrupted = self.plan.cut_at_op == Some(self.op_seq)
             || self.plan.cut_at_ns.is_some_and(|cut| slot.done_ns > cut);
+        if interrupted && self.cfg.plp {
+            // Power-loss protection: the operation completes on the capacitors (invariant 6).
+            interrupted = false;
+            self.plan.cut_at_op = None;
+            self.plan.cut_at_ns = None;
+            self.power_warning = true;
+            self.stats.power_losses += 1;
+        }
         let fate = if interrupted {
             Fate::Interrupted
         } else if self.plan.fail_op == Some(self.op_seq) {
@@ -544,7 +570,10 @@ impl Nand {
     fn lose_power(&mut self) {
         self.powered = false;
         self.plan = FaultPlan::default();
-        self.stats.power_losses += 1;
+        if !std::mem::take(&mut self.power_warning) {
+            // With a warning, the loss was counted when the capacitors took over.
+            self.stats.power_losses += 1;
+        }
         self.store.save_clock(self.timeline.horizon_ns(), false);
     }
 

@@ -82,6 +82,43 @@ fn power_loss_during_an_upper_page_program_corrupts_its_lower_page() {
     assert_eq!(d, p, "the completed word line is intact");
 }
 
+/// Power-loss protection (`plp = true`): the same cut completes the upper-page program on the
+/// capacitors and raises `power_warning`; operations go on until the holder cuts the power,
+/// and nothing is torn.
+#[test]
+fn with_power_loss_protection_a_cut_upper_page_program_completes_and_warns() {
+    let mut n = dev(
+        "mlc16k",
+        &[
+            "geometry.blocks_per_plane=2",
+            "reliability.factory_bad_block_ratio=0",
+            "reliability.rber_fresh=0",
+            "reliability.rber_at_endurance=0",
+            "plp=true",
+        ],
+    );
+    let p = page(&n, 0x5A);
+    n.program(0, ppn(&n, 0, 0), &p, &[], H).unwrap();
+    n.set_fault_plan(FaultPlan {
+        cut_at_op: Some(2),
+        ..Default::default()
+    });
+    assert!(!n.power_warning());
+    n.program(0, ppn(&n, 0, 1), &p, &[], H).unwrap(); // upper page: completes
+    assert!(n.power_warning() && n.is_powered());
+    n.program(0, ppn(&n, 0, 2), &p, &[], H).unwrap(); // the controller's write-back
+    n.power_cut();
+    assert!(!n.is_powered() && !n.power_warning());
+    assert_eq!(n.stats().power_losses, 1);
+    n.power_on();
+    let mut d = page(&n, 0);
+    let at = n.now_ns();
+    for page_no in 0..3 {
+        n.read(at, ppn(&n, 0, page_no), &mut d, &mut [], H).unwrap();
+        assert_eq!(d, p, "page {page_no} intact");
+    }
+}
+
 #[test]
 fn power_loss_during_a_tlc_upper_page_corrupts_both_lower_pages_of_its_word_line() {
     let mut n = dev(

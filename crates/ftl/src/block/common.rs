@@ -9,6 +9,12 @@
 //!    consecutive programs (MLC/TLC), skipped pages are filled with `PageKind::Pad` pages first.
 //! 3. Nothing here keeps state that recovery cannot rebuild from the flash: the pool and bit
 //!    sets are RAM only.
+//! 4. Paired pages (MLC, TLC): a cut upper- or middle-page program destroys the lower pages of
+//!    its word line (nand invariant 6). [`Flash::open_word_lines`] names every block whose last
+//!    program left its word line incomplete; the FTLs complete those word lines with `Pad` pages
+//!    ([`Flash::complete_word_line`]) at FLUSH and before they erase a block whose pages were
+//!    copied onto such a word line, so that data a host was told is durable never sits alone on
+//!    an unpaired lower page (docs/ftl.md, "Paired pages in the block-mapped FTLs").
 
 use std::collections::VecDeque;
 
@@ -86,6 +92,12 @@ pub(crate) struct Flash {
     /// MLC/TLC: pages of a block must be programmed consecutively (no skipping).
     pub strict: bool,
     pub mode: CellMode,
+    /// Pages per word line whose lower pages a cut program can destroy (invariant 4): 2 on
+    /// MLC, 3 on TLC; 1 on SLC and pSLC, and on any chip with power-loss protection.
+    wl_pages: u32,
+    /// Blocks whose last program left a word line incomplete (invariant 4); a handful at most
+    /// (the FTLs' open blocks), so a vector searched linearly.
+    open_lines: Vec<u32>,
     oob: Vec<u8>,
     pub zeros: Vec<u8>,
     /// Scratch page for merge copies.
@@ -121,6 +133,12 @@ impl Flash {
             ppb: geo.pages_per_block,
             lp: geo.page_size_bytes as usize,
             strict: matches!(mode, CellMode::Mlc | CellMode::Tlc),
+            // With power-loss protection no program is ever cut: nothing to pair.
+            wl_pages: match mode {
+                CellMode::Mlc | CellMode::Tlc if !nand.config().plp => mode.bits_per_cell(),
+                _ => 1,
+            },
+            open_lines: Vec::new(),
             mode,
             oob: vec![0xFF; geo.oob_size_bytes as usize],
             zeros: vec![0; geo.page_size_bytes as usize],
@@ -148,10 +166,9 @@ impl Flash {
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
         rec.encode_into(&mut self.oob);
-        Ok(self
-            .nand
-            .program(at_ns, ppn, data, &self.oob, purpose)?
-            .done_ns)
+        let r = self.nand.program(at_ns, ppn, data, &self.oob, purpose);
+        self.note_program(ppn, r.is_ok());
+        Ok(r?.done_ns)
     }
 
     /// Programs the scratch buffer (a page just read for a merge copy).
@@ -163,10 +180,74 @@ impl Flash {
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
         rec.encode_into(&mut self.oob);
-        Ok(self
-            .nand
-            .program(at_ns, ppn, &self.buf, &self.oob, purpose)?
-            .done_ns)
+        let r = self.nand.program(at_ns, ppn, &self.buf, &self.oob, purpose);
+        self.note_program(ppn, r.is_ok());
+        Ok(r?.done_ns)
+    }
+
+    /// Keeps `open_lines` (invariant 4) after a program of `ppn`. A failed program leaves its
+    /// block grown bad (or the power gone): the FTL retires it and never programs it again, so
+    /// there is no word line left to complete.
+    #[inline]
+    fn note_program(&mut self, ppn: Ppn, ok: bool) {
+        if self.wl_pages == 1 {
+            return;
+        }
+        let pbn = self.geo.block_of(ppn).0;
+        let page = self.geo.page_in_block(ppn);
+        let at = self.open_lines.iter().position(|&b| b == pbn);
+        let complete = !ok || (page + 1).is_multiple_of(self.wl_pages);
+        match (at, complete) {
+            (Some(i), true) => {
+                self.open_lines.swap_remove(i);
+            }
+            (None, false) => self.open_lines.push(pbn),
+            _ => {}
+        }
+    }
+
+    /// Whether a cut program can destroy the pages below it on its word line (invariant 4):
+    /// MLC and TLC blocks of a chip without power-loss protection.
+    pub fn pairs_pages(&self) -> bool {
+        self.wl_pages > 1
+    }
+
+    /// The blocks whose word line is incomplete (invariant 4), in no particular order; empty
+    /// on SLC, without allocating.
+    pub fn open_word_lines(&self) -> Vec<u32> {
+        self.open_lines.clone()
+    }
+
+    /// Whether block `pbn`'s last program left its word line incomplete.
+    pub fn has_open_word_line(&self, pbn: u32) -> bool {
+        self.open_lines.contains(&pbn)
+    }
+
+    /// Completes block `pbn`'s open word line with `Pad` pages (invariant 4), each with the
+    /// positional record the FTL's recovery expects (key `lpn_base + page`, `seq`, `aux`), and
+    /// moves `*next_free` past them. Returns at once when the word line is complete.
+    #[allow(clippy::too_many_arguments)]
+    pub fn complete_word_line(
+        &mut self,
+        at_ns: Nanos,
+        pbn: u32,
+        next_free: &mut u32,
+        lpn_base: u64,
+        seq: u64,
+        aux: u64,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
+        if !self.has_open_word_line(pbn) {
+            return Ok(at_ns);
+        }
+        let end = next_free.next_multiple_of(self.wl_pages).min(self.ppb);
+        debug_assert!(end > *next_free, "an open word line has pages left");
+        let done = self.pad_range(at_ns, pbn, next_free, end, lpn_base, seq, aux, purpose)?;
+        debug_assert!(
+            !self.has_open_word_line(pbn),
+            "the pads complete the word line"
+        );
+        Ok(done)
     }
 
     pub fn read(
@@ -209,10 +290,33 @@ impl Flash {
     }
 
     pub fn erase(&mut self, at_ns: Nanos, pbn: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
+        // Whatever happens to the erase, the block's pages are gone or never used again.
+        self.forget_open_line(pbn);
         Ok(self
             .nand
             .erase(at_ns, Pbn(pbn), self.mode, purpose)?
             .done_ns)
+    }
+
+    /// Drops `pbn` from the open word lines (invariant 4): it is erased, or grown bad and
+    /// retired, so no program will ever complete or destroy its word line.
+    pub fn forget_open_line(&mut self, pbn: u32) {
+        if let Some(i) = self.open_lines.iter().position(|&b| b == pbn) {
+            self.open_lines.swap_remove(i);
+        }
+    }
+
+    /// After a recovery scan: the blocks whose programmed pages end inside a word line
+    /// (invariant 4), from each block's next free page.
+    pub fn note_scanned_block(&mut self, pbn: u32, next_free: u32) {
+        if self.wl_pages > 1
+            && next_free > 0
+            && !next_free.is_multiple_of(self.wl_pages)
+            && !self.is_bad(pbn)
+            && !self.has_open_word_line(pbn)
+        {
+            self.open_lines.push(pbn);
+        }
     }
 
     pub fn is_bad(&self, pbn: u32) -> bool {
@@ -244,19 +348,38 @@ impl Flash {
     ) -> Result<Nanos, FtlError> {
         let mut done = at_ns;
         if self.strict {
-            while *next_free < page {
-                let rec = OobRecord::new(PageKind::Pad, lpn_base + u64::from(*next_free), seq, aux);
-                let ppn = self.ppn(pbn, *next_free);
-                rec.encode_into(&mut self.oob);
-                done = done.max(
-                    self.nand
-                        .program(at_ns, ppn, &self.zeros, &self.oob, purpose)?
-                        .done_ns,
-                );
-                *next_free += 1;
-            }
+            done = self.pad_range(at_ns, pbn, next_free, page, lpn_base, seq, aux, purpose)?;
         }
         *next_free = (*next_free).max(page + 1);
+        Ok(done)
+    }
+
+    /// Programs pad pages `*next_free..end` of `pbn`, advancing `*next_free` page by page (so
+    /// that a failed pad leaves it at the failed page).
+    #[allow(clippy::too_many_arguments)]
+    fn pad_range(
+        &mut self,
+        at_ns: Nanos,
+        pbn: u32,
+        next_free: &mut u32,
+        end: u32,
+        lpn_base: u64,
+        seq: u64,
+        aux: u64,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
+        let mut done = at_ns;
+        while *next_free < end {
+            let rec = OobRecord::new(PageKind::Pad, lpn_base + u64::from(*next_free), seq, aux);
+            let ppn = self.ppn(pbn, *next_free);
+            rec.encode_into(&mut self.oob);
+            let r = self
+                .nand
+                .program(at_ns, ppn, &self.zeros, &self.oob, purpose);
+            self.note_program(ppn, r.is_ok());
+            done = done.max(r?.done_ns);
+            *next_free += 1;
+        }
         Ok(done)
     }
 
@@ -381,8 +504,9 @@ impl FreePool {
 // ----- the BlockDevice methods all three share -----------------------------------------------
 
 /// `flush`, `report`, `nand`, `nand_mut` and `into_nand` of an FTL with fields `f: Flash`,
-/// `c: Counters`, `ctrl: Controller` and a `mapping_bytes()` method. None of these FTLs caches
-/// writes, so a flush only costs the controller's request overhead.
+/// `c: Counters`, `ctrl: Controller` and methods `mapping_bytes()` and
+/// `pair_word_lines(at_ns)`. None of these FTLs caches writes: a flush costs the controller's
+/// request overhead and, on MLC/TLC, the pads that complete open word lines (invariant 4).
 macro_rules! shared_block_device_methods {
     () => {
         fn flush(
@@ -390,7 +514,8 @@ macro_rules! shared_block_device_methods {
             at_ns: nand::Nanos,
         ) -> Result<nand::Nanos, $crate::block_device::FtlError> {
             self.c.host.flushes += 1;
-            Ok(self.ctrl.charge(at_ns, $crate::block::common::CYC_REQUEST))
+            let t = self.ctrl.charge(at_ns, $crate::block::common::CYC_REQUEST);
+            self.pair_word_lines(t)
         }
 
         fn report(&self) -> $crate::block_device::FtlReport {

@@ -410,7 +410,7 @@ impl Amf {
 fn check_paired_pages(f: &Flash) -> Result<(), FtlError> {
     if f.pairs_pages() {
         return Err(FtlError::Config(format!(
-            "AMF maps every page to a fixed place, so on {:?} chips it cannot pad a word line at FLUSH, and a power cut during an upper-page program would destroy flushed data; use a device with power-loss protection (--set plp=true) or SLC chips",
+            "AMF maps every page to a fixed place, so on {} chips it cannot pad a word line at FLUSH, and a power cut during an upper-page program would destroy flushed data; use a device with power-loss protection (--set plp=true) or SLC chips",
             f.mode
         )));
     }

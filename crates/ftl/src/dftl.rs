@@ -32,7 +32,13 @@
 //!    `flash_map[l]`, and it equals the page the space's reverse map holds l's valid copy in.
 //!    (Between a GC and the next `settle`, uncached moves wait in `pending`.)
 //! 2. `flash_map[v x 1024 .. (v+1) x 1024]` is the content of the translation page `gtd[v]`
-//!    (or all unmapped if `gtd[v]` is unmapped).
+//!    (or all unmapped if `gtd[v]` is unmapped), except while `v` waits in `tbuf`: then it is
+//!    the content `v` will be programmed with, and `gtd[v]` its previous copy, still valid.
+//! 5. On flash pages of several units, translation pages are written `units_per_page` to a
+//!    flash page: a rewritten translation page waits in the controller's DRAM (`tbuf`) until
+//!    that many are gathered or FLUSH comes. A lookup of a waiting page reads no flash. Nothing
+//!    durable depends on them (recovery rebuilds the map from the OOB scan), so a power cut
+//!    may lose `tbuf`.
 //! 3. No CMT insertion, lookup of `flash_map`, or invalidation by mapping happens while
 //!    `pending` is not empty.
 //! 4. The CMT never holds more than its capacity; each entry is in the LRU list once and in its
@@ -468,6 +474,10 @@ pub struct DftlCore<C: MapCache> {
     wbuf: Option<crate::wbuf::WriteBuffer>,
     fresh: Vec<(u64, u32)>,
     page_buf: Vec<u8>,
+    /// Translation pages waiting to share a flash page (invariant 5), and the page of units
+    /// they are encoded into when it is programmed.
+    tbuf: Vec<u64>,
+    tbuf_page: Vec<u8>,
     cache_fraction: f64,
     lookups: u64,
     hits: u64,
@@ -509,6 +519,12 @@ impl<C: MapCache> DftlCore<C> {
             wbuf: crate::page::write_buffer(&space, opts),
             fresh: Vec::new(),
             page_buf: vec![0; space.unit_bytes()],
+            tbuf: Vec::with_capacity(space.units_per_page() as usize),
+            tbuf_page: if space.units_per_page() > 1 {
+                vec![0; space.unit_bytes() * space.units_per_page() as usize]
+            } else {
+                Vec::new()
+            },
             charged: space.counts(),
             c: Counters::new(space.nand()),
             space,
@@ -558,11 +574,13 @@ impl<C: MapCache> DftlCore<C> {
         let mut t = at_ns;
         if self.variant.writes_tpages_at_format {
             for v in 0..self.gtd.len() as u64 {
-                if self.gtd[v as usize] == UNMAPPED {
+                if self.gtd[v as usize] == UNMAPPED && !self.tbuf.contains(&v) {
                     t = self.write_tpage(t, v, false)?;
                     t = self.settle(t)?;
                 }
             }
+            t = self.program_tbuf(t)?;
+            t = self.settle(t)?;
             self.charged = self.space.counts();
         }
         self.c = Counters::new(self.space.nand());
@@ -754,11 +772,13 @@ impl<C: MapCache> DftlCore<C> {
     }
 
     /// Writes translation page `v` from `flash_map` (invariant 2). `read_first`: read the old
-    /// copy first, as a read-modify-write of a partly cached page must.
+    /// copy first, as a read-modify-write of a partly cached page must (not when it waits in
+    /// the DRAM of invariant 5). On pages of several units the write joins `tbuf`.
     fn write_tpage(&mut self, at_ns: Nanos, v: u64, read_first: bool) -> Result<Nanos, FtlError> {
         let mut t = at_ns;
         let old = self.gtd[v as usize];
-        if read_first && old != UNMAPPED {
+        let waiting = self.tbuf.contains(&v);
+        if read_first && old != UNMAPPED && !waiting {
             t = self.space.read(
                 t,
                 Ppn(u64::from(old)),
@@ -769,6 +789,16 @@ impl<C: MapCache> DftlCore<C> {
             self.translation_reads += 1;
         }
         t = self.ctrl.charge(t, self.variant.tpage_copy_cycles);
+        if self.space.units_per_page() > 1 {
+            // Invariant 5: gather; a page rewritten while it waits is rewritten in DRAM.
+            if !waiting {
+                self.tbuf.push(v);
+            }
+            if self.tbuf.len() == self.space.units_per_page() as usize {
+                return self.program_tbuf(t);
+            }
+            return Ok(t);
+        }
         encode_tpage(
             &mut self.page_buf,
             &self.flash_map[tpage_range(v, self.per_tpage, self.capacity)],
@@ -788,6 +818,52 @@ impl<C: MapCache> DftlCore<C> {
         if cur != UNMAPPED {
             done = self.supersede(done, cur)?;
         }
+        Ok(done)
+    }
+
+    /// Programs the translation pages waiting in `tbuf` into one flash page (invariant 5),
+    /// points the GTD at them and supersedes their previous copies. Returns when done.
+    fn program_tbuf(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        if self.tbuf.is_empty() {
+            return Ok(at_ns);
+        }
+        let unit = self.space.unit_bytes();
+        let vs = std::mem::take(&mut self.tbuf);
+        debug_assert!(vs.len() <= self.space.units_per_page() as usize);
+        let mut recs = Vec::with_capacity(vs.len());
+        for (i, &v) in vs.iter().enumerate() {
+            encode_tpage(
+                &mut self.tbuf_page[i * unit..(i + 1) * unit],
+                &self.flash_map[tpage_range(v, self.per_tpage, self.capacity)],
+            );
+            recs.push(OobRecord::new(
+                PageKind::Translation,
+                v,
+                self.space.alloc_seq(),
+                0,
+            ));
+        }
+        let units: Vec<(OobRecord, &[u8])> = recs
+            .iter()
+            .zip(self.tbuf_page.chunks(unit))
+            .map(|(r, d)| (*r, d))
+            .collect();
+        let (first, mut done) =
+            self.space
+                .write_units(at_ns, TRANSLATION, &units, Purpose::Mapping)?;
+        drop(units);
+        self.translation_writes += vs.len() as u64;
+        // GC before the program may have moved the previous copies: follow them first.
+        self.absorb();
+        for (i, &v) in vs.iter().enumerate() {
+            let cur = self.gtd[v as usize];
+            self.gtd[v as usize] = (first.0 + i as u64) as u32;
+            if cur != UNMAPPED {
+                done = self.supersede(done, cur)?;
+            }
+        }
+        self.tbuf = vs;
+        self.tbuf.clear();
         Ok(done)
     }
 
@@ -838,7 +914,7 @@ impl<C: MapCache> DftlCore<C> {
         }
         let v = lpn / self.per_tpage;
         let tp = self.gtd[v as usize];
-        if tp != UNMAPPED {
+        if tp != UNMAPPED && !self.tbuf.contains(&v) {
             t = self.space.read(
                 t,
                 Ppn(u64::from(tp)),
@@ -892,7 +968,7 @@ impl<C: MapCache> DftlCore<C> {
         let mut t = at_ns;
         for v in 0..self.gtd.len() {
             let tp = self.gtd[v];
-            if tp != UNMAPPED {
+            if tp != UNMAPPED && !self.tbuf.contains(&(v as u64)) {
                 t = t.max(self.space.read(
                     at_ns,
                     Ppn(u64::from(tp)),
@@ -1061,7 +1137,8 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
                 .get(l)
                 .is_some_and(|s| self.cache.ppn(s) != UNMAPPED)
         });
-        let on_flash = (first_v..=last_v).any(|v| self.gtd[v as usize] != UNMAPPED);
+        let on_flash =
+            (first_v..=last_v).any(|v| self.gtd[v as usize] != UNMAPPED || self.tbuf.contains(&v));
         if !cached_mapped && !on_flash {
             return Ok(t);
         }
@@ -1078,7 +1155,9 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
             let hi = (range.end as u64).min(lpn + pages);
             let mut changed = false;
             let tp = self.gtd[v as usize];
-            if tp != UNMAPPED {
+            // Its entries are in `flash_map`: on flash, or waiting in DRAM (invariant 5).
+            let held = tp != UNMAPPED || self.tbuf.contains(&v);
+            if tp != UNMAPPED && !self.tbuf.contains(&v) {
                 t = self.space.read(
                     t,
                     Ppn(u64::from(tp)),
@@ -1096,7 +1175,7 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
                             self.space.invalidate(Ppn(u64::from(old)));
                         }
                     }
-                    None if tp != UNMAPPED => {
+                    None if held => {
                         let p = std::mem::replace(&mut self.flash_map[l as usize], UNMAPPED);
                         if p != UNMAPPED {
                             self.space.invalidate(Ppn(u64::from(p)));
@@ -1132,6 +1211,9 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
             let t = self.write_tpage(t, v, true)?;
             end = end.max(self.settle(t)?);
         }
+        // Invariant 5: what waits in DRAM goes out with the flush, in one page.
+        let t = self.program_tbuf(end)?;
+        end = end.max(self.settle(t)?);
         // MLC/TLC: nothing acknowledged may stay on an unpaired lower page (space invariant 9).
         end = end.max(self.pair(end)?);
         Ok(end)

@@ -88,3 +88,36 @@ fn waf_counts_bytes_and_a_full_buffer_makes_writes_wait() {
     // them all at once, so the request waits for programs to complete.
     assert!(t > 1_000_000, "the 64 writes took only {t} ns");
 }
+
+/// DFTL on 16 KiB pages writes its 4 KiB translation pages four to a flash page (dftl.rs
+/// invariant 5): a translation page rewritten by a dirty eviction waits in DRAM until three
+/// more join it or FLUSH comes, so mapping programs are about a quarter of translation writes,
+/// and the device still matches a RAM disk.
+#[test]
+fn dftl_on_16k_pages_gathers_four_translation_pages_in_one_flash_page() {
+    let small_cache = FtlOptions {
+        cache_fraction: 0.01,
+        ..opts()
+    };
+    let nand = device("mlc16k", 16384, 64);
+    let mut dev = ftl::dftl::Dftl::new(nand, &small_cache).unwrap();
+    let before = dev
+        .space()
+        .nand()
+        .stats()
+        .get(nand::OpKind::Program, nand::Purpose::Mapping);
+    random_vs_model(&mut dev, 9, 6000, 0).unwrap();
+    let c = dev.counts();
+    let programs = dev
+        .space()
+        .nand()
+        .stats()
+        .get(nand::OpKind::Program, nand::Purpose::Mapping)
+        - before;
+    assert!(c.translation_writes > 200, "{c:?}");
+    assert!(
+        programs * 3 <= c.translation_writes,
+        "{programs} mapping programs for {} translation writes",
+        c.translation_writes
+    );
+}

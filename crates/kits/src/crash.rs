@@ -451,9 +451,18 @@ impl Rig {
                 ))))
             }
             Rig::Flash(d, m) => {
-                let dev = d.into_inner().ok_or_else(|| {
+                let mut dev = d.into_inner().ok_or_else(|| {
                     Error::Unsupported("the engine still holds the device".into())
                 })?;
+                // Power-loss protection: the controller writes back what it buffers on its
+                // capacitors before the flash goes dark (nand invariant 6).
+                if let Some(now) = dev
+                    .nand()
+                    .filter(|n| n.config().plp && n.is_powered())
+                    .map(|n| n.now_ns())
+                {
+                    dev.power_fail(now)?;
+                }
                 let mut nand = dev.into_nand().ok_or_else(|| {
                     Error::Unsupported(format!(
                         "the {} FTL cannot hand its flash back (into_nand)",

@@ -4,6 +4,10 @@
 //! Each iteration is one 4 KiB page operation on the `noftl13` device (the NoFTL paper's layout). Reads
 //! hit programmed pages (data copied out, bit errors sampled); programs walk the device, erasing
 //! each block before reuse, so their figure includes the erases (1 per 64 programs).
+//!
+//! `copy_bound/read_4k_memcpy` is the floor under a read that keeps data: the same scattered
+//! 4 KiB copies out of a 1 GiB anonymous mapping advised for huge pages, as the RAM store keeps
+//! its arenas, with no emulator around them. A read with data cannot be faster than this copy.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use nand::{DeviceConfig, Nand, Ppn, Purpose};
@@ -64,5 +68,28 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+/// The copy a read with data must do, alone (module documentation).
+fn copy_bound(c: &mut Criterion) {
+    const BYTES: usize = 1 << 30;
+    const PAGE: usize = 4096;
+    let mut map = memmap2::MmapMut::map_anon(BYTES).expect("a 1 GiB anonymous mapping");
+    let _ = map.advise(memmap2::Advice::HugePage);
+    map.fill(0x5A);
+    let pages = (BYTES / PAGE) as u64;
+    let mut buf = vec![0u8; PAGE];
+    let mut i = 0u64;
+    let mut g = c.benchmark_group("copy_bound");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("read_4k_memcpy", |b| {
+        b.iter(|| {
+            i = i.wrapping_add(0x9E37_79B9) % pages;
+            let at = i as usize * PAGE;
+            buf.copy_from_slice(&map[at..at + PAGE]);
+            std::hint::black_box(&mut buf);
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, copy_bound);
 criterion_main!(benches);

@@ -51,17 +51,36 @@ use crate::oob::{BlockScan, OobRecord, PageKind, FLAG_COMMIT};
 /// Options of AMF's AFTL.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AmfOptions {
-    /// Spare blocks per die for bad-block remapping. Default (`None`): 2% of the die's blocks,
-    /// at least 1 — NAND datasheets promise at least 98% valid blocks over the part's life (e.g.
-    /// Micron MT29F16G08ABABA: NVB >= 4016 of 4096).
+    /// Spare blocks per die for bad-block remapping. Default (`None`): 2% of the die's blocks
+    /// (NAND datasheets promise at least 98% valid blocks over the part's life, e.g. Micron
+    /// MT29F16G08ABABA: NVB >= 4016 of 4096), or, if more, the factory-bad blocks of the worst
+    /// die plus 1% for blocks that go bad in use; at least 1. The emulator draws factory-bad
+    /// blocks at random, so at a 2% ratio about half the dies hold more than 2%, and a spare of
+    /// exactly 2% would leave them without a block to remap to.
     pub spare_blocks_per_die: Option<u32>,
     pub controller: ControllerConfig,
 }
 
 impl AmfOptions {
-    pub fn spare_blocks_for(&self, blocks_per_die: u32) -> u32 {
-        self.spare_blocks_per_die
-            .unwrap_or_else(|| (blocks_per_die * 2).div_ceil(100).max(1))
+    /// The spare blocks per die on `nand` (see `spare_blocks_per_die`). Factory-bad blocks
+    /// never change, so neither does the capacity across restarts.
+    pub fn spare_blocks_for(&self, nand: &Nand) -> u32 {
+        self.spare_blocks_per_die.unwrap_or_else(|| {
+            let geo = nand.geometry();
+            let bpd = geo.blocks_per_die();
+            let mut factory_bad = vec![0u32; geo.dies() as usize];
+            for pbn in 0..geo.blocks() {
+                let info = nand.block_info(nand::Pbn(pbn));
+                if info.is_ok_and(|i| i.state == nand::BlockState::FactoryBad) {
+                    factory_bad[geo.die_of_block(nand::Pbn(pbn)).0 as usize] += 1;
+                }
+            }
+            let worst = factory_bad.into_iter().max().unwrap_or(0);
+            (bpd * 2)
+                .div_ceil(100)
+                .max(worst + bpd.div_ceil(100))
+                .max(1)
+        })
     }
 }
 
@@ -117,7 +136,7 @@ impl Amf {
     fn empty(f: Flash, opts: &AmfOptions) -> Result<Self, FtlError> {
         let dies = f.geo.dies();
         let bpd = f.geo.blocks_per_die();
-        let spare = opts.spare_blocks_for(bpd);
+        let spare = opts.spare_blocks_for(&f.nand);
         if spare >= bpd {
             return Err(FtlError::Config(format!(
                 "{spare} spare blocks per die leave no segment in a die of {bpd} blocks"

@@ -247,3 +247,34 @@ fn mapping_memory_matches_seed_001() {
     assert_eq!(mapping_bytes_for(512 * GIB, 4096, 128), 4 << 20);
     assert_eq!(mapping_bytes_for(1024 * GIB, 4096, 128), 8 << 20);
 }
+
+/// With 2% factory-bad blocks drawn at random, some dies hold more than 2%: the default spare
+/// covers the worst die (plus 1% for blocks that go bad in use), so AMF formats, writes a
+/// segment over every die, and reopens with the same capacity.
+#[test]
+fn amf_with_two_percent_factory_bad_blocks_has_a_spare_for_each_and_a_stable_capacity() {
+    let dev = || {
+        let o: Vec<String> = vec![
+            "geometry.page_size_bytes=4096".into(),
+            "geometry.oob_size_bytes=128".into(),
+            "geometry.blocks_per_plane=512".into(),
+            "geometry.pages_per_block=16".into(),
+            "reliability.factory_bad_block_ratio=0.02".into(),
+            "reliability.ecc_codeword_bytes=512".into(),
+            "cell.native=\"slc\"".into(),
+            "store=\"meta\"".into(),
+        ];
+        nand::Nand::new(nand::DeviceConfig::preset("mlc16k", &o).unwrap()).unwrap()
+    };
+    let mut amf = Amf::new(dev(), &AmfOptions::default()).expect("format");
+    let capacity = amf.capacity_pages();
+    let seg = amf.segment_pages();
+    let mut t = 0;
+    let page = vec![7u8; 4096 * seg as usize];
+    for s in [0, capacity / seg - 1] {
+        t = amf.write(t, s * seg, &page, false).unwrap();
+    }
+    let n = BlockDevice::into_nand(Box::new(amf)).unwrap();
+    let reopened = Amf::open(n, &AmfOptions::default()).unwrap();
+    assert_eq!(reopened.capacity_pages(), capacity);
+}

@@ -166,3 +166,75 @@ fn slc_chips_other_ftls_and_too_small_a_share_are_refused_before_anything_is_bui
         .to_string();
     assert!(e.contains("50%"), "{e}");
 }
+
+/// The fold's own paired-page rule, cut where it matters: pages flushed while in pSLC are then
+/// folded (their pSLC block erased) and the host goes on writing other pages with no FLUSH, so
+/// the next fold's programs land on the native word line the previous fold left open. A cut at
+/// every flash operation from the flush to the end of the second fold must leave every flushed
+/// page intact: the fold completes its word lines before it erases the pSLC source.
+#[test]
+fn a_cut_during_the_next_fold_never_destroys_pages_an_earlier_fold_moved() {
+    use ftl::testkit::{decode_page, fill_page, Content};
+    const FLUSHED: u64 = 200;
+    let make = || build("page", tlc(4096), &opts(0.25)).unwrap();
+    // Writes FLUSHED pages, flushes, then writes pages FLUSHED.. until `stop` says so or `n`
+    // more are written. Returns the op count after the flush and the writes done after it.
+    let run = |dev: &mut dyn BlockDevice,
+               n: u64,
+               stop: &dyn Fn(&dyn BlockDevice) -> bool|
+     -> Result<(u64, u64), FtlError> {
+        let mut buf = vec![0u8; 4096];
+        let mut t = 0;
+        for l in 0..FLUSHED {
+            fill_page(&mut buf, l, 1);
+            t = dev.write(t, l, &buf, false)?;
+        }
+        t = dev.flush(t)?;
+        let flushed_ops = dev.nand().unwrap().ops_issued();
+        for i in 0..n {
+            let l = FLUSHED + i;
+            fill_page(&mut buf, l, 1);
+            t = dev.write(t, l, &buf, false)?;
+            if stop(dev) {
+                return Ok((flushed_ops, i + 1));
+            }
+        }
+        Ok((flushed_ops, n))
+    };
+    let mut dev = make();
+    let (from, writes) = run(dev.as_mut(), 20_000, &|d| {
+        d.report().slc_cache.unwrap().folds >= 2
+    })
+    .unwrap();
+    let to = dev.nand().unwrap().ops_issued();
+    assert!(
+        to > from + 50,
+        "two folds took only {} operations",
+        to - from
+    );
+    // `cut_at_op` n cuts the n-th operation of the device (1-based): op `from` is the last
+    // write before the flush.
+    for at in from + 1..=to {
+        let mut dev = make();
+        dev.nand_mut().unwrap().set_fault_plan(nand::FaultPlan {
+            cut_at_op: Some(at),
+            ..nand::FaultPlan::default()
+        });
+        let _ = run(dev.as_mut(), writes, &|_| false);
+        let mut n = dev.into_nand().unwrap();
+        n.power_on();
+        let mut dev = ftl::open("page", n, &opts(0.25)).unwrap();
+        let mut page = vec![0u8; 4096];
+        let t = dev.nand().unwrap().now_ns();
+        let lost: Vec<u64> = (0..FLUSHED)
+            .filter(|&l| {
+                dev.read(t, l, &mut page).unwrap();
+                decode_page(&page, l) != Content::Version(1)
+            })
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "cut at op {at}: flushed pages lost: {lost:?}"
+        );
+    }
+}

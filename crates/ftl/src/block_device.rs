@@ -85,6 +85,35 @@ pub struct FtlReport {
     /// The part of `controller_busy_us` spent on the host's CPU (0 for FTLs inside a device).
     #[serde(default)]
     pub host_cpu_us: f64,
+    /// `page` with a pSLC write cache (`--slc-cache`): what the cache absorbed and folded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slc_cache: Option<SlcCacheReport>,
+}
+
+/// The pSLC write cache of the page FTL (`page.rs`, "SLC cache"), in logical pages (4 KiB
+/// units) unless named otherwise. `waf` in the report includes the folds' programs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlcCacheReport {
+    /// Blocks run in pSLC mode, and their share of the device's blocks.
+    pub blocks: u32,
+    pub share: f64,
+    /// Host writes programmed into pSLC blocks, and straight into native blocks (the cache
+    /// had no room).
+    pub host_writes_cached: u64,
+    pub host_writes_direct: u64,
+    /// `host_writes_cached` over all host writes programmed.
+    pub hit_rate: f64,
+    /// Cached writes overwritten or trimmed while still in pSLC: never folded.
+    pub absorbed: u64,
+    /// Cache blocks folded (emptied and erased), the valid units copied into native blocks,
+    /// the flash pages those copies programmed, and the pad pages that completed their last
+    /// word line before the pSLC source was erased.
+    pub folds: u64,
+    pub folded_units: u64,
+    pub fold_programs: u64,
+    pub fold_pads: u64,
+    /// Folds run in idle time (`background`) rather than when a write found the cache full.
+    pub idle_folds: u64,
 }
 
 /// Host and GC counters of one FTL instance, plus the device's program count when the instance
@@ -133,6 +162,7 @@ impl Counters {
             translation_writes: 0,
             controller_busy_us: ctrl.busy_us(),
             host_cpu_us: 0.0,
+            slc_cache: None,
         }
     }
 }

@@ -50,6 +50,10 @@ pub struct FtlOptions {
     /// Flash pages larger than a logical page (`page`, `dftl`): the controller's write buffer
     /// in flash pages (`wbuf.rs`); 0 picks 2 per die.
     pub write_buffer_pages: u32,
+    /// `page` on MLC/TLC chips: the share of every plane's blocks run as a pSLC write cache
+    /// (`page.rs`, "SLC cache"); 0 turns it off. Those blocks hold no exported capacity.
+    #[serde(default)]
+    pub slc_cache: f64,
 }
 
 impl Default for FtlOptions {
@@ -63,6 +67,7 @@ impl Default for FtlOptions {
             wl_threshold: 1000,
             reserve_blocks: 0,
             write_buffer_pages: 0,
+            slc_cache: 0.0,
         }
     }
 }
@@ -77,6 +82,12 @@ impl FtlOptions {
             return Err(FtlError::Config(format!(
                 "cache fraction {} is not in (0, 1]",
                 self.cache_fraction
+            )));
+        }
+        if !(self.slc_cache.is_finite() && (0.0..=0.5).contains(&self.slc_cache)) {
+            return Err(FtlError::Config(format!(
+                "--slc-cache {}% is not in [0%, 50%]",
+                self.slc_cache * 100.0
             )));
         }
         if !(self.controller.clock_mhz.is_finite() && self.controller.clock_mhz > 0.0) {
@@ -103,7 +114,52 @@ impl FtlOptions {
             stamp_incarnation: false,
             gc_reads_oob: false,
             cell_mode: None,
+            plane_blocks: None,
         }
+    }
+
+    /// Blocks per plane run as the pSLC write cache (`page.rs`, "SLC cache"): the first
+    /// `slc_cache` share of every plane's blocks, rounded down; 0 when the cache is off.
+    pub fn slc_cache_blocks_per_plane(&self, g: &nand::Geometry) -> u32 {
+        (self.slc_cache * f64::from(g.blocks_per_plane)).floor() as u32
+    }
+
+    /// Refuses a pSLC write cache that the device or the FTL `kind` cannot run, before anything
+    /// is built: SLC chips have no pSLC mode, only the page FTL folds, and the share must leave
+    /// both the cache and the native blocks a usable number of blocks.
+    pub(crate) fn check_slc_cache(
+        &self,
+        kind: &str,
+        dev: &nand::DeviceConfig,
+    ) -> Result<(), FtlError> {
+        if self.slc_cache == 0.0 {
+            return Ok(());
+        }
+        self.validate()?;
+        if kind != "page" {
+            return Err(FtlError::Config(format!(
+                "--slc-cache: the {kind} FTL has no pSLC write cache (only page folds its cache into native blocks)"
+            )));
+        }
+        if !dev.allows_mode(nand::CellMode::Pslc) {
+            return Err(FtlError::Config(format!(
+                "--slc-cache needs MLC or TLC chips (a pSLC block is an MLC/TLC block programmed on its lower pages only); this device is {}",
+                dev.cell.native.name()
+            )));
+        }
+        let g = &dev.geometry;
+        let k = self.slc_cache_blocks_per_plane(g);
+        // Every die needs an open cache block, plus one to fill while another is folded.
+        let cache_blocks = u64::from(k) * u64::from(g.planes_per_die) * u64::from(g.dies());
+        if k == 0 || cache_blocks < u64::from(g.dies()) + 2 {
+            return Err(FtlError::Config(format!(
+                "--slc-cache {}% of {} blocks per plane is {k} per plane, {cache_blocks} in all; the cache needs at least {} (an open block per die plus 2)",
+                self.slc_cache * 100.0,
+                g.blocks_per_plane,
+                g.dies() + 2
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -162,7 +218,12 @@ pub(crate) fn page_mapped_capacity(
     }
     let mode = nand.config().cell.native;
     let ppb = u64::from(nand.config().pages_in_mode(mode)) * upp;
+    // A pSLC write cache's blocks hold no capacity: every page must fit the native blocks once
+    // folded (the cache is spare room, as a consumer SSD's static SLC cache is).
+    let cache = opts.slc_cache_blocks_per_plane(g);
+    let native = (cache > 0).then_some((cache, g.blocks_per_plane));
     let factory_good = (0..g.blocks())
+        .filter(|&b| crate::space::in_plane_blocks(g, b, native))
         .filter(|&b| {
             nand.block_info(nand::Pbn(b))
                 .map(|i| i.state != nand::BlockState::FactoryBad)
@@ -325,6 +386,7 @@ pub(crate) use space_device_methods;
 
 /// Builds a fresh FTL of kind `kind` on `nand` (formatting it).
 pub fn build(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+    opts.check_slc_cache(kind, nand.config())?;
     let units = crate::space::units_per_page(nand.geometry());
     let whole = units > 1;
     match kind {
@@ -362,6 +424,7 @@ fn sectors(inner: impl BlockDevice + 'static, units: u32) -> Box<dyn BlockDevice
 /// Recovers an FTL of kind `kind` from a device that holds data (after a power cut, or an image
 /// reopened with `Nand::open_image`): scans it and rebuilds the mapping.
 pub fn open(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+    opts.check_slc_cache(kind, nand.config())?;
     let units = crate::space::units_per_page(nand.geometry());
     let whole = units > 1;
     match kind {

@@ -198,6 +198,20 @@ pub struct SpaceConfig {
     /// MLC/TLC chip (refused on SLC chips and for any other mode).
     #[serde(default)]
     pub cell_mode: Option<CellMode>,
+    /// The blocks of each plane this space uses, by index within the plane, `[lo, hi)`; `None`:
+    /// all. The others are `Foreign`, as with `dies`: the page FTL's pSLC write cache runs a
+    /// space over the first blocks of every plane and its native space over the rest.
+    #[serde(default)]
+    pub plane_blocks: Option<(u32, u32)>,
+}
+
+/// Whether block `b` of `geo` lies in the plane-block range `range` (`SpaceConfig::plane_blocks`).
+#[inline]
+pub fn in_plane_blocks(geo: &Geometry, b: u32, range: Option<(u32, u32)>) -> bool {
+    range.is_none_or(|(lo, hi)| {
+        let i = (b % geo.blocks_per_die()) % geo.blocks_per_plane;
+        (lo..hi).contains(&i)
+    })
 }
 
 impl Default for SpaceConfig {
@@ -214,6 +228,7 @@ impl Default for SpaceConfig {
             stamp_incarnation: false,
             gc_reads_oob: false,
             cell_mode: None,
+            plane_blocks: None,
         }
     }
 }
@@ -600,6 +615,14 @@ impl FlashSpace {
                 "a flash space needs at least one stream".into(),
             ));
         }
+        if let Some((lo, hi)) = cfg.plane_blocks {
+            if lo >= hi || hi > geo.blocks_per_plane {
+                return Err(FtlError::Config(format!(
+                    "plane blocks {lo}..{hi} are no range within a plane's {} blocks",
+                    geo.blocks_per_plane
+                )));
+            }
+        }
         if let Some(d) = cfg.dies.iter().find(|&&d| d >= geo.dies()) {
             return Err(FtlError::Config(format!(
                 "die {d} is beyond the device's {} dies",
@@ -659,7 +682,9 @@ impl FlashSpace {
                 .collect(),
             blocks: (0..geo.blocks())
                 .map(|b| {
-                    let own = cfg.dies.is_empty() || cfg.dies.contains(&geo.die_of_block(Pbn(b)).0);
+                    let own = (cfg.dies.is_empty()
+                        || cfg.dies.contains(&geo.die_of_block(Pbn(b)).0))
+                        && in_plane_blocks(&geo, b, cfg.plane_blocks);
                     Block {
                         usage: if own {
                             BlockUse::Free
@@ -1017,6 +1042,56 @@ impl FlashSpace {
         }
         t = self.maybe_wear_level(t)?;
         self.evacuate(t)
+    }
+
+    // ----- emptying a block for the caller (the page FTL's pSLC write cache) -------------------
+
+    /// Takes the block closed longest ago out of the GC candidates, for the caller to empty
+    /// (a pSLC write cache's fold, `page.rs`): the caller copies the valid units that
+    /// [`FlashSpace::valid_units`] lists elsewhere, invalidates each, then calls
+    /// [`FlashSpace::erase_emptied`]. `None` if no block is closed.
+    pub fn take_oldest_closed(&mut self) -> Option<Pbn> {
+        while let Some((b, stamp)) = self.fifo.pop_front() {
+            let blk = &self.blocks[b as usize];
+            if blk.usage == BlockUse::Closed && blk.close_stamp == stamp {
+                self.leave_closed(b);
+                return Some(Pbn(b));
+            }
+        }
+        None
+    }
+
+    /// The valid units of block `pbn`: (location, key), in location order.
+    pub fn valid_units(&self, pbn: Pbn) -> Vec<(Ppn, u64)> {
+        let blk = &self.blocks[pbn.0 as usize];
+        let first = self.geo.first_page(pbn).0 * u64::from(self.upp);
+        let n = u64::from(blk.written) * u64::from(self.upp);
+        (first..first + n)
+            .filter_map(|loc| {
+                let k = self.rmap[loc as usize];
+                (k != NO_KEY).then_some((Ppn(loc), k))
+            })
+            .collect()
+    }
+
+    /// Erases block `pbn`, taken by `take_oldest_closed` and emptied by the caller, into the free
+    /// pool. Returns when the erase is done.
+    pub fn erase_emptied(
+        &mut self,
+        at_ns: Nanos,
+        pbn: Pbn,
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
+        let blk = &self.blocks[pbn.0 as usize];
+        if blk.usage != BlockUse::Collecting || blk.valid != 0 {
+            return Err(FtlError::Config(format!(
+                "block {} is not an emptied block ({:?}, {} valid units)",
+                pbn.0, blk.usage, blk.valid
+            )));
+        }
+        // A pSLC space has no pins; a native one satisfies them as before any erase.
+        let t = self.satisfy_pins(at_ns, pbn.0)?;
+        self.erase_to_free(t, pbn, purpose)
     }
 
     // ----- allocation ------------------------------------------------------------------------

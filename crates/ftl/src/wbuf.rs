@@ -155,6 +155,28 @@ pub(crate) fn program_gathered(
     stream: u8,
     at_ns: Nanos,
 ) -> Result<Option<(Vec<u64>, Ppn, Nanos)>, FtlError> {
+    let mut seq = space.peek_seq();
+    let r = program_gathered_into(wb, space, stream, at_ns, 0, &mut || {
+        seq += 1;
+        seq - 1
+    })?;
+    // The numbers taken (`program_gathered_into` issued them from a copy of the counter).
+    while space.peek_seq() < seq {
+        space.alloc_seq();
+    }
+    Ok(r)
+}
+
+/// `program_gathered` with the records' `aux` and a sequence-number source of the caller's (a
+/// pSLC write cache's space takes its numbers from the FTL's native space: one counter).
+pub(crate) fn program_gathered_into(
+    wb: &mut WriteBuffer,
+    space: &mut FlashSpace,
+    stream: u8,
+    at_ns: Nanos,
+    aux: u64,
+    next_seq: &mut dyn FnMut() -> u64,
+) -> Result<Option<(Vec<u64>, Ppn, Nanos)>, FtlError> {
     if wb.is_empty() {
         return Ok(None);
     }
@@ -164,9 +186,8 @@ pub(crate) fn program_gathered(
         .iter()
         .enumerate()
         .map(|(i, &l)| {
-            let seq = space.alloc_seq();
             (
-                OobRecord::new(PageKind::Data, l, seq, 0),
+                OobRecord::new(PageKind::Data, l, next_seq(), aux),
                 &data[i * ub..(i + 1) * ub],
             )
         })

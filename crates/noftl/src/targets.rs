@@ -45,6 +45,11 @@ pub struct FtlKnobs {
     /// Acknowledged writes in it may be lost at power loss until a FLUSH.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub write_buffer: Option<u32>,
+    /// page on MLC/TLC devices: run this share of every plane's blocks as a pSLC write cache
+    /// (host writes land there and are folded into native blocks when it fills or when idle;
+    /// the cache blocks hold no exported capacity). Off by default.
+    #[arg(long, value_parser = parse_percent)]
+    pub slc_cache: Option<f64>,
 }
 
 impl TargetArgs {
@@ -64,6 +69,7 @@ impl TargetArgs {
             },
             // 0 asks the FTL for its default (`FtlOptions::write_buffer_pages`).
             write_buffer_pages: self.knobs.write_buffer.unwrap_or(0),
+            slc_cache: self.knobs.slc_cache.unwrap_or(0.0),
             ..FtlOptions::default()
         };
         opts.validate()?;

@@ -202,3 +202,64 @@ fn io_on_tlc_splits_flash_operations_by_page_type_and_checks_itself() {
     let die = v["consistency"]["die_busy_fraction_max"].as_f64().unwrap();
     assert!(die > 0.0 && die <= 1.0, "die busy fraction {die}");
 }
+
+/// `--slc-cache` on TLC: the JSON carries the cache's counters (writes cached, folds), the WAF
+/// counts the folds' programs, and the run checks itself; SLC devices and FTLs without a cache
+/// are refused with a message that names the reason.
+#[test]
+fn io_with_a_pslc_cache_reports_hits_and_folds_and_refuses_what_cannot_run_one() {
+    let dev = [
+        "--preset",
+        "tlc16k",
+        "--set",
+        "geometry.blocks_per_plane=8",
+        "--set",
+        "geometry.pages_per_block=48",
+        "--set",
+        "store=meta",
+    ];
+    let mut args = vec!["io", "--target", "page", "--slc-cache", "25%"];
+    args.extend(dev);
+    args.extend([
+        "--op",
+        "15%",
+        "--rw",
+        "randwrite",
+        "--ops",
+        "12000",
+        "--json",
+    ]);
+    let (ok, out, err) = noftl(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let c = &v["slc_cache"];
+    assert_eq!(c["blocks"], 2 * 2 * 8, "{c}");
+    let cached = c["host_writes_cached"].as_u64().unwrap();
+    assert_eq!(cached, v["host"]["writes"].as_u64().unwrap(), "{c}");
+    assert_eq!(c["hit_rate"], 1.0);
+    assert!(c["folds"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["folded_units"].as_u64().unwrap() > 0, "{c}");
+    assert!(
+        v["waf"].as_f64().unwrap() > 1.0,
+        "the folds' programs count"
+    );
+    assert_eq!(v["consistency"]["status"], "ok", "{}", v["consistency"]);
+
+    let (ok, _, err) = noftl(&[
+        "io",
+        "--target",
+        "page",
+        "--preset",
+        "tiny",
+        "--slc-cache",
+        "25%",
+        "--ops",
+        "10",
+    ]);
+    assert!(!ok && err.contains("MLC or TLC"), "{err}");
+    let mut args = vec!["io", "--target", "dftl", "--slc-cache", "25%"];
+    args.extend(dev);
+    args.extend(["--ops", "10"]);
+    let (ok, _, err) = noftl(&args);
+    assert!(!ok && err.contains("no pSLC write cache"), "{err}");
+}

@@ -211,6 +211,7 @@ impl NativeConfig {
             // Map checkpoints (journal.rs) tell unchanged blocks by page 0's stamp.
             stamp_incarnation: true,
             gc_reads_oob: false,
+            plane_blocks: None,
         }
     }
 }
@@ -1512,6 +1513,7 @@ impl PageStore for NativeStore {
             translation_writes: 0,
             controller_busy_us: self.host_mapping_ps as f64 / 1e6,
             host_cpu_us: self.host_mapping_ps as f64 / 1e6,
+            slc_cache: None,
         })
     }
     fn nand(&self) -> Option<&Nand> {

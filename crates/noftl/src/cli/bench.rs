@@ -491,6 +491,12 @@ pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>
             args.storage
         );
     }
+    if args.knobs.slc_cache.is_some() && (args.storage == "native" || args.storage == "file") {
+        anyhow::bail!(
+            "--slc-cache is the page FTL's pSLC write cache; --storage is {} (the native store puts data in pSLC with a region: CELL_MODE=pSLC)",
+            args.storage
+        );
+    }
     Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
         (

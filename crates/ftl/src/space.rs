@@ -69,7 +69,8 @@
 //!    (b) [`FlashSpace::pair_word_lines`] does the same on demand: the callers' durability points
 //!    (an FTL's FLUSH and FUA, NoFTL's log force, page sync and master-record write) call it
 //!    before they acknowledge, so acknowledged data never sits on an unpaired lower page.
-//!    SLC and pSLC blocks have one page per word line; there is nothing to pad.
+//!    SLC and pSLC blocks have one page per word line; there is nothing to pad. On a device
+//!    with power-loss protection no program is ever cut: nothing is pinned or padded.
 //!
 //! Units: on flash pages larger than 4 KiB ([`UNIT_BYTES`]) a page holds `units_per_page`
 //! units of 4 KiB, each a key of its own with its own OOB record (record `i` at OOB bytes
@@ -314,6 +315,9 @@ pub struct FlashSpace {
     mode: CellMode,
     /// Pages per word line in `mode` (1 SLC/pSLC, 2 MLC, 3 TLC).
     wl_pages: u32,
+    /// The device has power-loss protection (`DeviceConfig::plp`): no program is ever cut, so
+    /// nothing needs pairing (invariant 9 holds with no pins and no pads).
+    protected: bool,
     /// Units per flash page, and their bytes (module documentation, "Units").
     upp: u32,
     unit_bytes: usize,
@@ -717,6 +721,7 @@ impl FlashSpace {
             pad_data: vec![0xFF; geo.page_size_bytes as usize],
             pad_oob: vec![0xFF; oob_len],
             wl_pages: mode.bits_per_cell(),
+            protected: nand.config().plp,
             upp: units_per_page(&geo),
             unit_bytes: unit_bytes(&geo),
             pack_data: vec![0xFF; geo.page_size_bytes as usize],
@@ -1385,6 +1390,9 @@ impl FlashSpace {
     /// The word line block `b`'s last program left incomplete, if any (invariant 9a).
     #[inline]
     fn unpaired_word_line(&self, b: u32) -> Option<Pin> {
+        if self.protected {
+            return None;
+        }
         let blk = &self.blocks[b as usize];
         let rest = blk.written % self.wl_pages;
         (rest != 0).then(|| Pin {
@@ -1478,7 +1486,7 @@ impl FlashSpace {
     /// there is nothing to pad, always on SLC and pSLC). A pad whose program fails retires its
     /// block (its valid pages are moved, as after any failed program).
     pub fn pair_word_lines(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        if self.wl_pages == 1 {
+        if self.wl_pages == 1 || self.protected {
             return Ok(at_ns);
         }
         let mut done = at_ns;

@@ -349,3 +349,24 @@ fn with_power_loss_protection_every_ftl_on_tlc_keeps_every_acknowledged_write() 
         Durability::Acknowledged,
     );
 }
+
+/// Power-loss protection makes paired-page pads unnecessary, and no FTL programs one: the same
+/// random workload with flushes pads on TLC chips without it and never with it.
+#[test]
+fn with_power_loss_protection_no_ftl_pads_a_word_line() {
+    for kind in ["page", "dftl", "block", "fast"] {
+        let pads = |nand: Nand| {
+            let mut dev = ftl::build(kind, nand, &opts()).unwrap();
+            ftl::testkit::random_vs_model(dev.as_mut(), 21, 1500, 0).unwrap();
+            dev.nand()
+                .unwrap()
+                .stats()
+                .get(nand::OpKind::Program, nand::Purpose::Pad)
+        };
+        assert!(
+            pads(paired_device("tlc")) > 0,
+            "{kind}: no pad without protection"
+        );
+        assert_eq!(pads(with_plp(paired_device("tlc"))), 0, "{kind}");
+    }
+}

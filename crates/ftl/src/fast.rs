@@ -133,6 +133,14 @@ struct Phys {
 
 const NO_LPN: u64 = u64::MAX;
 
+/// How a merge target's last word line was completed (`Fast::seal_merge_target`).
+enum Sealed {
+    /// Padded; the pads are done at this time.
+    Done(Nanos),
+    /// A pad failed and the logical block was merged again elsewhere, done at this time.
+    Remerged(Nanos),
+}
+
 /// One RW log block: which logical page each page holds, and its trim records.
 #[derive(Clone, Debug)]
 struct RwLog {
@@ -564,17 +572,9 @@ impl Fast {
                     }
                 }
             }
-            // Invariant 5: the copies on `dst`'s last word line must be safe from its next
-            // program before their sources are erased.
-            match self.complete_word_line(t, dst) {
-                Ok(d) => done = done.max(d),
-                Err(e) => {
-                    self.abandon(dst);
-                    if failed_program_block(&e, &self.f.geo).is_some() {
-                        return self.full_merge(t, lbn);
-                    }
-                    return Err(e);
-                }
+            match self.seal_merge_target(t, dst, lbn)? {
+                Sealed::Done(d) => done = done.max(d),
+                Sealed::Remerged(d) => return Ok(d),
             }
             self.data[lbn as usize] = dst;
             self.merges.full += 1;
@@ -635,15 +635,9 @@ impl Fast {
                     }
                 }
             }
-            match self.complete_word_line(t, s) {
-                Ok(d) => done = done.max(d),
-                Err(e) => {
-                    self.abandon(s);
-                    if failed_program_block(&e, &self.f.geo).is_some() {
-                        return self.full_merge(t, lbn);
-                    }
-                    return Err(e);
-                }
+            match self.seal_merge_target(t, s, lbn)? {
+                Sealed::Done(d) => done = done.max(d),
+                Sealed::Remerged(d) => return Ok(d),
             }
             self.merges.partial += 1;
         } else {
@@ -807,6 +801,23 @@ impl Fast {
                 .complete_word_line(t, pbn, &mut nf, lpn_base, self.seq, p.version, Purpose::Pad);
         self.pb[pbn as usize].next_free = nf;
         r
+    }
+
+    /// Completes merge target `dst` of logical block `lbn` (full or partial merge): the copies
+    /// on its last word line must be safe from its next program before their sources are
+    /// erased (invariant 5). If a pad fails, `dst` becomes an extra block, as after a failed
+    /// copy, and the logical block is merged again elsewhere.
+    fn seal_merge_target(&mut self, t: Nanos, dst: u32, lbn: u64) -> Result<Sealed, FtlError> {
+        match self.complete_word_line(t, dst) {
+            Ok(d) => Ok(Sealed::Done(d)),
+            Err(e) => {
+                self.abandon(dst);
+                if failed_program_block(&e, &self.f.geo).is_some() {
+                    return Ok(Sealed::Remerged(self.full_merge(t, lbn)?));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Completes every open word line (invariant 5): FLUSH, FUA and recovery. A block that

@@ -1175,7 +1175,7 @@ impl FlashSpace {
         let b = self.frontiers[s].open[die];
         b != NIL && {
             let written = self.blocks[b as usize].written;
-            written < self.ppb && (written + 1) % self.wl_pages == 0
+            written < self.ppb && (written + 1).is_multiple_of(self.wl_pages)
         }
     }
 

@@ -219,7 +219,7 @@ impl Flash {
     }
 
     /// Whether block `pbn`'s last program left its word line incomplete.
-    pub fn has_open_word_line(&self, pbn: u32) -> bool {
+    fn has_open_word_line(&self, pbn: u32) -> bool {
         self.open_lines.contains(&pbn)
     }
 
@@ -300,7 +300,7 @@ impl Flash {
 
     /// Drops `pbn` from the open word lines (invariant 4): it is erased, or grown bad and
     /// retired, so no program will ever complete or destroy its word line.
-    pub fn forget_open_line(&mut self, pbn: u32) {
+    fn forget_open_line(&mut self, pbn: u32) {
         if let Some(i) = self.open_lines.iter().position(|&b| b == pbn) {
             self.open_lines.swap_remove(i);
         }

@@ -136,3 +136,33 @@ fn a_copy_onto_a_store_too_small_or_of_another_page_size_is_refused() {
     let err = src.copy_to(Box::new(big_pages), cfg()).err().unwrap();
     assert!(err.to_string().contains("-byte pages"), "{err}");
 }
+
+#[test]
+fn every_copy_of_one_source_starts_its_log_at_the_same_lsn() {
+    // `noftl compare` copies one loaded database onto every row's store, two rows at a time:
+    // a copy's log position must not depend on how many copies were made before it, or a
+    // row's figures would depend on the order in which the worker threads took the source.
+    let mut src = loaded_source();
+    let starts: Vec<u64> = (0..3)
+        .map(|_| {
+            let store = BlockPageStore::new(Box::new(CrashDisk::new(8192)), 4096, Some(256));
+            let copy = src.copy_to(Box::new(store.unwrap()), cfg()).unwrap();
+            copy.log_next_lsn()
+        })
+        .collect();
+    assert!(starts.iter().all(|&s| s == starts[0]), "{starts:?}");
+    // Work on the source after a copy is checkpointed before the next: its copy starts later.
+    let want = balances(&mut src);
+    let acct = src.table("acct").unwrap().id;
+    let pk = src.index("acct_pk").unwrap().id;
+    let t = src.begin().unwrap();
+    let r = src.lookup(t, pk, &[Value::Int(1)], true).unwrap();
+    src.add_to_column(t, acct, r[0], 2, 1).unwrap();
+    src.commit(t).unwrap();
+    let store = BlockPageStore::new(Box::new(CrashDisk::new(8192)), 4096, Some(256)).unwrap();
+    let mut copy = src.copy_to(Box::new(store), cfg()).unwrap();
+    assert!(copy.log_next_lsn() > starts[0]);
+    let mut after = want;
+    after[1] += 1;
+    assert_eq!(balances(&mut copy), after);
+}

@@ -47,7 +47,7 @@ use crate::oob::{OobRecord, PageKind, FLAG_COMMIT};
 use crate::options::check_spare_factor;
 use common::{
     chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits,
-    Flash, FreePool, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
+    Flash, FreePool, PadRecord, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
 
 /// Options of the block-level FTL.
@@ -103,6 +103,15 @@ pub struct BlockFtl {
 pub(crate) fn exposed_blocks(f: &Flash, spare_factor: f64) -> Result<u32, FtlError> {
     check_spare_factor(spare_factor)?;
     Ok((f64::from(f.geo.blocks()) * (1.0 - spare_factor)).floor() as u32)
+}
+
+/// `block`'s pad record: the block's logical page base and version (`seq`), `aux` unused.
+fn pad(lpn_base: u64, version: u64) -> PadRecord {
+    PadRecord {
+        lpn_base,
+        seq: version,
+        aux: 0,
+    }
 }
 
 /// Logical blocks exposed for a geometry and spare factor (independent of bad blocks, so that
@@ -317,9 +326,9 @@ impl BlockFtl {
             let page = off + i as u32;
             let lpn_base = lbn * ppb;
             let mut nf = self.pb[pbn as usize].next_free;
-            let padded = self
-                .f
-                .pad_to(t, pbn, &mut nf, page, lpn_base, version, 0, Purpose::Host);
+            let padded =
+                self.f
+                    .pad_to(t, pbn, &mut nf, page, pad(lpn_base, version), Purpose::Host);
             self.pb[pbn as usize].next_free = nf;
             done = done.max(padded?);
             let ppn = self.f.ppn(pbn, page);
@@ -430,7 +439,7 @@ impl BlockFtl {
         let mut nf = self.pb[dst as usize].next_free;
         let padded = self
             .f
-            .pad_to(t, dst, &mut nf, p, lpn_base, version, 0, Purpose::Gc);
+            .pad_to(t, dst, &mut nf, p, pad(lpn_base, version), Purpose::Gc);
         self.pb[dst as usize].next_free = nf;
         let mut done = padded?;
         let flags = if p == last { FLAG_COMMIT } else { 0 };
@@ -510,7 +519,7 @@ impl BlockFtl {
         let mut nf = p.next_free;
         let r = self
             .f
-            .complete_word_line(t, pbn, &mut nf, lpn_base, p.version, 0, Purpose::Pad);
+            .complete_word_line(t, pbn, &mut nf, pad(lpn_base, p.version), Purpose::Pad);
         self.pb[pbn as usize].next_free = nf;
         r
     }

@@ -62,7 +62,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::block::common::{
     chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits,
-    Flash, FreePool, CYC_HASH, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
+    Flash, FreePool, PadRecord, CYC_HASH, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE,
+    NONE,
 };
 use crate::block::{exposed_blocks, logical_blocks};
 use crate::block_device::{check_range, check_request_of, BlockDevice, Counters, FtlError};
@@ -491,7 +492,7 @@ impl Fast {
         let lpn_base = lpn.wrapping_sub(u64::from(page)); // only positional pads use it
         let padded = self
             .f
-            .pad_to(t, pbn, &mut nf, page, lpn_base, self.seq, version, purpose);
+            .pad_to(t, pbn, &mut nf, page, self.pad(lpn_base, version), purpose);
         self.pb[pbn as usize].next_free = nf;
         let mut done = padded?;
         self.seq += 1;
@@ -787,6 +788,15 @@ impl Fast {
         }
     }
 
+    /// FAST's pad record: `seq` the current sequence number, `aux` the block's version.
+    fn pad(&self, lpn_base: u64, version: u64) -> PadRecord {
+        PadRecord {
+            lpn_base,
+            seq: self.seq,
+            aux: version,
+        }
+    }
+
     /// Completes block `pbn`'s open word line with pads (common invariant 4), each with the
     /// record recovery expects of its role (positional in data and SW blocks).
     fn complete_word_line(&mut self, t: Nanos, pbn: u32) -> Result<Nanos, FtlError> {
@@ -798,7 +808,7 @@ impl Fast {
         let mut nf = p.next_free;
         let r =
             self.f
-                .complete_word_line(t, pbn, &mut nf, lpn_base, self.seq, p.version, Purpose::Pad);
+                .complete_word_line(t, pbn, &mut nf, self.pad(lpn_base, p.version), Purpose::Pad);
         self.pb[pbn as usize].next_free = nf;
         r
     }
@@ -1051,9 +1061,7 @@ impl Fast {
             pbn,
             &mut nf,
             page,
-            0,
-            self.seq,
-            version,
+            self.pad(0, version),
             Purpose::Mapping,
         );
         self.pb[pbn as usize].next_free = nf;

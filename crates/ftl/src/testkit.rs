@@ -679,6 +679,21 @@ pub fn power_cut_run(
     })
 }
 
+/// `cuts` cut points spread evenly over a run of `total` flash operations, the k-th moved on by
+/// `k % jitter` so that the points do not all fall on the same kind of operation.
+pub fn spread_cuts(total: u64, cuts: u64, jitter: u64) -> impl Iterator<Item = u64> {
+    assert!(jitter > 0, "a jitter modulus of at least 1");
+    (1..=cuts).map(move |k| (total * k / (cuts + 1)).max(1) + k % jitter)
+}
+
+/// A count from environment variable `var` (longer power-cut runs by hand), else `default`.
+pub fn count_from_env(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Flash operations a seeded power-cut workload issues without a cut (to spread cut points).
 pub fn count_ops(
     make: &dyn Fn() -> Result<Box<dyn BlockDevice>, FtlError>,

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use ftl::testkit::{count_ops, power_cut_run, Durability, Pattern};
+use ftl::testkit::{count_from_env, count_ops, power_cut_run, spread_cuts, Durability, Pattern};
 use ftl::{BlockDevice, FtlError, FtlOptions};
 use nand::{DeviceConfig, Nand};
 
@@ -94,9 +94,7 @@ fn cut_everywhere_on(
         "{kind}: the workload issues only {total} flash operations"
     );
     let mut recovered_newest = 0;
-    for k in 1..=cuts {
-        // Spread the cut points over the run, and vary them a little around each point.
-        let at = (total * k / (cuts + 1)).max(1) + k % 7;
+    for at in spread_cuts(total, cuts, 7) {
         let out = power_cut_run(&make, &reopen, seed, ops, at, durability, pattern)
             .unwrap_or_else(|e| panic!("{kind} {pattern:?} seed {seed}, cut at op {at}: {e}"));
         assert!(
@@ -265,10 +263,7 @@ fn amf_recovers_after_power_cuts_at_60_points_under_an_append_only_host() {
 /// more cut points per FTL, chip and seed.
 #[test]
 fn block_and_fast_on_mlc_and_tlc_keep_every_flushed_write_when_an_upper_page_program_is_cut() {
-    let cuts: u64 = std::env::var("PAIRED_CUTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let cuts = count_from_env("PAIRED_CUTS", 20);
     for cells in ["mlc", "tlc"] {
         for kind in ["block", "fast"] {
             for seed in [11, 12] {

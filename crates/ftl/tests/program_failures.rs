@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use ftl::testkit::{count_ops, fill_pages, Pattern, Request, Workload};
+use ftl::testkit::{count_ops, fill_pages, spread_cuts, Pattern, Request, Workload};
 use ftl::{BlockDevice, FtlError, FtlOptions, MemDisk, LOGICAL_PAGE_BYTES as PAGE};
 use nand::{DeviceConfig, FaultPlan, Nand, NandError};
 
@@ -179,8 +179,7 @@ fn failures_everywhere(kind: &'static str, pattern: Pattern, points: u64) {
     let make = || ftl::build(kind, device(), &opts());
     let total = count_ops(&make, 7, OPS, pattern).unwrap();
     let mut programs = 0;
-    for k in 1..=points {
-        let at = (total * k / (points + 1)).max(1) + k % 5;
+    for at in spread_cuts(total, points, 5) {
         programs += u64::from(
             run_with_failure(kind, 7, pattern, at)
                 .unwrap_or_else(|x| panic!("{kind} {pattern:?}, failure at op {at}: {x}")),

@@ -6,7 +6,8 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use ftl::testkit::{
-    check_contract, count_ops, power_cut_run, random_vs_model, Durability, Pattern,
+    check_contract, count_from_env, count_ops, power_cut_run, random_vs_model, spread_cuts,
+    Durability, Pattern,
 };
 use ftl::{build, BlockDevice, FtlError, FtlOptions};
 use nand::{DeviceConfig, Nand};
@@ -64,10 +65,7 @@ fn block_and_fast_on_8k_and_16k_pages_meet_the_contract_and_match_a_ramdisk_with
 /// and before a merge erases its sources (docs/ftl.md, "Paired pages in the block-mapped FTLs").
 #[test]
 fn block_and_fast_on_16k_slc_and_mlc_pages_keep_every_flushed_sector_across_power_cuts() {
-    let cuts: u64 = std::env::var("SECTORS_CUTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(15);
+    let cuts = count_from_env("SECTORS_CUTS", 15);
     for (kind, preset) in [
         ("block", "tiny"),
         ("fast", "tiny"),
@@ -81,8 +79,7 @@ fn block_and_fast_on_16k_slc_and_mlc_pages_keep_every_flushed_sector_across_powe
         for seed in [3, 4] {
             let total = count_ops(&make, seed, 600, Pattern::Random).unwrap();
             assert!(total > 300, "{kind}: only {total} flash operations");
-            for k in 1..=cuts {
-                let at = (total * k / (cuts + 1)).max(1) + k % 5;
+            for at in spread_cuts(total, cuts, 5) {
                 power_cut_run(
                     &make,
                     &reopen,

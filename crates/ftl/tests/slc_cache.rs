@@ -6,7 +6,8 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use ftl::testkit::{
-    check_contract, compare_all, count_ops, power_cut_run, random_vs_model, Durability, Pattern,
+    check_contract, compare_all, count_from_env, count_ops, power_cut_run, random_vs_model,
+    spread_cuts, Durability, Pattern,
 };
 use ftl::{build, BlockDevice, FtlError, FtlOptions, MemDisk};
 use nand::{DeviceConfig, Nand};
@@ -112,10 +113,7 @@ fn idle_time_folds_the_cache_and_a_reopen_recovers_both_spaces() {
 /// `SLC_CACHE_CUTS` sets the cuts per seed (default 12).
 #[test]
 fn every_flushed_sector_survives_power_cuts_with_the_cache_on() {
-    let cuts: u64 = std::env::var("SLC_CACHE_CUTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12);
+    let cuts = count_from_env("SLC_CACHE_CUTS", 12);
     let make =
         || -> Result<Box<dyn BlockDevice>, FtlError> { build("page", tlc(16384), &opts(0.25)) };
     let reopen = |n: Nand| ftl::open("page", n, &opts(0.25));
@@ -126,8 +124,7 @@ fn every_flushed_sector_survives_power_cuts_with_the_cache_on() {
     for seed in [3, 4] {
         let total = count_ops(&make, seed, 1500, Pattern::Random).unwrap();
         assert!(total > 1000, "only {total} flash operations");
-        for k in 1..=cuts {
-            let at = (total * k / (cuts + 1)).max(1) + k % 5;
+        for at in spread_cuts(total, cuts, 5) {
             power_cut_run(
                 &make,
                 &reopen,

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use ftl::testkit::{
-    check_contract, count_ops, power_cut_run, random_vs_model, Durability, Pattern,
+    check_contract, count_ops, power_cut_run, random_vs_model, spread_cuts, Durability, Pattern,
 };
 use ftl::{build, BlockDevice, FtlError, FtlOptions};
 use nand::{DeviceConfig, Nand};
@@ -57,8 +57,7 @@ fn page_ftl_and_dftl_on_16k_mlc_and_tlc_keep_every_flushed_write_across_power_cu
             };
             let reopen = move |n: Nand| ftl::open(kind, n, &opts());
             let total = count_ops(&make, 3, 1500, Pattern::Random).unwrap();
-            for k in 1..=25u64 {
-                let at = (total * k / 26).max(1) + k % 5;
+            for at in spread_cuts(total, 25, 5) {
                 power_cut_run(
                     &make,
                     &reopen,

@@ -4,6 +4,19 @@ mod common;
 use common::*;
 use nand::{BlockState, CellMode, FaultPlan, NandError, Pbn, Ppn};
 
+/// Two blocks per plane of `preset`, no bad blocks and no bit errors (so that every loss a test
+/// sees is the power cut's), with `extra` overrides.
+fn small_exact(preset: &str, extra: &[&str]) -> nand::Nand {
+    let mut o = vec![
+        "geometry.blocks_per_plane=2",
+        "reliability.factory_bad_block_ratio=0",
+        "reliability.rber_fresh=0",
+        "reliability.rber_at_endurance=0",
+    ];
+    o.extend_from_slice(extra);
+    dev(preset, &o)
+}
+
 #[test]
 fn power_loss_during_a_program_tears_that_page_and_keeps_completed_ones() {
     let mut n = dev("tiny", &[]);
@@ -45,15 +58,7 @@ fn power_loss_during_a_program_tears_that_page_and_keeps_completed_ones() {
 
 #[test]
 fn power_loss_during_an_upper_page_program_corrupts_its_lower_page() {
-    let mut n = dev(
-        "mlc16k",
-        &[
-            "geometry.blocks_per_plane=2",
-            "reliability.factory_bad_block_ratio=0",
-            "reliability.rber_fresh=0",
-            "reliability.rber_at_endurance=0",
-        ],
-    );
+    let mut n = small_exact("mlc16k", &[]);
     let p = page(&n, 0x5A);
     n.program(0, ppn(&n, 0, 0), &p, &[], H).unwrap(); // lower page of word line 0
     n.program(0, ppn(&n, 0, 1), &p, &[], H).unwrap(); // upper page of word line 0
@@ -87,16 +92,7 @@ fn power_loss_during_an_upper_page_program_corrupts_its_lower_page() {
 /// and nothing is torn.
 #[test]
 fn with_power_loss_protection_a_cut_upper_page_program_completes_and_warns() {
-    let mut n = dev(
-        "mlc16k",
-        &[
-            "geometry.blocks_per_plane=2",
-            "reliability.factory_bad_block_ratio=0",
-            "reliability.rber_fresh=0",
-            "reliability.rber_at_endurance=0",
-            "plp=true",
-        ],
-    );
+    let mut n = small_exact("mlc16k", &["plp=true"]);
     let p = page(&n, 0x5A);
     n.program(0, ppn(&n, 0, 0), &p, &[], H).unwrap();
     n.set_fault_plan(FaultPlan {
@@ -121,15 +117,7 @@ fn with_power_loss_protection_a_cut_upper_page_program_completes_and_warns() {
 
 #[test]
 fn power_loss_during_a_tlc_upper_page_corrupts_both_lower_pages_of_its_word_line() {
-    let mut n = dev(
-        "tlc16k",
-        &[
-            "geometry.blocks_per_plane=2",
-            "reliability.factory_bad_block_ratio=0",
-            "reliability.rber_fresh=0",
-            "reliability.rber_at_endurance=0",
-        ],
-    );
+    let mut n = small_exact("tlc16k", &[]);
     let p = page(&n, 1);
     n.program(0, ppn(&n, 0, 0), &p, &[], H).unwrap();
     n.program(0, ppn(&n, 0, 1), &p, &[], H).unwrap();

@@ -80,6 +80,27 @@ impl Bits {
 
 // ----- flash access --------------------------------------------------------------------------
 
+/// The OOB record fields of the pad pages a block takes (invariant 2 and 4): page `p` of the
+/// block gets `Pad` with key `lpn_base + p`, so that a positional FTL's recovery reads it as the
+/// empty slot of that logical page.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PadRecord {
+    pub lpn_base: u64,
+    pub seq: u64,
+    pub aux: u64,
+}
+
+impl PadRecord {
+    fn at(self, page: u32) -> OobRecord {
+        OobRecord::new(
+            PageKind::Pad,
+            self.lpn_base + u64::from(page),
+            self.seq,
+            self.aux,
+        )
+    }
+}
+
 /// The NAND device plus the facts the FTLs need about it, and reusable buffers.
 #[derive(Debug)]
 pub(crate) struct Flash {
@@ -224,17 +245,14 @@ impl Flash {
     }
 
     /// Completes block `pbn`'s open word line with `Pad` pages (invariant 4), each with the
-    /// positional record the FTL's recovery expects (key `lpn_base + page`, `seq`, `aux`), and
-    /// moves `*next_free` past them. Returns at once when the word line is complete.
-    #[allow(clippy::too_many_arguments)]
+    /// positional record the FTL's recovery expects (`pad`), and moves `*next_free` past them.
+    /// Returns at once when the word line is complete.
     pub fn complete_word_line(
         &mut self,
         at_ns: Nanos,
         pbn: u32,
         next_free: &mut u32,
-        lpn_base: u64,
-        seq: u64,
-        aux: u64,
+        pad: PadRecord,
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
         if !self.has_open_word_line(pbn) {
@@ -242,7 +260,7 @@ impl Flash {
         }
         let end = next_free.next_multiple_of(self.wl_pages).min(self.ppb);
         debug_assert!(end > *next_free, "an open word line has pages left");
-        let done = self.pad_range(at_ns, pbn, next_free, end, lpn_base, seq, aux, purpose)?;
+        let done = self.pad_range(at_ns, pbn, next_free, end, pad, purpose)?;
         debug_assert!(
             !self.has_open_word_line(pbn),
             "the pads complete the word line"
@@ -334,21 +352,18 @@ impl Flash {
 
     /// Programs pad pages from `*next_free` up to (not including) `page` when the chip forbids
     /// skipping pages (invariant 2); advances `*next_free` to `page + 1` in any case.
-    #[allow(clippy::too_many_arguments)]
     pub fn pad_to(
         &mut self,
         at_ns: Nanos,
         pbn: u32,
         next_free: &mut u32,
         page: u32,
-        lpn_base: u64,
-        seq: u64,
-        aux: u64,
+        pad: PadRecord,
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
         let mut done = at_ns;
         if self.strict {
-            done = self.pad_range(at_ns, pbn, next_free, page, lpn_base, seq, aux, purpose)?;
+            done = self.pad_range(at_ns, pbn, next_free, page, pad, purpose)?;
         }
         *next_free = (*next_free).max(page + 1);
         Ok(done)
@@ -356,21 +371,18 @@ impl Flash {
 
     /// Programs pad pages `*next_free..end` of `pbn`, advancing `*next_free` page by page (so
     /// that a failed pad leaves it at the failed page).
-    #[allow(clippy::too_many_arguments)]
     fn pad_range(
         &mut self,
         at_ns: Nanos,
         pbn: u32,
         next_free: &mut u32,
         end: u32,
-        lpn_base: u64,
-        seq: u64,
-        aux: u64,
+        pad: PadRecord,
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
         let mut done = at_ns;
         while *next_free < end {
-            let rec = OobRecord::new(PageKind::Pad, lpn_base + u64::from(*next_free), seq, aux);
+            let rec = pad.at(*next_free);
             let ppn = self.ppn(pbn, *next_free);
             rec.encode_into(&mut self.oob);
             let r = self

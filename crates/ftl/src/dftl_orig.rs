@@ -525,6 +525,11 @@ impl MapCache for TwoLevel {
                 opts.gc.name()
             )));
         }
+        if opts.dftl_flush_writeback {
+            return Err(FtlError::Config(
+                "dftl-orig writes nothing back at FLUSH, as the original did; the FLUSH write-back is a dftl option".into(),
+            ));
+        }
         if crate::space::units_per_page(nand.geometry()) > 1 {
             return Err(FtlError::Config(format!(
                 "dftl-orig maps 4 KiB pages one to one, as the original did; the device has {}-byte pages (use dftl)",

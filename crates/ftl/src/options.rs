@@ -54,6 +54,11 @@ pub struct FtlOptions {
     /// (`page.rs`, "SLC cache"); 0 turns it off. Those blocks hold no exported capacity.
     #[serde(default)]
     pub slc_cache: f64,
+    /// `dftl`: FLUSH also writes every dirty cached mapping back to its translation page.
+    /// Off by default, as in DFTL's paper: recovery rebuilds the map from the OOB scan and
+    /// needs none of it (`dftl.rs`, "FLUSH").
+    #[serde(default)]
+    pub dftl_flush_writeback: bool,
 }
 
 impl Default for FtlOptions {
@@ -68,6 +73,7 @@ impl Default for FtlOptions {
             reserve_blocks: 0,
             write_buffer_pages: 0,
             slc_cache: 0.0,
+            dftl_flush_writeback: false,
         }
     }
 }

@@ -265,6 +265,16 @@ fn dftl_orig_refuses_what_it_cannot_model() {
         matches!(&e, FtlError::Config(m) if m.contains("NOP")),
         "{e}"
     );
+    // The original wrote nothing back at FLUSH; the write-back is our DFTL's option.
+    let wb = FtlOptions {
+        dftl_flush_writeback: true,
+        ..FtlOptions::default()
+    };
+    let e = build("dftl-orig", tiny(&[]), &wb).err().unwrap();
+    assert!(
+        matches!(&e, FtlError::Config(m) if m.contains("FLUSH")),
+        "{e}"
+    );
 }
 
 #[test]

@@ -78,12 +78,27 @@ fn dftl_with_the_whole_map_cached_is_the_page_ftl_plus_translation_writes() {
         Some(true),
         "after the fill every lookup hits: {d:?}"
     );
-    // A flush writes every translation page back once (all of them are dirty).
+    // As in DFTL's paper, a flush writes no mapping back: recovery rebuilds from the OOB.
     dftl.flush(t).unwrap();
-    let d = dftl.report();
-    let tpages = dftl.capacity_pages().div_ceil(1024);
+    assert_eq!(dftl.report().translation_writes, 0);
+    assert_eq!(programs(dftl.space().nand(), Purpose::Mapping), 0);
+
+    // With the write-back option, the same run's flush writes every translation page back
+    // once (all of them are dirty), and the results name the option.
+    let wb = FtlOptions {
+        dftl_flush_writeback: true,
+        ..opts(1.0)
+    };
+    let mut dftl_wb = Dftl::new(device(), &wb).unwrap();
+    let t_wb = fill_and_overwrite(&mut dftl_wb, writes, 5);
+    assert_eq!(t_wb, t, "the write-back changes nothing before the flush");
+    dftl_wb.flush(t_wb).unwrap();
+    let d = dftl_wb.report();
+    let tpages = dftl_wb.capacity_pages().div_ceil(1024);
     assert_eq!(d.translation_writes, tpages);
-    assert_eq!(programs(dftl.space().nand(), Purpose::Mapping), tpages);
+    assert_eq!(programs(dftl_wb.space().nand(), Purpose::Mapping), tpages);
+    assert_eq!(dftl_wb.name(), "dftl-flushwb-100%");
+    assert_eq!(dftl.name(), "dftl-100%");
 }
 
 #[test]

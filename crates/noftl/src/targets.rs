@@ -50,6 +50,11 @@ pub struct FtlKnobs {
     /// the cache blocks hold no exported capacity). Off by default.
     #[arg(long, value_parser = parse_percent)]
     pub slc_cache: Option<f64>,
+    /// dftl: FLUSH also writes every dirty cached mapping back to flash (not in DFTL's paper;
+    /// recovery does not need it). On an OLTP run every commit is a FLUSH, so this multiplies
+    /// DFTL's translation writes.
+    #[arg(long)]
+    pub dftl_flush_writeback: bool,
 }
 
 impl TargetArgs {
@@ -70,6 +75,7 @@ impl TargetArgs {
             // 0 asks the FTL for its default (`FtlOptions::write_buffer_pages`).
             write_buffer_pages: self.knobs.write_buffer.unwrap_or(0),
             slc_cache: self.knobs.slc_cache.unwrap_or(0.0),
+            dftl_flush_writeback: self.knobs.dftl_flush_writeback,
             ..FtlOptions::default()
         };
         opts.validate()?;
@@ -78,6 +84,7 @@ impl TargetArgs {
 }
 
 pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
+    refuse_flush_writeback_off_dftl(t.knobs.dftl_flush_writeback, &t.target)?;
     match t.target.as_str() {
         "memdisk" => {
             if t.image.is_some() {
@@ -125,4 +132,13 @@ pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
             ftl::options::KINDS.join(", ")
         ),
     }
+}
+
+/// `--dftl-flush-writeback` changes what `dftl`'s FLUSH writes; on any other target or store it
+/// would be silently ignored, so it is refused.
+pub fn refuse_flush_writeback_off_dftl(on: bool, target: &str) -> anyhow::Result<()> {
+    if on && target != "dftl" {
+        bail!("--dftl-flush-writeback is an option of the dftl FTL; the target is {target}");
+    }
+    Ok(())
 }

@@ -263,3 +263,27 @@ fn io_with_a_pslc_cache_reports_hits_and_folds_and_refuses_what_cannot_run_one()
     let (ok, _, err) = noftl(&args);
     assert!(!ok && err.contains("no pSLC write cache"), "{err}");
 }
+
+/// DFTL's FLUSH write-back is off by default (DFTL's paper); the option is named in the result
+/// and refused where it would be ignored.
+#[test]
+fn the_dftl_flush_writeback_option_is_named_in_results_and_refused_off_dftl() {
+    let base = ["io", "--preset", "tiny", "--ops", "200", "--json"];
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        noftl(&args)
+    };
+    let (ok, out, err) = run(&["--target", "dftl"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ftl"]["name"], "dftl-2%", "{out}");
+    let (ok, out, err) = run(&["--target", "dftl", "--dftl-flush-writeback"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ftl"]["name"], "dftl-flushwb-2%", "{out}");
+    for target in ["page", "dftl-orig"] {
+        let (ok, _, err) = run(&["--target", target, "--dftl-flush-writeback"]);
+        assert!(!ok && err.contains("option of the dftl FTL"), "{err}");
+    }
+}

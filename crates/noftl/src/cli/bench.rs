@@ -491,6 +491,7 @@ pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>
             args.storage
         );
     }
+    targets::refuse_flush_writeback_off_dftl(args.knobs.dftl_flush_writeback, &args.storage)?;
     if args.knobs.slc_cache.is_some() && (args.storage == "native" || args.storage == "file") {
         anyhow::bail!(
             "--slc-cache is the page FTL's pSLC write cache; --storage is {} (the native store puts data in pSLC with a region: CELL_MODE=pSLC)",

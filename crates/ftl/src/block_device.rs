@@ -116,6 +116,32 @@ pub struct SlcCacheReport {
     pub idle_folds: u64,
 }
 
+impl SlcCacheReport {
+    /// The counters of a window: these less `before` (None: from the start), with the window's
+    /// own hit rate.
+    pub fn since(&self, before: Option<&SlcCacheReport>) -> SlcCacheReport {
+        let b = before.copied().unwrap_or_default();
+        let mut d = SlcCacheReport {
+            blocks: self.blocks,
+            share: self.share,
+            host_writes_cached: self.host_writes_cached - b.host_writes_cached,
+            host_writes_direct: self.host_writes_direct - b.host_writes_direct,
+            hit_rate: 0.0,
+            absorbed: self.absorbed - b.absorbed,
+            folds: self.folds - b.folds,
+            folded_units: self.folded_units - b.folded_units,
+            fold_programs: self.fold_programs - b.fold_programs,
+            fold_pads: self.fold_pads - b.fold_pads,
+            idle_folds: self.idle_folds - b.idle_folds,
+        };
+        let host = d.host_writes_cached + d.host_writes_direct;
+        if host > 0 {
+            d.hit_rate = d.host_writes_cached as f64 / host as f64;
+        }
+        d
+    }
+}
+
 /// Host and GC counters of one FTL instance, plus the device's program count when the instance
 /// started, so that its WAF covers this instance's work only (host counts start at zero too).
 #[derive(Clone, Debug, Default)]

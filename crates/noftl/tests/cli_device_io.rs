@@ -287,3 +287,36 @@ fn the_dftl_flush_writeback_option_is_named_in_results_and_refused_off_dftl() {
         assert!(!ok && err.contains("option of the dftl FTL"), "{err}");
     }
 }
+
+/// `bench` on the page FTL with a pSLC write cache reports the cache over its window, as `io`
+/// does; without the cache the field is absent.
+#[test]
+fn bench_with_a_pslc_cache_reports_its_hits_and_folds() {
+    let dev = [
+        "--preset",
+        "tlc16k",
+        "--set",
+        "geometry.page_size_bytes=4096",
+        "--set",
+        "geometry.oob_size_bytes=128",
+        "--set",
+        "geometry.blocks_per_plane=64",
+        "--set",
+        "geometry.pages_per_block=96",
+    ];
+    let mut args = vec!["bench", "tpcb", "--storage", "page", "--scale", "1"];
+    args.extend(dev);
+    args.extend(["--txns", "3000", "--json", "-"]);
+    let (ok, out, err) = noftl(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v.get("slc_cache").is_none(), "{out}");
+    args.extend(["--slc-cache", "20%"]);
+    let (ok, out, err) = noftl(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let c = &v["slc_cache"];
+    assert!(c["host_writes_cached"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["folds"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(v["consistency"]["status"], "ok", "{}", v["consistency"]);
+}

@@ -172,6 +172,9 @@ struct BenchResult {
     check_problems: Vec<String>,
     /// How the database was loaded: bulk or rows (--load), or reused (a file that held one).
     load: &'static str,
+    /// The page FTL's pSLC write cache over the window (--slc-cache).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slc_cache: Option<ftl::block_device::SlcCacheReport>,
 }
 
 pub(crate) fn parse_duration_ns(s: &str) -> anyhow::Result<u64> {
@@ -261,6 +264,7 @@ pub(super) struct FlashSnapshot {
     joules: f64,
     gc_migrations: u64,
     host_cpu_us: f64,
+    slc_cache: Option<ftl::block_device::SlcCacheReport>,
 }
 
 fn flash(store: &dyn PageStore) -> FlashSnapshot {
@@ -280,8 +284,20 @@ fn flash(store: &dyn PageStore) -> FlashSnapshot {
     if let Some(d) = store.device_report() {
         s.gc_migrations = d.gc.migrations;
         s.host_cpu_us = d.host_cpu_us;
+        s.slc_cache = d.slc_cache;
     }
     s
+}
+
+/// The page FTL's pSLC write cache over a window (`--slc-cache`), if it runs one.
+pub(super) fn slc_cache(
+    before: &Snapshot,
+    after: &Snapshot,
+) -> Option<ftl::block_device::SlcCacheReport> {
+    after
+        .0
+        .slc_cache
+        .map(|a| a.since(before.0.slc_cache.as_ref()))
 }
 
 pub(super) fn latency_us(hist: &Histogram<u64>) -> LatencyUs {
@@ -346,6 +362,23 @@ pub(super) fn print_consistency(c: &Consistency) {
     for v in &c.violations {
         println!("  WARNING: violated: {v}");
     }
+}
+
+/// The pSLC write cache lines of `io` and the bench verbs' human output.
+pub(super) fn print_slc_cache(c: &ftl::block_device::SlcCacheReport) {
+    println!(
+        "  slc cache   {} pSLC blocks ({:.1}%): {} host writes cached, {} direct (hit {:.1}%), {} absorbed in pSLC",
+        c.blocks,
+        c.share * 100.0,
+        c.host_writes_cached,
+        c.host_writes_direct,
+        c.hit_rate * 100.0,
+        c.absorbed
+    );
+    println!(
+        "  folds       {} blocks ({} idle): {} units folded in {} programs, {} pad pages (WAF includes them)",
+        c.folds, c.idle_folds, c.folded_units, c.fold_programs, c.fold_pads
+    );
 }
 
 /// Device and host counters per transaction, as differences across a run of `secs` seconds.
@@ -845,6 +878,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         check,
         check_problems: problems,
         load,
+        slc_cache: slc_cache(&before.0, &after.0),
     };
     if let Some(p) = &plan {
         let events = terms
@@ -884,6 +918,9 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             res.lock_waits
         );
         print_consistency(&res.consistency);
+        if let Some(c) = &res.slc_cache {
+            print_slc_cache(c);
+        }
         print_check(res.check, &res.check_problems);
         if committed > 0 {
             println!(

@@ -52,6 +52,9 @@ struct TatpResult {
     consistency: Consistency,
     check: &'static str,
     check_problems: Vec<String>,
+    /// The page FTL's pSLC write cache over the window (--slc-cache).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slc_cache: Option<ftl::block_device::SlcCacheReport>,
 }
 
 fn gc_and_host_writes(store: &dyn PageStore) -> (u64, u64, u64) {
@@ -190,6 +193,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         ),
         check,
         check_problems: problems,
+        slc_cache: super::bench::slc_cache(&before, &after),
     };
     if let Some(p) = &plan {
         let events = terms
@@ -236,6 +240,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             res.gc_migrations_per_host_write, res.gc_erases_per_host_write
         );
         super::bench::print_consistency(&res.consistency);
+        if let Some(c) = &res.slc_cache {
+            super::bench::print_slc_cache(c);
+        }
         super::bench::print_check(res.check, &res.check_problems);
         println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
     }

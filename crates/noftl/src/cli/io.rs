@@ -772,36 +772,8 @@ fn block_result(
         controller_busy_us: after.controller_busy_us - before.controller_busy_us,
         host_cpu_us: after.host_cpu_us - before.host_cpu_us,
     });
-    r.slc_cache = after
-        .slc_cache
-        .map(|a| slc_cache_delta(before.slc_cache, a));
+    r.slc_cache = after.slc_cache.map(|a| a.since(before.slc_cache.as_ref()));
     r
-}
-
-/// The cache's counters over the window: `after` less `before` (the precondition's part).
-fn slc_cache_delta(
-    before: Option<ftl::block_device::SlcCacheReport>,
-    a: ftl::block_device::SlcCacheReport,
-) -> ftl::block_device::SlcCacheReport {
-    let b = before.unwrap_or_default();
-    let mut d = ftl::block_device::SlcCacheReport {
-        blocks: a.blocks,
-        share: a.share,
-        host_writes_cached: a.host_writes_cached - b.host_writes_cached,
-        host_writes_direct: a.host_writes_direct - b.host_writes_direct,
-        hit_rate: 0.0,
-        absorbed: a.absorbed - b.absorbed,
-        folds: a.folds - b.folds,
-        folded_units: a.folded_units - b.folded_units,
-        fold_programs: a.fold_programs - b.fold_programs,
-        fold_pads: a.fold_pads - b.fold_pads,
-        idle_folds: a.idle_folds - b.idle_folds,
-    };
-    let host = d.host_writes_cached + d.host_writes_direct;
-    if host > 0 {
-        d.hit_rate = d.host_writes_cached as f64 / host as f64;
-    }
-    d
 }
 
 fn print_human(r: &IoResult, wall_s: f64) {
@@ -871,19 +843,7 @@ fn print_human(r: &IoResult, wall_s: f64) {
         );
     }
     if let Some(c) = &r.slc_cache {
-        println!(
-            "  slc cache   {} pSLC blocks ({:.1}%): {} host writes cached, {} direct (hit {:.1}%), {} absorbed in pSLC",
-            c.blocks,
-            c.share * 100.0,
-            c.host_writes_cached,
-            c.host_writes_direct,
-            c.hit_rate * 100.0,
-            c.absorbed
-        );
-        println!(
-            "  folds       {} blocks ({} idle): {} units folded in {} programs, {} pad pages (WAF above includes them)",
-            c.folds, c.idle_folds, c.folded_units, c.fold_programs, c.fold_pads
-        );
+        super::bench::print_slc_cache(c);
     }
     if let Some(e) = &r.clock_error_us {
         println!(

@@ -83,6 +83,9 @@ struct TpccResult {
     check_problems: Vec<String>,
     /// How the database was loaded: bulk or rows (--load).
     load: &'static str,
+    /// The page FTL's pSLC write cache over the window (--slc-cache).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slc_cache: Option<ftl::block_device::SlcCacheReport>,
 }
 
 pub fn run(a: TpccArgs) -> anyhow::Result<()> {
@@ -249,6 +252,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         check,
         check_problems: problems,
         load: method.name(),
+        slc_cache: super::slc_cache(&before.0, &after.0),
     };
     if let Some(p) = &plan {
         let types: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
@@ -290,6 +294,9 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks
         );
         super::print_consistency(&res.consistency);
+        if let Some(c) = &res.slc_cache {
+            super::print_slc_cache(c);
+        }
         super::print_check(res.check, &res.check_problems);
         println!(
             "  host: load {:.2} s ({}); run {:.3} s wall",

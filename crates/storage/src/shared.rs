@@ -7,6 +7,11 @@
 //!    different handles never interleave inside an operation.
 //! 2. `into_inner` gives the device back only to the last handle (the engine's page store must
 //!    be dropped first), so nobody can use a device that was taken.
+//! 3. On a device with power-loss protection, the operation during which the power failed
+//!    completes on the capacitors (the flash raises `Nand::power_warning`); right after it, the
+//!    handle has the controller write back what it buffers (`BlockDevice::power_fail`), which
+//!    leaves the flash unpowered, so every later operation fails with a power loss as on a
+//!    device without protection. Nothing runs on power the device no longer has.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -37,6 +42,20 @@ impl<D: BlockDevice> SharedDevice<D> {
         let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         f(&mut g)
     }
+    /// One operation of the block interface, and the capacitors' write-back if the power
+    /// failed during it (invariant 3).
+    fn op(&self, f: impl FnOnce(&mut D) -> Result<Nanos, FtlError>) -> Result<Nanos, FtlError> {
+        self.with(|d| {
+            let result = f(d);
+            let warned = d.nand().filter(|n| n.power_warning() && n.is_powered());
+            if let Some(now_ns) = warned.map(|n| n.now_ns()) {
+                let at_ns = result.as_ref().map_or(now_ns, |&done| done.max(now_ns));
+                d.power_fail(at_ns)?;
+                debug_assert!(d.nand().is_none_or(|n| !n.is_powered()));
+            }
+            result
+        })
+    }
     /// The device, if this is the last handle (invariant 2).
     pub fn into_inner(self) -> Option<D> {
         Arc::try_unwrap(self.0)
@@ -53,16 +72,19 @@ impl<D: BlockDevice> BlockDevice for SharedDevice<D> {
         self.with(|d| d.capacity_pages())
     }
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
-        self.with(|d| d.read(at_ns, lpn, buf))
+        self.op(|d| d.read(at_ns, lpn, buf))
     }
     fn write(&mut self, at_ns: Nanos, lpn: u64, data: &[u8], fua: bool) -> Result<Nanos, FtlError> {
-        self.with(|d| d.write(at_ns, lpn, data, fua))
+        self.op(|d| d.write(at_ns, lpn, data, fua))
     }
     fn trim(&mut self, at_ns: Nanos, lpn: u64, pages: u64) -> Result<Nanos, FtlError> {
-        self.with(|d| d.trim(at_ns, lpn, pages))
+        self.op(|d| d.trim(at_ns, lpn, pages))
     }
     fn flush(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
-        self.with(|d| d.flush(at_ns))
+        self.op(|d| d.flush(at_ns))
+    }
+    fn power_fail(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
+        self.with(|d| d.power_fail(at_ns))
     }
     fn report(&self) -> FtlReport {
         self.with(|d| d.report())
@@ -75,7 +97,7 @@ impl<D: BlockDevice> BlockDevice for SharedDevice<D> {
         None
     }
     fn background(&mut self, at_ns: Nanos, max_victims: u32) -> Result<Nanos, FtlError> {
-        self.with(|d| d.background(at_ns, max_victims))
+        self.op(|d| d.background(at_ns, max_victims))
     }
     /// Insert Address Assist: the device's channel, each query through the mutex (the shared
     /// handle answers for the device when the device has one).

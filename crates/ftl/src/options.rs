@@ -356,6 +356,7 @@ pub(crate) fn space_report(
             wl_migrations: s.wl_migrations,
             wl_erases: s.wl_erases,
         },
+        multi_plane_programs: s.multi_plane_programs,
         ..c.report(name, space.nand(), mapping_bytes, ctrl)
     }
 }

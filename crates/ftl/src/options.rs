@@ -230,23 +230,31 @@ pub(crate) fn page_mapped_capacity(
                 .unwrap_or(false)
         })
         .count() as u64;
+    // The space keeps its open blocks and reserve per lane: per plane of each die on chips that
+    // take multi-plane programs (space.rs invariant 10), else per die.
+    let lanes = g.dies() * crate::space::lanes_per_die(nand.config());
     let reserve = u64::from(if opts.reserve_blocks == 0 {
-        g.dies() + 2
+        lanes + 2
     } else {
         opts.reserve_blocks
     });
     let t = factory_good.saturating_sub(reserve) * ppb;
     let u = ((1.0 - opts.spare_factor) * t as f64).floor() as u64;
-    // Room to work: every die of the data stream may hold a partly filled open block, the
+    // Room to work: every lane of the data stream may hold a partly filled open block, the
     // metadata streams one each, and GC needs at least two blocks of slack to make progress.
-    let needed = (u64::from(g.dies()) + u64::from(extra_open_blocks) + 2) * ppb;
+    let needed = (u64::from(lanes) + u64::from(extra_open_blocks) + 2) * ppb;
     if t < u + needed || u == 0 {
         return Err(FtlError::Config(format!(
-            "spare factor {} leaves {} spare pages; this geometry needs at least {} (open blocks on {} dies plus GC slack)",
+            "spare factor {} leaves {} spare pages; this geometry needs at least {} (open blocks on {} dies{} plus GC slack)",
             opts.spare_factor,
             t.saturating_sub(u),
             needed,
-            g.dies()
+            g.dies(),
+            if lanes > g.dies() {
+                " x planes: multi-plane programs, timing.multi_plane_program"
+            } else {
+                ""
+            }
         )));
     }
     Ok(u)

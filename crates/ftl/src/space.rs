@@ -126,6 +126,17 @@ pub fn units_per_page(geo: &Geometry) -> u32 {
     (geo.page_size_bytes as usize / UNIT_BYTES).max(1) as u32
 }
 
+/// Lanes per die of a device (invariant 10): its planes when its chips take multi-plane
+/// programs (`TimingConfig::multi_plane_program`), else 1.
+pub fn lanes_per_die(dev: &nand::DeviceConfig) -> u32 {
+    let planes = dev.geometry.planes_per_die;
+    if dev.timing.multi_plane_program && planes > 1 {
+        planes
+    } else {
+        1
+    }
+}
+
 /// Bytes of one unit of a geometry: 4 KiB, or the page if it is smaller.
 pub fn unit_bytes(geo: &Geometry) -> usize {
     (geo.page_size_bytes as usize).min(UNIT_BYTES)
@@ -685,11 +696,7 @@ impl FlashSpace {
             die_order.retain(|d| cfg.dies.contains(d));
         }
         let own_dies = die_order.len() as u32;
-        let lpd = if nand.config().timing.multi_plane_program && geo.planes_per_die > 1 {
-            geo.planes_per_die
-        } else {
-            1
-        };
+        let lpd = lanes_per_die(nand.config());
         let reserve = if cfg.reserve_blocks == 0 {
             own_dies * lpd + 2
         } else {

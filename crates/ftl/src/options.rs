@@ -45,10 +45,12 @@ pub struct FtlOptions {
     pub controller: ControllerConfig,
     /// Static wear levelling threshold (erase-count spread); 0 turns it off.
     pub wl_threshold: u32,
-    /// GC reserve in blocks; 0 picks dies + 2 (see `space.rs`).
+    /// GC reserve in blocks; 0 picks dies + 2, dies x planes + 2 with multi-plane programs
+    /// (see `space.rs`).
     pub reserve_blocks: u32,
     /// Flash pages larger than a logical page (`page`, `dftl`): the controller's write buffer
-    /// in flash pages (`wbuf.rs`); 0 picks 2 per die.
+    /// in flash pages (`wbuf.rs`); 0 picks 2 per die (per plane of each die with multi-plane
+    /// programs).
     pub write_buffer_pages: u32,
     /// `page` on MLC/TLC chips: the share of every plane's blocks run as a pSLC write cache
     /// (`page.rs`, "SLC cache"); 0 turns it off. Those blocks hold no exported capacity.

@@ -136,8 +136,10 @@ pub struct PageFtl {
 pub(crate) fn write_buffer(space: &FlashSpace, opts: &FtlOptions) -> Option<WriteBuffer> {
     let units = space.units_per_page() as usize;
     (units > 1).then(|| {
+        // Default: two pages per lane (a die, or each plane of a die with multi-plane
+        // programs), so that the buffered programs keep every die busy.
         let pages = if opts.write_buffer_pages == 0 {
-            2 * space.geometry().dies() as usize
+            2 * space.geometry().dies() as usize * space.multi_plane_width() as usize
         } else {
             opts.write_buffer_pages as usize
         };

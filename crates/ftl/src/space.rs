@@ -1376,6 +1376,26 @@ impl FlashSpace {
                 return Ok((ppn, t));
             }
         }
+        if !striped && self.lpd > 1 {
+            // An unstriped stream keeps one block in its die's first lane but takes it from
+            // the plane with the most free blocks, so that the planes' free lists stay even and
+            // the striped streams' planes can keep opening blocks in step (invariant 10).
+            let base = die * self.lpd as usize;
+            let fullest = (base..base + self.lpd as usize)
+                .max_by_key(|&l| (self.free[l].len(), Reverse(l)))
+                .unwrap_or(base);
+            if let Some(b) = self.take_free(fullest) {
+                return Ok(self.open_block(s, lane, b, stream, t));
+            }
+        }
+        if striped && !for_gc && self.lpd > 1 && self.free[lane].is_empty() {
+            // Keep the planes in step (invariant 10): erase an emptied block of this very plane
+            // (nothing to copy) rather than borrow one of another plane, which could not pair
+            // with its die's other planes for a whole block.
+            if let Some(v) = self.emptied_block_in_lane(lane) {
+                t = self.collect(t, v, Purpose::Gc)?;
+            }
+        }
         let Some(b) = self.take_free(lane) else {
             // No free block at all (GC dipped into the whole reserve): any open block of this
             // stream with room will do, on whatever die.
@@ -1393,13 +1413,34 @@ impl FlashSpace {
                 "a write"
             }));
         };
+        Ok(self.open_block(s, lane, b, stream, t))
+    }
+
+    /// A closed block of `lane` without valid pages, among the first few of them (a bounded
+    /// walk of greedy's bucket 0, kept for every policy), if any.
+    fn emptied_block_in_lane(&self, lane: usize) -> Option<u32> {
+        let mut b = self.bucket_head[0];
+        for _ in 0..64 {
+            if b == NIL {
+                return None;
+            }
+            if self.lane_of_block(b) == lane {
+                return Some(b);
+            }
+            b = self.blocks[b as usize].next;
+        }
+        None
+    }
+
+    /// Makes free block `b` the open block of (`s`, `lane`) and hands out its first page.
+    fn open_block(&mut self, s: usize, lane: usize, b: u32, stream: u8, t: Nanos) -> (Ppn, Nanos) {
         let blk = &mut self.blocks[b as usize];
         debug_assert!(blk.usage == BlockUse::Free && blk.written == 0 && blk.valid == 0);
         blk.usage = BlockUse::Open;
         blk.stream = stream;
         blk.written = 1;
         self.frontiers[s].open[lane] = b;
-        Ok((self.geo.first_page(Pbn(b)), t))
+        (self.geo.first_page(Pbn(b)), t)
     }
 
     /// The lane of block `b`: its die, or with multi-plane programs its plane of its die.

@@ -73,18 +73,18 @@
 //!    SLC and pSLC blocks have one page per word line; there is nothing to pad. On a device
 //!    with power-loss protection no program is ever cut: nothing is pinned or padded.
 //! 10. Multi-plane programs (chips whose datasheet has them, `timing.multi_plane_program`, with
-//!    two or more planes): the free lists and each stream's open blocks are kept per *lane*, a
-//!    plane of a die (without them a lane is a die). A striped stream takes each page from the
-//!    lane of its die that is furthest behind (lowest plane on ties) and moves to the next die
-//!    when every plane has completed the word line, so the planes advance in step: page k on
-//!    plane 0, page k on plane 1, then k + 1, ... [`FlashSpace::write_batch`] programs pages
-//!    together only when every lane of the die holds an open block of that very die and plane
-//!    standing at the same page (then page k of each, one program, one array time); taking
-//!    those pages opens no block, so no collection runs between handing them out and
-//!    programming them. Any other state (a plane behind after a retired block or a restore, a
-//!    block borrowed from another plane or die) is written plane by plane, in each block's page
-//!    order, until the planes meet again: correct by construction. `check` verifies that every
-//!    free block is in its own lane's list and every open block sits in one lane of its stream.
+//!     two or more planes): the free lists and each stream's open blocks are kept per *lane*, a
+//!     plane of a die (without them a lane is a die). A striped stream takes each page from the
+//!     lane of its die that is furthest behind (lowest plane on ties) and moves to the next die
+//!     when every plane has completed the word line, so the planes advance in step: page k on
+//!     plane 0, page k on plane 1, then k + 1, ... [`FlashSpace::write_batch`] programs pages
+//!     together only when every lane of the die holds an open block of that very die and plane
+//!     standing at the same page (then page k of each, one program, one array time); taking
+//!     those pages opens no block, so no collection runs between handing them out and
+//!     programming them. Any other state (a plane behind after a retired block or a restore, a
+//!     block borrowed from another plane or die) is written plane by plane, in each block's page
+//!     order, until the planes meet again: correct by construction. `check` verifies that every
+//!     free block is in its own lane's list and every open block sits in one lane of its stream.
 //!
 //! Units: on flash pages larger than 4 KiB ([`UNIT_BYTES`]) a page holds `units_per_page`
 //! units of 4 KiB, each a key of its own with its own OOB record (record `i` at OOB bytes

@@ -172,6 +172,10 @@ impl WriteBuffer {
     }
 }
 
+/// What a drain programmed: the logical pages, each one's unit location, and when the
+/// programs complete.
+pub(crate) type Programmed = (Vec<u64>, Vec<Ppn>, Nanos);
+
 /// Programs the gathered page of `wb` (if any) into `stream` of `space` at `at_ns`, each unit
 /// with a fresh sequence number. Returns its logical pages, the location of unit 0 (unit `i` is
 /// at that + `i`) and the program's completion; the caller maps them.
@@ -180,7 +184,7 @@ pub(crate) fn program_gathered(
     space: &mut FlashSpace,
     stream: u8,
     at_ns: Nanos,
-) -> Result<Option<(Vec<u64>, Vec<Ppn>, Nanos)>, FtlError> {
+) -> Result<Option<Programmed>, FtlError> {
     let mut seq = space.peek_seq();
     let r = program_gathered_into(wb, space, stream, at_ns, 0, &mut || {
         seq += 1;
@@ -202,7 +206,7 @@ pub(crate) fn program_gathered_into(
     at_ns: Nanos,
     aux: u64,
     next_seq: &mut dyn FnMut() -> u64,
-) -> Result<Option<(Vec<u64>, Vec<Ppn>, Nanos)>, FtlError> {
+) -> Result<Option<Programmed>, FtlError> {
     if wb.is_empty() {
         return Ok(None);
     }

@@ -205,3 +205,57 @@ fn the_space_keeps_its_invariants_and_every_unit_under_gc_heavy_multi_plane_writ
         assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), id);
     }
 }
+
+/// A multi-plane program that fails on the media (nand: the first plane's page is torn and its
+/// block turns grown-bad, the others are programmed) retires that block and writes its page
+/// again elsewhere; every page still reads back after a flush. On SLC chips (the tiny preset
+/// with 16 KiB pages): on MLC a failed upper-page program also destroys its word line's lower
+/// page, which the page FTL does not survive with or without multi-plane programs (a known gap
+/// of program-failure handling on MLC, outside this test).
+#[test]
+fn a_failed_multi_plane_program_retires_its_block_and_keeps_every_page() {
+    let slc16k = || {
+        let o: Vec<String> = vec![
+            "geometry.page_size_bytes=16384".into(),
+            "geometry.oob_size_bytes=128".into(),
+            "timing.multi_plane_program=true".into(),
+            // No random bit errors: the test is about the failed program, not ECC.
+            "reliability.rber_fresh=0".into(),
+            "reliability.rber_at_endurance=0".into(),
+            "reliability.rber_retention_per_year=0".into(),
+        ];
+        Nand::new(DeviceConfig::preset("tiny", &o).unwrap()).unwrap()
+    };
+    let mut failed_multi = 0;
+    // About 130 operations program the 256 pages, nearly all in pairs: every injected failure
+    // falls on a program, and nearly always on a multi-plane one.
+    for at in [20u64, 45, 70, 95, 120] {
+        let mut dev = build("page", slc16k(), &opts()).unwrap();
+        let base = dev.nand().unwrap().ops_issued();
+        dev.nand_mut().unwrap().set_fault_plan(nand::FaultPlan {
+            fail_op: Some(base + at),
+            ..nand::FaultPlan::default()
+        });
+        let mut t = 0;
+        let mut page = vec![0u8; 4096];
+        for l in 0..1024u64 {
+            page[..8].copy_from_slice(&l.to_le_bytes());
+            t = dev.write(t, l, &page, false).unwrap();
+        }
+        let end = dev.flush(t).unwrap();
+        for l in 0..1024u64 {
+            dev.read(end, l, &mut page)
+                .unwrap_or_else(|e| panic!("fail at op {at}: lpn {l}: {e}"));
+            assert_eq!(
+                u64::from_le_bytes(page[..8].try_into().unwrap()),
+                l,
+                "fail at {at}: lpn {l}"
+            );
+        }
+        let st = dev.nand().unwrap().stats();
+        if st.failed_programs > 0 && dev.report().multi_plane_programs > 0 {
+            failed_multi += 1;
+        }
+    }
+    assert_eq!(failed_multi, 5, "an injected failure missed the programs");
+}

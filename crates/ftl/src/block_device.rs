@@ -88,6 +88,10 @@ pub struct FtlReport {
     /// `page` with a pSLC write cache (`--slc-cache`): what the cache absorbed and folded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<SlcCacheReport>,
+    /// Multi-plane programs the flash space issued (space invariant 10; 0 on chips without
+    /// them): each programs one page on each of several planes of a die in one array time.
+    #[serde(default)]
+    pub multi_plane_programs: u64,
 }
 
 /// The pSLC write cache of the page FTL (`page.rs`, "SLC cache"), in logical pages (4 KiB
@@ -189,6 +193,7 @@ impl Counters {
             controller_busy_us: ctrl.busy_us(),
             host_cpu_us: 0.0,
             slc_cache: None,
+            multi_plane_programs: 0,
         }
     }
 }

@@ -723,7 +723,7 @@ impl<C: MapCache> DftlCore<C> {
         let Some(wb) = self.wbuf.as_mut() else {
             return Ok(at_ns);
         };
-        let Some((lpns, first, done)) =
+        let Some((lpns, locs, done)) =
             crate::wbuf::program_gathered(wb, &mut self.space, DATA, at_ns)?
         else {
             return Ok(at_ns);
@@ -735,7 +735,7 @@ impl<C: MapCache> DftlCore<C> {
         self.fresh = lpns
             .iter()
             .enumerate()
-            .map(|(i, &l)| (l, (first.0 + i as u64) as u32))
+            .map(|(i, &l)| (l, locs[i].0 as u32))
             .collect();
         let mut end = self.settle(at_ns)?.max(done);
         for (i, &l) in lpns.iter().enumerate() {

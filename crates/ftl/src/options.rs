@@ -45,10 +45,12 @@ pub struct FtlOptions {
     pub controller: ControllerConfig,
     /// Static wear levelling threshold (erase-count spread); 0 turns it off.
     pub wl_threshold: u32,
-    /// GC reserve in blocks; 0 picks dies + 2 (see `space.rs`).
+    /// GC reserve in blocks; 0 picks dies + 2, dies x planes + 2 with multi-plane programs
+    /// (see `space.rs`).
     pub reserve_blocks: u32,
     /// Flash pages larger than a logical page (`page`, `dftl`): the controller's write buffer
-    /// in flash pages (`wbuf.rs`); 0 picks 2 per die.
+    /// in flash pages (`wbuf.rs`); 0 picks 2 per die (per plane of each die with multi-plane
+    /// programs).
     pub write_buffer_pages: u32,
     /// `page` on MLC/TLC chips: the share of every plane's blocks run as a pSLC write cache
     /// (`page.rs`, "SLC cache"); 0 turns it off. Those blocks hold no exported capacity.
@@ -236,23 +238,31 @@ pub(crate) fn page_mapped_capacity(
                 .unwrap_or(false)
         })
         .count() as u64;
+    // The space keeps its open blocks and reserve per lane: per plane of each die on chips that
+    // take multi-plane programs (space.rs invariant 10), else per die.
+    let lanes = g.dies() * crate::space::lanes_per_die(nand.config());
     let reserve = u64::from(if opts.reserve_blocks == 0 {
-        g.dies() + 2
+        lanes + 2
     } else {
         opts.reserve_blocks
     });
     let t = factory_good.saturating_sub(reserve) * ppb;
     let u = ((1.0 - opts.spare_factor) * t as f64).floor() as u64;
-    // Room to work: every die of the data stream may hold a partly filled open block, the
+    // Room to work: every lane of the data stream may hold a partly filled open block, the
     // metadata streams one each, and GC needs at least two blocks of slack to make progress.
-    let needed = (u64::from(g.dies()) + u64::from(extra_open_blocks) + 2) * ppb;
+    let needed = (u64::from(lanes) + u64::from(extra_open_blocks) + 2) * ppb;
     if t < u + needed || u == 0 {
         return Err(FtlError::Config(format!(
-            "spare factor {} leaves {} spare pages; this geometry needs at least {} (open blocks on {} dies plus GC slack)",
+            "spare factor {} leaves {} spare pages; this geometry needs at least {} (open blocks on {} dies{} plus GC slack)",
             opts.spare_factor,
             t.saturating_sub(u),
             needed,
-            g.dies()
+            g.dies(),
+            if lanes > g.dies() {
+                " x planes: multi-plane programs, timing.multi_plane_program"
+            } else {
+                ""
+            }
         )));
     }
     Ok(u)
@@ -362,6 +372,7 @@ pub(crate) fn space_report(
             wl_migrations: s.wl_migrations,
             wl_erases: s.wl_erases,
         },
+        multi_plane_programs: s.multi_plane_programs,
         ..c.report(name, space.nand(), mapping_bytes, ctrl)
     }
 }

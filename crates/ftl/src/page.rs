@@ -136,12 +136,16 @@ pub struct PageFtl {
 pub(crate) fn write_buffer(space: &FlashSpace, opts: &FtlOptions) -> Option<WriteBuffer> {
     let units = space.units_per_page() as usize;
     (units > 1).then(|| {
+        // Default: two pages per lane (a die, or each plane of a die with multi-plane
+        // programs), so that the buffered programs keep every die busy.
         let pages = if opts.write_buffer_pages == 0 {
-            2 * space.geometry().dies() as usize
+            2 * space.geometry().dies() as usize * space.multi_plane_width() as usize
         } else {
             opts.write_buffer_pages as usize
         };
-        WriteBuffer::new(units, space.unit_bytes(), pages)
+        // One page per plane per program where the chips take multi-plane programs.
+        let batch = (space.multi_plane_width() as usize).min(pages);
+        WriteBuffer::new(units, space.unit_bytes(), pages, batch)
     })
 }
 
@@ -564,7 +568,7 @@ impl PageFtl {
                 r
             }
         };
-        let Some((lpns, first, done)) = programmed else {
+        let Some((lpns, locs, done)) = programmed else {
             return Ok(at_ns);
         };
         // Moves first: GC may have moved these pages' previous copies (invariant 1).
@@ -573,8 +577,13 @@ impl PageFtl {
             apply_cache_moves(&mut self.map, c);
         }
         for (i, l) in lpns.into_iter().enumerate() {
-            let old = std::mem::replace(&mut self.map[l as usize], (first.0 + i as u64) as u32);
+            let old = std::mem::replace(&mut self.map[l as usize], locs[i].0 as u32);
             if old != UNMAPPED {
+                // Several pages (a multi-plane batch): each old copy is pinned to its own
+                // replacement's word line (space invariant 9a), not to the last page's.
+                if !cached {
+                    self.space.note_replacement(locs[i]);
+                }
                 drop_copy(&mut self.space, cache.as_deref_mut(), old);
             }
         }

@@ -19,8 +19,9 @@
 //! MLC/TLC blocks the unit of striping is a word line (2 or 3 consecutive pages on one die, as a
 //! controller programming whole word lines does), so that a burst leaves at most one word line
 //! per stream incomplete (invariant 9's pads).
-//! Each stream has one open block per die. A new block comes from the die's free list, least
-//! worn first (dynamic wear levelling); a die without free blocks borrows from the others.
+//! Each stream has one open block per die (per plane of each die on chips that take multi-plane
+//! programs, invariant 10). A new block comes from the die's (plane's) free list, least worn
+//! first (dynamic wear levelling); a die without free blocks borrows from the others.
 //!
 //! Garbage collection picks a victim among the closed (full) blocks of every stream with the
 //! configured [`GcPolicy`], copies its valid pages to the frontier of the victim's own stream
@@ -71,6 +72,19 @@
 //!    before they acknowledge, so acknowledged data never sits on an unpaired lower page.
 //!    SLC and pSLC blocks have one page per word line; there is nothing to pad. On a device
 //!    with power-loss protection no program is ever cut: nothing is pinned or padded.
+//! 10. Multi-plane programs (chips whose datasheet has them, `timing.multi_plane_program`, with
+//!     two or more planes): the free lists and each stream's open blocks are kept per *lane*, a
+//!     plane of a die (without them a lane is a die). A striped stream takes each page from the
+//!     lane of its die that is furthest behind (lowest plane on ties) and moves to the next die
+//!     when every plane has completed the word line, so the planes advance in step: page k on
+//!     plane 0, page k on plane 1, then k + 1, ... [`FlashSpace::write_batch`] programs pages
+//!     together only when every lane of the die holds an open block of that very die and plane
+//!     standing at the same page (then page k of each, one program, one array time); taking
+//!     those pages opens no block, so no collection runs between handing them out and
+//!     programming them. Any other state (a plane behind after a retired block or a restore, a
+//!     block borrowed from another plane or die) is written plane by plane, in each block's page
+//!     order, until the planes meet again: correct by construction. `check` verifies that every
+//!     free block is in its own lane's list and every open block sits in one lane of its stream.
 //!
 //! Units: on flash pages larger than 4 KiB ([`UNIT_BYTES`]) a page holds `units_per_page`
 //! units of 4 KiB, each a key of its own with its own OOB record (record `i` at OOB bytes
@@ -110,6 +124,17 @@ pub const UNIT_BYTES: usize = 4096;
 /// Units per flash page of a geometry (1 for pages of 4 KiB or less).
 pub fn units_per_page(geo: &Geometry) -> u32 {
     (geo.page_size_bytes as usize / UNIT_BYTES).max(1) as u32
+}
+
+/// Lanes per die of a device (invariant 10): its planes when its chips take multi-plane
+/// programs (`TimingConfig::multi_plane_program`), else 1.
+pub fn lanes_per_die(dev: &nand::DeviceConfig) -> u32 {
+    let planes = dev.geometry.planes_per_die;
+    if dev.timing.multi_plane_program && planes > 1 {
+        planes
+    } else {
+        1
+    }
 }
 
 /// Bytes of one unit of a geometry: 4 KiB, or the page if it is smaller.
@@ -270,6 +295,9 @@ pub struct SpaceCounts {
     /// safety on MLC/TLC.
     #[serde(default)]
     pub pad_pages: u64,
+    /// Multi-plane programs issued (one page on each of several planes of a die, invariant 10).
+    #[serde(default)]
+    pub multi_plane_programs: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,6 +346,13 @@ pub struct FlashSpace {
     /// The device has power-loss protection (`DeviceConfig::plp`): no program is ever cut, so
     /// nothing needs pairing (invariant 9 holds with no pins and no pads).
     protected: bool,
+    /// Lanes per die: the planes of a die when the chips take multi-plane programs
+    /// (`TimingConfig::multi_plane_program`, invariant 10), else 1. A stream's open blocks and
+    /// the free lists are kept per lane (lane = die x lanes + plane).
+    lpd: u32,
+    /// A multi-plane program's pages and OOB, one page per plane.
+    mp_data: Vec<u8>,
+    mp_oob: Vec<u8>,
     /// Units per flash page, and their bytes (module documentation, "Units").
     upp: u32,
     unit_bytes: usize,
@@ -563,14 +598,20 @@ impl FlashSpace {
             let die = s.geo.die_of_block(Pbn(b)).0 as usize;
             let st = blk.stream as usize;
             let striped = s.cfg.striped & (1u64 << st.min(63)) != 0;
+            // An unstriped stream uses its die's first lane only (`next_lane`).
+            let lane = if striped {
+                s.lane_of_block(b)
+            } else {
+                die * s.lpd as usize
+            };
             let free_frontier = if striped {
-                s.frontiers[st].open[die] == NIL
+                s.frontiers[st].open[lane] == NIL
             } else {
                 s.frontiers[st].open.iter().all(|&o| o == NIL)
             };
             if blk.valid > 0 && blk.written < s.ppb && free_frontier {
                 s.blocks[b as usize].usage = BlockUse::Open;
-                s.frontiers[st].open[die] = b;
+                s.frontiers[st].open[lane] = b;
                 if !striped {
                     s.frontiers[st].cursor = s
                         .die_order
@@ -655,8 +696,9 @@ impl FlashSpace {
             die_order.retain(|d| cfg.dies.contains(d));
         }
         let own_dies = die_order.len() as u32;
+        let lpd = lanes_per_die(nand.config());
         let reserve = if cfg.reserve_blocks == 0 {
-            own_dies + 2
+            own_dies * lpd + 2
         } else {
             cfg.reserve_blocks
         };
@@ -680,7 +722,7 @@ impl FlashSpace {
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x6C5F_5EED),
             frontiers: (0..cfg.streams)
                 .map(|_| Frontier {
-                    open: vec![NIL; dies as usize],
+                    open: vec![NIL; (dies * lpd) as usize],
                     cursor: 0,
                 })
                 .collect(),
@@ -700,7 +742,7 @@ impl FlashSpace {
                 })
                 .collect(),
             rmap: vec![NO_KEY; (geo.pages() * u64::from(units_per_page(&geo))) as usize],
-            free: (0..dies).map(|_| BinaryHeap::new()).collect(),
+            free: (0..dies * lpd).map(|_| BinaryHeap::new()).collect(),
             free_count: 0,
             good_blocks: 0,
             die_order,
@@ -721,6 +763,17 @@ impl FlashSpace {
             pad_data: vec![0xFF; geo.page_size_bytes as usize],
             pad_oob: vec![0xFF; oob_len],
             wl_pages: mode.bits_per_cell(),
+            lpd,
+            mp_data: if lpd > 1 {
+                vec![0xFF; (lpd * geo.page_size_bytes) as usize]
+            } else {
+                Vec::new()
+            },
+            mp_oob: if lpd > 1 {
+                vec![0xFF; lpd as usize * oob_len]
+            } else {
+                Vec::new()
+            },
             protected: nand.config().plp,
             upp: units_per_page(&geo),
             unit_bytes: unit_bytes(&geo),
@@ -755,7 +808,7 @@ impl FlashSpace {
             .iter()
             .filter(|b| !matches!(b.usage, BlockUse::Bad | BlockUse::Foreign))
             .count() as u32;
-        let streams_open = u32::from(self.cfg.streams) * self.die_order.len() as u32;
+        let streams_open = u32::from(self.cfg.streams) * self.die_order.len() as u32 * self.lpd;
         if self.good_blocks <= self.reserve + streams_open {
             return Err(FtlError::Config(format!(
                 "{} good blocks cannot hold a GC reserve of {} blocks plus {} open blocks",
@@ -897,26 +950,7 @@ impl FlashSpace {
         units: &[(OobRecord, &[u8])],
         purpose: Purpose,
     ) -> Result<(Ppn, Nanos), FtlError> {
-        if stream >= self.cfg.streams {
-            return Err(FtlError::Config(format!(
-                "stream {stream} of a space with {} streams",
-                self.cfg.streams
-            )));
-        }
-        if units.is_empty() || units.len() > self.upp as usize {
-            return Err(FtlError::Config(format!(
-                "a write of {} units into pages of {}",
-                units.len(),
-                self.upp
-            )));
-        }
-        if let Some((_, d)) = units.iter().find(|(_, d)| d.len() != self.unit_bytes) {
-            return Err(FtlError::Config(format!(
-                "a unit of {} bytes; units are {} bytes",
-                d.len(),
-                self.unit_bytes
-            )));
-        }
+        self.check_units(stream, units)?;
         // One unit per page: program the caller's buffer itself (the hot path of 4 KiB pages).
         // Else the page is assembled in its own buffer: GC (which `alloc_page` may run) packs
         // its copies in `pack_data`.
@@ -959,6 +993,206 @@ impl FlashSpace {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Planes a multi-plane program spans on this space's chips (invariant 10): the planes
+    /// per die when the chips take multi-plane programs, else 1. Callers that can gather this
+    /// many pages per call to [`FlashSpace::write_batch`] let the space program them together.
+    pub fn multi_plane_width(&self) -> u32 {
+        self.lpd
+    }
+
+    /// Writes several pages of `stream`, each as [`FlashSpace::write_units`] would (page `i`'s
+    /// units in its slots). Where the stream's open blocks on the die it stripes to next stand
+    /// at the same page in every plane (invariant 10), consecutive pages go there as one
+    /// multi-plane program (one array time instead of one per plane); otherwise page by page.
+    /// Returns the location of each page's unit 0 and when the last program completes.
+    pub fn write_batch(
+        &mut self,
+        at_ns: Nanos,
+        stream: u8,
+        pages: &[&[(OobRecord, &[u8])]],
+        purpose: Purpose,
+    ) -> Result<(Vec<Ppn>, Nanos), FtlError> {
+        let mut locs = Vec::with_capacity(pages.len());
+        let mut end = at_ns;
+        let mut i = 0;
+        while i < pages.len() {
+            let n = self.aligned_planes(stream, pages.len() - i);
+            if n < 2 {
+                let (loc, done) = self.write_units(at_ns, stream, pages[i], purpose)?;
+                locs.push(loc);
+                end = end.max(done);
+                i += 1;
+                continue;
+            }
+            end = end.max(self.program_planes(
+                at_ns,
+                stream,
+                &pages[i..i + n],
+                purpose,
+                &mut locs,
+            )?);
+            i += n;
+        }
+        Ok((locs, end))
+    }
+
+    /// How many of the next `want` pages of `stream` can go out as one multi-plane program
+    /// (invariant 10): every lane of the die the stream stripes to next has an open block on
+    /// that die, in its own plane, at the same page, with room; then up to one page per plane.
+    /// 0 otherwise. Taking these pages opens no block, so no collection can run between
+    /// handing them out and programming them.
+    fn aligned_planes(&self, stream: u8, want: usize) -> usize {
+        let s = stream as usize;
+        if self.lpd == 1 || want < 2 || self.cfg.striped & (1u64 << s.min(63)) == 0 {
+            return 0;
+        }
+        let die = self.die_order[self.frontiers[s].cursor];
+        let base = (die * self.lpd) as usize;
+        let mut at = None;
+        for p in 0..self.lpd as usize {
+            let b = self.frontiers[s].open[base + p];
+            if b == NIL
+                || self.geo.die_of_block(Pbn(b)).0 != die
+                || self.geo.plane_of_block(Pbn(b)) as usize != p
+            {
+                return 0;
+            }
+            let w = self.blocks[b as usize].written;
+            if w >= self.ppb || *at.get_or_insert(w) != w {
+                return 0;
+            }
+        }
+        want.min(self.lpd as usize)
+    }
+
+    /// Programs `pages` (at most one per plane, `aligned_planes` said they fit) as one
+    /// multi-plane program on the lanes of the die the stream stripes to next, planes 0, 1, ...
+    /// A page whose program fails retires its block and is written again page by page.
+    fn program_planes(
+        &mut self,
+        at_ns: Nanos,
+        stream: u8,
+        pages: &[&[(OobRecord, &[u8])]],
+        purpose: Purpose,
+        locs: &mut Vec<Ppn>,
+    ) -> Result<Nanos, FtlError> {
+        let s = stream as usize;
+        let n = pages.len();
+        for units in pages {
+            self.check_units(stream, units)?;
+        }
+        let die = self.die_order[self.frontiers[s].cursor] as usize;
+        let base = die * self.lpd as usize;
+        let page_bytes = self.geo.page_size_bytes as usize;
+        let oob_len = self.geo.oob_size_bytes as usize;
+        // Hand out page w of each plane's open block, as `alloc_page` would one by one.
+        let mut ppns = Vec::with_capacity(n);
+        for p in 0..n {
+            let b = self.frontiers[s].open[base + p];
+            let w = self.blocks[b as usize].written;
+            self.blocks[b as usize].written = w + 1;
+            ppns.push(self.geo.ppn_in_block(Pbn(b), w));
+        }
+        if n == self.lpd as usize && self.completes_after(s, die) {
+            let dies = self.die_order.len();
+            let c = self.frontiers[s].cursor;
+            self.frontiers[s].cursor = if c + 1 == dies { 0 } else { c + 1 };
+        }
+        self.mp_data[..n * page_bytes].fill(0xFF);
+        self.mp_oob[..n * oob_len].fill(0xFF);
+        for (p, units) in pages.iter().enumerate() {
+            let b = self.geo.block_of(ppns[p]).0;
+            let stamp = self.stamp_of(b);
+            for (i, (rec, d)) in units.iter().enumerate() {
+                let at = p * page_bytes + i * self.unit_bytes;
+                self.mp_data[at..at + self.unit_bytes].copy_from_slice(d);
+                let r = if self.cfg.stamp_incarnation && rec.kind == PageKind::Data {
+                    rec.with_incarnation(stamp)
+                } else {
+                    *rec
+                };
+                let o = p * oob_len + i * OOB_RECORD_BYTES;
+                r.encode_into(&mut self.mp_oob[o..o + OOB_RECORD_BYTES]);
+            }
+        }
+        let list: Vec<(Ppn, &[u8], &[u8])> = (0..n)
+            .map(|p| {
+                (
+                    ppns[p],
+                    &self.mp_data[p * page_bytes..(p + 1) * page_bytes],
+                    &self.mp_oob[p * oob_len..(p + 1) * oob_len],
+                )
+            })
+            .collect();
+        let (failed, mut end) = match self.nand.program_multi_plane(at_ns, &list, purpose) {
+            Ok(done) => (None, done.done_ns),
+            Err(NandError::ProgramFailed(f)) => (Some(f), at_ns),
+            Err(e) => return Err(e.into()),
+        };
+        self.counts.multi_plane_programs += 1;
+        let from = locs.len();
+        for (p, units) in pages.iter().enumerate() {
+            let first = Ppn(ppns[p].0 * u64::from(self.upp));
+            locs.push(first);
+            if Some(ppns[p]) != failed {
+                for (i, (rec, _)) in units.iter().enumerate() {
+                    self.note_written(Ppn(first.0 + i as u64), rec.key);
+                }
+            }
+        }
+        self.last_unpaired = self.unpaired_word_line(self.geo.block_of(ppns[n - 1]).0);
+        if let Some(p) = ppns.iter().position(|&x| Some(x) == failed) {
+            // The block is bad now; the page goes elsewhere, as a failed single program's.
+            self.retire(self.geo.block_of(ppns[p]));
+            let (loc, done) = self.write_units(at_ns, stream, pages[p], purpose)?;
+            locs[from + p] = loc;
+            end = end.max(done);
+        }
+        if !self.to_evacuate.is_empty() {
+            end = end.max(self.evacuate(at_ns)?);
+        }
+        Ok(end)
+    }
+
+    /// Whether, after the pages just handed out, every lane of `die` has completed its word
+    /// line: the striping unit of a multi-plane die (`completes_word_line`).
+    fn completes_after(&self, s: usize, die: usize) -> bool {
+        let base = die * self.lpd as usize;
+        (base..base + self.lpd as usize).all(|l| {
+            let b = self.frontiers[s].open[l];
+            b != NIL
+                && self.blocks[b as usize]
+                    .written
+                    .is_multiple_of(self.wl_pages)
+        })
+    }
+
+    /// What `write_units` refuses: a stream the space lacks, no units or more than a page's,
+    /// a unit of the wrong size.
+    fn check_units(&self, stream: u8, units: &[(OobRecord, &[u8])]) -> Result<(), FtlError> {
+        if stream >= self.cfg.streams {
+            return Err(FtlError::Config(format!(
+                "stream {stream} of a space with {} streams",
+                self.cfg.streams
+            )));
+        }
+        if units.is_empty() || units.len() > self.upp as usize {
+            return Err(FtlError::Config(format!(
+                "a write of {} units into pages of {}",
+                units.len(),
+                self.upp
+            )));
+        }
+        if let Some((_, d)) = units.iter().find(|(_, d)| d.len() != self.unit_bytes) {
+            return Err(FtlError::Config(format!(
+                "a unit of {} bytes; units are {} bytes",
+                d.len(),
+                self.unit_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// Reads a page (data, and OOB if `oob` is not empty) for the caller.
@@ -1101,7 +1335,8 @@ impl FlashSpace {
 
     // ----- allocation ------------------------------------------------------------------------
 
-    /// The next page of `stream`'s frontier, on the next die in striping order. A caller's write
+    /// The next page of `stream`'s frontier, on the next die in striping order (and with
+    /// multi-plane programs, on the die's plane that is furthest behind). A caller's write
     /// (`for_gc == false`) collects first when it needs a new block and the reserve is reached.
     fn alloc_page(
         &mut self,
@@ -1117,7 +1352,8 @@ impl FlashSpace {
             self.frontiers[s].cursor = if slot + 1 == dies { 0 } else { slot + 1 };
         }
         let mut die = self.die_order[slot] as usize;
-        if let Some(ppn) = self.take_from_open(s, die) {
+        let mut lane = self.next_lane(s, die, striped);
+        if let Some(ppn) = self.take_from_open(s, lane) {
             return Ok((ppn, at_ns));
         }
         if !striped {
@@ -1125,6 +1361,7 @@ impl FlashSpace {
             slot = if slot + 1 == dies { 0 } else { slot + 1 };
             self.frontiers[s].cursor = slot;
             die = self.die_order[slot] as usize;
+            lane = self.next_lane(s, die, striped);
         }
         let mut t = at_ns;
         if !for_gc && self.free_count < self.reserve {
@@ -1134,17 +1371,40 @@ impl FlashSpace {
             if !striped {
                 die = self.die_order[self.frontiers[s].cursor] as usize;
             }
-            if let Some(ppn) = self.take_from_open(s, die) {
+            lane = self.next_lane(s, die, striped);
+            if let Some(ppn) = self.take_from_open(s, lane) {
                 return Ok((ppn, t));
             }
         }
-        let Some(b) = self.take_free(die) else {
+        if !striped && self.lpd > 1 {
+            // An unstriped stream keeps one block in its die's first lane but takes it from
+            // the plane with the most free blocks, so that the planes' free lists stay even and
+            // the striped streams' planes can keep opening blocks in step (invariant 10).
+            let base = die * self.lpd as usize;
+            let fullest = (base..base + self.lpd as usize)
+                .max_by_key(|&l| (self.free[l].len(), Reverse(l)))
+                .unwrap_or(base);
+            if let Some(b) = self.take_free(fullest) {
+                return Ok(self.open_block(s, lane, b, stream, t));
+            }
+        }
+        if striped && !for_gc && self.lpd > 1 && self.free[lane].is_empty() {
+            // Keep the planes in step (invariant 10): erase an emptied block of this very plane
+            // (nothing to copy) rather than borrow one of another plane, which could not pair
+            // with its die's other planes for a whole block.
+            if let Some(v) = self.emptied_block_in_lane(lane) {
+                t = self.collect(t, v, Purpose::Gc)?;
+            }
+        }
+        let Some(b) = self.take_free(lane) else {
             // No free block at all (GC dipped into the whole reserve): any open block of this
             // stream with room will do, on whatever die.
             for k in 0..dies {
                 let d = self.die_order[k] as usize;
-                if let Some(ppn) = self.take_from_open(s, d) {
-                    return Ok((ppn, t));
+                for l in d * self.lpd as usize..(d + 1) * self.lpd as usize {
+                    if let Some(ppn) = self.take_from_open(s, l) {
+                        return Ok((ppn, t));
+                    }
                 }
             }
             return Err(FtlError::NoSpace(if for_gc {
@@ -1153,22 +1413,95 @@ impl FlashSpace {
                 "a write"
             }));
         };
+        Ok(self.open_block(s, lane, b, stream, t))
+    }
+
+    /// A closed block of `lane` without valid pages, among the first few of them (a bounded
+    /// walk of greedy's bucket 0, kept for every policy), if any.
+    fn emptied_block_in_lane(&self, lane: usize) -> Option<u32> {
+        let mut b = self.bucket_head[0];
+        for _ in 0..64 {
+            if b == NIL {
+                return None;
+            }
+            if self.lane_of_block(b) == lane {
+                return Some(b);
+            }
+            b = self.blocks[b as usize].next;
+        }
+        None
+    }
+
+    /// Makes free block `b` the open block of (`s`, `lane`) and hands out its first page.
+    fn open_block(&mut self, s: usize, lane: usize, b: u32, stream: u8, t: Nanos) -> (Ppn, Nanos) {
         let blk = &mut self.blocks[b as usize];
         debug_assert!(blk.usage == BlockUse::Free && blk.written == 0 && blk.valid == 0);
         blk.usage = BlockUse::Open;
         blk.stream = stream;
         blk.written = 1;
-        self.frontiers[s].open[die] = b;
-        Ok((self.geo.first_page(Pbn(b)), t))
+        self.frontiers[s].open[lane] = b;
+        (self.geo.first_page(Pbn(b)), t)
     }
 
-    /// Whether the next page of stream `s` on `die` is the last of its word line, so that a
-    /// striped stream moves on to the next die after it. Striping in whole word lines (one page
-    /// on SLC/pSLC) is what keeps paired-page safety cheap: a burst of writes, or a victim's
-    /// moves, leaves at most one word line of the stream incomplete instead of one per die, and
-    /// each incomplete one costs a pad at the next durability point or erase (invariant 9).
+    /// The lane of block `b`: its die, or with multi-plane programs its plane of its die.
+    #[inline]
+    fn lane_of_block(&self, b: u32) -> usize {
+        let die = self.geo.die_of_block(Pbn(b)).0 as usize;
+        if self.lpd == 1 {
+            die
+        } else {
+            die * self.lpd as usize + self.geo.plane_of_block(Pbn(b)) as usize
+        }
+    }
+
+    /// Pages the open block of lane `l` of stream `s` has handed out; 0 when there is none or
+    /// it is full (its successor starts at page 0).
+    #[inline]
+    fn lane_fill(&self, s: usize, l: usize) -> u32 {
+        let b = self.frontiers[s].open[l];
+        if b == NIL {
+            return 0;
+        }
+        let w = self.blocks[b as usize].written;
+        if w >= self.ppb {
+            0
+        } else {
+            w
+        }
+    }
+
+    /// The lane of `die` that stream `s` takes its next page from. With multi-plane programs a
+    /// striped stream takes the plane whose open block is furthest behind (lowest plane on
+    /// ties), so that the planes advance in step, page k on plane 0, page k on plane 1, ...,
+    /// and a plane that fell behind (a retired block, a restore) catches up (invariant 10).
+    /// Unstriped streams use the die's first lane.
+    #[inline]
+    fn next_lane(&self, s: usize, die: usize, striped: bool) -> usize {
+        let base = die * self.lpd as usize;
+        if self.lpd == 1 || !striped {
+            return base;
+        }
+        (base..base + self.lpd as usize)
+            .min_by_key(|&l| (self.lane_fill(s, l), l))
+            .unwrap_or(base)
+    }
+
+    /// Whether the next page of stream `s` on `die` completes the die's striping unit, so that a
+    /// striped stream moves on to the next die after it: the last page of a word line, and with
+    /// multi-plane programs the last plane of that word line. Striping in whole word lines (one
+    /// page on SLC/pSLC) is what keeps paired-page safety cheap: a burst of writes, or a
+    /// victim's moves, leaves at most one word line of the stream incomplete instead of one per
+    /// die, and each incomplete one costs a pad at the next durability point or erase
+    /// (invariant 9).
     #[inline]
     fn completes_word_line(&self, s: usize, die: usize) -> bool {
+        if self.lpd > 1 {
+            let base = die * self.lpd as usize;
+            let l = self.next_lane(s, die, true);
+            let k = self.lane_fill(s, l) + 1;
+            return k.is_multiple_of(self.wl_pages)
+                && (base..base + self.lpd as usize).all(|o| o == l || self.lane_fill(s, o) >= k);
+        }
         if self.wl_pages == 1 {
             return true;
         }
@@ -1179,10 +1512,10 @@ impl FlashSpace {
         }
     }
 
-    /// A page from the open block of (`s`, `die`), closing the block when it is full.
+    /// A page from the open block of (`s`, `lane`), closing the block when it is full.
     #[inline]
-    fn take_from_open(&mut self, s: usize, die: usize) -> Option<Ppn> {
-        let b = self.frontiers[s].open[die];
+    fn take_from_open(&mut self, s: usize, lane: usize) -> Option<Ppn> {
+        let b = self.frontiers[s].open[lane];
         if b == NIL {
             return None;
         }
@@ -1191,19 +1524,20 @@ impl FlashSpace {
             self.blocks[b as usize].written = written + 1;
             return Some(self.geo.ppn_in_block(Pbn(b), written));
         }
-        self.frontiers[s].open[die] = NIL;
+        self.frontiers[s].open[lane] = NIL;
         self.close_block(b);
         None
     }
 
-    /// The least-worn free block of `die`, else the least-worn free block of any die.
-    fn take_free(&mut self, die: usize) -> Option<u32> {
-        let d = if self.free[die].is_empty() {
+    /// The least-worn free block of `lane` (a die, or a plane of a die with multi-plane
+    /// programs), else the least-worn free block of any lane.
+    fn take_free(&mut self, lane: usize) -> Option<u32> {
+        let d = if self.free[lane].is_empty() {
             (0..self.free.len())
                 .filter(|&d| !self.free[d].is_empty())
                 .min_by_key(|&d| self.free[d].peek().map(|r| r.0))?
         } else {
-            die
+            lane
         };
         let Reverse((_, b)) = self.free[d].pop()?;
         self.free_count -= 1;
@@ -1216,8 +1550,9 @@ impl FlashSpace {
         blk.usage = BlockUse::Free;
         blk.written = 0;
         blk.valid = 0;
-        let die = self.geo.die_of_block(Pbn(b)).0 as usize;
-        self.free[die].push(Reverse((blk.erase_count, b)));
+        let erase_count = blk.erase_count;
+        let lane = self.lane_of_block(b);
+        self.free[lane].push(Reverse((erase_count, b)));
         self.free_count += 1;
     }
 
@@ -1469,8 +1804,9 @@ impl FlashSpace {
             && self.cfg.striped & (1u64 << s.min(63)) != 0
         {
             let die = self.geo.die_of_block(Pbn(b)).0;
+            let lane = self.lane_of_block(b);
             let f = &mut self.frontiers[s];
-            if self.die_order[f.cursor] == die && f.open[die as usize] == b {
+            if self.die_order[f.cursor] == die && f.open[lane] == b {
                 f.cursor = if f.cursor + 1 == self.die_order.len() {
                     0
                 } else {
@@ -1937,6 +2273,30 @@ impl FlashSpace {
                 self.free_count
             ));
         }
+        // Invariant 10: free lists per lane; each open block in one lane of its own stream.
+        for (lane, h) in self.free.iter().enumerate() {
+            if let Some(r) = h.iter().find(|r| self.lane_of_block(r.0 .1) != lane) {
+                return Err(format!("free block {} is in lane {lane}'s list", r.0 .1));
+            }
+        }
+        let mut seen = vec![false; self.blocks.len()];
+        for (st, f) in self.frontiers.iter().enumerate() {
+            if f.open.len() != self.free.len() {
+                return Err(format!("stream {st} has {} lanes", f.open.len()));
+            }
+            for &b in f.open.iter().filter(|&&b| b != NIL) {
+                let blk = &self.blocks[b as usize];
+                if blk.usage != BlockUse::Open || blk.stream as usize != st {
+                    return Err(format!(
+                        "block {b} in stream {st}'s lanes is {:?}",
+                        blk.usage
+                    ));
+                }
+                if std::mem::replace(&mut seen[b as usize], true) {
+                    return Err(format!("block {b} is open in two lanes"));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -1967,12 +2327,12 @@ impl FlashSpace {
             }
         }
         let reserve = if self.cfg.reserve_blocks == 0 {
-            keep.len() as u32 + 2
+            keep.len() as u32 * self.lpd + 2
         } else {
             self.cfg.reserve_blocks
         };
         let need = valid.div_ceil(u64::from(self.ppb * self.upp))
-            + u64::from(self.cfg.streams) * keep.len() as u64
+            + u64::from(self.cfg.streams) * keep.len() as u64 * u64::from(self.lpd)
             + u64::from(reserve);
         if free_kept < need {
             return Err(FtlError::NoSpace(
@@ -2011,8 +2371,10 @@ impl FlashSpace {
             blk.written = 0;
         }
         for &d in dies {
-            if let Some(h) = self.free.get_mut(d as usize) {
-                h.clear();
+            for lane in d * self.lpd..(d + 1) * self.lpd {
+                if let Some(h) = self.free.get_mut(lane as usize) {
+                    h.clear();
+                }
             }
         }
         self.reserve = reserve;

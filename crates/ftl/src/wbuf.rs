@@ -18,8 +18,13 @@
 //!    programmed replaces its data in place (it costs no flash program).
 //! 2. A read of a logical page in the gathered page returns the buffered data (newer than any
 //!    copy on flash).
-//! 3. Slots in use at time t: the gathered page (if any) plus programs completing after t;
+//! 3. Slots in use at time t: the gathered pages (if any) plus programs completing after t;
 //!    never more than `capacity_pages`.
+//!
+//! Multi-plane programs (space invariant 10): on chips that take them the buffer gathers one
+//! page per plane (`batch_pages`) before it programs, and hands them to the space together
+//! (`FlashSpace::write_batch`), which programs them with one array time where the planes'
+//! open blocks stand at the same page.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -33,7 +38,11 @@ use crate::space::FlashSpace;
 /// The gathered page and the programs in flight. See the module documentation.
 #[derive(Debug)]
 pub(crate) struct WriteBuffer {
+    /// Units gathered before a program: units per page x `batch_pages`.
     units: usize,
+    /// Units per flash page.
+    page_units: usize,
+    batch_pages: usize,
     unit_bytes: usize,
     capacity_pages: usize,
     /// Logical pages gathered, in arrival order; unit `i`'s data is `data[i]`.
@@ -46,10 +55,19 @@ pub(crate) struct WriteBuffer {
 }
 
 impl WriteBuffer {
-    pub fn new(units: usize, unit_bytes: usize, capacity_pages: usize) -> WriteBuffer {
-        debug_assert!(units > 1 && capacity_pages >= 1);
+    pub fn new(
+        units: usize,
+        unit_bytes: usize,
+        capacity_pages: usize,
+        batch_pages: usize,
+    ) -> WriteBuffer {
+        debug_assert!(units > 1 && batch_pages >= 1 && capacity_pages >= batch_pages);
+        let page_units = units;
+        let units = units * batch_pages;
         WriteBuffer {
             units,
+            page_units,
+            batch_pages,
             unit_bytes,
             capacity_pages,
             lpns: Vec::with_capacity(units),
@@ -92,11 +110,16 @@ impl WriteBuffer {
         while self.inflight.peek().is_some_and(|r| r.0 <= at_ns) {
             self.inflight.pop();
         }
-        if self.inflight.len() < self.capacity_pages {
-            return at_ns;
+        // The gathered pages take `batch_pages` slots; while they are not free, wait for the
+        // earliest program to complete.
+        let mut t = at_ns;
+        while self.inflight.len() + self.batch_pages > self.capacity_pages {
+            match self.inflight.pop() {
+                Some(r) => t = t.max(r.0),
+                None => break,
+            }
         }
-        // Every slot is taken: wait for the earliest program to complete.
-        self.inflight.pop().map_or(at_ns, |r| r.0.max(at_ns))
+        t
     }
 
     /// Whether `lpn` is in the gathered page.
@@ -141,10 +164,17 @@ impl WriteBuffer {
 
     /// The gathered page was programmed, completing at `done_ns`: it keeps a slot until then.
     pub fn programmed(&mut self, done_ns: Nanos) {
+        let pages = self.lpns.len().div_ceil(self.page_units);
         self.lpns.clear();
-        self.inflight.push(Reverse(done_ns));
+        for _ in 0..pages {
+            self.inflight.push(Reverse(done_ns));
+        }
     }
 }
+
+/// What a drain programmed: the logical pages, each one's unit location, and when the
+/// programs complete.
+pub(crate) type Programmed = (Vec<u64>, Vec<Ppn>, Nanos);
 
 /// Programs the gathered page of `wb` (if any) into `stream` of `space` at `at_ns`, each unit
 /// with a fresh sequence number. Returns its logical pages, the location of unit 0 (unit `i` is
@@ -154,7 +184,7 @@ pub(crate) fn program_gathered(
     space: &mut FlashSpace,
     stream: u8,
     at_ns: Nanos,
-) -> Result<Option<(Vec<u64>, Ppn, Nanos)>, FtlError> {
+) -> Result<Option<Programmed>, FtlError> {
     let mut seq = space.peek_seq();
     let r = program_gathered_into(wb, space, stream, at_ns, 0, &mut || {
         seq += 1;
@@ -176,7 +206,7 @@ pub(crate) fn program_gathered_into(
     at_ns: Nanos,
     aux: u64,
     next_seq: &mut dyn FnMut() -> u64,
-) -> Result<Option<(Vec<u64>, Ppn, Nanos)>, FtlError> {
+) -> Result<Option<Programmed>, FtlError> {
     if wb.is_empty() {
         return Ok(None);
     }
@@ -193,9 +223,19 @@ pub(crate) fn program_gathered_into(
         })
         .collect();
     let lpns = lpns.to_vec();
-    let (first, done) = space.write_units(at_ns, stream, &units, Purpose::Host)?;
+    let pages: Vec<&[(OobRecord, &[u8])]> = units.chunks(wb.page_units).collect();
+    let (firsts, done) = if pages.len() == 1 {
+        let (first, done) = space.write_units(at_ns, stream, pages[0], Purpose::Host)?;
+        (vec![first], done)
+    } else {
+        space.write_batch(at_ns, stream, &pages, Purpose::Host)?
+    };
+    // Unit i of the gathered units is slot i % page_units of page i / page_units.
+    let locs = (0..lpns.len())
+        .map(|i| Ppn(firsts[i / wb.page_units].0 + (i % wb.page_units) as u64))
+        .collect();
     wb.programmed(done);
-    Ok(Some((lpns, first, done)))
+    Ok(Some((lpns, locs, done)))
 }
 
 #[cfg(test)]
@@ -204,7 +244,7 @@ mod tests {
 
     #[test]
     fn rewrites_coalesce_reads_see_the_buffer_and_a_full_buffer_waits_for_a_program() {
-        let mut b = WriteBuffer::new(4, 8, 2);
+        let mut b = WriteBuffer::new(4, 8, 2, 1);
         let (t, full) = b.put(10, 7, &[1; 8]);
         assert_eq!((t, full), (10, false));
         let (_, full) = b.put(11, 7, &[2; 8]);

@@ -118,6 +118,12 @@ pub struct TimingConfig {
     /// the NoFTL paper's emulator do); the bus then carries only command cycles.
     #[serde(default)]
     pub transfer_in_array_time: bool,
+    /// The chip takes multi-plane programs (ONFI PROGRAM PAGE MULTI-PLANE: one page on each
+    /// plane of a die, same page index in each, one array time), as the datasheet says. The
+    /// device always accepts `program_multi_plane` on multi-plane geometries; this key tells the
+    /// flash space (ftl's space.rs) that it may stripe for it. Absent: false.
+    #[serde(default)]
+    pub multi_plane_program: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1514,6 +1514,7 @@ impl PageStore for NativeStore {
             controller_busy_us: self.host_mapping_ps as f64 / 1e6,
             host_cpu_us: self.host_mapping_ps as f64 / 1e6,
             slc_cache: None,
+            multi_plane_programs: c.multi_plane_programs,
         })
     }
     fn nand(&self) -> Option<&Nand> {
@@ -1557,6 +1558,7 @@ fn sum_counts(spaces: &[FlashSpace]) -> SpaceCounts {
         t.wl_erases += c.wl_erases;
         t.retired_blocks += c.retired_blocks;
         t.pad_pages += c.pad_pages;
+        t.multi_plane_programs += c.multi_plane_programs;
     }
     t
 }

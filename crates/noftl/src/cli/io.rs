@@ -84,6 +84,8 @@ struct FtlInfo {
     controller_busy_us: f64,
     /// The part of `controller_busy_us` on the host's CPU (dftl-orig runs in the host's kernel).
     host_cpu_us: f64,
+    /// Multi-plane programs (one page per plane of a die, one array time; docs/ftl.md).
+    multi_plane_programs: u64,
 }
 
 /// The result of one run: the stable field names other tools read.
@@ -771,6 +773,7 @@ fn block_result(
         translation_writes: after.translation_writes - before.translation_writes,
         controller_busy_us: after.controller_busy_us - before.controller_busy_us,
         host_cpu_us: after.host_cpu_us - before.host_cpu_us,
+        multi_plane_programs: after.multi_plane_programs - before.multi_plane_programs,
     });
     r.slc_cache = after.slc_cache.map(|a| a.since(before.slc_cache.as_ref()));
     r
@@ -841,6 +844,9 @@ fn print_human(r: &IoResult, wall_s: f64) {
             },
             x.controller_busy_us
         );
+        if x.multi_plane_programs > 0 {
+            println!("  multi-plane {} programs", x.multi_plane_programs);
+        }
     }
     if let Some(c) = &r.slc_cache {
         super::bench::print_slc_cache(c);

@@ -686,6 +686,30 @@ pub fn spread_cuts(total: u64, cuts: u64, jitter: u64) -> impl Iterator<Item = u
     (1..=cuts).map(move |k| (total * k / (cuts + 1)).max(1) + k % jitter)
 }
 
+/// `cuts` power-cut runs (`power_cut_run`) at points spread over the seeded workload's flash
+/// operations (`spread_cuts`, jitter 5). Returns the workload's operation count (for callers
+/// that check it is long enough to mean something) and each cut's outcome; the first failure
+/// names its cut point.
+#[allow(clippy::too_many_arguments)] // power_cut_run's arguments and the number of cuts
+pub fn power_cuts_across(
+    make: &dyn Fn() -> Result<Box<dyn BlockDevice>, FtlError>,
+    reopen: &dyn Fn(Nand) -> Result<Box<dyn BlockDevice>, FtlError>,
+    seed: u64,
+    ops: usize,
+    cuts: u64,
+    durability: Durability,
+    pattern: Pattern,
+) -> Result<(u64, Vec<CutOutcome>), String> {
+    let total = count_ops(make, seed, ops, pattern)?;
+    let outcomes = spread_cuts(total, cuts, 5)
+        .map(|at| {
+            power_cut_run(make, reopen, seed, ops, at, durability, pattern)
+                .map_err(|e| format!("seed {seed}, cut at op {at} of {total}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((total, outcomes))
+}
+
 /// A count from environment variable `var` (longer power-cut runs by hand), else `default`.
 pub fn count_from_env(var: &str, default: u64) -> u64 {
     std::env::var(var)

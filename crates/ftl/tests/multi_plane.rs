@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use ftl::oob::{OobRecord, PageKind};
-use ftl::testkit::{count_ops, power_cut_run, spread_cuts, Durability, Pattern};
+use ftl::testkit::{power_cuts_across, Durability, Pattern};
 use ftl::{build, BlockDevice, FlashSpace, FtlError, FtlOptions, Move, SpaceConfig};
 use nand::{DeviceConfig, Nand, Ppn, Purpose};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
@@ -97,19 +97,16 @@ fn page_ftl_and_dftl_with_multi_plane_programs_keep_every_flushed_write_across_p
         let mut dev = make().unwrap();
         ftl::testkit::random_vs_model(dev.as_mut(), 3, 1500, 0).unwrap();
         assert!(dev.report().multi_plane_programs > 0, "{kind}: none issued");
-        let total = count_ops(&make, 3, 1500, Pattern::Random).unwrap();
-        for at in spread_cuts(total, 25, 5) {
-            power_cut_run(
-                &make,
-                &reopen,
-                3,
-                1500,
-                at,
-                Durability::TrimsAcknowledged,
-                Pattern::Random,
-            )
-            .unwrap_or_else(|e| panic!("{kind}, cut at op {at}: {e}"));
-        }
+        power_cuts_across(
+            &make,
+            &reopen,
+            3,
+            1500,
+            25,
+            Durability::TrimsAcknowledged,
+            Pattern::Random,
+        )
+        .unwrap_or_else(|e| panic!("{kind}: {e}"));
     }
 }
 

@@ -6,8 +6,7 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use ftl::testkit::{
-    check_contract, count_from_env, count_ops, power_cut_run, random_vs_model, spread_cuts,
-    Durability, Pattern,
+    check_contract, count_from_env, power_cuts_across, random_vs_model, Durability, Pattern,
 };
 use ftl::{build, BlockDevice, FtlError, FtlOptions};
 use nand::{DeviceConfig, Nand};
@@ -77,20 +76,17 @@ fn block_and_fast_on_16k_slc_and_mlc_pages_keep_every_flushed_sector_across_powe
         };
         let reopen = move |n: Nand| ftl::open(kind, n, &opts());
         for seed in [3, 4] {
-            let total = count_ops(&make, seed, 600, Pattern::Random).unwrap();
+            let (total, _) = power_cuts_across(
+                &make,
+                &reopen,
+                seed,
+                600,
+                cuts,
+                Durability::Flushed,
+                Pattern::Random,
+            )
+            .unwrap_or_else(|e| panic!("{kind} on {preset}: {e}"));
             assert!(total > 300, "{kind}: only {total} flash operations");
-            for at in spread_cuts(total, cuts, 5) {
-                power_cut_run(
-                    &make,
-                    &reopen,
-                    seed,
-                    600,
-                    at,
-                    Durability::Flushed,
-                    Pattern::Random,
-                )
-                .unwrap_or_else(|e| panic!("{kind} on {preset} seed {seed}, cut at op {at}: {e}"));
-            }
         }
     }
 }

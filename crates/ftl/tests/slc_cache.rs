@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use ftl::testkit::{
-    check_contract, compare_all, count_from_env, count_ops, power_cut_run, random_vs_model,
-    spread_cuts, Durability, Pattern,
+    check_contract, compare_all, count_from_env, power_cuts_across, random_vs_model, Durability,
+    Pattern,
 };
 use ftl::{build, BlockDevice, FtlError, FtlOptions, MemDisk};
 use nand::{DeviceConfig, Nand};
@@ -122,20 +122,17 @@ fn every_flushed_sector_survives_power_cuts_with_the_cache_on() {
     random_vs_model(dev.as_mut(), 3, 1500, 0).unwrap();
     assert!(dev.report().slc_cache.unwrap().folds >= 4);
     for seed in [3, 4] {
-        let total = count_ops(&make, seed, 1500, Pattern::Random).unwrap();
+        let (total, _) = power_cuts_across(
+            &make,
+            &reopen,
+            seed,
+            1500,
+            cuts,
+            Durability::TrimsAcknowledged,
+            Pattern::Random,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert!(total > 1000, "only {total} flash operations");
-        for at in spread_cuts(total, cuts, 5) {
-            power_cut_run(
-                &make,
-                &reopen,
-                seed,
-                1500,
-                at,
-                Durability::TrimsAcknowledged,
-                Pattern::Random,
-            )
-            .unwrap_or_else(|e| panic!("seed {seed}, cut at op {at}: {e}"));
-        }
     }
 }
 

@@ -6,9 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use ftl::testkit::{
-    check_contract, count_ops, power_cut_run, random_vs_model, spread_cuts, Durability, Pattern,
-};
+use ftl::testkit::{check_contract, power_cuts_across, random_vs_model, Durability, Pattern};
 use ftl::{build, BlockDevice, FtlError, FtlOptions};
 use nand::{DeviceConfig, Nand};
 
@@ -56,19 +54,16 @@ fn page_ftl_and_dftl_on_16k_mlc_and_tlc_keep_every_flushed_write_across_power_cu
                 build(kind, device(preset, 16384, ppb), &opts())
             };
             let reopen = move |n: Nand| ftl::open(kind, n, &opts());
-            let total = count_ops(&make, 3, 1500, Pattern::Random).unwrap();
-            for at in spread_cuts(total, 25, 5) {
-                power_cut_run(
-                    &make,
-                    &reopen,
-                    3,
-                    1500,
-                    at,
-                    Durability::TrimsAcknowledged,
-                    Pattern::Random,
-                )
-                .unwrap_or_else(|e| panic!("{kind} on {preset}, cut at op {at}: {e}"));
-            }
+            power_cuts_across(
+                &make,
+                &reopen,
+                3,
+                1500,
+                25,
+                Durability::TrimsAcknowledged,
+                Pattern::Random,
+            )
+            .unwrap_or_else(|e| panic!("{kind} on {preset}: {e}"));
         }
     }
 }

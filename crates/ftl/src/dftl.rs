@@ -215,8 +215,9 @@ pub struct Cmt {
     mru: u32,
     lru: u32,
     by_tpage: Vec<u32>,
-    /// Dirty cached entries per translation page, and the pages with any, in order: FLUSH (on
-    /// every sync, so on every log force under the engine) visits those, not the whole cache.
+    /// With the FLUSH write-back only (else empty): dirty cached entries per translation page,
+    /// and the pages with any, in order. FLUSH (on every sync, so on every log force under the
+    /// engine) visits those, not the whole cache.
     dirty_in_tpage: Vec<u32>,
     dirty_tpages: std::collections::BTreeSet<u64>,
     capacity: usize,
@@ -234,7 +235,11 @@ impl Cmt {
             mru: NIL,
             lru: NIL,
             by_tpage: vec![NIL; tpages as usize],
-            dirty_in_tpage: vec![0; tpages as usize],
+            dirty_in_tpage: if flush_writes_back {
+                vec![0; tpages as usize]
+            } else {
+                Vec::new()
+            },
             dirty_tpages: std::collections::BTreeSet::new(),
             capacity,
             per_tpage,
@@ -244,6 +249,11 @@ impl Cmt {
 
     /// Counts an entry of translation page `tp` turning dirty (`+1`) or clean (`-1`).
     fn count_dirty(&mut self, tp: u64, turned_dirty: bool) {
+        // Only FLUSH's write-back asks which pages hold dirty entries: without it, the set's
+        // upkeep on every remap and write-back would be work for nobody.
+        if !self.flush_writes_back {
+            return;
+        }
         let n = &mut self.dirty_in_tpage[tp as usize];
         if turned_dirty {
             *n += 1;
@@ -445,10 +455,12 @@ impl MapCache for Cmt {
             s = std::mem::replace(&mut e.tnext, NIL);
             e.tprev = NIL;
         }
-        debug_assert_eq!(u64::from(self.dirty_in_tpage[v as usize]), n);
-        if n > 0 {
-            self.dirty_in_tpage[v as usize] = 0;
-            self.dirty_tpages.remove(&v);
+        if self.flush_writes_back {
+            debug_assert_eq!(u64::from(self.dirty_in_tpage[v as usize]), n);
+            if n > 0 {
+                self.dirty_in_tpage[v as usize] = 0;
+                self.dirty_tpages.remove(&v);
+            }
         }
         n
     }

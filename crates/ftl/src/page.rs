@@ -544,6 +544,7 @@ impl PageFtl {
         let programmed = match cache.as_deref_mut() {
             Some(c) if cached => {
                 let native = &mut self.space;
+                let first_seq = native.alloc_seqs(wb.len() as u64);
                 native.lend_nand(&mut c.space);
                 let r = crate::wbuf::program_gathered_into(
                     wb,
@@ -551,7 +552,7 @@ impl PageFtl {
                     0,
                     at_ns,
                     PSLC_AUX,
-                    &mut || native.alloc_seq(),
+                    first_seq,
                 );
                 native.lend_nand(&mut c.space);
                 let r = r?;

@@ -907,8 +907,13 @@ impl FlashSpace {
     /// Issues a sequence number (oob.rs invariant 2: one per logical write).
     #[inline]
     pub fn alloc_seq(&mut self) -> u64 {
+        self.alloc_seqs(1)
+    }
+    /// Issues `n` consecutive sequence numbers; returns the first.
+    #[inline]
+    pub fn alloc_seqs(&mut self, n: u64) -> u64 {
         let s = self.seq;
-        self.seq += 1;
+        self.seq += n;
         s
     }
 

@@ -81,6 +81,11 @@ impl WriteBuffer {
         self.lpns.is_empty()
     }
 
+    /// Logical pages gathered.
+    pub fn len(&self) -> usize {
+        self.lpns.len()
+    }
+
     fn slot_of(&self, lpn: u64) -> Option<usize> {
         self.lpns.iter().position(|&l| l == lpn)
     }
@@ -176,36 +181,29 @@ impl WriteBuffer {
 /// programs complete.
 pub(crate) type Programmed = (Vec<u64>, Vec<Ppn>, Nanos);
 
-/// Programs the gathered page of `wb` (if any) into `stream` of `space` at `at_ns`, each unit
-/// with a fresh sequence number. Returns its logical pages, the location of unit 0 (unit `i` is
-/// at that + `i`) and the program's completion; the caller maps them.
+/// Programs the gathered pages of `wb` (if any) into `stream` of `space` at `at_ns`, each unit
+/// with a fresh sequence number of `space`. Returns their logical pages, each one's unit
+/// location and the programs' completion; the caller maps them.
 pub(crate) fn program_gathered(
     wb: &mut WriteBuffer,
     space: &mut FlashSpace,
     stream: u8,
     at_ns: Nanos,
 ) -> Result<Option<Programmed>, FtlError> {
-    let mut seq = space.peek_seq();
-    let r = program_gathered_into(wb, space, stream, at_ns, 0, &mut || {
-        seq += 1;
-        seq - 1
-    })?;
-    // The numbers taken (`program_gathered_into` issued them from a copy of the counter).
-    while space.peek_seq() < seq {
-        space.alloc_seq();
-    }
-    Ok(r)
+    let first_seq = space.alloc_seqs(wb.len() as u64);
+    program_gathered_into(wb, space, stream, at_ns, 0, first_seq)
 }
 
-/// `program_gathered` with the records' `aux` and a sequence-number source of the caller's (a
-/// pSLC write cache's space takes its numbers from the FTL's native space: one counter).
+/// `program_gathered` with the records' `aux`, unit `i` numbered `first_seq + i` from numbers
+/// the caller took (a pSLC write cache's space takes them from the FTL's native space: one
+/// counter).
 pub(crate) fn program_gathered_into(
     wb: &mut WriteBuffer,
     space: &mut FlashSpace,
     stream: u8,
     at_ns: Nanos,
     aux: u64,
-    next_seq: &mut dyn FnMut() -> u64,
+    first_seq: u64,
 ) -> Result<Option<Programmed>, FtlError> {
     if wb.is_empty() {
         return Ok(None);
@@ -217,7 +215,7 @@ pub(crate) fn program_gathered_into(
         .enumerate()
         .map(|(i, &l)| {
             (
-                OobRecord::new(PageKind::Data, l, next_seq(), aux),
+                OobRecord::new(PageKind::Data, l, first_seq + i as u64, aux),
                 &data[i * ub..(i + 1) * ub],
             )
         })

@@ -233,7 +233,20 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
         "iaa" => Figure::Iaa(one_json(&args.inputs, iaa_of)?),
         _ => Figure::Timeseries(load_timeseries(&args.inputs)?),
     };
-    let command: Vec<String> = std::env::args().collect();
+    // The program by its file name: where a user's build happens to lie says nothing to the
+    // figure's readers (and would put a private path into a published file).
+    let command: Vec<String> = std::env::args()
+        .enumerate()
+        .map(|(i, a)| {
+            if i == 0 {
+                std::path::Path::new(&a)
+                    .file_name()
+                    .map_or(a.clone(), |n| n.to_string_lossy().into_owned())
+            } else {
+                a
+            }
+        })
+        .collect();
     let command = command.join(" ");
     let bytes = match format {
         Format::Svg => with_command_comment(&render_svg(&fig)?, &command).into_bytes(),

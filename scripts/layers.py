@@ -30,6 +30,11 @@ How a file's references are found:
      `pub use engine::{Engine, EngineConfig}` in lib.rs, or `pub use b::Thing` in a/mod.rs),
      the path is followed to where the name comes from; a name defined in lib.rs stays at the
      root. `mod x;` declarations are not references. Self-edges are dropped.
+  5. A `pub use` that only re-exports (lib.rs's `pub use engine::Engine` when lib.rs's own
+     code never names `Engine`) is not an edge: the references through it are followed to the
+     source instead (step 4), so a facade is not drawn as importing everything it exposes.
+     A lowercase name counts as used by the file's code only when called or used as a path
+     (`name(`, `name!`, `name::`).
 Every edge "A -> B" (A imports B) keeps the symbols (and lines) that caused it.
 
 What is reported, per crate:
@@ -39,9 +44,11 @@ What is reported, per crate:
   * circles: the strongly connected components (Tarjan) with more than one file;
   * upward imports ("imports that run back up a floor"): inside each circle, a small feedback
     arc set: the Eades-Lin-Smyth greedy order (ties broken by name, so it is deterministic),
-    whose backward edges are then pruned to a minimal set (an edge is kept out only if putting
-    it back would close a circle). Each such edge goes against the best layer order found;
-    removing all of them leaves no circle. No circles means no upward imports.
+    improved by sifting (a file moves to the place in the order that leaves fewer backward
+    edges, while any move helps), whose backward edges are then pruned to a minimal set (an
+    edge stays out only if putting it back would close a circle). Each such edge goes against
+    the best layer order found; removing all of them leaves no circle. Edges count once each,
+    however many symbols they carry. No circles means no upward imports.
 Totals: "circles: N (files: M), upward imports: K".
 
 Usage:

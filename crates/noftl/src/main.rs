@@ -1,12 +1,8 @@
 //! `noftl`: the command line of the NAND emulator, the FTLs, the engine and the benchmarks.
 
 mod cli;
-mod filelock;
 mod fsmount;
-mod limits;
 mod nbd;
-mod output;
-mod results;
 mod targets;
 
 use clap::Parser;

@@ -1,13 +1,14 @@
-//! Builds the block device a verb runs on from its command-line arguments.
+//! The target flags every verb that builds a block device takes, and their spec for the
+//! experiment library (`lab::targets` builds the device).
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use clap::Args;
-use ftl::{BlockDevice, FtlOptions};
-use nand::Nand;
+use ftl::BlockDevice;
 
 use crate::cli::common::{parse_percent, DeviceArgs};
+
+pub use lab::targets::refuse_flush_writeback_off_dftl;
 
 /// Which FTL (or plain device) to run on, and its knobs.
 #[derive(Debug, Clone, Args)]
@@ -58,87 +59,33 @@ pub struct FtlKnobs {
 }
 
 impl TargetArgs {
-    /// The FTL knobs these arguments set; the FTL's seed is the device's.
-    pub fn ftl_options(&self, device_seed: u64) -> anyhow::Result<FtlOptions> {
-        let opts = FtlOptions {
-            cache_fraction: self.knobs.cache,
-            spare_factor: self.knobs.op,
-            gc: self
-                .knobs
-                .gc
-                .parse()
-                .map_err(|e: ftl::FtlError| anyhow::anyhow!("--gc: {e}"))?,
-            seed: device_seed,
-            controller: ftl::ControllerConfig {
-                clock_mhz: self.knobs.controller_mhz,
-            },
-            // 0 asks the FTL for its default (`FtlOptions::write_buffer_pages`).
-            write_buffer_pages: self.knobs.write_buffer.unwrap_or(0),
-            slc_cache: self.knobs.slc_cache.unwrap_or(0.0),
-            dftl_flush_writeback: self.knobs.dftl_flush_writeback,
-            ..FtlOptions::default()
-        };
-        opts.validate()?;
-        Ok(opts)
+    /// The target these flags name, as the experiment library takes it.
+    pub fn spec(&self) -> lab::targets::TargetSpec {
+        lab::targets::TargetSpec {
+            target: self.target.clone(),
+            device: self.device.spec(),
+            knobs: self.knobs.spec(),
+            image: self.image.clone(),
+        }
     }
 }
 
+impl FtlKnobs {
+    /// The knobs as the experiment library takes them.
+    pub fn spec(&self) -> lab::targets::FtlKnobs {
+        lab::targets::FtlKnobs {
+            cache: self.cache,
+            op: self.op,
+            gc: self.gc.clone(),
+            controller_mhz: self.controller_mhz,
+            write_buffer: self.write_buffer,
+            slc_cache: self.slc_cache,
+            dftl_flush_writeback: self.dftl_flush_writeback,
+        }
+    }
+}
+
+/// The block device of these flags (`lab::targets::build`).
 pub fn build(t: &TargetArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
-    refuse_flush_writeback_off_dftl(t.knobs.dftl_flush_writeback, &t.target)?;
-    match t.target.as_str() {
-        "memdisk" => {
-            if t.image.is_some() {
-                bail!("--image needs a flash target (memdisk keeps nothing)");
-            }
-            let cfg = t.device.load()?;
-            Ok(Box::new(ftl::MemDisk::new(
-                cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64,
-            )))
-        }
-        kind if ftl::options::KINDS.contains(&kind) => {
-            let cfg = t.device.load()?;
-            let opts = t.ftl_options(cfg.seed)?;
-            // Locked before it is looked at, created or recovered (filelock invariant 1); the
-            // lock creates a missing image empty, so "exists" means "holds something".
-            if let Some(path) = &t.image {
-                crate::filelock::hold(path, "--image")?;
-            }
-            let holds_image = |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.len() > 0);
-            match &t.image {
-                None => Ok(ftl::build(kind, Nand::new(cfg)?, &opts)?),
-                Some(path) if holds_image(path) => {
-                    let nand = Nand::open_image(path)
-                        .with_context(|| format!("cannot reopen {}", path.display()))?;
-                    if nand.config() != &cfg {
-                        eprintln!(
-                            "note: {} holds a '{}' device; its own configuration is used",
-                            path.display(),
-                            nand.config().name
-                        );
-                    }
-                    ftl::open(kind, nand, &opts).with_context(|| {
-                        format!("cannot recover the {kind} FTL from {}", path.display())
-                    })
-                }
-                Some(path) => {
-                    let nand = Nand::create_image(cfg, path)
-                        .with_context(|| format!("cannot create {}", path.display()))?;
-                    Ok(ftl::build(kind, nand, &opts)?)
-                }
-            }
-        }
-        other => bail!(
-            "unknown target '{other}' ({}, memdisk)",
-            ftl::options::KINDS.join(", ")
-        ),
-    }
-}
-
-/// `--dftl-flush-writeback` changes what `dftl`'s FLUSH writes; on any other target or store it
-/// would be silently ignored, so it is refused.
-pub fn refuse_flush_writeback_off_dftl(on: bool, target: &str) -> anyhow::Result<()> {
-    if on && target != "dftl" {
-        bail!("--dftl-flush-writeback is an option of the dftl FTL; the target is {target}");
-    }
-    Ok(())
+    lab::targets::build(&t.spec())
 }

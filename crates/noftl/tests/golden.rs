@@ -69,17 +69,26 @@ fn case(name: &str, args: &[&str]) {
 
 #[test]
 fn compare_tpcb_12() {
-    case("compare-tpcb", &["compare", "--workload", "tpcb", "--json", "-"]);
+    case(
+        "compare-tpcb",
+        &["compare", "--workload", "tpcb", "--json", "-"],
+    );
 }
 
 #[test]
 fn compare_tpcc_1() {
-    case("compare-tpcc", &["compare", "--workload", "tpcc", "--json", "-"]);
+    case(
+        "compare-tpcc",
+        &["compare", "--workload", "tpcc", "--json", "-"],
+    );
 }
 
 #[test]
 fn compare_tatp() {
-    case("compare-tatp", &["compare", "--workload", "tatp", "--json", "-"]);
+    case(
+        "compare-tatp",
+        &["compare", "--workload", "tatp", "--json", "-"],
+    );
 }
 
 #[test]
@@ -89,12 +98,18 @@ fn ipa_compare() {
 
 #[test]
 fn iaa_compare_at_20_percent_free() {
-    case("iaa-compare", &["iaa", "compare", "--free", "20%", "--json", "-"]);
+    case(
+        "iaa-compare",
+        &["iaa", "compare", "--free", "20%", "--json", "-"],
+    );
 }
 
 #[test]
 fn bench_tpch_sf_0_01() {
-    case("bench-tpch", &["bench", "tpch", "--scale", "0.01", "--json", "-"]);
+    case(
+        "bench-tpch",
+        &["bench", "tpch", "--scale", "0.01", "--json", "-"],
+    );
 }
 
 #[test]
@@ -102,8 +117,20 @@ fn bench_tpcb_on_native() {
     case(
         "bench-tpcb-native",
         &[
-            "bench", "tpcb", "--storage", "native", "--preset", "noftl13", "--scale", "1",
-            "--accounts-per-branch", "10000", "--txns", "2000", "--json", "-",
+            "bench",
+            "tpcb",
+            "--storage",
+            "native",
+            "--preset",
+            "noftl13",
+            "--scale",
+            "1",
+            "--accounts-per-branch",
+            "10000",
+            "--txns",
+            "2000",
+            "--json",
+            "-",
         ],
     );
 }
@@ -112,7 +139,18 @@ fn bench_tpcb_on_native() {
 fn bench_tatp_on_page() {
     case(
         "bench-tatp-page",
-        &["bench", "tatp", "--storage", "page", "--scale", "5000", "--txns", "3000", "--json", "-"],
+        &[
+            "bench",
+            "tatp",
+            "--storage",
+            "page",
+            "--scale",
+            "5000",
+            "--txns",
+            "3000",
+            "--json",
+            "-",
+        ],
     );
 }
 
@@ -121,8 +159,20 @@ fn bench_tpcc_on_dftl() {
     case(
         "bench-tpcc-dftl",
         &[
-            "bench", "tpcc", "--storage", "dftl", "--scale", "1", "--items", "1000",
-            "--customers", "300", "--txns", "300", "--json", "-",
+            "bench",
+            "tpcc",
+            "--storage",
+            "dftl",
+            "--scale",
+            "1",
+            "--items",
+            "1000",
+            "--customers",
+            "300",
+            "--txns",
+            "300",
+            "--json",
+            "-",
         ],
     );
 }
@@ -131,7 +181,18 @@ fn bench_tpcc_on_dftl() {
 fn io_random_writes_on_page() {
     case(
         "io-page",
-        &["io", "--target", "page", "--preset", "tiny", "--rw", "randwrite", "--ops", "20000", "--json"],
+        &[
+            "io",
+            "--target",
+            "page",
+            "--preset",
+            "tiny",
+            "--rw",
+            "randwrite",
+            "--ops",
+            "20000",
+            "--json",
+        ],
     );
 }
 
@@ -147,9 +208,23 @@ fn bench_result_directory() {
     let res = dir.path().join("res");
     let res_s = res.to_str().expect("utf-8 path");
     noftl(&[
-        "bench", "tpcb", "--storage", "native", "--preset", "noftl13", "--scale", "1",
-        "--accounts-per-branch", "10000", "--txns", "2000", "--results", res_s, "--raw",
-        "--sample-window", "100ms",
+        "bench",
+        "tpcb",
+        "--storage",
+        "native",
+        "--preset",
+        "noftl13",
+        "--scale",
+        "1",
+        "--accounts-per-branch",
+        "10000",
+        "--txns",
+        "2000",
+        "--results",
+        res_s,
+        "--raw",
+        "--sample-window",
+        "100ms",
     ]);
     for f in ["summary.json", "samples.csv", "raw.csv"] {
         let got = std::fs::read(res.join(f)).expect("result file written");

@@ -16,15 +16,17 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcb::{self, Handles, TpcbConfig, TpcbTerminal};
 use serde::Serialize;
-use storage::measure::{self, Busy, Consistency};
-use storage::sched::{
-    run_real, run_virtual_sampled, Sampler, SchedStats, TxnEvent, VirtualOptions,
-};
+use storage::measure::Consistency;
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
-use super::common::DeviceArgs;
-use crate::limits::{self, LimitError, MemoryPlan};
+use lab::measure::{
+    buffer, consistency, latency_us, per_txn, slc_cache, snapshot, Buffer, LatencyUs, PerTxn,
+};
+use lab::runner::{run_terminals, write_results};
+
+use super::common::{parse_duration_ns, DeviceArgs};
 use crate::targets::{self, FtlKnobs, TargetArgs};
+use lab::limits::{self, LimitError, MemoryPlan};
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -56,8 +58,8 @@ pub struct BenchArgs {
     pub knobs: FtlKnobs,
     /// --storage native: the log in a region of its own, with these CREATE REGION options
     /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips.
-    #[arg(long, value_parser = super::compare::parse_log_region)]
-    pub log_region: Option<super::compare::LogRegion>,
+    #[arg(long, value_parser = lab::stores::parse_log_region)]
+    pub log_region: Option<lab::stores::LogRegion>,
     /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
@@ -106,46 +108,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub load: Option<kits::LoadMethod>,
     #[command(flatten)]
-    pub results: crate::results::ResultsArgs,
-}
-
-#[derive(Debug, Serialize)]
-pub(super) struct LatencyUs {
-    mean: f64,
-    p50: f64,
-    p95: f64,
-    p99: f64,
-    max: f64,
-}
-
-#[derive(Debug, Serialize, Default)]
-pub(super) struct PerTxn {
-    pub(super) flash_reads: f64,
-    pub(super) flash_programs: f64,
-    pub(super) flash_erases: f64,
-    /// OOB-only reads and programs (dftl-orig: GC's status reads, invalidation marks).
-    pub(super) flash_oob_reads: f64,
-    pub(super) flash_oob_writes: f64,
-    /// Pad programs (MLC/TLC paired-page safety), included in `flash_programs`.
-    pub(super) flash_pad_programs: f64,
-    pub(super) gc_migrations: f64,
-    pub(super) energy_joules: f64,
-    pub(super) host_page_reads: f64,
-    pub(super) host_page_writes: f64,
-    pub(super) log_forces: f64,
-    /// Host CPU time of flash management that runs on the host (native, dftl-orig), us.
-    pub(super) host_cpu_us: f64,
-    /// That time as a share of the run (host CPU us over elapsed us).
-    pub(super) host_cpu_share: f64,
-}
-
-#[derive(Debug, Serialize)]
-pub(super) struct Buffer {
-    frames: usize,
-    hits: u64,
-    misses: u64,
-    evictions: u64,
-    writebacks: u64,
+    pub results: crate::cli::common::ResultsArgs,
 }
 
 #[derive(Debug, Serialize)]
@@ -177,31 +140,6 @@ struct BenchResult {
     slc_cache: Option<ftl::block_device::SlcCacheReport>,
 }
 
-pub(crate) fn parse_duration_ns(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .with_context(|| format!("'{s}' is not a duration (e.g. 60s, 500ms, 2m)"))?;
-    let mult = match unit {
-        "ns" => 1.0,
-        "us" => 1e3,
-        "ms" => 1e6,
-        "" | "s" => 1e9,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        other => bail!("unknown duration unit '{other}' in '{s}'"),
-    };
-    let ns = v * mult;
-    if !(ns.is_finite() && ns > 0.0 && ns < 1e19) {
-        bail!("duration '{s}' is out of range");
-    }
-    Ok(ns as u64)
-}
-
 fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
     if args.storage == "file" {
         let path = args
@@ -210,7 +148,7 @@ fn device(args: &BenchArgs) -> anyhow::Result<Box<dyn BlockDevice>> {
             .context("--storage file needs --path FILE")?;
         let cfg = args.device.load()?;
         let pages = cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64;
-        crate::filelock::hold(&path, "--path")?;
+        lab::filelock::hold(&path, "--path")?;
         return Ok(Box::new(
             storage::filedev::FileDevice::open(&path, pages)
                 .with_context(|| format!("cannot open {}", path.display()))?,
@@ -245,108 +183,10 @@ fn refuse_foreign_file(path: &std::path::Path) -> anyhow::Result<()> {
         bail!(
             "{} holds {} that is not a noftl database (no master record): refusing to overwrite it; give --force to use it anyway, or another --path",
             path.display(),
-            crate::limits::Bytes(len)
+            lab::limits::Bytes(len)
         );
     }
     Ok(())
-}
-
-/// Counters of the flash and the flash management below a page store, at one moment.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct FlashSnapshot {
-    reads: u64,
-    programs: u64,
-    erases: u64,
-    oob_reads: u64,
-    oob_writes: u64,
-    /// Pad pages that complete word lines on MLC/TLC (paired-page safety), part of `programs`.
-    pad_programs: u64,
-    joules: f64,
-    gc_migrations: u64,
-    host_cpu_us: f64,
-    slc_cache: Option<ftl::block_device::SlcCacheReport>,
-}
-
-fn flash(store: &dyn PageStore) -> FlashSnapshot {
-    let mut s = store.nand().map_or_else(FlashSnapshot::default, |n| {
-        let rep = n.report();
-        FlashSnapshot {
-            reads: rep.flash.reads,
-            programs: rep.flash.programs + rep.flash.partial_programs,
-            erases: rep.flash.erases,
-            oob_reads: rep.flash.oob_reads,
-            oob_writes: rep.flash.oob_writes,
-            pad_programs: n.stats().flash_counts_for(nand::Purpose::Pad).programs,
-            joules: rep.energy.total_joules,
-            ..FlashSnapshot::default()
-        }
-    });
-    if let Some(d) = store.device_report() {
-        s.gc_migrations = d.gc.migrations;
-        s.host_cpu_us = d.host_cpu_us;
-        s.slc_cache = d.slc_cache;
-    }
-    s
-}
-
-/// The page FTL's pSLC write cache over a window (`--slc-cache`), if it runs one.
-pub(super) fn slc_cache(
-    before: &Snapshot,
-    after: &Snapshot,
-) -> Option<ftl::block_device::SlcCacheReport> {
-    after
-        .0
-        .slc_cache
-        .map(|a| a.since(before.0.slc_cache.as_ref()))
-}
-
-pub(super) fn latency_us(hist: &Histogram<u64>) -> LatencyUs {
-    let us = |v: u64| v as f64 / 1000.0;
-    LatencyUs {
-        mean: hist.mean() / 1000.0,
-        p50: us(hist.value_at_quantile(0.5)),
-        p95: us(hist.value_at_quantile(0.95)),
-        p99: us(hist.value_at_quantile(0.99)),
-        max: us(hist.max()),
-    }
-}
-
-pub(super) type Snapshot = (
-    FlashSnapshot,
-    Option<ftl::HostCounts>,
-    storage::log::LogStats,
-    Busy,
-);
-
-pub(super) fn snapshot(e: &Engine) -> Snapshot {
-    (
-        flash(e.store()),
-        e.store().device_report().map(|r| r.host),
-        e.log_stats(),
-        Busy::of(e.store()),
-    )
-}
-
-/// The window's self-check (storage::measure) from the snapshots around it, its length and the
-/// latencies of the transactions it completed.
-/// `for_duration`: the run was for a time (not for a number of transactions per terminal).
-pub(super) fn consistency(
-    before: &Snapshot,
-    after: &Snapshot,
-    elapsed_ns: u64,
-    terminals: u32,
-    for_duration: bool,
-    latency_ns: &Histogram<u64>,
-) -> Consistency {
-    measure::check(measure::Window {
-        before: &before.3,
-        after: &after.3,
-        elapsed_ns,
-        terminals,
-        terminals_run_throughout: for_duration,
-        txns: latency_ns.len(),
-        latency_sum_ns: latency_ns.mean() * latency_ns.len() as f64,
-    })
 }
 
 /// The consistency line of every bench verb's human output.
@@ -381,54 +221,6 @@ pub(super) fn print_slc_cache(c: &ftl::block_device::SlcCacheReport) {
     );
 }
 
-/// Device and host counters per transaction, as differences across a run of `secs` seconds.
-pub(super) fn per_txn(before: &Snapshot, after: &Snapshot, txns: u64, secs: f64) -> PerTxn {
-    let per = |x: f64| if txns == 0 { 0.0 } else { x / txns as f64 };
-    let (a, b) = (&after.0, &before.0);
-    let host_cpu_us = a.host_cpu_us - b.host_cpu_us;
-    let elapsed_us = secs * 1e6;
-    PerTxn {
-        flash_reads: per((a.reads - b.reads) as f64),
-        flash_programs: per((a.programs - b.programs) as f64),
-        flash_erases: per((a.erases - b.erases) as f64),
-        flash_oob_reads: per((a.oob_reads - b.oob_reads) as f64),
-        flash_oob_writes: per((a.oob_writes - b.oob_writes) as f64),
-        flash_pad_programs: per((a.pad_programs - b.pad_programs) as f64),
-        gc_migrations: per((a.gc_migrations - b.gc_migrations) as f64),
-        energy_joules: per(a.joules - b.joules),
-        host_cpu_us: per(host_cpu_us),
-        host_cpu_share: if elapsed_us > 0.0 {
-            host_cpu_us / elapsed_us
-        } else {
-            0.0
-        },
-        host_page_reads: per(after
-            .1
-            .zip(before.1)
-            .map_or(0.0, |(a, b)| (a.reads - b.reads) as f64)),
-        host_page_writes: per(after
-            .1
-            .zip(before.1)
-            .map_or(0.0, |(a, b)| (a.writes - b.writes) as f64)),
-        log_forces: per((after.2.forces - before.2.forces) as f64),
-    }
-}
-
-/// Buffer pool counters as differences across the run.
-pub(super) fn buffer(
-    frames: usize,
-    before: &storage::buffer::BufferStats,
-    after: &storage::buffer::BufferStats,
-) -> Buffer {
-    Buffer {
-        frames,
-        hits: after.hits - before.hits,
-        misses: after.misses - before.misses,
-        evictions: after.evictions - before.evictions,
-        writebacks: after.writebacks - before.writebacks,
-    }
-}
-
 /// The run's end (`--duration`, if given) and clock (true: virtual), checked.
 pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> {
     if args.txns.is_none() && args.duration.is_none() {
@@ -436,7 +228,7 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
     }
     check_counts(args)?;
     if let Some(p) = &args.json {
-        crate::output::check_writable(p)?;
+        lab::output::check_writable(p)?;
     }
     let until = args
         .duration
@@ -451,7 +243,7 @@ pub(super) fn run_plan(args: &BenchArgs) -> anyhow::Result<(Option<u64>, bool)> 
     Ok((until, virtual_clock))
 }
 
-/// The counts of a bench run, in their meaningful ranges (crate::limits): 0 transactions, 0
+/// The counts of a bench run, in their meaningful ranges (lab::limits): 0 transactions, 0
 /// terminals, scale 0 or an empty buffer pool would run nothing, or nothing meaningful.
 pub(super) fn check_counts(args: &BenchArgs) -> Result<(), LimitError> {
     limits::at_least_one(
@@ -488,7 +280,7 @@ pub(super) fn check_counts(args: &BenchArgs) -> Result<(), LimitError> {
 const MIN_BUFFER_FRAMES: u64 = 16;
 
 /// The memory a bench run will need, computed before anything is built or loaded, checked
-/// against what the machine has (crate::limits): the device's metadata, the database's pages
+/// against what the machine has (lab::limits): the device's metadata, the database's pages
 /// when the device keeps them in RAM (every target but `--storage file`), the buffer pool and
 /// the terminals.
 pub(super) fn check_memory(args: &BenchArgs, need_pages: u64, frames: usize) -> anyhow::Result<()> {
@@ -534,8 +326,8 @@ pub(super) fn page_store(args: &BenchArgs) -> anyhow::Result<(Box<dyn PageStore>
     Ok(if args.storage == "native" {
         // NoFTL: the engine maps its pages to the raw flash itself (storage::native).
         (
-            Box::new(super::compare::native_store(
-                &args.device,
+            Box::new(lab::stores::native_store(
+                &args.device.spec(),
                 args.knobs.op,
                 args.page_size,
                 args.log_region.as_ref(),
@@ -590,10 +382,6 @@ pub(super) fn sized_frames(
     Ok(frames)
 }
 
-/// What `run_terminals` returns: the engine, the terminals, the virtual time run, the group
-/// commit forces and the marks.
-pub(super) type Ran<T> = (Engine, Vec<T>, u64, u64, Vec<crate::results::Mark>);
-
 /// A new engine on the store of `--storage`, sized for a database of `need_pages` (`what` names
 /// it in the refusal: `sized_frames`); returns it, the store's name and the buffer frames.
 pub(super) fn new_engine(
@@ -613,116 +401,6 @@ pub(super) fn new_engine(
     Ok((e, storage_name, frames))
 }
 
-/// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
-/// (one thread each); returns the engine, the terminals, the virtual time run, the group
-/// commit forces and, with `sample_ns` (result directories), the marks of the store's counters
-/// at the window's start, every `sample_ns` and its end.
-pub(super) fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
-    mut e: Engine,
-    mut terms: Vec<T>,
-    start_ns: u64,
-    until: Option<u64>,
-    virtual_clock: bool,
-    sample_ns: Option<u64>,
-) -> anyhow::Result<Ran<T>> {
-    if virtual_clock {
-        let (st, marks) = run_virtual_marked(
-            &mut e,
-            &mut terms,
-            start_ns,
-            VirtualOptions {
-                until_ns: until.map(|u| start_ns + u),
-                ..VirtualOptions::default()
-            },
-            sample_ns,
-        )?;
-        Ok((e, terms, st.elapsed_ns(), st.group_forces, marks))
-    } else {
-        if until.is_some() {
-            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
-        }
-        if sample_ns.is_some() {
-            bail!("--results samples virtual time: it needs --clock virtual");
-        }
-        let (e, terms) = run_real(e, terms)?;
-        Ok((e, terms, 0, 0, Vec::new()))
-    }
-}
-
-/// `run_virtual`, with the store's marks every `sample_ns` (none without it) and at the end.
-pub(crate) fn run_virtual_marked<T: storage::sched::Terminal>(
-    e: &mut Engine,
-    terms: &mut [T],
-    start_ns: u64,
-    opts: VirtualOptions,
-    sample_ns: Option<u64>,
-) -> anyhow::Result<(SchedStats, Vec<crate::results::Mark>)> {
-    let mut marks = Vec::new();
-    let st = match sample_ns {
-        None => run_virtual_sampled(e, terms, start_ns, opts, None)?,
-        Some(w) => {
-            // The last device request a live point showed (the dashboard's request table).
-            let mut shown_seq = 0;
-            let mut on = |t: u64, eng: &Engine| {
-                let m = crate::results::mark_store(t, eng.store());
-                let t0 = marks.first().map_or(t, |f: &crate::results::Mark| f.t_ns);
-                crate::results::live(|| {
-                    let (requests, seq) =
-                        crate::results::recent_requests(eng.store().nand(), t0, shown_seq);
-                    shown_seq = seq;
-                    crate::results::LivePoint {
-                        requests,
-                        series: String::new(),
-                        t_s: (t - t0) as f64 / 1e9,
-                        commits: eng.stats().commits,
-                        aborts: eng.stats().aborts,
-                        flash_reads: m.flash_reads,
-                        flash_programs: m.flash_programs,
-                        flash_erases: m.flash_erases,
-                        gc_migrations: m.gc_migrations,
-                        free_blocks: m.free_blocks,
-                    }
-                });
-                marks.push(m);
-            };
-            let mut s = Sampler {
-                window_ns: w,
-                on_sample: &mut on,
-            };
-            let st = run_virtual_sampled(e, terms, start_ns, opts, Some(&mut s))?;
-            marks.push(crate::results::mark_store(st.end_ns, e.store()));
-            st
-        }
-    };
-    Ok((st, marks))
-}
-
-/// Writes a bench verb's result directory: `res` with BenchBase's names as summary.json, the
-/// samples and (with --raw) the raw rows of the one trace.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn write_results(
-    plan: &crate::results::Plan,
-    res: &impl Serialize,
-    workload: &str,
-    scale: f64,
-    terminals: u32,
-    seconds: f64,
-    marks: Vec<crate::results::Mark>,
-    events: Vec<TxnEvent>,
-    types: &[&str],
-) -> anyhow::Result<()> {
-    use crate::results as r;
-    let mut extra = r::common_keys(workload, scale, terminals, plan);
-    extra.extend(r::benchbase(&events, seconds));
-    r::write_summary(&plan.dir, res, extra)?;
-    let trace = r::Trace {
-        labels: Vec::new(),
-        marks,
-        events,
-    };
-    r::write_txn_series(plan, std::slice::from_ref(&trace), &[], types)
-}
-
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let args = match cmd {
         BenchCommand::Tpcb(args) => args,
@@ -738,7 +416,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     // Someone else's file is refused before anything opens, sizes or writes it (and the run
     // that creates the file then finds its own database in it).
     if let (Some(path), "file", false) = (&args.path, args.storage.as_str(), args.force) {
-        crate::filelock::hold(path, "--path")?;
+        lab::filelock::hold(path, "--path")?;
         refuse_foreign_file(path)?;
     }
     // Accounts and tellers are numbered by 32-bit ids.
@@ -906,8 +584,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             "  committed {} aborted {}  throughput {:.1} tx/s over {:.3} s",
             committed, aborted, res.throughput_tps, secs
         );
-        res.latency_us.print();
-        res.per_txn.print();
+        print_latency(&res.latency_us);
+        print_per_txn(&res.per_txn);
         println!(
             "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}; lock waits {}",
             frames,
@@ -938,37 +616,33 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-impl LatencyUs {
-    /// The human-output line of every bench verb.
-    pub(super) fn print(&self) {
-        println!(
-            "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
-            self.mean, self.p50, self.p95, self.p99, self.max
-        );
-    }
+/// The latency line of every bench verb's human output.
+pub(super) fn print_latency(l: &LatencyUs) {
+    println!(
+        "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
+        l.mean, l.p50, l.p95, l.p99, l.max
+    );
 }
 
-impl PerTxn {
-    /// The human-output line of every bench verb.
-    pub(super) fn print(&self) {
-        println!(
+/// The per-transaction lines of every bench verb's human output.
+pub(super) fn print_per_txn(p: &PerTxn) {
+    println!(
             "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
-            self.flash_reads, self.flash_programs, self.flash_erases, self.gc_migrations, self.energy_joules,
-            self.host_page_reads, self.host_page_writes, self.log_forces
+            p.flash_reads, p.flash_programs, p.flash_erases, p.gc_migrations, p.energy_joules,
+            p.host_page_reads, p.host_page_writes, p.log_forces
         );
-        if self.flash_oob_reads + self.flash_oob_writes > 0.0 {
-            println!(
-                "  per txn: flash OOB reads {:.2} OOB writes {:.2}",
-                self.flash_oob_reads, self.flash_oob_writes
-            );
-        }
-        if self.host_cpu_us > 0.0 {
-            println!(
-                "  per txn: host CPU of flash management {:.1} us ({:.1}% of the run)",
-                self.host_cpu_us,
-                self.host_cpu_share * 100.0
-            );
-        }
+    if p.flash_oob_reads + p.flash_oob_writes > 0.0 {
+        println!(
+            "  per txn: flash OOB reads {:.2} OOB writes {:.2}",
+            p.flash_oob_reads, p.flash_oob_writes
+        );
+    }
+    if p.host_cpu_us > 0.0 {
+        println!(
+            "  per txn: host CPU of flash management {:.1} us ({:.1}% of the run)",
+            p.host_cpu_us,
+            p.host_cpu_share * 100.0
+        );
     }
 }
 

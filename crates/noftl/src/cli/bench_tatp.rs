@@ -14,9 +14,9 @@ use serde::Serialize;
 use storage::measure::Consistency;
 use storage::PageStore;
 
-use super::bench::{
-    latency_us, per_txn, run_plan, run_terminals, snapshot, BenchArgs, LatencyUs, PerTxn,
-};
+use super::bench::{run_plan, BenchArgs};
+use lab::measure::{latency_us, per_txn, snapshot, LatencyUs, PerTxn};
+use lab::runner::run_terminals;
 
 #[derive(Debug, Serialize)]
 struct TxnRow {
@@ -183,7 +183,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         gc_migrations_per_host_write: (gc1.0 - gc0.0) as f64 / host_writes,
         gc_erases_per_host_write: (gc1.1 - gc0.1) as f64 / host_writes,
         transactions: rows,
-        consistency: super::bench::consistency(
+        consistency: lab::measure::consistency(
             &before,
             &after,
             (secs * 1e9) as u64,
@@ -193,7 +193,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         ),
         check,
         check_problems: problems,
-        slc_cache: super::bench::slc_cache(&before, &after),
+        slc_cache: lab::measure::slc_cache(&before, &after),
     };
     if let Some(p) = &plan {
         let events = terms
@@ -201,7 +201,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .flat_map(|t| t.events.take().unwrap_or_default())
             .collect();
         let types: Vec<&str> = TXN_TYPES.iter().map(|t| t.name()).collect();
-        super::bench::write_results(
+        lab::runner::write_results(
             p,
             &res,
             "tatp",

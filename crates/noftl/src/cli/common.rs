@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 use nand::DeviceConfig;
+
+pub use lab::units::{parse_duration_ns, parse_percent, parse_size};
 
 /// Which emulated device to use.
 #[derive(Debug, Clone, Args)]
@@ -21,27 +22,18 @@ pub struct DeviceArgs {
 }
 
 impl DeviceArgs {
-    /// The device configuration, checked (nand's `validate`) and refused when the machine cannot
-    /// hold the device's metadata (crate::limits), so that no verb allocates from an absurd
-    /// geometry.
-    pub fn load(&self) -> anyhow::Result<DeviceConfig> {
-        let cfg = self.load_unchecked()?;
-        crate::limits::MemoryPlan::new()
-            .device(&cfg)
-            .check("use fewer blocks (--set geometry.blocks_per_plane=...) or a smaller preset")?;
-        Ok(cfg)
+    /// The device these flags name, as the experiment library takes it.
+    pub fn spec(&self) -> lab::device::DeviceSpec {
+        lab::device::DeviceSpec {
+            preset: self.preset.clone(),
+            config: self.config.clone(),
+            set: self.set.clone(),
+        }
     }
 
-    fn load_unchecked(&self) -> anyhow::Result<DeviceConfig> {
-        match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                DeviceConfig::from_toml(&text, &self.set)
-                    .with_context(|| format!("in {}", path.display()))
-            }
-            None => Ok(DeviceConfig::preset(&self.preset, &self.set)?),
-        }
+    /// The device configuration, checked (`lab::device::DeviceSpec::load`).
+    pub fn load(&self) -> anyhow::Result<DeviceConfig> {
+        self.spec().load()
     }
 }
 
@@ -57,68 +49,33 @@ pub fn emit_json(
             println!("{json}");
             return Ok(false);
         }
-        Some(p) => crate::output::write_atomic(p, format!("{json}\n").as_bytes())?,
+        Some(p) => lab::output::write_atomic(p, format!("{json}\n").as_bytes())?,
         None => {}
     }
     Ok(true)
 }
 
-/// Parses sizes like 4096, 4k, 4KiB, 16M, 512GiB (binary units).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 4k, 16MiB, 512GiB)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => return Err(format!("unknown size unit '{other}' in '{s}'")),
-    };
-    let bytes = value * mult as f64;
-    if !(bytes.is_finite() && (0.0..1.8e19).contains(&bytes)) {
-        return Err(format!("size '{s}' is out of range"));
-    }
-    Ok(bytes.round() as u64)
+/// The flags every verb with a result directory takes.
+#[derive(Clone, Debug, Args)]
+pub struct ResultsArgs {
+    /// Write a result directory (created if missing): summary.json, samples.csv (and raw.csv
+    /// with --raw; fio.json for io). Names and units: docs/results.md.
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+    /// The length of one samples.csv row, in the run's (virtual) time, e.g. 100ms, 1s.
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub sample_window: String,
+    /// With --results: also write raw.csv, one row per transaction or request.
+    #[arg(long, requires = "results")]
+    pub raw: bool,
 }
 
-/// Parses a percentage like 2%, 2 or 0.02 (a bare number below 1 is a fraction).
-pub fn parse_percent(s: &str) -> Result<f64, String> {
-    let t = s.trim().trim_end_matches('%');
-    let v: f64 = t
-        .parse()
-        .map_err(|_| format!("'{s}' is not a percentage (e.g. 2%)"))?;
-    let frac = if s.trim().ends_with('%') || v > 1.0 {
-        v / 100.0
-    } else {
-        v
-    };
-    if !(0.0..=1.0).contains(&frac) {
-        return Err(format!("'{s}' is not between 0% and 100%"));
-    }
-    Ok(frac)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_percentages_parse() {
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("512GiB"), Ok(512 << 30));
-        assert_eq!(parse_size("1TB"), Ok(1 << 40));
-        assert!(parse_size("12parsecs").is_err());
-        assert!(parse_size("").is_err());
-        assert_eq!(parse_percent("2%"), Ok(0.02));
-        assert_eq!(parse_percent("35"), Ok(0.35));
-        assert_eq!(parse_percent("0.15"), Ok(0.15));
-        assert!(parse_percent("150%").is_err());
+impl ResultsArgs {
+    /// The result directory's plan (`lab::results::Plan::new`), checked before any work.
+    pub fn plan(&self) -> anyhow::Result<Option<lab::results::Plan>> {
+        self.results
+            .as_deref()
+            .map(|dir| lab::results::Plan::new(dir, &self.sample_window, self.raw))
+            .transpose()
     }
 }

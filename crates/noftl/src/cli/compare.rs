@@ -62,6 +62,8 @@ use storage::measure::{self, Busy, Consistency};
 use storage::sched::VirtualOptions;
 use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
 
+use lab::stores::{parse_log_region, place_log, LogRegion};
+
 use super::common::{parse_percent, DeviceArgs};
 
 #[derive(Debug, Clone, Args)]
@@ -152,7 +154,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub load: Option<kits::LoadMethod>,
     #[command(flatten)]
-    pub results: crate::results::ResultsArgs,
+    pub results: crate::cli::common::ResultsArgs,
 }
 
 /// The NoFTL paper's scales (Figure 3: 1 GB, 5 GB and 10 GB of flash).
@@ -364,7 +366,7 @@ impl Workload {
         opts: VirtualOptions,
         sample_ns: Option<u64>,
     ) -> anyhow::Result<Ran> {
-        use super::bench::run_virtual_marked;
+        use lab::runner::run_virtual_marked;
         Ok(match (*self, *loaded) {
             (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
                 let mut terms: Vec<TpcbTerminal> = (0..terminals)
@@ -381,7 +383,7 @@ impl Workload {
                     0,
                 );
                 ran.trace = sample_ns.map(|_| {
-                    crate::results::Trace::of_terminals(
+                    lab::results::Trace::of_terminals(
                         Vec::new(),
                         marks,
                         terms.iter_mut().map(|t| t.events.take()),
@@ -404,7 +406,7 @@ impl Workload {
                     0,
                 );
                 ran.trace = sample_ns.map(|_| {
-                    crate::results::Trace::of_terminals(
+                    lab::results::Trace::of_terminals(
                         Vec::new(),
                         marks,
                         terms.iter_mut().map(|t| t.events.take()),
@@ -457,7 +459,7 @@ pub(crate) struct Ran {
     /// TPC-C: completed New-Orders (NOTPM counts the rolled-back 1% too); else 0.
     pub new_orders: u64,
     /// With samples (result directories): the window's marks and transactions.
-    pub trace: Option<crate::results::Trace>,
+    pub trace: Option<lab::results::Trace>,
 }
 
 impl Ran {
@@ -556,7 +558,7 @@ pub(crate) fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
     Ok(match s {
         "auto" => Warmup::Auto,
         "none" | "0" | "0s" => Warmup::None,
-        d => Warmup::VirtualNs(super::bench::parse_duration_ns(d).map_err(|e| {
+        d => Warmup::VirtualNs(lab::units::parse_duration_ns(d).map_err(|e| {
             anyhow::anyhow!("--warmup takes auto, none or a virtual time like 30s: {e}")
         })?),
     })
@@ -580,7 +582,7 @@ struct RunOut {
     per: PerTxn,
     consistency: Consistency,
     /// With --results: the window's marks and transactions.
-    trace: Option<crate::results::Trace>,
+    trace: Option<lab::results::Trace>,
 }
 
 /// Counters that the per-transaction figures are differences of.
@@ -615,95 +617,6 @@ fn counters(store: &dyn PageStore) -> Counters {
         c.ctrl_us = d.controller_busy_us;
     }
     c
-}
-
-/// The NoFTL store for `bench --storage native`: on the device of `device`, with `op` spare,
-/// its log in a region of its own if `log_region` says so.
-pub fn native_store(
-    device: &DeviceArgs,
-    op: f64,
-    page_bytes: usize,
-    log_region: Option<&LogRegion>,
-) -> anyhow::Result<NativeStore> {
-    let cfg = device.load()?;
-    let seed = cfg.seed;
-    let mut s = NativeStore::format(
-        Nand::new(cfg)?,
-        NativeConfig {
-            page_bytes,
-            spare_factor: op,
-            seed,
-            ..NativeConfig::default()
-        },
-    )?;
-    place_log(&mut s, log_region)?;
-    Ok(s)
-}
-
-/// `--log-region`: CREATE REGION options for the native store's log (`LOG=on` added).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LogRegion(pub Vec<(String, String)>);
-
-/// The region that holds the log when `--log-region` is given.
-pub const LOG_REGION: &str = "noftl_log";
-
-/// Parses `--log-region` (`KEY=VALUE,...`) and checks it as CREATE REGION would, before
-/// anything is loaded.
-pub fn parse_log_region(s: &str) -> Result<LogRegion, String> {
-    parse_region_options(s, LOG_REGION, "LOG", "--log-region").map(LogRegion)
-}
-
-/// `--ipa`: CREATE REGION options of a region that takes every object (`DEFAULT=on` added),
-/// with In-Place Appends.
-#[derive(Clone, Debug, PartialEq)]
-pub struct IpaRegion(pub Vec<(String, String)>);
-
-/// The region of every object when `--ipa` is given.
-pub const IPA_REGION: &str = "noftl_ipa";
-
-/// Parses `--ipa` (`KEY=VALUE,...`, IPA_MODE among them) as CREATE REGION would.
-pub fn parse_ipa_region(s: &str) -> Result<IpaRegion, String> {
-    let opts = parse_region_options(s, IPA_REGION, "DEFAULT", "--ipa")?;
-    let spec = storage::region::RegionSpec::parse(IPA_REGION, &opts).map_err(|e| e.to_string())?;
-    if spec.ipa.is_none() {
-        return Err(
-            "--ipa needs IPA_MODE=SLC or pSLC (e.g. MAX_CHIPS=2,IPA_MODE=SLC,IPA_SCHEME=2x3)"
-                .into(),
-        );
-    }
-    Ok(IpaRegion(opts))
-}
-
-/// `KEY=VALUE,...` as CREATE REGION options, with `implied=on` added (refused if given).
-fn parse_region_options(
-    s: &str,
-    region: &str,
-    implied: &str,
-    flag: &str,
-) -> Result<Vec<(String, String)>, String> {
-    let mut opts = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part.split_once('=').ok_or_else(|| {
-            format!("'{part}' is not KEY=VALUE (e.g. MAX_CHIPS=1,CELL_MODE=pSLC)")
-        })?;
-        let k = k.trim().to_ascii_uppercase();
-        if k == implied {
-            return Err(format!("{implied}=on is implied by {flag}"));
-        }
-        opts.push((k, v.trim().to_string()));
-    }
-    opts.push((implied.into(), "on".into()));
-    storage::region::RegionSpec::parse(region, &opts).map_err(|e| e.to_string())?;
-    Ok(opts)
-}
-
-/// Creates the log's region on a freshly formatted store (nothing to do without one).
-fn place_log(s: &mut NativeStore, log_region: Option<&LogRegion>) -> anyhow::Result<()> {
-    if let Some(LogRegion(opts)) = log_region {
-        let at = s.space().nand().now_ns();
-        s.create_region(at, LOG_REGION, opts)?;
-    }
-    Ok(())
 }
 
 fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
@@ -898,7 +811,7 @@ fn run_row(
     let mut outs = Vec::new();
     for k in 0..repeat {
         // The dashboard's live points (if it runs this comparison): one series per window.
-        crate::results::set_live_series(&if repeat > 1 {
+        lab::results::set_live_series(&if repeat > 1 {
             format!("{name} #{}", k + 1)
         } else {
             name.to_string()
@@ -1089,7 +1002,7 @@ fn r4(x: f64) -> f64 {
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.json {
-        crate::output::check_writable(p)?;
+        lab::output::check_writable(p)?;
     }
     if args.workload == "tpch" {
         return tpch::run(&args);
@@ -1172,7 +1085,7 @@ fn jobs_that_fit(
     probe_bytes: u64,
     jobs: usize,
 ) -> anyhow::Result<usize> {
-    let Some(avail) = crate::limits::available_memory_bytes() else {
+    let Some(avail) = lab::limits::available_memory_bytes() else {
         return Ok(jobs);
     };
     let budget = avail / 10 * 9;
@@ -1243,7 +1156,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
-    let until_ns = super::bench::parse_duration_ns(args.duration.as_deref().unwrap_or("10s"))?;
+    let until_ns = lab::units::parse_duration_ns(args.duration.as_deref().unwrap_or("10s"))?;
     let plan = args.results.plan()?;
     parse_warmup(&args.warmup)?; // refused before the long load, not after it
     let stores: Vec<String> = match &args.stores {
@@ -1302,11 +1215,11 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let done = AtomicUsize::new(0);
     let windows = selected.len() * args.repeat as usize;
-    let live = crate::results::live_hook();
+    let live = lab::results::live_hook();
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
-                crate::results::set_live(live.clone());
+                lab::results::set_live(live.clone());
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= selected.len() {
                     break;
@@ -1466,11 +1379,11 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The result directory of a comparison (crate::results): summary.json is the JSON with
+/// The result directory of a comparison (lab::results): summary.json is the JSON with
 /// BenchBase's names added at the top and per row (over the row's measured windows); samples.csv
 /// and raw.csv have a row per window or transaction of every store and repeat.
 fn write_results(
-    plan: &crate::results::Plan,
+    plan: &lab::results::Plan,
     res: &CompareResult,
     w: Workload,
     scale: u32,
@@ -1478,7 +1391,7 @@ fn write_results(
     selected: &[usize],
     results: &[Option<Vec<RunOut>>],
 ) -> anyhow::Result<()> {
-    use crate::results as r;
+    use lab::results as r;
     let mut v = serde_json::to_value(res)?;
     let mut traces = Vec::new();
     for (i, &row) in selected.iter().enumerate() {
@@ -1734,7 +1647,7 @@ mod paper_tests {
             PathBuf::from("-")
         );
         assert!(
-            crate::limits::available_memory_bytes().is_some_and(|b| b > 0)
+            lab::limits::available_memory_bytes().is_some_and(|b| b > 0)
                 || !cfg!(target_os = "linux")
         );
     }

@@ -27,7 +27,7 @@ use kits::tpcc::crash::{crash_tpcc_once, TpccCrashOptions};
 use serde::Serialize;
 
 use super::common::parse_percent;
-use crate::limits;
+use lab::limits;
 
 #[derive(Debug, Args)]
 pub struct CrashtestArgs {
@@ -77,13 +77,13 @@ pub struct CrashtestArgs {
     pub set: Vec<String>,
     /// Native: the log in a region of its own, with these CREATE REGION options
     /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips.
-    #[arg(long, value_parser = super::compare::parse_log_region)]
-    pub log_region: Option<super::compare::LogRegion>,
+    #[arg(long, value_parser = lab::stores::parse_log_region)]
+    pub log_region: Option<lab::stores::LogRegion>,
     /// Native: In-Place Appends on every object, in a region with these CREATE REGION options
     /// (`DEFAULT=on` implied), e.g. `MAX_CHIPS=2,IPA_MODE=SLC,IPA_SCHEME=2x3` on the crash
     /// test's SLC device. Cuts that land on appends are counted as `partialprogram host`.
-    #[arg(long, value_parser = super::compare::parse_ipa_region)]
-    pub ipa: Option<super::compare::IpaRegion>,
+    #[arg(long, value_parser = lab::stores::parse_ipa_region)]
+    pub ipa: Option<lab::stores::IpaRegion>,
     /// The canary: acknowledge commits before the log force (the test must fail).
     #[arg(long, hide = true)]
     pub canary: bool,

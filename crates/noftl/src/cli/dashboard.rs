@@ -131,8 +131,8 @@ impl RunRequest {
         if self.terminals == 0 || self.terminals > 64 {
             return Err(format!("terminals: 1 to 64, not {}", self.terminals));
         }
-        let ns = super::bench::parse_duration_ns(&self.duration)
-            .map_err(|e| format!("duration: {e}"))?;
+        let ns =
+            lab::units::parse_duration_ns(&self.duration).map_err(|e| format!("duration: {e}"))?;
         if ns > 600_000_000_000 {
             return Err("duration: at most 600s of virtual time here".into());
         }
@@ -285,7 +285,7 @@ impl RunRequest {
                     ));
                 }
                 let warmup = &self.warmup;
-                super::bench::parse_duration_ns(warmup).map_err(|e| format!("warmup: {e}"))?;
+                lab::units::parse_duration_ns(warmup).map_err(|e| format!("warmup: {e}"))?;
                 self.check_repeat()?;
                 [
                     "ipa",
@@ -555,7 +555,7 @@ fn drive(app: Shared, id: usize, cmd: super::Cli, dir: PathBuf, speed: f64) {
     // Each series' first point's wall time: its pace starts there.
     let started: Mutex<HashMap<String, Instant>> = Mutex::new(HashMap::new());
     let hook_app = Arc::clone(&app);
-    crate::results::set_live(Some(Arc::new(move |p: crate::results::LivePoint| {
+    lab::results::set_live(Some(Arc::new(move |p: lab::results::LivePoint| {
         if speed > 0.0 {
             let t0 = started
                 .lock()
@@ -583,7 +583,7 @@ fn drive(app: Shared, id: usize, cmd: super::Cli, dir: PathBuf, speed: f64) {
                 "the run panicked (see the dashboard's standard error)"
             ))
         });
-    crate::results::set_live(None);
+    lab::results::set_live(None);
     match r {
         Ok(()) => {
             let summary = std::fs::read(dir.join("summary.json"))

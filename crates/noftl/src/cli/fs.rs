@@ -566,17 +566,17 @@ fn app(m: &Mounted, a: &FsBenchArgs, app: &str) -> anyhow::Result<(f64, u64)> {
 
 fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
     for t in &a.threads {
-        crate::limits::in_range("--threads", u64::from(*t), 1, 64, "fio jobs")?;
+        lab::limits::in_range("--threads", u64::from(*t), 1, 64, "fio jobs")?;
     }
-    crate::limits::in_range("--runtime-s", u64::from(a.runtime_s), 1, 3600, "seconds")?;
-    crate::limits::in_range("--app-mib", u64::from(a.app_mib), 1, 4096, "MiB")?;
-    crate::limits::in_range("--fio-mib", u64::from(a.fio_mib), 1, 4096, "MiB")?;
+    lab::limits::in_range("--runtime-s", u64::from(a.runtime_s), 1, 3600, "seconds")?;
+    lab::limits::in_range("--app-mib", u64::from(a.app_mib), 1, 4096, "MiB")?;
+    lab::limits::in_range("--fio-mib", u64::from(a.fio_mib), 1, 4096, "MiB")?;
     if let Some(p) = &a.json {
-        crate::output::check_writable(p)?;
+        lab::output::check_writable(p)?;
     }
     // The result directory, checked before any mount: the shared writer's plan (no windows,
     // no raw rows here).
-    let plan = crate::results::ResultsArgs {
+    let plan = crate::cli::common::ResultsArgs {
         results: a.results.clone(),
         sample_window: "1s".into(),
         raw: false,
@@ -628,7 +628,7 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
         write_results(p, &doc, &fio_docs)?;
     }
     if let Some(p) = &a.json {
-        crate::output::write_atomic(
+        lab::output::write_atomic(
             p,
             format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
         )?;
@@ -642,11 +642,11 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
 /// fio point's row with BenchBase's names (from fio's figures), `terminals` (its threads) and
 /// `fio_json` (its file).
 fn write_results(
-    plan: &crate::results::Plan,
+    plan: &lab::results::Plan,
     doc: &Value,
     fio_docs: &[(usize, Value)],
 ) -> anyhow::Result<()> {
-    use crate::results as r;
+    use lab::results as r;
     let mut doc = doc.clone();
     if let Some(obj) = doc.as_object_mut() {
         let rows = obj.remove("results").unwrap_or_default();

@@ -466,7 +466,7 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
         configs.push((fs.to_string(), target.to_string()));
     }
     if let Some(p) = &a.json {
-        crate::output::check_writable(p)?;
+        lab::output::check_writable(p)?;
     }
     // Refused before any mount is made and formatted.
     if let Some(w) = a
@@ -525,7 +525,7 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
     }
     if let Some(p) = &a.json {
         let doc = json!({ "results": rows });
-        crate::output::write_atomic(
+        lab::output::write_atomic(
             p,
             format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
         )?;

@@ -24,11 +24,13 @@ use storage::measure::Consistency;
 use storage::native::{NativeConfig, NativeStore};
 use storage::sched::{run_virtual, VirtualOptions};
 
-use super::bench::run_virtual_marked;
+use lab::runner::run_virtual_marked;
 use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
 
-use super::bench::{consistency, parse_duration_ns, per_txn, print_consistency, snapshot};
+use super::bench::print_consistency;
 use super::common::{parse_percent, DeviceArgs};
+use lab::measure::{consistency, per_txn, snapshot};
+use lab::units::parse_duration_ns;
 
 #[derive(Debug, Subcommand)]
 pub enum IaaCommand {
@@ -107,7 +109,7 @@ pub struct CompareArgs {
     pub json: Option<PathBuf>,
     /// docs/results.md: one samples.csv row per window of every run's measured window.
     #[command(flatten)]
-    pub results: crate::results::ResultsArgs,
+    pub results: crate::cli::common::ResultsArgs,
 }
 
 /// One run's figures (the JSON row).
@@ -140,7 +142,7 @@ pub struct Row {
     pub check_problems: Vec<String>,
     /// With --results: the measured window's marks and queries.
     #[serde(skip)]
-    pub trace: Option<crate::results::Trace>,
+    pub trace: Option<lab::results::Trace>,
 }
 
 /// Ratios to the conventional scheme at the same free space (1 for conventional itself).
@@ -365,7 +367,7 @@ pub fn run_one(
         sample_ns,
     )?;
     let trace = sample_ns.map(|_| {
-        crate::results::Trace::of_terminals(
+        lab::results::Trace::of_terminals(
             vec![format!("{}", r3(free * 100.0)), scheme.name().to_string()],
             marks,
             terms.iter_mut().map(|t| t.events.take()),
@@ -474,7 +476,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     checked(&a)?;
     let schemes = schemes(&a)?;
     if let Some(p) = &a.json {
-        crate::output::check_writable(p)?;
+        lab::output::check_writable(p)?;
     }
     let plan = a.results.plan()?;
     let sample_ns = plan.as_ref().map(|p| p.window_ns);
@@ -495,16 +497,16 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         std::sync::Mutex::new(Vec::new());
     // The dashboard's live points (if it runs this sweep): one series per run, from the
     // worker threads.
-    let live = crate::results::live_hook();
+    let live = lab::results::live_hook();
     std::thread::scope(|s| {
         for _ in 0..a.jobs.min(jobs.len()) {
             s.spawn(|| loop {
-                crate::results::set_live(live.clone());
+                lab::results::set_live(live.clone());
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let Some(&(f, sc)) = jobs.get(i) else {
                     break;
                 };
-                crate::results::set_live_series(&series_name(f, sc));
+                lab::results::set_live_series(&series_name(f, sc));
                 let r = run_one(&a, f, sc, sample_ns);
                 bar.inc(1);
                 results.lock().expect("no worker panics").push((i, r));
@@ -522,7 +524,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         );
     }
     relate(&mut rows);
-    let traces: Vec<Option<crate::results::Trace>> =
+    let traces: Vec<Option<lab::results::Trace>> =
         rows.iter_mut().map(|r| r.trace.take()).collect();
     let out = Output {
         workload: "iaa",
@@ -559,12 +561,12 @@ fn series_name(free: f64, scheme: Scheme) -> String {
 /// table size follows its free space), samples.csv and raw.csv with a row per window or query
 /// of every run (`free_percent`, `scheme`).
 fn write_results(
-    plan: &crate::results::Plan,
+    plan: &lab::results::Plan,
     a: &CompareArgs,
     out: &Output,
-    traces: &[Option<crate::results::Trace>],
+    traces: &[Option<lab::results::Trace>],
 ) -> anyhow::Result<()> {
-    use crate::results as r;
+    use lab::results as r;
     let mut v = serde_json::to_value(out)?;
     for (i, t) in traces.iter().enumerate() {
         let Some(t) = t else { continue };

@@ -23,8 +23,8 @@ use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
 
 use super::common::parse_size;
-use crate::limits::{self, MemoryPlan};
 use crate::targets::{self, TargetArgs};
+use lab::limits::{self, MemoryPlan};
 
 #[derive(Debug, Args)]
 pub struct IoArgs {
@@ -63,7 +63,7 @@ pub struct IoArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub results: crate::results::ResultsArgs,
+    pub results: crate::cli::common::ResultsArgs,
 }
 
 #[derive(Debug, Serialize)]
@@ -271,15 +271,15 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The result directory of `io` (crate::results): summary.json, fio.json, samples.csv and, with
+/// The result directory of `io` (lab::results): summary.json, fio.json, samples.csv and, with
 /// --raw, raw.csv.
 fn write_results(
-    p: &crate::results::Plan,
+    p: &lab::results::Plan,
     args: &IoArgs,
     res: &IoResult,
-    trace: &crate::results::Trace,
+    trace: &lab::results::Trace,
 ) -> anyhow::Result<()> {
-    use crate::results as r;
+    use lab::results as r;
     use serde_json::json;
     let mut extra = serde_json::Map::new();
     extra.insert("Benchmark Type".into(), json!("io"));
@@ -339,8 +339,8 @@ fn write_results(
 fn run_raw(
     args: &IoArgs,
     ops: u64,
-    plan: Option<&crate::results::Plan>,
-    rec_out: &mut Option<crate::results::Trace>,
+    plan: Option<&lab::results::Plan>,
+    rec_out: &mut Option<lab::results::Trace>,
 ) -> anyhow::Result<IoResult> {
     if args.target.image.is_some() {
         bail!("--image is for block targets; the raw target runs on a fresh device");
@@ -380,7 +380,7 @@ fn run_raw(
     let mut clock_error_us = None;
     let kind = u8::from(matches!(pattern, RawPattern::Write));
     let mut rec = plan.map(|p| {
-        crate::results::Recorder::new(p.window_ns, crate::results::mark(start, Some(&nand), 0))
+        lab::results::Recorder::new(p.window_ns, lab::results::mark(start, Some(&nand), 0))
     });
     let l = match args.clock {
         nand::ClockMode::Virtual | nand::ClockMode::None => run_closed_loop(
@@ -390,7 +390,7 @@ fn run_raw(
             |_, at| {
                 if let Some(r) = rec.as_mut() {
                     if r.due(at) {
-                        r.mark_until(at, |t| crate::results::mark(t, Some(&nand), 0));
+                        r.mark_until(at, |t| lab::results::mark(t, Some(&nand), 0));
                     }
                     let done = w.submit(&mut nand, at)?;
                     r.event(at, done, kind);
@@ -415,7 +415,7 @@ fn run_raw(
     };
     progress.finish();
     if let Some(r) = rec {
-        *rec_out = Some(r.finish(crate::results::mark(l.end_ns, Some(&nand), 0)));
+        *rec_out = Some(r.finish(lab::results::mark(l.end_ns, Some(&nand), 0)));
     }
     let report = nand.report();
     let mut r = IoResult::measured(
@@ -553,8 +553,8 @@ impl BlockStream {
 fn run_block(
     args: &IoArgs,
     ops: u64,
-    plan: Option<&crate::results::Plan>,
-    rec_out: &mut Option<crate::results::Trace>,
+    plan: Option<&lab::results::Plan>,
+    rec_out: &mut Option<lab::results::Trace>,
 ) -> anyhow::Result<IoResult> {
     let rw = args.rw.clone().unwrap_or_else(|| "randwrite".into());
     let pattern = BlockPattern::parse(&rw)?;
@@ -602,9 +602,9 @@ fn run_block(
     let mut progress = Progress::new(ops);
     let gc_of = |d: &dyn BlockDevice| d.report().gc.migrations;
     let mut rec = plan.map(|p| {
-        crate::results::Recorder::new(
+        lab::results::Recorder::new(
             p.window_ns,
-            crate::results::mark(now, dev.nand(), gc_of(dev.as_ref())),
+            lab::results::mark(now, dev.nand(), gc_of(dev.as_ref())),
         )
     });
     let l = run_closed_loop(
@@ -615,7 +615,7 @@ fn run_block(
             if let Some(r) = rec.as_mut() {
                 if r.due(at) {
                     r.mark_until(at, |t| {
-                        crate::results::mark(t, dev.nand(), gc_of(dev.as_ref()))
+                        lab::results::mark(t, dev.nand(), gc_of(dev.as_ref()))
                     });
                 }
             }
@@ -634,7 +634,7 @@ fn run_block(
     .with_context(|| format!("request to {} failed", dev.name()))?;
     progress.finish();
     if let Some(r) = rec {
-        *rec_out = Some(r.finish(crate::results::mark(
+        *rec_out = Some(r.finish(lab::results::mark(
             l.end_ns,
             dev.nand(),
             gc_of(dev.as_ref()),

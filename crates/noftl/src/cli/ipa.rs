@@ -25,8 +25,9 @@ use storage::measure::Consistency;
 use storage::native::{NativeConfig, NativeStore};
 use storage::{Engine, EngineConfig, PageStore};
 
-use super::bench::{consistency, run_terminals, snapshot};
 use super::common::{parse_percent, DeviceArgs};
+use lab::measure::{consistency, snapshot};
+use lab::runner::run_terminals;
 
 #[derive(Debug, Subcommand)]
 pub enum IpaCommand {
@@ -120,7 +121,7 @@ pub struct IpaCompareArgs {
     /// `ipa compare` only (docs/results.md): one samples.csv row per window of every row's
     /// measured run.
     #[command(flatten)]
-    pub results: crate::results::ResultsArgs,
+    pub results: crate::cli::common::ResultsArgs,
 }
 
 #[derive(Debug, Serialize, Clone)]
@@ -146,7 +147,7 @@ struct Row {
     consistency: Consistency,
     /// With --results: the measured window's marks and transactions.
     #[serde(skip)]
-    trace: Option<crate::results::Trace>,
+    trace: Option<lab::results::Trace>,
 }
 
 #[derive(Debug, Serialize)]
@@ -321,8 +322,8 @@ fn setup(a: &IpaCompareArgs) -> anyhow::Result<Setup> {
     if a.repeat == 0 || a.terminals == 0 {
         bail!("--repeat and --terminals must be at least 1");
     }
-    let warmup_ns = super::bench::parse_duration_ns(&a.warmup)?;
-    let duration_ns = super::bench::parse_duration_ns(&a.duration)?;
+    let warmup_ns = lab::units::parse_duration_ns(&a.warmup)?;
+    let duration_ns = lab::units::parse_duration_ns(&a.duration)?;
     let chips = dev.geometry.channels * dev.geometry.chips_per_channel;
     if a.region_chips == 0 || a.region_chips >= chips {
         bail!(
@@ -372,7 +373,7 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     let (warmup_ns, duration_ns) = (st.warmup_ns, st.duration_ns);
     let mut rows = Vec::new();
     // Per row, its runs' traces (with --results).
-    let mut traces: Vec<Vec<crate::results::Trace>> = Vec::new();
+    let mut traces: Vec<Vec<lab::results::Trace>> = Vec::new();
     let mut not_run = Vec::new();
     'configs: for config in &st.configs {
         if config.ends_with("advised") && st.advised.as_ref().is_some_and(|a| a.0.is_empty()) {
@@ -386,7 +387,7 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
         for k in 0..a.repeat {
             let seed = a.seed + u64::from(k);
             // The dashboard's live points (if it runs this comparison): one series per run.
-            crate::results::set_live_series(&if a.repeat > 1 {
+            lab::results::set_live_series(&if a.repeat > 1 {
                 format!("{config} #{}", k + 1)
             } else {
                 config.clone()
@@ -458,12 +459,12 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
 /// BenchBase's names per row), samples.csv and raw.csv with a row per window or transaction of
 /// every row (`config`) and run (`repeat`).
 fn write_results(
-    plan: &crate::results::Plan,
+    plan: &lab::results::Plan,
     a: &IpaCompareArgs,
     report: &Report,
-    traces: &[Vec<crate::results::Trace>],
+    traces: &[Vec<lab::results::Trace>],
 ) -> anyhow::Result<()> {
-    use crate::results as r;
+    use lab::results as r;
     let mut v = serde_json::to_value(report)?;
     for (i, runs) in traces.iter().enumerate() {
         let events: Vec<storage::sched::TxnEvent> =
@@ -690,13 +691,13 @@ fn run_one(
 struct Window {
     tps: f64,
     hist: Histogram<u64>,
-    before: super::bench::Snapshot,
-    after: super::bench::Snapshot,
+    before: lab::measure::Snapshot,
+    after: lab::measure::Snapshot,
     c0: Counts,
     c1: Counts,
     share: f64,
     elapsed_ns: u64,
-    trace: Option<crate::results::Trace>,
+    trace: Option<lab::results::Trace>,
 }
 
 /// What `window` needs to know of a kit's terminals.
@@ -740,7 +741,7 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
     let (e, mut terms, elapsed_ns, _, marks) =
         run_terminals(e, terms, start, Some(st.duration_ns), true, sample_ns)?;
     let trace = sample_ns.map(|_| {
-        crate::results::Trace::of_terminals(
+        lab::results::Trace::of_terminals(
             Vec::new(),
             marks,
             terms.iter_mut().map(|t| events(t).take()),

@@ -93,7 +93,7 @@ pub fn open_dfs(a: &MountArgs) -> anyhow::Result<(Dfs, Option<MountReport>)> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
     if let Some(path) = &a.image {
-        crate::filelock::hold(path, "--image")?;
+        lab::filelock::hold(path, "--image")?;
         if holds_data(path) && !a.format {
             let nand = Nand::open_image(path)
                 .with_context(|| format!("cannot reopen {}", path.display()))?;
@@ -131,7 +131,7 @@ pub fn dfs_stats(fs: &Dfs, mount: Option<&MountReport>) -> serde_json::Value {
 pub fn run_mount(a: MountArgs) -> anyhow::Result<()> {
     check_fs(&a.fs)?;
     if let Some(p) = &a.stats_file {
-        crate::output::check_writable(p)?;
+        lab::output::check_writable(p)?;
     }
     if !a.mountpoint.is_dir() {
         bail!("mount point {} is not a directory", a.mountpoint.display());
@@ -162,7 +162,7 @@ pub fn run_mount(a: MountArgs) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(&stats)?;
     eprintln!("noftl mount: statistics\n{text}");
     if let Some(p) = &a.stats_file {
-        crate::output::write_atomic(p, format!("{text}\n").as_bytes())?;
+        lab::output::write_atomic(p, format!("{text}\n").as_bytes())?;
     }
     Ok(())
 }
@@ -178,7 +178,7 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
     if !holds_data(&a.image) {
         bail!("{} is missing or empty", a.image.display());
     }
-    crate::filelock::hold(&a.image, "--image")?;
+    lab::filelock::hold(&a.image, "--image")?;
     // A private copy: recovery writes (trims, orphan frees) must not change the image.
     let tmp = tempfile::NamedTempFile::new().context("temporary copy")?;
     std::fs::copy(&a.image, tmp.path()).context("cannot copy the image")?;
@@ -286,7 +286,7 @@ fn open_lfs(
         Ok(lfs::Lfs::format(dev, p, now)?)
     };
     if let Some(path) = &a.image {
-        crate::filelock::hold(path, "--image")?;
+        lab::filelock::hold(path, "--image")?;
         if holds_data(path) && !a.format {
             let nand = Nand::open_image(path)
                 .with_context(|| format!("cannot reopen {}", path.display()))?;
@@ -366,7 +366,7 @@ fn run_mount_lfs(a: MountArgs) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(&stats)?;
     eprintln!("noftl mount: statistics\n{text}");
     if let Some(p) = &a.stats_file {
-        crate::output::write_atomic(p, format!("{text}\n").as_bytes())?;
+        lab::output::write_atomic(p, format!("{text}\n").as_bytes())?;
     }
     Ok(())
 }

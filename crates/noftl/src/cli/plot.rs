@@ -209,7 +209,7 @@ fn json_kind(path: &Path) -> &'static str {
 const SIZE: (u32, u32) = (960, 540);
 
 pub fn run(args: PlotArgs) -> anyhow::Result<()> {
-    crate::output::check_writable(&args.out)?;
+    lab::output::check_writable(&args.out)?;
     let format = match args.out.extension().and_then(|e| e.to_str()) {
         Some("svg") => Format::Svg,
         Some("png") => Format::Png,
@@ -252,7 +252,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
         Format::Svg => with_command_comment(&render_svg(&fig)?, &command).into_bytes(),
         Format::Png => render_png(&fig, &format!("made by: {command}"))?,
     };
-    crate::output::write_atomic(&args.out, &bytes)?;
+    lab::output::write_atomic(&args.out, &bytes)?;
     eprintln!("{kind}: {}", args.out.display());
     Ok(())
 }

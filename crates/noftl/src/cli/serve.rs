@@ -57,8 +57,8 @@ const MAX_CONNECTIONS: u64 = 4096;
 
 /// A timeout of at least 1 ms and at most a day: 0 would close every client at once.
 fn timeout(flag: &'static str, s: &str) -> anyhow::Result<std::time::Duration> {
-    let ns = super::bench::parse_duration_ns(s).with_context(|| flag.to_string())?;
-    crate::limits::in_range(
+    let ns = lab::units::parse_duration_ns(s).with_context(|| flag.to_string())?;
+    lab::limits::in_range(
         flag,
         ns / 1_000_000,
         1,
@@ -93,7 +93,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => bail!("give exactly one of --socket PATH or --listen [ADDR:]PORT"),
     };
-    crate::limits::in_range(
+    lab::limits::in_range(
         "--max-connections",
         args.max_connections,
         1,
@@ -103,7 +103,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let handshake_timeout = timeout("--handshake-timeout", &args.handshake_timeout)?;
     let idle_timeout = timeout("--idle-timeout", &args.idle_timeout)?;
     if let Some(p) = &args.stats_file {
-        crate::output::check_writable(p)?;
+        lab::output::check_writable(p)?;
     }
     let dev = targets::build(&args.target)?;
     let export = nbd::Export::new(dev, args.clock);

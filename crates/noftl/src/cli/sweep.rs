@@ -363,7 +363,7 @@ pub fn expand(text: &str) -> anyhow::Result<Plan> {
 
 /// A job's wall-time limit in seconds, from "90s", "10m", "1h".
 fn parse_timeout(s: &str) -> anyhow::Result<f64> {
-    Ok(super::bench::parse_duration_ns(s)? as f64 / 1e9)
+    Ok(lab::units::parse_duration_ns(s)? as f64 / 1e9)
 }
 
 fn push_param(
@@ -494,7 +494,7 @@ fn prepare_out(out: &Path, plan: &Plan, resume: bool) -> anyhow::Result<()> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    Ok(crate::output::write_atomic(path, bytes)?)
+    Ok(lab::output::write_atomic(path, bytes)?)
 }
 
 /// Runs `todo` with up to `jobs` children at once, within the memory budget.
@@ -505,7 +505,7 @@ fn run_local(
     timeout_seconds: Option<f64>,
 ) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the noftl binary")?;
-    let budget = crate::limits::available_memory_bytes().map_or(u64::MAX, |a| a / 10 * 9);
+    let budget = lab::limits::available_memory_bytes().map_or(u64::MAX, |a| a / 10 * 9);
     let queue = Mutex::new(todo.iter().collect::<VecDeque<&Job>>());
     // (memory of the running jobs, number running)
     let running = (Mutex::new((0u64, 0usize)), Condvar::new());

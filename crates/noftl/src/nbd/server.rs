@@ -387,7 +387,7 @@ fn log_end(export: &Export, id: u64, end: Result<conn::Ended, super::proto::Prot
 }
 
 /// Prints the statistics to stderr and writes them to the stats file, if any (as a regular
-/// file only, through a temporary file next to it: `crate::output`). Returns whether the file,
+/// file only, through a temporary file next to it: `lab::output`). Returns whether the file,
 /// if any, was written.
 pub fn emit_stats(export: &Export, started: Instant, stats_file: Option<&Path>) -> bool {
     let report = export.report(started.elapsed().as_secs_f64());
@@ -396,7 +396,7 @@ pub fn emit_stats(export: &Export, started: Instant, stats_file: Option<&Path>) 
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "noftl serve: statistics\n{text}");
     if let Some(path) = stats_file {
-        if let Err(e) = crate::output::write_atomic(path, format!("{text}\n").as_bytes()) {
+        if let Err(e) = lab::output::write_atomic(path, format!("{text}\n").as_bytes()) {
             let _ = writeln!(err, "noftl serve: {e}");
             return false;
         }

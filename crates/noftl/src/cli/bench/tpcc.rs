@@ -20,9 +20,8 @@ use serde::Serialize;
 use storage::measure::Consistency;
 use storage::sched::VirtualOptions;
 
-use super::{
-    buffer, latency_us, per_txn, run_plan, snapshot, BenchArgs, Buffer, LatencyUs, PerTxn,
-};
+use super::{run_plan, BenchArgs};
+use lab::measure::{buffer, latency_us, per_txn, snapshot, Buffer, LatencyUs, PerTxn};
 
 /// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
 #[derive(Debug, Args)]
@@ -99,13 +98,13 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     if let ("file", Some(path)) = (args.storage.as_str(), &args.path) {
         // TPC-C always loads a new database (it does not reuse one as TPC-B does): a file that
         // holds anything is refused before it is opened for writing, unless --force.
-        crate::filelock::hold(path, "--path")?;
+        lab::filelock::hold(path, "--path")?;
         let len = std::fs::metadata(path).map_or(0, |m| m.len());
         if len > 0 && !args.force {
             bail!(
                 "bench tpcc loads a new database over --path, and {} is not empty ({}): give --force to overwrite it, or another --path",
                 path.display(),
-                crate::limits::Bytes(len)
+                lab::limits::Bytes(len)
             );
         }
     }
@@ -163,7 +162,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
     }
     let cpu0 = Instant::now();
-    let (sched, marks) = super::run_virtual_marked(
+    let (sched, marks) = lab::runner::run_virtual_marked(
         &mut e,
         &mut terms,
         start_ns,
@@ -241,7 +240,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         buffer: buffer(frames, &before.1, &after.1),
         lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: sched.group_forces,
-        consistency: super::consistency(
+        consistency: lab::measure::consistency(
             &before.0,
             &after.0,
             virtual_ns,
@@ -252,11 +251,11 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         check,
         check_problems: problems,
         load: method.name(),
-        slc_cache: super::slc_cache(&before.0, &after.0),
+        slc_cache: lab::measure::slc_cache(&before.0, &after.0),
     };
     if let Some(p) = &plan {
         let types: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-        super::write_results(
+        lab::runner::write_results(
             p,
             &res,
             "tpcc",
@@ -287,8 +286,8 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             "  mix: new-order {} (+{} rolled back) payment {} order-status {} delivery {} stock-level {}; conflict retries {}",
             m.new_order, m.new_order_rollbacks, m.payment, m.order_status, m.delivery, m.stock_level, m.conflict_retries
         );
-        res.latency_us.print();
-        res.per_txn.print();
+        super::print_latency(&res.latency_us);
+        super::print_per_txn(&res.per_txn);
         println!(
             "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}",
             frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks

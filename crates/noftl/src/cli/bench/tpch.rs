@@ -27,9 +27,10 @@ use kits::tpch::{self, reference, LoadStats, TpchConfig};
 use serde::Serialize;
 use storage::measure::Consistency;
 
-use super::{consistency, per_txn, print_consistency, snapshot, BenchArgs, PerTxn};
+use super::{print_consistency, BenchArgs};
 use crate::cli::common::DeviceArgs;
 use crate::targets::FtlKnobs;
+use lab::measure::{consistency, per_txn, snapshot, PerTxn};
 
 #[derive(Debug, Args)]
 pub struct TpchArgs {
@@ -42,8 +43,8 @@ pub struct TpchArgs {
     #[command(flatten)]
     pub knobs: FtlKnobs,
     /// --storage native: the log in a region of its own, with these CREATE REGION options.
-    #[arg(long, value_parser = super::super::compare::parse_log_region)]
-    pub log_region: Option<super::super::compare::LogRegion>,
+    #[arg(long, value_parser = lab::stores::parse_log_region)]
+    pub log_region: Option<lab::stores::LogRegion>,
     /// The scale factor (1: 6 million line items), 0.01 to 1000.
     #[arg(long, default_value_t = 0.01)]
     pub scale: f64,
@@ -100,7 +101,7 @@ impl TpchArgs {
             json: self.json.clone(),
             check: self.check,
             regions: None,
-            results: crate::results::ResultsArgs {
+            results: crate::cli::common::ResultsArgs {
                 results: None,
                 sample_window: "1s".into(),
                 raw: false,
@@ -169,7 +170,7 @@ fn expected(
 
 pub fn run(a: TpchArgs) -> anyhow::Result<()> {
     let cfg = TpchConfig::new(a.scale).context("--scale")?;
-    crate::limits::in_range(
+    lab::limits::in_range(
         "--repeat",
         u64::from(a.repeat),
         1,
@@ -194,7 +195,7 @@ pub fn run(a: TpchArgs) -> anyhow::Result<()> {
     let sa = a.store_args();
     super::check_counts(&sa)?;
     if let Some(p) = &a.json {
-        crate::output::check_writable(p)?;
+        lab::output::check_writable(p)?;
     }
     let (mut e, storage_name, frames) = super::new_engine(
         &sa,

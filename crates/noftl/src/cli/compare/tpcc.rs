@@ -40,8 +40,7 @@ pub fn run(
     if sample_ns.is_some() {
         terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
     }
-    let (st, marks) =
-        super::super::bench::run_virtual_marked(e, &mut terms, start, opts, sample_ns)?;
+    let (st, marks) = lab::runner::run_virtual_marked(e, &mut terms, start, opts, sample_ns)?;
     let mut ran = Ran::new(
         terms.iter().map(|t| t.committed()).sum(),
         terms.iter().map(|t| &t.latency_ns),
@@ -52,7 +51,7 @@ pub fn run(
             .sum(),
     );
     ran.trace = sample_ns.map(|_| {
-        crate::results::Trace::of_terminals(
+        lab::results::Trace::of_terminals(
             Vec::new(),
             marks,
             terms.iter_mut().map(|t| t.events.take()),

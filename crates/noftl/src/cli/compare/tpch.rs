@@ -114,7 +114,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     let sf = args.sf.or(args.scale.map(f64::from)).unwrap_or(DEFAULT_SF);
     let cfg = TpchConfig::new(sf).context("--sf")?;
     Workload::Tpch(cfg).load_method(args.load)?;
-    crate::limits::in_range(
+    lab::limits::in_range(
         "--repeat",
         u64::from(args.repeat),
         1,

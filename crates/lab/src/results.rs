@@ -20,24 +20,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::Args;
 use serde_json::{json, Map, Value};
 use storage::sched::TxnEvent;
-
-/// The flags every verb with a result directory takes.
-#[derive(Clone, Debug, Args)]
-pub struct ResultsArgs {
-    /// Write a result directory (created if missing): summary.json, samples.csv (and raw.csv
-    /// with --raw; fio.json for io). Names and units: docs/results.md.
-    #[arg(long, value_name = "DIR")]
-    pub results: Option<PathBuf>,
-    /// The length of one samples.csv row, in the run's (virtual) time, e.g. 100ms, 1s.
-    #[arg(long, default_value = "1s", value_name = "DURATION")]
-    pub sample_window: String,
-    /// With --results: also write raw.csv, one row per transaction or request.
-    #[arg(long, requires = "results")]
-    pub raw: bool,
-}
 
 /// A result directory about to be written.
 #[derive(Clone, Debug)]
@@ -47,22 +31,20 @@ pub struct Plan {
     pub raw: bool,
 }
 
-impl ResultsArgs {
-    /// The plan, checked before any work: the directory is created and must take files.
-    pub fn plan(&self) -> anyhow::Result<Option<Plan>> {
-        let Some(dir) = &self.results else {
-            return Ok(None);
-        };
+impl Plan {
+    /// The plan of a result directory `dir` with samples every `sample_window` (a duration such
+    /// as 100ms or 1s), checked before any work: the directory is created and must take files.
+    pub fn new(dir: &Path, sample_window: &str, raw: bool) -> anyhow::Result<Plan> {
         let window_ns =
-            crate::cli::bench::parse_duration_ns(&self.sample_window).context("--sample-window")?;
+            crate::units::parse_duration_ns(sample_window).context("--sample-window")?;
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the result directory {}", dir.display()))?;
         crate::output::check_writable(&dir.join("summary.json"))?;
-        Ok(Some(Plan {
-            dir: dir.clone(),
+        Ok(Plan {
+            dir: dir.to_path_buf(),
             window_ns,
-            raw: self.raw,
-        }))
+            raw,
+        })
     }
 }
 

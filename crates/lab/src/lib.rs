@@ -1,0 +1,29 @@
+//! `lab`: the experiment library. Everything an experiment is, callable from the CLI, the
+//! dashboard, sweeps or a program: the units of its inputs, the device and store it runs on
+//! (built from plain spec structs, not from command-line arguments), the result files it
+//! writes, and the runner that drives workloads.
+//!
+//! Layers, bottom up (each module imports only modules listed before it):
+//! - [`units`]: sizes, percentages, durations, parsed one way for every caller.
+//! - [`limits`]: every size-like input checked against its range and the machine's memory.
+//! - [`output`], [`filelock`]: result files written safely; locks on the files a run owns.
+//! - [`device`]: `DeviceSpec`, a preset or TOML file with overrides.
+//! - [`targets`]: `TargetSpec`, a block device (an FTL or a RAM disk) on a device.
+//! - [`results`]: result directories (summary, samples, raw rows, fio-shaped JSON).
+//! - [`stores`]: the NoFTL store on a device, its log or objects in regions of their own.
+//! - [`measure`]: snapshots of the counters, figures per transaction, the window's self-check.
+//! - [`runner`]: terminals run in virtual or real time, marks for samples, result directories.
+//!
+//! The crate sits between the benchmark kits (`kits`, `dfs`, `lfs`) and the command line
+//! (`noftl`), which only parses and prints. docs/ARCHITECTURE.md draws the whole stack.
+
+pub mod device;
+pub mod filelock;
+pub mod limits;
+pub mod measure;
+pub mod output;
+pub mod results;
+pub mod runner;
+pub mod stores;
+pub mod targets;
+pub mod units;

@@ -1,0 +1,124 @@
+//! The runner: terminals driven in virtual time (deterministic, `storage::sched`) or real time
+//! (one thread each), with the store's counters marked at every sample window for result
+//! directories and live views; and the result directory of a run.
+
+use anyhow::bail;
+use serde::Serialize;
+use storage::sched::{
+    run_real, run_virtual_sampled, Sampler, SchedStats, TxnEvent, VirtualOptions,
+};
+use storage::Engine;
+
+/// What `run_terminals` returns: the engine, the terminals, the virtual time run, the group
+/// commit forces and the marks.
+pub type Ran<T> = (Engine, Vec<T>, u64, u64, Vec<crate::results::Mark>);
+
+/// Runs the terminals from `start_ns` in virtual time (until `until`, if given) or in real time
+/// (one thread each); returns the engine, the terminals, the virtual time run, the group
+/// commit forces and, with `sample_ns` (result directories), the marks of the store's counters
+/// at the window's start, every `sample_ns` and its end.
+pub fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
+    mut e: Engine,
+    mut terms: Vec<T>,
+    start_ns: u64,
+    until: Option<u64>,
+    virtual_clock: bool,
+    sample_ns: Option<u64>,
+) -> anyhow::Result<Ran<T>> {
+    if virtual_clock {
+        let (st, marks) = run_virtual_marked(
+            &mut e,
+            &mut terms,
+            start_ns,
+            VirtualOptions {
+                until_ns: until.map(|u| start_ns + u),
+                ..VirtualOptions::default()
+            },
+            sample_ns,
+        )?;
+        Ok((e, terms, st.elapsed_ns(), st.group_forces, marks))
+    } else {
+        if until.is_some() {
+            bail!("--clock real runs --txns N (a duration needs the virtual clock for now)");
+        }
+        if sample_ns.is_some() {
+            bail!("--results samples virtual time: it needs --clock virtual");
+        }
+        let (e, terms) = run_real(e, terms)?;
+        Ok((e, terms, 0, 0, Vec::new()))
+    }
+}
+
+/// `run_virtual`, with the store's marks every `sample_ns` (none without it) and at the end.
+pub fn run_virtual_marked<T: storage::sched::Terminal>(
+    e: &mut Engine,
+    terms: &mut [T],
+    start_ns: u64,
+    opts: VirtualOptions,
+    sample_ns: Option<u64>,
+) -> anyhow::Result<(SchedStats, Vec<crate::results::Mark>)> {
+    let mut marks = Vec::new();
+    let st = match sample_ns {
+        None => run_virtual_sampled(e, terms, start_ns, opts, None)?,
+        Some(w) => {
+            // The last device request a live point showed (the dashboard's request table).
+            let mut shown_seq = 0;
+            let mut on = |t: u64, eng: &Engine| {
+                let m = crate::results::mark_store(t, eng.store());
+                let t0 = marks.first().map_or(t, |f: &crate::results::Mark| f.t_ns);
+                crate::results::live(|| {
+                    let (requests, seq) =
+                        crate::results::recent_requests(eng.store().nand(), t0, shown_seq);
+                    shown_seq = seq;
+                    crate::results::LivePoint {
+                        requests,
+                        series: String::new(),
+                        t_s: (t - t0) as f64 / 1e9,
+                        commits: eng.stats().commits,
+                        aborts: eng.stats().aborts,
+                        flash_reads: m.flash_reads,
+                        flash_programs: m.flash_programs,
+                        flash_erases: m.flash_erases,
+                        gc_migrations: m.gc_migrations,
+                        free_blocks: m.free_blocks,
+                    }
+                });
+                marks.push(m);
+            };
+            let mut s = Sampler {
+                window_ns: w,
+                on_sample: &mut on,
+            };
+            let st = run_virtual_sampled(e, terms, start_ns, opts, Some(&mut s))?;
+            marks.push(crate::results::mark_store(st.end_ns, e.store()));
+            st
+        }
+    };
+    Ok((st, marks))
+}
+
+/// Writes a bench verb's result directory: `res` with BenchBase's names as summary.json, the
+/// samples and (with --raw) the raw rows of the one trace.
+#[allow(clippy::too_many_arguments)]
+pub fn write_results(
+    plan: &crate::results::Plan,
+    res: &impl Serialize,
+    workload: &str,
+    scale: f64,
+    terminals: u32,
+    seconds: f64,
+    marks: Vec<crate::results::Mark>,
+    events: Vec<TxnEvent>,
+    types: &[&str],
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    let mut extra = r::common_keys(workload, scale, terminals, plan);
+    extra.extend(r::benchbase(&events, seconds));
+    r::write_summary(&plan.dir, res, extra)?;
+    let trace = r::Trace {
+        labels: Vec::new(),
+        marks,
+        events,
+    };
+    r::write_txn_series(plan, std::slice::from_ref(&trace), &[], types)
+}

@@ -13,6 +13,7 @@ pub mod bytes;
 pub mod controller;
 pub mod dftl;
 pub mod dftl_orig;
+pub mod error;
 pub mod fast;
 pub mod host;
 pub mod iaa;
@@ -26,6 +27,7 @@ pub mod sectors;
 pub mod space;
 pub mod testkit;
 pub mod theory;
+mod units;
 pub(crate) mod wbuf;
 
 pub use block_device::{

@@ -14,6 +14,7 @@ pub mod controller;
 pub mod dftl;
 pub mod dftl_orig;
 pub mod error;
+pub mod factory;
 pub mod fast;
 pub mod host;
 pub mod iaa;
@@ -35,7 +36,8 @@ pub use block_device::{
 };
 pub use bytes::ByteDevice;
 pub use controller::{Controller, ControllerConfig};
+pub use factory::{build, open};
 pub use iaa::GcInformed;
 pub use memdisk::MemDisk;
-pub use options::{build, open, FtlOptions};
+pub use options::FtlOptions;
 pub use space::{FlashSpace, GcPolicy, LivePage, Move, SpaceConfig, SpaceCounts};

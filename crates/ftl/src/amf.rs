@@ -560,5 +560,5 @@ impl BlockDevice for Amf {
 /// Mapping memory of AFTL: one 4-byte entry per block, as for a block-level FTL (AMF, FAST 2016:
 /// 4 MB at 512 GB, 8 MB at 1 TB). See [`crate::block::mapping_bytes_for`].
 pub fn mapping_bytes_for(capacity_bytes: u64, page_bytes: u64, pages_per_block: u64) -> u64 {
-    crate::block::mapping_bytes_for(capacity_bytes, page_bytes, pages_per_block)
+    crate::block::common::mapping_bytes_for(capacity_bytes, page_bytes, pages_per_block)
 }

@@ -44,10 +44,13 @@ use crate::controller::{Controller, ControllerConfig};
 pub(crate) mod common;
 
 use crate::oob::{OobRecord, PageKind, FLAG_COMMIT};
-use crate::options::check_spare_factor;
+// `mapping_bytes_for` lives with the parts the block-mapped FTLs share (AMF's table is the
+// same); this is its public path.
+pub use common::mapping_bytes_for;
 use common::{
-    chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits,
-    Flash, FreePool, PadRecord, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
+    chunks, exposed_blocks, failed_program_block, is_block_failure, logical_blocks, scan_device,
+    shared_block_device_methods, Bits, Flash, FreePool, PadRecord, CYC_LOOKUP, CYC_MERGE_PAGE,
+    CYC_REQUEST, CYC_UPDATE, NONE,
 };
 
 /// Options of the block-level FTL.
@@ -98,13 +101,6 @@ pub struct BlockFtl {
     bad_lbns: BTreeSet<u64>,
 }
 
-/// `floor(blocks x (1 - spare_factor))`: the logical blocks a device formatted with this spare
-/// factor exposes (`open` takes it as it is: blocks that went bad since eat spare, not capacity).
-pub(crate) fn exposed_blocks(f: &Flash, spare_factor: f64) -> Result<u32, FtlError> {
-    check_spare_factor(spare_factor)?;
-    Ok((f64::from(f.geo.blocks()) * (1.0 - spare_factor)).floor() as u32)
-}
-
 /// `block`'s pad record: the block's logical page base and version (`seq`), `aux` unused.
 fn pad(lpn_base: u64, version: u64) -> PadRecord {
     PadRecord {
@@ -112,24 +108,6 @@ fn pad(lpn_base: u64, version: u64) -> PadRecord {
         seq: version,
         aux: 0,
     }
-}
-
-/// Logical blocks exposed for a geometry and spare factor (independent of bad blocks, so that
-/// capacity does not change across a restart).
-pub(crate) fn logical_blocks(
-    f: &Flash,
-    spare_factor: f64,
-    min_spare: u32,
-) -> Result<u32, FtlError> {
-    let blocks = f.geo.blocks();
-    let logical = exposed_blocks(f, spare_factor)?;
-    let good = (0..blocks).filter(|&b| !f.is_bad(b)).count() as u32;
-    if logical == 0 || good < logical + min_spare {
-        return Err(FtlError::Config(format!(
-            "{good} good blocks cannot hold {logical} logical blocks plus {min_spare} spare; raise the spare factor ({spare_factor})"
-        )));
-    }
-    Ok(logical)
 }
 
 impl BlockFtl {
@@ -622,11 +600,4 @@ impl BlockDevice for BlockFtl {
     // flush (invariant 6: nothing is buffered; pads on MLC/TLC), report, nand, nand_mut,
     // into_nand.
     shared_block_device_methods!();
-}
-
-/// Mapping memory of a block-level FTL (and of AMF's AFTL) for a device of `capacity_bytes`:
-/// one 4-byte entry per block of `pages_per_block` pages of `page_bytes`. AMF's table:
-/// 512 GiB with 128 x 4 KiB blocks gives 4 MiB; 1 TiB gives 8 MiB.
-pub fn mapping_bytes_for(capacity_bytes: u64, page_bytes: u64, pages_per_block: u64) -> u64 {
-    4 * capacity_bytes.div_ceil(page_bytes * pages_per_block)
 }

@@ -11,37 +11,16 @@
 //!    After a power cut and recovery, every durable write reads back, and no trimmed data
 //!    returns.
 
-use nand::{Nand, NandError, Nanos};
+use nand::{Nand, Nanos};
 
 use crate::controller::Controller;
+// The error lives on the bottom floor (`error.rs`), where `space` and `oob` reach it too; this
+// is its old path, which other crates name.
+pub use crate::error::FtlError;
 use serde::{Deserialize, Serialize};
 
 pub const LOGICAL_PAGE_BYTES: usize = 4096;
 pub const SECTOR_BYTES: usize = 512;
-
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum FtlError {
-    #[error("logical pages {start}..{end} are beyond the device's {capacity} pages")]
-    OutOfRange { start: u64, end: u64, capacity: u64 },
-    #[error("request of {bytes} bytes at offset {offset} is not aligned to {align}-byte units")]
-    Misaligned {
-        offset: u64,
-        bytes: usize,
-        align: usize,
-    },
-    #[error("the device is full: no free flash block left for {0}")]
-    NoSpace(&'static str),
-    #[error("logical page {lpn} cannot be overwritten: {why}")]
-    Overwrite { lpn: u64, why: String },
-    #[error("{0}")]
-    Unsupported(String),
-    #[error("flash: {0}")]
-    Flash(#[from] NandError),
-    #[error("recovery failed: {0}")]
-    Recovery(String),
-    #[error("invalid FTL configuration: {0}")]
-    Config(String),
-}
 
 /// Host requests, in logical pages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,7 +154,7 @@ impl Counters {
     ) -> FtlReport {
         // On flash pages of several logical pages, WAF counts bytes: a page program writes
         // `units` logical pages' worth, full or not (a partly filled page is amplification too).
-        let units = u64::from(crate::space::units_per_page(nand.geometry()));
+        let units = u64::from(crate::units::units_per_page(nand.geometry()));
         let programs = flash_programs(nand).saturating_sub(self.base_programs) * units;
         FtlReport {
             name,

@@ -548,7 +548,7 @@ impl<C: MapCache> DftlCore<C> {
         let per_tpage = space.unit_bytes() as u64 / ENTRY_BYTES;
         let tpages = capacity.div_ceil(per_tpage);
         DftlCore {
-            wbuf: crate::page::write_buffer(&space, opts),
+            wbuf: crate::wbuf::write_buffer(&space, opts),
             fresh: Vec::new(),
             page_buf: vec![0; space.unit_bytes()],
             tbuf: Vec::with_capacity(space.units_per_page() as usize),

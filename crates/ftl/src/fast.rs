@@ -61,11 +61,10 @@ use nand::{Nand, Nanos, Pbn, Purpose};
 use serde::{Deserialize, Serialize};
 
 use crate::block::common::{
-    chunks, failed_program_block, is_block_failure, scan_device, shared_block_device_methods, Bits,
-    Flash, FreePool, PadRecord, CYC_HASH, CYC_LOOKUP, CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE,
-    NONE,
+    chunks, exposed_blocks, failed_program_block, is_block_failure, logical_blocks, scan_device,
+    shared_block_device_methods, Bits, Flash, FreePool, PadRecord, CYC_HASH, CYC_LOOKUP,
+    CYC_MERGE_PAGE, CYC_REQUEST, CYC_UPDATE, NONE,
 };
-use crate::block::{exposed_blocks, logical_blocks};
 use crate::block_device::{check_range, check_request_of, BlockDevice, Counters, FtlError};
 use crate::controller::{Controller, ControllerConfig};
 use crate::oob::{OobRecord, PageKind, FLAG_LOG};

@@ -9,9 +9,9 @@
 //! an extension trait, reached through [`crate::BlockDevice::gc_informed`], which returns
 //! `None` unless the device implements it (the page FTL and DFTL do).
 //!
-//! The victim commitment (`space/victims.rs`): the FTL commits to its next victims in greedy
-//! order and collects them first, so that the answer stays true until the engine has acted on
-//! it. The commitment lasts until the block is collected.
+//! The victim commitment (`space.rs`, "Victim commitment"): the FTL commits to its next victims
+//! in greedy order and collects them first, so that the answer stays true until the engine has
+//! acted on it. The commitment lasts until the block is collected.
 //!
 //! Contract:
 //! 1. `flash_page_bytes` is the device's flash page size; logical pages `l` with equal

@@ -42,7 +42,7 @@
 
 use nand::{BlockState, Nand, NandError, Nanos, Pbn};
 
-use crate::block_device::FtlError;
+use crate::error::FtlError;
 
 /// The invalidation mark of `dftl-orig` (the original DFTL keeps each page's valid/invalid
 /// status in its OOB): a partial program of one OOB byte, (offset, value). It clears the kind
@@ -316,7 +316,7 @@ pub fn scan_blocks(
     extent: ScanExtent,
     visit: &mut dyn FnMut(u32, BlockScan) -> Result<(), FtlError>,
 ) -> Result<ScanDone, FtlError> {
-    let upp = crate::space::units_per_page(nand.geometry());
+    let upp = crate::units::units_per_page(nand.geometry());
     scan_blocks_of(nand, at_ns, extent, upp, visit)
 }
 

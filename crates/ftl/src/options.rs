@@ -1,5 +1,9 @@
-//! FTL options, the factory that builds an FTL by name, and what all page-mapped FTLs share:
-//! the logical capacity for a spare factor, and the controller's cycle costs.
+//! FTL options and what the FTLs share: the logical capacity for a spare factor, the spare-factor
+//! and page-size checks, and the page-mapped FTLs' controller cycle costs and their charge.
+//!
+//! Floor: above the flash space and the journal, below every FTL, which import it. The factory
+//! that builds an FTL by name (`build`, `open`) names every FTL, so it sits above them all in
+//! `factory.rs`; nothing here may import an FTL.
 //!
 //! Controller cost assumptions (cycles of the controller clock, `ControllerConfig`, default
 //! 400 MHz). The mapping structures of a real SSD live in the controller's DRAM and are far
@@ -20,7 +24,7 @@
 use nand::Nand;
 use serde::{Deserialize, Serialize};
 
-use crate::block_device::{BlockDevice, Counters, FtlError, FtlReport, GcCounts};
+use crate::block_device::{Counters, FtlError, FtlReport, GcCounts, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, ControllerConfig};
 use crate::space::{FlashSpace, GcPolicy, SpaceConfig, SpaceCounts};
 
@@ -185,10 +189,10 @@ pub(crate) fn check_spare_factor(spare_factor: f64) -> Result<(), FtlError> {
 /// Refuses flash pages larger than a logical page where the mapping is one to one (the
 /// block-mapped FTLs: no sub-page mapping, no write buffer).
 pub(crate) fn check_page_size(g: &nand::Geometry) -> Result<(), FtlError> {
-    if g.page_size_bytes as usize != crate::LOGICAL_PAGE_BYTES {
+    if g.page_size_bytes as usize != LOGICAL_PAGE_BYTES {
         return Err(FtlError::Config(format!(
             "the block-mapped FTLs (block, fast, amf) map {}-byte logical pages one to one onto flash pages; the device has {}-byte pages (`ftl::build` runs them behind 4 KiB sectors there, `sectors.rs`)",
-            crate::LOGICAL_PAGE_BYTES,
+            LOGICAL_PAGE_BYTES,
             g.page_size_bytes
         )));
     }
@@ -209,12 +213,10 @@ pub(crate) fn page_mapped_capacity(
     // Sub-page mapping (space.rs, "Units"): a flash page of 8 or 16 KiB holds 2 or 4 logical
     // pages, each mapped on its own.
     let page_bytes = g.page_size_bytes as usize;
-    if page_bytes < crate::LOGICAL_PAGE_BYTES
-        || !page_bytes.is_multiple_of(crate::LOGICAL_PAGE_BYTES)
-    {
+    if page_bytes < LOGICAL_PAGE_BYTES || !page_bytes.is_multiple_of(LOGICAL_PAGE_BYTES) {
         return Err(FtlError::Config(format!(
             "the page-mapped FTLs map {}-byte logical pages onto flash pages of a whole number of them; the device has {page_bytes}-byte pages",
-            crate::LOGICAL_PAGE_BYTES
+            LOGICAL_PAGE_BYTES
         )));
     }
     let upp = u64::from(crate::space::units_per_page(g));
@@ -401,102 +403,7 @@ macro_rules! space_device_methods {
 }
 pub(crate) use space_device_methods;
 
-/// Builds a fresh FTL of kind `kind` on `nand` (formatting it).
-pub fn build(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
-    opts.check_slc_cache(kind, nand.config())?;
-    let units = crate::space::units_per_page(nand.geometry());
-    let whole = units > 1;
-    match kind {
-        "page" => Ok(Box::new(crate::page::PageFtl::new(nand, opts)?)),
-        "dftl" => Ok(Box::new(crate::dftl::Dftl::new(nand, opts)?)),
-        "dftl-orig" => Ok(Box::new(crate::dftl_orig::DftlOrig::new(nand, opts)?)),
-        // The block-mapped FTLs map whole flash pages; on pages of several sectors they run
-        // behind the sector layer (`sectors.rs`).
-        "fast" if whole => Ok(sectors(
-            crate::fast::Fast::new_whole_pages(nand, &fast_options(opts))?,
-            units,
-        )),
-        "fast" => Ok(Box::new(crate::fast::Fast::new(nand, &fast_options(opts))?)),
-        "block" if whole => Ok(sectors(
-            crate::block::BlockFtl::new_whole_pages(nand, &block_options(opts))?,
-            units,
-        )),
-        "block" => Ok(Box::new(crate::block::BlockFtl::new(
-            nand,
-            &block_options(opts),
-        )?)),
-        "amf" if whole => Ok(Box::new(crate::sectors::Sectors::append_only(
-            crate::amf::Amf::new_whole_pages(nand, &amf_options(opts))?,
-            units,
-        ))),
-        "amf" => Ok(Box::new(crate::amf::Amf::new(nand, &amf_options(opts))?)),
-        other => Err(unknown(other)),
-    }
-}
-
-fn sectors(inner: impl BlockDevice + 'static, units: u32) -> Box<dyn BlockDevice> {
-    Box::new(crate::sectors::Sectors::new(inner, units))
-}
-
-/// Recovers an FTL of kind `kind` from a device that holds data (after a power cut, or an image
-/// reopened with `Nand::open_image`): scans it and rebuilds the mapping.
-pub fn open(kind: &str, nand: Nand, opts: &FtlOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
-    opts.check_slc_cache(kind, nand.config())?;
-    let units = crate::space::units_per_page(nand.geometry());
-    let whole = units > 1;
-    match kind {
-        "page" => Ok(Box::new(crate::page::PageFtl::open(nand, opts)?)),
-        "dftl" => Ok(Box::new(crate::dftl::Dftl::open(nand, opts)?)),
-        "dftl-orig" => Ok(Box::new(crate::dftl_orig::DftlOrig::open(nand, opts)?)),
-        "fast" if whole => Ok(sectors(
-            crate::fast::Fast::open_whole_pages(nand, &fast_options(opts))?,
-            units,
-        )),
-        "fast" => Ok(Box::new(crate::fast::Fast::open(
-            nand,
-            &fast_options(opts),
-        )?)),
-        "block" if whole => Ok(sectors(
-            crate::block::BlockFtl::open_whole_pages(nand, &block_options(opts))?,
-            units,
-        )),
-        "block" => Ok(Box::new(crate::block::BlockFtl::open(
-            nand,
-            &block_options(opts),
-        )?)),
-        "amf" if whole => Ok(Box::new(crate::sectors::Sectors::append_only(
-            crate::amf::Amf::open_whole_pages(nand, &amf_options(opts))?,
-            units,
-        ))),
-        "amf" => Ok(Box::new(crate::amf::Amf::open(nand, &amf_options(opts))?)),
-        other => Err(unknown(other)),
-    }
-}
-
-/// The FTL kinds `build` and `open` know.
+/// The FTL kinds `build` and `open` know (`factory.rs`, whose match names each). Kept here, with
+/// the options, rather than in the factory: it is a list of values, and callers that check a
+/// name (`noftl`'s target parsing, `ftl::options::KINDS`) need no FTL for it.
 pub const KINDS: [&str; 6] = ["page", "dftl", "dftl-orig", "fast", "block", "amf"];
-
-fn unknown(kind: &str) -> FtlError {
-    FtlError::Config(format!("unknown FTL '{kind}' ({})", KINDS.join(", ")))
-}
-
-// The block-mapped FTLs have their own option types; the shared knobs carry over.
-fn fast_options(o: &FtlOptions) -> crate::fast::FastOptions {
-    crate::fast::FastOptions {
-        spare_factor: o.spare_factor,
-        controller: o.controller.clone(),
-        ..Default::default()
-    }
-}
-fn block_options(o: &FtlOptions) -> crate::block::BlockOptions {
-    crate::block::BlockOptions {
-        spare_factor: o.spare_factor,
-        controller: o.controller.clone(),
-    }
-}
-fn amf_options(o: &FtlOptions) -> crate::amf::AmfOptions {
-    crate::amf::AmfOptions {
-        controller: o.controller.clone(),
-        ..Default::default()
-    }
-}

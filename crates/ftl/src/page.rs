@@ -59,7 +59,7 @@ use crate::options::{
     FtlOptions, LOOKUP_CYCLES, UPDATE_CYCLES,
 };
 use crate::space::{FlashSpace, Move, SpaceCounts};
-use crate::wbuf::WriteBuffer;
+use crate::wbuf::{write_buffer, WriteBuffer};
 
 const DATA: u8 = 0;
 const JOURNAL: u8 = 1;
@@ -130,23 +130,6 @@ pub struct PageFtl {
     wbuf: Option<WriteBuffer>,
     /// The pSLC write cache, if `FtlOptions::slc_cache` asks for one.
     cache: Option<SlcCache>,
-}
-
-/// The write buffer of a page-mapped FTL on `space`, if its pages hold several logical pages.
-pub(crate) fn write_buffer(space: &FlashSpace, opts: &FtlOptions) -> Option<WriteBuffer> {
-    let units = space.units_per_page() as usize;
-    (units > 1).then(|| {
-        // Default: two pages per lane (a die, or each plane of a die with multi-plane
-        // programs), so that the buffered programs keep every die busy.
-        let pages = if opts.write_buffer_pages == 0 {
-            2 * space.geometry().dies() as usize * space.multi_plane_width() as usize
-        } else {
-            opts.write_buffer_pages as usize
-        };
-        // One page per plane per program where the chips take multi-plane programs.
-        let batch = (space.multi_plane_width() as usize).min(pages);
-        WriteBuffer::new(units, space.unit_bytes(), pages, batch)
-    })
 }
 
 impl SlcCache {

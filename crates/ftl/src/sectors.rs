@@ -27,9 +27,8 @@
 use nand::{Nand, Nanos};
 
 use crate::block_device::{
-    check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts,
+    check_range, check_request, BlockDevice, FtlError, FtlReport, HostCounts, LOGICAL_PAGE_BYTES,
 };
-use crate::LOGICAL_PAGE_BYTES;
 
 /// The block interface in 4 KiB sectors over `inner`, whose logical pages are `units` sectors.
 #[derive(Debug)]

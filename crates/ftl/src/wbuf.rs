@@ -33,7 +33,26 @@ use nand::{Nanos, Ppn, Purpose};
 
 use crate::block_device::FtlError;
 use crate::oob::{OobRecord, PageKind};
+use crate::options::FtlOptions;
 use crate::space::FlashSpace;
+
+/// The write buffer of a page-mapped FTL on `space`, if its pages hold several logical pages
+/// (`page` and `dftl` both size theirs here).
+pub(crate) fn write_buffer(space: &FlashSpace, opts: &FtlOptions) -> Option<WriteBuffer> {
+    let units = space.units_per_page() as usize;
+    (units > 1).then(|| {
+        // Default: two pages per lane (a die, or each plane of a die with multi-plane
+        // programs), so that the buffered programs keep every die busy.
+        let pages = if opts.write_buffer_pages == 0 {
+            2 * space.geometry().dies() as usize * space.multi_plane_width() as usize
+        } else {
+            opts.write_buffer_pages as usize
+        };
+        // One page per plane per program where the chips take multi-plane programs.
+        let batch = (space.multi_plane_width() as usize).min(pages);
+        WriteBuffer::new(units, space.unit_bytes(), pages, batch)
+    })
+}
 
 /// The gathered page and the programs in flight. See the module documentation.
 #[derive(Debug)]

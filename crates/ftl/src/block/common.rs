@@ -1,6 +1,8 @@
 //! Parts shared by the three block-mapped FTLs (`block`, `fast`, `amf`): a thin flash wrapper
 //! that writes and reads the common OOB record (`crate::oob`), a per-die free-block pool, a bit
-//! set, the controller cycle costs and the recovery scan with its cycle charge.
+//! set, the controller cycle costs, the recovery scan with its cycle charge, and the logical
+//! capacity and mapping memory of a block-mapped device. The three FTLs import it, never each
+//! other.
 //!
 //! Invariants:
 //! 1. Every page these FTLs program carries an [`OobRecord`] in the first
@@ -20,10 +22,10 @@ use std::collections::VecDeque;
 
 use nand::{BlockState, CellMode, Geometry, Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
-use crate::block_device::FtlError;
+use crate::block_device::{FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, DRAM_ACCESS_CYCLES};
 use crate::oob::{check_oob_size, scan_blocks_of, BlockScan, OobRecord, PageKind, ScanExtent};
-use crate::options::check_page_size;
+use crate::options::{check_page_size, check_spare_factor};
 
 /// "No block" in `u32` block tables.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -137,12 +139,11 @@ impl Flash {
     pub fn whole_pages(nand: Nand) -> Result<Flash, FtlError> {
         let geo = nand.geometry().clone();
         if geo.page_size_bytes == 0
-            || !(geo.page_size_bytes as usize).is_multiple_of(crate::LOGICAL_PAGE_BYTES)
+            || !(geo.page_size_bytes as usize).is_multiple_of(LOGICAL_PAGE_BYTES)
         {
             return Err(FtlError::Config(format!(
                 "{}-byte flash pages are no whole number of {}-byte sectors",
-                geo.page_size_bytes,
-                crate::LOGICAL_PAGE_BYTES
+                geo.page_size_bytes, LOGICAL_PAGE_BYTES
             )));
         }
         check_oob_size(&geo)?;
@@ -565,6 +566,38 @@ pub(crate) fn chunks(lpn: u64, pages: u64, ppb: u32) -> impl Iterator<Item = (u6
         at += n;
         Some((lbn, off as u32, n as u32))
     })
+}
+
+/// `floor(blocks x (1 - spare_factor))`: the logical blocks a device formatted with this spare
+/// factor exposes (`open` takes it as it is: blocks that went bad since eat spare, not capacity).
+pub(crate) fn exposed_blocks(f: &Flash, spare_factor: f64) -> Result<u32, FtlError> {
+    check_spare_factor(spare_factor)?;
+    Ok((f64::from(f.geo.blocks()) * (1.0 - spare_factor)).floor() as u32)
+}
+
+/// Logical blocks exposed for a geometry and spare factor (independent of bad blocks, so that
+/// capacity does not change across a restart).
+pub(crate) fn logical_blocks(
+    f: &Flash,
+    spare_factor: f64,
+    min_spare: u32,
+) -> Result<u32, FtlError> {
+    let blocks = f.geo.blocks();
+    let logical = exposed_blocks(f, spare_factor)?;
+    let good = (0..blocks).filter(|&b| !f.is_bad(b)).count() as u32;
+    if logical == 0 || good < logical + min_spare {
+        return Err(FtlError::Config(format!(
+            "{good} good blocks cannot hold {logical} logical blocks plus {min_spare} spare; raise the spare factor ({spare_factor})"
+        )));
+    }
+    Ok(logical)
+}
+
+/// Mapping memory of a block-level FTL (and of AMF's AFTL) for a device of `capacity_bytes`:
+/// one 4-byte entry per block of `pages_per_block` pages of `page_bytes`. AMF's table:
+/// 512 GiB with 128 x 4 KiB blocks gives 4 MiB; 1 TiB gives 8 MiB.
+pub fn mapping_bytes_for(capacity_bytes: u64, page_bytes: u64, pages_per_block: u64) -> u64 {
+    4 * capacity_bytes.div_ceil(page_bytes * pages_per_block)
 }
 
 #[cfg(test)]

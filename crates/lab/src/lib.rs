@@ -13,6 +13,9 @@
 //! - [`stores`]: the NoFTL store on a device, its log or objects in regions of their own.
 //! - [`measure`]: snapshots of the counters, figures per transaction, the window's self-check.
 //! - [`runner`]: terminals run in virtual or real time, marks for samples, result directories.
+//! - [`workload`]: the `Workload` trait every transactional workload implements, and the one
+//!   runner of a measured window (`run_window`).
+//! - [`workloads`]: TPC-B, TATP, TPC-C and TPC-H, one file each, and the registry by name.
 //!
 //! The crate sits between the benchmark kits (`kits`, `dfs`, `lfs`) and the command line
 //! (`noftl`), which only parses and prints. docs/ARCHITECTURE.md draws the whole stack.
@@ -27,3 +30,5 @@ pub mod runner;
 pub mod stores;
 pub mod targets;
 pub mod units;
+pub mod workload;
+pub mod workloads;

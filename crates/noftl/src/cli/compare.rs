@@ -53,8 +53,6 @@ use anyhow::bail;
 use clap::Args;
 use ftl::{FtlOptions, MemDisk};
 use indicatif::{ProgressBar, ProgressStyle};
-use kits::tatp::{self, TatpConfig, TatpTerminal};
-use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use kits::LoadMethod;
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
@@ -63,6 +61,7 @@ use storage::sched::VirtualOptions;
 use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
 
 use lab::stores::{parse_log_region, place_log, LogRegion};
+use lab::workload::{run_window, Loaded, Workload};
 
 use super::common::{parse_percent, DeviceArgs};
 
@@ -279,149 +278,7 @@ struct CompareResult {
     rows: Vec<Row>,
 }
 
-/// The workload of a comparison, loaded the same way for every store (invariant 1).
-#[derive(Clone, Copy, Debug)]
-enum Workload {
-    Tpcb(TpcbConfig),
-    /// With the population seed.
-    Tatp(TatpConfig, u64),
-    Tpcc(kits::tpcc::TpccConfig),
-    /// Read-only: loaded and sized as the others, run by `tpch` (queries, not terminals).
-    Tpch(kits::tpch::TpchConfig),
-}
-
-#[derive(Clone, Copy)]
-enum Loaded {
-    Tpcb(tpcb::Handles),
-    Tatp(tatp::Handles),
-    Tpcc(kits::tpcc::load::Loaded),
-    Tpch(kits::tpch::Handles),
-}
-
-mod tpcc;
 mod tpch;
-
-impl Workload {
-    fn label(&self) -> &'static str {
-        match self {
-            Workload::Tpcb(_) => "TPC-B",
-            Workload::Tatp(..) => "TATP",
-            Workload::Tpcc(_) => "TPC-C",
-            Workload::Tpch(_) => "TPC-H",
-        }
-    }
-    /// How this workload is loaded with `--load` (None: the default); TATP has only a row
-    /// loader, TPC-H only a bulk one.
-    fn load_method(&self, asked: Option<LoadMethod>) -> anyhow::Result<LoadMethod> {
-        match (self, asked) {
-            (Workload::Tatp(..), None | Some(LoadMethod::Rows)) => Ok(LoadMethod::Rows),
-            (Workload::Tatp(..), Some(LoadMethod::Bulk)) => {
-                bail!("TATP loads row by row (--load rows); --load bulk is TPC-B's and TPC-C's")
-            }
-            (Workload::Tpch(_), Some(LoadMethod::Rows)) => {
-                bail!("TPC-H loads in bulk; --load rows is TPC-B's and TPC-C's")
-            }
-            (_, m) => Ok(m.unwrap_or_default()),
-        }
-    }
-    fn load(
-        &self,
-        e: &mut Engine,
-        method: LoadMethod,
-        progress: &dyn Fn(u64),
-    ) -> anyhow::Result<Loaded> {
-        Ok(match *self {
-            Workload::Tpcb(c) => Loaded::Tpcb(tpcb::load_using(e, c, tpcb::DDL, method, progress)?),
-            Workload::Tatp(c, seed) => Loaded::Tatp(tatp::load(e, c, tatp::DDL, seed, progress)?),
-            Workload::Tpcc(c) => Loaded::Tpcc(tpcc::load(e, c, method, progress)?),
-            Workload::Tpch(c) => Loaded::Tpch(kits::tpch::load(e, c, progress)?.0),
-        })
-    }
-    fn db_pages_estimate(&self) -> u64 {
-        match self {
-            Workload::Tpcb(c) => c.db_pages_estimate(4096),
-            Workload::Tatp(c, _) => c.db_pages_estimate(4096),
-            Workload::Tpcc(c) => c.db_pages_estimate(4096),
-            Workload::Tpch(c) => c.db_pages_estimate(4096),
-        }
-    }
-    fn rows_estimate(&self) -> u64 {
-        match self {
-            Workload::Tpcb(c) => c.rows(),
-            Workload::Tatp(c, _) => c.rows_estimate(),
-            Workload::Tpcc(c) => c.rows_estimate(),
-            Workload::Tpch(c) => c.rows(),
-        }
-    }
-    /// Runs the terminals for `until_ns` of virtual time from `start` (the measured window of
-    /// storage::sched::run_virtual).
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        &self,
-        e: &mut Engine,
-        loaded: &Loaded,
-        terminals: u32,
-        seed: u64,
-        start: u64,
-        opts: VirtualOptions,
-        sample_ns: Option<u64>,
-    ) -> anyhow::Result<Ran> {
-        use lab::runner::run_virtual_marked;
-        Ok(match (*self, *loaded) {
-            (Workload::Tpcb(c), Loaded::Tpcb(h)) => {
-                let mut terms: Vec<TpcbTerminal> = (0..terminals)
-                    .map(|i| TpcbTerminal::new(i, h, c, seed, None))
-                    .collect();
-                if sample_ns.is_some() {
-                    terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
-                }
-                let (st, marks) = run_virtual_marked(e, &mut terms, start, opts, sample_ns)?;
-                let mut ran = Ran::new(
-                    terms.iter().map(|t| t.committed).sum(),
-                    terms.iter().map(|t| &t.latency_ns),
-                    &st,
-                    0,
-                );
-                ran.trace = sample_ns.map(|_| {
-                    lab::results::Trace::of_terminals(
-                        Vec::new(),
-                        marks,
-                        terms.iter_mut().map(|t| t.events.take()),
-                    )
-                });
-                ran
-            }
-            (Workload::Tatp(c, _), Loaded::Tatp(h)) => {
-                let mut terms: Vec<TatpTerminal> = (0..terminals)
-                    .map(|i| TatpTerminal::new(i, h, c, seed, None))
-                    .collect();
-                if sample_ns.is_some() {
-                    terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
-                }
-                let (st, marks) = run_virtual_marked(e, &mut terms, start, opts, sample_ns)?;
-                let mut ran = Ran::new(
-                    terms.iter().map(TatpTerminal::succeeded).sum(),
-                    terms.iter().map(|t| &t.latency_ns),
-                    &st,
-                    0,
-                );
-                ran.trace = sample_ns.map(|_| {
-                    lab::results::Trace::of_terminals(
-                        Vec::new(),
-                        marks,
-                        terms.iter_mut().map(|t| t.events.take()),
-                    )
-                });
-                ran
-            }
-            (Workload::Tpcc(c), Loaded::Tpcc(l)) => {
-                tpcc::run(e, &l, c, terminals, seed, start, opts, sample_ns)?
-            }
-            (Workload::Tpch(_), _) => bail!("TPC-H runs queries, not terminals (compare::tpch)"),
-            _ => bail!("workload and loaded database differ"),
-        })
-    }
-}
 
 /// The scheduler's options for a window of `until_ns` from `start`: it ends at the first
 /// checkpoint after `until_ns` (whole checkpoint cycles, the window's start being right after
@@ -444,49 +301,6 @@ fn slice_options(start: u64, until_ns: u64) -> VirtualOptions {
 
 /// How many window lengths a window may go on past its duration to end on a checkpoint.
 const WINDOW_CHECKPOINT_WAIT: u64 = 30;
-
-/// What one measured window gave.
-pub(crate) struct Ran {
-    /// Committed (TPC-B, TPC-C) or successful (TATP) transactions.
-    pub counted: u64,
-    /// Transactions with a recorded latency, and the sum of their latencies.
-    pub latency_txns: u64,
-    pub latency_sum_ns: f64,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    pub checkpoints: u64,
-    pub ended_on_checkpoint: bool,
-    /// TPC-C: completed New-Orders (NOTPM counts the rolled-back 1% too); else 0.
-    pub new_orders: u64,
-    /// With samples (result directories): the window's marks and transactions.
-    pub trace: Option<lab::results::Trace>,
-}
-
-impl Ran {
-    pub(crate) fn new<'a>(
-        counted: u64,
-        latencies: impl Iterator<Item = &'a hdrhistogram::Histogram<u64>>,
-        st: &storage::sched::SchedStats,
-        new_orders: u64,
-    ) -> Ran {
-        let (mut n, mut sum) = (0, 0.0);
-        for h in latencies {
-            n += h.len();
-            sum += h.mean() * h.len() as f64;
-        }
-        Ran {
-            counted,
-            latency_txns: n,
-            latency_sum_ns: sum,
-            start_ns: st.start_ns,
-            end_ns: st.end_ns,
-            checkpoints: st.checkpoints,
-            ended_on_checkpoint: st.ended_on_checkpoint,
-            new_orders,
-            trace: None,
-        }
-    }
-}
 
 /// The device and layout every row shares.
 #[derive(Clone, Debug)]
@@ -698,7 +512,7 @@ fn thread_cpu_s() -> f64 {
 }
 
 /// Loads the database on a RAM disk, measures it and sizes the device for it.
-fn size_rig(args: &CompareArgs, w: Workload) -> anyhow::Result<(Rig, Probe)> {
+fn size_rig(args: &CompareArgs, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     let cfg = args.device.load()?;
     let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
     let mut e = Engine::create(
@@ -785,7 +599,7 @@ fn run_row(
     rig: &Rig,
     probe: &Probe,
     row: usize,
-    w: Workload,
+    w: &dyn Workload,
     terminals: u32,
     seed: u64,
     repeat: u32,
@@ -797,10 +611,10 @@ fn run_row(
     let wall = std::time::Instant::now();
     let cpu0 = thread_cpu_s();
     let mut e = probe.copy_onto(rig, row)?;
-    let loaded = probe.loaded;
+    let loaded = &probe.loaded;
     let load_s = wall.elapsed().as_secs_f64();
     let copy_cpu_s = thread_cpu_s() - cpu0;
-    let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, &loaded, terminals)?;
+    let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, loaded, terminals)?;
     eprintln!(
         "{name}: copied in {load_s:.1} s wall ({copy_cpu_s:.1} s CPU), warmed up in {:.1} s wall ({:.1} s CPU; {:.1} s virtual, the device written over {warmup_writes:.2} times)",
         wall.elapsed().as_secs_f64() - load_s,
@@ -844,7 +658,7 @@ fn run_row(
 fn measure_window(
     e: &mut Engine,
     loaded: &Loaded,
-    w: Workload,
+    w: &dyn Workload,
     terminals: u32,
     seed: u64,
     until_ns: u64,
@@ -854,7 +668,8 @@ fn measure_window(
     let before = counters(e.store());
     let busy0 = Busy::of(e.store());
     let start = e.now();
-    let ran = w.run(
+    let ran = run_window(
+        w,
         e,
         loaded,
         terminals,
@@ -905,7 +720,7 @@ fn measure_window(
 fn warm_up(
     rig: &Rig,
     e: &mut Engine,
-    w: Workload,
+    w: &dyn Workload,
     loaded: &Loaded,
     terminals: u32,
 ) -> anyhow::Result<(u64, f64)> {
@@ -916,7 +731,8 @@ fn warm_up(
     match rig.warmup {
         Warmup::None => return Ok((0, 0.0)),
         Warmup::VirtualNs(ns) => {
-            w.run(
+            run_window(
+                w,
                 e,
                 loaded,
                 terminals,
@@ -936,7 +752,8 @@ fn warm_up(
             {
                 // Each slice draws other inputs: the same on every row, never a measured run's.
                 let now = e.now();
-                let ran = w.run(
+                let ran = run_window(
+                    w,
                     e,
                     loaded,
                     terminals,
@@ -1113,45 +930,30 @@ fn jobs_that_fit(
 }
 
 fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
-    let (w, scale) = match args.workload.as_str() {
-        "tpcb" => {
-            let scale = args.scale.unwrap_or(12);
-            (
-                Workload::Tpcb(TpcbConfig {
-                    scale,
-                    tellers_per_branch: 10,
-                    accounts_per_branch: args.accounts_per_branch,
-                }),
-                scale,
-            )
-        }
-        "tatp" => {
-            let scale = args.scale.unwrap_or(20_000);
-            (
-                Workload::Tatp(TatpConfig { subscribers: scale }, args.seed),
-                scale,
-            )
-        }
-        "tpcc" => {
-            let scale = args.scale.unwrap_or(1);
-            let mut c = match args.tpcc_reduced.as_deref() {
-                Some(&[items, customers]) => {
-                    eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
-                    kits::tpcc::TpccConfig::reduced(scale, items, customers)
-                }
-                _ => kits::tpcc::TpccConfig::spec(scale),
-            };
-            c.home_warehouse = kits::tpcc::HomeWarehouse::parse(
-                args.home_warehouse.as_deref().unwrap_or("random"),
-            )?;
-            c.validate()?;
-            (Workload::Tpcc(c), scale)
-        }
-        other => bail!("compare runs --workload tpcb, tatp or tpcc, not '{other}'"),
-    };
-    if args.home_warehouse.is_some() && !matches!(w, Workload::Tpcc(_)) {
-        bail!("--home-warehouse is TPC-C's (--workload tpcc)");
+    if !matches!(args.workload.as_str(), "tpcb" | "tatp" | "tpcc") {
+        bail!(
+            "compare runs --workload tpcb, tatp or tpcc, not '{}'",
+            args.workload
+        );
     }
+    let tpcc_reduced = match args.tpcc_reduced.as_deref() {
+        Some(&[items, customers]) => Some((items, customers)),
+        _ => None,
+    };
+    if let (Some((items, customers)), "tpcc") = (tpcc_reduced, args.workload.as_str()) {
+        eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
+    }
+    let (w, scale) = lab::workloads::make(
+        &args.workload,
+        &lab::workloads::Params {
+            scale: args.scale,
+            seed: args.seed,
+            accounts_per_branch: args.accounts_per_branch,
+            tpcc_reduced,
+            home_warehouse: args.home_warehouse.clone(),
+        },
+    )?;
+    let w = &*w;
     let load = w.load_method(args.load)?;
     if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
@@ -1284,7 +1086,8 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
             .unwrap_or_default();
         let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
         let (m, sd) = mean_stdev(&tps);
-        let notpm = matches!(w, Workload::Tpcc(_))
+        let notpm = w
+            .counts_new_orders()
             .then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
         if r == 0 {
             native_tps = m;
@@ -1334,10 +1137,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
         terminals: args.terminals,
         virtual_seconds: until_ns as f64 / 1e9,
         warmup: args.warmup.clone(),
-        home_warehouse: match w {
-            Workload::Tpcc(c) => Some(c.home_warehouse),
-            _ => None,
-        },
+        home_warehouse: w.home_warehouse(),
         load,
         device: Device {
             preset: rig.nand.name.clone(),
@@ -1385,7 +1185,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
 fn write_results(
     plan: &lab::results::Plan,
     res: &CompareResult,
-    w: Workload,
+    w: &dyn Workload,
     scale: u32,
     terminals: u32,
     selected: &[usize],
@@ -1411,26 +1211,13 @@ fn write_results(
             obj.extend(r::benchbase(&events, secs));
         }
     }
-    let workload = match w {
-        Workload::Tpcb(_) => "tpcb",
-        Workload::Tatp(..) => "tatp",
-        Workload::Tpcc(_) => "tpcc",
-        Workload::Tpch(_) => "tpch",
-    };
+    let workload = w.name();
     r::write_summary(
         &plan.dir,
         &v,
         r::common_keys(workload, f64::from(scale), terminals, plan),
     )?;
-    let types: Vec<&str> = match w {
-        Workload::Tpcb(_) => vec!["tpcb"],
-        Workload::Tatp(..) => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
-        Workload::Tpcc(_) => kits::tpcc::input::Kind::ALL
-            .iter()
-            .map(|k| k.name())
-            .collect(),
-        Workload::Tpch(_) => vec!["query"],
-    };
+    let types = w.txn_types();
     r::write_txn_series(plan, &traces, &["storage", "repeat"], &types)
 }
 

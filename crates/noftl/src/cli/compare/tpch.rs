@@ -26,8 +26,8 @@ use storage::measure::{self, Busy, Consistency};
 use storage::Engine;
 
 use super::{
-    counters, mean_stdev, parse_stores, r4, size_rig, CompareArgs, Counters, Device, Loaded,
-    Workload, DEFAULT_STORES, ROWS,
+    counters, mean_stdev, parse_stores, r4, size_rig, CompareArgs, Counters, Device, Workload,
+    DEFAULT_STORES, ROWS,
 };
 
 /// The scale factor when neither --sf nor --scale is given: the comparison runs in about a
@@ -113,7 +113,8 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     }
     let sf = args.sf.or(args.scale.map(f64::from)).unwrap_or(DEFAULT_SF);
     let cfg = TpchConfig::new(sf).context("--sf")?;
-    Workload::Tpch(cfg).load_method(args.load)?;
+    let w = lab::workloads::tpch::Tpch(cfg);
+    w.load_method(args.load)?;
     lab::limits::in_range(
         "--repeat",
         u64::from(args.repeat),
@@ -130,10 +131,8 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         bail!("compare --workload tpch runs on 4 KiB flash pages");
     }
     eprintln!("measuring the database of TPC-H scale factor {sf} ...");
-    let (rig, probe) = size_rig(args, Workload::Tpch(cfg))?;
-    let Loaded::Tpch(h) = probe.loaded else {
-        bail!("the loaded database is not TPC-H's");
-    };
+    let (rig, probe) = size_rig(args, &w)?;
+    let h = *lab::workload::handles::<kits::tpch::Handles>(&probe.loaded, w.label())?;
     let g = &rig.nand.geometry;
     eprintln!(
         "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",

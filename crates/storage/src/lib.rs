@@ -23,6 +23,7 @@
 //! See `docs/storage.md` for the formats as byte tables and the design.
 
 pub mod btree;
+pub mod btree_node;
 pub mod buffer;
 pub mod bulk;
 pub mod catalog;

@@ -41,7 +41,6 @@ use crate::btree_node::{
     build, child_at, child_pos, child_val, entries, key_at, used_bytes, val_at, MAX_VAL,
 };
 
-
 impl Engine {
     /// Creates an empty tree (one leaf, the root) for index `object`.
     pub(crate) fn bt_create(&mut self, object: ObjectId) -> Result<PageId> {

@@ -43,28 +43,9 @@ use crate::page::{self, PageType};
 use crate::slotted;
 use crate::{ObjectId, PageId, Rid};
 
-/// What the store's GC information channel answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VictimInfo {
-    /// Changes exactly when the committed victims change (ftl iaa.rs contract 2).
-    pub epoch: u64,
-    pub flash_page_bytes: usize,
-}
-
-/// The DB pages behind flash keys `keys`, where DB page `pid` owns keys
-/// `key0 + pid * per_page .. key0 + (pid + 1) * per_page`: deduplicated, in the keys' order.
-pub fn keys_to_pages(keys: &[u64], key0: u64, per_page: u64, db_pages: u64, out: &mut Vec<PageId>) {
-    let mut seen = HashSet::with_capacity(keys.len());
-    for &k in keys {
-        if k < key0 {
-            continue;
-        }
-        let pid = (k - key0) / per_page.max(1);
-        if pid < db_pages && seen.insert(pid) {
-            out.push(pid as PageId);
-        }
-    }
-}
+// The GC information channel's answer is part of the page-store seam, below this module; the
+// old paths `iaa::VictimInfo` and `iaa::keys_to_pages` stay valid.
+pub use crate::pagestore::{keys_to_pages, VictimInfo};
 
 /// The switches of a table (from its tablespace's options).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

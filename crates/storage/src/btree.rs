@@ -28,11 +28,11 @@ use std::ops::Bound;
 use crate::buffer::Fix;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::log::{Body, Op, TxnId, Undo};
+use crate::log::{Body, Op, Undo};
 use crate::page::{self, PageType};
 use crate::pagestore::PageKind;
 use crate::slotted;
-use crate::{ObjectId, PageId};
+use crate::{ObjectId, PageId, TxnId};
 
 pub use crate::btree_node::{
     apply_delete, apply_insert, check_node, entry, entry_key, entry_val, max_key_bytes, search,

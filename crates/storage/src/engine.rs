@@ -38,7 +38,6 @@ use crate::ddl::{self, Statement};
 use crate::error::{Error, Result};
 use crate::keyenc;
 use crate::lock::{LockManager, LockMode, Resource};
-pub use crate::log::TxnId;
 use crate::log::{
     Body, Found, LogManager, LogReader, LogRecord, Op, TxnEntry, Undo, FIRST_LSN, PAYLOAD,
 };
@@ -46,6 +45,7 @@ use crate::page::{self, get_u32, get_u64, put_u32, put_u64, PageType};
 use crate::pagestore::{PageKind, PageStore, WriteHint, LOG_BLOCK_BYTES};
 use crate::slotted;
 use crate::tuple::{Schema, Value};
+pub use crate::TxnId;
 use crate::{Lsn, Nanos, ObjectId, PageId, Rid};
 
 /// A deterministic CPU cost model (virtual nanoseconds), so that virtual time includes the

@@ -11,11 +11,11 @@
 use crate::buffer::Fix;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::log::{Body, Op, TxnId, Undo};
+use crate::log::{Body, Op, Undo};
 use crate::page::{self, PageType};
 use crate::pagestore::PageKind;
 use crate::slotted;
-use crate::{ObjectId, PageId, Rid};
+use crate::{ObjectId, PageId, Rid, TxnId};
 
 impl Engine {
     /// Creates an empty heap for `object`; returns its head page.

@@ -38,10 +38,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::buffer::Fix;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::log::{Body, Op, TxnId};
+use crate::log::{Body, Op};
 use crate::page::{self, PageType};
 use crate::slotted;
-use crate::{ObjectId, PageId, Rid};
+use crate::{ObjectId, PageId, Rid, TxnId};
 
 // The GC information channel's answer is part of the page-store seam, below this module; the
 // old paths `iaa::VictimInfo` and `iaa::keys_to_pages` stay valid.

@@ -49,7 +49,7 @@ pub mod shared;
 pub mod slotted;
 pub mod tuple;
 
-pub use engine::{Engine, EngineConfig, TxnId};
+pub use engine::{Engine, EngineConfig};
 pub use error::{Error, Result};
 pub use native::{NativeConfig, NativeStore};
 pub use pagestore::{BlockPageStore, PageStore};
@@ -61,6 +61,9 @@ pub type Nanos = nand::Nanos;
 pub type PageId = u32;
 /// Log sequence number: the stream position of a log record's first byte. 0 means "none".
 pub type Lsn = u64;
+/// A transaction id (log records, locks, the engine's transaction table); 0 means "no
+/// transaction" (redo-only records).
+pub type TxnId = u64;
 /// Identifier of a catalog object (tablespace, table, index).
 pub type ObjectId = u32;
 

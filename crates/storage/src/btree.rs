@@ -25,8 +25,8 @@
 
 use std::ops::Bound;
 
+use crate::access::{Event, PageAccess};
 use crate::buffer::Fix;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::log::{Body, Op, Undo};
 use crate::page::{self, PageType};
@@ -41,12 +41,15 @@ use crate::btree_node::{
     build, child_at, child_pos, child_val, entries, key_at, used_bytes, val_at, MAX_VAL,
 };
 
-impl Engine {
+/// The B+-tree algorithms, written against [`PageAccess`] (the engine implements both): a
+/// tree's pages are fixed, changed through logged ops and allocated only through it. The
+/// methods without a doc of their own are steps of the documented ones.
+pub(crate) trait BTree: PageAccess {
     /// Creates an empty tree (one leaf, the root) for index `object`.
-    pub(crate) fn bt_create(&mut self, object: ObjectId) -> Result<PageId> {
+    fn bt_create(&mut self, object: ObjectId) -> Result<PageId> {
         let (pid, alloc) = self.alloc_page(object, PageKind::BTreeLeaf, &[])?;
         let img = build(
-            (self.page_bytes(), self.store.ipa_scheme(object)),
+            (self.page_bytes(), self.ipa_scheme(object)),
             pid,
             true,
             0,
@@ -82,14 +85,14 @@ impl Engine {
         let mut pid = root;
         loop {
             let f = self.fix(pid, Fix::Read)?;
-            let p = self.pool.page(f);
+            let p = self.pool().page(f);
             if page::page_type(p) == PageType::BTreeLeaf {
-                self.pool.unfix(f);
+                self.pool_mut().unfix(f);
                 path.push((pid, 0));
                 return Ok(path);
             }
             if page::page_type(p) != PageType::BTreeInner || path.len() > 64 {
-                self.pool.unfix(f);
+                self.pool_mut().unfix(f);
                 return Err(Error::Corrupt {
                     pid,
                     why: "not a B-tree page on a B-tree path".into(),
@@ -101,41 +104,36 @@ impl Engine {
                 None => 0,
             };
             let child = child_at(p, pos);
-            self.pool.unfix(f);
+            self.pool_mut().unfix(f);
             path.push((pid, pos));
             pid = child;
         }
     }
 
     /// Exact lookup.
-    pub(crate) fn bt_get(&mut self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    fn bt_get(&mut self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let leaf = self
             .bt_path(root, Some(key), false)?
             .last()
             .map(|x| x.0)
             .unwrap_or(root);
         let f = self.fix(leaf, Fix::Read)?;
-        let p = self.pool.page(f);
+        let p = self.pool().page(f);
         let r = search(p, key).ok().map(|i| val_at(p, i).to_vec());
-        self.pool.unfix(f);
+        self.pool_mut().unfix(f);
         Ok(r)
     }
 
     /// Descends for an insert of an entry of `need` bytes, splitting full nodes on the way
     /// (invariant 4); returns the leaf that can take it.
-    pub(crate) fn bt_prepare_insert(
-        &mut self,
-        root: PageId,
-        key: &[u8],
-        need: usize,
-    ) -> Result<PageId> {
+    fn bt_prepare_insert(&mut self, root: PageId, key: &[u8], need: usize) -> Result<PageId> {
         let inner_need = max_key_bytes(self.page_bytes()) + 2 + 4 + 4;
         'restart: for _ in 0..64 {
             let mut parent: Option<PageId> = None;
             let mut pid = root;
             loop {
                 let f = self.fix(pid, Fix::Read)?;
-                let p = self.pool.page(f);
+                let p = self.pool().page(f);
                 let leaf = page::page_type(p) == PageType::BTreeLeaf;
                 let room = slotted::fits(p, if leaf { need } else { inner_need }, true);
                 let child = if leaf {
@@ -143,7 +141,7 @@ impl Engine {
                 } else {
                     child_at(p, child_pos(p, key))
                 };
-                self.pool.unfix(f);
+                self.pool_mut().unfix(f);
                 if !room {
                     self.bt_split(root, pid, parent)?;
                     continue 'restart;
@@ -165,14 +163,14 @@ impl Engine {
     fn bt_split(&mut self, root: PageId, pid: PageId, parent: Option<PageId>) -> Result<()> {
         let pb = self.page_bytes();
         let f = self.fix(pid, Fix::Read)?;
-        let p = self.pool.page(f);
+        let p = self.pool().page(f);
         let leaf = page::page_type(p) == PageType::BTreeLeaf;
         let level = slotted::level(p);
         let object = page::object(p);
         let aux = slotted::aux(p);
         let (prev, next) = (page::prev(p), page::next(p));
         let es = entries(p);
-        self.pool.unfix(f);
+        self.pool_mut().unfix(f);
         if es.len() < 2 {
             return Err(Error::Corrupt {
                 pid,
@@ -211,7 +209,7 @@ impl Engine {
                 let (r, ar) = self.alloc_page(object, kind, &[l])?;
                 let (lp, ln, rp, rn) = if leaf { (0, r, l, 0) } else { (0, 0, 0, 0) };
                 let limg = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     l,
                     leaf,
                     level,
@@ -222,7 +220,7 @@ impl Engine {
                     ln,
                 );
                 let rimg = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     r,
                     leaf,
                     level,
@@ -235,7 +233,7 @@ impl Engine {
                 let mut rbytes = r.to_le_bytes().to_vec();
                 rbytes.truncate(4);
                 let root_img = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     root,
                     false,
                     level + 1,
@@ -257,7 +255,7 @@ impl Engine {
                 let (r, ar) = self.alloc_page(object, kind, &[])?;
                 let (ln, rp, rn) = if leaf { (r, pid, next) } else { (0, 0, 0) };
                 let limg = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     pid,
                     leaf,
                     level,
@@ -268,7 +266,7 @@ impl Engine {
                     ln,
                 );
                 let rimg = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     r,
                     leaf,
                     level,
@@ -297,13 +295,13 @@ impl Engine {
                 }
             }
         }
-        self.stats.btree_splits += 1;
+        self.count(Event::BTreeSplit);
         self.log_apply(0, Body::Redo(ops))?;
         Ok(())
     }
 
     /// Inserts `key -> val` (logged, undoable). Fails with `DuplicateKey` if the key exists.
-    pub(crate) fn bt_insert(
+    fn bt_insert(
         &mut self,
         txn: TxnId,
         root: PageId,
@@ -315,8 +313,8 @@ impl Engine {
         let need = 2 + key.len() + val.len() + 4;
         let leaf = self.bt_prepare_insert(root, key, need)?;
         let f = self.fix(leaf, Fix::Read)?;
-        let dup = search(self.pool.page(f), key).is_ok();
-        self.pool.unfix(f);
+        let dup = search(self.pool().page(f), key).is_ok();
+        self.pool_mut().unfix(f);
         if dup {
             return Err(Error::DuplicateKey {
                 index: name.to_string(),
@@ -340,19 +338,14 @@ impl Engine {
     }
 
     /// Deletes `key` (logged, undoable); returns its value, or None if absent. Merges after.
-    pub(crate) fn bt_delete(
-        &mut self,
-        txn: TxnId,
-        root: PageId,
-        key: &[u8],
-    ) -> Result<Option<Vec<u8>>> {
+    fn bt_delete(&mut self, txn: TxnId, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let path = self.bt_path(root, Some(key), false)?;
         let leaf = path.last().map(|x| x.0).unwrap_or(root);
         let f = self.fix(leaf, Fix::Read)?;
-        let val = search(self.pool.page(f), key)
+        let val = search(self.pool().page(f), key)
             .ok()
-            .map(|i| val_at(self.pool.page(f), i).to_vec());
-        self.pool.unfix(f);
+            .map(|i| val_at(self.pool().page(f), i).to_vec());
+        self.pool_mut().unfix(f);
         let Some(val) = val else { return Ok(None) };
         self.log_apply(
             txn,
@@ -373,7 +366,7 @@ impl Engine {
     }
 
     /// The leaf holding `key` now (for logical undo).
-    pub(crate) fn bt_leaf_of(&mut self, root: PageId, key: &[u8]) -> Result<PageId> {
+    fn bt_leaf_of(&mut self, root: PageId, key: &[u8]) -> Result<PageId> {
         Ok(self
             .bt_path(root, Some(key), false)?
             .last()
@@ -388,13 +381,13 @@ impl Engine {
             let (node, _) = path[k];
             let (par, pos) = path[k - 1];
             let f = self.fix(node, Fix::Read)?;
-            let under = used_bytes(self.pool.page(f)) < pb / 4;
-            self.pool.unfix(f);
+            let under = used_bytes(self.pool().page(f)) < pb / 4;
+            self.pool_mut().unfix(f);
             if !under {
                 return Ok(());
             }
             let f = self.fix(par, Fix::Read)?;
-            let pp = self.pool.page(f);
+            let pp = self.pool().page(f);
             let nchildren = slotted::nslots(pp) + 1;
             let (lpos, rpos) = if pos + 1 < nchildren {
                 (pos, pos + 1)
@@ -409,13 +402,13 @@ impl Engine {
             } else {
                 vec![]
             };
-            self.pool.unfix(f);
+            self.pool_mut().unfix(f);
             if lpos == rpos {
                 return Ok(());
             }
             let fl = self.fix(l, Fix::Read)?;
             let fr = self.fix(r, Fix::Read)?;
-            let (lp, rp) = (self.pool.page(fl), self.pool.page(fr));
+            let (lp, rp) = (self.pool().page(fl), self.pool().page(fr));
             let leaf = page::page_type(lp) == PageType::BTreeLeaf;
             let mut es = entries(lp);
             if !leaf {
@@ -430,14 +423,14 @@ impl Engine {
                 page::prev(lp),
                 page::next(rp),
             );
-            self.pool.unfix(fl);
-            self.pool.unfix(fr);
+            self.pool_mut().unfix(fl);
+            self.pool_mut().unfix(fr);
             if bytes > (slotted::end(&vec![0u8; pb]) - slotted::SLOTS_AT) * 3 / 4 {
                 return Ok(());
             }
             let img = if leaf {
                 build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     l,
                     true,
                     level,
@@ -449,7 +442,7 @@ impl Engine {
                 )
             } else {
                 build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     l,
                     false,
                     level,
@@ -472,19 +465,19 @@ impl Engine {
                     value: l,
                 });
             }
-            self.stats.btree_merges += 1;
+            self.count(Event::BTreeMerge);
             self.log_apply(0, Body::Redo(ops))?;
         }
         // Root collapse: an inner root with one child takes the child's contents.
         let f = self.fix(root, Fix::Read)?;
-        let p = self.pool.page(f);
+        let p = self.pool().page(f);
         let collapse = page::page_type(p) == PageType::BTreeInner && slotted::nslots(p) == 0;
         let child = slotted::aux(p);
-        self.pool.unfix(f);
+        self.pool_mut().unfix(f);
         if collapse {
             let f = self.fix(child, Fix::Read)?;
-            let mut img = self.pool.page(f).to_vec();
-            self.pool.unfix(f);
+            let mut img = self.pool().page(f).to_vec();
+            self.pool_mut().unfix(f);
             crate::page::put_u32(&mut img, 4, root);
             page::set_prev(&mut img, 0);
             page::set_next(&mut img, 0);
@@ -495,7 +488,7 @@ impl Engine {
     }
 
     /// Entries with keys in the bounds, ascending or descending, at most `limit`.
-    pub(crate) fn bt_scan(
+    fn bt_scan(
         &mut self,
         root: PageId,
         lo: Bound<&[u8]>,
@@ -526,14 +519,14 @@ impl Engine {
         let mut guard = 0u64;
         while pid != 0 && out.len() < limit {
             guard += 1;
-            if guard > self.store.db_pages() {
+            if guard > self.db_pages() {
                 return Err(Error::Corrupt {
                     pid,
                     why: "leaf chain has a cycle".into(),
                 });
             }
             let f = self.fix(pid, Fix::Read)?;
-            let p = self.pool.page(f);
+            let p = self.pool().page(f);
             let n = slotted::nslots(p);
             let mut done = false;
             let idx: Box<dyn Iterator<Item = usize>> = if reverse {
@@ -571,7 +564,7 @@ impl Engine {
             } else {
                 page::next(p)
             };
-            self.pool.unfix(f);
+            self.pool_mut().unfix(f);
             if done {
                 break;
             }
@@ -581,9 +574,9 @@ impl Engine {
     }
 
     /// Checks invariants 1-3 of the tree; returns the number of keys.
-    pub(crate) fn bt_check(&mut self, root: PageId) -> Result<usize> {
-        fn walk(
-            e: &mut Engine,
+    fn bt_check(&mut self, root: PageId) -> Result<usize> {
+        fn walk<A: PageAccess + ?Sized>(
+            e: &mut A,
             pid: PageId,
             lo: Option<Vec<u8>>,
             hi: Option<Vec<u8>>,
@@ -592,8 +585,8 @@ impl Engine {
             count: &mut usize,
         ) -> Result<()> {
             let f = e.fix(pid, Fix::Read)?;
-            let p = e.pool.page(f).to_vec();
-            e.pool.unfix(f);
+            let p = e.pool().page(f).to_vec();
+            e.pool_mut().unfix(f);
             let bad = |why: String| Err(Error::Corrupt { pid, why });
             let n = slotted::nslots(&p);
             for i in 0..n {

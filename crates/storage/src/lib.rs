@@ -22,6 +22,7 @@
 //!
 //! See `docs/storage.md` for the formats as byte tables and the design.
 
+pub mod access;
 pub mod btree;
 pub mod btree_node;
 pub mod buffer;

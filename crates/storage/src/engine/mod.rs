@@ -31,7 +31,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
-use crate::btree;
+use crate::btree::BTree;
+use crate::btree_node;
 use crate::buffer::{BufferPool, Fix};
 use crate::catalog::{self, Catalog, Entry, Index, Table, Tablespace};
 use crate::ddl::{self, Statement};
@@ -47,6 +48,9 @@ use crate::slotted;
 use crate::tuple::{Schema, Value};
 pub use crate::TxnId;
 use crate::{Lsn, Nanos, ObjectId, PageId, Rid};
+
+// The engine's side of the access methods' interface (crate::access).
+mod access;
 
 /// A deterministic CPU cost model (virtual nanoseconds), so that virtual time includes the
 /// engine's own work. The defaults are calibrated once so that one TPC-B transaction costs about
@@ -290,8 +294,8 @@ pub(crate) fn apply_op(p: &mut [u8], op: &Op) -> std::result::Result<(), String>
             }
             slotted::replace(p, s, data);
         }
-        Op::BtInsert { key, val, .. } => btree::apply_insert(p, key, val)?,
-        Op::BtDelete { key, .. } => btree::apply_delete(p, key)?,
+        Op::BtInsert { key, val, .. } => btree_node::apply_insert(p, key, val)?,
+        Op::BtDelete { key, .. } => btree_node::apply_delete(p, key)?,
     }
     Ok(())
 }

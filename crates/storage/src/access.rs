@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::ipa::IpaScheme;
 use crate::log::{Body, Op};
 use crate::pagestore::PageKind;
-use crate::{Lsn, ObjectId, PageId, TxnId};
+use crate::{Lsn, Nanos, ObjectId, PageId, TxnId};
 
 /// Structure changes the engine counts in its statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +26,13 @@ pub(crate) trait PageAccess {
     /// Fixes `pid` in the buffer pool (charging the CPU model's fix cost, advancing the clock to
     /// the read's completion); returns the frame. Unfix it through [`PageAccess::pool_mut`].
     fn fix(&mut self, pid: PageId, how: Fix) -> Result<usize>;
+    /// Fixes `pid` for reading at the current time without charging CPU or advancing the clock
+    /// (read-ahead); returns the frame and the time the read completes.
+    fn fix_ahead(&mut self, pid: PageId) -> Result<(usize, Nanos)>;
+    /// The engine's virtual clock, and moving it (the scan waits for reads ahead and charges its
+    /// CPU time through it).
+    fn now(&self) -> Nanos;
+    fn set_now(&mut self, t: Nanos);
     fn pool(&self) -> &BufferPool;
     fn pool_mut(&mut self) -> &mut BufferPool;
     /// Appends a log record and applies its page ops (engine invariant 1); returns its LSN.

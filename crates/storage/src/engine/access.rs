@@ -9,13 +9,27 @@ use crate::error::Result;
 use crate::ipa::IpaScheme;
 use crate::log::{Body, Op};
 use crate::pagestore::PageKind;
-use crate::{Lsn, ObjectId, PageId, TxnId};
+use crate::{Lsn, Nanos, ObjectId, PageId, TxnId};
 
 use super::Engine;
 
 impl PageAccess for Engine {
     fn fix(&mut self, pid: PageId, how: Fix) -> Result<usize> {
         Engine::fix(self, pid, how)
+    }
+    fn fix_ahead(&mut self, pid: PageId) -> Result<(usize, Nanos)> {
+        let at = self.now();
+        let r = self
+            .pool
+            .fix(&mut *self.store, &mut self.log, at, pid, Fix::Read);
+        let (fr, _, ready) = self.note(r)?;
+        Ok((fr, ready))
+    }
+    fn now(&self) -> Nanos {
+        Engine::now(self)
+    }
+    fn set_now(&mut self, t: Nanos) {
+        Engine::set_now(self, t)
     }
     fn pool(&self) -> &BufferPool {
         &self.pool

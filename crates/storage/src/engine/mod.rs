@@ -51,6 +51,8 @@ use crate::{Lsn, Nanos, ObjectId, PageId, Rid};
 
 // The engine's side of the access methods' interface (crate::access).
 mod access;
+// Table scans: the catalog lookup before crate::scan's algorithm.
+mod scan;
 
 /// A deterministic CPU cost model (virtual nanoseconds), so that virtual time includes the
 /// engine's own work. The defaults are calibrated once so that one TPC-B transaction costs about

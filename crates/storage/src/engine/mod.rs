@@ -37,6 +37,7 @@ use crate::buffer::{BufferPool, Fix};
 use crate::catalog::{self, Catalog, Entry, Index, Table, Tablespace};
 use crate::ddl::{self, Statement};
 use crate::error::{Error, Result};
+use crate::heap::Heap;
 use crate::keyenc;
 use crate::lock::{LockManager, LockMode, Resource};
 use crate::log::{
@@ -51,6 +52,8 @@ use crate::{Lsn, Nanos, ObjectId, PageId, Rid};
 
 // The engine's side of the access methods' interface (crate::access).
 mod access;
+// Heap files: the engine's placement policy as crate::heap's hooks.
+mod heap;
 // Table scans: the catalog lookup before crate::scan's algorithm.
 mod scan;
 

@@ -52,6 +52,8 @@ use crate::{Lsn, Nanos, ObjectId, PageId, Rid};
 
 // The engine's side of the access methods' interface (crate::access).
 mod access;
+// Bulk loads: catalog lookups, then crate::bulk's pages, then write-back and checkpoint.
+mod bulk;
 // Heap files: the engine's placement policy as crate::heap's hooks.
 mod heap;
 // Table scans: the catalog lookup before crate::scan's algorithm.

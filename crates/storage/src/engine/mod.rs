@@ -56,6 +56,8 @@ mod access;
 mod bulk;
 // Heap files: the engine's placement policy as crate::heap's hooks.
 mod heap;
+// Insert Address Assist and U2DI: the rules of crate::iaa, run on the engine's state.
+mod iaa;
 // Table scans: the catalog lookup before crate::scan's algorithm.
 mod scan;
 

@@ -102,6 +102,12 @@
 //!    than its mapped copy, which stays valid until the gather is programmed). Gathered units
 //!    get their sequence numbers when programmed, so they are newer than every checkpoint taken
 //!    while they waited. A DB page's `k` units enter one gather together.
+//!
+//! One file (about 1,600 lines): it is one type, `NativeStore`, and invariants 1-9 tie its parts
+//! together (the forward map, the gathers, the per-region spaces, the map checkpoints): every
+//! write path and recovery update them in step, so its methods are kept where they can be read
+//! against the invariants at once. The flash management it shares with the FTLs is in crate
+//! `ftl` already.
 
 use ftl::journal::{
     encode_map_checkpoint, map_checkpoint_pages, recover_mapped, BlockAtCheckpoint, Journal,

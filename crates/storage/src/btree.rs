@@ -1,4 +1,6 @@
-//! B+-trees on slotted pages.
+//! B+-trees on slotted pages. The node format (entries, search in a node, the redo ops on one
+//! node, the check of a node read from storage) is in [`crate::btree_node`], one floor below the
+//! buffer pool that checks nodes it reads; its public items are re-exported here.
 //!
 //! Entry: `key length u16 | key | value`. Leaves hold `key -> value` (a record id), sorted by
 //! key, and are linked both ways (`page::next`/`prev`) for range scans in both directions. Inner
@@ -23,183 +25,31 @@
 
 use std::ops::Bound;
 
+use crate::access::{Event, PageAccess};
 use crate::buffer::Fix;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::log::{Body, Op, TxnId, Undo};
+use crate::log::{Body, Op, Undo};
 use crate::page::{self, PageType};
 use crate::pagestore::PageKind;
 use crate::slotted;
-use crate::{ObjectId, PageId};
+use crate::{ObjectId, PageId, TxnId};
 
-/// The largest key a B-tree accepts, per page size.
-pub fn max_key_bytes(page_bytes: usize) -> usize {
-    page_bytes / 16
-}
-const MAX_VAL: usize = 16;
+pub use crate::btree_node::{
+    apply_delete, apply_insert, check_node, entry, entry_key, entry_val, max_key_bytes, search,
+};
+use crate::btree_node::{
+    build, child_at, child_pos, child_val, entries, key_at, used_bytes, val_at, MAX_VAL,
+};
 
-pub fn entry(key: &[u8], val: &[u8]) -> Vec<u8> {
-    let mut e = Vec::with_capacity(2 + key.len() + val.len());
-    e.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    e.extend_from_slice(key);
-    e.extend_from_slice(val);
-    e
-}
-#[inline]
-pub fn entry_key(e: &[u8]) -> &[u8] {
-    let n = u16::from_le_bytes([e[0], e[1]]) as usize;
-    &e[2..2 + n]
-}
-#[inline]
-pub fn entry_val(e: &[u8]) -> &[u8] {
-    let n = u16::from_le_bytes([e[0], e[1]]) as usize;
-    &e[2 + n..]
-}
-#[inline]
-fn key_at(p: &[u8], i: usize) -> &[u8] {
-    let (off, len, _) = slotted::slot(p, i);
-    entry_key(&p[off..off + len])
-}
-fn val_at(p: &[u8], i: usize) -> &[u8] {
-    let (off, len, _) = slotted::slot(p, i);
-    entry_val(&p[off..off + len])
-}
-fn child_val(v: &[u8]) -> PageId {
-    u32::from_le_bytes([v[0], v[1], v[2], v[3]])
-}
-
-/// Checks a B-tree node read from storage (after `slotted::check`): every entry's key fits in
-/// it, keys strictly increase (invariant 1 within the node), and an inner node's values are child
-/// page ids. `entry_key`, `key_at` and `child_val` trust this on the hot path.
-pub fn check_node(p: &[u8]) -> std::result::Result<(), String> {
-    let inner = page::page_type(p) == PageType::BTreeInner;
-    let mut prev: Option<&[u8]> = None;
-    for i in 0..slotted::nslots(p) {
-        let (off, len, _) = slotted::slot(p, i);
-        if off == 0 {
-            return Err(format!("entry {i} is a free slot"));
-        }
-        let e = &p[off..off + len];
-        if len < 2 || 2 + usize::from(u16::from_le_bytes([e[0], e[1]])) > len {
-            return Err(format!("entry {i}: key length beyond its {len}-byte entry"));
-        }
-        let (key, val) = (entry_key(e), entry_val(e));
-        if inner && val.len() != 4 {
-            return Err(format!("entry {i}: a {}-byte child pointer", val.len()));
-        }
-        if prev.is_some_and(|k| k >= key) {
-            return Err(format!("entry {i}: keys out of order"));
-        }
-        prev = Some(key);
-    }
-    Ok(())
-}
-
-/// Binary search for `key` among the node's entries.
-pub fn search(p: &[u8], key: &[u8]) -> std::result::Result<usize, usize> {
-    let (mut lo, mut hi) = (0usize, slotted::nslots(p));
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        match key_at(p, mid).cmp(key) {
-            std::cmp::Ordering::Less => lo = mid + 1,
-            std::cmp::Ordering::Greater => hi = mid,
-            std::cmp::Ordering::Equal => return Ok(mid),
-        }
-    }
-    Err(lo)
-}
-
-/// Child position (0: `aux`, i: entry i-1) that covers `key` in an inner node.
-fn child_pos(p: &[u8], key: &[u8]) -> usize {
-    match search(p, key) {
-        Ok(i) => i + 1,
-        Err(i) => i,
-    }
-}
-fn child_at(p: &[u8], pos: usize) -> PageId {
-    if pos == 0 {
-        slotted::aux(p)
-    } else {
-        child_val(val_at(p, pos - 1))
-    }
-}
-
-/// Applies a B-tree redo op to a leaf or inner page.
-pub fn apply_insert(p: &mut [u8], key: &[u8], val: &[u8]) -> std::result::Result<(), String> {
-    match search(p, key) {
-        Ok(_) => Err("key already present".into()),
-        Err(i) => {
-            let e = entry(key, val);
-            if !slotted::fits(p, e.len(), true) {
-                return Err("no room for the entry".into());
-            }
-            slotted::insert_at(p, i, &e);
-            Ok(())
-        }
-    }
-}
-pub fn apply_delete(p: &mut [u8], key: &[u8]) -> std::result::Result<(), String> {
-    match search(p, key) {
-        Ok(i) => {
-            slotted::remove_at(p, i);
-            Ok(())
-        }
-        Err(_) => Err("key not present".into()),
-    }
-}
-
-fn used_bytes(p: &[u8]) -> usize {
-    slotted::end(p) - slotted::SLOTS_AT - slotted::free_space(p)
-}
-fn entries(p: &[u8]) -> Vec<Vec<u8>> {
-    (0..slotted::nslots(p))
-        .filter_map(|i| slotted::get(p, i).map(<[u8]>::to_vec))
-        .collect()
-}
-#[allow(clippy::too_many_arguments)] // one image from all its header fields
-fn build(
-    (page_bytes, ipa): (usize, Option<crate::ipa::IpaScheme>),
-    pid: PageId,
-    leaf: bool,
-    level: u16,
-    object: ObjectId,
-    es: &[Vec<u8>],
-    aux: PageId,
-    prev: PageId,
-    next: PageId,
-) -> Vec<u8> {
-    let mut img = vec![0u8; page_bytes];
-    page::format(
-        &mut img,
-        pid,
-        if leaf {
-            PageType::BTreeLeaf
-        } else {
-            PageType::BTreeInner
-        },
-        object,
-        0,
-    );
-    if let Some(scheme) = ipa {
-        crate::ipa::reserve(&mut img, scheme);
-    }
-    slotted::init(&mut img);
-    slotted::set_level(&mut img, level);
-    slotted::set_aux(&mut img, aux);
-    page::set_prev(&mut img, prev);
-    page::set_next(&mut img, next);
-    for (i, e) in es.iter().enumerate() {
-        slotted::insert_at(&mut img, i, e);
-    }
-    img
-}
-
-impl Engine {
+/// The B+-tree algorithms, written against [`PageAccess`] (the engine implements both): a
+/// tree's pages are fixed, changed through logged ops and allocated only through it. The
+/// methods without a doc of their own are steps of the documented ones.
+pub(crate) trait BTree: PageAccess {
     /// Creates an empty tree (one leaf, the root) for index `object`.
-    pub(crate) fn bt_create(&mut self, object: ObjectId) -> Result<PageId> {
+    fn bt_create(&mut self, object: ObjectId) -> Result<PageId> {
         let (pid, alloc) = self.alloc_page(object, PageKind::BTreeLeaf, &[])?;
         let img = build(
-            (self.page_bytes(), self.store.ipa_scheme(object)),
+            (self.page_bytes(), self.ipa_scheme(object)),
             pid,
             true,
             0,
@@ -235,14 +85,14 @@ impl Engine {
         let mut pid = root;
         loop {
             let f = self.fix(pid, Fix::Read)?;
-            let p = self.pool.page(f);
+            let p = self.pool().page(f);
             if page::page_type(p) == PageType::BTreeLeaf {
-                self.pool.unfix(f);
+                self.pool_mut().unfix(f);
                 path.push((pid, 0));
                 return Ok(path);
             }
             if page::page_type(p) != PageType::BTreeInner || path.len() > 64 {
-                self.pool.unfix(f);
+                self.pool_mut().unfix(f);
                 return Err(Error::Corrupt {
                     pid,
                     why: "not a B-tree page on a B-tree path".into(),
@@ -254,41 +104,36 @@ impl Engine {
                 None => 0,
             };
             let child = child_at(p, pos);
-            self.pool.unfix(f);
+            self.pool_mut().unfix(f);
             path.push((pid, pos));
             pid = child;
         }
     }
 
     /// Exact lookup.
-    pub(crate) fn bt_get(&mut self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    fn bt_get(&mut self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let leaf = self
             .bt_path(root, Some(key), false)?
             .last()
             .map(|x| x.0)
             .unwrap_or(root);
         let f = self.fix(leaf, Fix::Read)?;
-        let p = self.pool.page(f);
+        let p = self.pool().page(f);
         let r = search(p, key).ok().map(|i| val_at(p, i).to_vec());
-        self.pool.unfix(f);
+        self.pool_mut().unfix(f);
         Ok(r)
     }
 
     /// Descends for an insert of an entry of `need` bytes, splitting full nodes on the way
     /// (invariant 4); returns the leaf that can take it.
-    pub(crate) fn bt_prepare_insert(
-        &mut self,
-        root: PageId,
-        key: &[u8],
-        need: usize,
-    ) -> Result<PageId> {
+    fn bt_prepare_insert(&mut self, root: PageId, key: &[u8], need: usize) -> Result<PageId> {
         let inner_need = max_key_bytes(self.page_bytes()) + 2 + 4 + 4;
         'restart: for _ in 0..64 {
             let mut parent: Option<PageId> = None;
             let mut pid = root;
             loop {
                 let f = self.fix(pid, Fix::Read)?;
-                let p = self.pool.page(f);
+                let p = self.pool().page(f);
                 let leaf = page::page_type(p) == PageType::BTreeLeaf;
                 let room = slotted::fits(p, if leaf { need } else { inner_need }, true);
                 let child = if leaf {
@@ -296,7 +141,7 @@ impl Engine {
                 } else {
                     child_at(p, child_pos(p, key))
                 };
-                self.pool.unfix(f);
+                self.pool_mut().unfix(f);
                 if !room {
                     self.bt_split(root, pid, parent)?;
                     continue 'restart;
@@ -318,14 +163,14 @@ impl Engine {
     fn bt_split(&mut self, root: PageId, pid: PageId, parent: Option<PageId>) -> Result<()> {
         let pb = self.page_bytes();
         let f = self.fix(pid, Fix::Read)?;
-        let p = self.pool.page(f);
+        let p = self.pool().page(f);
         let leaf = page::page_type(p) == PageType::BTreeLeaf;
         let level = slotted::level(p);
         let object = page::object(p);
         let aux = slotted::aux(p);
         let (prev, next) = (page::prev(p), page::next(p));
         let es = entries(p);
-        self.pool.unfix(f);
+        self.pool_mut().unfix(f);
         if es.len() < 2 {
             return Err(Error::Corrupt {
                 pid,
@@ -364,7 +209,7 @@ impl Engine {
                 let (r, ar) = self.alloc_page(object, kind, &[l])?;
                 let (lp, ln, rp, rn) = if leaf { (0, r, l, 0) } else { (0, 0, 0, 0) };
                 let limg = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     l,
                     leaf,
                     level,
@@ -375,7 +220,7 @@ impl Engine {
                     ln,
                 );
                 let rimg = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     r,
                     leaf,
                     level,
@@ -388,7 +233,7 @@ impl Engine {
                 let mut rbytes = r.to_le_bytes().to_vec();
                 rbytes.truncate(4);
                 let root_img = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     root,
                     false,
                     level + 1,
@@ -410,7 +255,7 @@ impl Engine {
                 let (r, ar) = self.alloc_page(object, kind, &[])?;
                 let (ln, rp, rn) = if leaf { (r, pid, next) } else { (0, 0, 0) };
                 let limg = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     pid,
                     leaf,
                     level,
@@ -421,7 +266,7 @@ impl Engine {
                     ln,
                 );
                 let rimg = build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     r,
                     leaf,
                     level,
@@ -450,13 +295,13 @@ impl Engine {
                 }
             }
         }
-        self.stats.btree_splits += 1;
+        self.count(Event::BTreeSplit);
         self.log_apply(0, Body::Redo(ops))?;
         Ok(())
     }
 
     /// Inserts `key -> val` (logged, undoable). Fails with `DuplicateKey` if the key exists.
-    pub(crate) fn bt_insert(
+    fn bt_insert(
         &mut self,
         txn: TxnId,
         root: PageId,
@@ -468,8 +313,8 @@ impl Engine {
         let need = 2 + key.len() + val.len() + 4;
         let leaf = self.bt_prepare_insert(root, key, need)?;
         let f = self.fix(leaf, Fix::Read)?;
-        let dup = search(self.pool.page(f), key).is_ok();
-        self.pool.unfix(f);
+        let dup = search(self.pool().page(f), key).is_ok();
+        self.pool_mut().unfix(f);
         if dup {
             return Err(Error::DuplicateKey {
                 index: name.to_string(),
@@ -493,19 +338,14 @@ impl Engine {
     }
 
     /// Deletes `key` (logged, undoable); returns its value, or None if absent. Merges after.
-    pub(crate) fn bt_delete(
-        &mut self,
-        txn: TxnId,
-        root: PageId,
-        key: &[u8],
-    ) -> Result<Option<Vec<u8>>> {
+    fn bt_delete(&mut self, txn: TxnId, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let path = self.bt_path(root, Some(key), false)?;
         let leaf = path.last().map(|x| x.0).unwrap_or(root);
         let f = self.fix(leaf, Fix::Read)?;
-        let val = search(self.pool.page(f), key)
+        let val = search(self.pool().page(f), key)
             .ok()
-            .map(|i| val_at(self.pool.page(f), i).to_vec());
-        self.pool.unfix(f);
+            .map(|i| val_at(self.pool().page(f), i).to_vec());
+        self.pool_mut().unfix(f);
         let Some(val) = val else { return Ok(None) };
         self.log_apply(
             txn,
@@ -526,7 +366,7 @@ impl Engine {
     }
 
     /// The leaf holding `key` now (for logical undo).
-    pub(crate) fn bt_leaf_of(&mut self, root: PageId, key: &[u8]) -> Result<PageId> {
+    fn bt_leaf_of(&mut self, root: PageId, key: &[u8]) -> Result<PageId> {
         Ok(self
             .bt_path(root, Some(key), false)?
             .last()
@@ -541,13 +381,13 @@ impl Engine {
             let (node, _) = path[k];
             let (par, pos) = path[k - 1];
             let f = self.fix(node, Fix::Read)?;
-            let under = used_bytes(self.pool.page(f)) < pb / 4;
-            self.pool.unfix(f);
+            let under = used_bytes(self.pool().page(f)) < pb / 4;
+            self.pool_mut().unfix(f);
             if !under {
                 return Ok(());
             }
             let f = self.fix(par, Fix::Read)?;
-            let pp = self.pool.page(f);
+            let pp = self.pool().page(f);
             let nchildren = slotted::nslots(pp) + 1;
             let (lpos, rpos) = if pos + 1 < nchildren {
                 (pos, pos + 1)
@@ -562,13 +402,13 @@ impl Engine {
             } else {
                 vec![]
             };
-            self.pool.unfix(f);
+            self.pool_mut().unfix(f);
             if lpos == rpos {
                 return Ok(());
             }
             let fl = self.fix(l, Fix::Read)?;
             let fr = self.fix(r, Fix::Read)?;
-            let (lp, rp) = (self.pool.page(fl), self.pool.page(fr));
+            let (lp, rp) = (self.pool().page(fl), self.pool().page(fr));
             let leaf = page::page_type(lp) == PageType::BTreeLeaf;
             let mut es = entries(lp);
             if !leaf {
@@ -583,14 +423,14 @@ impl Engine {
                 page::prev(lp),
                 page::next(rp),
             );
-            self.pool.unfix(fl);
-            self.pool.unfix(fr);
+            self.pool_mut().unfix(fl);
+            self.pool_mut().unfix(fr);
             if bytes > (slotted::end(&vec![0u8; pb]) - slotted::SLOTS_AT) * 3 / 4 {
                 return Ok(());
             }
             let img = if leaf {
                 build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     l,
                     true,
                     level,
@@ -602,7 +442,7 @@ impl Engine {
                 )
             } else {
                 build(
-                    (pb, self.store.ipa_scheme(object)),
+                    (pb, self.ipa_scheme(object)),
                     l,
                     false,
                     level,
@@ -625,19 +465,19 @@ impl Engine {
                     value: l,
                 });
             }
-            self.stats.btree_merges += 1;
+            self.count(Event::BTreeMerge);
             self.log_apply(0, Body::Redo(ops))?;
         }
         // Root collapse: an inner root with one child takes the child's contents.
         let f = self.fix(root, Fix::Read)?;
-        let p = self.pool.page(f);
+        let p = self.pool().page(f);
         let collapse = page::page_type(p) == PageType::BTreeInner && slotted::nslots(p) == 0;
         let child = slotted::aux(p);
-        self.pool.unfix(f);
+        self.pool_mut().unfix(f);
         if collapse {
             let f = self.fix(child, Fix::Read)?;
-            let mut img = self.pool.page(f).to_vec();
-            self.pool.unfix(f);
+            let mut img = self.pool().page(f).to_vec();
+            self.pool_mut().unfix(f);
             crate::page::put_u32(&mut img, 4, root);
             page::set_prev(&mut img, 0);
             page::set_next(&mut img, 0);
@@ -648,7 +488,7 @@ impl Engine {
     }
 
     /// Entries with keys in the bounds, ascending or descending, at most `limit`.
-    pub(crate) fn bt_scan(
+    fn bt_scan(
         &mut self,
         root: PageId,
         lo: Bound<&[u8]>,
@@ -679,14 +519,14 @@ impl Engine {
         let mut guard = 0u64;
         while pid != 0 && out.len() < limit {
             guard += 1;
-            if guard > self.store.db_pages() {
+            if guard > self.db_pages() {
                 return Err(Error::Corrupt {
                     pid,
                     why: "leaf chain has a cycle".into(),
                 });
             }
             let f = self.fix(pid, Fix::Read)?;
-            let p = self.pool.page(f);
+            let p = self.pool().page(f);
             let n = slotted::nslots(p);
             let mut done = false;
             let idx: Box<dyn Iterator<Item = usize>> = if reverse {
@@ -724,7 +564,7 @@ impl Engine {
             } else {
                 page::next(p)
             };
-            self.pool.unfix(f);
+            self.pool_mut().unfix(f);
             if done {
                 break;
             }
@@ -734,9 +574,9 @@ impl Engine {
     }
 
     /// Checks invariants 1-3 of the tree; returns the number of keys.
-    pub(crate) fn bt_check(&mut self, root: PageId) -> Result<usize> {
-        fn walk(
-            e: &mut Engine,
+    fn bt_check(&mut self, root: PageId) -> Result<usize> {
+        fn walk<A: PageAccess + ?Sized>(
+            e: &mut A,
             pid: PageId,
             lo: Option<Vec<u8>>,
             hi: Option<Vec<u8>>,
@@ -745,8 +585,8 @@ impl Engine {
             count: &mut usize,
         ) -> Result<()> {
             let f = e.fix(pid, Fix::Read)?;
-            let p = e.pool.page(f).to_vec();
-            e.pool.unfix(f);
+            let p = e.pool().page(f).to_vec();
+            e.pool_mut().unfix(f);
             let bad = |why: String| Err(Error::Corrupt { pid, why });
             let n = slotted::nslots(&p);
             for i in 0..n {

@@ -552,7 +552,7 @@ fn check_structure(p: &[u8], pid: PageId) -> Result<()> {
         PageType::Heap | PageType::BTreeLeaf | PageType::BTreeInner => slotted::check(p)
             .and_then(|()| match ty {
                 PageType::Heap => Ok(()),
-                _ => crate::btree::check_node(p),
+                _ => crate::btree_node::check_node(p),
             })
             .err(),
         PageType::Unformatted | PageType::SpaceMap => None,

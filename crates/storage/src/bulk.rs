@@ -29,9 +29,10 @@
 //! 4. Every page is written through `log_apply` (engine invariant 1: no page change without a
 //!    log record), so the WAL rule and full-page writes hold as for any other change.
 
-use crate::btree;
-use crate::catalog::Index;
-use crate::engine::Engine;
+use crate::access::PageAccess;
+use crate::btree_node;
+use crate::buffer::Fix;
+use crate::catalog::{Index, Table};
 use crate::error::{Error, Result};
 use crate::ipa::IpaScheme;
 use crate::log::{Body, Op};
@@ -66,7 +67,7 @@ pub struct BulkStats {
 /// The keys of one index, in load order: a flat arena of key bytes and, per row, where its key
 /// ends and its record id (no allocation per row).
 #[derive(Debug)]
-struct Keys {
+pub(crate) struct Keys {
     index: Index,
     bytes: Vec<u8>,
     ends: Vec<(usize, Rid)>,
@@ -111,32 +112,38 @@ impl BulkLoad {
     }
 }
 
+/// Refuses a fill factor outside 10% to 100% (before `Engine::bulk_begin` looks at the table).
+pub(crate) fn check_options(opts: BulkOptions) -> Result<()> {
+    if !(10..=100).contains(&opts.fill_percent) {
+        return Err(Error::Config(format!(
+            "a bulk load's fill factor is 10% to 100%, not {}%",
+            opts.fill_percent
+        )));
+    }
+    Ok(())
+}
+
 fn reserve(page_bytes: usize, fill_percent: u8) -> usize {
     page_bytes * usize::from(100 - fill_percent.min(100)) / 100
 }
 
-impl Engine {
-    /// Starts a bulk load of the empty table `table` (invariant 1).
-    pub fn bulk_begin(&mut self, table: ObjectId, opts: BulkOptions) -> Result<BulkLoad> {
-        if !(10..=100).contains(&opts.fill_percent) {
-            return Err(Error::Config(format!(
-                "a bulk load's fill factor is 10% to 100%, not {}%",
-                opts.fill_percent
-            )));
-        }
-        let t = self
-            .catalog
-            .tables
-            .get(&table)
-            .cloned()
-            .ok_or(Error::NotFound {
-                kind: "table",
-                name: format!("#{table}"),
-            })?;
-        let f = self.fix(t.head, crate::buffer::Fix::Read)?;
-        let p = self.pool.page(f);
+/// Bulk loading, written against [`PageAccess`] (the engine implements both); the engine's
+/// `bulk_begin`, `bulk_insert` and `bulk_finish` (engine/bulk.rs) add the catalog lookups and
+/// the final write-back and checkpoint.
+pub(crate) trait Bulk: PageAccess {
+    /// Starts a bulk load of the empty table `t` (invariant 1), whose indexes the engine looked
+    /// up in the catalog (`Engine::bulk_begin`, engine/bulk.rs), in `t.indexes` order.
+    fn bulk_start(
+        &mut self,
+        table: ObjectId,
+        t: Table,
+        indexes: Vec<Result<Index>>,
+        opts: BulkOptions,
+    ) -> Result<BulkLoad> {
+        let f = self.fix(t.head, Fix::Read)?;
+        let p = self.pool().page(f);
         let empty = slotted::nslots(p) == 0 && slotted::aux(p) == t.head && page::next(p) == 0;
-        self.pool.unfix(f);
+        self.pool_mut().unfix(f);
         if !empty {
             return Err(Error::Unsupported(format!(
                 "bulk load into table '{}', which is not empty",
@@ -144,20 +151,12 @@ impl Engine {
             )));
         }
         let mut keys = Vec::new();
-        for id in &t.indexes {
-            let index = self
-                .catalog
-                .indexes
-                .get(id)
-                .cloned()
-                .ok_or(Error::NotFound {
-                    kind: "index",
-                    name: format!("#{id}"),
-                })?;
-            let f = self.fix(index.root, crate::buffer::Fix::Read)?;
-            let p = self.pool.page(f);
+        for index in indexes {
+            let index = index?;
+            let f = self.fix(index.root, Fix::Read)?;
+            let p = self.pool().page(f);
             let leaf = page::page_type(p) == PageType::BTreeLeaf && slotted::nslots(p) == 0;
-            self.pool.unfix(f);
+            self.pool_mut().unfix(f);
             if !leaf {
                 return Err(Error::Unsupported(format!(
                     "bulk load into index '{}', which is not empty",
@@ -173,7 +172,7 @@ impl Engine {
         }
         let pb = self.page_bytes();
         let mut img = vec![0u8; pb];
-        heap_page(&mut img, t.head, table, self.store.ipa_scheme(table));
+        heap_page(&mut img, t.head, table, self.ipa_scheme(table));
         slotted::set_aux(&mut img, t.head);
         slotted::set_aux2(&mut img, 1);
         Ok(BulkLoad {
@@ -191,8 +190,8 @@ impl Engine {
     }
 
     /// Adds one encoded row (it must match the table's schema); returns its record id.
-    pub fn bulk_insert(&mut self, b: &mut BulkLoad, row: &[u8]) -> Result<Rid> {
-        let ipa_bytes = self.store.ipa_scheme(b.table).map_or(0, |s| s.area_bytes());
+    fn bulk_add(&mut self, b: &mut BulkLoad, row: &[u8]) -> Result<Rid> {
+        let ipa_bytes = self.ipa_scheme(b.table).map_or(0, |s| s.area_bytes());
         let max = slotted::max_record(self.page_bytes()) - 64 - ipa_bytes;
         if row.len() > max {
             return Err(Error::RecordTooLarge {
@@ -210,7 +209,7 @@ impl Engine {
             let (next, alloc) = self.alloc_page(b.table, PageKind::Heap, &[b.pid])?;
             page::set_next(&mut b.page, next);
             self.bulk_write_heap_page(b)?;
-            heap_page(&mut b.page, next, b.table, self.store.ipa_scheme(b.table));
+            heap_page(&mut b.page, next, b.table, self.ipa_scheme(b.table));
             b.pid = next;
             b.alloc = Some(alloc);
             b.stats.heap_pages += 1;
@@ -230,10 +229,10 @@ impl Engine {
                 k.bytes.extend_from_slice(&rid.encode());
             }
             let end = k.bytes.len();
-            if end - start > btree::max_key_bytes(self.page_bytes()) {
+            if end - start > btree_node::max_key_bytes(self.page_bytes()) {
                 return Err(Error::RecordTooLarge {
                     bytes: end - start,
-                    max: btree::max_key_bytes(self.page_bytes()),
+                    max: btree_node::max_key_bytes(self.page_bytes()),
                 });
             }
             if let Some(&(prev_end, _)) = k.ends.last() {
@@ -259,8 +258,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Writes the last heap page, builds the indexes, writes every page back and checkpoints.
-    pub fn bulk_finish(&mut self, mut b: BulkLoad) -> Result<BulkStats> {
+    /// Writes the last heap page and builds the indexes; `Engine::bulk_finish` then writes every
+    /// page back and checkpoints.
+    fn bulk_write_rest(&mut self, mut b: BulkLoad) -> Result<BulkStats> {
         self.bulk_write_heap_page(&mut b)?;
         b.stats.heap_pages += 1;
         // The head learns the tail and the chain's length (invariant 2).
@@ -282,9 +282,6 @@ impl Engine {
         for k in std::mem::take(&mut b.keys) {
             b.stats.index_pages += self.bulk_build_index(k, b.opts)?;
         }
-        let dirty = self.pool.dirty_count();
-        self.flush_pages(dirty)?;
-        self.checkpoint()?;
         Ok(b.stats)
     }
 
@@ -311,13 +308,13 @@ impl Engine {
         // page for the level above.
         let mut level: Vec<(Vec<u8>, PageId)> = Vec::new();
         let mut img = vec![0u8; pb];
-        node_page(&mut img, true, 0, object, self.store.ipa_scheme(object));
+        node_page(&mut img, true, 0, object, self.ipa_scheme(object));
         let mut pid: Option<(PageId, Option<Op>)> = None;
         let mut prev: PageId = 0;
         let mut first_key: Vec<u8> = Vec::new();
         for (i, &at) in order.iter().enumerate() {
             let (key, rid) = (k.key(at as usize), k.ends[at as usize].1);
-            let e = btree::entry(key, &rid.encode());
+            let e = btree_node::entry(key, &rid.encode());
             if slotted::nslots(&img) > 0
                 && !(slotted::fits(&img, e.len(), true)
                     && slotted::free_space(&img) >= e.len() + 4 + keep)
@@ -338,7 +335,7 @@ impl Engine {
                 level.push((std::mem::take(&mut first_key), me));
                 prev = me;
                 pid = Some((next, Some(next_alloc)));
-                node_page(&mut img, true, 0, object, self.store.ipa_scheme(object));
+                node_page(&mut img, true, 0, object, self.ipa_scheme(object));
             }
             if slotted::nslots(&img) == 0 {
                 first_key = key.to_vec();
@@ -368,18 +365,12 @@ impl Engine {
             let mut above: Vec<(Vec<u8>, PageId)> = Vec::new();
             let mut i = 0;
             while i < level.len() {
-                node_page(
-                    &mut img,
-                    false,
-                    height,
-                    object,
-                    self.store.ipa_scheme(object),
-                );
+                node_page(&mut img, false, height, object, self.ipa_scheme(object));
                 slotted::set_aux(&mut img, level[i].1);
                 let first = level[i].0.clone();
                 i += 1;
                 while i < level.len() {
-                    let e = btree::entry(&level[i].0, &level[i].1.to_le_bytes());
+                    let e = btree_node::entry(&level[i].0, &level[i].1.to_le_bytes());
                     if !(slotted::fits(&img, e.len(), true)
                         && slotted::free_space(&img) >= e.len() + 4 + keep)
                     {

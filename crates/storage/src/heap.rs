@@ -8,22 +8,35 @@
 //! 3. Every page of the chain belongs to the table (`page::object`), and the tail is the last.
 //! 4. A new tail page is linked (Redo record, not undone on rollback) before any record goes in.
 
+use crate::access::PageAccess;
 use crate::buffer::Fix;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::log::{Body, Op, TxnId, Undo};
+use crate::log::{Body, Op, Undo};
 use crate::page::{self, PageType};
 use crate::pagestore::PageKind;
 use crate::slotted;
-use crate::{ObjectId, PageId, Rid};
+use crate::{ObjectId, PageId, Rid, TxnId};
 
-impl Engine {
+/// Heap files, written against [`PageAccess`]; the engine implements both (engine/heap.rs).
+/// Where a new record goes is the engine's placement policy: the four required methods are its
+/// hooks (Insert Address Assist and free-space reuse, iaa.rs, and the page store's hint).
+pub(crate) trait Heap: PageAccess {
+    /// A page of `object` with room for `len` bytes chosen by IAA or free-space reuse (iaa.rs
+    /// placement rules 1 and 2), if any.
+    fn iaa_place(&mut self, object: ObjectId, len: usize) -> Result<Option<PageId>>;
+    /// The free-space map learns of `pid`'s current room.
+    fn iaa_note_page(&mut self, object: ObjectId, pid: PageId) -> Result<()>;
+    /// Does some table reuse free space (so deletes must tell the free-space map)?
+    fn iaa_reuse_somewhere(&self) -> bool;
+    /// The page store's choice among `candidates` for a new record of `object`.
+    fn insert_hint(&mut self, object: ObjectId, candidates: &[PageId]) -> Option<PageId>;
+
     /// Creates an empty heap for `object`; returns its head page.
-    pub(crate) fn heap_create(&mut self, object: ObjectId) -> Result<PageId> {
+    fn heap_create(&mut self, object: ObjectId) -> Result<PageId> {
         let (pid, alloc) = self.alloc_page(object, PageKind::Heap, &[])?;
         let mut img = vec![0u8; self.page_bytes()];
         page::format(&mut img, pid, PageType::Heap, object, 0);
-        if let Some(scheme) = self.store.ipa_scheme(object) {
+        if let Some(scheme) = self.ipa_scheme(object) {
             crate::ipa::reserve(&mut img, scheme);
         }
         slotted::init(&mut img);
@@ -34,14 +47,14 @@ impl Engine {
     }
 
     /// Inserts a record; returns its id. Logged as an undoable update (undo: remove the slot).
-    pub(crate) fn heap_insert(
+    fn heap_insert(
         &mut self,
         txn: TxnId,
         object: ObjectId,
         head: PageId,
         rec: &[u8],
     ) -> Result<Rid> {
-        let ipa_bytes = self.store.ipa_scheme(object).map_or(0, |s| s.area_bytes());
+        let ipa_bytes = self.ipa_scheme(object).map_or(0, |s| s.area_bytes());
         let max = slotted::max_record(self.page_bytes()) - 64 - ipa_bytes;
         if rec.len() > max {
             return Err(Error::RecordTooLarge {
@@ -50,24 +63,24 @@ impl Engine {
             });
         }
         let f = self.fix(head, Fix::Read)?;
-        let tail = slotted::aux(self.pool.page(f));
-        let count = slotted::aux2(self.pool.page(f));
-        self.pool.unfix(f);
+        let tail = slotted::aux(self.pool().page(f));
+        let count = slotted::aux2(self.pool().page(f));
+        self.pool_mut().unfix(f);
         // Insert Address Assist and free-space reuse (iaa.rs placement rules 1 and 2), else the
         // page store may pick among pages with room (today: the tail).
         let placed = self.iaa_place(object, rec.len())?;
         let mut target = match placed {
             Some(pid) => pid,
-            None => self.store.insert_hint(object, &[tail]).unwrap_or(tail),
+            None => self.insert_hint(object, &[tail]).unwrap_or(tail),
         };
         let f = self.fix(target, Fix::Read)?;
-        let room = slotted::fits(self.pool.page(f), rec.len(), true);
-        self.pool.unfix(f);
+        let room = slotted::fits(self.pool().page(f), rec.len(), true);
+        self.pool_mut().unfix(f);
         if !room {
             let (pid, alloc) = self.alloc_page(object, PageKind::Heap, &[])?;
             let mut img = vec![0u8; self.page_bytes()];
             page::format(&mut img, pid, PageType::Heap, object, 0);
-            if let Some(scheme) = self.store.ipa_scheme(object) {
+            if let Some(scheme) = self.ipa_scheme(object) {
                 crate::ipa::reserve(&mut img, scheme);
             }
             slotted::init(&mut img);
@@ -96,8 +109,8 @@ impl Engine {
             target = pid;
         }
         let f = self.fix(target, Fix::Read)?;
-        let slot = slotted::first_free_slot(self.pool.page(f)) as u16;
-        self.pool.unfix(f);
+        let slot = slotted::first_free_slot(self.pool().page(f)) as u16;
+        self.pool_mut().unfix(f);
         let rid = Rid { page: target, slot };
         self.log_apply(
             txn,
@@ -115,51 +128,41 @@ impl Engine {
     }
 
     /// The live record at `rid`, if any.
-    pub(crate) fn heap_get(&mut self, rid: Rid) -> Result<Option<Vec<u8>>> {
-        if u64::from(rid.page) >= self.store.db_pages() {
+    fn heap_get(&mut self, rid: Rid) -> Result<Option<Vec<u8>>> {
+        if u64::from(rid.page) >= self.db_pages() {
             return Ok(None);
         }
         let f = self.fix(rid.page, Fix::Read)?;
-        let p = self.pool.page(f);
+        let p = self.pool().page(f);
         let r = if page::page_type(p) == PageType::Heap {
             slotted::get(p, rid.slot as usize).map(<[u8]>::to_vec)
         } else {
             None
         };
-        self.pool.unfix(f);
+        self.pool_mut().unfix(f);
         Ok(r)
     }
 
     /// Runs `f` on the live record at `rid` without copying it.
-    pub(crate) fn heap_with<T>(
-        &mut self,
-        rid: Rid,
-        f: impl FnOnce(&[u8]) -> T,
-    ) -> Result<Option<T>> {
-        if u64::from(rid.page) >= self.store.db_pages() {
+    fn heap_with<T>(&mut self, rid: Rid, f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        if u64::from(rid.page) >= self.db_pages() {
             return Ok(None);
         }
         let fr = self.fix(rid.page, Fix::Read)?;
-        let p = self.pool.page(fr);
+        let p = self.pool().page(fr);
         let r = if page::page_type(p) == PageType::Heap {
             slotted::get(p, rid.slot as usize).map(f)
         } else {
             None
         };
-        self.pool.unfix(fr);
+        self.pool_mut().unfix(fr);
         Ok(r)
     }
 
-    pub(crate) fn heap_update(
-        &mut self,
-        txn: TxnId,
-        rid: Rid,
-        old: &[u8],
-        new: &[u8],
-    ) -> Result<()> {
+    fn heap_update(&mut self, txn: TxnId, rid: Rid, old: &[u8], new: &[u8]) -> Result<()> {
         let f = self.fix(rid.page, Fix::Read)?;
-        let ok = slotted::fits_replace(self.pool.page(f), rid.slot as usize, new.len());
-        self.pool.unfix(f);
+        let ok = slotted::fits_replace(self.pool().page(f), rid.slot as usize, new.len());
+        self.pool_mut().unfix(f);
         if !ok {
             return Err(Error::Unsupported(format!(
                 "record {rid:?} grows beyond the room in its page (records do not move yet)"
@@ -183,7 +186,7 @@ impl Engine {
         Ok(())
     }
 
-    pub(crate) fn heap_delete(&mut self, txn: TxnId, rid: Rid) -> Result<()> {
+    fn heap_delete(&mut self, txn: TxnId, rid: Rid) -> Result<()> {
         self.log_apply(
             txn,
             Body::Update {
@@ -202,28 +205,28 @@ impl Engine {
         // some table reuses space, so that other workloads pay no extra page fix.
         if self.iaa_reuse_somewhere() {
             let f = self.fix(rid.page, Fix::Read)?;
-            let object = page::object(self.pool.page(f));
-            self.pool.unfix(f);
+            let object = page::object(self.pool().page(f));
+            self.pool_mut().unfix(f);
             self.iaa_note_page(object, rid.page)?;
         }
         Ok(())
     }
 
     /// Every live record of the heap, in chain order.
-    pub(crate) fn heap_scan(&mut self, head: PageId) -> Result<Vec<(Rid, Vec<u8>)>> {
+    fn heap_scan(&mut self, head: PageId) -> Result<Vec<(Rid, Vec<u8>)>> {
         let mut out = Vec::new();
         let mut pid = head;
         let mut guard = 0u64;
         while pid != 0 {
             guard += 1;
-            if guard > self.store.db_pages() {
+            if guard > self.db_pages() {
                 return Err(Error::Corrupt {
                     pid,
                     why: "heap chain has a cycle".into(),
                 });
             }
             let f = self.fix(pid, Fix::Read)?;
-            let p = self.pool.page(f);
+            let p = self.pool().page(f);
             for s in 0..slotted::nslots(p) {
                 if let Some(r) = slotted::get(p, s) {
                     out.push((
@@ -236,7 +239,7 @@ impl Engine {
                 }
             }
             let next = page::next(p);
-            self.pool.unfix(f);
+            self.pool_mut().unfix(f);
             pid = next;
         }
         Ok(out)

@@ -1,28 +1,41 @@
 //! `storage`: a transactional storage engine in the style of Shore-MT, on a page-store seam.
 //!
-//! Layers, bottom up (each module's doc block lists its invariants):
+//! Layers, bottom up (each module's doc block lists its invariants). A module imports only
+//! modules on earlier lines (or earlier on its own line); `scripts/layers.py --crate storage`
+//! checks that the imports have no circle.
+//! - This file's types (`PageId`, `Lsn`, `TxnId`, `ObjectId`, `Rid`, `Nanos`) and [`error`].
+//! - Page formats, byte code without I/O: [`page`] (the header: id, LSN, type, checksum),
+//!   [`slotted`] (slotted pages), [`ipa`] (In-Place Appends: the delta area, its appends, diffs
+//!   and reads), [`btree_node`] (B+-tree nodes: entries, search, redo ops, the node check).
+//! - [`tuple`], [`keyenc`]: typed rows with a schema; order-preserving index keys;
+//!   [`catalog`]: the persistent catalog's entries.
 //! - [`pagestore`]: the seam to storage. Reads and writes DB pages, appends and forces the log,
-//!   keeps two master-record slots; every call takes a virtual submit time and returns its
-//!   completion time. `BlockPageStore` places everything on any `ftl::BlockDevice`;
-//!   [`native`] (`NativeStore`, NoFTL) maps DB pages, the log and the master record to flash
-//!   pages itself, on a raw `nand::Nand`.
-//! - [`page`], [`slotted`]: the page header (id, LSN, type, checksum) and slotted pages.
-//! - [`tuple`], [`keyenc`]: typed rows with a schema; order-preserving index keys.
+//!   keeps two master-record slots, answers the GC information channel (`VictimInfo`); every
+//!   call takes a virtual submit time and returns its completion time. `BlockPageStore` places
+//!   everything on any `ftl::BlockDevice`; [`region`] (NoFTL regions) and [`native`]
+//!   (`NativeStore`, NoFTL) map DB pages, the log and the master record to flash pages
+//!   themselves, on a raw `nand::Nand`; [`measure`]: the measured window's self-check.
+//! - [`ddl`]: the DDL parser (region options are checked by [`region`]).
 //! - [`log`]: log records, the circular log on the page store, the log reader.
 //! - [`buffer`]: frames, CLOCK eviction, pinning, the WAL rule, write-back, counters.
-//! - [`ipa`]: In-Place Appends: the delta area of a page, its appends, diffs and reads.
+//! - [`access`]: the narrow interface the access methods work through (fix pages, log and
+//!   apply changes, allocate pages), which the engine implements.
 //! - [`heap`], [`btree`]: heap files of slotted pages; B+-trees; [`bulk`]: bulk loads (dense
 //!   heap pages, trees built bottom-up); [`scan`]: sequential scans with read-ahead.
+//! - [`iaa`]: Insert Address Assist and U2DI: their switches, counters and state.
 //! - [`lock`]: strict two-phase locking with intention locks and deadlock detection.
-//! - [`catalog`], [`ddl`]: the persistent catalog and the DDL parser.
-//! - [`engine`]: transactions, logging of every page change, rollback, checkpoints, ARIES restart.
+//! - [`engine`]: transactions, logging of every page change, rollback, checkpoints, ARIES
+//!   restart, DDL and the record API; its folder also holds its sides of the access methods
+//!   (placement hooks, catalog lookups) and of IAA.
 //! - [`sched`]: the virtual-time scheduler that runs terminals deterministically.
-//! - [`crashdisk`], [`filedev`]: block devices for crash testing and for plain files;
-//!   [`shared`]: a device with several handles (the engine's and a crash test's).
+//! - [`shared`]: a device with several handles (the engine's and a crash test's);
+//!   [`crashdisk`], [`filedev`]: block devices for crash testing and for plain files.
 //!
 //! See `docs/storage.md` for the formats as byte tables and the design.
 
+pub mod access;
 pub mod btree;
+pub mod btree_node;
 pub mod buffer;
 pub mod bulk;
 pub mod catalog;
@@ -48,7 +61,7 @@ pub mod shared;
 pub mod slotted;
 pub mod tuple;
 
-pub use engine::{Engine, EngineConfig, TxnId};
+pub use engine::{Engine, EngineConfig};
 pub use error::{Error, Result};
 pub use native::{NativeConfig, NativeStore};
 pub use pagestore::{BlockPageStore, PageStore};
@@ -60,6 +73,9 @@ pub type Nanos = nand::Nanos;
 pub type PageId = u32;
 /// Log sequence number: the stream position of a log record's first byte. 0 means "none".
 pub type Lsn = u64;
+/// A transaction id (log records, locks, the engine's transaction table); 0 means "no
+/// transaction" (redo-only records).
+pub type TxnId = u64;
 /// Identifier of a catalog object (tablespace, table, index).
 pub type ObjectId = u32;
 

@@ -14,8 +14,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::error::{Error, Result};
-use crate::log::TxnId;
-use crate::{ObjectId, Rid};
+use crate::{ObjectId, Rid, TxnId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LockMode {

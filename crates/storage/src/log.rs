@@ -48,7 +48,8 @@ const MAGIC: u32 = u32::from_le_bytes(*b"NLOG");
 /// The first LSN of a fresh log (stream block 1, so that LSN 0 means "none").
 pub const FIRST_LSN: Lsn = PAYLOAD;
 
-pub type TxnId = u64;
+// Defined at the crate root (lock and engine use it too); `log::TxnId` stays valid.
+pub use crate::TxnId;
 
 /// A physiological page operation: redo applies it to one page (or one space-map bit).
 #[derive(Clone, Debug, PartialEq, Eq)]

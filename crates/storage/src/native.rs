@@ -102,6 +102,12 @@
 //!    than its mapped copy, which stays valid until the gather is programmed). Gathered units
 //!    get their sequence numbers when programmed, so they are newer than every checkpoint taken
 //!    while they waited. A DB page's `k` units enter one gather together.
+//!
+//! One file (about 1,600 lines): it is one type, `NativeStore`, and invariants 1-9 tie its parts
+//! together (the forward map, the gathers, the per-region spaces, the map checkpoints): every
+//! write path and recovery update them in step, so its methods are kept where they can be read
+//! against the invariants at once. The flash management it shares with the FTLs is in crate
+//! `ftl` already.
 
 use ftl::journal::{
     encode_map_checkpoint, map_checkpoint_pages, recover_mapped, BlockAtCheckpoint, Journal,
@@ -114,7 +120,9 @@ use ftl::{
 use nand::{Nand, Nanos, OpKind, Ppn, Purpose};
 
 use crate::error::{Error, Result};
-use crate::pagestore::{PageKind, PageStore, WriteHint, LOG_BLOCK_BYTES};
+use crate::pagestore::{
+    keys_to_pages, PageKind, PageStore, VictimInfo, WriteHint, LOG_BLOCK_BYTES,
+};
 use crate::region::{decode_table, encode_table, RegionSpec};
 use crate::{ObjectId, PageId};
 use std::collections::HashMap;
@@ -1241,9 +1249,9 @@ impl PageStore for NativeStore {
         victims: u32,
         known_epoch: u64,
         out: &mut Vec<PageId>,
-    ) -> Option<crate::iaa::VictimInfo> {
+    ) -> Option<VictimInfo> {
         let space = &mut self.spaces[0];
-        let info = crate::iaa::VictimInfo {
+        let info = VictimInfo {
             epoch: space.commit_victims(
                 victims,
                 (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 << COLD),
@@ -1254,7 +1262,7 @@ impl PageStore for NativeStore {
             let mut keys = Vec::new();
             space.committed_keys(&mut keys);
             out.clear();
-            crate::iaa::keys_to_pages(&keys, self.lay.db_key0, self.lay.k, self.lay.db_pages, out);
+            keys_to_pages(&keys, self.lay.db_key0, self.lay.k, self.lay.db_pages, out);
         }
         Some(info)
     }

@@ -54,6 +54,29 @@ pub struct WriteHint {
     pub kind: PageKind,
 }
 
+/// What the store's GC information channel answered ([`PageStore::gc_victims`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VictimInfo {
+    /// Changes exactly when the committed victims change (ftl iaa.rs contract 2).
+    pub epoch: u64,
+    pub flash_page_bytes: usize,
+}
+
+/// The DB pages behind flash keys `keys`, where DB page `pid` owns keys
+/// `key0 + pid * per_page .. key0 + (pid + 1) * per_page`: deduplicated, in the keys' order.
+pub fn keys_to_pages(keys: &[u64], key0: u64, per_page: u64, db_pages: u64, out: &mut Vec<PageId>) {
+    let mut seen = std::collections::HashSet::with_capacity(keys.len());
+    for &k in keys {
+        if k < key0 {
+            continue;
+        }
+        let pid = (k - key0) / per_page.max(1);
+        if pid < db_pages && seen.insert(pid) {
+            out.push(pid as PageId);
+        }
+    }
+}
+
 /// The seam. See the module doc for the contract.
 pub trait PageStore: Send {
     fn name(&self) -> String;
@@ -141,7 +164,7 @@ pub trait PageStore: Send {
         _victims: u32,
         _known_epoch: u64,
         _out: &mut Vec<PageId>,
-    ) -> Option<crate::iaa::VictimInfo> {
+    ) -> Option<VictimInfo> {
         None
     }
 
@@ -387,10 +410,10 @@ impl PageStore for BlockPageStore {
         victims: u32,
         known_epoch: u64,
         out: &mut Vec<PageId>,
-    ) -> Option<crate::iaa::VictimInfo> {
+    ) -> Option<VictimInfo> {
         let lay = self.layout;
         let g = self.dev.gc_informed()?;
-        let info = crate::iaa::VictimInfo {
+        let info = VictimInfo {
             epoch: g.commit_victims(victims),
             flash_page_bytes: g.flash_page_bytes(),
         };
@@ -398,7 +421,7 @@ impl PageStore for BlockPageStore {
             let mut lpns = Vec::new();
             g.victim_lpns(&mut lpns);
             out.clear();
-            crate::iaa::keys_to_pages(&lpns, lay.db_lpn, lay.lpns_per_page, lay.db_pages, out);
+            keys_to_pages(&lpns, lay.db_lpn, lay.lpns_per_page, lay.db_pages, out);
         }
         Some(info)
     }

@@ -30,8 +30,8 @@
 
 use std::collections::VecDeque;
 
+use crate::access::PageAccess;
 use crate::buffer::Fix;
-use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::page::{self, PageType};
 use crate::slotted;
@@ -57,103 +57,81 @@ pub struct ScanStats {
     pub read_ahead_wasted: u64,
 }
 
-impl Engine {
-    /// The read-ahead depth that keeps every die of the flash below busy: two reads per die
-    /// (one in service, one queued), or 64 on a store that does not show its flash.
-    pub fn default_read_ahead(&self) -> usize {
-        self.store
-            .nand()
-            .map_or(64, |n| 2 * n.geometry().dies() as usize)
-    }
-
-    /// Calls `f` on every live record of `table`, in chain order (invariant 1). `f` returns the
-    /// virtual CPU time its own work on the row took (beyond `cpu_ns_per_row`), charged with the
-    /// page's rows.
-    pub fn scan_rows(
-        &mut self,
-        table: ObjectId,
-        opts: ScanOptions,
-        mut f: impl FnMut(&[u8]) -> u64,
-    ) -> Result<ScanStats> {
-        let head = self
-            .catalog
-            .tables
-            .get(&table)
-            .map(|t| t.head)
-            .ok_or(Error::NotFound {
-                kind: "table",
-                name: format!("#{table}"),
-            })?;
-        let depth = opts.read_ahead_pages.min(self.pool.capacity() / 4);
-        let db_pages = self.store.db_pages();
-        let mut st = ScanStats::default();
-        // Pages read ahead, in page-id order, with their ready times.
-        let mut window: VecDeque<(PageId, Nanos)> = VecDeque::with_capacity(depth);
-        // The next page id to read ahead; 0: read-ahead stopped.
-        let mut guess: PageId = 0;
-        let mut pid = head;
-        while pid != 0 {
-            st.pages += 1;
-            if st.pages > db_pages {
-                return Err(Error::Corrupt {
-                    pid,
-                    why: "heap chain has a cycle".into(),
-                });
-            }
-            // Drop wrong guesses before this page; wait for this page if it was read ahead.
-            while window.front().is_some_and(|&(p, _)| p != pid) {
-                window.pop_front();
-                st.read_ahead_wasted += 1;
-            }
-            if let Some((_, ready)) = window.pop_front() {
-                st.read_ahead_used += 1;
-                let now = self.now().max(ready);
-                self.set_now(now);
-            } else if depth > 0 {
-                // Not read ahead (start, or the chain jumped): restart read-ahead after it.
-                guess = pid + 1;
-            }
-            // Read ahead from the current time, before working on this page.
-            while depth > 0 && guess != 0 && window.len() < depth && u64::from(guess) < db_pages {
-                let at = self.now();
-                let r = self
-                    .pool
-                    .fix(&mut *self.store, &mut self.log, at, guess, Fix::Read);
-                let (fr, _, ready) = self.note(r)?;
-                let p = self.pool.page(fr);
-                let ours = page::page_type(p) == PageType::Heap && page::object(p) == table;
-                self.pool.unfix(fr);
-                if !ours {
-                    guess = 0;
-                    break;
-                }
-                window.push_back((guess, ready));
-                guess += 1;
-            }
-            let fr = self.fix(pid, Fix::Read)?;
-            let p = self.pool.page(fr);
-            if page::page_type(p) != PageType::Heap || page::object(p) != table {
-                self.pool.unfix(fr);
-                return Err(Error::Corrupt {
-                    pid,
-                    why: format!("page on the heap chain of table {table} is not its heap page"),
-                });
-            }
-            let (mut rows, mut work_ns) = (0u64, 0u64);
-            for s in 0..slotted::nslots(p) {
-                if let Some(r) = slotted::get(p, s) {
-                    work_ns += f(r);
-                    rows += 1;
-                }
-            }
-            let next = page::next(p);
-            self.pool.unfix(fr);
-            st.rows += rows;
-            let now = self.now() + rows * opts.cpu_ns_per_row + work_ns;
-            self.set_now(now);
-            pid = next;
+/// Calls `f` on every live record of the heap chain from `head` of `table`, in chain order
+/// (invariant 1); `f` returns the virtual CPU time its own work on the row took. The engine's
+/// `scan_rows` (engine/scan.rs) finds the chain's head in the catalog and runs this.
+pub(crate) fn rows<A: PageAccess + ?Sized>(
+    a: &mut A,
+    table: ObjectId,
+    head: PageId,
+    opts: ScanOptions,
+    mut f: impl FnMut(&[u8]) -> u64,
+) -> Result<ScanStats> {
+    let depth = opts.read_ahead_pages.min(a.pool().capacity() / 4);
+    let db_pages = a.db_pages();
+    let mut st = ScanStats::default();
+    // Pages read ahead, in page-id order, with their ready times.
+    let mut window: VecDeque<(PageId, Nanos)> = VecDeque::with_capacity(depth);
+    // The next page id to read ahead; 0: read-ahead stopped.
+    let mut guess: PageId = 0;
+    let mut pid = head;
+    while pid != 0 {
+        st.pages += 1;
+        if st.pages > db_pages {
+            return Err(Error::Corrupt {
+                pid,
+                why: "heap chain has a cycle".into(),
+            });
         }
-        st.read_ahead_wasted += window.len() as u64;
-        Ok(st)
+        // Drop wrong guesses before this page; wait for this page if it was read ahead.
+        while window.front().is_some_and(|&(p, _)| p != pid) {
+            window.pop_front();
+            st.read_ahead_wasted += 1;
+        }
+        if let Some((_, ready)) = window.pop_front() {
+            st.read_ahead_used += 1;
+            let now = a.now().max(ready);
+            a.set_now(now);
+        } else if depth > 0 {
+            // Not read ahead (start, or the chain jumped): restart read-ahead after it.
+            guess = pid + 1;
+        }
+        // Read ahead from the current time, before working on this page.
+        while depth > 0 && guess != 0 && window.len() < depth && u64::from(guess) < db_pages {
+            let (fr, ready) = a.fix_ahead(guess)?;
+            let p = a.pool().page(fr);
+            let ours = page::page_type(p) == PageType::Heap && page::object(p) == table;
+            a.pool_mut().unfix(fr);
+            if !ours {
+                guess = 0;
+                break;
+            }
+            window.push_back((guess, ready));
+            guess += 1;
+        }
+        let fr = a.fix(pid, Fix::Read)?;
+        let p = a.pool().page(fr);
+        if page::page_type(p) != PageType::Heap || page::object(p) != table {
+            a.pool_mut().unfix(fr);
+            return Err(Error::Corrupt {
+                pid,
+                why: format!("page on the heap chain of table {table} is not its heap page"),
+            });
+        }
+        let (mut rows, mut work_ns) = (0u64, 0u64);
+        for s in 0..slotted::nslots(p) {
+            if let Some(r) = slotted::get(p, s) {
+                work_ns += f(r);
+                rows += 1;
+            }
+        }
+        let next = page::next(p);
+        a.pool_mut().unfix(fr);
+        st.rows += rows;
+        let now = a.now() + rows * opts.cpu_ns_per_row + work_ns;
+        a.set_now(now);
+        pid = next;
     }
+    st.read_ahead_wasted += window.len() as u64;
+    Ok(st)
 }

@@ -13,8 +13,9 @@ pub use lab::targets::refuse_flush_writeback_off_dftl;
 /// Which FTL (or plain device) to run on, and its knobs.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    /// page | dftl | dftl-orig | fast | block | amf | memdisk
-    #[arg(long, default_value = "page")]
+    /// The store: page | dftl | dftl-orig | fast | block | amf | memdisk (io also: raw, the
+    /// flash itself).
+    #[arg(long = "store", visible_alias = "target", default_value = "page")]
     pub target: String,
     #[command(flatten)]
     pub device: DeviceArgs,

@@ -34,9 +34,30 @@ pub enum BenchCommand {
     Tpcb(BenchArgs),
     /// TATP: subscribers, access info, special facilities, call forwarding; seven transactions.
     /// --scale is the number of subscribers.
+    #[command(
+        mut_arg("scale", |a| a.help("Subscribers (each with its access info, special facilities and call forwarding rows).")),
+        mut_arg("accounts_per_branch", |a| a.help("TPC-B's accounts per branch: not used by TATP.")),
+        mut_arg("path", |a| a.help("TPC-B's database file: TATP refuses --store file and does not use it.")),
+        mut_arg("force", |a| a.help("TPC-B's --path overwrite: not used by TATP.")),
+        mut_arg("check", |a| a.help("Verify the TATP consistency invariants and the engine's structure afterwards.")),
+        mut_arg("regions", |a| a.help("--store native: put Subscriber and Special_Facility in a region of this many chips (IPA Table I set-up), the other tables in the default region.")),
+        mut_arg("load", |a| a.help("TATP always loads row by row: rows (the default) is the only value accepted.")),
+        mut_arg("clock", |a| a.help("virtual: deterministic scheduler in virtual time; real: one thread per terminal, the device's modelled time waited on the wall clock. bench tatp supports virtual and real (none is refused).")),
+    )]
     Tatp(BenchArgs),
     /// TPC-C: nine tables, the five transactions (45/43/4/4/4); reports NOTPM. --scale is the
     /// number of warehouses.
+    #[command(
+        mut_arg("scale", |a| a.help("Warehouses (10 districts each).")),
+        mut_arg("accounts_per_branch", |a| a.help("TPC-B's accounts per branch: TPC-C refuses any value but the default.")),
+        mut_arg("path", |a| a.help("--store file: the database file (TPC-C always loads a new database: a file that is not empty needs --force).")),
+        mut_arg("force", |a| a.help("--store file: overwrite a --path that is not empty.")),
+        mut_arg("check", |a| a.help("Check the TPC-C consistency conditions and the engine's structure after loading and after the run.")),
+        mut_arg("regions", |a| a.help("TATP's regions on native: not used by TPC-C.")),
+        mut_arg("clock", |a| a
+            .help("virtual: deterministic scheduler in virtual time. bench tpcc supports virtual only (real and none are refused).")
+            .value_parser(super::clock::parser("bench tpcc", &["virtual"]))),
+    )]
     Tpcc(tpcc::TpccArgs),
     /// TPC-H: the eight tables bulk loaded, queries 1, 6, 12 and 14 with seconds per query
     /// (virtual time) and their answers checked. --scale is the scale factor (0.01 to 1000).
@@ -48,22 +69,22 @@ mod tpch;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// native (NoFTL) | page | dftl | dftl-orig | fast | block | amf | file | memdisk
-    #[arg(long, default_value = "memdisk")]
+    /// The store: native (NoFTL) | page | dftl | dftl-orig | fast | block | amf | file | memdisk.
+    #[arg(long = "store", visible_alias = "storage", default_value = "memdisk")]
     pub storage: String,
     #[command(flatten)]
     pub device: DeviceArgs,
     /// FTL targets' knobs; `--op` is also the native store's spare factor.
     #[command(flatten)]
     pub knobs: FtlKnobs,
-    /// --storage native: the log in a region of its own, with these CREATE REGION options
+    /// --store native: the log in a region of its own, with these CREATE REGION options
     /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips.
     #[arg(long, value_parser = lab::stores::parse_log_region)]
     pub log_region: Option<lab::stores::LogRegion>,
-    /// --storage file: the database file (created if missing, reused if it holds a TPC-B database).
+    /// --store file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
-    /// --storage file: use --path even if it holds something that is not a noftl database.
+    /// --store file: use --path even if it holds something that is not a noftl database.
     #[arg(long)]
     pub force: bool,
     /// Branches (10 tellers and 100,000 accounts each).
@@ -72,6 +93,7 @@ pub struct BenchArgs {
     /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
     #[arg(long, default_value_t = 100_000)]
     pub accounts_per_branch: u32,
+    /// Terminals: concurrent transaction streams, each running its transactions back to back.
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
     /// Committed transactions per terminal.
@@ -86,13 +108,17 @@ pub struct BenchArgs {
     /// DB page size in bytes: 4096, 8192 or 16384.
     #[arg(long, default_value_t = 4096)]
     pub page_size: usize,
-    /// virtual: deterministic scheduler; real: one thread per terminal.
-    #[arg(long, default_value = "virtual")]
+    /// virtual: deterministic scheduler in virtual time; real: one thread per terminal, the
+    /// device's modelled time waited on the wall clock. bench tpcb and tatp support virtual
+    /// and real (none is refused).
+    #[arg(long, default_value = "virtual", value_parser = super::clock::parser("bench", &["virtual", "real"]))]
     pub clock: String,
+    /// Seed of the database contents and of the terminals' transaction inputs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write the JSON result to this file ("-": standard output).
-    #[arg(long)]
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
     pub json: Option<PathBuf>,
     /// Verify the TPC-B invariants and the engine's structure afterwards.
     #[arg(long)]

@@ -93,6 +93,7 @@ pub struct CompareArgs {
     /// device page), a virtual time such as 30s, or none.
     #[arg(long, default_value = "auto")]
     pub warmup: String,
+    /// Terminals per run: concurrent transaction streams on the store.
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
     /// Over-provisioning on top of the database, as a spare factor (NoFTL Fig. 5: 116 extra
@@ -117,19 +118,22 @@ pub struct CompareArgs {
     /// specification's 100,000 and 3,000 unless given).
     #[arg(long, num_args = 2, value_names = ["ITEMS", "CUSTOMERS"])]
     pub tpcc_reduced: Option<Vec<u32>>,
+    /// Seed of the first run of each store (run k of --repeat uses seed + k): the database
+    /// contents and the transaction inputs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The stores to run, comma-separated; native must be one (the slowdowns are against it):
     /// native, dftl-2%, dftl-15%, dftl-35%, page, dftl-orig-2%, dftl-orig-15%, dftl-orig-35%
     /// (default: the first five; with --paper all eight).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long = "store", visible_alias = "stores", value_delimiter = ',')]
     pub stores: Option<Vec<String>>,
     /// Worker threads (runs are independent).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
-    /// Write the JSON result to this file ("-": standard output). With --paper, one file per
-    /// scale: the scale is put before the extension (compare.json -> compare-sf48.json).
-    #[arg(long)]
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report). With --paper, one file per scale: the scale is put before the extension
+    /// (compare.json -> compare-sf48.json).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
     pub json: Option<PathBuf>,
     /// Run the NoFTL paper's scales one after the other (TPC-B 48/200/500 branches, TPC-C 5/25/50
     /// warehouses; Figure 3), instead of --scale. Needs a machine with RAM for --jobs devices of

@@ -35,14 +35,16 @@ pub struct CrashtestArgs {
     /// district) | iaa (Insert/Delete/Update with IAA and U2DI on).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
-    /// memdisk (the crash disk) | page | dftl | dftl-orig | fast | block (an FTL on emulated flash) | native (NoFTL).
-    #[arg(long, default_value = "memdisk")]
+    /// The store: memdisk (the crash disk) | page | dftl | dftl-orig | fast | block (an FTL on emulated flash) | native (NoFTL).
+    #[arg(long = "store", visible_alias = "storage", default_value = "memdisk")]
     pub storage: String,
     /// DFTL: fraction of the page mappings cached.
     #[arg(long, value_parser = parse_percent, default_value = "2%")]
     pub cache: f64,
+    /// Crash runs, one per seed (each seed places the fault and drives the workload).
     #[arg(long, default_value_t = 100)]
     pub seeds: u64,
+    /// The first seed; the runs use --first-seed .. --first-seed + --seeds - 1.
     #[arg(long, default_value_t = 0)]
     pub first_seed: u64,
     /// power | io
@@ -87,8 +89,10 @@ pub struct CrashtestArgs {
     /// The canary: acknowledge commits before the log force (the test must fail).
     #[arg(long, hide = true)]
     pub canary: bool,
-    #[arg(long)]
-    pub json: bool,
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -355,9 +359,7 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
-    } else {
+    if super::common::emit_json(args.json.as_deref(), &rep)? {
         println!(
             "crashtest {} on {} ({} faults): {} of {} recoveries verified ({} faults fell inside the workload, {} reached the engine as errors)",
             rep.workload,

@@ -11,9 +11,9 @@ pub enum DeviceCommand {
     Show {
         #[command(flatten)]
         device: DeviceArgs,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        /// Write JSON to this file instead of text ("-" or no value: standard output).
+        #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+        json: Option<std::path::PathBuf>,
     },
     /// List the embedded presets.
     Presets,
@@ -47,7 +47,7 @@ pub fn run(c: DeviceCommand) -> anyhow::Result<()> {
             } else {
                 f64::from(g.page_size_bytes + g.oob_size_bytes) / t.bus_mt_per_s
             };
-            if json {
+            if json.is_some() {
                 let shown = Shown {
                     config: &cfg,
                     dies: g.dies(),
@@ -56,8 +56,9 @@ pub fn run(c: DeviceCommand) -> anyhow::Result<()> {
                     capacity_bytes: g.capacity_bytes(),
                     page_transfer_us: transfer_us,
                 };
-                println!("{}", serde_json::to_string_pretty(&shown)?);
-                return Ok(());
+                if !super::common::emit_json(json.as_deref(), &shown)? {
+                    return Ok(());
+                }
             }
             println!("device      {}  ({})", cfg.name, cfg.description);
             println!(

@@ -46,7 +46,8 @@ pub struct FsWafArgs {
     /// Configurations as FS:TARGET, comma-separated (FS: ext4, f2fs, alfs, dfs; TARGET: an FTL
     /// of `noftl serve`, amf for alfs, none for dfs).
     #[arg(
-        long,
+        long = "store",
+        visible_alias = "configs",
         value_delimiter = ',',
         default_value = "ext4:page,ext4:dftl,f2fs:page,f2fs:dftl,alfs:amf"
     )]
@@ -70,11 +71,13 @@ pub struct FsWafArgs {
     /// it.
     #[arg(long, default_value_t = 2.0)]
     pub rounds: f64,
-    /// Postmark-like loads: files at the start (low, high) and transactions.
+    /// postmark-low: files at the start of the Postmark-like load.
     #[arg(long, default_value_t = 1000)]
     pub postmark_low_files: u32,
+    /// postmark-high: files at the start of the Postmark-like load.
     #[arg(long, default_value_t = 10000)]
     pub postmark_high_files: u32,
+    /// postmark-low and postmark-high: transactions after the files are created.
     #[arg(long, default_value_t = 20000)]
     pub postmark_transactions: u32,
     /// The Postmark rows' driver: builtin (this driver's Postmark-like mix) or real (the
@@ -85,20 +88,22 @@ pub struct FsWafArgs {
     /// kv (the non-transactional row): operations of the mix after the load.
     #[arg(long, default_value_t = 100_000)]
     pub kv_ops: u32,
-    /// tpcb (OLTP): the engine's TPC-B on a database file in the mount: scale (branches) and
-    /// transactions (each commit forces the log: an fsync).
+    /// tpcb (OLTP): the engine's TPC-B on a database file in the mount: its scale (branches).
     #[arg(long, default_value_t = 1)]
     pub tpcb_scale: u32,
+    /// tpcb: transactions to run (each commit forces the log: an fsync).
     #[arg(long, default_value_t = 20000)]
     pub tpcb_txns: u32,
     /// tpcc: the engine's TPC-C (the specification's population) on a database file in the
-    /// mount: warehouses and transactions of the mix.
+    /// mount: its scale (warehouses).
     #[arg(long, default_value_t = 1)]
     pub tpcc_scale: u32,
+    /// tpcc: transactions of the mix to run.
     #[arg(long, default_value_t = 2000)]
     pub tpcc_txns: u32,
-    /// Write the results as JSON here.
-    #[arg(long)]
+    /// Write the results as JSON to this file ("-" or no value: standard output, after the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
     pub json: Option<PathBuf>,
     /// Seed of the data and the access pattern.
     #[arg(long, default_value_t = 1)]
@@ -132,13 +137,14 @@ pub struct FsBenchArgs {
     #[arg(long, default_value_t = 32)]
     pub app_mib: u32,
     /// Device timing on the wall clock (real) or as fast as possible (none).
-    #[arg(long, default_value = "real", value_parser = ["real", "none"])]
+    #[arg(long, default_value = "real", value_parser = super::clock::parser("fs bench", &["real", "none"]))]
     pub clock: String,
-    /// Write the results as JSON here.
-    #[arg(long)]
+    /// Write the results as JSON to this file ("-" or no value: standard output, after the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
     pub json: Option<PathBuf>,
-    /// The block FTL under ext4 (any `noftl serve --target`: page, dftl, ...).
-    #[arg(long, default_value = "page")]
+    /// The store under ext4: a block FTL (any `noftl serve --store`: page, dftl, ...).
+    #[arg(long = "store", visible_alias = "ext4-target", default_value = "page")]
     pub ext4_target: String,
     /// Seed of the applications' data and access pattern.
     #[arg(long, default_value_t = 1)]
@@ -627,12 +633,7 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
     if let Some(p) = &plan {
         write_results(p, &doc, &fio_docs)?;
     }
-    if let Some(p) = &a.json {
-        lab::output::write_atomic(
-            p,
-            format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
-        )?;
-    }
+    super::common::emit_json(a.json.as_deref(), &doc)?;
     Ok(())
 }
 

@@ -523,13 +523,7 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
             println!("  WARNING: violated: {}", v.as_str().unwrap_or(""));
         }
     }
-    if let Some(p) = &a.json {
-        let doc = json!({ "results": rows });
-        lab::output::write_atomic(
-            p,
-            format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
-        )?;
-    }
+    super::common::emit_json(a.json.as_deref(), &json!({ "results": rows }))?;
     let violated = rows
         .iter()
         .filter(|r| r["consistency"]["status"] != "ok")

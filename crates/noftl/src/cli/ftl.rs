@@ -16,9 +16,9 @@ pub enum FtlCommand {
         /// 4 KiB units inside larger pages, the block-mapped ones whole pages.
         #[arg(long, default_value = "4KiB", value_parser = parse_size)]
         page_size: u64,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
+        /// Write JSON to this file instead of a table ("-" or no value: standard output).
+        #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+        json: Option<std::path::PathBuf>,
     },
 }
 
@@ -45,9 +45,10 @@ pub fn run(c: FtlCommand) -> anyhow::Result<()> {
                 note: "host, not device: ALFS's NAT and SIT blocks (docs/lfs.md), 16 MiB segments"
                     .into(),
             });
-            if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(());
+            if json.is_some() {
+                if !super::common::emit_json(json.as_deref(), &rows)? {
+                    return Ok(());
+                }
             }
             println!(
                 "mapping memory at {} with {} KiB flash pages",

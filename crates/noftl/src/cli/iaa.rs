@@ -51,8 +51,8 @@ pub struct CompareArgs {
         default_value = "conventional,iaa,u2di,iaa+u2di"
     )]
     pub schemes: Vec<String>,
-    /// page (the page-mapped FTL behind the block interface) | dftl | native (NoFTL).
-    #[arg(long, default_value = "page")]
+    /// The store: page (the page-mapped FTL behind the block interface) | dftl | native (NoFTL).
+    #[arg(long = "store", visible_alias = "storage", default_value = "page")]
     pub storage: String,
     /// A preset from presets/ (noftl13, mt29f16g08, mlc16k, tlc16k, tiny).
     #[arg(long, default_value = nand::DEFAULT_PRESET)]
@@ -75,6 +75,7 @@ pub struct CompareArgs {
     /// and next fit reuse).
     #[arg(long, value_parser = parse_percent, default_value = "85%")]
     pub density: f64,
+    /// Terminals: concurrent streams of Insert/Delete/Update transactions (1 to 256).
     #[arg(long, default_value_t = 4)]
     pub terminals: u32,
     /// Measured window, virtual time.
@@ -96,6 +97,7 @@ pub struct CompareArgs {
     /// The most GC victims the engine has the flash commit to.
     #[arg(long, default_value_t = storage::iaa::MAX_COMMITTED_VICTIMS)]
     pub max_victims: u32,
+    /// Seed of the table's rows and of the terminals' transaction inputs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Runs in parallel.
@@ -104,8 +106,9 @@ pub struct CompareArgs {
     /// Verify the table, its index and the engine's structures after each run.
     #[arg(long)]
     pub check: bool,
-    /// Write the JSON result to this file ("-": standard output).
-    #[arg(long)]
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
     pub json: Option<PathBuf>,
     /// docs/results.md: one samples.csv row per window of every run's measured window.
     #[command(flatten)]

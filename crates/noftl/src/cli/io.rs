@@ -56,12 +56,14 @@ pub struct IoArgs {
     #[arg(long, default_value_t = 50)]
     pub rwmixread: u32,
     /// virtual (default): device time only; real: each request also takes its modelled time on
-    /// the wall clock (QD 1), and the clock's error (actual minus modelled latency) is reported.
-    #[arg(long, default_value = "virtual")]
+    /// the wall clock (QD 1), and the clock's error (actual minus modelled latency) is reported;
+    /// none: no waiting, as virtual here.
+    #[arg(long, default_value = "virtual", value_parser = super::clock::mode_parser("io", &super::clock::MODES))]
     pub clock: nand::ClockMode,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub results: crate::cli::common::ResultsArgs,
 }
@@ -263,9 +265,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     if let (Some(p), Some(trace)) = (&plan, rec) {
         write_results(p, &args, &result, &trace)?;
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
+    if super::common::emit_json(args.json.as_deref(), &result)? {
         print_human(&result, wall_s);
     }
     Ok(())

@@ -97,8 +97,9 @@ pub struct IpaCompareArgs {
     /// Rows to run (baseline, regions, ipa-regions, global, ipa-global); ipa-regions and regions
     /// are TATP's (Subscriber and Special_Facility in the region); `regions` and `global` are
     /// the control rows: the same layout and cells as their IPA row, without appends.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long = "store", visible_alias = "configs", value_delimiter = ',')]
     pub configs: Option<Vec<String>>,
+    /// Terminals: concurrent transaction streams of each run.
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
     /// Warm-up before the measured window, virtual time.
@@ -113,10 +114,12 @@ pub struct IpaCompareArgs {
     /// Buffer pool frames (default: 2% of the database's pages, at least 64).
     #[arg(long)]
     pub buffer_pages: Option<usize>,
+    /// Seed of each row's device, database and transaction inputs (run k of --repeat: seed + k).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write the JSON result to this file ("-": standard output).
-    #[arg(long)]
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
     pub json: Option<std::path::PathBuf>,
     /// `ipa compare` only (docs/results.md): one samples.csv row per window of every row's
     /// measured run.

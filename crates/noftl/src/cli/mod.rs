@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_tatp;
+pub mod clock;
 pub mod common;
 pub mod compare;
 pub mod crashtest;
@@ -16,6 +17,7 @@ pub mod ipa;
 pub mod mount;
 pub mod plot;
 pub mod serve;
+pub mod shell;
 pub mod sweep;
 
 use clap::{Parser, Subcommand};
@@ -43,7 +45,7 @@ pub enum Command {
     Ftl(ftl::FtlCommand),
     /// Export an FTL as a Network Block Device.
     Serve(serve::ServeArgs),
-    /// Benchmarks on the storage engine (TPC-B).
+    /// Benchmarks on the storage engine (TPC-B, TATP, TPC-C, TPC-H).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// Power cuts and I/O errors during a workload, then recovery and verification.
@@ -69,6 +71,10 @@ pub enum Command {
     Plot(plot::PlotArgs),
     /// A web page (loopback) to start bench, compare and ipa compare runs and watch them live (server-sent events).
     Dashboard(dashboard::DashboardArgs),
+    /// Shell completions (bash, zsh, fish, elvish, powershell) for noftl, on standard output.
+    Completions(shell::CompletionsArgs),
+    /// Roff man pages for noftl and every subcommand.
+    Man(shell::ManArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -88,8 +94,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mount(a) => mount::run_mount(a),
         Command::Fsck(a) => mount::run_fsck(a),
         Command::Fs(c) => fs::run(c),
+        Command::Completions(a) => shell::completions(a),
+        Command::Man(a) => shell::man(a),
     }
 }
+
+#[cfg(test)]
+mod surface_tests;
 
 #[cfg(test)]
 mod tests {

@@ -23,7 +23,7 @@ pub struct MountArgs {
     pub fs: String,
     /// f2fs and alfs: the block FTL under the file system (f2fs: page, dftl, ...; alfs: amf,
     /// its default and only choice).
-    #[arg(long)]
+    #[arg(long = "store", visible_alias = "target")]
     pub target: Option<String>,
     /// f2fs and alfs: host cleaning's victim selection.
     #[arg(long, default_value = "greedy", value_parser = ["greedy", "cost-benefit"])]
@@ -37,8 +37,8 @@ pub struct MountArgs {
     #[arg(long)]
     pub image: Option<PathBuf>,
     /// real: each request also takes its modelled device time on the wall clock; none: as
-    /// fast as the host allows (device time still counted).
-    #[arg(long, default_value = "none", value_parser = ["none", "real"])]
+    /// fast as the host allows (device time still counted). mount supports real and none.
+    #[arg(long, default_value = "none", value_parser = super::clock::parser("mount", &["real", "none"]))]
     pub clock: String,
     /// Format even if the image holds a file system.
     #[arg(long)]
@@ -60,14 +60,15 @@ pub struct FsckArgs {
     #[arg(long = "fs", default_value = "dfs")]
     pub fs: String,
     /// f2fs and alfs: the block FTL the image was made with (f2fs default page; alfs amf).
-    #[arg(long)]
+    #[arg(long = "store", visible_alias = "target")]
     pub target: Option<String>,
     /// The image to check (recovered in memory: the file is not changed).
     #[arg(long)]
     pub image: PathBuf,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
 }
 
 fn check_fs(name: &str) -> anyhow::Result<()> {
@@ -220,9 +221,7 @@ fn report_fsck(
     json: serde_json::Value,
     line: &str,
 ) -> anyhow::Result<()> {
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
+    if super::common::emit_json(a.json.as_deref(), &json)? {
         println!("{line}");
         for p in problems {
             println!("  {p}");

@@ -23,7 +23,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub listen: Option<String>,
     /// real: each request takes its modelled time on the wall clock; none: as fast as
-    /// possible, device time still counted.
+    /// possible, device time still counted. serve supports real and none (virtual is refused).
     #[arg(long, default_value = "real", value_parser = parse_clock)]
     pub clock: ClockMode,
     /// Write the statistics as JSON here at shutdown and on SIGUSR1.
@@ -44,9 +44,11 @@ pub struct ServeArgs {
 
 fn parse_clock(s: &str) -> Result<ClockMode, String> {
     match s.parse::<ClockMode>()? {
-        ClockMode::Virtual => {
-            Err("serve runs in real time: use --clock real or --clock none".into())
-        }
+        ClockMode::Virtual => Err(super::clock::unsupported(
+            "serve",
+            "virtual",
+            &["real", "none"],
+        )),
         m => Ok(m),
     }
 }

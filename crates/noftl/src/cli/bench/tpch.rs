@@ -34,15 +34,15 @@ use lab::measure::{consistency, per_txn, snapshot, PerTxn};
 
 #[derive(Debug, Args)]
 pub struct TpchArgs {
-    /// native (NoFTL) | page | dftl | dftl-orig | fast | block | memdisk
-    #[arg(long, default_value = "memdisk")]
+    /// The store: native (NoFTL) | page | dftl | dftl-orig | fast | block | memdisk.
+    #[arg(long = "store", visible_alias = "storage", default_value = "memdisk")]
     pub storage: String,
     #[command(flatten)]
     pub device: DeviceArgs,
     /// FTL targets' knobs; `--op` is also the native store's spare factor.
     #[command(flatten)]
     pub knobs: FtlKnobs,
-    /// --storage native: the log in a region of its own, with these CREATE REGION options.
+    /// --store native: the log in a region of its own, with these CREATE REGION options.
     #[arg(long, value_parser = lab::stores::parse_log_region)]
     pub log_region: Option<lab::stores::LogRegion>,
     /// The scale factor (1: 6 million line items), 0.01 to 1000.
@@ -58,6 +58,7 @@ pub struct TpchArgs {
     /// clause 2.4 prescribes.
     #[arg(long, default_value = "validation")]
     pub params: String,
+    /// Seed of the query parameters drawn with --params random.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Pages each scan reads ahead (default: two per die of the flash, 64 without flash).
@@ -69,8 +70,9 @@ pub struct TpchArgs {
     /// DB page size in bytes: 4096, 8192 or 16384.
     #[arg(long, default_value_t = 4096)]
     pub page_size: usize,
-    /// Write the JSON result to this file ("-": standard output).
-    #[arg(long)]
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
     pub json: Option<PathBuf>,
     /// Check every answer (see the verb's description).
     #[arg(long)]

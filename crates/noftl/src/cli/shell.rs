@@ -1,0 +1,44 @@
+//! `noftl completions SHELL` and `noftl man`: shell completions and roff man pages, generated
+//! from the command line's own clap definitions (so they cannot drift from `--help`).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, CommandFactory};
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to write the completion script for (to standard output), e.g.
+    /// `noftl completions bash > /etc/bash_completion.d/noftl`.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write one roff page per command into this directory (created if missing): noftl.1,
+    /// noftl-bench.1, noftl-bench-tpcb.1, ... Without it, the top page goes to standard output.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn completions(a: CompletionsArgs) -> anyhow::Result<()> {
+    let mut cmd = super::Cli::command();
+    let name = cmd.get_name().to_string();
+    clap_complete::generate(a.shell, &mut cmd, name, &mut std::io::stdout());
+    Ok(())
+}
+
+pub fn man(a: ManArgs) -> anyhow::Result<()> {
+    let cmd = super::Cli::command();
+    match a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir)
+                .with_context(|| format!("cannot write the man pages in {}", dir.display()))?;
+        }
+        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
+    }
+    Ok(())
+}

@@ -17,7 +17,7 @@
 //!   runner of a measured window (`run_window`).
 //! - [`workloads`]: TPC-B, TATP, TPC-C and TPC-H, one file each, and the registry by name.
 //!
-//! The crate sits between the benchmark kits (`kits`, `dfs`, `lfs`) and the command line
+//! The crate sits between the benchmark kits (`kits`) and the command line
 //! (`noftl`), which only parses and prints. docs/ARCHITECTURE.md draws the whole stack.
 
 pub mod device;

@@ -8,7 +8,7 @@ use kits::LoadMethod;
 use storage::sched::TxnEvent;
 use storage::Engine;
 
-use crate::workload::{handles, Loaded, Workload, WorkloadTerminal};
+use crate::workload::{handles, Loaded, Registration, Workload, WorkloadTerminal};
 
 /// TATP at a configuration, with the seed of its population.
 #[derive(Clone, Copy, Debug)]
@@ -83,7 +83,7 @@ impl WorkloadTerminal for TatpTerminal {
 }
 
 /// The registry's entry.
-pub const REGISTRATION: super::Registration = super::Registration {
+pub const REGISTRATION: Registration = Registration {
     name: "tatp",
     about: "TATP: seven transactions on subscribers (scale: subscribers)",
     default_scale: 20_000,

@@ -6,7 +6,7 @@ use kits::LoadMethod;
 use storage::sched::TxnEvent;
 use storage::Engine;
 
-use crate::workload::{handles, Loaded, Workload, WorkloadTerminal};
+use crate::workload::{handles, Loaded, Registration, Workload, WorkloadTerminal};
 
 /// TPC-B at a configuration.
 #[derive(Clone, Copy, Debug)]
@@ -73,7 +73,7 @@ impl WorkloadTerminal for TpcbTerminal {
 }
 
 /// The registry's entry.
-pub const REGISTRATION: super::Registration = super::Registration {
+pub const REGISTRATION: Registration = Registration {
     name: "tpcb",
     about: "TPC-B: branches, tellers, accounts, history; the one transaction (scale: branches)",
     default_scale: 12,

@@ -10,7 +10,7 @@ use kits::LoadMethod;
 use storage::sched::TxnEvent;
 use storage::Engine;
 
-use crate::workload::{handles, Loaded, Workload, WorkloadTerminal};
+use crate::workload::{handles, Loaded, Registration, Workload, WorkloadTerminal};
 
 /// The load's seed: fixed, so that every row and repeat holds the same database.
 const LOAD_SEED: u64 = 0x7C;
@@ -95,7 +95,7 @@ impl WorkloadTerminal for TpccTerminal {
 }
 
 /// The registry's entry.
-pub const REGISTRATION: super::Registration = super::Registration {
+pub const REGISTRATION: Registration = Registration {
     name: "tpcc",
     about: "TPC-C: nine tables, five transactions, NOTPM (scale: warehouses)",
     default_scale: 1,

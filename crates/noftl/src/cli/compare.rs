@@ -949,7 +949,7 @@ fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
     }
     let (w, scale) = lab::workloads::make(
         &args.workload,
-        &lab::workloads::Params {
+        &lab::workload::Params {
             scale: args.scale,
             seed: args.seed,
             accounts_per_branch: args.accounts_per_branch,

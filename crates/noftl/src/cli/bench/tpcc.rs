@@ -20,7 +20,7 @@ use serde::Serialize;
 use storage::measure::Consistency;
 use storage::sched::VirtualOptions;
 
-use super::{run_plan, BenchArgs};
+use super::shared::{run_plan, BenchArgs};
 use lab::measure::{buffer, latency_us, per_txn, snapshot, Buffer, LatencyUs, PerTxn};
 
 /// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
@@ -286,8 +286,8 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             "  mix: new-order {} (+{} rolled back) payment {} order-status {} delivery {} stock-level {}; conflict retries {}",
             m.new_order, m.new_order_rollbacks, m.payment, m.order_status, m.delivery, m.stock_level, m.conflict_retries
         );
-        super::print_latency(&res.latency_us);
-        super::print_per_txn(&res.per_txn);
+        super::shared::print_latency(&res.latency_us);
+        super::shared::print_per_txn(&res.per_txn);
         println!(
             "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}",
             frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks

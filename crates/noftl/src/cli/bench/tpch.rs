@@ -27,7 +27,7 @@ use kits::tpch::{self, reference, LoadStats, TpchConfig};
 use serde::Serialize;
 use storage::measure::Consistency;
 
-use super::{print_consistency, BenchArgs};
+use super::shared::{print_consistency, BenchArgs};
 use crate::cli::common::DeviceArgs;
 use crate::targets::FtlKnobs;
 use lab::measure::{consistency, per_txn, snapshot, PerTxn};

@@ -17,12 +17,11 @@
 //! CPU per I/O is the CPU time of the whole stack (fio's, and the file-system, FTL and FUSE
 //! processes') over the I/Os done.
 
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -30,6 +29,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::cli::common::DeviceArgs;
+use crate::cli::fs_mount::{fadvise_dontneed, make_file, mount_on, Mounted};
+use crate::cli::fs_waf::FsWafArgs;
 
 #[derive(Debug, Subcommand)]
 pub enum FsCommand {
@@ -39,75 +40,6 @@ pub enum FsCommand {
     /// the page FTL, DFTL and AMF, under sequential, random and small-file (Postmark) writes,
     /// key-value and database loads, and Hadoop-like jobs.
     Waf(FsWafArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct FsWafArgs {
-    /// Configurations as FS:TARGET, comma-separated (FS: ext4, f2fs, alfs, dfs; TARGET: an FTL
-    /// of `noftl serve`, amf for alfs, none for dfs).
-    #[arg(
-        long = "store",
-        visible_alias = "configs",
-        value_delimiter = ',',
-        default_value = "ext4:page,ext4:dftl,f2fs:page,f2fs:dftl,alfs:amf"
-    )]
-    pub configs: Vec<String>,
-    #[command(flatten)]
-    pub device: DeviceArgs,
-    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb,
-    /// tpcc, dfsio, terasort.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "seqwrite,randwrite,postmark-low,postmark-high,kv,tpcb,tpcc,dfsio,terasort"
-    )]
-    pub workloads: Vec<String>,
-    /// seqwrite, randwrite and dfsio: the data set's share of the free space the mount reports
-    /// (kv: its live data is half of it; terasort: its input a third, for the runs and the
-    /// output beside it).
-    #[arg(long, default_value_t = 0.5)]
-    pub fill: f64,
-    /// seqwrite and randwrite: bytes written after the data set is laid out, as a multiple of
-    /// it.
-    #[arg(long, default_value_t = 2.0)]
-    pub rounds: f64,
-    /// postmark-low: files at the start of the Postmark-like load.
-    #[arg(long, default_value_t = 1000)]
-    pub postmark_low_files: u32,
-    /// postmark-high: files at the start of the Postmark-like load.
-    #[arg(long, default_value_t = 10000)]
-    pub postmark_high_files: u32,
-    /// postmark-low and postmark-high: transactions after the files are created.
-    #[arg(long, default_value_t = 20000)]
-    pub postmark_transactions: u32,
-    /// The Postmark rows' driver: builtin (this driver's Postmark-like mix) or real (the
-    /// `postmark` program, Debian package postmark, with the same file counts, sizes,
-    /// transactions, 10 subdirectories and 4 KiB read and write blocks).
-    #[arg(long, default_value = "builtin", value_parser = ["builtin", "real"])]
-    pub postmark: String,
-    /// kv (the non-transactional row): operations of the mix after the load.
-    #[arg(long, default_value_t = 100_000)]
-    pub kv_ops: u32,
-    /// tpcb (OLTP): the engine's TPC-B on a database file in the mount: its scale (branches).
-    #[arg(long, default_value_t = 1)]
-    pub tpcb_scale: u32,
-    /// tpcb: transactions to run (each commit forces the log: an fsync).
-    #[arg(long, default_value_t = 20000)]
-    pub tpcb_txns: u32,
-    /// tpcc: the engine's TPC-C (the specification's population) on a database file in the
-    /// mount: its scale (warehouses).
-    #[arg(long, default_value_t = 1)]
-    pub tpcc_scale: u32,
-    /// tpcc: transactions of the mix to run.
-    #[arg(long, default_value_t = 2000)]
-    pub tpcc_txns: u32,
-    /// Write the results as JSON to this file ("-" or no value: standard output, after the
-    /// human report).
-    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
-    pub json: Option<PathBuf>,
-    /// Seed of the data and the access pattern.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -163,246 +95,11 @@ pub fn run(c: FsCommand) -> anyhow::Result<()> {
     }
 }
 
-fn is_mounted(dir: &Path) -> bool {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let d = dir.display().to_string();
-    mounts
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
-}
-
-fn wait_for(what: &str, secs: u64, mut ready: impl FnMut() -> bool) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !ready() {
-        if Instant::now() > deadline {
-            bail!("timed out waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
-}
-
-/// CPU time (user + system) of a process so far, in seconds.
-fn cpu_s(pid: u32) -> f64 {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after the state field.
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    (ticks(11) + ticks(12)) / hz
-}
-
-fn stop(child: &mut Child, secs: u64) {
-    // SAFETY: kill(2) on our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-fn unmount(dir: &Path) {
-    for _ in 0..100 {
-        if !is_mounted(dir) {
-            return;
-        }
-        let _ = Command::new("fusermount3")
-            .arg("-u")
-            .arg(dir)
-            .stderr(Stdio::null())
-            .status();
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A mounted file system on a fresh emulated device, and the processes that serve it.
-pub(crate) struct Mounted {
-    pub(crate) root: PathBuf,
-    children: Vec<(Child, Option<PathBuf>)>,
-    stats: PathBuf,
-    _work: tempfile::TempDir,
-}
-
-impl Mounted {
-    fn cpu_s(&self) -> f64 {
-        self.children.iter().map(|(c, _)| cpu_s(c.id())).sum()
-    }
-
-    /// Unmounts and returns the device statistics.
-    pub(crate) fn finish(mut self) -> anyhow::Result<Value> {
-        // Innermost first: the file system, then (ext4) the NBD file, then the server.
-        for (child, mnt) in self.children.iter_mut().rev() {
-            match mnt {
-                Some(d) => {
-                    unmount(d);
-                    let deadline = Instant::now() + Duration::from_secs(30);
-                    while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    if !matches!(child.try_wait(), Ok(Some(_))) {
-                        stop(child, 10);
-                    }
-                }
-                None => stop(child, 60),
-            }
-        }
-        self.children.clear();
-        let text = std::fs::read_to_string(&self.stats)
-            .with_context(|| format!("no statistics in {}", self.stats.display()))?;
-        Ok(serde_json::from_str(&text)?)
-    }
-}
-
-fn device_args(d: &DeviceArgs) -> Vec<String> {
-    let mut v = Vec::new();
-    match &d.config {
-        Some(c) => v.extend(["--config".into(), c.display().to_string()]),
-        None => v.extend(["--preset".into(), d.preset.clone()]),
-    }
-    for s in &d.set {
-        v.extend(["--set".into(), s.clone()]);
-    }
-    v
-}
-
 fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
     let target = if fs == "alfs" { "amf" } else { &a.ext4_target };
     mount_on(fs, target, &a.device, &a.clock)
 }
 
-/// A fresh mount of `fs` (dfs, ext4, f2fs, alfs) on `target` (ext4, f2fs and alfs: the block
-/// FTL under it; ignored for dfs).
-pub(crate) fn mount_on(
-    fs: &str,
-    target: &str,
-    device: &DeviceArgs,
-    clock: &str,
-) -> anyhow::Result<Mounted> {
-    let work = tempfile::tempdir().context("work directory")?;
-    let exe = std::env::current_exe().context("own executable")?;
-    let root = work.path().join("mnt");
-    std::fs::create_dir(&root)?;
-    let stats = work.path().join("stats.json");
-    let dev = device_args(device);
-    let work_path = work.path().to_path_buf();
-    // Built first, so that a failure below stops whatever was started (Drop).
-    let mut m = Mounted {
-        root: root.clone(),
-        children: Vec::new(),
-        stats: stats.clone(),
-        _work: work,
-    };
-    let children = &mut m.children;
-    match fs {
-        "dfs" | "f2fs" | "alfs" => {
-            let mut cmd = Command::new(&exe);
-            cmd.args(["mount", "--fs", fs]).arg(&root).args(&dev);
-            if fs != "dfs" {
-                cmd.args(["--target", target]);
-            }
-            let child = cmd
-                .args(["--clock", clock, "--stats-file"])
-                .arg(&stats)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("noftl mount")?;
-            children.push((child, None));
-            wait_for("the FUSE mount", 30, || is_mounted(&root))?;
-        }
-        "ext4" => {
-            let sock = work_path.join("nbd.sock");
-            let mut serve = Command::new(&exe)
-                .args(["serve", "--target", target, "--socket"])
-                .arg(&sock)
-                .args(&dev)
-                .args(["--clock", clock, "--stats-file"])
-                .arg(&stats)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .context("noftl serve")?;
-            let err = serve.stderr.take().context("serve's stderr")?;
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    if line.contains("; ready") {
-                        let _ = tx.send(());
-                    }
-                }
-            });
-            children.push((serve, None));
-            rx.recv_timeout(Duration::from_secs(30))
-                .map_err(|_| anyhow::anyhow!("noftl serve did not become ready"))?;
-            let nbd_dir = work_path.join("nbd");
-            std::fs::create_dir(&nbd_dir)?;
-            let pidfile = work_path.join("nbdfuse.pid");
-            let uri = format!("nbd+unix:///?socket={}", sock.display());
-            let nbdfuse = Command::new("nbdfuse")
-                .arg("-P")
-                .arg(&pidfile)
-                .arg(&nbd_dir)
-                .arg(&uri)
-                .stdin(Stdio::null())
-                .spawn()
-                .context("nbdfuse (Debian package libnbd-bin)")?;
-            children.push((nbdfuse, Some(nbd_dir.clone())));
-            wait_for("nbdfuse", 30, || pidfile.exists() && is_mounted(&nbd_dir))?;
-            let img = nbd_dir.join("nbd");
-            let st = Command::new("mkfs.ext4")
-                // 4 KiB blocks, as on any ext4 over 512 MiB: mkfs picks 1 KiB blocks for small
-                // devices, each of which the 4 KiB-page FTL would take as a page rewrite.
-                .args(["-F", "-q", "-b", "4096", "-E", "nodiscard"])
-                .arg(&img)
-                .status()
-                .context("mkfs.ext4")?;
-            if !st.success() {
-                bail!("mkfs.ext4 failed: {st}");
-            }
-            let fuse2fs = Command::new("fuse2fs")
-                .arg(&img)
-                .arg(&root)
-                .args(["-o", "fakeroot", "-f"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .spawn()
-                .context("fuse2fs")?;
-            children.push((fuse2fs, Some(root.clone())));
-            wait_for("fuse2fs", 30, || is_mounted(&root))?;
-        }
-        other => bail!("unknown file system '{other}' (dfs, ext4, f2fs, alfs)"),
-    }
-    Ok(m)
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        for (child, mnt) in self.children.iter_mut().rev() {
-            if let Some(d) = mnt {
-                unmount(d);
-            }
-            if !matches!(child.try_wait(), Ok(Some(_))) {
-                stop(child, 10);
-            }
-        }
-    }
-}
-
-/// The flash counters of a stats file (`mount`'s "flash" or `serve`'s "nand").
 fn flash_of(stats: &Value) -> Value {
     let r = if stats.get("flash").is_some() {
         &stats["flash"]
@@ -475,26 +172,6 @@ fn fio(
         0.0
     };
     Ok((iops, cpu_us, ios, v))
-}
-
-fn fadvise_dontneed(f: &std::fs::File) {
-    // SAFETY: a valid descriptor; the advice only drops cached pages.
-    unsafe {
-        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
-    }
-}
-
-pub(crate) fn make_file(path: &Path, mib: u32, seed: u64) -> anyhow::Result<()> {
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut f = std::fs::File::create(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    for _ in 0..mib {
-        rng.fill(&mut buf[..]);
-        f.write_all(&buf)?;
-    }
-    f.sync_all()?;
-    fadvise_dontneed(&f);
-    Ok(())
 }
 
 /// Runs application `app` in the mount; returns (seconds, I/O-ish operations).

@@ -52,7 +52,80 @@ use serde_json::{json, Value};
 
 use storage::measure::{check_writes, Consistency, Writes};
 
-use crate::cli::fs::{make_file, mount_on, FsWafArgs};
+use crate::cli::fs_mount::{make_file, mount_on};
+use clap::Args;
+use std::path::PathBuf;
+
+use crate::cli::common::DeviceArgs;
+
+#[derive(Debug, Args)]
+pub struct FsWafArgs {
+    /// Configurations as FS:TARGET, comma-separated (FS: ext4, f2fs, alfs, dfs; TARGET: an FTL
+    /// of `noftl serve`, amf for alfs, none for dfs).
+    #[arg(
+        long = "store",
+        visible_alias = "configs",
+        value_delimiter = ',',
+        default_value = "ext4:page,ext4:dftl,f2fs:page,f2fs:dftl,alfs:amf"
+    )]
+    pub configs: Vec<String>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb,
+    /// tpcc, dfsio, terasort.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "seqwrite,randwrite,postmark-low,postmark-high,kv,tpcb,tpcc,dfsio,terasort"
+    )]
+    pub workloads: Vec<String>,
+    /// seqwrite, randwrite and dfsio: the data set's share of the free space the mount reports
+    /// (kv: its live data is half of it; terasort: its input a third, for the runs and the
+    /// output beside it).
+    #[arg(long, default_value_t = 0.5)]
+    pub fill: f64,
+    /// seqwrite and randwrite: bytes written after the data set is laid out, as a multiple of
+    /// it.
+    #[arg(long, default_value_t = 2.0)]
+    pub rounds: f64,
+    /// postmark-low: files at the start of the Postmark-like load.
+    #[arg(long, default_value_t = 1000)]
+    pub postmark_low_files: u32,
+    /// postmark-high: files at the start of the Postmark-like load.
+    #[arg(long, default_value_t = 10000)]
+    pub postmark_high_files: u32,
+    /// postmark-low and postmark-high: transactions after the files are created.
+    #[arg(long, default_value_t = 20000)]
+    pub postmark_transactions: u32,
+    /// The Postmark rows' driver: builtin (this driver's Postmark-like mix) or real (the
+    /// `postmark` program, Debian package postmark, with the same file counts, sizes,
+    /// transactions, 10 subdirectories and 4 KiB read and write blocks).
+    #[arg(long, default_value = "builtin", value_parser = ["builtin", "real"])]
+    pub postmark: String,
+    /// kv (the non-transactional row): operations of the mix after the load.
+    #[arg(long, default_value_t = 100_000)]
+    pub kv_ops: u32,
+    /// tpcb (OLTP): the engine's TPC-B on a database file in the mount: its scale (branches).
+    #[arg(long, default_value_t = 1)]
+    pub tpcb_scale: u32,
+    /// tpcb: transactions to run (each commit forces the log: an fsync).
+    #[arg(long, default_value_t = 20000)]
+    pub tpcb_txns: u32,
+    /// tpcc: the engine's TPC-C (the specification's population) on a database file in the
+    /// mount: its scale (warehouses).
+    #[arg(long, default_value_t = 1)]
+    pub tpcc_scale: u32,
+    /// tpcc: transactions of the mix to run.
+    #[arg(long, default_value_t = 2000)]
+    pub tpcc_txns: u32,
+    /// Write the results as JSON to this file ("-" or no value: standard output, after the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+    /// Seed of the data and the access pattern.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
 
 mod hadoop;
 mod kv;

@@ -50,137 +50,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use anyhow::bail;
-use clap::Args;
-use ftl::{FtlOptions, MemDisk};
-use indicatif::{ProgressBar, ProgressStyle};
 use kits::LoadMethod;
-use nand::{DeviceConfig, Nand};
 use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
 use storage::sched::VirtualOptions;
-use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
+use storage::Engine;
 
-use lab::stores::{parse_log_region, place_log, LogRegion};
 use lab::workload::{run_window, Loaded, Workload};
-
-use super::common::{parse_percent, DeviceArgs};
-
-#[derive(Debug, Clone, Args)]
-pub struct CompareArgs {
-    /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
-    /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C);
-    /// tpch (seconds per query, queries 1, 6, 12 and 14; --sf is the scale factor).
-    #[arg(long, default_value = "tpcb")]
-    pub workload: String,
-    /// TPC-B branches (the NoFTL paper ran 48, 200 and 500; default 12: the runs take about two
-    /// minutes on two cores); TATP subscribers (default 20,000); TPC-C warehouses (the NoFTL paper ran
-    /// 5, 25 and 50; default 1).
-    #[arg(long)]
-    pub scale: Option<u32>,
-    /// TPC-H's scale factor (default 0.1; the NoFTL paper ran 1); --scale N means SF N.
-    #[arg(long, conflicts_with = "scale")]
-    pub sf: Option<f64>,
-    /// Runs per store (different input seeds); the standard deviation is over these.
-    #[arg(long, default_value_t = 3)]
-    pub repeat: u32,
-    /// Virtual length of each measured window, e.g. 10s (default 10s; with --paper 30s, so
-    /// that the windows at the paper's scales, where a store runs a few hundred transactions
-    /// a second, hold thousands of transactions and several GC cycles each).
-    #[arg(long)]
-    pub duration: Option<String>,
-    /// Before each measured run: auto (run until the store has written as many pages for the
-    /// engine as the device has twice, so GC is in steady state; at most two transactions per
-    /// device page), a virtual time such as 30s, or none.
-    #[arg(long, default_value = "auto")]
-    pub warmup: String,
-    /// Terminals per run: concurrent transaction streams on the store.
-    #[arg(long, default_value_t = 1)]
-    pub terminals: u32,
-    /// Over-provisioning on top of the database, as a spare factor (NoFTL Fig. 5: 116 extra
-    /// blocks on 4,096, 2.75%).
-    #[arg(long, value_parser = parse_percent, default_value = "2.75%")]
-    pub op: f64,
-    /// The native store's log in a region of its own, with these CREATE REGION options
-    /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips: no paired-page
-    /// pads and lower-page program times at each commit.
-    #[arg(long, value_parser = parse_log_region)]
-    pub log_region: Option<LogRegion>,
-    /// Buffer pool as a share of the database pages (at least 256 frames), the same for every
-    /// store. The NoFTL paper does not state its pool; 2% keeps the workload I/O-bound.
-    #[arg(long, value_parser = parse_percent, default_value = "2%")]
-    pub buffer: f64,
-    #[command(flatten)]
-    pub device: DeviceArgs,
-    /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
-    #[arg(long, default_value_t = 100_000)]
-    pub accounts_per_branch: u32,
-    /// TPC-C: a REDUCED population for tests, items and customers per district (the
-    /// specification's 100,000 and 3,000 unless given).
-    #[arg(long, num_args = 2, value_names = ["ITEMS", "CUSTOMERS"])]
-    pub tpcc_reduced: Option<Vec<u32>>,
-    /// Seed of the first run of each store (run k of --repeat uses seed + k): the database
-    /// contents and the transaction inputs.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// The stores to run, comma-separated; native must be one (the slowdowns are against it):
-    /// native, dftl-2%, dftl-15%, dftl-35%, page, dftl-orig-2%, dftl-orig-15%, dftl-orig-35%
-    /// (default: the first five; with --paper all eight).
-    #[arg(long = "store", visible_alias = "stores", value_delimiter = ',')]
-    pub stores: Option<Vec<String>>,
-    /// Worker threads (runs are independent).
-    #[arg(long, default_value_t = 2)]
-    pub jobs: usize,
-    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
-    /// human report). With --paper, one file per scale: the scale is put before the extension
-    /// (compare.json -> compare-sf48.json).
-    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
-    pub json: Option<PathBuf>,
-    /// Run the NoFTL paper's scales one after the other (TPC-B 48/200/500 branches, TPC-C 5/25/50
-    /// warehouses; Figure 3), instead of --scale. Needs a machine with RAM for --jobs devices of
-    /// up to ~10 GiB each: every device keeps its data.
-    #[arg(long, conflicts_with = "scale")]
-    pub paper: bool,
-    /// TPC-C: fixed (each terminal keeps one home warehouse, the specification's clause
-    /// 2.4.1.1) or random (every transaction draws its home warehouse over all warehouses, as
-    /// Shore-MT's kit ran the NoFTL paper's single thread; the default here, so that one
-    /// terminal touches the whole database at every scale).
-    #[arg(long)]
-    pub home_warehouse: Option<String>,
-    /// Exit non-zero when any row's measured windows break a physical bound (consistency:
-    /// violated), after writing the results.
-    #[arg(long)]
-    pub strict: bool,
-    /// TPC-B and TPC-C: how the database is loaded (once, on a RAM disk, before it is copied to
-    /// every store): bulk (dense heap pages, B+-trees built bottom-up; the default) or rows (one
-    /// logged insert per row and index: every comparison published before 2026-11-27 was loaded
-    /// this way, and `--load rows` reproduces it). TATP always loads row by row, TPC-H in bulk.
-    #[arg(long)]
-    pub load: Option<kits::LoadMethod>,
-    #[command(flatten)]
-    pub results: crate::cli::common::ResultsArgs,
-}
 
 /// The NoFTL paper's scales (Figure 3: 1 GB, 5 GB and 10 GB of flash).
 const PAPER_SCALES_TPCB: [u32; 3] = [48, 200, 500];
 const PAPER_SCALES_TPCC: [u32; 3] = [5, 25, 50];
 
-/// The stores compared, in the NoFTL paper's column order, then the page FTL, then the DFTL
-/// the paper measured (`dftl-orig`, docs/ftl.md): name, FTL kind (None: native), fraction of
-/// the mappings cached.
-const ROWS: [(&str, Option<&str>, f64); 8] = [
-    ("native", None, 0.0),
-    ("dftl-2%", Some("dftl"), 0.02),
-    ("dftl-15%", Some("dftl"), 0.15),
-    ("dftl-35%", Some("dftl"), 0.35),
-    ("page", Some("page"), 0.02),
-    ("dftl-orig-2%", Some("dftl-orig"), 0.02),
-    ("dftl-orig-15%", Some("dftl-orig"), 0.15),
-    ("dftl-orig-35%", Some("dftl-orig"), 0.35),
-];
-
-/// The stores of a comparison when --stores is not given: the paper's five columns, and with
-/// --paper also the DFTL the paper measured.
-const DEFAULT_STORES: &str = "native,dftl-2%,dftl-15%,dftl-35%,page";
 /// --paper's default window (--duration).
 const PAPER_WINDOW: &str = "30s";
 const PAPER_STORES: &str =
@@ -253,17 +134,6 @@ impl PerTxn {
 }
 
 #[derive(Debug, Serialize)]
-struct Device {
-    preset: String,
-    blocks: u32,
-    capacity_bytes: u64,
-    db_pages: u64,
-    log_blocks: u64,
-    spare_factor: f64,
-    buffer_frames: usize,
-}
-
-#[derive(Debug, Serialize)]
 struct CompareResult {
     workload: String,
     scale: u32,
@@ -282,7 +152,16 @@ struct CompareResult {
     rows: Vec<Row>,
 }
 
+mod rig;
 mod tpch;
+
+pub use rig::CompareArgs;
+pub(crate) use rig::{
+    build_store, counters, mean_stdev, parse_stores, parse_warmup, r4, size_rig, thread_cpu_s,
+    units_per_page, Counters, Device, Probe, Rig, Warmup, DEFAULT_STORES, ROWS,
+    WARMUP_DEVICE_WRITES, WARMUP_MAX_NS, WARMUP_MAX_TXNS_PER_DEVICE_PAGE, WARMUP_SEED,
+    WARMUP_SLICE_NS,
+};
 
 /// The scheduler's options for a window of `until_ns` from `start`: it ends at the first
 /// checkpoint after `until_ns` (whole checkpoint cycles, the window's start being right after
@@ -306,82 +185,6 @@ fn slice_options(start: u64, until_ns: u64) -> VirtualOptions {
 /// How many window lengths a window may go on past its duration to end on a checkpoint.
 const WINDOW_CHECKPOINT_WAIT: u64 = 30;
 
-/// The device and layout every row shares.
-#[derive(Clone, Debug)]
-struct Rig {
-    nand: DeviceConfig,
-    log_region: Option<LogRegion>,
-    spare: f64,
-    log_blocks: u64,
-    frames: usize,
-    db_pages: u64,
-    warmup: Warmup,
-}
-
-/// What runs before the measured run (module doc: warm-up).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Warmup {
-    None,
-    /// Until the store wrote as many pages for the engine as the device has.
-    Auto,
-    VirtualNs(u64),
-}
-
-/// The longest auto warm-up, in transactions per device page (4 KiB unit). It bounds the work,
-/// not the virtual time: a store that writes at least one page for the engine per transaction
-/// (TPC-B, TPC-C) reaches `WARMUP_DEVICE_WRITES` first; a read-mostly mix that writes fewer is
-/// measured as it is then, and its `warmup_device_writes` shows it. A bound of three virtual
-/// hours instead cut the DFTL the paper measured short at TPC-B 500 after 0.12 device writes:
-/// its host scans (80 ms per transaction at 35%) make its virtual time long and its work small
-/// (135,000 transactions in those three hours, 5 s of wall time).
-const WARMUP_MAX_TXNS_PER_DEVICE_PAGE: u64 = WARMUP_DEVICE_WRITES;
-/// A backstop in virtual time (100 hours) for a store that ends no transaction at all.
-const WARMUP_MAX_NS: u64 = 100 * 3_600_000_000_000;
-/// Auto warm-up checks the programs after each slice of this virtual length.
-const WARMUP_SLICE_NS: u64 = 1_000_000_000;
-/// Auto warm-up writes the device over this many times (host writes: DB pages, log and
-/// metadata, not GC copies or translation pages). The same amount on every row: host writes
-/// per transaction are the engine's, nearly the same on every store, so every row warms up with
-/// about as many transactions and its database grows about as much (TPC-B's history, TPC-C's
-/// orders). Once is not enough: the copied database lies packed in its blocks, and greedy GC's
-/// copies per write keep changing for another device write while the blocks mix (TPC-B scale
-/// 200, DFTL 2%: 215, 173 and 123 tx/s in three consecutive 30 s windows after one write over).
-/// A criterion on GC's settling instead made the rows' warm-ups, and so their databases' sizes,
-/// differ (TPC-C scale 5: DFTL 15% warmed up for four device writes, DFTL 2% for 1.8).
-const WARMUP_DEVICE_WRITES: u64 = 2;
-/// Warm-up inputs differ from every measured run's (seed + repeat) and are the same on every row.
-const WARMUP_SEED: u64 = 0x5741_524D_5550;
-
-/// Row indices of `--stores`, in `ROWS` order; native must be among them.
-pub(crate) fn parse_stores(names: &[String]) -> anyhow::Result<Vec<usize>> {
-    let mut rows = Vec::new();
-    for n in names {
-        match ROWS.iter().position(|(r, _, _)| r == n) {
-            Some(i) if !rows.contains(&i) => rows.push(i),
-            Some(_) => bail!("--stores names '{n}' twice"),
-            None => bail!(
-                "--stores: no store '{n}' (the stores are {})",
-                ROWS.map(|r| r.0).join(", ")
-            ),
-        }
-    }
-    if !rows.contains(&0) {
-        bail!("--stores must include native: the slowdowns are against it");
-    }
-    rows.sort_unstable();
-    Ok(rows)
-}
-
-pub(crate) fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
-    Ok(match s {
-        "auto" => Warmup::Auto,
-        "none" | "0" | "0s" => Warmup::None,
-        d => Warmup::VirtualNs(lab::units::parse_duration_ns(d).map_err(|e| {
-            anyhow::anyhow!("--warmup takes auto, none or a virtual time like 30s: {e}")
-        })?),
-    })
-}
-
 /// One measured run.
 #[derive(Clone, Debug)]
 struct RunOut {
@@ -401,198 +204,6 @@ struct RunOut {
     consistency: Consistency,
     /// With --results: the window's marks and transactions.
     trace: Option<lab::results::Trace>,
-}
-
-/// Counters that the per-transaction figures are differences of.
-#[derive(Clone, Copy, Debug, Default)]
-struct Counters {
-    reads: u64,
-    programs: u64,
-    erases: u64,
-    joules: f64,
-    gc: u64,
-    tr: u64,
-    tw: u64,
-    ctrl_us: f64,
-    /// 4 KiB units per flash page: GC moves units, a program writes a page of them.
-    units_per_page: u64,
-}
-
-fn counters(store: &dyn PageStore) -> Counters {
-    let mut c = Counters::default();
-    if let Some(n) = store.nand() {
-        let r = n.report();
-        c.reads = r.flash.reads;
-        c.programs = r.flash.programs + r.flash.partial_programs;
-        c.erases = r.flash.erases;
-        c.joules = r.energy.total_joules;
-        c.units_per_page = units_per_page(n.geometry());
-    }
-    if let Some(d) = store.device_report() {
-        c.gc = d.gc.migrations + d.gc.wl_migrations;
-        c.tr = d.translation_reads;
-        c.tw = d.translation_writes;
-        c.ctrl_us = d.controller_busy_us;
-    }
-    c
-}
-
-fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
-    let nand = Nand::new(rig.nand.clone())?;
-    let (_, kind, cache) = ROWS[row];
-    Ok(match kind {
-        None => {
-            let mut s = NativeStore::format(
-                nand,
-                NativeConfig {
-                    log_blocks: Some(rig.log_blocks),
-                    spare_factor: rig.spare,
-                    seed: rig.nand.seed,
-                    ..NativeConfig::default()
-                },
-            )?;
-            place_log(&mut s, rig.log_region.as_ref())?;
-            Box::new(s)
-        }
-        Some(kind) => {
-            let opts = FtlOptions {
-                cache_fraction: cache,
-                spare_factor: rig.spare,
-                seed: rig.nand.seed,
-                ..FtlOptions::default()
-            };
-            Box::new(BlockPageStore::new(
-                ftl::build(kind, nand, &opts)?,
-                4096,
-                Some(rig.log_blocks),
-            )?)
-        }
-    })
-}
-
-/// The database, loaded once on a RAM disk: measured to size the device, then copied onto
-/// every row's store (`Engine::copy_to`) instead of being loaded again row by row.
-struct Probe {
-    engine: Mutex<Engine>,
-    loaded: Loaded,
-}
-
-impl Probe {
-    /// The loaded database copied page by page onto `row`'s store of `rig`.
-    fn copy_onto(&self, rig: &Rig, row: usize) -> anyhow::Result<Engine> {
-        let store = build_store(rig, row)?;
-        Ok(self
-            .engine
-            .lock()
-            .map_err(|_| anyhow::anyhow!("a worker panicked while copying the database"))?
-            .copy_to(
-                store,
-                EngineConfig {
-                    buffer_frames: rig.frames,
-                    ..EngineConfig::default()
-                },
-            )?)
-    }
-}
-
-/// 4 KiB units per flash page of `g` (1 on 4 KiB pages).
-fn units_per_page(g: &nand::Geometry) -> u64 {
-    u64::from(ftl::space::units_per_page(g))
-}
-
-/// CPU seconds this thread has used: what a phase costs whatever else the shared machine runs
-/// (its wall time is an upper bound when other work competes for the cores).
-fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a pointer to a live local.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return f64::NAN;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
-/// Loads the database on a RAM disk, measures it and sizes the device for it.
-fn size_rig(args: &CompareArgs, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
-    let cfg = args.device.load()?;
-    let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
-    let mut e = Engine::create(
-        Box::new(probe),
-        EngineConfig {
-            buffer_frames: 4096,
-            ..EngineConfig::default()
-        },
-    )?;
-    let bar = ProgressBar::new(w.rows_estimate());
-    bar.set_style(
-        ProgressStyle::with_template("loading {wide_bar} {pos}/~{len} rows ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let wall = std::time::Instant::now();
-    let cpu = thread_cpu_s();
-    let method = w.load_method(args.load)?;
-    let loaded_handles = w.load(&mut e, method, &|n| bar.set_position(n))?;
-    bar.finish_and_clear();
-    eprintln!(
-        "loaded {} once in {:.1} s wall, {:.1} s CPU ({method}; every store gets a page-by-page copy of it)",
-        w.label(),
-        wall.elapsed().as_secs_f64(),
-        thread_cpu_s() - cpu
-    );
-    let loaded = e.stats().pages_allocated + 2;
-    let db_pages = loaded + loaded / 10 + 256;
-    let log_blocks = (db_pages / 8).clamp(256, 16384);
-    let logical = 2 + log_blocks + db_pages;
-    let g = &cfg.geometry;
-    // In 4 KiB units (the stores map 4 KiB pages inside larger flash pages).
-    let ppb = u64::from(g.pages_per_block) * units_per_page(g);
-    let dies = u64::from(g.dies());
-    let planes = u64::from(g.channels * g.chips_per_channel * g.dies_per_chip * g.planes_per_die);
-    // Physical: the logical space over (1 - op), plus what every store needs to work: the GC
-    // reserve (dies + 2 blocks) and the native store's open blocks (5 striped streams on every
-    // die, 2 metadata streams, 2 blocks of GC slack), the largest of the stores' needs.
-    let data_blocks = ((logical as f64 / (1.0 - args.op)) / ppb as f64).ceil() as u64;
-    let fixed_blocks = (dies + 2) + (5 * dies + 2 + 2);
-    // Factory-bad blocks (each block bad with the preset's ratio, drawn per device seed): the
-    // expected number plus three standard deviations and one more, so that the stores fit.
-    let ratio = cfg.reliability.factory_bad_block_ratio;
-    let n = (data_blocks + fixed_blocks) as f64 / (1.0 - ratio);
-    let bad_blocks = if ratio > 0.0 {
-        (n * ratio + 3.0 * (n * ratio * (1.0 - ratio)).sqrt() + 1.0).ceil() as u64
-    } else {
-        0
-    };
-    let blocks_per_plane = (data_blocks + fixed_blocks + bad_blocks).div_ceil(planes);
-    let mut sized = args.device.clone();
-    sized
-        .set
-        .push(format!("geometry.blocks_per_plane={blocks_per_plane}"));
-    let cfg = sized.load()?;
-    // Every store exports exactly the logical space: U = (1 - s) T, T = (blocks - reserve) ppb.
-    let t = (blocks_per_plane * planes - bad_blocks - (dies + 2)) * ppb;
-    let spare = 1.0 - logical as f64 / t as f64;
-    if !(args.buffer > 0.0 && args.buffer <= 1.0) {
-        bail!("--buffer {:.1}% is not in (0%, 100%]", args.buffer * 100.0);
-    }
-    let frames = ((db_pages as f64 * args.buffer) as usize).max(256);
-    Ok((
-        Rig {
-            nand: cfg,
-            log_region: args.log_region.clone(),
-            spare,
-            log_blocks,
-            frames,
-            db_pages,
-            warmup: parse_warmup(&args.warmup)?,
-        },
-        Probe {
-            engine: Mutex::new(e),
-            loaded: loaded_handles,
-        },
-    ))
 }
 
 /// One row: the store is built, loaded and warmed up once, then measured `repeat` times in
@@ -787,17 +398,6 @@ fn host_writes(c: &Counters) -> u64 {
     (c.programs * upp).saturating_sub(c.gc + c.tw * upp)
 }
 
-fn mean_stdev(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = if v.len() > 1 {
-        v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0)
-    } else {
-        0.0
-    };
-    (m, var.sqrt())
-}
-
 fn average(runs: &[RunOut]) -> PerTxn {
     let n = runs.len().max(1) as f64;
     let mut p = PerTxn::default();
@@ -814,11 +414,6 @@ fn average(runs: &[RunOut]) -> PerTxn {
         p.latency_us += q.latency_us / n;
     }
     p
-}
-
-/// Rounds to 4 significant decimals so that the JSON does not carry float noise.
-fn r4(x: f64) -> f64 {
-    (x * 1e4).round() / 1e4
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {

@@ -25,8 +25,10 @@ use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
 use storage::Engine;
 
-use super::{
-    counters, mean_stdev, parse_stores, r4, size_rig, CompareArgs, Counters, Device, Workload,
+use lab::workload::Workload;
+
+use super::rig::{
+    counters, mean_stdev, parse_stores, r4, size_rig, CompareArgs, Counters, Device,
     DEFAULT_STORES, ROWS,
 };
 

@@ -32,9 +32,10 @@
 use storage::tuple::Value;
 use storage::{Engine, EngineConfig, NativeConfig, Result};
 
+use super::config::{NurandConsts, TpccConfig};
 use super::input::Kind;
 use super::txn::{Done, TpccTerminal};
-use super::{check, load, Handles, NurandConsts, TpccConfig};
+use super::{check, load, Handles};
 use crate::crash::{block_round, BlockSetup};
 use crate::crash_common::{run_to_fault, CrashOutcome, CrashWorkload, Fault, Medium};
 use crate::crash_native::{native_aged_fraction, native_round, NativeSetup};

@@ -19,11 +19,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use storage::tuple::Value;
 use storage::{Engine, EngineConfig, Result};
 
-use crate::crash::{
-    block_round, engine_cfg, run_to_fault, BlockSetup, CrashOptions, CrashOutcome, CrashWorkload,
-    Fault, Medium,
+use crate::crash::{block_round, BlockSetup};
+use crate::crash_common::{
+    engine_cfg, run_to_fault, CrashOptions, CrashOutcome, CrashWorkload, Fault, Medium,
 };
-use crate::crash_native::native_round;
+use crate::crash_native::{native_round, tpcb_native_setup};
 use crate::iaa::{self, Handles, IaaConfig, IaaTerminal, Scheme};
 
 /// The table of the crash test: small enough for the crash devices, IAA and U2DI on.
@@ -184,7 +184,7 @@ pub fn crash_iaa_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
     let w = Iaa(o);
     if matches!(o.medium, Medium::Native(_)) {
         // TPC-B's native device (and its --preset/--set/--log-region, if given).
-        return native_round(&w, &crate::crash::tpcb_native_setup(o), seed);
+        return native_round(&w, &tpcb_native_setup(o), seed);
     }
     let s = BlockSetup {
         medium: &o.medium,

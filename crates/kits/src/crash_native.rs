@@ -2,8 +2,8 @@
 //! with the power cut (or the failed operation) at a seeded flash operation of the emulator's
 //! `FaultPlan`, and the restart from the flash alone (`NativeStore::open`: map checkpoint and
 //! the OOB written since, then ARIES). [`native_round`] runs one seed of any workload
-//! (`crash::CrashWorkload`: TPC-B in `crash`, TPC-C in `tpcc::crash`), on the device its
-//! [`NativeSetup`] sizes.
+//! (`crash_common::CrashWorkload`: TPC-B in `crash_tpcb`, TPC-C in `tpcc::crash`), on the device
+//! its [`NativeSetup`] sizes (TPC-B's: [`tpcb_native_setup`]).
 //!
 //! The device is small (for TPC-B a `tiny` variant of 64 blocks of 16 pages, 42% spare, a
 //! 256-block log) and aged before the database is created, as `crash::age` ages an FTL: every
@@ -17,9 +17,9 @@
 //! `retain_allocated` frees them.
 //!
 //! The fault's operation: a dry run of the same seed without a fault on an identical device
-//! counts and names the workload's flash operations (`crash::OpCount`); the fault is drawn from
-//! that count plus 5%, so nearly every fault lands inside the workload, and its operation is
-//! named ("program gc", "erase gc", "program log", ...).
+//! counts and names the workload's flash operations (`crash_common::OpCount`); the fault is
+//! drawn from that count plus 5%, so nearly every fault lands inside the workload, and its
+//! operation is named ("program gc", "erase gc", "program log", ...).
 //!
 //! The second cut (`CrashOptions::crash_during_recovery`): power goes off again during the
 //! restart, which then fails and gives the flash back (`NativeStore::open_or_give_back`,
@@ -34,7 +34,7 @@
 //! Invariants (what a verified seed shows):
 //! 1. Every acknowledged commit survives; nothing survives whose commit was not requested.
 //! 2. Balances equal the sums of the surviving transactions' deltas; TPC-B sums and the engine's
-//!    structural check hold (crash.rs verify).
+//!    structural check hold (crash_tpcb.rs verify).
 //! 3. With the second cut, 1 and 2 hold after the restart that follows it.
 //!
 //! Everything depends on the seed only: the workload, both cut points, the device's bit errors.
@@ -45,9 +45,10 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::pagestore::{PageKind, WriteHint};
 use storage::{Engine, Error, NativeConfig, NativeStore, PageStore, Result};
 
-use crate::crash::{
-    CrashOptions, CrashOutcome, CrashWorkload, Fault, NativeDevice, OpCount, Tpcb, TRACE_ENTRIES,
+use crate::crash_common::{
+    CrashOptions, CrashOutcome, CrashWorkload, Fault, Medium, NativeDevice, OpCount, TRACE_ENTRIES,
 };
+use crate::crash_tpcb::Tpcb;
 
 /// The region that holds the log when the crash test puts it in one (`NativeDevice::log_region`).
 pub const LOG_REGION: &str = "crash_log";
@@ -57,6 +58,20 @@ pub const LOG_REGION: &str = "crash_log";
 pub const IPA_REGION: &str = "crash_ipa";
 
 impl NativeDevice {
+    /// The device for `seed`: `blocks_per_plane` sizes the workload's own.
+    pub fn nand(&self, seed: u64, blocks_per_plane: u32) -> Result<Nand> {
+        match &self.device {
+            None => tiny_device(seed, blocks_per_plane, &self.overrides),
+            Some(cfg) => Nand::new(DeviceConfig {
+                seed,
+                // The report names the operation each fault landed on from the trace.
+                trace_entries: cfg.trace_entries.max(TRACE_ENTRIES),
+                ..cfg.clone()
+            })
+            .map_err(|e| Error::Config(e.to_string())),
+        }
+    }
+
     /// Creates the log's and the IPA region on a freshly formatted store, as asked.
     pub fn create_regions(&self, store: &mut NativeStore) -> Result<()> {
         for (name, opts) in [
@@ -123,6 +138,29 @@ pub fn crash_store_config(o: &CrashOptions) -> NativeConfig {
         log_blocks: Some(256),
         spare_factor: 0.42,
         ..NativeConfig::default()
+    }
+}
+
+/// How much of the native crash device is aged (`crash_native::age`): all of it for power cuts;
+/// for media errors only when asked (see `CrashOptions::age_native_for_media_errors`).
+pub(crate) fn native_aged_fraction(fault: Fault, age_for_media_errors: bool) -> f64 {
+    if fault == Fault::PowerCut || age_for_media_errors {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// TPC-B's native device: `tiny` with 8 blocks per plane (`crash_native::crash_device`).
+pub(crate) fn tpcb_native_setup(o: &CrashOptions) -> NativeSetup {
+    NativeSetup {
+        device: match &o.medium {
+            Medium::Native(d) => d.clone(),
+            _ => NativeDevice::default(),
+        },
+        blocks_per_plane: CRASH_BLOCKS_PER_PLANE,
+        store: crash_store_config(o),
+        aged_fraction: native_aged_fraction(o.fault, o.age_native_for_media_errors),
     }
 }
 
@@ -347,5 +385,5 @@ pub(crate) fn native_round<W: CrashWorkload>(
 /// One crash-and-recover round of TPC-B for `seed` on the native store.
 /// (`crash::crash_once` with `Medium::Native` runs this too).
 pub fn crash_native_once(seed: u64, o: &CrashOptions) -> Result<CrashOutcome> {
-    native_round(&Tpcb(o), &crate::crash::tpcb_native_setup(o), seed)
+    native_round(&Tpcb(o), &tpcb_native_setup(o), seed)
 }

@@ -6,8 +6,10 @@
 
 mod batch;
 pub mod crash;
+mod crash_common;
 pub mod crash_iaa;
 pub mod crash_native;
+mod crash_tpcb;
 pub mod iaa;
 mod settle;
 pub mod tatp;

@@ -24,7 +24,8 @@ use std::collections::HashMap;
 use storage::tuple::Schema;
 use storage::{Engine, ObjectId, Result};
 
-use super::{col, Handles, TpccConfig};
+use super::config::TpccConfig;
+use super::{col, Handles};
 
 /// What `check` found.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -1,7 +1,7 @@
 //! The crash test for TPC-C: a reduced TPC-C database on a small device, terminals running the
 //! full mix, a power cut (or a failed operation) at a seeded device operation drawn from a dry
 //! run's count, optionally a second cut during the restart, recovery from the device alone, and
-//! a check. The workload is written once ([`crash::CrashWorkload`]) and runs in every medium's
+//! a check. The workload is written once ([`CrashWorkload`]) and runs in every medium's
 //! round: `crash_native::native_round` on the NoFTL store (`NativeStore::open`, then ARIES),
 //! `crash::block_round` on an FTL on flash (the FTL recovered by `ftl::open`, then ARIES) and on
 //! the crash disk.
@@ -32,11 +32,13 @@
 use storage::tuple::Value;
 use storage::{Engine, EngineConfig, NativeConfig, Result};
 
+use super::config::{NurandConsts, TpccConfig};
 use super::input::Kind;
 use super::txn::{Done, TpccTerminal};
-use super::{check, load, Handles, NurandConsts, TpccConfig};
-use crate::crash::{block_round, BlockSetup, CrashOutcome, CrashWorkload, Fault, Medium};
-use crate::crash_native::{native_round, NativeSetup};
+use super::{check, load, Handles};
+use crate::crash::{block_round, BlockSetup};
+use crate::crash_common::{run_to_fault, CrashOutcome, CrashWorkload, Fault, Medium};
+use crate::crash_native::{native_aged_fraction, native_round, NativeSetup};
 
 /// The native device's blocks per plane (`tiny`: 8 planes of 16-page blocks).
 const NATIVE_BLOCKS_PER_PLANE: u32 = 16;
@@ -100,7 +102,7 @@ fn native_setup(o: &TpccCrashOptions) -> NativeSetup {
             spare_factor: 0.42,
             ..NativeConfig::default()
         },
-        aged_fraction: crate::crash::native_aged_fraction(o.fault, false),
+        aged_fraction: native_aged_fraction(o.fault, false),
     }
 }
 
@@ -163,7 +165,7 @@ impl CrashWorkload for Tpcc<'_> {
                 t
             })
             .collect();
-        crate::crash::run_to_fault(e, &mut terms, out);
+        run_to_fault(e, &mut terms, out);
         let acked: Vec<Done> = terms.iter().flat_map(|t| t.acked.iter().copied()).collect();
         let maybe: Vec<Done> = terms.iter().filter_map(|t| t.in_flight).collect();
         out.acknowledged = acked.len() as u64;

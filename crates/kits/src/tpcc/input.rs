@@ -13,16 +13,10 @@
 //!    customer of a remote warehouse (only when W > 1); 60% of Payments and Order-Statuses
 //!    select the customer by last name.
 
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{last_name, nurand, NurandConsts, TpccConfig};
-
-pub(crate) fn rng_for(seed: u64, stream: u64) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(
-        seed ^ stream.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-    )
-}
+use super::config::{last_name, nurand, rng_for, NurandConsts, TpccConfig};
 
 /// The five transaction types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -189,7 +183,7 @@ impl InputGen {
     }
 
     pub fn input_of(&mut self, kind: Kind) -> Input {
-        if self.cfg.home_warehouse == super::HomeWarehouse::Random {
+        if self.cfg.home_warehouse == super::config::HomeWarehouse::Random {
             self.w_id = self.rng.random_range(1..=self.cfg.warehouses);
         }
         let w_id = self.w_id;

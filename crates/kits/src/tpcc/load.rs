@@ -20,9 +20,8 @@ use storage::{Engine, Result};
 use crate::batch::Batcher;
 use crate::LoadMethod;
 
-use super::{
-    input::rng_for, last_name, nurand, timestamp_s, Handles, NurandConsts, TpccConfig, DDL,
-};
+use super::config::{last_name, nurand, rng_for, NurandConsts, TpccConfig};
+use super::{timestamp_s, Handles, DDL};
 
 /// What the loader produced: the handles and the load-time NURand constants (the run
 /// constants are derived from them).

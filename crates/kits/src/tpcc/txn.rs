@@ -30,8 +30,9 @@ use storage::tuple::Value;
 use storage::{Engine, Error, ObjectId, Result, Rid};
 
 use super::col;
+use super::config::{NurandConsts, TpccConfig};
 use super::input::{CustomerBy, Input, InputGen, Kind};
-use super::{timestamp_s, Handles, NurandConsts, TpccConfig};
+use super::{timestamp_s, Handles};
 
 /// Virtual time before a transaction rolled back by a lock conflict is retried.
 pub const RETRY_BACKOFF_NS: u64 = 100_000;

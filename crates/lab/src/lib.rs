@@ -16,6 +16,7 @@
 //! - [`workload`]: the `Workload` trait every transactional workload implements, and the one
 //!   runner of a measured window (`run_window`).
 //! - [`workloads`]: TPC-B, TATP, TPC-C and TPC-H, one file each, and the registry by name.
+//! - [`experiments`]: the experiments, one module each: a spec in, a result out.
 //!
 //! The crate sits between the benchmark kits (`kits`) and the command line
 //! (`noftl`), which only parses and prints. docs/ARCHITECTURE.md draws the whole stack.
@@ -32,3 +33,4 @@ pub mod targets;
 pub mod units;
 pub mod workload;
 pub mod workloads;
+pub mod experiments;

@@ -20,7 +20,7 @@ pub mod serve;
 pub mod shell;
 pub mod sweep;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -94,8 +94,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mount(a) => mount::run_mount(a),
         Command::Fsck(a) => mount::run_fsck(a),
         Command::Fs(c) => fs::run(c),
-        Command::Completions(a) => shell::completions(a),
-        Command::Man(a) => shell::man(a),
+        Command::Completions(a) => shell::completions(a, Cli::command()),
+        Command::Man(a) => shell::man(a, Cli::command()),
     }
 }
 

@@ -91,7 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ipa(c) => ipa::run(c),
         Command::Sweep(a) => sweep::run(a, &launcher()),
         Command::Plot(a) => plot::run(a),
-        Command::Dashboard(a) => dashboard::run(a),
+        Command::Dashboard(a) => dashboard::run(a, launcher()),
         Command::Mount(a) => mount::run_mount(a),
         Command::Fsck(a) => mount::run_fsck(a),
         Command::Fs(c) => fs::run(c),

@@ -5,11 +5,14 @@
 //!
 //! Design:
 //! - One driver. A run is the CLI command line (`noftl bench ...`, `noftl compare ...`, `noftl
-//!   ipa compare ...`, `noftl iaa compare ...`, each with `--results DIR`) parsed by the CLI's own parser and run by its
-//!   own dispatch (`cli::run`) on a thread of this process; the scheduler's window marks reach
-//!   the page through a hook (`results::set_live`, handed on to `compare`'s worker threads), so
-//!   the dashboard shows the figures the CLI writes, and `summary.json` is the run's final
-//!   result. Figures are drawn by `noftl plot`'s code.
+//!   ipa compare ...`, `noftl iaa compare ...`, each with `--results DIR`) parsed by the CLI's
+//!   own parser and run by its own dispatch (`cli::run`) on a thread of this process. Both come
+//!   from the top of the command line, handed in to `run` as a `launch::Launcher`
+//!   (`cli::launcher()`: `parse`, `run`, and `iaa_compare` to read a parsed `iaa compare`), so
+//!   this module never names `Cli` or `Command`. The scheduler's window marks reach the page
+//!   through a hook (`results::set_live`, handed on to `compare`'s worker threads), so the
+//!   dashboard shows the figures the CLI writes, and `summary.json` is the run's final result.
+//!   Figures are drawn by `noftl plot`'s code.
 //! - Live data is sent as server-sent events (`GET /api/runs/ID/events`): every event of a run
 //!   is kept, and a new subscriber first gets the ones sent before it, so two browsers watching
 //!   one run see the same data. The stream ends after `done` or `error`.
@@ -38,6 +41,8 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
+
+use super::launch::{Job, Launcher};
 
 #[derive(Debug, Args)]
 pub struct DashboardArgs {
@@ -120,9 +125,19 @@ const STORAGES: [&str; 8] = [
 ];
 
 impl RunRequest {
-    /// The CLI command line of this request (without the program name), or what is wrong with
-    /// it.
+    /// `argv_with` the CLI's own launcher (`cli::launcher()`), for the tests.
+    #[cfg(test)]
     pub fn argv(&self, dir: &std::path::Path) -> Result<Vec<String>, String> {
+        self.argv_with(dir, &super::launcher())
+    }
+
+    /// The CLI command line of this request (without the program name), or what is wrong with
+    /// it; `iaa compare`'s own checks run on the command line parsed by `launch.parse`.
+    pub fn argv_with(
+        &self,
+        dir: &std::path::Path,
+        launch: &Launcher,
+    ) -> Result<Vec<String>, String> {
         let mut argv = if self.scenario == "iaa" {
             self.iaa_argv()?
         } else {
@@ -169,13 +184,11 @@ impl RunRequest {
         );
         if self.scenario == "iaa" {
             // `iaa compare`'s own checks, with its messages, on the parsed command line.
-            if let Ok(super::Cli {
-                command: super::Command::Iaa(super::iaa::IaaCommand::Compare(a)),
-            }) = parse(&argv)
-            {
-                super::iaa::checked(&a).map_err(|e| format!("{e:#}"))?;
+            let parsed = parse_with(&argv, launch);
+            if let Some(a) = parsed.as_ref().ok().and_then(launch.iaa_compare) {
+                super::iaa::checked(a).map_err(|e| format!("{e:#}"))?;
                 let runs = a.free.len()
-                    * super::iaa::schemes(&a)
+                    * super::iaa::schemes(a)
                         .map_err(|e| format!("schemes: {e:#}"))?
                         .len();
                 if runs > 20 {
@@ -326,11 +339,15 @@ impl RunRequest {
     }
 }
 
-/// A run's command line through the CLI's own parser.
-fn parse(argv: &[String]) -> Result<super::Cli, String> {
-    use clap::Parser as _;
-    super::Cli::try_parse_from(std::iter::once("noftl").chain(argv.iter().map(String::as_str)))
-        .map_err(|e| e.to_string())
+/// A run's command line through the CLI's own parser (`launch.parse`).
+fn parse_with(argv: &[String], launch: &Launcher) -> Result<Job, String> {
+    (launch.parse)(argv).map_err(|e| e.to_string())
+}
+
+/// `parse_with` the CLI's own launcher (`cli::launcher()`), for the tests.
+#[cfg(test)]
+fn parse(argv: &[String]) -> Result<Job, String> {
+    parse_with(argv, &super::launcher())
 }
 
 /// One run, live or past.
@@ -352,6 +369,8 @@ struct Run {
 struct App {
     runs: Mutex<Vec<Run>>,
     dir: PathBuf,
+    /// The CLI's parser and dispatch (`cli::launcher()`).
+    launch: Launcher,
 }
 
 type Shared = Arc<App>;
@@ -414,7 +433,8 @@ fn past_runs(dir: &std::path::Path) -> Vec<Run> {
     out
 }
 
-pub fn run(args: DashboardArgs) -> anyhow::Result<()> {
+/// Serves the dashboard; its runs are parsed and run by `launch` (`cli::launcher()`).
+pub fn run(args: DashboardArgs, launch: Launcher) -> anyhow::Result<()> {
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         bail!(
             "--listen {}: not a loopback address; the dashboard starts runs on this machine, so give --allow-remote to serve other hosts",
@@ -426,6 +446,7 @@ pub fn run(args: DashboardArgs) -> anyhow::Result<()> {
     let app = Arc::new(App {
         runs: Mutex::new(past_runs(&args.dir)),
         dir: args.dir.clone(),
+        launch,
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -522,11 +543,11 @@ async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Respon
         .map(|r| r.iter().map(|x| x.id + 1).max().unwrap_or(1))
         .unwrap_or(1);
     let dir = app.dir.join(format!("run-{id}"));
-    let argv = match req.argv(&dir) {
+    let argv = match req.argv_with(&dir, &app.launch) {
         Ok(a) => a,
         Err(e) => return bad(e),
     };
-    let cmd = match parse(&argv) {
+    let cmd = match parse_with(&argv, &app.launch) {
         Ok(c) => c,
         Err(e) => return bad(e),
     };
@@ -551,7 +572,7 @@ async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Respon
 /// Runs one CLI command on this thread (the verb's own worker threads get the live hook too),
 /// sending its window marks as `sample` events (each series paced to `speed` virtual seconds
 /// per wall second, if not 0), then `done` with summary.json or `error`.
-fn drive(app: Shared, id: usize, cmd: super::Cli, dir: PathBuf, speed: f64) {
+fn drive(app: Shared, id: usize, cmd: Job, dir: PathBuf, speed: f64) {
     // Each series' first point's wall time: its pace starts there.
     let started: Mutex<HashMap<String, Instant>> = Mutex::new(HashMap::new());
     let hook_app = Arc::clone(&app);
@@ -577,8 +598,9 @@ fn drive(app: Shared, id: usize, cmd: super::Cli, dir: PathBuf, speed: f64) {
         json!({"phase": "loading and running"}).to_string(),
     );
     // A run that panics ends with an `error` event too: a page never waits for nothing.
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| super::run(cmd)))
-        .unwrap_or_else(|_| {
+    let run = app.launch.run;
+    let r =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cmd))).unwrap_or_else(|_| {
             Err(anyhow::anyhow!(
                 "the run panicked (see the dashboard's standard error)"
             ))

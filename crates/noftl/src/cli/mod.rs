@@ -15,13 +15,14 @@ pub mod ftl;
 pub mod iaa;
 pub mod io;
 pub mod ipa;
+pub mod launch;
 pub mod mount;
 pub mod plot;
 pub mod serve;
 pub mod shell;
 pub mod sweep;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -89,14 +90,64 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Iaa(c) => iaa::run(c),
         Command::Ipa(c) => ipa::run(c),
-        Command::Sweep(a) => sweep::run(a),
+        Command::Sweep(a) => sweep::run(a, &launcher()),
         Command::Plot(a) => plot::run(a),
-        Command::Dashboard(a) => dashboard::run(a),
+        Command::Dashboard(a) => dashboard::run(a, launcher()),
         Command::Mount(a) => mount::run_mount(a),
         Command::Fsck(a) => mount::run_fsck(a),
         Command::Fs(c) => fs::run(c),
-        Command::Completions(a) => shell::completions(a),
-        Command::Man(a) => shell::man(a),
+        Command::Completions(a) => shell::completions(a, Cli::command()),
+        Command::Man(a) => shell::man(a, Cli::command()),
+    }
+}
+
+/// The command line as the verbs that run other verbs (dashboard, sweep) get it: this parser,
+/// this dispatch, and what they read of a parsed command (`launch`'s seam: they never name
+/// `Cli` or `Command`).
+pub fn launcher() -> launch::Launcher {
+    launch::Launcher {
+        parse: parse_job,
+        run: run_job,
+        device: job_device,
+        iaa_compare: job_iaa_compare,
+    }
+}
+
+/// A command line (without the program name) through this parser.
+fn parse_job(argv: &[String]) -> Result<launch::Job, clap::Error> {
+    Cli::try_parse_from(std::iter::once("noftl").chain(argv.iter().map(String::as_str)))
+        .map(launch::Job::new)
+}
+
+/// A job from `parse_job` through this dispatch.
+fn run_job(job: launch::Job) -> anyhow::Result<()> {
+    match job.take::<Cli>() {
+        Ok(cli) => run(cli),
+        Err(_) => anyhow::bail!("not a command line parsed by noftl's parser"),
+    }
+}
+
+fn job_cli(job: &launch::Job) -> Option<&Cli> {
+    job.get::<Cli>()
+}
+
+/// The device arguments of io, bench tpcb, tatp and tpcc (what a sweep sizes a job by).
+fn job_device(job: &launch::Job) -> Option<&common::DeviceArgs> {
+    match &job_cli(job)?.command {
+        Command::Io(a) => Some(&a.target.device),
+        Command::Bench(bench::BenchCommand::Tpcb(b) | bench::BenchCommand::Tatp(b)) => {
+            Some(&b.device)
+        }
+        Command::Bench(bench::BenchCommand::Tpcc(t)) => Some(&t.run.device),
+        _ => None,
+    }
+}
+
+/// The arguments of an `iaa compare`.
+fn job_iaa_compare(job: &launch::Job) -> Option<&iaa::CompareArgs> {
+    match &job_cli(job)?.command {
+        Command::Iaa(iaa::IaaCommand::Compare(a)) => Some(a),
+        _ => None,
     }
 }
 

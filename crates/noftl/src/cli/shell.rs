@@ -1,10 +1,12 @@
 //! `noftl completions SHELL` and `noftl man`: shell completions and roff man pages, generated
-//! from the command line's own clap definitions (so they cannot drift from `--help`).
+//! from the command line's own clap definitions (so they cannot drift from `--help`). Those
+//! definitions live above this module (`cli::Cli`): the caller hands them in as a
+//! `clap::Command` (`Cli::command()`), so this module never names the top of the command line.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, CommandFactory};
+use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -22,15 +24,15 @@ pub struct ManArgs {
     pub out: Option<PathBuf>,
 }
 
-pub fn completions(a: CompletionsArgs) -> anyhow::Result<()> {
-    let mut cmd = super::Cli::command();
+/// Writes the completion script of `cmd` (the whole command line: `Cli::command()`).
+pub fn completions(a: CompletionsArgs, mut cmd: clap::Command) -> anyhow::Result<()> {
     let name = cmd.get_name().to_string();
     clap_complete::generate(a.shell, &mut cmd, name, &mut std::io::stdout());
     Ok(())
 }
 
-pub fn man(a: ManArgs) -> anyhow::Result<()> {
-    let cmd = super::Cli::command();
+/// Writes the man pages of `cmd` (the whole command line: `Cli::command()`).
+pub fn man(a: ManArgs, cmd: clap::Command) -> anyhow::Result<()> {
     match a.out {
         Some(dir) => {
             std::fs::create_dir_all(&dir)

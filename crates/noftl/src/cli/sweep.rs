@@ -12,9 +12,11 @@
 //!   `stderr.txt`, and `status.json` written last (status, exit code, wall seconds, error).
 //!
 //! Every job's arguments are parsed with the CLI's own parser before any job starts, so a typo
-//! in a plan costs nothing. Runs are deterministic from their arguments (virtual time, seeded
-//! randomness), so a job whose `status.json` says `ok` never needs to run again: `--resume`
-//! skips it. A failed job is recorded with its error and the sweep goes on; the exit status is
+//! in a plan costs nothing. The parser comes from the top of the command line, handed in as a
+//! `launch::Launcher` (`cli::launcher()`) with what the sweep reads of a parsed job (its device
+//! arguments): this module never names `Cli` or `Command`. Runs are deterministic from their
+//! arguments (virtual time, seeded randomness), so a job whose `status.json` says `ok` never
+//! needs to run again: `--resume` skips it. A failed job is recorded with its error and the sweep goes on; the exit status is
 //! non-zero when any job failed.
 //!
 //! Wall time: a plan's `timeout` (or `--timeout`) bounds each job's wall time; a job still
@@ -42,12 +44,12 @@ use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::{Cli, Command};
+use super::launch::Launcher;
 
 /// The Ray driver, written next to the jobs when `--executor ray` runs.
 const RAY_DRIVER: &str = include_str!("../../../../scripts/sweep_ray.py");
@@ -156,7 +158,7 @@ struct Status {
     error: Option<String>,
 }
 
-pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+pub fn run(args: SweepArgs, launch: &Launcher) -> anyhow::Result<()> {
     if let Some(SweepCommand::Merge { dir, csv }) = &args.command {
         let csv = csv.clone().unwrap_or_else(|| dir.join("results.csv"));
         let rows = merge(dir, &csv)?;
@@ -166,7 +168,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     let plan_path = args.plan.as_ref().context("a plan file is required")?;
     let text = std::fs::read_to_string(plan_path)
         .with_context(|| format!("cannot read {}", plan_path.display()))?;
-    let mut plan = expand(&text).with_context(|| format!("in {}", plan_path.display()))?;
+    let mut plan =
+        expand_with(&text, launch).with_context(|| format!("in {}", plan_path.display()))?;
     if let Some(t) = &args.timeout {
         plan.timeout_seconds = Some(parse_timeout(t).context("--timeout")?);
     }
@@ -233,8 +236,15 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Expands a plan's text into its jobs, each parsed by the CLI's parser (invariant 1).
+/// `expand_with` the CLI's own launcher (`cli::launcher()`), for the tests.
+#[cfg(test)]
 pub fn expand(text: &str) -> anyhow::Result<Plan> {
+    expand_with(text, &super::launcher())
+}
+
+/// Expands a plan's text into its jobs, each parsed by the CLI's parser, `launch.parse`
+/// (invariant 1).
+pub fn expand_with(text: &str, launch: &Launcher) -> anyhow::Result<Plan> {
     let file: PlanFile = toml::from_str(text).context("not a sweep plan")?;
     let verb: Vec<String> = file.verb.split_whitespace().map(str::to_string).collect();
     let Some(first) = verb.first() else {
@@ -325,7 +335,7 @@ pub fn expand(text: &str) -> anyhow::Result<Plan> {
                 }
                 let memory_bytes = match memory_override {
                     Some(m) => m,
-                    None => estimate_memory_bytes(&argv)?,
+                    None => estimate_memory_bytes(&argv, launch)?,
                 };
                 let id = job_id(&argv);
                 if !ids.insert(id.clone()) {
@@ -422,24 +432,15 @@ fn job_id(argv: &[String]) -> String {
 
 /// Parses a job's arguments with the CLI's parser (a bad plan fails before any job runs) and
 /// estimates its memory: the RAM its emulated device keeps.
-fn estimate_memory_bytes(argv: &[String]) -> anyhow::Result<u64> {
-    let full = std::iter::once("noftl".to_string()).chain(argv.iter().cloned());
-    let cli = Cli::try_parse_from(full).map_err(|e| {
+fn estimate_memory_bytes(argv: &[String], launch: &Launcher) -> anyhow::Result<u64> {
+    let job = (launch.parse)(argv).map_err(|e| {
         anyhow::anyhow!(
             "job `noftl {}` does not parse:\n{}",
             shell_words(argv),
             e.render()
         )
     })?;
-    let device = match &cli.command {
-        Command::Io(a) => Some(&a.target.device),
-        Command::Bench(
-            super::bench::BenchCommand::Tpcb(b) | super::bench::BenchCommand::Tatp(b),
-        ) => Some(&b.device),
-        Command::Bench(super::bench::BenchCommand::Tpcc(t)) => Some(&t.run.device),
-        _ => None,
-    };
-    let Some(device) = device else {
+    let Some(device) = (launch.device)(&job) else {
         // Verbs that size their own devices (compare, crashtest): a floor; plans state more
         // with `memory` where a job needs it.
         return Ok(256 << 20);

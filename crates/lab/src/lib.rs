@@ -22,6 +22,7 @@
 //! (`noftl`), which only parses and prints. docs/ARCHITECTURE.md draws the whole stack.
 
 pub mod device;
+pub mod experiments;
 pub mod filelock;
 pub mod limits;
 pub mod measure;
@@ -33,4 +34,3 @@ pub mod targets;
 pub mod units;
 pub mod workload;
 pub mod workloads;
-pub mod experiments;

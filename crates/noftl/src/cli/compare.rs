@@ -1,479 +1,170 @@
-//! `noftl compare`: NoFTL Fig. 3. The same workload, seed and device on the NoFTL page
-//! store (`native`), on DFTL with 2%, 15% and 35% of the mappings cached, and on the page FTL;
-//! throughput with its standard deviation over repeats, slowdown against NoFTL, then the
-//! per-transaction device statistics that explain it.
-//!
-//! The device: the NoFTL paper's emulator (`noftl13`: one chip, 64 x 4 KiB pages per block, tR 50 us,
-//! tPROG 250 us, tBERS 700 us) with as many blocks as the database needs. "Flash volume equals
-//! DB size" (NoFTL, VLDB 2013, section 3), plus the emulator's extra blocks of Figure 5 (116 on top of
-//! 4,096: a spare factor of 116 / 4,212 = 2.75%) as over-provisioning, plus the fixed blocks
-//! every store needs to work (its GC reserve and its open blocks), which the NoFTL paper does not
-//! count. Every store gets the same device and the same logical space (meta, log, DB pages),
-//! so the same database occupies the same fraction of the flash under each.
-//!
-//! The database size is measured, not guessed: the workload is loaded once on a RAM disk and
-//! its allocated pages counted; the device holds that plus 10% and 256 pages of growth (the
-//! history table grows during the run). That loaded database is then copied page by page onto
-//! every row's store (`Engine::copy_to`): every row starts from the same bytes, at the cost of one
-//! write per page instead of a load. TPC-B and TPC-C load in bulk unless `--load rows` (the
-//! row-by-row load every comparison before 2026-11-27 used; the JSON's `load` says which ran):
-//! the same rows either way, in a smaller database with full B+-tree nodes when in bulk.
-//!
-//! The NoFTL paper ran Shore-MT with one thread (Figure 6: "Threads: (1)"), so one terminal by
-//! default. The buffer pool is 2% of the database pages (`--buffer`; at least 256 frames), the
-//! same for every store. Runs are in virtual time: the same command and seed give byte-identical JSON.
-//!
-//! Warm-up: right after the copy the device still has all its free blocks, so the first writes
-//! cost no garbage collection and every store looks faster than it is in steady state. Before
-//! measuring, each row therefore runs the same workload (other inputs, the same on every row)
-//! until the store has written the device over twice with pages for the engine (`--warmup
-//! auto`; `WARMUP_DEVICE_WRITES` says why twice, and why the same on every row), as SNIA's
-//! solid-state performance test preconditions a drive. A criterion on the free space alone is not enough on NoFTL: the dead
-//! log is reclaimed without copies, so GC of data blocks starts only once the data writes alone
-//! have used up the free space. `--warmup 30s` runs a fixed virtual time instead, `--warmup
-//! none` skips it.
-//!
-//! Windows: a row's repeats are consecutive measured windows of its one steady-state run (batch
-//! means), window k drawing the inputs of seed + k (storage::sched::run_virtual says how a
-//! window starts and ends; storage::measure checks it).
-//!
-//! Invariants:
-//! 1. Every row runs the same workload inputs (seed + window index) on a copy of the same loaded
-//!    database, on a device of the same geometry and logical layout; only the store differs.
-//! 2. Only the measured windows are counted: device counters are differences across each; the
-//!    warm-up is before them.
-//! 3. The JSON depends on the arguments only (virtual time, seeded inputs, results ordered by
-//!    row however the worker threads interleave).
+//! `noftl compare`: NoFTL Fig. 3, the same workload on NoFTL (native), DFTL 2/15/35% and the
+//! page FTL. The experiment is `lab::experiments::compare` (its module doc says how the device
+//! is sized, the database copied, the stores warmed up and the windows measured); this verb
+//! parses its flags into a spec, writes each scale's JSON and prints its table.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
-use anyhow::bail;
+use clap::Args;
 use kits::LoadMethod;
-use serde::Serialize;
-use storage::measure::{self, Busy, Consistency};
-use storage::sched::VirtualOptions;
-use storage::Engine;
+use lab::experiments::compare::{self as experiment, CompareResult, Outcome, TpchCompareResult};
+use lab::stores::{parse_log_region, LogRegion};
 
-use lab::workload::{run_window, Loaded, Workload};
+use super::common::{emit_json, parse_percent, DeviceArgs, ResultsArgs};
 
-/// The NoFTL paper's scales (Figure 3: 1 GB, 5 GB and 10 GB of flash).
-const PAPER_SCALES_TPCB: [u32; 3] = [48, 200, 500];
-const PAPER_SCALES_TPCC: [u32; 3] = [5, 25, 50];
-
-/// --paper's default window (--duration).
-const PAPER_WINDOW: &str = "30s";
-const PAPER_STORES: &str =
-    "native,dftl-2%,dftl-15%,dftl-35%,page,dftl-orig-2%,dftl-orig-15%,dftl-orig-35%";
-
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct PerTxn {
-    pub flash_reads: f64,
-    pub flash_programs: f64,
-    pub flash_erases: f64,
-    pub gc_migrations: f64,
-    pub translation_reads: f64,
-    pub translation_writes: f64,
-    /// Mapping work: the device controller's (FTLs, 400 MHz) or the host's (native), us.
-    pub controller_us: f64,
-    pub energy_joules: f64,
-    pub latency_us: f64,
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
+    /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C);
+    /// tpch (seconds per query, queries 1, 6, 12 and 14; --sf is the scale factor).
+    #[arg(long, default_value = "tpcb")]
+    pub workload: String,
+    /// TPC-B branches (the NoFTL paper ran 48, 200 and 500; default 12: the runs take about two
+    /// minutes on two cores); TATP subscribers (default 20,000); TPC-C warehouses (the NoFTL paper ran
+    /// 5, 25 and 50; default 1).
+    #[arg(long)]
+    pub scale: Option<u32>,
+    /// TPC-H's scale factor (default 0.1; the NoFTL paper ran 1); --scale N means SF N.
+    #[arg(long, conflicts_with = "scale")]
+    pub sf: Option<f64>,
+    /// Runs per store (different input seeds); the standard deviation is over these.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+    /// Virtual length of each measured window, e.g. 10s (default 10s; with --paper 30s, so
+    /// that the windows at the paper's scales, where a store runs a few hundred transactions
+    /// a second, hold thousands of transactions and several GC cycles each).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Before each measured run: auto (run until the store has written as many pages for the
+    /// engine as the device has twice, so GC is in steady state; at most two transactions per
+    /// device page), a virtual time such as 30s, or none.
+    #[arg(long, default_value = "auto")]
+    pub warmup: String,
+    /// Terminals per run: concurrent transaction streams on the store.
+    #[arg(long, default_value_t = 1)]
+    pub terminals: u32,
+    /// Over-provisioning on top of the database, as a spare factor (NoFTL Fig. 5: 116 extra
+    /// blocks on 4,096, 2.75%).
+    #[arg(long, value_parser = parse_percent, default_value = "2.75%")]
+    pub op: f64,
+    /// The native store's log in a region of its own, with these CREATE REGION options
+    /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips: no paired-page
+    /// pads and lower-page program times at each commit.
+    #[arg(long, value_parser = parse_log_region)]
+    pub log_region: Option<LogRegion>,
+    /// Buffer pool as a share of the database pages (at least 256 frames), the same for every
+    /// store. The NoFTL paper does not state its pool; 2% keeps the workload I/O-bound.
+    #[arg(long, value_parser = parse_percent, default_value = "2%")]
+    pub buffer: f64,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
+    #[arg(long, default_value_t = 100_000)]
+    pub accounts_per_branch: u32,
+    /// TPC-C: a REDUCED population for tests, items and customers per district (the
+    /// specification's 100,000 and 3,000 unless given).
+    #[arg(long, num_args = 2, value_names = ["ITEMS", "CUSTOMERS"])]
+    pub tpcc_reduced: Option<Vec<u32>>,
+    /// Seed of the first run of each store (run k of --repeat uses seed + k): the database
+    /// contents and the transaction inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The stores to run, comma-separated; native must be one (the slowdowns are against it):
+    /// native, dftl-2%, dftl-15%, dftl-35%, page, dftl-orig-2%, dftl-orig-15%, dftl-orig-35%
+    /// (default: the first five; with --paper all eight).
+    #[arg(long = "store", visible_alias = "stores", value_delimiter = ',')]
+    pub stores: Option<Vec<String>>,
+    /// Worker threads (runs are independent).
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report). With --paper, one file per scale: the scale is put before the extension
+    /// (compare.json -> compare-sf48.json).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+    /// Run the NoFTL paper's scales one after the other (TPC-B 48/200/500 branches, TPC-C 5/25/50
+    /// warehouses; Figure 3), instead of --scale. Needs a machine with RAM for --jobs devices of
+    /// up to ~10 GiB each: every device keeps its data.
+    #[arg(long, conflicts_with = "scale")]
+    pub paper: bool,
+    /// TPC-C: fixed (each terminal keeps one home warehouse, the specification's clause
+    /// 2.4.1.1) or random (every transaction draws its home warehouse over all warehouses, as
+    /// Shore-MT's kit ran the NoFTL paper's single thread; the default here, so that one
+    /// terminal touches the whole database at every scale).
+    #[arg(long)]
+    pub home_warehouse: Option<String>,
+    /// Exit non-zero when any row's measured windows break a physical bound (consistency:
+    /// violated), after writing the results.
+    #[arg(long)]
+    pub strict: bool,
+    /// TPC-B and TPC-C: how the database is loaded (once, on a RAM disk, before it is copied to
+    /// every store): bulk (dense heap pages, B+-trees built bottom-up; the default) or rows (one
+    /// logged insert per row and index: every comparison published before 2026-11-27 was loaded
+    /// this way, and `--load rows` reproduces it). TATP always loads row by row, TPC-H in bulk.
+    #[arg(long)]
+    pub load: Option<kits::LoadMethod>,
+    #[command(flatten)]
+    pub results: ResultsArgs,
 }
 
-#[derive(Debug, Serialize)]
-struct Row {
-    storage: String,
-    throughput_tps: f64,
-    /// TPC-C: completed New-Orders per minute (mean over repeats).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    notpm: Option<f64>,
-    stdev: f64,
-    slowdown: f64,
-    runs_tps: Vec<f64>,
-    /// Virtual seconds of warm-up before the measured windows.
-    warmup_seconds: f64,
-    /// The warm-up's host writes over the device's pages.
-    warmup_device_writes: f64,
-    /// Mean length of the measured windows (at least --duration; they end at the first
-    /// checkpoint after it, on a drained device).
-    window_seconds: f64,
-    /// Mean checkpoints per window, and how many windows found no checkpoint to end on.
-    window_checkpoints: f64,
-    windows_without_checkpoint: u32,
-    per_txn: PerTxn,
-    /// The windows' self-check over all repeats (storage::measure).
-    consistency: Consistency,
-    /// Each window, in order (consecutive windows of one run: a trend across them shows).
-    windows: Vec<WindowRow>,
-}
-
-#[derive(Debug, Serialize)]
-struct WindowRow {
-    throughput_tps: f64,
-    seconds: f64,
-    checkpoints: u64,
-    per_txn: PerTxn,
-}
-
-impl PerTxn {
-    /// Four decimals (energy nine), so that the JSON carries no float noise.
-    fn rounded(&self) -> PerTxn {
-        PerTxn {
-            flash_reads: r4(self.flash_reads),
-            flash_programs: r4(self.flash_programs),
-            flash_erases: r4(self.flash_erases),
-            gc_migrations: r4(self.gc_migrations),
-            translation_reads: r4(self.translation_reads),
-            translation_writes: r4(self.translation_writes),
-            controller_us: r4(self.controller_us),
-            energy_joules: (self.energy_joules * 1e9).round() / 1e9,
-            latency_us: r4(self.latency_us),
+impl CompareArgs {
+    /// The comparison these flags ask for, as the experiment library takes it.
+    pub fn spec(&self) -> experiment::Spec {
+        experiment::Spec {
+            workload: self.workload.clone(),
+            scale: self.scale,
+            sf: self.sf,
+            repeat: self.repeat,
+            duration: self.duration.clone(),
+            warmup: self.warmup.clone(),
+            terminals: self.terminals,
+            op: self.op,
+            log_region: self.log_region.clone(),
+            buffer: self.buffer,
+            device: self.device.spec(),
+            accounts_per_branch: self.accounts_per_branch,
+            tpcc_reduced: self.tpcc_reduced.clone(),
+            seed: self.seed,
+            stores: self.stores.clone(),
+            jobs: self.jobs,
+            paper: self.paper,
+            home_warehouse: self.home_warehouse.clone(),
+            strict: self.strict,
+            load: self.load,
+            results: self.results.results.clone(),
+            sample_window: self.results.sample_window.clone(),
+            raw: self.results.raw,
         }
     }
-}
-
-#[derive(Debug, Serialize)]
-struct CompareResult {
-    workload: String,
-    scale: u32,
-    repeat: u32,
-    seed: u64,
-    terminals: u32,
-    virtual_seconds: f64,
-    /// auto, none or a virtual time (module doc: warm-up).
-    warmup: String,
-    /// TPC-C: fixed or random (--home-warehouse).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    home_warehouse: Option<kits::tpcc::HomeWarehouse>,
-    /// How the database was loaded: bulk or rows (--load).
-    load: kits::LoadMethod,
-    device: Device,
-    rows: Vec<Row>,
-}
-
-mod rig;
-mod tpch;
-
-pub use rig::CompareArgs;
-pub(crate) use rig::{
-    build_store, counters, mean_stdev, parse_stores, parse_warmup, r4, size_rig, thread_cpu_s,
-    units_per_page, Counters, Device, Probe, Rig, Warmup, DEFAULT_STORES, ROWS,
-    WARMUP_DEVICE_WRITES, WARMUP_MAX_NS, WARMUP_MAX_TXNS_PER_DEVICE_PAGE, WARMUP_SEED,
-    WARMUP_SLICE_NS,
-};
-
-/// The scheduler's options for a window of `until_ns` from `start`: it ends at the first
-/// checkpoint after `until_ns` (whole checkpoint cycles, the window's start being right after
-/// one), waiting for one at most `WINDOW_CHECKPOINT_WAIT` times its length.
-pub(crate) fn window_options(start: u64, until_ns: u64) -> VirtualOptions {
-    VirtualOptions {
-        until_ns: Some(start + until_ns),
-        end_on_checkpoint_within_ns: Some(until_ns.saturating_mul(WINDOW_CHECKPOINT_WAIT)),
-        ..VirtualOptions::default()
-    }
-}
-
-/// A warm-up slice: `until_ns` from `start`, wherever the checkpoints are.
-fn slice_options(start: u64, until_ns: u64) -> VirtualOptions {
-    VirtualOptions {
-        until_ns: Some(start + until_ns),
-        ..VirtualOptions::default()
-    }
-}
-
-/// How many window lengths a window may go on past its duration to end on a checkpoint.
-const WINDOW_CHECKPOINT_WAIT: u64 = 30;
-
-/// One measured run.
-#[derive(Clone, Debug)]
-struct RunOut {
-    /// Virtual time the warm-up before it took.
-    warmup_s: f64,
-    /// Host writes of the warm-up over the device's pages.
-    warmup_writes: f64,
-    tps: f64,
-    /// TPC-C only.
-    notpm: f64,
-    /// The measured window's length (at least --duration: it ends on a drained device).
-    window_s: f64,
-    /// Checkpoints in the window, and whether it ended on one (else it gave up waiting).
-    checkpoints: u64,
-    ended_on_checkpoint: bool,
-    per: PerTxn,
-    consistency: Consistency,
-    /// With --results: the window's marks and transactions.
-    trace: Option<lab::results::Trace>,
-}
-
-/// One row: the store is built, loaded and warmed up once, then measured `repeat` times in
-/// consecutive windows of the same steady-state run (batch means: window k draws the inputs of
-/// seed + k, the same on every row). `progress` is told each window's throughput.
-#[allow(clippy::too_many_arguments)]
-fn run_row(
-    rig: &Rig,
-    probe: &Probe,
-    row: usize,
-    w: &dyn Workload,
-    terminals: u32,
-    seed: u64,
-    repeat: u32,
-    until_ns: u64,
-    sample_ns: Option<u64>,
-    progress: &(dyn Fn(u32, &RunOut) + Sync),
-) -> anyhow::Result<Vec<RunOut>> {
-    let name = ROWS[row].0;
-    let wall = std::time::Instant::now();
-    let cpu0 = thread_cpu_s();
-    let mut e = probe.copy_onto(rig, row)?;
-    let loaded = &probe.loaded;
-    let load_s = wall.elapsed().as_secs_f64();
-    let copy_cpu_s = thread_cpu_s() - cpu0;
-    let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, loaded, terminals)?;
-    eprintln!(
-        "{name}: copied in {load_s:.1} s wall ({copy_cpu_s:.1} s CPU), warmed up in {:.1} s wall ({:.1} s CPU; {:.1} s virtual, the device written over {warmup_writes:.2} times)",
-        wall.elapsed().as_secs_f64() - load_s,
-        thread_cpu_s() - cpu0 - copy_cpu_s,
-        warmup_ns as f64 / 1e9
-    );
-    let (wall1, cpu1) = (std::time::Instant::now(), thread_cpu_s());
-    let mut outs = Vec::new();
-    for k in 0..repeat {
-        // The dashboard's live points (if it runs this comparison): one series per window.
-        lab::results::set_live_series(&if repeat > 1 {
-            format!("{name} #{}", k + 1)
-        } else {
-            name.to_string()
-        });
-        let out = measure_window(
-            &mut e,
-            &loaded,
-            w,
-            terminals,
-            seed.wrapping_add(u64::from(k)),
-            until_ns,
-            (warmup_ns, warmup_writes),
-            sample_ns,
-        )?;
-        progress(k, &out);
-        outs.push(out);
-        // A window stops at a time: end what it left open before the next one starts.
-        e.quiesce()?;
-    }
-    eprintln!(
-        "{name}: {repeat} window(s) in {:.1} s wall ({:.1} s CPU)",
-        wall1.elapsed().as_secs_f64(),
-        thread_cpu_s() - cpu1
-    );
-    Ok(outs)
-}
-
-/// One measured window on a warmed-up engine.
-#[allow(clippy::too_many_arguments)]
-fn measure_window(
-    e: &mut Engine,
-    loaded: &Loaded,
-    w: &dyn Workload,
-    terminals: u32,
-    seed: u64,
-    until_ns: u64,
-    (warmup_ns, warmup_writes): (u64, f64),
-    sample_ns: Option<u64>,
-) -> anyhow::Result<RunOut> {
-    let before = counters(e.store());
-    let busy0 = Busy::of(e.store());
-    let start = e.now();
-    let ran = run_window(
-        w,
-        e,
-        loaded,
-        terminals,
-        seed,
-        start,
-        window_options(start, until_ns),
-        sample_ns,
-    )?;
-    let after = counters(e.store());
-    let elapsed_ns = ran.end_ns - ran.start_ns;
-    let consistency = measure::check(measure::Window {
-        before: &busy0,
-        after: &Busy::of(e.store()),
-        elapsed_ns,
-        terminals,
-        terminals_run_throughout: true,
-        txns: ran.latency_txns,
-        latency_sum_ns: ran.latency_sum_ns,
-    });
-    let n = ran.counted.max(1) as f64;
-    let secs = elapsed_ns as f64 / 1e9;
-    let per_second = |x: u64| if secs > 0.0 { x as f64 / secs } else { 0.0 };
-    Ok(RunOut {
-        warmup_s: warmup_ns as f64 / 1e9,
-        warmup_writes,
-        tps: per_second(ran.counted),
-        notpm: per_second(ran.new_orders) * 60.0,
-        window_s: secs,
-        checkpoints: ran.checkpoints,
-        ended_on_checkpoint: ran.ended_on_checkpoint,
-        trace: ran.trace,
-        per: PerTxn {
-            flash_reads: (after.reads - before.reads) as f64 / n,
-            flash_programs: (after.programs - before.programs) as f64 / n,
-            flash_erases: (after.erases - before.erases) as f64 / n,
-            gc_migrations: (after.gc - before.gc) as f64 / n,
-            translation_reads: (after.tr - before.tr) as f64 / n,
-            translation_writes: (after.tw - before.tw) as f64 / n,
-            controller_us: (after.ctrl_us - before.ctrl_us) / n,
-            energy_joules: (after.joules - before.joules) / n,
-            latency_us: ran.latency_sum_ns / ran.latency_txns.max(1) as f64 / 1000.0,
-        },
-        consistency,
-    })
-}
-
-/// Runs the workload before the measured run (module doc: warm-up); returns its virtual length.
-fn warm_up(
-    rig: &Rig,
-    e: &mut Engine,
-    w: &dyn Workload,
-    loaded: &Loaded,
-    terminals: u32,
-) -> anyhow::Result<(u64, f64)> {
-    let start = e.now();
-    let g = &rig.nand.geometry;
-    let device_pages = u64::from(g.blocks()) * u64::from(g.pages_per_block) * units_per_page(g);
-    let host0 = host_writes(&counters(e.store()));
-    match rig.warmup {
-        Warmup::None => return Ok((0, 0.0)),
-        Warmup::VirtualNs(ns) => {
-            run_window(
-                w,
-                e,
-                loaded,
-                terminals,
-                WARMUP_SEED,
-                start,
-                slice_options(start, ns),
-                None,
-            )?;
-            e.quiesce()?;
-        }
-        Warmup::Auto => {
-            let mut slice = 0u64;
-            let mut txns = 0u64;
-            while host_writes(&counters(e.store())) - host0 < device_pages * WARMUP_DEVICE_WRITES
-                && txns < device_pages * WARMUP_MAX_TXNS_PER_DEVICE_PAGE
-                && e.now() - start < WARMUP_MAX_NS
-            {
-                // Each slice draws other inputs: the same on every row, never a measured run's.
-                let now = e.now();
-                let ran = run_window(
-                    w,
-                    e,
-                    loaded,
-                    terminals,
-                    WARMUP_SEED.wrapping_add(slice),
-                    now,
-                    slice_options(now, WARMUP_SLICE_NS),
-                    None,
-                )?;
-                txns += ran.latency_txns;
-                // The slice stopped mid-transaction: end those before the next terminals start.
-                e.quiesce()?;
-                slice += 1;
-            }
-        }
-    }
-    e.checkpoint()?;
-    let written = host_writes(&counters(e.store())) - host0;
-    Ok((e.now() - start, written as f64 / device_pages as f64))
-}
-
-/// 4 KiB units the store wrote for the engine (DB pages, log, metadata): every program that is
-/// not a GC or wear-levelling copy or a DFTL translation page, counted in units (a program
-/// writes a page of them, full or not; GC counts the units it moves; a translation page takes
-/// a whole flash page).
-fn host_writes(c: &Counters) -> u64 {
-    let upp = c.units_per_page.max(1);
-    (c.programs * upp).saturating_sub(c.gc + c.tw * upp)
-}
-
-fn average(runs: &[RunOut]) -> PerTxn {
-    let n = runs.len().max(1) as f64;
-    let mut p = PerTxn::default();
-    for r in runs {
-        let q = r.per;
-        p.flash_reads += q.flash_reads / n;
-        p.flash_programs += q.flash_programs / n;
-        p.flash_erases += q.flash_erases / n;
-        p.gc_migrations += q.gc_migrations / n;
-        p.translation_reads += q.translation_reads / n;
-        p.translation_writes += q.translation_writes / n;
-        p.controller_us += q.controller_us / n;
-        p.energy_joules += q.energy_joules / n;
-        p.latency_us += q.latency_us / n;
-    }
-    p
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.json {
         lab::output::check_writable(p)?;
     }
-    if args.workload == "tpch" {
-        return tpch::run(&args);
+    // Refused before anything runs, as every other input is.
+    if let Some(r) = &args.results.results {
+        lab::results::Plan::new(r, &args.results.sample_window, args.results.raw)?;
     }
-    if args.sf.is_some() {
-        bail!("--sf is TPC-H's scale factor (--workload tpch)");
-    }
-    if !args.paper {
-        if args.workload == "all" {
-            bail!("--workload all is for --paper (the paper's six scales, TPC-B and TPC-C)");
-        }
-        return run_scale(&args);
-    }
-    let plan: Vec<(&str, u32)> = match args.workload.as_str() {
-        "tpcb" => PAPER_SCALES_TPCB.iter().map(|&s| ("tpcb", s)).collect(),
-        "tpcc" => PAPER_SCALES_TPCC.iter().map(|&s| ("tpcc", s)).collect(),
-        "all" => PAPER_SCALES_TPCB
-            .iter()
-            .map(|&s| ("tpcb", s))
-            .chain(PAPER_SCALES_TPCC.iter().map(|&s| ("tpcc", s)))
-            .collect(),
-        other => bail!(
-            "--paper runs the NoFTL paper's scales, which it gives for tpcb and tpcc (or all: both), not '{other}'"
-        ),
-    };
-    let wall = std::time::Instant::now();
-    for (workload, scale) in plan {
-        let mut one = args.clone();
-        one.workload = workload.into();
-        if workload != "tpcc" {
-            // --workload all: --home-warehouse is for its TPC-C scales.
-            one.home_warehouse = None;
-        }
-        one.scale = Some(scale);
-        one.paper = false;
-        if one.stores.is_none() {
-            one.stores = Some(PAPER_STORES.split(',').map(String::from).collect());
-        }
-        one.duration = one.duration.or(Some(PAPER_WINDOW.into()));
-        let label = if args.workload == "all" {
-            format!("{workload}-sf{scale}")
-        } else {
-            format!("sf{scale}")
+    experiment::run(&args.spec(), &mut |label, outcome| {
+        let json = match label {
+            Some(l) => args.json.as_deref().map(|p| with_label(p, l)),
+            None => args.json.clone(),
         };
-        one.json = args.json.as_ref().map(|p| with_label(p, &label));
-        one.results.results = args.results.results.as_ref().map(|d| d.join(&label));
-        let t = std::time::Instant::now();
-        run_scale(&one)?;
-        eprintln!(
-            "{workload} scale {scale}: {:.1} min wall ({:.1} min so far)",
-            t.elapsed().as_secs_f64() / 60.0,
-            wall.elapsed().as_secs_f64() / 60.0
-        );
-    }
-    Ok(())
+        match outcome {
+            Outcome::Stores(res) => {
+                if emit_json(json.as_deref(), res)? {
+                    print_table(res);
+                }
+            }
+            Outcome::Tpch(res) => {
+                if emit_json(json.as_deref(), res)? {
+                    print_tpch_table(res);
+                }
+            }
+        }
+        Ok(())
+    })
 }
 
 /// `compare.json` -> `compare-sf48.json` (standard output stays standard output).
@@ -492,334 +183,8 @@ fn with_label(path: &std::path::Path, label: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// How many rows can run at once: each holds a device of `device_bytes` in RAM, beside the
-/// loaded database's `probe_bytes`. Fewer than asked (down to one, said on standard error) when
-/// that many do not fit in 90% of the available memory; an error when not even one does.
-fn jobs_that_fit(
-    scale: u32,
-    device_bytes: u64,
-    probe_bytes: u64,
-    jobs: usize,
-) -> anyhow::Result<usize> {
-    let Some(avail) = lab::limits::available_memory_bytes() else {
-        return Ok(jobs);
-    };
-    let budget = avail / 10 * 9;
-    let need = |j: usize| probe_bytes + device_bytes * j as u64;
-    let fit = (1..=jobs).rev().find(|&j| need(j) <= budget);
-    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
-    match fit {
-        Some(j) if j == jobs => Ok(j),
-        Some(j) => {
-            eprintln!(
-                "note: scale {scale}: {jobs} devices of {:.1} GiB do not fit in {:.1} GiB of available memory: running {j} at a time",
-                gib(device_bytes),
-                gib(avail)
-            );
-            Ok(j)
-        }
-        None => bail!(
-            "scale {scale} needs about {:.1} GiB of RAM (a device of {:.1} GiB and the loaded database of {:.1} GiB), and {:.1} GiB is available: use a larger machine",
-            gib(need(1)),
-            gib(device_bytes),
-            gib(probe_bytes),
-            gib(avail)
-        ),
-    }
-}
-
-fn run_scale(args: &CompareArgs) -> anyhow::Result<()> {
-    if !matches!(args.workload.as_str(), "tpcb" | "tatp" | "tpcc") {
-        bail!(
-            "compare runs --workload tpcb, tatp or tpcc, not '{}'",
-            args.workload
-        );
-    }
-    let tpcc_reduced = match args.tpcc_reduced.as_deref() {
-        Some(&[items, customers]) => Some((items, customers)),
-        _ => None,
-    };
-    if let (Some((items, customers)), "tpcc") = (tpcc_reduced, args.workload.as_str()) {
-        eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
-    }
-    let (w, scale) = lab::workloads::make(
-        &args.workload,
-        &lab::workload::Params {
-            scale: args.scale,
-            seed: args.seed,
-            accounts_per_branch: args.accounts_per_branch,
-            tpcc_reduced,
-            home_warehouse: args.home_warehouse.clone(),
-        },
-    )?;
-    let w = &*w;
-    let load = w.load_method(args.load)?;
-    if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
-        bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
-    }
-    let until_ns = lab::units::parse_duration_ns(args.duration.as_deref().unwrap_or("10s"))?;
-    let plan = args.results.plan()?;
-    parse_warmup(&args.warmup)?; // refused before the long load, not after it
-    let stores: Vec<String> = match &args.stores {
-        Some(s) => s.clone(),
-        None => DEFAULT_STORES.split(',').map(String::from).collect(),
-    };
-    let selected = parse_stores(&stores)?;
-    let page_size = args.device.load()?.geometry.page_size_bytes as usize;
-    if page_size != 4096 {
-        if !page_size.is_multiple_of(4096) {
-            bail!("compare maps 4 KiB DB pages onto flash pages of a whole number of them; the device has {page_size}-byte pages");
-        }
-        if let Some(&i) = selected.iter().find(|&&i| ROWS[i].1 == Some("dftl-orig")) {
-            bail!(
-                "{} maps 4 KiB pages one to one onto flash pages, as published; on {page_size}-byte pages leave it out of --stores (native, dftl-N% and page map 4 KiB units inside larger pages)",
-                ROWS[i].0
-            );
-        }
-    }
-    // Refused before the long load, from the kit's estimate of the database's size.
-    let est_pages = w.db_pages_estimate();
-    jobs_that_fit(
-        scale,
-        ((est_pages + est_pages / 8) as f64 * 4096.0 / (1.0 - args.op)) as u64,
-        est_pages * 4096,
-        1,
-    )?;
-    eprintln!("measuring the database of {} scale {scale} ...", w.label());
-    let (rig, probe) = size_rig(args, w)?;
-    if selected.contains(&0) && rig.log_region.is_some() {
-        // The log's region must fit the sized device: refused before the copies and warm-ups.
-        drop(build_store(&rig, 0)?);
-    }
-    let g = &rig.nand.geometry;
-    // Every device keeps its data in RAM, and so does the loaded database they are copied from
-    // (checked before the load, from the kit's estimate).
-    // The loaded database is resident by now: available memory already excludes it.
-    let jobs = jobs_that_fit(
-        scale,
-        g.capacity_bytes(),
-        0,
-        args.jobs.clamp(1, selected.len()),
-    )?;
-    eprintln!(
-        "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
-        rig.nand.name,
-        g.blocks(),
-        g.capacity_bytes() as f64 / (1 << 20) as f64,
-        rig.db_pages,
-        rig.log_blocks,
-        rig.spare * 100.0,
-        rig.frames
-    );
-    let results: Mutex<Vec<Option<Vec<RunOut>>>> = Mutex::new(vec![None; selected.len()]);
-    let next = AtomicUsize::new(0);
-    let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let done = AtomicUsize::new(0);
-    let windows = selected.len() * args.repeat as usize;
-    let live = lab::results::live_hook();
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                lab::results::set_live(live.clone());
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= selected.len() {
-                    break;
-                }
-                let row = selected[i];
-                let progress = |k: u32, out: &RunOut| {
-                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    eprintln!(
-                        "[{n}/{windows}] {} repeat {}: {:.1} tx/s{}",
-                        ROWS[row].0,
-                        k + 1,
-                        out.tps,
-                        if out.consistency.is_ok() {
-                            ""
-                        } else {
-                            " (consistency: violated)"
-                        }
-                    );
-                };
-                match run_row(
-                    &rig,
-                    &probe,
-                    row,
-                    w,
-                    args.terminals,
-                    args.seed,
-                    args.repeat,
-                    until_ns,
-                    plan.as_ref().map(|p| p.window_ns),
-                    &progress,
-                ) {
-                    Ok(outs) => {
-                        if let Ok(mut r) = results.lock() {
-                            r[i] = Some(outs);
-                        }
-                    }
-                    Err(e) => {
-                        if let Ok(mut f) = failed.lock() {
-                            f.get_or_insert(e.context(ROWS[row].0));
-                        }
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = failed.into_inner().ok().flatten() {
-        return Err(e);
-    }
-    let results = results
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("a worker panicked"))?;
-    let mut rows = Vec::new();
-    let mut native_tps = 0.0;
-    for &r in &selected {
-        let name = ROWS[r].0;
-        let runs: Vec<RunOut> = selected
-            .iter()
-            .zip(&results)
-            .filter(|(row, _)| **row == r)
-            .find_map(|(_, o)| o.clone())
-            .unwrap_or_default();
-        let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
-        let (m, sd) = mean_stdev(&tps);
-        let notpm = w
-            .counts_new_orders()
-            .then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
-        if r == 0 {
-            native_tps = m;
-        }
-        let p = average(&runs);
-        rows.push(Row {
-            storage: name.into(),
-            throughput_tps: r4(m),
-            notpm,
-            stdev: r4(sd),
-            slowdown: r4(if m > 0.0 { native_tps / m } else { 0.0 }),
-            runs_tps: tps.iter().map(|&x| r4(x)).collect(),
-            warmup_seconds: r4(
-                runs.iter().map(|o| o.warmup_s).sum::<f64>() / runs.len().max(1) as f64
-            ),
-            warmup_device_writes: r4(runs.first().map_or(0.0, |o| o.warmup_writes)),
-            window_seconds: r4(
-                runs.iter().map(|o| o.window_s).sum::<f64>() / runs.len().max(1) as f64
-            ),
-            window_checkpoints: r4(
-                runs.iter().map(|o| o.checkpoints as f64).sum::<f64>() / runs.len().max(1) as f64
-            ),
-            windows_without_checkpoint: runs.iter().filter(|o| !o.ended_on_checkpoint).count()
-                as u32,
-            consistency: Consistency::merge(
-                runs.iter()
-                    .enumerate()
-                    .map(|(k, o)| (format!("repeat {}", k + 1), &o.consistency)),
-            ),
-            per_txn: p.rounded(),
-            windows: runs
-                .iter()
-                .map(|o| WindowRow {
-                    throughput_tps: r4(o.tps),
-                    seconds: r4(o.window_s),
-                    checkpoints: o.checkpoints,
-                    per_txn: o.per.rounded(),
-                })
-                .collect(),
-        });
-    }
-    let res = CompareResult {
-        workload: args.workload.clone(),
-        scale,
-        repeat: args.repeat,
-        seed: args.seed,
-        terminals: args.terminals,
-        virtual_seconds: until_ns as f64 / 1e9,
-        warmup: args.warmup.clone(),
-        home_warehouse: w.home_warehouse(),
-        load,
-        device: Device {
-            preset: rig.nand.name.clone(),
-            blocks: g.blocks(),
-            capacity_bytes: g.capacity_bytes(),
-            db_pages: rig.db_pages,
-            log_blocks: rig.log_blocks,
-            spare_factor: r4(rig.spare),
-            buffer_frames: rig.frames,
-        },
-        rows,
-    };
-    if let Some(p) = &plan {
-        write_results(p, &res, w, scale, args.terminals, &selected, &results)?;
-    }
-    if super::common::emit_json(args.json.as_deref(), &res)? {
-        print_table(&res);
-    }
-    let violated: Vec<&str> = res
-        .rows
-        .iter()
-        .filter(|r| !r.consistency.is_ok())
-        .map(|r| r.storage.as_str())
-        .collect();
-    if !violated.is_empty() {
-        eprintln!(
-            "warning: {} scale {}: the measured windows of {} break a physical bound (consistency: violated); their figures are not results",
-            w.label(),
-            scale,
-            violated.join(", ")
-        );
-        if args.strict {
-            bail!(
-                "--strict: {} row(s) violated their consistency check",
-                violated.len()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// The result directory of a comparison (lab::results): summary.json is the JSON with
-/// BenchBase's names added at the top and per row (over the row's measured windows); samples.csv
-/// and raw.csv have a row per window or transaction of every store and repeat.
-fn write_results(
-    plan: &lab::results::Plan,
-    res: &CompareResult,
-    w: &dyn Workload,
-    scale: u32,
-    terminals: u32,
-    selected: &[usize],
-    results: &[Option<Vec<RunOut>>],
-) -> anyhow::Result<()> {
-    use lab::results as r;
-    let mut v = serde_json::to_value(res)?;
-    let mut traces = Vec::new();
-    for (i, &row) in selected.iter().enumerate() {
-        let runs = results.get(i).and_then(|o| o.as_ref());
-        let mut events = Vec::new();
-        let mut secs = 0.0;
-        for (k, o) in runs.into_iter().flatten().enumerate() {
-            secs += o.window_s;
-            if let Some(t) = &o.trace {
-                events.extend_from_slice(&t.events);
-                let mut t = t.clone();
-                t.labels = vec![ROWS[row].0.to_string(), (k + 1).to_string()];
-                traces.push(t);
-            }
-        }
-        if let Some(obj) = v["rows"].get_mut(i).and_then(|x| x.as_object_mut()) {
-            obj.extend(r::benchbase(&events, secs));
-        }
-    }
-    let workload = w.name();
-    r::write_summary(
-        &plan.dir,
-        &v,
-        r::common_keys(workload, f64::from(scale), terminals, plan),
-    )?;
-    let types = w.txn_types();
-    r::write_txn_series(plan, &traces, &["storage", "repeat"], &types)
-}
-
+/// NoFTL Fig. 3's layout: throughput per store with its deviation, the slowdown against
+/// native, then the statistics per transaction that explain it.
 fn print_table(res: &CompareResult) {
     let label = match res.workload.as_str() {
         "tatp" => "TATP",
@@ -958,65 +323,74 @@ fn print_table(res: &CompareResult) {
             "NOTPM (New-Orders per minute, no keying or think times): {}",
             n.join(", ")
         );
-        println!("{}", paper_line("tpcc", res.scale));
+        println!("{}", experiment::paper_line("tpcc", res.scale));
     } else if res.workload == "tatp" {
         println!(
             "TATP: successful transactions per second (TATP's MQTh); the NoFTL paper has no TATP figure."
         );
     } else {
-        println!("{}", paper_line("tpcb", res.scale));
+        println!("{}", experiment::paper_line("tpcb", res.scale));
     }
 }
 
 /// NoFTL Fig. 3's row for the scale run (for another scale, the row of the paper's smallest,
 /// named as such), or what the paper says of it: its 10 GB rows (TPC-B 500, TPC-C 50) are not
 /// legible in the published figure, only the text's summary.
-fn paper_line(workload: &str, scale: u32) -> String {
-    let name = if workload == "tpcc" { "TPC-C" } else { "TPC-B" };
-    let row = |s: u32| match (workload, s) {
-        ("tpcb", 48) => {
-            Some("NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x)")
+
+fn print_tpch_table(res: &TpchCompareResult) {
+    println!(
+        "TPC-H: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} runs per query, read-ahead {} pages)",
+        res.scale,
+        res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
+        res.device.capacity_bytes as f64 / (1 << 20) as f64,
+        res.repeat,
+        res.read_ahead_pages
+    );
+    print!("{:<6}", "");
+    for r in &res.rows {
+        print!(" | {:^27}", r.storage);
+    }
+    println!();
+    print!("{:<6}", "");
+    for _ in &res.rows {
+        print!(" | {:>9} {:>7} {:>9}", "Sec.", "STDEV", "Slow-down");
+    }
+    println!();
+    for (i, q) in kits::tpch::query::QUERIES.iter().enumerate() {
+        print!("{:<6}", format!("Q{q}"));
+        for r in &res.rows {
+            let x = &r.queries[i];
+            print!(
+                " | {:>9.3} {:>7.3} {:>8.2}x",
+                x.seconds, x.stdev, x.slowdown
+            );
         }
-        ("tpcb", 200) => {
-            Some("NoFTL 449.7 tx/s; DFTL 2% 267.2 (1.68x), 15% 233.0 (1.93x), 35% 149.4 (3.01x)")
+        println!();
+    }
+    println!("per query run: flash reads / translation reads / mapping misses per host read");
+    for (i, q) in kits::tpch::query::QUERIES.iter().enumerate() {
+        print!("{:<6}", format!("Q{q}"));
+        for r in &res.rows {
+            let x = &r.queries[i];
+            print!(
+                " | {:>9.0} {:>8.0} {:>8.3}",
+                x.flash_reads, x.translation_reads, x.mapping_miss_ratio
+            );
         }
-        ("tpcc", 5) => {
-            Some("NoFTL 43.34 tx/s; DFTL 2% 26.64 (1.63x), 15% 25.40 (1.71x), 35% 30.00 (1.44x)")
+        println!();
+    }
+    for r in &res.rows {
+        for q in &r.queries {
+            for v in &q.consistency.violations {
+                println!("  WARNING: {} Q{}: violated: {v}", r.storage, q.query);
+            }
         }
-        ("tpcc", 25) => {
-            Some("NoFTL 41.4 tx/s; DFTL 2% 22.7 (1.82x), 15% 21.5 (1.92x), 35% 19.0 (2.18x)")
-        }
-        _ => None,
-    };
-    let smallest = if workload == "tpcc" { 5 } else { 48 };
-    let ten_gb = matches!((workload, scale), ("tpcb", 500) | ("tpcc", 50));
-    match row(scale) {
-        Some(fig) => format!("NoFTL Fig. 3 ({name} SF={scale}): {fig}."),
-        None if ten_gb => format!(
-            "NoFTL Fig. 3 ({name} SF={scale}, 10 GB): the figure's values are not legible; its text: NoFTL 1.5x to 3.7x faster than DFTL, the speedup growing with the database size."
-        ),
-        None => format!(
-            "NoFTL Fig. 3 has no {name} row at scale {scale}; at its smallest, SF={smallest}: {}.",
-            row(smallest).unwrap_or("-")
-        ),
     }
 }
 
 #[cfg(test)]
 mod paper_tests {
     use super::*;
-
-    #[test]
-    fn the_paper_line_follows_the_scale() {
-        assert!(paper_line("tpcb", 200).contains("SF=200): NoFTL 449.7"));
-        assert!(paper_line("tpcc", 25).contains("(2.18x)"));
-        assert!(paper_line("tpcb", 500).contains("not legible"));
-        assert!(paper_line("tpcc", 50).contains("not legible"));
-        assert!(paper_line("tpcb", 50).contains("no TPC-B row at scale 50"));
-        assert!(paper_line("tpcb", 12)
-            .contains("no TPC-B row at scale 12; at its smallest, SF=48: NoFTL 462"));
-        assert!(paper_line("tpcc", 1).contains("SF=5: NoFTL 43.34"));
-    }
 
     #[test]
     fn paper_json_files_carry_the_scale() {

@@ -263,8 +263,10 @@ impl RunRequest {
             }
             "compare" => {
                 // compare's own checks, with its messages.
-                super::compare::parse_stores(&self.stores).map_err(|e| format!("stores: {e}"))?;
-                super::compare::parse_warmup(&self.warmup).map_err(|e| format!("warmup: {e}"))?;
+                lab::experiments::compare::parse_stores(&self.stores)
+                    .map_err(|e| format!("stores: {e}"))?;
+                lab::experiments::compare::parse_warmup(&self.warmup)
+                    .map_err(|e| format!("warmup: {e}"))?;
                 self.check_repeat()?;
                 [
                     "compare",

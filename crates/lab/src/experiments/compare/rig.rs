@@ -7,111 +7,62 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use anyhow::bail;
-use clap::Args;
 use ftl::{FtlOptions, MemDisk};
 use indicatif::{ProgressBar, ProgressStyle};
+use kits::LoadMethod;
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
 use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
 
-use lab::stores::{parse_log_region, place_log, LogRegion};
-use lab::workload::{Loaded, Workload};
+use crate::stores::{place_log, LogRegion};
+use crate::workload::{Loaded, Workload};
 
-use crate::cli::common::{parse_percent, DeviceArgs};
+use crate::device::DeviceSpec;
 
-#[derive(Debug, Clone, Args)]
-pub struct CompareArgs {
-    /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
-    /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C);
-    /// tpch (seconds per query, queries 1, 6, 12 and 14; --sf is the scale factor).
-    #[arg(long, default_value = "tpcb")]
+/// A comparison of stores under one workload (NoFTL Fig. 3): what the CLI's `compare` flags
+/// say, as plain data. Meanings and defaults: `noftl compare --help`.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// tpcb | tatp | tpcc | tpch; with `paper` also all (TPC-B, then TPC-C).
     pub workload: String,
-    /// TPC-B branches (the NoFTL paper ran 48, 200 and 500; default 12: the runs take about two
-    /// minutes on two cores); TATP subscribers (default 20,000); TPC-C warehouses (the NoFTL paper ran
-    /// 5, 25 and 50; default 1).
-    #[arg(long)]
+    /// Branches, subscribers or warehouses (None: the workload's default).
     pub scale: Option<u32>,
-    /// TPC-H's scale factor (default 0.1; the NoFTL paper ran 1); --scale N means SF N.
-    #[arg(long, conflicts_with = "scale")]
+    /// TPC-H's scale factor.
     pub sf: Option<f64>,
-    /// Runs per store (different input seeds); the standard deviation is over these.
-    #[arg(long, default_value_t = 3)]
+    /// Measured windows per store.
     pub repeat: u32,
-    /// Virtual length of each measured window, e.g. 10s (default 10s; with --paper 30s, so
-    /// that the windows at the paper's scales, where a store runs a few hundred transactions
-    /// a second, hold thousands of transactions and several GC cycles each).
-    #[arg(long)]
+    /// Virtual length of a window (None: 10s; 30s with `paper`).
     pub duration: Option<String>,
-    /// Before each measured run: auto (run until the store has written as many pages for the
-    /// engine as the device has twice, so GC is in steady state; at most two transactions per
-    /// device page), a virtual time such as 30s, or none.
-    #[arg(long, default_value = "auto")]
+    /// auto | none | a virtual time.
     pub warmup: String,
-    /// Terminals per run: concurrent transaction streams on the store.
-    #[arg(long, default_value_t = 1)]
     pub terminals: u32,
-    /// Over-provisioning on top of the database, as a spare factor (NoFTL Fig. 5: 116 extra
-    /// blocks on 4,096, 2.75%).
-    #[arg(long, value_parser = parse_percent, default_value = "2.75%")]
+    /// Over-provisioning on top of the database, as a spare factor.
     pub op: f64,
-    /// The native store's log in a region of its own, with these CREATE REGION options
-    /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips: no paired-page
-    /// pads and lower-page program times at each commit.
-    #[arg(long, value_parser = parse_log_region)]
+    /// The native store's log in a region of its own.
     pub log_region: Option<LogRegion>,
-    /// Buffer pool as a share of the database pages (at least 256 frames), the same for every
-    /// store. The NoFTL paper does not state its pool; 2% keeps the workload I/O-bound.
-    #[arg(long, value_parser = parse_percent, default_value = "2%")]
+    /// Buffer pool as a share of the database's pages.
     pub buffer: f64,
-    #[command(flatten)]
-    pub device: DeviceArgs,
-    /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
-    #[arg(long, default_value_t = 100_000)]
+    pub device: DeviceSpec,
     pub accounts_per_branch: u32,
-    /// TPC-C: a REDUCED population for tests, items and customers per district (the
-    /// specification's 100,000 and 3,000 unless given).
-    #[arg(long, num_args = 2, value_names = ["ITEMS", "CUSTOMERS"])]
+    /// TPC-C's REDUCED population: items and customers per district.
     pub tpcc_reduced: Option<Vec<u32>>,
-    /// Seed of the first run of each store (run k of --repeat uses seed + k): the database
-    /// contents and the transaction inputs.
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The stores to run, comma-separated; native must be one (the slowdowns are against it):
-    /// native, dftl-2%, dftl-15%, dftl-35%, page, dftl-orig-2%, dftl-orig-15%, dftl-orig-35%
-    /// (default: the first five; with --paper all eight).
-    #[arg(long = "store", visible_alias = "stores", value_delimiter = ',')]
+    /// The rows (stores) to run (None: the default rows, or the paper's with `paper`).
     pub stores: Option<Vec<String>>,
-    /// Worker threads (runs are independent).
-    #[arg(long, default_value_t = 2)]
+    /// Rows run at once.
     pub jobs: usize,
-    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
-    /// human report). With --paper, one file per scale: the scale is put before the extension
-    /// (compare.json -> compare-sf48.json).
-    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
-    pub json: Option<PathBuf>,
-    /// Run the NoFTL paper's scales one after the other (TPC-B 48/200/500 branches, TPC-C 5/25/50
-    /// warehouses; Figure 3), instead of --scale. Needs a machine with RAM for --jobs devices of
-    /// up to ~10 GiB each: every device keeps its data.
-    #[arg(long, conflicts_with = "scale")]
+    /// The NoFTL paper's scales, one after the other.
     pub paper: bool,
-    /// TPC-C: fixed (each terminal keeps one home warehouse, the specification's clause
-    /// 2.4.1.1) or random (every transaction draws its home warehouse over all warehouses, as
-    /// Shore-MT's kit ran the NoFTL paper's single thread; the default here, so that one
-    /// terminal touches the whole database at every scale).
-    #[arg(long)]
     pub home_warehouse: Option<String>,
-    /// Exit non-zero when any row's measured windows break a physical bound (consistency:
-    /// violated), after writing the results.
-    #[arg(long)]
+    /// Fail when a row's measured windows break a physical bound.
     pub strict: bool,
-    /// TPC-B and TPC-C: how the database is loaded (once, on a RAM disk, before it is copied to
-    /// every store): bulk (dense heap pages, B+-trees built bottom-up; the default) or rows (one
-    /// logged insert per row and index: every comparison published before 2026-11-27 was loaded
-    /// this way, and `--load rows` reproduces it). TATP always loads row by row, TPC-H in bulk.
-    #[arg(long)]
-    pub load: Option<kits::LoadMethod>,
-    #[command(flatten)]
-    pub results: crate::cli::common::ResultsArgs,
+    pub load: Option<LoadMethod>,
+    /// A result directory (with `paper`, one per scale inside it).
+    pub results: Option<PathBuf>,
+    /// The length of a samples.csv row, e.g. 1s.
+    pub sample_window: String,
+    /// Also raw.csv, one row per transaction.
+    pub raw: bool,
 }
 
 /// The stores compared, in the NoFTL paper's column order, then the page FTL, then the DFTL
@@ -212,7 +163,7 @@ pub fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
     Ok(match s {
         "auto" => Warmup::Auto,
         "none" | "0" | "0s" => Warmup::None,
-        d => Warmup::VirtualNs(lab::units::parse_duration_ns(d).map_err(|e| {
+        d => Warmup::VirtualNs(crate::units::parse_duration_ns(d).map_err(|e| {
             anyhow::anyhow!("--warmup takes auto, none or a virtual time like 30s: {e}")
         })?),
     })
@@ -331,7 +282,7 @@ pub fn thread_cpu_s() -> f64 {
 }
 
 /// Loads the database on a RAM disk, measures it and sizes the device for it.
-pub fn size_rig(args: &CompareArgs, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
+pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     let cfg = args.device.load()?;
     let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
     let mut e = Engine::create(

@@ -25,11 +25,10 @@ use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
 use storage::Engine;
 
-use lab::workload::Workload;
+use crate::workload::Workload;
 
 use super::rig::{
-    counters, mean_stdev, parse_stores, r4, size_rig, CompareArgs, Counters, Device,
-    DEFAULT_STORES, ROWS,
+    counters, mean_stdev, parse_stores, r4, size_rig, Counters, Device, Spec, DEFAULT_STORES, ROWS,
 };
 
 /// The scale factor when neither --sf nor --scale is given: the comparison runs in about a
@@ -37,45 +36,45 @@ use super::rig::{
 const DEFAULT_SF: f64 = 0.1;
 
 #[derive(Debug, Serialize)]
-struct QueryRow {
-    query: u32,
-    seconds: f64,
-    stdev: f64,
-    slowdown: f64,
+pub struct QueryRow {
+    pub query: u32,
+    pub seconds: f64,
+    pub stdev: f64,
+    pub slowdown: f64,
     /// Per run of the query.
-    flash_reads: f64,
-    host_reads: f64,
-    translation_reads: f64,
+    pub flash_reads: f64,
+    pub host_reads: f64,
+    pub translation_reads: f64,
     /// Translation-page reads per host read: the mapping-cache misses of a page-at-a-time
     /// lookup (0 on native, whose map is in the host's memory).
-    mapping_miss_ratio: f64,
-    consistency: Consistency,
+    pub mapping_miss_ratio: f64,
+    pub consistency: Consistency,
 }
 
 #[derive(Debug, Serialize)]
-struct StoreRow {
-    storage: String,
-    queries: Vec<QueryRow>,
+pub struct StoreRow {
+    pub storage: String,
+    pub queries: Vec<QueryRow>,
 }
 
 #[derive(Debug, Serialize)]
-struct TpchCompareResult {
-    workload: &'static str,
-    scale: f64,
-    repeat: u32,
-    read_ahead_pages: usize,
-    cpu: QueryCpu,
-    device: Device,
-    rows: Vec<StoreRow>,
+pub struct TpchCompareResult {
+    pub workload: &'static str,
+    pub scale: f64,
+    pub repeat: u32,
+    pub read_ahead_pages: usize,
+    pub cpu: QueryCpu,
+    pub device: Device,
+    pub rows: Vec<StoreRow>,
 }
 
 /// One query on one store, `repeat` runs.
-struct Measured {
-    secs: Vec<f64>,
-    before: (Counters, u64, Busy),
-    after: (Counters, u64, Busy),
-    elapsed_ns: u64,
-    result: QueryResult,
+pub struct Measured {
+    pub secs: Vec<f64>,
+    pub before: (Counters, u64, Busy),
+    pub after: (Counters, u64, Busy),
+    pub elapsed_ns: u64,
+    pub result: QueryResult,
 }
 
 fn host_reads(e: &Engine) -> u64 {
@@ -109,15 +108,15 @@ fn measure_query(
     })
 }
 
-pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
+pub fn run(args: &Spec, on_scale: &mut super::OnScale<'_>) -> anyhow::Result<()> {
     if args.paper {
         bail!("--paper runs the transaction workloads' scales; for TPC-H give --sf 1 (the NoFTL paper's TPC-H scale factor)");
     }
     let sf = args.sf.or(args.scale.map(f64::from)).unwrap_or(DEFAULT_SF);
     let cfg = TpchConfig::new(sf).context("--sf")?;
-    let w = lab::workloads::tpch::Tpch(cfg);
+    let w = crate::workloads::tpch::Tpch(cfg);
     w.load_method(args.load)?;
-    lab::limits::in_range(
+    crate::limits::in_range(
         "--repeat",
         u64::from(args.repeat),
         1,
@@ -134,7 +133,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     }
     eprintln!("measuring the database of TPC-H scale factor {sf} ...");
     let (rig, probe) = size_rig(args, &w)?;
-    let h = *lab::workload::handles::<kits::tpch::Handles>(&probe.loaded, w.label())?;
+    let h = *crate::workload::handles::<kits::tpch::Handles>(&probe.loaded, w.label())?;
     let g = &rig.nand.geometry;
     eprintln!(
         "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
@@ -224,9 +223,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         },
         rows: out,
     };
-    if super::super::common::emit_json(args.json.as_deref(), &res)? {
-        print_table(&res);
-    }
+    on_scale(None, super::Outcome::Tpch(&res))?;
     let violated = res
         .rows
         .iter()
@@ -236,57 +233,4 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         bail!("a query's measured window broke a physical bound (consistency: violated)");
     }
     Ok(())
-}
-
-/// NoFTL Fig. 3's TPC-H layout: per query, per store, Sec., STDEV and Slow-down; then the
-/// statistics that explain each slowdown.
-fn print_table(res: &TpchCompareResult) {
-    println!(
-        "TPC-H: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} runs per query, read-ahead {} pages)",
-        res.scale,
-        res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
-        res.device.capacity_bytes as f64 / (1 << 20) as f64,
-        res.repeat,
-        res.read_ahead_pages
-    );
-    print!("{:<6}", "");
-    for r in &res.rows {
-        print!(" | {:^27}", r.storage);
-    }
-    println!();
-    print!("{:<6}", "");
-    for _ in &res.rows {
-        print!(" | {:>9} {:>7} {:>9}", "Sec.", "STDEV", "Slow-down");
-    }
-    println!();
-    for (i, q) in query::QUERIES.iter().enumerate() {
-        print!("{:<6}", format!("Q{q}"));
-        for r in &res.rows {
-            let x = &r.queries[i];
-            print!(
-                " | {:>9.3} {:>7.3} {:>8.2}x",
-                x.seconds, x.stdev, x.slowdown
-            );
-        }
-        println!();
-    }
-    println!("per query run: flash reads / translation reads / mapping misses per host read");
-    for (i, q) in query::QUERIES.iter().enumerate() {
-        print!("{:<6}", format!("Q{q}"));
-        for r in &res.rows {
-            let x = &r.queries[i];
-            print!(
-                " | {:>9.0} {:>8.0} {:>8.3}",
-                x.flash_reads, x.translation_reads, x.mapping_miss_ratio
-            );
-        }
-        println!();
-    }
-    for r in &res.rows {
-        for q in &r.queries {
-            for v in &q.consistency.violations {
-                println!("  WARNING: {} Q{}: violated: {v}", r.storage, q.query);
-            }
-        }
-    }
 }

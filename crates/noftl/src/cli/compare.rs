@@ -333,10 +333,6 @@ fn print_table(res: &CompareResult) {
     }
 }
 
-/// NoFTL Fig. 3's row for the scale run (for another scale, the row of the paper's smallest,
-/// named as such), or what the paper says of it: its 10 GB rows (TPC-B 500, TPC-C 50) are not
-/// legible in the published figure, only the text's summary.
-
 fn print_tpch_table(res: &TpchCompareResult) {
     println!(
         "TPC-H: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} runs per query, read-ahead {} pages)",

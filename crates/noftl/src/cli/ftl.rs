@@ -45,10 +45,8 @@ pub fn run(c: FtlCommand) -> anyhow::Result<()> {
                 note: "host, not device: ALFS's NAT and SIT blocks (docs/lfs.md), 16 MiB segments"
                     .into(),
             });
-            if json.is_some() {
-                if !super::common::emit_json(json.as_deref(), &rows)? {
-                    return Ok(());
-                }
+            if json.is_some() && !super::common::emit_json(json.as_deref(), &rows)? {
+                return Ok(());
             }
             println!(
                 "mapping memory at {} with {} KiB flash pages",

@@ -245,7 +245,7 @@ fn run_row(
         });
         let out = measure_window(
             &mut e,
-            &loaded,
+            loaded,
             w,
             terminals,
             seed.wrapping_add(u64::from(k)),
@@ -521,6 +521,122 @@ fn jobs_that_fit(
     }
 }
 
+/// Runs every selected row (`jobs` at a time, each on its own copy of the loaded database) and
+/// returns their windows in the order of `selected`; the first row that fails fails the scale.
+#[allow(clippy::too_many_arguments)]
+fn run_rows(
+    args: &Spec,
+    rig: &Rig,
+    probe: &Probe,
+    w: &dyn Workload,
+    selected: &[usize],
+    jobs: usize,
+    until_ns: u64,
+    sample_ns: Option<u64>,
+) -> anyhow::Result<Vec<Option<Vec<RunOut>>>> {
+    let results: Mutex<Vec<Option<Vec<RunOut>>>> = Mutex::new(vec![None; selected.len()]);
+    let next = AtomicUsize::new(0);
+    let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let done = AtomicUsize::new(0);
+    let windows = selected.len() * args.repeat as usize;
+    let live = crate::results::live_hook();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                crate::results::set_live(live.clone());
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= selected.len() {
+                    break;
+                }
+                let row = selected[i];
+                let progress = |k: u32, out: &RunOut| {
+                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    eprintln!(
+                        "[{n}/{windows}] {} repeat {}: {:.1} tx/s{}",
+                        ROWS[row].0,
+                        k + 1,
+                        out.tps,
+                        if out.consistency.is_ok() {
+                            ""
+                        } else {
+                            " (consistency: violated)"
+                        }
+                    );
+                };
+                match run_row(
+                    rig,
+                    probe,
+                    row,
+                    w,
+                    args.terminals,
+                    args.seed,
+                    args.repeat,
+                    until_ns,
+                    sample_ns,
+                    &progress,
+                ) {
+                    Ok(outs) => {
+                        if let Ok(mut r) = results.lock() {
+                            r[i] = Some(outs);
+                        }
+                    }
+                    Err(e) => {
+                        if let Ok(mut f) = failed.lock() {
+                            f.get_or_insert(e.context(ROWS[row].0));
+                        }
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = failed.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    let results = results
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a worker panicked"))?;
+    Ok(results)
+}
+
+/// A store's row of the table from its measured windows (`native_tps`: the native row's mean,
+/// for the slowdown; the native row is first when selected).
+fn row_of(name: &str, runs: &[RunOut], native_tps: f64, notpm: Option<f64>) -> Row {
+    let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
+    let (m, sd) = mean_stdev(&tps);
+    let p = average(runs);
+    Row {
+        storage: name.into(),
+        throughput_tps: r4(m),
+        notpm,
+        stdev: r4(sd),
+        slowdown: r4(if m > 0.0 { native_tps / m } else { 0.0 }),
+        runs_tps: tps.iter().map(|&x| r4(x)).collect(),
+        warmup_seconds: r4(runs.iter().map(|o| o.warmup_s).sum::<f64>() / runs.len().max(1) as f64),
+        warmup_device_writes: r4(runs.first().map_or(0.0, |o| o.warmup_writes)),
+        window_seconds: r4(runs.iter().map(|o| o.window_s).sum::<f64>() / runs.len().max(1) as f64),
+        window_checkpoints: r4(
+            runs.iter().map(|o| o.checkpoints as f64).sum::<f64>() / runs.len().max(1) as f64
+        ),
+        windows_without_checkpoint: runs.iter().filter(|o| !o.ended_on_checkpoint).count() as u32,
+        consistency: Consistency::merge(
+            runs.iter()
+                .enumerate()
+                .map(|(k, o)| (format!("repeat {}", k + 1), &o.consistency)),
+        ),
+        per_txn: p.rounded(),
+        windows: runs
+            .iter()
+            .map(|o| WindowRow {
+                throughput_tps: r4(o.tps),
+                seconds: r4(o.window_s),
+                checkpoints: o.checkpoints,
+                per_txn: o.per.rounded(),
+            })
+            .collect(),
+    }
+}
+
 fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
     if !matches!(args.workload.as_str(), "tpcb" | "tatp" | "tpcc") {
         bail!(
@@ -608,68 +724,16 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         rig.spare * 100.0,
         rig.frames
     );
-    let results: Mutex<Vec<Option<Vec<RunOut>>>> = Mutex::new(vec![None; selected.len()]);
-    let next = AtomicUsize::new(0);
-    let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let done = AtomicUsize::new(0);
-    let windows = selected.len() * args.repeat as usize;
-    let live = crate::results::live_hook();
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                crate::results::set_live(live.clone());
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= selected.len() {
-                    break;
-                }
-                let row = selected[i];
-                let progress = |k: u32, out: &RunOut| {
-                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    eprintln!(
-                        "[{n}/{windows}] {} repeat {}: {:.1} tx/s{}",
-                        ROWS[row].0,
-                        k + 1,
-                        out.tps,
-                        if out.consistency.is_ok() {
-                            ""
-                        } else {
-                            " (consistency: violated)"
-                        }
-                    );
-                };
-                match run_row(
-                    &rig,
-                    &probe,
-                    row,
-                    w,
-                    args.terminals,
-                    args.seed,
-                    args.repeat,
-                    until_ns,
-                    plan.as_ref().map(|p| p.window_ns),
-                    &progress,
-                ) {
-                    Ok(outs) => {
-                        if let Ok(mut r) = results.lock() {
-                            r[i] = Some(outs);
-                        }
-                    }
-                    Err(e) => {
-                        if let Ok(mut f) = failed.lock() {
-                            f.get_or_insert(e.context(ROWS[row].0));
-                        }
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = failed.into_inner().ok().flatten() {
-        return Err(e);
-    }
-    let results = results
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("a worker panicked"))?;
+    let results = run_rows(
+        args,
+        &rig,
+        &probe,
+        w,
+        &selected,
+        jobs,
+        until_ns,
+        plan.as_ref().map(|p| p.window_ns),
+    )?;
     let mut rows = Vec::new();
     let mut native_tps = 0.0;
     for &r in &selected {
@@ -680,50 +744,14 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
             .filter(|(row, _)| **row == r)
             .find_map(|(_, o)| o.clone())
             .unwrap_or_default();
-        let tps: Vec<f64> = runs.iter().map(|o| o.tps).collect();
-        let (m, sd) = mean_stdev(&tps);
+        let (m, _) = mean_stdev(&runs.iter().map(|o| o.tps).collect::<Vec<_>>());
         let notpm = w
             .counts_new_orders()
             .then(|| r4(runs.iter().map(|o| o.notpm).sum::<f64>() / runs.len().max(1) as f64));
         if r == 0 {
             native_tps = m;
         }
-        let p = average(&runs);
-        rows.push(Row {
-            storage: name.into(),
-            throughput_tps: r4(m),
-            notpm,
-            stdev: r4(sd),
-            slowdown: r4(if m > 0.0 { native_tps / m } else { 0.0 }),
-            runs_tps: tps.iter().map(|&x| r4(x)).collect(),
-            warmup_seconds: r4(
-                runs.iter().map(|o| o.warmup_s).sum::<f64>() / runs.len().max(1) as f64
-            ),
-            warmup_device_writes: r4(runs.first().map_or(0.0, |o| o.warmup_writes)),
-            window_seconds: r4(
-                runs.iter().map(|o| o.window_s).sum::<f64>() / runs.len().max(1) as f64
-            ),
-            window_checkpoints: r4(
-                runs.iter().map(|o| o.checkpoints as f64).sum::<f64>() / runs.len().max(1) as f64
-            ),
-            windows_without_checkpoint: runs.iter().filter(|o| !o.ended_on_checkpoint).count()
-                as u32,
-            consistency: Consistency::merge(
-                runs.iter()
-                    .enumerate()
-                    .map(|(k, o)| (format!("repeat {}", k + 1), &o.consistency)),
-            ),
-            per_txn: p.rounded(),
-            windows: runs
-                .iter()
-                .map(|o| WindowRow {
-                    throughput_tps: r4(o.tps),
-                    seconds: r4(o.window_s),
-                    checkpoints: o.checkpoints,
-                    per_txn: o.per.rounded(),
-                })
-                .collect(),
-        });
+        rows.push(row_of(name, &runs, native_tps, notpm));
     }
     let res = CompareResult {
         workload: args.workload.clone(),
@@ -750,6 +778,12 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         write_results(p, &res, w, scale, args.terminals, &selected, &results)?;
     }
     on_scale(label, Outcome::Stores(&res))?;
+    refuse_violations(&res, w.label(), args.strict)
+}
+
+/// Warns about the rows whose measured windows broke a physical bound (their figures are not
+/// results), and fails with `strict`.
+fn refuse_violations(res: &CompareResult, label: &str, strict: bool) -> anyhow::Result<()> {
     let violated: Vec<&str> = res
         .rows
         .iter()
@@ -759,11 +793,11 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
     if !violated.is_empty() {
         eprintln!(
             "warning: {} scale {}: the measured windows of {} break a physical bound (consistency: violated); their figures are not results",
-            w.label(),
-            scale,
+            label,
+            res.scale,
             violated.join(", ")
         );
-        if args.strict {
+        if strict {
             bail!(
                 "--strict: {} row(s) violated their consistency check",
                 violated.len()
@@ -815,8 +849,11 @@ fn write_results(
     r::write_txn_series(plan, &traces, &["storage", "repeat"], &types)
 }
 
-/// NoFTL Fig. 3's published values for `workload` at `scale` (the paper's numbers, kept beside
-/// the experiment that reproduces them), as the reference line printed under the table.
+/// NoFTL Fig. 3's published values (kept beside the experiment that reproduces them), as the
+/// reference line printed under the table: the paper's row for the scale run (for another
+/// scale, the row of the paper's smallest, named as such), or what the paper says of it: its
+/// 10 GB rows (TPC-B 500, TPC-C 50) are not legible in the published figure, only the text's
+/// summary.
 pub fn paper_line(workload: &str, scale: u32) -> String {
     let name = if workload == "tpcc" { "TPC-C" } else { "TPC-B" };
     let row = |s: u32| match (workload, s) {

@@ -8,8 +8,6 @@ use ftl::BlockDevice;
 
 use crate::cli::common::{parse_percent, DeviceArgs};
 
-pub use lab::targets::refuse_flush_writeback_off_dftl;
-
 /// Which FTL (or plain device) to run on, and its knobs.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {

@@ -1,28 +1,19 @@
-//! `noftl bench tpcb`: TPC-B on the storage engine, on any block-device target, in virtual or
-//! real time.
-//!
-//! The database is loaded first (or reused from a `--storage file` image that holds one); only
-//! the run is measured: device counters are differences across it. In virtual time the JSON
-//! holds virtual-time figures only, so the same command and seed give byte-identical JSON; wall
-//! clock figures (load time, host CPU per transaction) go to the human output.
+//! `noftl bench tpcb|tatp|tpcc|tpch`: one workload on the storage engine, on any store, in
+//! virtual or real time. The experiment is `lab::experiments::bench` (its module doc says how
+//! the database is loaded or reused and what is measured); this verb parses the flags into a
+//! spec, writes the JSON and prints the report.
 
-use std::time::Instant;
+use std::path::PathBuf;
 
 use anyhow::bail;
-use clap::Subcommand;
-use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
-use kits::tpcb::{self, Handles, TpcbConfig, TpcbTerminal};
-use serde::Serialize;
+use clap::{Args, Subcommand};
+use kits::tpch::answer;
+use lab::experiments::bench::{self as experiment, TatpRun, TpccRun, TpchRun};
+use lab::measure::{LatencyUs, PerTxn};
 use storage::measure::Consistency;
-use storage::{BlockPageStore, Engine, EngineConfig};
 
-use lab::measure::{
-    buffer, consistency, latency_us, per_txn, slc_cache, snapshot, Buffer, LatencyUs, PerTxn,
-};
-use lab::runner::{run_terminals, write_results};
-
-use lab::limits;
+use super::common::{emit_json, DeviceArgs, ResultsArgs};
+use crate::targets::FtlKnobs;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -54,262 +45,484 @@ pub enum BenchCommand {
             .help("virtual: deterministic scheduler in virtual time. bench tpcc supports virtual only (real and none are refused).")
             .value_parser(super::clock::parser("bench tpcc", &["virtual"]))),
     )]
-    Tpcc(tpcc::TpccArgs),
+    Tpcc(TpccArgs),
     /// TPC-H: the eight tables bulk loaded, queries 1, 6, 12 and 14 with seconds per query
     /// (virtual time) and their answers checked. --scale is the scale factor (0.01 to 1000).
-    Tpch(tpch::TpchArgs),
+    Tpch(TpchArgs),
 }
 
-mod shared;
-mod tpcc;
-mod tpch;
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The store: native (NoFTL) | page | dftl | dftl-orig | fast | block | amf | file | memdisk.
+    #[arg(long = "store", visible_alias = "storage", default_value = "memdisk")]
+    pub storage: String,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// FTL targets' knobs; `--op` is also the native store's spare factor.
+    #[command(flatten)]
+    pub knobs: FtlKnobs,
+    /// --store native: the log in a region of its own, with these CREATE REGION options
+    /// (`KEY=VALUE,...`), e.g. `MAX_CHIPS=1,CELL_MODE=pSLC` on MLC/TLC chips.
+    #[arg(long, value_parser = lab::stores::parse_log_region)]
+    pub log_region: Option<lab::stores::LogRegion>,
+    /// --store file: the database file (created if missing, reused if it holds a TPC-B database).
+    #[arg(long)]
+    pub path: Option<PathBuf>,
+    /// --store file: use --path even if it holds something that is not a noftl database.
+    #[arg(long)]
+    pub force: bool,
+    /// Branches (10 tellers and 100,000 accounts each).
+    #[arg(long, default_value_t = 1)]
+    pub scale: u32,
+    /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
+    #[arg(long, default_value_t = 100_000)]
+    pub accounts_per_branch: u32,
+    /// Terminals: concurrent transaction streams, each running its transactions back to back.
+    #[arg(long, default_value_t = 1)]
+    pub terminals: u32,
+    /// Committed transactions per terminal.
+    #[arg(long, conflicts_with = "duration")]
+    pub txns: Option<u64>,
+    /// Run time (virtual or real), e.g. 60s, 500ms, 2m.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Buffer pool frames (default: 2% of the database's pages, at least 256).
+    #[arg(long)]
+    pub buffer_pages: Option<usize>,
+    /// DB page size in bytes: 4096, 8192 or 16384.
+    #[arg(long, default_value_t = 4096)]
+    pub page_size: usize,
+    /// virtual: deterministic scheduler in virtual time; real: one thread per terminal, the
+    /// device's modelled time waited on the wall clock. bench tpcb and tatp support virtual
+    /// and real (none is refused).
+    #[arg(long, default_value = "virtual", value_parser = super::clock::parser("bench", &["virtual", "real"]))]
+    pub clock: String,
+    /// Seed of the database contents and of the terminals' transaction inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+    /// Verify the TPC-B invariants and the engine's structure afterwards.
+    #[arg(long)]
+    pub check: bool,
+    /// TATP on native: put Subscriber and Special_Facility in a region of this many chips (IPA
+    /// Table I set-up), the other tables in the default region.
+    #[arg(long)]
+    pub regions: Option<u32>,
+    /// tpcb, tpcc: how the database is loaded: bulk (dense heap pages, B+-trees built bottom-up
+    /// from sorted keys, one log record per page; the default) or rows (one logged insert per
+    /// row and index, how every TPC-B and TPC-C figure published before 2026-11-27 was loaded).
+    /// TATP always loads row by row.
+    #[arg(long)]
+    pub load: Option<kits::LoadMethod>,
+    #[command(flatten)]
+    pub results: ResultsArgs,
+}
 
-pub(super) use shared::{
-    check_counts, new_engine, print_check, print_consistency, print_latency, print_per_txn,
-    print_slc_cache, run_plan, BenchArgs,
-};
-use shared::{device, page_store, refuse_foreign_file, sized_frames};
+#[derive(Debug, Args)]
+pub struct TpccArgs {
+    #[command(flatten)]
+    pub run: BenchArgs,
+    /// REDUCED population for quick tries and tests: items (specification: 100,000).
+    #[arg(long, default_value_t = 100_000)]
+    pub items: u32,
+    /// REDUCED population: customers (and orders) per district (specification: 3,000).
+    #[arg(long, default_value_t = 3000)]
+    pub customers: u32,
+    /// fixed: each terminal keeps one home warehouse (the specification, clause 2.4.1.1);
+    /// random: each transaction draws its home warehouse over all warehouses (Shore-MT's kit
+    /// with fewer threads than warehouses, as the NoFTL paper ran it).
+    #[arg(long, default_value = "fixed")]
+    pub home_warehouse: String,
+}
 
-#[derive(Debug, Serialize)]
-struct BenchResult {
-    workload: &'static str,
-    storage: String,
-    clock: String,
-    scale: u32,
-    accounts_per_branch: u32,
-    terminals: u32,
-    seed: u64,
-    page_bytes: usize,
-    committed: u64,
-    aborted: u64,
-    throughput_tps: f64,
-    virtual_seconds: f64,
-    latency_us: LatencyUs,
-    per_txn: PerTxn,
-    buffer: Buffer,
-    lock_waits: u64,
-    group_commit_forces: u64,
-    consistency: Consistency,
-    check: &'static str,
-    check_problems: Vec<String>,
-    /// How the database was loaded: bulk or rows (--load), or reused (a file that held one).
-    load: &'static str,
-    /// The page FTL's pSLC write cache over the window (--slc-cache).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    slc_cache: Option<ftl::block_device::SlcCacheReport>,
+#[derive(Debug, Args)]
+pub struct TpchArgs {
+    /// The store: native (NoFTL) | page | dftl | dftl-orig | fast | block | memdisk.
+    #[arg(long = "store", visible_alias = "storage", default_value = "memdisk")]
+    pub storage: String,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// FTL targets' knobs; `--op` is also the native store's spare factor.
+    #[command(flatten)]
+    pub knobs: FtlKnobs,
+    /// --store native: the log in a region of its own, with these CREATE REGION options.
+    #[arg(long, value_parser = lab::stores::parse_log_region)]
+    pub log_region: Option<lab::stores::LogRegion>,
+    /// The scale factor (1: 6 million line items), 0.01 to 1000.
+    #[arg(long, default_value_t = 0.01)]
+    pub scale: f64,
+    /// The queries to run, in this order.
+    #[arg(long, default_value = "1,6,12,14", value_delimiter = ',')]
+    pub queries: Vec<u32>,
+    /// Runs of each query (seconds are their mean, with their standard deviation).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// validation: the specification's validation parameters; random: drawn from --seed as
+    /// clause 2.4 prescribes.
+    #[arg(long, default_value = "validation")]
+    pub params: String,
+    /// Seed of the query parameters drawn with --params random.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Pages each scan reads ahead (default: two per die of the flash, 64 without flash).
+    #[arg(long)]
+    pub read_ahead: Option<usize>,
+    /// Buffer pool frames (default: 2% of the database's pages, at least 256).
+    #[arg(long)]
+    pub buffer_pages: Option<usize>,
+    /// DB page size in bytes: 4096, 8192 or 16384.
+    #[arg(long, default_value_t = 4096)]
+    pub page_size: usize,
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// human report).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+    /// Check every answer (see the verb's description).
+    #[arg(long)]
+    pub check: bool,
+}
+
+impl BenchArgs {
+    /// The run these flags ask for, as the experiment library takes it.
+    pub fn spec(&self) -> experiment::Spec {
+        experiment::Spec {
+            storage: self.storage.clone(),
+            device: self.device.spec(),
+            knobs: self.knobs.spec(),
+            log_region: self.log_region.clone(),
+            path: self.path.clone(),
+            force: self.force,
+            scale: self.scale,
+            accounts_per_branch: self.accounts_per_branch,
+            terminals: self.terminals,
+            txns: self.txns,
+            duration: self.duration.clone(),
+            buffer_pages: self.buffer_pages,
+            page_size: self.page_size,
+            clock: self.clock.clone(),
+            seed: self.seed,
+            check: self.check,
+            regions: self.regions,
+            load: self.load,
+            results: self.results.results.clone(),
+            sample_window: self.results.sample_window.clone(),
+            raw: self.results.raw,
+        }
+    }
+}
+
+impl TpccArgs {
+    /// The run these flags ask for, as the experiment library takes it.
+    pub fn spec(&self) -> experiment::TpccSpec {
+        experiment::TpccSpec {
+            run: self.run.spec(),
+            items: self.items,
+            customers: self.customers,
+            home_warehouse: self.home_warehouse.clone(),
+        }
+    }
+}
+
+impl TpchArgs {
+    /// The run these flags ask for, as the experiment library takes it.
+    pub fn spec(&self) -> experiment::TpchSpec {
+        experiment::TpchSpec {
+            storage: self.storage.clone(),
+            device: self.device.spec(),
+            knobs: self.knobs.spec(),
+            log_region: self.log_region.clone(),
+            scale: self.scale,
+            queries: self.queries.clone(),
+            repeat: self.repeat,
+            params: self.params.clone(),
+            seed: self.seed,
+            buffer_pages: self.buffer_pages,
+            read_ahead: self.read_ahead,
+            page_size: self.page_size,
+            check: self.check,
+        }
+    }
+}
+
+/// Refuses a JSON path that cannot take the result, before any work.
+fn check_json(json: Option<&std::path::Path>) -> anyhow::Result<()> {
+    if let Some(p) = json {
+        lab::output::check_writable(p)?;
+    }
+    Ok(())
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    let args = match cmd {
-        BenchCommand::Tpcb(args) => args,
-        BenchCommand::Tatp(args) => return super::bench_tatp::run(args),
-        BenchCommand::Tpcc(args) => return tpcc::run(args),
-        BenchCommand::Tpch(args) => return tpch::run(args),
-    };
-    if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
-        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
-    }
-    let (until, virtual_clock) = run_plan(&args)?;
-    let plan = args.results.plan()?;
-    // Someone else's file is refused before anything opens, sizes or writes it (and the run
-    // that creates the file then finds its own database in it).
-    if let (Some(path), "file", false) = (&args.path, args.storage.as_str(), args.force) {
-        lab::filelock::hold(path, "--path")?;
-        refuse_foreign_file(path)?;
-    }
-    // Accounts and tellers are numbered by 32-bit ids.
-    let accounts = u64::from(args.scale) * u64::from(args.accounts_per_branch);
-    limits::in_range(
-        "--scale x --accounts-per-branch",
-        accounts,
-        1,
-        u64::from(u32::MAX),
-        "accounts are numbered by 32-bit ids",
-    )?;
-    let cfg = TpcbConfig {
-        scale: args.scale,
-        tellers_per_branch: 10,
-        accounts_per_branch: args.accounts_per_branch,
-    };
-    let (store, storage_name) = page_store(&args)?;
-    let frames = sized_frames(
-        &args,
-        &*store,
-        cfg.db_pages_estimate(args.page_size),
-        &format!("TPC-B scale {}", args.scale),
-    )?;
-    let ecfg = EngineConfig {
-        buffer_frames: frames,
-        ..EngineConfig::default()
-    };
-
-    // Reuse a database the file already holds; otherwise create and load.
-    let wall = Instant::now();
-    let reuse = args.storage == "file" && args.path.as_ref().is_some_and(|p| p.exists());
-    let existing = if reuse {
-        Engine::open(
-            Box::new(BlockPageStore::new(device(&args)?, args.page_size, None)?),
-            ecfg.clone(),
-        )
-        .ok()
-    } else {
-        None
-    };
-    let method = args.load.unwrap_or_default();
-    let (e, h, load): (Engine, Handles, &'static str) = match existing {
-        Some(mut e) if Handles::get(&e).is_ok() => {
-            let h = Handles::get(&e)?;
-            e.set_now(0);
-            eprintln!(
-                "reusing the TPC-B database in {}",
-                args.path
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default()
-            );
-            drop(store);
-            (e, h, "reused")
+    match cmd {
+        BenchCommand::Tpcb(args) => {
+            check_json(args.json.as_deref())?;
+            let run = experiment::run_tpcb(&args.spec())?;
+            if emit_json(args.json.as_deref(), &run.result)? {
+                print_tpcb(&run);
+            }
+            if run.result.check == "failed" {
+                bail!("the TPC-B check failed");
+            }
         }
-        _ => {
-            let mut e = Engine::create(store, ecfg)?;
-            let bar = ProgressBar::new(cfg.rows());
-            bar.set_style(
-                ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            let h = tpcb::load_using(&mut e, cfg, tpcb::DDL, method, |n| bar.set_position(n))?;
-            bar.finish_and_clear();
-            e.checkpoint()?;
-            (e, h, method.name())
+        BenchCommand::Tatp(args) => {
+            check_json(args.json.as_deref())?;
+            let run = experiment::run_tatp(&args.spec())?;
+            if emit_json(args.json.as_deref(), &run.result)? {
+                print_tatp(&run);
+            }
+            if run.result.check == "failed" {
+                bail!("the TATP check failed");
+            }
         }
-    };
-    let load_s = wall.elapsed().as_secs_f64();
-
-    let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
-    let start_ns = e.now();
-    let mut terms: Vec<TpcbTerminal> = (0..args.terminals)
-        .map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns))
-        .collect();
-    if plan.is_some() {
-        terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
-    }
-    let cpu0 = Instant::now();
-    let (mut e, mut terms, virtual_ns, forces, marks) = run_terminals(
-        e,
-        terms,
-        start_ns,
-        until,
-        virtual_clock,
-        plan.as_ref().map(|p| p.window_ns),
-    )?;
-    let run_wall_s = cpu0.elapsed().as_secs_f64();
-    let committed: u64 = terms.iter().map(|t| t.committed).sum();
-    let aborted: u64 = terms.iter().map(|t| t.aborted).sum();
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
-    for t in &terms {
-        hist.add(&t.latency_ns)?;
-    }
-    let after = (snapshot(&e), e.buffer_stats(), e.lock_stats());
-    let secs = if virtual_clock {
-        virtual_ns as f64 / 1e9
-    } else {
-        run_wall_s
-    };
-    let (check, problems) = if args.check {
-        let rep = tpcb::check(&mut e, cfg)?;
-        (if rep.passed() { "passed" } else { "failed" }, rep.problems)
-    } else {
-        ("skipped", vec![])
-    };
-    let res = BenchResult {
-        workload: "tpcb",
-        storage: storage_name,
-        clock: args.clock.clone(),
-        scale: args.scale,
-        accounts_per_branch: args.accounts_per_branch,
-        terminals: args.terminals,
-        seed: args.seed,
-        page_bytes: args.page_size,
-        committed,
-        aborted,
-        throughput_tps: if secs > 0.0 {
-            committed as f64 / secs
-        } else {
-            0.0
-        },
-        virtual_seconds: virtual_ns as f64 / 1e9,
-        latency_us: latency_us(&hist),
-        per_txn: per_txn(&before.0, &after.0, committed, secs),
-        buffer: buffer(frames, &before.1, &after.1),
-        lock_waits: after.2.waits - before.2.waits,
-        group_commit_forces: forces,
-        consistency: consistency(
-            &before.0,
-            &after.0,
-            (secs * 1e9) as u64,
-            args.terminals,
-            until.is_some(),
-            &hist,
-        ),
-        check,
-        check_problems: problems,
-        load,
-        slc_cache: slc_cache(&before.0, &after.0),
-    };
-    if let Some(p) = &plan {
-        let events = terms
-            .iter_mut()
-            .flat_map(|t| t.events.take().unwrap_or_default())
-            .collect();
-        write_results(
-            p,
-            &res,
-            "tpcb",
-            f64::from(res.scale),
-            res.terminals,
-            secs,
-            marks,
-            events,
-            &["tpcb"],
-        )?;
-    }
-    if super::common::emit_json(args.json.as_deref(), &res)? {
-        println!(
-            "tpcb on {} ({} clock): scale {}, {} terminals, seed {}",
-            res.storage, res.clock, res.scale, res.terminals, res.seed
-        );
-        println!(
-            "  committed {} aborted {}  throughput {:.1} tx/s over {:.3} s",
-            committed, aborted, res.throughput_tps, secs
-        );
-        print_latency(&res.latency_us);
-        print_per_txn(&res.per_txn);
-        println!(
-            "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}; lock waits {}",
-            frames,
-            res.buffer.hits,
-            res.buffer.misses,
-            res.buffer.evictions,
-            res.buffer.writebacks,
-            res.lock_waits
-        );
-        print_consistency(&res.consistency);
-        if let Some(c) = &res.slc_cache {
-            print_slc_cache(c);
+        BenchCommand::Tpcc(args) => {
+            check_json(args.run.json.as_deref())?;
+            let run = experiment::run_tpcc(&args.spec())?;
+            if emit_json(args.run.json.as_deref(), &run.result)? {
+                print_tpcc(&run);
+            }
+            if run.result.check == "failed" {
+                bail!("the TPC-C check failed");
+            }
         }
-        print_check(res.check, &res.check_problems);
-        if committed > 0 {
-            println!(
-                "  host: load {:.2} s ({}); run {:.3} s wall, {:.2} us wall per committed transaction",
-                load_s,
-                res.load,
-                run_wall_s,
-                run_wall_s * 1e6 / committed as f64
-            );
+        BenchCommand::Tpch(args) => {
+            check_json(args.json.as_deref())?;
+            let run = experiment::run_tpch(&args.spec())?;
+            if emit_json(args.json.as_deref(), &run.result)? {
+                print_tpch(&run);
+            }
+            if let Some(r) = run.result.queries.iter().find(|r| r.check == "failed") {
+                bail!(
+                    "the TPC-H answer check failed for Q{}: {}",
+                    r.query,
+                    r.check_problem.as_deref().unwrap_or("")
+                );
+            }
         }
-    }
-    if res.check == "failed" {
-        bail!("the TPC-B check failed");
     }
     Ok(())
+}
+
+fn print_tpcb(run: &experiment::TpcbRun) {
+    let res = &run.result;
+    let (committed, aborted) = (res.committed, res.aborted);
+    let (frames, secs, load_s, run_wall_s) = (run.frames, run.secs, run.load_s, run.run_wall_s);
+    println!(
+        "tpcb on {} ({} clock): scale {}, {} terminals, seed {}",
+        res.storage, res.clock, res.scale, res.terminals, res.seed
+    );
+    println!(
+        "  committed {} aborted {}  throughput {:.1} tx/s over {:.3} s",
+        committed, aborted, res.throughput_tps, secs
+    );
+    print_latency(&res.latency_us);
+    print_per_txn(&res.per_txn);
+    println!(
+        "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}; lock waits {}",
+        frames,
+        res.buffer.hits,
+        res.buffer.misses,
+        res.buffer.evictions,
+        res.buffer.writebacks,
+        res.lock_waits
+    );
+    print_consistency(&res.consistency);
+    if let Some(c) = &res.slc_cache {
+        print_slc_cache(c);
+    }
+    print_check(res.check, &res.check_problems);
+    if committed > 0 {
+        println!(
+            "  host: load {:.2} s ({}); run {:.3} s wall, {:.2} us wall per committed transaction",
+            load_s,
+            res.load,
+            run_wall_s,
+            run_wall_s * 1e6 / committed as f64
+        );
+    }
+}
+
+fn print_tatp(run: &TatpRun) {
+    let res = &run.result;
+    let (finished, succeeded, secs) = (run.finished, run.succeeded, run.secs);
+    let (load_s, run_wall_s) = (run.load_s, run.run_wall_s);
+    println!(
+        "tatp on {} ({} clock): {} subscribers{}, {} terminals, seed {}",
+        res.storage,
+        res.clock,
+        res.subscribers,
+        res.regions.map_or(String::new(), |c| format!(
+            ", Subscriber + Special_Facility in a {c}-chip region"
+        )),
+        res.terminals,
+        res.seed
+    );
+    println!(
+        "  finished {} succeeded {}  throughput {:.1} successful tx/s over {:.3} s",
+        finished, succeeded, res.throughput_tps, secs
+    );
+    for r in &res.transactions {
+        println!(
+            "  {:<24} {:>8} attempted {:>6.2}% succeeded",
+            r.name, r.attempted, r.success_percent
+        );
+    }
+    println!(
+        "  GC per host write: {:.4} migrations, {:.5} erases",
+        res.gc_migrations_per_host_write, res.gc_erases_per_host_write
+    );
+    print_consistency(&res.consistency);
+    if let Some(c) = &res.slc_cache {
+        print_slc_cache(c);
+    }
+    print_check(res.check, &res.check_problems);
+    println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
+}
+
+fn print_tpcc(run: &TpccRun) {
+    let res = &run.result;
+    let (cfg, committed, secs, frames) = (run.cfg, run.committed, run.secs, run.frames);
+    let (load_s, run_wall_s) = (run.load_s, run.run_wall_s);
+    println!(
+        "tpcc on {} (virtual clock): {} warehouse(s){}, home warehouse {}, {} terminals, seed {}",
+        res.storage,
+        res.scale,
+        if cfg.reduced { " REDUCED" } else { "" },
+        cfg.home_warehouse.name(),
+        res.terminals,
+        res.seed
+    );
+    println!(
+        "  NOTPM {:.0}  committed {} ({:.1} tx/s) over {:.3} s virtual",
+        res.notpm, committed, res.throughput_tps, secs
+    );
+    let m = &res.mix;
+    println!(
+        "  mix: new-order {} (+{} rolled back) payment {} order-status {} delivery {} stock-level {}; conflict retries {}",
+        m.new_order, m.new_order_rollbacks, m.payment, m.order_status, m.delivery, m.stock_level, m.conflict_retries
+    );
+    print_latency(&res.latency_us);
+    print_per_txn(&res.per_txn);
+    println!(
+        "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}",
+        frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks
+    );
+    print_consistency(&res.consistency);
+    if let Some(c) = &res.slc_cache {
+        print_slc_cache(c);
+    }
+    print_check(res.check, &res.check_problems);
+    println!(
+        "  host: load {:.2} s ({}); run {:.3} s wall",
+        load_s, res.load, run_wall_s
+    );
+}
+
+fn print_tpch(run: &TpchRun) {
+    let res = &run.result;
+    let (frames, read_ahead_pages) = (run.frames, run.read_ahead_pages);
+    let (load_virtual_seconds, load_s) = (run.load_virtual_seconds, run.load_s);
+    let query_wall_s = &run.query_wall_s;
+    println!(
+        "tpch on {} (virtual clock): scale factor {}, {} buffer frames, read-ahead {} pages",
+        res.storage, res.scale, frames, read_ahead_pages
+    );
+    println!(
+        "  load: {} rows, {} heap pages, {} index pages; {:.2} s virtual, {:.2} s wall",
+        res.load.rows, res.load.heap_pages, res.load.index_pages, load_virtual_seconds, load_s
+    );
+    for (r, wall_s) in res.queries.iter().zip(query_wall_s) {
+        println!(
+            "Q{}: {:.4} s (stdev {:.4}, {} runs), {} rows; {:.0} pages scanned, read-ahead used {} wasted {}; buffer hit ratio {:.3}; {:.3} s wall per run",
+            r.query, r.seconds, r.stdev, r.runs, r.rows.len(), r.pages_scanned as f64,
+            r.read_ahead_used, r.read_ahead_wasted, r.buffer_hit_ratio, wall_s
+        );
+        println!(
+            "  per query: flash reads {:.0} programs {:.0}; host reads {:.0}",
+            r.per_query.flash_reads, r.per_query.flash_programs, r.per_query.host_page_reads
+        );
+        for row in &r.rows {
+            let cells: Vec<String> = row.iter().map(answer::Cell::text).collect();
+            println!("  | {}", cells.join(" | "));
+        }
+        print_consistency(&r.consistency);
+        match &r.check_problem {
+            Some(why) => println!("  check: {} against {}: {why}", r.check, r.check_against),
+            None if r.check == "skipped" => println!("  check: skipped"),
+            None => println!("  check: {} against {}", r.check, r.check_against),
+        }
+    }
+}
+
+/// The consistency line of every bench verb's human output.
+pub fn print_consistency(c: &Consistency) {
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
+    println!(
+        "  consistency: {} (busiest die {} and channel {} of the elapsed time; Little's law {})",
+        c.status,
+        f(c.die_busy_fraction_max),
+        f(c.channel_busy_fraction_max),
+        f(c.little_law_ratio)
+    );
+    for v in &c.violations {
+        println!("  WARNING: violated: {v}");
+    }
+}
+
+/// The pSLC write cache lines of `io` and the bench verbs' human output.
+pub fn print_slc_cache(c: &ftl::block_device::SlcCacheReport) {
+    println!(
+        "  slc cache   {} pSLC blocks ({:.1}%): {} host writes cached, {} direct (hit {:.1}%), {} absorbed in pSLC",
+        c.blocks,
+        c.share * 100.0,
+        c.host_writes_cached,
+        c.host_writes_direct,
+        c.hit_rate * 100.0,
+        c.absorbed
+    );
+    println!(
+        "  folds       {} blocks ({} idle): {} units folded in {} programs, {} pad pages (WAF includes them)",
+        c.folds, c.idle_folds, c.folded_units, c.fold_programs, c.fold_pads
+    );
+}
+
+/// The latency line of every bench verb's human output.
+pub fn print_latency(l: &LatencyUs) {
+    println!(
+        "  latency us: mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
+        l.mean, l.p50, l.p95, l.p99, l.max
+    );
+}
+
+/// The per-transaction lines of every bench verb's human output.
+pub fn print_per_txn(p: &PerTxn) {
+    println!(
+            "  per txn: flash reads {:.2} programs {:.2} erases {:.3} gc migrations {:.2} energy {:.2e} J; host reads {:.2} writes {:.2} log forces {:.2}",
+            p.flash_reads, p.flash_programs, p.flash_erases, p.gc_migrations, p.energy_joules,
+            p.host_page_reads, p.host_page_writes, p.log_forces
+        );
+    if p.flash_oob_reads + p.flash_oob_writes > 0.0 {
+        println!(
+            "  per txn: flash OOB reads {:.2} OOB writes {:.2}",
+            p.flash_oob_reads, p.flash_oob_writes
+        );
+    }
+    if p.host_cpu_us > 0.0 {
+        println!(
+            "  per txn: host CPU of flash management {:.1} us ({:.1}% of the run)",
+            p.host_cpu_us,
+            p.host_cpu_share * 100.0
+        );
+    }
+}
+
+/// The check line of every bench verb: the outcome and, if any, the problems found.
+pub fn print_check(check: &str, problems: &[String]) {
+    if problems.is_empty() {
+        println!("  check: {check}");
+    } else {
+        println!("  check: {check} {problems:?}");
+    }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use nand::DeviceConfig;
 
-pub use lab::units::{parse_duration_ns, parse_percent, parse_size};
+pub use lab::units::{parse_percent, parse_size};
 
 /// Which emulated device to use.
 #[derive(Debug, Clone, Args)]

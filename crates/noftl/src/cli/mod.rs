@@ -1,7 +1,6 @@
 //! Command-line verbs. One module per verb; shared argument groups in `common`.
 
 pub mod bench;
-pub mod bench_tatp;
 pub mod clock;
 pub mod common;
 pub mod compare;

@@ -431,7 +431,7 @@ pub type OnScale<'a> = dyn FnMut(Option<&str>, Outcome<'_>) -> anyhow::Result<()
 /// `paper`), calling `on_scale` with each scale's result.
 pub fn run(args: &Spec, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
     if args.workload == "tpch" {
-        return tpch::run(args, on_scale);
+        return tpch::run(args, &mut |r| on_scale(None, Outcome::Tpch(r)));
     }
     if args.sf.is_some() {
         bail!("--sf is TPC-H's scale factor (--workload tpch)");

@@ -14,47 +14,47 @@ use serde::Serialize;
 use storage::measure::Consistency;
 use storage::PageStore;
 
-use super::bench::{run_plan, BenchArgs};
-use lab::measure::{latency_us, per_txn, snapshot, LatencyUs, PerTxn};
-use lab::runner::run_terminals;
+use super::shared::{new_engine, plan, run_plan, Spec};
+use crate::measure::{latency_us, per_txn, snapshot, LatencyUs, PerTxn};
+use crate::runner::run_terminals;
 
 #[derive(Debug, Serialize)]
-struct TxnRow {
-    name: &'static str,
-    attempted: u64,
-    succeeded: u64,
-    success_percent: f64,
+pub struct TxnRow {
+    pub name: &'static str,
+    pub attempted: u64,
+    pub succeeded: u64,
+    pub success_percent: f64,
 }
 
 #[derive(Debug, Serialize)]
-struct TatpResult {
-    workload: &'static str,
-    storage: String,
-    clock: String,
-    subscribers: u32,
-    regions: Option<u32>,
-    terminals: u32,
-    seed: u64,
-    page_bytes: usize,
-    finished: u64,
-    succeeded: u64,
-    deadlocks: u64,
+pub struct TatpResult {
+    pub workload: &'static str,
+    pub storage: String,
+    pub clock: String,
+    pub subscribers: u32,
+    pub regions: Option<u32>,
+    pub terminals: u32,
+    pub seed: u64,
+    pub page_bytes: usize,
+    pub finished: u64,
+    pub succeeded: u64,
+    pub deadlocks: u64,
     /// Successful transactions per second.
-    throughput_tps: f64,
-    virtual_seconds: f64,
-    latency_us: LatencyUs,
+    pub throughput_tps: f64,
+    pub virtual_seconds: f64,
+    pub latency_us: LatencyUs,
     /// Per successful transaction.
-    per_txn: PerTxn,
+    pub per_txn: PerTxn,
     /// IPA Table I's figures: GC page migrations and erases per host page write.
-    gc_migrations_per_host_write: f64,
-    gc_erases_per_host_write: f64,
-    transactions: Vec<TxnRow>,
-    consistency: Consistency,
-    check: &'static str,
-    check_problems: Vec<String>,
+    pub gc_migrations_per_host_write: f64,
+    pub gc_erases_per_host_write: f64,
+    pub transactions: Vec<TxnRow>,
+    pub consistency: Consistency,
+    pub check: &'static str,
+    pub check_problems: Vec<String>,
     /// The page FTL's pSLC write cache over the window (--slc-cache).
     #[serde(skip_serializing_if = "Option::is_none")]
-    slc_cache: Option<ftl::block_device::SlcCacheReport>,
+    pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
 }
 
 fn gc_and_host_writes(store: &dyn PageStore) -> (u64, u64, u64) {
@@ -63,7 +63,37 @@ fn gc_and_host_writes(store: &dyn PageStore) -> (u64, u64, u64) {
         .map_or((0, 0, 0), |r| (r.gc.migrations, r.gc.erases, r.host.writes))
 }
 
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+/// Every terminal's latencies, and the attempts and successes of each transaction type.
+fn by_type(terms: &[TatpTerminal]) -> anyhow::Result<(Histogram<u64>, Vec<TxnRow>)> {
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    let mut rows: Vec<TxnRow> = TXN_TYPES
+        .iter()
+        .map(|t| TxnRow {
+            name: t.name(),
+            attempted: 0,
+            succeeded: 0,
+            success_percent: 0.0,
+        })
+        .collect();
+    for t in terms {
+        hist.add(&t.latency_ns)?;
+        for (r, o) in rows.iter_mut().zip(&t.outcomes) {
+            r.attempted += o.attempted;
+            r.succeeded += o.succeeded;
+        }
+    }
+    for r in &mut rows {
+        r.success_percent = if r.attempted == 0 {
+            0.0
+        } else {
+            (r.succeeded as f64 * 1e6 / r.attempted as f64).round() / 1e4
+        };
+    }
+    Ok((hist, rows))
+}
+
+/// Runs TATP as `args` says (`scale`: subscribers).
+pub fn run(args: &Spec) -> anyhow::Result<TatpRun> {
     if args.scale == 0 || args.terminals == 0 {
         bail!("--scale (subscribers) and --terminals must be at least 1");
     }
@@ -76,13 +106,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.load == Some(kits::LoadMethod::Bulk) {
         bail!("bench tatp loads row by row (--load rows); --load bulk is TPC-B's and TPC-C's");
     }
-    let (until, virtual_clock) = run_plan(&args)?;
-    let plan = args.results.plan()?;
+    let (until, virtual_clock) = run_plan(args)?;
+    let plan = plan(args)?;
     let cfg = TatpConfig {
         subscribers: args.scale,
     };
-    let (mut e, storage_name, _frames) = super::bench::new_engine(
-        &args,
+    let (mut e, storage_name, _frames) = new_engine(
+        args,
         cfg.db_pages_estimate(args.page_size),
         &format!("TATP with {} subscribers", cfg.subscribers),
     )?;
@@ -124,30 +154,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let gc1 = gc_and_host_writes(e.store());
     let succeeded: u64 = terms.iter().map(TatpTerminal::succeeded).sum();
     let finished: u64 = terms.iter().map(|t| t.finished).sum();
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
-    let mut rows: Vec<TxnRow> = TXN_TYPES
-        .iter()
-        .map(|t| TxnRow {
-            name: t.name(),
-            attempted: 0,
-            succeeded: 0,
-            success_percent: 0.0,
-        })
-        .collect();
-    for t in &terms {
-        hist.add(&t.latency_ns)?;
-        for (r, o) in rows.iter_mut().zip(&t.outcomes) {
-            r.attempted += o.attempted;
-            r.succeeded += o.succeeded;
-        }
-    }
-    for r in &mut rows {
-        r.success_percent = if r.attempted == 0 {
-            0.0
-        } else {
-            (r.succeeded as f64 * 1e6 / r.attempted as f64).round() / 1e4
-        };
-    }
+    let (hist, rows) = by_type(&terms)?;
     let secs = if virtual_clock {
         virtual_ns as f64 / 1e9
     } else {
@@ -183,7 +190,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         gc_migrations_per_host_write: (gc1.0 - gc0.0) as f64 / host_writes,
         gc_erases_per_host_write: (gc1.1 - gc0.1) as f64 / host_writes,
         transactions: rows,
-        consistency: lab::measure::consistency(
+        consistency: crate::measure::consistency(
             &before,
             &after,
             (secs * 1e9) as u64,
@@ -193,7 +200,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         ),
         check,
         check_problems: problems,
-        slc_cache: lab::measure::slc_cache(&before, &after),
+        slc_cache: crate::measure::slc_cache(&before, &after),
     };
     if let Some(p) = &plan {
         let events = terms
@@ -201,7 +208,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .flat_map(|t| t.events.take().unwrap_or_default())
             .collect();
         let types: Vec<&str> = TXN_TYPES.iter().map(|t| t.name()).collect();
-        lab::runner::write_results(
+        crate::runner::write_results(
             p,
             &res,
             "tatp",
@@ -213,41 +220,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             &types,
         )?;
     }
-    if super::common::emit_json(args.json.as_deref(), &res)? {
-        println!(
-            "tatp on {} ({} clock): {} subscribers{}, {} terminals, seed {}",
-            res.storage,
-            res.clock,
-            res.subscribers,
-            res.regions.map_or(String::new(), |c| format!(
-                ", Subscriber + Special_Facility in a {c}-chip region"
-            )),
-            res.terminals,
-            res.seed
-        );
-        println!(
-            "  finished {} succeeded {}  throughput {:.1} successful tx/s over {:.3} s",
-            finished, succeeded, res.throughput_tps, secs
-        );
-        for r in &res.transactions {
-            println!(
-                "  {:<24} {:>8} attempted {:>6.2}% succeeded",
-                r.name, r.attempted, r.success_percent
-            );
-        }
-        println!(
-            "  GC per host write: {:.4} migrations, {:.5} erases",
-            res.gc_migrations_per_host_write, res.gc_erases_per_host_write
-        );
-        super::bench::print_consistency(&res.consistency);
-        if let Some(c) = &res.slc_cache {
-            super::bench::print_slc_cache(c);
-        }
-        super::bench::print_check(res.check, &res.check_problems);
-        println!("  host: load {:.2} s; run {:.3} s wall", load_s, run_wall_s);
-    }
-    if res.check == "failed" {
-        bail!("the TATP check failed");
-    }
-    Ok(())
+    Ok(TatpRun {
+        result: res,
+        finished,
+        succeeded,
+        secs,
+        load_s,
+        run_wall_s,
+    })
+}
+
+/// What a run gave: its result (the JSON) and the host-side figures of the human report.
+#[derive(Debug)]
+pub struct TatpRun {
+    pub result: TatpResult,
+    pub finished: u64,
+    pub succeeded: u64,
+    pub secs: f64,
+    pub load_s: f64,
+    pub run_wall_s: f64,
 }

@@ -14,11 +14,9 @@
 //! JSON); 2. bad arguments and a device too small for the database are refused before loading;
 //! 3. a failed check fails the command.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use clap::Args;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpch::answer::{self, QueryResult, Tolerance};
@@ -27,63 +25,46 @@ use kits::tpch::{self, reference, LoadStats, TpchConfig};
 use serde::Serialize;
 use storage::measure::Consistency;
 
-use super::shared::{print_consistency, BenchArgs};
-use crate::cli::common::DeviceArgs;
+use super::shared::{check_counts, new_engine, Spec};
+use crate::device::DeviceSpec;
+use crate::measure::{consistency, per_txn, snapshot, PerTxn};
 use crate::targets::FtlKnobs;
-use lab::measure::{consistency, per_txn, snapshot, PerTxn};
 
-#[derive(Debug, Args)]
-pub struct TpchArgs {
+#[derive(Debug, Clone)]
+pub struct TpchSpec {
     /// The store: native (NoFTL) | page | dftl | dftl-orig | fast | block | memdisk.
-    #[arg(long = "store", visible_alias = "storage", default_value = "memdisk")]
     pub storage: String,
-    #[command(flatten)]
-    pub device: DeviceArgs,
+    pub device: DeviceSpec,
     /// FTL targets' knobs; `--op` is also the native store's spare factor.
-    #[command(flatten)]
     pub knobs: FtlKnobs,
     /// --store native: the log in a region of its own, with these CREATE REGION options.
-    #[arg(long, value_parser = lab::stores::parse_log_region)]
-    pub log_region: Option<lab::stores::LogRegion>,
+    pub log_region: Option<crate::stores::LogRegion>,
     /// The scale factor (1: 6 million line items), 0.01 to 1000.
-    #[arg(long, default_value_t = 0.01)]
     pub scale: f64,
     /// The queries to run, in this order.
-    #[arg(long, default_value = "1,6,12,14", value_delimiter = ',')]
     pub queries: Vec<u32>,
     /// Runs of each query (seconds are their mean, with their standard deviation).
-    #[arg(long, default_value_t = 1)]
     pub repeat: u32,
     /// validation: the specification's validation parameters; random: drawn from --seed as
     /// clause 2.4 prescribes.
-    #[arg(long, default_value = "validation")]
     pub params: String,
     /// Seed of the query parameters drawn with --params random.
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Pages each scan reads ahead (default: two per die of the flash, 64 without flash).
-    #[arg(long)]
     pub read_ahead: Option<usize>,
     /// Buffer pool frames (default: 2% of the database's pages, at least 256).
-    #[arg(long)]
     pub buffer_pages: Option<usize>,
     /// DB page size in bytes: 4096, 8192 or 16384.
-    #[arg(long, default_value_t = 4096)]
     pub page_size: usize,
-    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
-    /// human report).
-    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
-    pub json: Option<PathBuf>,
     /// Check every answer (see the verb's description).
-    #[arg(long)]
     pub check: bool,
 }
 
-impl TpchArgs {
+impl TpchSpec {
     /// The `bench tpcb` arguments that select and size the store, so that the store is built,
     /// sized and refused by the same code.
-    fn store_args(&self) -> BenchArgs {
-        BenchArgs {
+    fn store_args(&self) -> Spec {
+        Spec {
             storage: self.storage.clone(),
             device: self.device.clone(),
             knobs: self.knobs.clone(),
@@ -100,53 +81,50 @@ impl TpchArgs {
             page_size: self.page_size,
             clock: "virtual".into(),
             seed: self.seed,
-            json: self.json.clone(),
             check: self.check,
             regions: None,
-            results: crate::cli::common::ResultsArgs {
-                results: None,
-                sample_window: "1s".into(),
-                raw: false,
-            },
+            results: None,
+            sample_window: "1s".into(),
+            raw: false,
         }
     }
 }
 
 #[derive(Debug, Serialize)]
-struct QueryReport {
-    query: u32,
+pub struct QueryReport {
+    pub query: u32,
     /// Mean virtual seconds per run, and their standard deviation over the runs.
-    seconds: f64,
-    stdev: f64,
-    runs: u32,
-    rows: Vec<Vec<answer::Cell>>,
-    columns: Vec<&'static str>,
+    pub seconds: f64,
+    pub stdev: f64,
+    pub runs: u32,
+    pub rows: Vec<Vec<answer::Cell>>,
+    pub columns: Vec<&'static str>,
     /// "passed", "failed" or "skipped"; against what; the first difference.
-    check: &'static str,
-    check_against: &'static str,
-    check_problem: Option<String>,
+    pub check: &'static str,
+    pub check_against: &'static str,
+    pub check_problem: Option<String>,
     /// Device and host counters per run of the query.
-    per_query: PerTxn,
-    buffer_hit_ratio: f64,
-    pages_scanned: u64,
-    read_ahead_used: u64,
-    read_ahead_wasted: u64,
-    consistency: Consistency,
+    pub per_query: PerTxn,
+    pub buffer_hit_ratio: f64,
+    pub pages_scanned: u64,
+    pub read_ahead_used: u64,
+    pub read_ahead_wasted: u64,
+    pub consistency: Consistency,
 }
 
 #[derive(Debug, Serialize)]
-struct TpchResult {
-    workload: &'static str,
-    storage: String,
-    scale: f64,
-    page_bytes: usize,
-    buffer_frames: usize,
-    read_ahead_pages: usize,
-    params: Params,
-    cpu: QueryCpu,
-    load: LoadStats,
-    load_virtual_seconds: f64,
-    queries: Vec<QueryReport>,
+pub struct TpchResult {
+    pub workload: &'static str,
+    pub storage: String,
+    pub scale: f64,
+    pub page_bytes: usize,
+    pub buffer_frames: usize,
+    pub read_ahead_pages: usize,
+    pub params: Params,
+    pub cpu: QueryCpu,
+    pub load: LoadStats,
+    pub load_virtual_seconds: f64,
+    pub queries: Vec<QueryReport>,
 }
 
 fn mean_stdev(xs: &[f64]) -> (f64, f64) {
@@ -170,9 +148,10 @@ fn expected(
     }
 }
 
-pub fn run(a: TpchArgs) -> anyhow::Result<()> {
+/// Runs TPC-H's queries as `a` says.
+pub fn run(a: &TpchSpec) -> anyhow::Result<TpchRun> {
     let cfg = TpchConfig::new(a.scale).context("--scale")?;
-    lab::limits::in_range(
+    crate::limits::in_range(
         "--repeat",
         u64::from(a.repeat),
         1,
@@ -195,11 +174,8 @@ pub fn run(a: TpchArgs) -> anyhow::Result<()> {
         bail!("bench tpch runs on the emulated targets and memdisk (--storage file is TPC-B's for now)");
     }
     let sa = a.store_args();
-    super::check_counts(&sa)?;
-    if let Some(p) = &a.json {
-        lab::output::check_writable(p)?;
-    }
-    let (mut e, storage_name, frames) = super::new_engine(
+    check_counts(&sa)?;
+    let (mut e, storage_name, frames) = new_engine(
         &sa,
         cfg.db_pages_estimate(a.page_size),
         &format!("TPC-H scale factor {}", a.scale),
@@ -307,43 +283,23 @@ pub fn run(a: TpchArgs) -> anyhow::Result<()> {
         load_virtual_seconds,
         queries: reports,
     };
-    if super::super::common::emit_json(a.json.as_deref(), &res)? {
-        println!(
-            "tpch on {} (virtual clock): scale factor {}, {} buffer frames, read-ahead {} pages",
-            res.storage, res.scale, frames, read_ahead_pages
-        );
-        println!(
-            "  load: {} rows, {} heap pages, {} index pages; {:.2} s virtual, {:.2} s wall",
-            res.load.rows, res.load.heap_pages, res.load.index_pages, load_virtual_seconds, load_s
-        );
-        for (r, wall_s) in res.queries.iter().zip(&query_wall_s) {
-            println!(
-                "Q{}: {:.4} s (stdev {:.4}, {} runs), {} rows; {:.0} pages scanned, read-ahead used {} wasted {}; buffer hit ratio {:.3}; {:.3} s wall per run",
-                r.query, r.seconds, r.stdev, r.runs, r.rows.len(), r.pages_scanned as f64,
-                r.read_ahead_used, r.read_ahead_wasted, r.buffer_hit_ratio, wall_s
-            );
-            println!(
-                "  per query: flash reads {:.0} programs {:.0}; host reads {:.0}",
-                r.per_query.flash_reads, r.per_query.flash_programs, r.per_query.host_page_reads
-            );
-            for row in &r.rows {
-                let cells: Vec<String> = row.iter().map(answer::Cell::text).collect();
-                println!("  | {}", cells.join(" | "));
-            }
-            print_consistency(&r.consistency);
-            match &r.check_problem {
-                Some(why) => println!("  check: {} against {}: {why}", r.check, r.check_against),
-                None if r.check == "skipped" => println!("  check: skipped"),
-                None => println!("  check: {} against {}", r.check, r.check_against),
-            }
-        }
-    }
-    if let Some(r) = res.queries.iter().find(|r| r.check == "failed") {
-        bail!(
-            "the TPC-H answer check failed for Q{}: {}",
-            r.query,
-            r.check_problem.as_deref().unwrap_or("")
-        );
-    }
-    Ok(())
+    Ok(TpchRun {
+        result: res,
+        frames,
+        read_ahead_pages,
+        load_virtual_seconds,
+        load_s,
+        query_wall_s,
+    })
+}
+
+/// What a run gave: its result (the JSON) and the host-side figures of the human report.
+#[derive(Debug)]
+pub struct TpchRun {
+    pub result: TpchResult,
+    pub frames: usize,
+    pub read_ahead_pages: usize,
+    pub load_virtual_seconds: f64,
+    pub load_s: f64,
+    pub query_wall_s: Vec<f64>,
 }

@@ -12,7 +12,6 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use clap::Args;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcc::{self, input::Kind, HomeWarehouse, NurandConsts, TpccConfig, TpccTerminal};
@@ -20,75 +19,72 @@ use serde::Serialize;
 use storage::measure::Consistency;
 use storage::sched::VirtualOptions;
 
-use super::shared::{run_plan, BenchArgs};
-use lab::measure::{buffer, latency_us, per_txn, snapshot, Buffer, LatencyUs, PerTxn};
+use super::shared::{new_engine, plan, run_plan, Spec};
+use crate::measure::{buffer, latency_us, per_txn, snapshot, Buffer, LatencyUs, PerTxn};
 
 /// `bench tpcb`'s arguments (`--scale` is warehouses here) and the reduced-population knobs.
-#[derive(Debug, Args)]
-pub struct TpccArgs {
-    #[command(flatten)]
-    pub run: BenchArgs,
+#[derive(Debug, Clone)]
+pub struct TpccSpec {
+    pub run: Spec,
     /// REDUCED population for quick tries and tests: items (specification: 100,000).
-    #[arg(long, default_value_t = 100_000)]
     pub items: u32,
     /// REDUCED population: customers (and orders) per district (specification: 3,000).
-    #[arg(long, default_value_t = 3000)]
     pub customers: u32,
     /// fixed: each terminal keeps one home warehouse (the specification, clause 2.4.1.1);
     /// random: each transaction draws its home warehouse over all warehouses (Shore-MT's kit
     /// with fewer threads than warehouses, as the NoFTL paper ran it).
-    #[arg(long, default_value = "fixed")]
     pub home_warehouse: String,
 }
 
 #[derive(Debug, Serialize)]
-struct Mix {
-    new_order: u64,
-    payment: u64,
-    order_status: u64,
-    delivery: u64,
-    stock_level: u64,
-    new_order_rollbacks: u64,
-    conflict_retries: u64,
-    delivery_districts_skipped: u64,
+pub struct Mix {
+    pub new_order: u64,
+    pub payment: u64,
+    pub order_status: u64,
+    pub delivery: u64,
+    pub stock_level: u64,
+    pub new_order_rollbacks: u64,
+    pub conflict_retries: u64,
+    pub delivery_districts_skipped: u64,
 }
 
 #[derive(Debug, Serialize)]
-struct TpccResult {
-    workload: &'static str,
-    storage: String,
-    clock: String,
-    scale: u32,
-    items: u32,
-    customers_per_district: u32,
-    reduced: bool,
-    home_warehouse: HomeWarehouse,
-    terminals: u32,
-    seed: u64,
-    page_bytes: usize,
-    committed: u64,
-    aborted: u64,
-    throughput_tps: f64,
-    notpm: f64,
-    virtual_seconds: f64,
-    mix: Mix,
-    latency_us: LatencyUs,
-    per_txn: PerTxn,
-    buffer: Buffer,
-    lock_waits: u64,
-    group_commit_forces: u64,
-    consistency: Consistency,
-    check: &'static str,
-    check_problems: Vec<String>,
+pub struct TpccResult {
+    pub workload: &'static str,
+    pub storage: String,
+    pub clock: String,
+    pub scale: u32,
+    pub items: u32,
+    pub customers_per_district: u32,
+    pub reduced: bool,
+    pub home_warehouse: HomeWarehouse,
+    pub terminals: u32,
+    pub seed: u64,
+    pub page_bytes: usize,
+    pub committed: u64,
+    pub aborted: u64,
+    pub throughput_tps: f64,
+    pub notpm: f64,
+    pub virtual_seconds: f64,
+    pub mix: Mix,
+    pub latency_us: LatencyUs,
+    pub per_txn: PerTxn,
+    pub buffer: Buffer,
+    pub lock_waits: u64,
+    pub group_commit_forces: u64,
+    pub consistency: Consistency,
+    pub check: &'static str,
+    pub check_problems: Vec<String>,
     /// How the database was loaded: bulk or rows (--load).
-    load: &'static str,
+    pub load: &'static str,
     /// The page FTL's pSLC write cache over the window (--slc-cache).
     #[serde(skip_serializing_if = "Option::is_none")]
-    slc_cache: Option<ftl::block_device::SlcCacheReport>,
+    pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
 }
 
-pub fn run(a: TpccArgs) -> anyhow::Result<()> {
-    let args = &a.run;
+/// Refuses, before anything is opened, what TPC-C does not run: another clock, TPC-B's flags,
+/// and a `--store file` path that holds something (TPC-C always loads a new database).
+fn refuse_what_tpcc_does_not_run(args: &Spec) -> anyhow::Result<()> {
     if args.clock != "virtual"
         || (args.path.is_some() && args.storage != "file")
         || args.accounts_per_branch != 100_000
@@ -98,21 +94,25 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     if let ("file", Some(path)) = (args.storage.as_str(), &args.path) {
         // TPC-C always loads a new database (it does not reuse one as TPC-B does): a file that
         // holds anything is refused before it is opened for writing, unless --force.
-        lab::filelock::hold(path, "--path")?;
+        crate::filelock::hold(path, "--path")?;
         let len = std::fs::metadata(path).map_or(0, |m| m.len());
         if len > 0 && !args.force {
             bail!(
                 "bench tpcc loads a new database over --path, and {} is not empty ({}): give --force to overwrite it, or another --path",
                 path.display(),
-                lab::limits::Bytes(len)
+                crate::limits::Bytes(len)
             );
         }
     }
     if args.scale == 0 || args.terminals == 0 {
         bail!("--scale and --terminals must be at least 1");
     }
-    let (until, _virtual_clock) = run_plan(args)?;
-    let plan = args.results.plan()?;
+    Ok(())
+}
+
+/// The TPC-C configuration of the run: the specification's population, or a REDUCED one.
+fn config(a: &TpccSpec) -> anyhow::Result<TpccConfig> {
+    let args = &a.run;
     let mut cfg = if a.items == 100_000 && a.customers == 3000 {
         TpccConfig::spec(args.scale)
     } else {
@@ -124,7 +124,36 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
     if cfg.reduced {
         eprintln!("note: REDUCED TPC-C population ({} items, {} customers per district): not the specification's", cfg.items, cfg.customers_per_district);
     }
-    let (mut e, storage_name, frames) = super::new_engine(
+    Ok(cfg)
+}
+
+/// The terminals' counters summed: commits by kind, New-Order rollbacks, conflict retries,
+/// skipped delivery districts, and every latency.
+#[allow(clippy::type_complexity)]
+fn totals(terms: &[TpccTerminal]) -> anyhow::Result<([u64; 5], u64, u64, u64, Histogram<u64>)> {
+    let mut by = [0u64; 5];
+    let (mut rb, mut retries, mut skipped) = (0, 0, 0);
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    for t in terms {
+        for (k, n) in t.counts.committed.iter().enumerate() {
+            by[k] += n;
+        }
+        rb += t.counts.rolled_back;
+        retries += t.counts.retries;
+        skipped += t.counts.delivery_skipped;
+        hist.add(&t.latency_ns)?;
+    }
+    Ok((by, rb, retries, skipped, hist))
+}
+
+/// Runs TPC-C as `a` says (`run.scale`: warehouses).
+pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
+    let args = &a.run;
+    refuse_what_tpcc_does_not_run(args)?;
+    let (until, _virtual_clock) = run_plan(args)?;
+    let plan = plan(args)?;
+    let cfg = config(a)?;
+    let (mut e, storage_name, frames) = new_engine(
         args,
         cfg.db_pages_estimate(args.page_size),
         &format!("TPC-C scale {}", args.scale),
@@ -162,7 +191,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
     }
     let cpu0 = Instant::now();
-    let (sched, marks) = lab::runner::run_virtual_marked(
+    let (sched, marks) = crate::runner::run_virtual_marked(
         &mut e,
         &mut terms,
         start_ns,
@@ -178,18 +207,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         .collect();
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let virtual_ns = sched.elapsed_ns();
-    let mut by = [0u64; 5];
-    let (mut rb, mut retries, mut skipped) = (0, 0, 0);
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
-    for t in &terms {
-        for (k, n) in t.counts.committed.iter().enumerate() {
-            by[k] += n;
-        }
-        rb += t.counts.rolled_back;
-        retries += t.counts.retries;
-        skipped += t.counts.delivery_skipped;
-        hist.add(&t.latency_ns)?;
-    }
+    let (by, rb, retries, skipped, hist) = totals(&terms)?;
     let committed: u64 = by.iter().sum();
     let after = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     tpcc::txn::settle(&mut e, &mut terms)?;
@@ -240,7 +258,7 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         buffer: buffer(frames, &before.1, &after.1),
         lock_waits: after.2.waits - before.2.waits,
         group_commit_forces: sched.group_forces,
-        consistency: lab::measure::consistency(
+        consistency: crate::measure::consistency(
             &before.0,
             &after.0,
             virtual_ns,
@@ -251,11 +269,11 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
         check,
         check_problems: problems,
         load: method.name(),
-        slc_cache: lab::measure::slc_cache(&before.0, &after.0),
+        slc_cache: crate::measure::slc_cache(&before.0, &after.0),
     };
     if let Some(p) = &plan {
         let types: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-        lab::runner::write_results(
+        crate::runner::write_results(
             p,
             &res,
             "tpcc",
@@ -267,43 +285,25 @@ pub fn run(a: TpccArgs) -> anyhow::Result<()> {
             &types,
         )?;
     }
-    if super::super::common::emit_json(args.json.as_deref(), &res)? {
-        println!(
-            "tpcc on {} (virtual clock): {} warehouse(s){}, home warehouse {}, {} terminals, seed {}",
-            res.storage,
-            res.scale,
-            if cfg.reduced { " REDUCED" } else { "" },
-            cfg.home_warehouse.name(),
-            res.terminals,
-            res.seed
-        );
-        println!(
-            "  NOTPM {:.0}  committed {} ({:.1} tx/s) over {:.3} s virtual",
-            res.notpm, committed, res.throughput_tps, secs
-        );
-        let m = &res.mix;
-        println!(
-            "  mix: new-order {} (+{} rolled back) payment {} order-status {} delivery {} stock-level {}; conflict retries {}",
-            m.new_order, m.new_order_rollbacks, m.payment, m.order_status, m.delivery, m.stock_level, m.conflict_retries
-        );
-        super::shared::print_latency(&res.latency_us);
-        super::shared::print_per_txn(&res.per_txn);
-        println!(
-            "  buffer ({} frames): hits {} misses {} evictions {} writebacks {}",
-            frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks
-        );
-        super::print_consistency(&res.consistency);
-        if let Some(c) = &res.slc_cache {
-            super::print_slc_cache(c);
-        }
-        super::print_check(res.check, &res.check_problems);
-        println!(
-            "  host: load {:.2} s ({}); run {:.3} s wall",
-            load_s, res.load, run_wall_s
-        );
-    }
-    if res.check == "failed" {
-        bail!("the TPC-C check failed");
-    }
-    Ok(())
+    Ok(TpccRun {
+        result: res,
+        cfg,
+        committed,
+        secs,
+        frames,
+        load_s,
+        run_wall_s,
+    })
+}
+
+/// What a run gave: its result (the JSON) and the host-side figures of the human report.
+#[derive(Debug)]
+pub struct TpccRun {
+    pub result: TpccResult,
+    pub cfg: TpccConfig,
+    pub committed: u64,
+    pub secs: f64,
+    pub frames: usize,
+    pub load_s: f64,
+    pub run_wall_s: f64,
 }

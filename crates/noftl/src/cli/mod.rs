@@ -46,8 +46,9 @@ pub enum Command {
     Ftl(ftl::FtlCommand),
     /// Export an FTL as a Network Block Device.
     Serve(serve::ServeArgs),
-    /// Benchmarks on the storage engine (TPC-B, TATP, TPC-C, TPC-H).
-    #[command(subcommand)]
+    /// Run one workload on the storage engine (TPC-B, TATP, TPC-C, TPC-H); `noftl run <workload>`
+    /// is the same verb.
+    #[command(subcommand, visible_alias = "run")]
     Bench(bench::BenchCommand),
     /// Power cuts and I/O errors during a workload, then recovery and verification.
     Crashtest(crashtest::CrashtestArgs),

@@ -622,6 +622,28 @@ fn read_unit(nand: &mut Nand, at_ns: Nanos, loc: u64, buf: &mut [u8]) -> Result<
         .done_ns)
 }
 
+/// The newest checkpoint all of whose pages are there, as (seq, first index in `ckpts`,
+/// pages), from the sorted, deduplicated checkpoint records (seq, page index, loc, pages). A
+/// step of `recover` because it only reads the records.
+fn newest_complete_checkpoint(ckpts: &[(u64, u64, u64, u64)]) -> Option<(u64, usize, usize)> {
+    let mut ckpt: Option<(u64, usize, usize)> = None; // (seq, first index in ckpts, pages)
+    let mut i = 0;
+    while i < ckpts.len() {
+        let s = ckpts[i].0;
+        let j = i + ckpts[i..].iter().take_while(|r| r.0 == s).count();
+        let total = ckpts[i].3;
+        let complete =
+            (j - i) as u64 == total && ckpts[i..j].iter().enumerate().all(|(k, r)| r.1 == k as u64);
+        if complete {
+            ckpt = Some((s, i, j - i));
+        }
+        i = j;
+    }
+    ckpt
+}
+
+/// Rebuilds the VSL from a scan of the device: the records, the newest complete checkpoint,
+/// the trims and committed data after it, then the space restored around the live pages.
 fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), VslError> {
     let g = nand.geometry().clone();
     let upp = u64::from(ftl::space::units_per_page(&g));
@@ -669,19 +691,7 @@ fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), Vsl
     dedupe(&mut trims);
     dedupe(&mut ckpts);
     // The newest complete checkpoint.
-    let mut ckpt: Option<(u64, usize, usize)> = None; // (seq, first index in ckpts, pages)
-    let mut i = 0;
-    while i < ckpts.len() {
-        let s = ckpts[i].0;
-        let j = i + ckpts[i..].iter().take_while(|r| r.0 == s).count();
-        let total = ckpts[i].3;
-        let complete =
-            (j - i) as u64 == total && ckpts[i..j].iter().enumerate().all(|(k, r)| r.1 == k as u64);
-        if complete {
-            ckpt = Some((s, i, j - i));
-        }
-        i = j;
-    }
+    let ckpt = newest_complete_checkpoint(&ckpts);
     let mut mapped_at_ckpt: Vec<(u64, u64)> = Vec::new();
     let mut live: Vec<LivePage> = Vec::new();
     let mut meta = FnvHashMap::default();

@@ -67,7 +67,7 @@ use crate::block::common::{
 };
 use crate::block_device::{check_range, check_request_of, BlockDevice, Counters, FtlError};
 use crate::controller::{Controller, ControllerConfig};
-use crate::oob::{OobRecord, PageKind, FLAG_LOG};
+use crate::oob::{BlockScan, OobRecord, PageKind, FLAG_LOG};
 
 /// Options of FAST.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -243,6 +243,8 @@ impl Fast {
         Self::recover(Flash::whole_pages(nand)?, opts)
     }
 
+    /// Rebuilds FAST from a scan of every block: the newest copies, the blocks' roles, the RW
+    /// logs and the mapping, then the clean-ups a power cut may have left undone.
     fn recover(f: Flash, opts: &FastOptions) -> Result<Self, FtlError> {
         let rw = opts.rw_log_blocks_for(f.geo.blocks()).max(1);
         let logical = exposed_blocks(&f, opts.spare_factor)?;
@@ -253,94 +255,9 @@ impl Fast {
         let capacity = u64::from(logical) * ppb;
 
         // Newest copy of every logical page (invariant 1), then trims.
-        let mut best: Vec<(u64, u64)> = vec![(0, 0); capacity as usize];
-        let mut trims = Vec::new();
-        for (pbn, s) in scan.iter().enumerate() {
-            for &(page, rec) in &s.records {
-                me.seq = me.seq.max(rec.seq);
-                match rec.kind {
-                    PageKind::Data => {
-                        if rec.key >= capacity {
-                            return Err(FtlError::Recovery(format!(
-                                "block {pbn} holds logical page {}, beyond the {capacity} these options expose; open with the options it was formatted with",
-                                rec.key
-                            )));
-                        }
-                        me.seq = me.seq.max(rec.aux);
-                        if rec.seq > best[rec.key as usize].0 {
-                            best[rec.key as usize] = (rec.seq, me.f.ppn(pbn as u32, page).0);
-                        }
-                    }
-                    PageKind::Trim => trims.push((rec.key, rec.aux, rec.seq)),
-                    PageKind::Pad => {}
-                    PageKind::Translation | PageKind::Checkpoint | PageKind::MapCheckpoint => {
-                        return Err(not_fast(pbn, rec))
-                    }
-                }
-            }
-        }
-        for &(start, count, seq) in &trims {
-            for lpn in start.min(capacity)..start.saturating_add(count).min(capacity) {
-                if best[lpn as usize].0 < seq {
-                    best[lpn as usize].0 = 0;
-                }
-            }
-        }
-
+        let best = me.newest_copies(&scan, capacity)?;
         // Roles: RW logs (oldest first by their first sequence number), positional blocks.
-        let mut rw_found: Vec<(u64, u32)> = Vec::new();
-        let mut dirty = Vec::new();
-        for (pbn, s) in scan.iter().enumerate() {
-            let pbn = pbn as u32;
-            let Some(&(_, first)) = s.records.first() else {
-                if !s.bad && !s.is_clean() {
-                    dirty.push(pbn);
-                } else if s.is_clean() {
-                    me.free.push(me.f.die_of(pbn), pbn);
-                }
-                continue;
-            };
-            if s.bad {
-                // Grown bad (invariant 6): a readable source only, never a data block or log.
-                me.pb[pbn as usize].role = Role::Bad;
-                for &(_, r) in s.records.iter().filter(|(_, r)| r.kind == PageKind::Data) {
-                    me.bad_lpns.insert(r.key);
-                }
-                continue;
-            }
-            me.pb[pbn as usize].next_free = s.next_free;
-            if s.records.iter().any(|(_, r)| r.log()) {
-                rw_found.push((s.records.iter().map(|(_, r)| r.seq).min().unwrap_or(0), pbn));
-                continue;
-            }
-            let lbn = first.key / ppb;
-            if s.records.iter().any(|&(page, r)| {
-                r.key / ppb != lbn || r.key % ppb != u64::from(page) || r.aux != first.aux
-            }) {
-                return Err(FtlError::Recovery(format!(
-                    "block {pbn} mixes logical blocks; not a FAST device"
-                )));
-            }
-            let p = &mut me.pb[pbn as usize];
-            p.lbn = lbn;
-            p.version = first.aux;
-            let d = me.data[lbn as usize];
-            if d == NONE {
-                p.role = Role::Data;
-                me.data[lbn as usize] = pbn;
-            } else {
-                // Keep the older block as the data block; the newer is merged away below.
-                let (keep, extra) = if me.pb[d as usize].version < first.aux {
-                    (d, pbn)
-                } else {
-                    (pbn, d)
-                };
-                me.pb[keep as usize].role = Role::Data;
-                me.pb[extra as usize].role = Role::Extra;
-                me.data[lbn as usize] = keep;
-                me.extras.push(extra);
-            }
-        }
+        let (mut rw_found, dirty) = me.assign_roles(&scan, ppb)?;
         rw_found.sort_unstable();
         for &(_, pbn) in &rw_found {
             me.pb[pbn as usize].role = Role::Rw;
@@ -406,6 +323,116 @@ impl Fast {
         me.tombstones(t)?;
         me.c = Counters::new(&me.f.nand);
         Ok(me)
+    }
+
+    /// `recover`'s first step: the newest copy (seq, ppn) of every logical page (invariant 1),
+    /// seq 0 where there is none or a later trim covers it; also raises `seq` past everything
+    /// seen. A step because it only reads the scan, whatever the blocks' roles.
+    fn newest_copies(
+        &mut self,
+        scan: &[BlockScan],
+        capacity: u64,
+    ) -> Result<Vec<(u64, u64)>, FtlError> {
+        let mut best: Vec<(u64, u64)> = vec![(0, 0); capacity as usize];
+        let mut trims = Vec::new();
+        for (pbn, s) in scan.iter().enumerate() {
+            for &(page, rec) in &s.records {
+                self.seq = self.seq.max(rec.seq);
+                match rec.kind {
+                    PageKind::Data => {
+                        if rec.key >= capacity {
+                            return Err(FtlError::Recovery(format!(
+                                "block {pbn} holds logical page {}, beyond the {capacity} these options expose; open with the options it was formatted with",
+                                rec.key
+                            )));
+                        }
+                        self.seq = self.seq.max(rec.aux);
+                        if rec.seq > best[rec.key as usize].0 {
+                            best[rec.key as usize] = (rec.seq, self.f.ppn(pbn as u32, page).0);
+                        }
+                    }
+                    PageKind::Trim => trims.push((rec.key, rec.aux, rec.seq)),
+                    PageKind::Pad => {}
+                    PageKind::Translation | PageKind::Checkpoint | PageKind::MapCheckpoint => {
+                        return Err(not_fast(pbn, rec))
+                    }
+                }
+            }
+        }
+        for &(start, count, seq) in &trims {
+            for lpn in start.min(capacity)..start.saturating_add(count).min(capacity) {
+                if best[lpn as usize].0 < seq {
+                    best[lpn as usize].0 = 0;
+                }
+            }
+        }
+        Ok(best)
+    }
+
+    /// `recover`'s second step: each scanned block's role (free, dirty, grown bad, RW log,
+    /// data or extra positional block); returns the RW logs (first seq, block) and the dirty
+    /// blocks, for the steps that rebuild and erase them. A step because roles are decided
+    /// per block, from its records alone.
+    #[allow(clippy::type_complexity)]
+    fn assign_roles(
+        &mut self,
+        scan: &[BlockScan],
+        ppb: u64,
+    ) -> Result<(Vec<(u64, u32)>, Vec<u32>), FtlError> {
+        let mut rw_found: Vec<(u64, u32)> = Vec::new();
+        let mut dirty = Vec::new();
+        for (pbn, s) in scan.iter().enumerate() {
+            let pbn = pbn as u32;
+            let Some(&(_, first)) = s.records.first() else {
+                if !s.bad && !s.is_clean() {
+                    dirty.push(pbn);
+                } else if s.is_clean() {
+                    self.free.push(self.f.die_of(pbn), pbn);
+                }
+                continue;
+            };
+            if s.bad {
+                // Grown bad (invariant 6): a readable source only, never a data block or log.
+                self.pb[pbn as usize].role = Role::Bad;
+                for &(_, r) in s.records.iter().filter(|(_, r)| r.kind == PageKind::Data) {
+                    self.bad_lpns.insert(r.key);
+                }
+                continue;
+            }
+            self.pb[pbn as usize].next_free = s.next_free;
+            if s.records.iter().any(|(_, r)| r.log()) {
+                rw_found.push((s.records.iter().map(|(_, r)| r.seq).min().unwrap_or(0), pbn));
+                continue;
+            }
+            let lbn = first.key / ppb;
+            if s.records.iter().any(|&(page, r)| {
+                r.key / ppb != lbn || r.key % ppb != u64::from(page) || r.aux != first.aux
+            }) {
+                return Err(FtlError::Recovery(format!(
+                    "block {pbn} mixes logical blocks; not a FAST device"
+                )));
+            }
+            let p = &mut self.pb[pbn as usize];
+            p.lbn = lbn;
+            p.version = first.aux;
+            let d = self.data[lbn as usize];
+            if d == NONE {
+                p.role = Role::Data;
+                self.data[lbn as usize] = pbn;
+            } else {
+                // Keep the older block as the data block; the newer is merged away below.
+                let (keep, extra) = if self.pb[d as usize].version < first.aux {
+                    (d, pbn)
+                } else {
+                    (pbn, d)
+                };
+                self.pb[keep as usize].role = Role::Data;
+                self.pb[extra as usize].role = Role::Extra;
+                self.data[lbn as usize] = keep;
+                self.extras.push(extra);
+            }
+        }
+        Ok((rw_found, dirty))
     }
 
     pub fn merges(&self) -> MergeCounts {

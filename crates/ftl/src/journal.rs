@@ -712,6 +712,103 @@ fn fill_checkpoint_page(
     page[28..32].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// The map checkpoint `recover_mapped` chose: (C, map, blocks, pages).
+type Chosen = (u64, Vec<u32>, Vec<BlockAtCheckpoint>, Vec<Ppn>);
+
+/// What `read_pages0` found: (programmed pages, page 0's record, page 0's other units' records,
+/// done).
+type Pages0 = (
+    Vec<u32>,
+    Vec<Option<OobRecord>>,
+    Vec<Option<OobRecord>>,
+    Nanos,
+);
+
+/// Step 1 of `recover_mapped`, its first half: reads the OOB of page 0 of every programmed
+/// block. Returns each block's programmed pages (0 for factory-bad and half-erased blocks),
+/// page 0's record (slot 0), the records of page 0's other units (`upp - 1` per block) and
+/// when the reads completed. A step because every later step decides from these.
+fn read_pages0(
+    nand: &mut Nand,
+    at_ns: Nanos,
+    g: &nand::Geometry,
+    upp: u32,
+    oob: &mut [u8],
+    reads_done: &mut u64,
+) -> Result<Pages0, FtlError> {
+    let nblocks = g.blocks();
+    let mut programmed = vec![0u32; nblocks as usize];
+    let mut first: Vec<Option<OobRecord>> = vec![None; nblocks as usize];
+    // Pages of several units: the records of page 0's other units (slot 0's is `first`).
+    let mut page0_rest: Vec<Option<OobRecord>> = vec![None; nblocks as usize * (upp as usize - 1)];
+    let mut page0_done = at_ns;
+    for b in 0..nblocks {
+        let info = nand.block_info(Pbn(b))?;
+        let n = match info.state {
+            nand::BlockState::FactoryBad | nand::BlockState::NeedsErase => 0,
+            _ => info.next_page.min(g.pages_per_block),
+        };
+        programmed[b as usize] = n;
+        if n == 0 {
+            continue;
+        }
+        let (found, t) = read_record(nand, at_ns, g.ppn_in_block(Pbn(b), 0), oob)?;
+        *reads_done += 1;
+        page0_done = page0_done.max(t);
+        if let PageOob::Record(r) = found {
+            first[b as usize] = Some(r);
+            for slot in 1..upp {
+                if let PageOob::Record(r) = unit_record(oob, slot) {
+                    page0_rest[b as usize * (upp as usize - 1) + slot as usize - 1] = Some(r);
+                }
+            }
+        }
+    }
+    Ok((programmed, first, page0_rest, page0_done))
+}
+
+/// Step 4 of `recover_mapped`: merges the chosen checkpoint into the scanned map (with
+/// `full`, only its unmapped keys that have no newer copy; else its entries into unchanged
+/// blocks where nothing was scanned) and returns the checkpoint's pages as journal entries
+/// and its seq. A step because it is the only place the checkpoint's content is used.
+fn merge_map_checkpoint(
+    chosen: Option<Chosen>,
+    full: bool,
+    (g, upp): (&nand::Geometry, u32),
+    unchanged: &[bool],
+    (map, map_seq, map_aux): (&mut [u32], &mut [u64], &mut [u64]),
+    max_seq: &mut u64,
+) -> (Vec<(PageKind, u64, Ppn)>, Option<u64>) {
+    let mut journal = Vec::new();
+    let mut checkpoint_seq = None;
+    if let Some((seq, cmap, blocks, pages)) = chosen {
+        *max_seq = (*max_seq).max(seq);
+        for (k, &p) in cmap.iter().enumerate() {
+            if full {
+                // The reference: the checkpoint only says which keys were unmapped at C.
+                if p == UNMAPPED && map[k] != UNMAPPED && map_seq[k] <= seq {
+                    map[k] = UNMAPPED;
+                    map_seq[k] = 0;
+                }
+                continue;
+            }
+            if p == UNMAPPED || u64::from(p) >= g.pages() * u64::from(upp) || map[k] != UNMAPPED {
+                continue;
+            }
+            let ppn = Ppn(u64::from(p) / u64::from(upp));
+            let b = g.block_of(ppn);
+            let page = (ppn.0 - g.first_page(b).0) as u32;
+            if unchanged[b.0 as usize] && page < blocks[b.0 as usize].written {
+                map[k] = p;
+                map_aux[k] = u64::from(blocks[b.0 as usize].stream);
+            }
+        }
+        journal.extend(pages.into_iter().map(|p| (PageKind::MapCheckpoint, seq, p)));
+        checkpoint_seq = Some(seq);
+    }
+    (journal, checkpoint_seq)
+}
+
 /// How `recover_mapped` treats blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecoveryReads {
@@ -760,34 +857,9 @@ pub fn recover_mapped(
     let mut oob = vec![0xFFu8; g.oob_size_bytes as usize];
     let mut reads_done = 0u64;
     // Step 1.
-    let mut programmed = vec![0u32; nblocks as usize];
-    let mut first: Vec<Option<OobRecord>> = vec![None; nblocks as usize];
-    // Pages of several units: the records of page 0's other units (slot 0's is `first`).
-    let mut page0_rest: Vec<Option<OobRecord>> = vec![None; nblocks as usize * (upp as usize - 1)];
-    let mut page0_done = at_ns;
+    let (programmed, first, page0_rest, page0_done) =
+        read_pages0(nand, at_ns, &g, upp, &mut oob, &mut reads_done)?;
     let mut meta_pages: Vec<(u32, u32, OobRecord)> = Vec::new();
-    for b in 0..nblocks {
-        let info = nand.block_info(Pbn(b))?;
-        let n = match info.state {
-            nand::BlockState::FactoryBad | nand::BlockState::NeedsErase => 0,
-            _ => info.next_page.min(g.pages_per_block),
-        };
-        programmed[b as usize] = n;
-        if n == 0 {
-            continue;
-        }
-        let (found, t) = read_record(nand, at_ns, g.ppn_in_block(Pbn(b), 0), &mut oob)?;
-        reads_done += 1;
-        page0_done = page0_done.max(t);
-        if let PageOob::Record(r) = found {
-            first[b as usize] = Some(r);
-            for slot in 1..upp {
-                if let PageOob::Record(r) = unit_record(&oob, slot) {
-                    page0_rest[b as usize * (upp as usize - 1) + slot as usize - 1] = Some(r);
-                }
-            }
-        }
-    }
     let page0_units = |b: u32| {
         let first = first[b as usize];
         let rest =
@@ -836,8 +908,6 @@ pub fn recover_mapped(
     for m in &meta_pages {
         max_seq = max_seq.max(m.2.seq);
     }
-    // (C, map, blocks, pages)
-    type Chosen = (u64, Vec<u32>, Vec<BlockAtCheckpoint>, Vec<Ppn>);
     let (found, cp_done) = newest_checkpoint(nand, done, &mut cps, MAP_MAGIC, |content| {
         decode_map_checkpoint(content, capacity, nblocks)
     })?;
@@ -900,33 +970,14 @@ pub fn recover_mapped(
     }
     done = scan_done;
     // Step 4: the checkpoint's entries into unchanged blocks where nothing was scanned.
-    let mut journal = Vec::new();
-    let mut checkpoint_seq = None;
-    if let Some((seq, cmap, blocks, pages)) = chosen {
-        max_seq = max_seq.max(seq);
-        for (k, &p) in cmap.iter().enumerate() {
-            if full {
-                // The reference: the checkpoint only says which keys were unmapped at C.
-                if p == UNMAPPED && map[k] != UNMAPPED && map_seq[k] <= seq {
-                    map[k] = UNMAPPED;
-                    map_seq[k] = 0;
-                }
-                continue;
-            }
-            if p == UNMAPPED || u64::from(p) >= g.pages() * u64::from(upp) || map[k] != UNMAPPED {
-                continue;
-            }
-            let ppn = Ppn(u64::from(p) / u64::from(upp));
-            let b = g.block_of(ppn);
-            let page = (ppn.0 - g.first_page(b).0) as u32;
-            if unchanged[b.0 as usize] && page < blocks[b.0 as usize].written {
-                map[k] = p;
-                map_aux[k] = u64::from(blocks[b.0 as usize].stream);
-            }
-        }
-        journal.extend(pages.into_iter().map(|p| (PageKind::MapCheckpoint, seq, p)));
-        checkpoint_seq = Some(seq);
-    }
+    let (journal, checkpoint_seq) = merge_map_checkpoint(
+        chosen,
+        full,
+        (&g, upp),
+        &unchanged,
+        (&mut map, &mut map_seq, &mut map_aux),
+        &mut max_seq,
+    );
     Ok(Recovered {
         map,
         map_seq,

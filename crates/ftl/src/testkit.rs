@@ -520,70 +520,15 @@ pub fn power_cut_run(
     let mut cut = false;
     for _ in 0..ops {
         let req = w.next(cap);
-        let result = match req {
-            Request::Write {
-                lpn,
-                pages,
-                version,
-                fua,
-            } => {
-                fill_pages(&mut buf, lpn, pages, version);
-                for i in 0..pages {
-                    acc.attempt(lpn + i, Content::Version(version));
-                }
-                let r = dev.write(t, lpn, &buf[..pages as usize * PAGE], fua);
-                if r.is_ok() {
-                    for i in 0..pages {
-                        current[(lpn + i) as usize] = Content::Version(version);
-                        if fua || durability == Durability::Acknowledged {
-                            acc.settle(lpn + i);
-                        }
-                    }
-                }
-                r
-            }
-            Request::Read { lpn, pages } => {
-                let r = dev.read(t, lpn, &mut buf[..pages as usize * PAGE]);
-                if r.is_ok() {
-                    for i in 0..pages {
-                        let got =
-                            decode_page(&buf[i as usize * PAGE..(i as usize + 1) * PAGE], lpn + i);
-                        if got != current[(lpn + i) as usize] {
-                            return Err(format!(
-                                "before the cut, lpn {} reads {got:?}, expected {:?}",
-                                lpn + i,
-                                current[(lpn + i) as usize]
-                            ));
-                        }
-                    }
-                }
-                r
-            }
-            Request::Trim { lpn, pages } => {
-                for l in lpn..lpn + pages {
-                    acc.attempt(l, Content::Zero);
-                }
-                let r = dev.trim(t, lpn, pages);
-                if r.is_ok() {
-                    for l in lpn..lpn + pages {
-                        current[l as usize] = Content::Zero;
-                        if durability != Durability::Flushed {
-                            acc.settle(l);
-                        }
-                    }
-                }
-                r
-            }
-            Request::Flush => {
-                let r = dev.flush(t);
-                if r.is_ok() {
-                    for l in 0..cap {
-                        acc.settle(l);
-                    }
-                }
-                r
-            }
-        };
+        let result = issue_before_cut(
+            &mut dev,
+            req,
+            t,
+            durability,
+            &mut buf,
+            (&mut acc, &mut current),
+            cap,
+        )?;
         match result {
             Ok(done) => {
                 t = done;
@@ -643,6 +588,105 @@ pub fn power_cut_run(
             .map_err(|e| e.to_string())?;
     }
     // The recovered device keeps working.
+    keeps_working(&mut dev, &mut model, (seed, ops, pattern), cap, &mut buf, t)?;
+    Ok(CutOutcome {
+        cut_after_ops: if cut { issued } else { 0 },
+        requests,
+        newest,
+    })
+}
+
+/// One request of `power_cut_run`'s workload before the cut: what it attempts is noted in
+/// `acc` before it is issued, what it completed in `current`, and what `durability` makes
+/// durable on return is settled; a read must return `current`. Returns the device's answer
+/// (an error may be the cut), or the mismatch a read found. A step because it is the model of
+/// contract item 4, one request at a time.
+fn issue_before_cut(
+    dev: &mut Box<dyn BlockDevice>,
+    req: Request,
+    t: Nanos,
+    durability: Durability,
+    buf: &mut [u8],
+    (acc, current): (&mut Acceptable, &mut [Content]),
+    cap: u64,
+) -> Result<Result<Nanos, FtlError>, String> {
+    Ok(match req {
+        Request::Write {
+            lpn,
+            pages,
+            version,
+            fua,
+        } => {
+            fill_pages(buf, lpn, pages, version);
+            for i in 0..pages {
+                acc.attempt(lpn + i, Content::Version(version));
+            }
+            let r = dev.write(t, lpn, &buf[..pages as usize * PAGE], fua);
+            if r.is_ok() {
+                for i in 0..pages {
+                    current[(lpn + i) as usize] = Content::Version(version);
+                    if fua || durability == Durability::Acknowledged {
+                        acc.settle(lpn + i);
+                    }
+                }
+            }
+            r
+        }
+        Request::Read { lpn, pages } => {
+            let r = dev.read(t, lpn, &mut buf[..pages as usize * PAGE]);
+            if r.is_ok() {
+                for i in 0..pages {
+                    let got =
+                        decode_page(&buf[i as usize * PAGE..(i as usize + 1) * PAGE], lpn + i);
+                    if got != current[(lpn + i) as usize] {
+                        return Err(format!(
+                            "before the cut, lpn {} reads {got:?}, expected {:?}",
+                            lpn + i,
+                            current[(lpn + i) as usize]
+                        ));
+                    }
+                }
+            }
+            r
+        }
+        Request::Trim { lpn, pages } => {
+            for l in lpn..lpn + pages {
+                acc.attempt(l, Content::Zero);
+            }
+            let r = dev.trim(t, lpn, pages);
+            if r.is_ok() {
+                for l in lpn..lpn + pages {
+                    current[l as usize] = Content::Zero;
+                    if durability != Durability::Flushed {
+                        acc.settle(l);
+                    }
+                }
+            }
+            r
+        }
+        Request::Flush => {
+            let r = dev.flush(t);
+            if r.is_ok() {
+                for l in 0..cap {
+                    acc.settle(l);
+                }
+            }
+            r
+        }
+    })
+}
+
+/// After `power_cut_run`'s checks: a second seeded workload (half as long) on the recovered
+/// device, mirrored on `model`, then every page compared. A step because it checks that the
+/// device keeps working, apart from what it recovered.
+fn keeps_working(
+    dev: &mut Box<dyn BlockDevice>,
+    model: &mut MemDisk,
+    (seed, ops, pattern): (u64, usize, Pattern),
+    cap: u64,
+    buf: &mut [u8],
+    t: Nanos,
+) -> Result<(), String> {
     let mut w2 = Workload::with_pattern(seed ^ 0xA5A5, 0, pattern, false);
     let mut t = t;
     for op in 0..ops / 2 {
@@ -654,7 +698,7 @@ pub fn power_cut_run(
                 fua,
             } => {
                 let n = pages as usize * PAGE;
-                fill_pages(&mut buf, lpn, pages, 1_000_000 + version);
+                fill_pages(buf, lpn, pages, 1_000_000 + version);
                 t = dev
                     .write(t, lpn, &buf[..n], fua)
                     .map_err(|e| format!("after recovery, op {op}: {e}"))?;
@@ -671,12 +715,8 @@ pub fn power_cut_run(
             _ => {}
         }
     }
-    compare_all(dev.as_mut(), &mut model, t)?;
-    Ok(CutOutcome {
-        cut_after_ops: if cut { issued } else { 0 },
-        requests,
-        newest,
-    })
+    compare_all(dev.as_mut(), model, t)?;
+    Ok(())
 }
 
 /// `cuts` cut points spread evenly over a run of `total` flash operations, the k-th moved on by

@@ -265,8 +265,22 @@ impl DeviceConfig {
     }
 
     /// Refuses any config that cannot describe a device, naming the field.
+    ///
+    /// The checks run in a fixed order (the first failing field is the one reported), each
+    /// group in its own step below.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.geometry.validate()?;
+        self.validate_cell_shape()?;
+        self.validate_timing()?;
+        self.validate_mode_limits()?;
+        self.validate_endurance()?;
+        self.validate_reliability()?;
+        self.validate_energy()
+    }
+
+    /// The chip's native cell mode, its NOP and whole word lines per block: a step because
+    /// every later check assumes a real native mode.
+    fn validate_cell_shape(&self) -> Result<(), ConfigError> {
         let native = self.cell.native;
         if native == CellMode::Pslc {
             return Err(ConfigError::invalid(
@@ -293,6 +307,12 @@ impl DeviceConfig {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Every latency is a positive (or, for OOB, non-negative) finite time: a step because the
+    /// timing table is one group of fields with one rule each.
+    fn validate_timing(&self) -> Result<(), ConfigError> {
         let t = &self.timing;
         let positive = |field: &str, v: f64| -> Result<(), ConfigError> {
             if v.is_finite() && v > 0.0 && v < 1e9 {
@@ -340,6 +360,14 @@ impl DeviceConfig {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The NOP ceiling and the per-mode latencies a multi-level chip needs: a step because it
+    /// ties the cell mode to the timing table, after both were checked on their own.
+    fn validate_mode_limits(&self) -> Result<(), ConfigError> {
+        let native = self.cell.native;
+        let t = &self.timing;
         if self.cell.nop > 15 {
             return Err(ConfigError::invalid(
                 "cell.nop",
@@ -358,6 +386,11 @@ impl DeviceConfig {
                 "is required for tlc chips",
             ));
         }
+        Ok(())
+    }
+
+    /// Program/erase cycle budgets are at least one: a step because wear models divide by them.
+    fn validate_endurance(&self) -> Result<(), ConfigError> {
         if self.endurance.native_cycles == 0 {
             return Err(ConfigError::invalid(
                 "endurance.native_cycles",
@@ -370,6 +403,12 @@ impl DeviceConfig {
                 "must be at least 1",
             ));
         }
+        Ok(())
+    }
+
+    /// Bad-block ratio, ECC codeword size and bit error rates are in range: a step because
+    /// the reliability model is one group of fields.
+    fn validate_reliability(&self) -> Result<(), ConfigError> {
         let r = &self.reliability;
         if !(0.0..1.0).contains(&r.factory_bad_block_ratio) {
             return Err(ConfigError::invalid(
@@ -409,6 +448,12 @@ impl DeviceConfig {
                 "must be positive",
             ));
         }
+        Ok(())
+    }
+
+    /// Voltages and currents are non-negative numbers: a step because the energy model is one
+    /// group of fields, checked last.
+    fn validate_energy(&self) -> Result<(), ConfigError> {
         let e = &self.energy;
         for (field, v) in [
             ("energy.vcc_volts", e.vcc_volts),

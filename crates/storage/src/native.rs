@@ -622,87 +622,14 @@ impl NativeStore {
         options: &[(String, String)],
     ) -> Result<Nanos> {
         let spec = RegionSpec::parse(name, options)?;
-        if let Some((old, _)) = self
-            .regions
-            .iter()
-            .find(|(s, _)| s.name.eq_ignore_ascii_case(name))
-        {
-            if old.options == spec.options {
-                return Ok(at);
-            }
-            return Err(Error::AlreadyExists {
-                kind: "region",
-                name: name.into(),
-            });
-        }
-        if self.regions.len() >= 254 {
-            return Err(Error::Config("at most 254 regions".into()));
-        }
-        if let Some((other, _)) = self
-            .regions
-            .iter()
-            .find(|(s, _)| s.holds_default && spec.holds_default)
-        {
-            return Err(Error::Config(format!(
-                "region {name}: DEFAULT=on, but region {} holds the unplaced objects already",
-                other.name
-            )));
-        }
-        if let Some((other, _)) = self
-            .regions
-            .iter()
-            .find(|(s, _)| s.holds_log && spec.holds_log)
-        {
-            return Err(Error::Config(format!(
-                "region {name}: LOG=on, but region {} holds the log already",
-                other.name
-            )));
+        if self.region_exists(name, &spec)? {
+            return Ok(at);
         }
         let g = self.spaces[0].geometry().clone();
         let taken: Vec<bool> = self.die_owner.iter().map(|&o| o != 0).collect();
         let dies = spec.choose_dies(&g, &taken)?;
         let dev = self.spaces[0].nand().config();
-        if let Some(mode) = spec.cell_mode {
-            if !dev.allows_mode(mode) {
-                return Err(Error::Config(format!(
-                    "region {name}: CELL_MODE={} needs MLC or TLC chips; the device's are {}",
-                    mode.name(),
-                    dev.cell.native.name()
-                )));
-            }
-        }
-        if let Some((mode, scheme)) = spec.ipa {
-            // In-Place Appends: refused before anything is written when the chips cannot take
-            // them (ipa.rs, docs/ipa.md "Modes").
-            let cell = mode.cell_mode();
-            let what = match mode {
-                crate::region::IpaMode::Slc => "SLC",
-                crate::region::IpaMode::Pslc => "pSLC",
-            };
-            if mode == crate::region::IpaMode::Slc && dev.cell.native != nand::CellMode::Slc {
-                return Err(Error::Config(format!(
-                    "region {name}: IPA_MODE=SLC needs SLC chips; the device's are {} (use IPA_MODE=pSLC)",
-                    dev.cell.native.name()
-                )));
-            }
-            let nop = dev.nop_limit(cell);
-            if u32::from(scheme.appends) + 1 > u32::from(nop) {
-                return Err(Error::Config(format!(
-                    "region {name}: IPA_SCHEME {} needs {} programs per page (the page and its appends); {what} pages of this chip allow {nop} (cell.nop)",
-                    scheme.label(),
-                    u32::from(scheme.appends) + 1
-                )));
-            }
-            if scheme.area_bytes() > self.cfg.page_bytes / 8 {
-                return Err(Error::Config(format!(
-                    "region {name}: IPA_SCHEME {} with {}-byte records takes {} bytes of each {}-byte DB page; at most an eighth may go to deltas (fewer appends, records or record bytes)",
-                    scheme.label(),
-                    scheme.record_bytes,
-                    scheme.area_bytes(),
-                    self.cfg.page_bytes
-                )));
-            }
-        }
+        self.check_region_modes(name, &spec, dev)?;
         // Units per block in the region's cell mode: what its capacity is counted in.
         let ppb = u64::from(dev.pages_in_mode(spec.cell_mode.unwrap_or(dev.cell.native)))
             * u64::from(self.upp);
@@ -710,26 +637,7 @@ impl NativeStore {
             .map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b)))
             .collect();
         let usable_bytes = usable_pages(&g, &bad, ppb, &spec, &dies) * LOG_BLOCK_BYTES as u64;
-        if let Some(max) = spec.max_size_bytes {
-            if usable_bytes < max {
-                return Err(Error::Config(format!(
-                    "region {name}: MAX_SIZE {max} bytes does not fit on {} chips ({} dies) at OP {:.0}%: {usable_bytes} bytes usable",
-                    spec.max_chips,
-                    dies.len(),
-                    spec.spare_factor * 100.0
-                )));
-            }
-        }
-        if spec.holds_log {
-            // The whole log may be live at once, and GC needs room beside it (little: the log
-            // dies in the order it was written, so its blocks come free whole).
-            let log_bytes = self.lay.log_blocks * LOG_BLOCK_BYTES as u64;
-            if usable_bytes < log_bytes + log_bytes / 4 {
-                return Err(Error::Config(format!(
-                    "region {name}: LOG=on needs the {log_bytes}-byte log and a quarter more usable at its OP; {usable_bytes} bytes are (more MAX_CHIPS, or a smaller log)"
-                )));
-            }
-        }
+        self.check_region_capacity(name, &spec, dies.len(), usable_bytes)?;
         let mut table = self.regions.clone();
         table.push((spec.clone(), dies.clone()));
         let mut page = vec![0u8; LOG_BLOCK_BYTES];
@@ -777,6 +685,137 @@ impl NativeStore {
         }
         self.regions = table;
         self.put(t2, self.lay.region_key, META, &page, Purpose::Meta, 0)
+    }
+
+    /// `create_region`'s first checks, against the regions there are: true when a region of
+    /// this name and these options exists already (accepted as is), an error when the name is
+    /// taken otherwise, the table is full, or DEFAULT=on / LOG=on is held by another region.
+    /// A step because none of it needs the device.
+    fn region_exists(&self, name: &str, spec: &RegionSpec) -> Result<bool> {
+        if let Some((old, _)) = self
+            .regions
+            .iter()
+            .find(|(s, _)| s.name.eq_ignore_ascii_case(name))
+        {
+            if old.options == spec.options {
+                return Ok(true);
+            }
+            return Err(Error::AlreadyExists {
+                kind: "region",
+                name: name.into(),
+            });
+        }
+        if self.regions.len() >= 254 {
+            return Err(Error::Config("at most 254 regions".into()));
+        }
+        if let Some((other, _)) = self
+            .regions
+            .iter()
+            .find(|(s, _)| s.holds_default && spec.holds_default)
+        {
+            return Err(Error::Config(format!(
+                "region {name}: DEFAULT=on, but region {} holds the unplaced objects already",
+                other.name
+            )));
+        }
+        if let Some((other, _)) = self
+            .regions
+            .iter()
+            .find(|(s, _)| s.holds_log && spec.holds_log)
+        {
+            return Err(Error::Config(format!(
+                "region {name}: LOG=on, but region {} holds the log already",
+                other.name
+            )));
+        }
+        Ok(false)
+    }
+
+    /// `create_region`'s checks against the chips: CELL_MODE needs MLC or TLC chips, IPA_MODE
+    /// and IPA_SCHEME need the programs per page and the page room they ask for. A step
+    /// because it is the chips' cell type and NOP that decide, refused before anything is
+    /// written.
+    fn check_region_modes(
+        &self,
+        name: &str,
+        spec: &RegionSpec,
+        dev: &nand::DeviceConfig,
+    ) -> Result<()> {
+        if let Some(mode) = spec.cell_mode {
+            if !dev.allows_mode(mode) {
+                return Err(Error::Config(format!(
+                    "region {name}: CELL_MODE={} needs MLC or TLC chips; the device's are {}",
+                    mode.name(),
+                    dev.cell.native.name()
+                )));
+            }
+        }
+        if let Some((mode, scheme)) = spec.ipa {
+            // In-Place Appends: refused before anything is written when the chips cannot take
+            // them (ipa.rs, docs/ipa.md "Modes").
+            let cell = mode.cell_mode();
+            let what = match mode {
+                crate::region::IpaMode::Slc => "SLC",
+                crate::region::IpaMode::Pslc => "pSLC",
+            };
+            if mode == crate::region::IpaMode::Slc && dev.cell.native != nand::CellMode::Slc {
+                return Err(Error::Config(format!(
+                    "region {name}: IPA_MODE=SLC needs SLC chips; the device's are {} (use IPA_MODE=pSLC)",
+                    dev.cell.native.name()
+                )));
+            }
+            let nop = dev.nop_limit(cell);
+            if u32::from(scheme.appends) + 1 > u32::from(nop) {
+                return Err(Error::Config(format!(
+                    "region {name}: IPA_SCHEME {} needs {} programs per page (the page and its appends); {what} pages of this chip allow {nop} (cell.nop)",
+                    scheme.label(),
+                    u32::from(scheme.appends) + 1
+                )));
+            }
+            if scheme.area_bytes() > self.cfg.page_bytes / 8 {
+                return Err(Error::Config(format!(
+                    "region {name}: IPA_SCHEME {} with {}-byte records takes {} bytes of each {}-byte DB page; at most an eighth may go to deltas (fewer appends, records or record bytes)",
+                    scheme.label(),
+                    scheme.record_bytes,
+                    scheme.area_bytes(),
+                    self.cfg.page_bytes
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `create_region`'s checks of the usable room on the chosen dies: MAX_SIZE must fit, and
+    /// LOG=on needs the log and a quarter more. A step because both compare `usable_bytes`
+    /// with what the region is asked to hold.
+    fn check_region_capacity(
+        &self,
+        name: &str,
+        spec: &RegionSpec,
+        dies: usize,
+        usable_bytes: u64,
+    ) -> Result<()> {
+        if let Some(max) = spec.max_size_bytes {
+            if usable_bytes < max {
+                return Err(Error::Config(format!(
+                    "region {name}: MAX_SIZE {max} bytes does not fit on {} chips ({} dies) at OP {:.0}%: {usable_bytes} bytes usable",
+                    spec.max_chips,
+                    dies,
+                    spec.spare_factor * 100.0
+                )));
+            }
+        }
+        if spec.holds_log {
+            // The whole log may be live at once, and GC needs room beside it (little: the log
+            // dies in the order it was written, so its blocks come free whole).
+            let log_bytes = self.lay.log_blocks * LOG_BLOCK_BYTES as u64;
+            if usable_bytes < log_bytes + log_bytes / 4 {
+                return Err(Error::Config(format!(
+                    "region {name}: LOG=on needs the {log_bytes}-byte log and a quarter more usable at its OP; {usable_bytes} bytes are (more MAX_CHIPS, or a smaller log)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Places `object`'s pages in region `region` from now on.

@@ -222,25 +222,8 @@ fn run_virtual_inner<T: Terminal>(
     let early = eng.acks_early();
     let mut ended = eng.stats().commits + eng.stats().aborts;
     loop {
-        // The next terminal; none starts a transaction at or after the limit, and one in a
-        // transaction finishes it (the window's drain).
-        let next_term = (0..n)
-            .filter(|&i| {
-                state[i] == State::Ready && (clock[i] < limit_ns || terms[i].in_transaction())
-            })
-            .min_by_key(|&i| (clock[i], i));
-        // The daemon's next event: it also runs after the limit, to acknowledge the commits
-        // requested before it (the window's drain).
-        let waiting_min = (0..n)
-            .filter_map(|i| match state[i] {
-                State::Waiting(l) if l >= acked_below => Some(clock[i]),
-                _ => None,
-            })
-            .min();
-        let daemon_at = match in_flight {
-            Some((_, done)) => Some(done),
-            None => waiting_min.map(|t| t.max(last_force_done)),
-        };
+        let next_term = next_terminal(terms, &state, &clock, limit_ns);
+        let daemon_at = daemon_next(&state, &clock, acked_below, in_flight, last_force_done);
         let term_at = next_term.map(|i| clock[i]);
         let flusher_next = (opts.flusher && flusher_at < limit_ns).then_some(flusher_at);
         if let (Some(until), Some(within), None) = (
@@ -259,25 +242,15 @@ fn run_virtual_inner<T: Terminal>(
             }
         }
         // Earliest event first; ties: terminals, then the daemon, then the flusher (invariant 1).
-        let next = match (term_at, daemon_at) {
-            (None, None) => {
-                if opts.until_ns.is_some() || state.iter().all(|s| *s == State::Done) {
-                    break;
-                }
-                return Err(Error::Unsupported(
-                    "scheduler stalled: every terminal waits for a lock and nothing can end".into(),
-                ));
-            }
-            (Some(a), Some(b)) if b < a => (b, Next::Daemon),
-            (Some(a), _) => (
-                a,
-                Next::Terminal(next_term.expect("a terminal time comes from a terminal")),
-            ),
-            (None, Some(b)) => (b, Next::Daemon),
-        };
-        let next = match flusher_next {
-            Some(f) if f < next.0 => (f, Next::Flusher),
-            _ => next,
+        let Some(next) = pick_next(
+            (term_at, next_term),
+            daemon_at,
+            flusher_next,
+            opts.until_ns,
+            &state,
+        )?
+        else {
+            break;
         };
         if next.0 >= next_sample {
             if let Some(s) = sampler.as_deref_mut() {
@@ -308,21 +281,14 @@ fn run_virtual_inner<T: Terminal>(
                     acked_below = acked_below.max(covered);
                     last_force_done = done;
                     stats.end_ns = stats.end_ns.max(done);
-                    let mut group = 0;
-                    for i in 0..n {
-                        if let State::Waiting(l) = state[i] {
-                            if l < acked_below {
-                                clock[i] = clock[i].max(done);
-                                eng.set_now(clock[i]);
-                                terms[i].durable(eng)?;
-                                clock[i] = clock[i].max(eng.now());
-                                stats.end_ns = stats.end_ns.max(clock[i]);
-                                state[i] = State::Ready;
-                                group += 1;
-                            }
-                        }
-                    }
-                    stats.grouped_commits += group;
+                    acknowledge(
+                        eng,
+                        terms,
+                        (&mut state, &mut clock),
+                        acked_below,
+                        done,
+                        &mut stats,
+                    )?;
                 }
                 None => {
                     eng.set_now(daemon_at.unwrap_or(start_ns));
@@ -332,25 +298,7 @@ fn run_virtual_inner<T: Terminal>(
                 }
             },
             Next::Terminal(i) => {
-                eng.set_now(clock[i]);
-                let r = terms[i].step(eng)?;
-                stats.steps += 1;
-                clock[i] = clock[i].max(eng.now());
-                state[i] = match r {
-                    Step::Ran => State::Ready,
-                    Step::Blocked => {
-                        stats.blocked += 1;
-                        State::Blocked
-                    }
-                    Step::WaitDurable(lsn) if early || lsn == 0 => {
-                        terms[i].durable(eng)?;
-                        clock[i] = clock[i].max(eng.now());
-                        State::Ready
-                    }
-                    Step::WaitDurable(lsn) => State::Waiting(lsn),
-                    Step::Finished => State::Done,
-                };
-                stats.end_ns = stats.end_ns.max(clock[i]);
+                state[i] = step_terminal(eng, &mut terms[i], &mut clock[i], early, &mut stats)?;
                 // A full log makes a terminal checkpoint inline: that ends the wait too.
                 if waiting_for_checkpoint.is_some_and(|c| eng.stats().checkpoints > c) {
                     limit_ns = limit_ns.min(clock[i]);
@@ -362,13 +310,7 @@ fn run_virtual_inner<T: Terminal>(
         let e = eng.stats().commits + eng.stats().aborts;
         if e != ended {
             ended = e;
-            let t = eng.now();
-            for i in 0..n {
-                if state[i] == State::Blocked {
-                    state[i] = State::Ready;
-                    clock[i] = clock[i].max(t);
-                }
-            }
+            wake_blocked(&mut state, &mut clock, eng.now());
         }
     }
     // End on a drained device: everything issued in the window has completed by `end_ns`.
@@ -379,6 +321,148 @@ fn run_virtual_inner<T: Terminal>(
         "a window never ends before it starts"
     );
     Ok(stats)
+}
+
+/// The next terminal to step: the ready one with the earliest clock (ties to the lower index);
+/// none starts a transaction at or after the limit, and one in a transaction finishes it (the
+/// window's drain). A step because it is one half of the loop's "what is next".
+fn next_terminal<T: Terminal>(
+    terms: &[T],
+    state: &[State],
+    clock: &[Nanos],
+    limit_ns: Nanos,
+) -> Option<usize> {
+    (0..terms.len())
+        .filter(|&i| state[i] == State::Ready && (clock[i] < limit_ns || terms[i].in_transaction()))
+        .min_by_key(|&i| (clock[i], i))
+}
+
+/// The log daemon's next event: the force in flight completing, or else a force for the
+/// earliest commit not yet covered, no earlier than the last force's end. It also runs after
+/// the limit, to acknowledge the commits requested before it (the window's drain). A step
+/// because it is the other half of the loop's "what is next".
+fn daemon_next(
+    state: &[State],
+    clock: &[Nanos],
+    acked_below: Lsn,
+    in_flight: Option<(Lsn, Nanos)>,
+    last_force_done: Nanos,
+) -> Option<Nanos> {
+    let waiting_min = (0..state.len())
+        .filter_map(|i| match state[i] {
+            State::Waiting(l) if l >= acked_below => Some(clock[i]),
+            _ => None,
+        })
+        .min();
+    match in_flight {
+        Some((_, done)) => Some(done),
+        None => waiting_min.map(|t| t.max(last_force_done)),
+    }
+}
+
+/// The scheduler's choice among the next terminal (its time and index), the log daemon and
+/// the flusher: the earliest, ties to terminals, then the daemon, then the flusher (invariant
+/// 1). `None` when the run is over (no terminal or daemon event left, and `until_ns` given or
+/// every terminal done); an error when it stalled instead. A step because it is the rule of
+/// the loop, apart from what each event does.
+fn pick_next(
+    (term_at, next_term): (Option<Nanos>, Option<usize>),
+    daemon_at: Option<Nanos>,
+    flusher_next: Option<Nanos>,
+    until_ns: Option<Nanos>,
+    state: &[State],
+) -> Result<Option<(Nanos, Next)>> {
+    let next = match (term_at, daemon_at) {
+        (None, None) => {
+            if until_ns.is_some() || state.iter().all(|s| *s == State::Done) {
+                return Ok(None);
+            }
+            return Err(Error::Unsupported(
+                "scheduler stalled: every terminal waits for a lock and nothing can end".into(),
+            ));
+        }
+        (Some(a), Some(b)) if b < a => (b, Next::Daemon),
+        (Some(a), _) => (
+            a,
+            Next::Terminal(next_term.expect("a terminal time comes from a terminal")),
+        ),
+        (None, Some(b)) => (b, Next::Daemon),
+    };
+    Ok(Some(match flusher_next {
+        Some(f) if f < next.0 => (f, Next::Flusher),
+        _ => next,
+    }))
+}
+
+/// A log force completed at `done`: acknowledges, in terminal order, every commit it covers
+/// (the group commit). A step because it is the daemon's half of a commit, done for a group.
+fn acknowledge<T: Terminal>(
+    eng: &mut Engine,
+    terms: &mut [T],
+    (state, clock): (&mut [State], &mut [Nanos]),
+    acked_below: Lsn,
+    done: Nanos,
+    stats: &mut SchedStats,
+) -> Result<()> {
+    let mut group = 0;
+    for i in 0..terms.len() {
+        if let State::Waiting(l) = state[i] {
+            if l < acked_below {
+                clock[i] = clock[i].max(done);
+                eng.set_now(clock[i]);
+                terms[i].durable(eng)?;
+                clock[i] = clock[i].max(eng.now());
+                stats.end_ns = stats.end_ns.max(clock[i]);
+                state[i] = State::Ready;
+                group += 1;
+            }
+        }
+    }
+    stats.grouped_commits += group;
+    Ok(())
+}
+
+/// Runs one step of a terminal at its clock and returns its new state (a commit is
+/// acknowledged at once when the store acks early or nothing was logged). A step because it
+/// is the terminal's event, apart from the checks the loop makes after it.
+fn step_terminal<T: Terminal>(
+    eng: &mut Engine,
+    term: &mut T,
+    clock: &mut Nanos,
+    early: bool,
+    stats: &mut SchedStats,
+) -> Result<State> {
+    eng.set_now(*clock);
+    let r = term.step(eng)?;
+    stats.steps += 1;
+    *clock = (*clock).max(eng.now());
+    let state = match r {
+        Step::Ran => State::Ready,
+        Step::Blocked => {
+            stats.blocked += 1;
+            State::Blocked
+        }
+        Step::WaitDurable(lsn) if early || lsn == 0 => {
+            term.durable(eng)?;
+            *clock = (*clock).max(eng.now());
+            State::Ready
+        }
+        Step::WaitDurable(lsn) => State::Waiting(lsn),
+        Step::Finished => State::Done,
+    };
+    stats.end_ns = stats.end_ns.max(*clock);
+    Ok(state)
+}
+
+/// A transaction ended at `t`: every blocked terminal becomes ready, no earlier than `t`. A
+/// step because it is the one place lock waiters wake.
+fn wake_blocked(state: &mut [State], clock: &mut [Nanos], t: Nanos) {
+    for i in 0..state.len() {
+        if state[i] == State::Blocked {
+            state[i] = State::Ready;
+            clock[i] = clock[i].max(t);
+        }
+    }
 }
 
 impl SchedStats {

@@ -100,23 +100,64 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
         conditions_checked: (1..=12).filter(|&c| c != 11 || before_delivery).collect(),
         ..CheckReport::default()
     };
-    let g = |s: &Schema, b: &[u8], c: usize| s.get_i64(b, c).unwrap_or(i64::MIN);
+    let (w_ytd, d_ytd, d_next) = check_warehouses_districts(e, &h, &mut p, &mut r)?;
+    let (orders, sum_ol_cnt) = check_orders(e, &h, cfg, before_delivery, &d_next, &mut p, &mut r)?;
+    let delivered = check_order_lines(e, &h, orders, &sum_ol_cnt, &mut p, &mut r)?;
+    let h_c = check_history(e, &h, &w_ytd, &d_ytd, &mut p, &mut r)?;
+    check_customers(e, &h, &delivered, &h_c, &mut p, &mut r)?;
+    r.items = table(e, h.item)?.1.len() as u64;
+    r.stock = table(e, h.stock)?.1.len() as u64;
 
+    // Population that never changes.
+    let w = u64::from(cfg.warehouses);
+    if r.warehouses != w
+        || r.districts != cfg.districts()
+        || r.items != u64::from(cfg.items)
+        || r.stock != w * u64::from(cfg.items)
+        || r.customers != cfg.districts() * u64::from(cfg.customers_per_district)
+    {
+        p.list.push(format!("population: {} warehouses, {} districts, {} items, {} stock, {} customers differ from {cfg:?}", r.warehouses, r.districts, r.items, r.stock, r.customers));
+    }
+    for (c, n) in &p.per_condition {
+        if *n > 3 {
+            p.list
+                .push(format!("condition {c}: {} more violations", n - 3));
+        }
+    }
+    p.list.extend(e.check()?);
+    r.problems = p.list;
+    Ok(r)
+}
+
+/// A column as an integer, `i64::MIN` when it is not one (so it never matches a real value).
+fn int(s: &Schema, b: &[u8], c: usize) -> i64 {
+    s.get_i64(b, c).unwrap_or(i64::MIN)
+}
+
+/// W_YTD, D_YTD and D_NEXT_O_ID by key (kept for conditions 2, 8 and 9) and condition 1: a
+/// step because the warehouse and district rows are read once, first.
+#[allow(clippy::type_complexity)]
+fn check_warehouses_districts(
+    e: &mut Engine,
+    h: &Handles,
+    p: &mut Problems,
+    r: &mut CheckReport,
+) -> Result<(HashMap<i64, i64>, HashMap<u64, i64>, HashMap<u64, i64>)> {
     // Warehouses and districts.
     let (ws, wrows) = table(e, h.warehouse)?;
     let mut w_ytd: HashMap<i64, i64> = HashMap::new();
     for b in &wrows {
-        w_ytd.insert(g(&ws, b, 0), g(&ws, b, col::W_YTD));
+        w_ytd.insert(int(&ws, b, 0), int(&ws, b, col::W_YTD));
     }
     let (ds, drows) = table(e, h.district)?;
     let mut d_ytd: HashMap<u64, i64> = HashMap::new();
     let mut d_next: HashMap<u64, i64> = HashMap::new();
     let mut sum_d_ytd: HashMap<i64, i64> = HashMap::new();
     for b in &drows {
-        let (d, w) = (g(&ds, b, 0), g(&ds, b, 1));
-        d_ytd.insert(dkey(w, d), g(&ds, b, col::D_YTD));
-        d_next.insert(dkey(w, d), g(&ds, b, col::D_NEXT_O_ID));
-        *sum_d_ytd.entry(w).or_default() += g(&ds, b, col::D_YTD);
+        let (d, w) = (int(&ds, b, 0), int(&ds, b, 1));
+        d_ytd.insert(dkey(w, d), int(&ds, b, col::D_YTD));
+        d_next.insert(dkey(w, d), int(&ds, b, col::D_NEXT_O_ID));
+        *sum_d_ytd.entry(w).or_default() += int(&ds, b, col::D_YTD);
     }
     r.warehouses = wrows.len() as u64;
     r.districts = drows.len() as u64;
@@ -126,7 +167,22 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
             p.add(1, format!("warehouse {w}: W_YTD {y}, sum of D_YTD {s}"));
         }
     }
+    Ok((w_ytd, d_ytd, d_next))
+}
 
+/// Orders and new orders, conditions 2, 3, 11 and 5; returns the orders by key and
+/// sum(O_OL_CNT) per district for the order-line step. A step because the order and
+/// new-order rows are read (and dropped) here, before the much larger order-line table.
+#[allow(clippy::type_complexity)]
+fn check_orders(
+    e: &mut Engine,
+    h: &Handles,
+    cfg: TpccConfig,
+    before_delivery: bool,
+    d_next: &HashMap<u64, i64>,
+    p: &mut Problems,
+    r: &mut CheckReport,
+) -> Result<(HashMap<u64, (i64, i64, i64)>, HashMap<u64, i64>)> {
     // Orders, new orders, order lines.
     let (os, orows) = table(e, h.orders)?;
     // (w, d, o) -> (c_id, carrier, ol_cnt)
@@ -136,21 +192,21 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     let mut count_o: HashMap<u64, i64> = HashMap::new();
     for b in &orows {
         let (o, d, w) = (
-            g(&os, b, col::O_ID),
-            g(&os, b, col::O_D_ID),
-            g(&os, b, col::O_W_ID),
+            int(&os, b, col::O_ID),
+            int(&os, b, col::O_D_ID),
+            int(&os, b, col::O_W_ID),
         );
         orders.insert(
             okey(w, d, o),
             (
-                g(&os, b, col::O_C_ID),
-                g(&os, b, col::O_CARRIER_ID),
-                g(&os, b, col::O_OL_CNT),
+                int(&os, b, col::O_C_ID),
+                int(&os, b, col::O_CARRIER_ID),
+                int(&os, b, col::O_OL_CNT),
             ),
         );
         let m = max_o.entry(dkey(w, d)).or_insert(i64::MIN);
         *m = (*m).max(o);
-        *sum_ol_cnt.entry(dkey(w, d)).or_default() += g(&os, b, col::O_OL_CNT);
+        *sum_ol_cnt.entry(dkey(w, d)).or_default() += int(&os, b, col::O_OL_CNT);
         *count_o.entry(dkey(w, d)).or_default() += 1;
     }
     r.orders = orows.len() as u64;
@@ -160,7 +216,7 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     let mut has_no: std::collections::HashSet<u64> =
         std::collections::HashSet::with_capacity(nrows.len());
     for b in &nrows {
-        let (o, d, w) = (g(&ns, b, 0), g(&ns, b, 1), g(&ns, b, 2));
+        let (o, d, w) = (int(&ns, b, 0), int(&ns, b, 1), int(&ns, b, 2));
         has_no.insert(okey(w, d, o));
         let x = no_minmax
             .entry(dkey(w, d))
@@ -171,7 +227,7 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     }
     r.new_orders = nrows.len() as u64;
     drop(nrows);
-    for (dk, next) in &d_next {
+    for (dk, next) in d_next {
         let (w, d) = (dk >> 8, dk & 0xFF);
         let mo = max_o.get(dk).copied();
         if mo != Some(next - 1) {
@@ -231,6 +287,20 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
         }
     }
     drop(has_no);
+    Ok((orders, sum_ol_cnt))
+}
+
+/// Order lines, conditions 6, 7 and 4; consumes the orders (dropped at the end, as before)
+/// and returns each customer's delivered amount for conditions 10 and 12. A step because the
+/// order-line table is the largest and is held only here.
+fn check_order_lines(
+    e: &mut Engine,
+    h: &Handles,
+    orders: HashMap<u64, (i64, i64, i64)>,
+    sum_ol_cnt: &HashMap<u64, i64>,
+    p: &mut Problems,
+    r: &mut CheckReport,
+) -> Result<HashMap<u64, i64>> {
     let (ls, lrows) = table(e, h.order_line)?;
     let mut ol_count: HashMap<u64, i64> = HashMap::with_capacity(orders.len());
     let mut ol_per_d: HashMap<u64, i64> = HashMap::new();
@@ -238,14 +308,14 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     let mut delivered: HashMap<u64, i64> = HashMap::new();
     for b in &lrows {
         let (o, d, w) = (
-            g(&ls, b, col::OL_O_ID),
-            g(&ls, b, col::OL_D_ID),
-            g(&ls, b, col::OL_W_ID),
+            int(&ls, b, col::OL_O_ID),
+            int(&ls, b, col::OL_D_ID),
+            int(&ls, b, col::OL_W_ID),
         );
         let k = okey(w, d, o);
         *ol_count.entry(k).or_default() += 1;
         *ol_per_d.entry(dkey(w, d)).or_default() += 1;
-        let dd = g(&ls, b, col::OL_DELIVERY_D);
+        let dd = int(&ls, b, col::OL_DELIVERY_D);
         match orders.get(&k) {
             None => p.add(6, format!("order line of missing order {w}/{d}/{o}")),
             Some(&(c, carrier, _)) => {
@@ -256,14 +326,14 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
                     );
                 }
                 if dd != 0 {
-                    *delivered.entry(okey(w, d, c)).or_default() += g(&ls, b, col::OL_AMOUNT);
+                    *delivered.entry(okey(w, d, c)).or_default() += int(&ls, b, col::OL_AMOUNT);
                 }
             }
         }
     }
     r.order_lines = lrows.len() as u64;
     drop(lrows);
-    for (dk, s) in &sum_ol_cnt {
+    for (dk, s) in sum_ol_cnt {
         let n = ol_per_d.get(dk).copied().unwrap_or(0);
         if *s != n {
             p.add(
@@ -283,33 +353,45 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
         }
     }
     drop(orders);
+    Ok(delivered)
+}
 
+/// History, conditions 8 and 9; returns each customer's paid amount for conditions 10 and
+/// 12. A step because the history rows are read once, here.
+fn check_history(
+    e: &mut Engine,
+    h: &Handles,
+    w_ytd: &HashMap<i64, i64>,
+    d_ytd: &HashMap<u64, i64>,
+    p: &mut Problems,
+    r: &mut CheckReport,
+) -> Result<HashMap<u64, i64>> {
     // History.
     let (hs, hrows) = table(e, h.history)?;
     let mut h_w: HashMap<i64, i64> = HashMap::new();
     let mut h_d: HashMap<u64, i64> = HashMap::new();
     let mut h_c: HashMap<u64, i64> = HashMap::new();
     for b in &hrows {
-        let a = g(&hs, b, col::H_AMOUNT);
-        *h_w.entry(g(&hs, b, col::H_W_ID)).or_default() += a;
-        *h_d.entry(dkey(g(&hs, b, col::H_W_ID), g(&hs, b, col::H_D_ID)))
+        let a = int(&hs, b, col::H_AMOUNT);
+        *h_w.entry(int(&hs, b, col::H_W_ID)).or_default() += a;
+        *h_d.entry(dkey(int(&hs, b, col::H_W_ID), int(&hs, b, col::H_D_ID)))
             .or_default() += a;
         *h_c.entry(okey(
-            g(&hs, b, col::H_C_W_ID),
-            g(&hs, b, col::H_C_D_ID),
-            g(&hs, b, col::H_C_ID),
+            int(&hs, b, col::H_C_W_ID),
+            int(&hs, b, col::H_C_D_ID),
+            int(&hs, b, col::H_C_ID),
         ))
         .or_default() += a;
     }
     r.history = hrows.len() as u64;
     drop(hrows);
-    for (w, y) in &w_ytd {
+    for (w, y) in w_ytd {
         let s = h_w.get(w).copied().unwrap_or(0);
         if *y != s {
             p.add(8, format!("warehouse {w}: W_YTD {y}, sum of H_AMOUNT {s}"));
         }
     }
-    for (dk, y) in &d_ytd {
+    for (dk, y) in d_ytd {
         let s = h_d.get(dk).copied().unwrap_or(0);
         if *y != s {
             p.add(
@@ -322,17 +404,29 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
             );
         }
     }
+    Ok(h_c)
+}
 
+/// Customers, conditions 10 and 12 against the delivered and paid amounts: a step because
+/// it is the last table that needs the earlier ones.
+fn check_customers(
+    e: &mut Engine,
+    h: &Handles,
+    delivered: &HashMap<u64, i64>,
+    h_c: &HashMap<u64, i64>,
+    p: &mut Problems,
+    r: &mut CheckReport,
+) -> Result<()> {
     // Customers.
     let (cs, crows) = table(e, h.customer)?;
     for b in &crows {
         let k = okey(
-            g(&cs, b, col::C_W_ID),
-            g(&cs, b, col::C_D_ID),
-            g(&cs, b, col::C_ID),
+            int(&cs, b, col::C_W_ID),
+            int(&cs, b, col::C_D_ID),
+            int(&cs, b, col::C_ID),
         );
-        let bal = g(&cs, b, col::C_BALANCE);
-        let ytd = g(&cs, b, col::C_YTD_PAYMENT);
+        let bal = int(&cs, b, col::C_BALANCE);
+        let ytd = int(&cs, b, col::C_YTD_PAYMENT);
         let del = delivered.get(&k).copied().unwrap_or(0);
         let paid = h_c.get(&k).copied().unwrap_or(0);
         if bal != del - paid {
@@ -352,26 +446,5 @@ pub fn check(e: &mut Engine, cfg: TpccConfig, before_delivery: bool) -> Result<C
     }
     r.customers = crows.len() as u64;
     drop(crows);
-    r.items = table(e, h.item)?.1.len() as u64;
-    r.stock = table(e, h.stock)?.1.len() as u64;
-
-    // Population that never changes.
-    let w = u64::from(cfg.warehouses);
-    if r.warehouses != w
-        || r.districts != cfg.districts()
-        || r.items != u64::from(cfg.items)
-        || r.stock != w * u64::from(cfg.items)
-        || r.customers != cfg.districts() * u64::from(cfg.customers_per_district)
-    {
-        p.list.push(format!("population: {} warehouses, {} districts, {} items, {} stock, {} customers differ from {cfg:?}", r.warehouses, r.districts, r.items, r.stock, r.customers));
-    }
-    for (c, n) in &p.per_condition {
-        if *n > 3 {
-            p.list
-                .push(format!("condition {c}: {} more violations", n - 3));
-        }
-    }
-    p.list.extend(e.check()?);
-    r.problems = p.list;
-    Ok(r)
+    Ok(())
 }

@@ -14,6 +14,7 @@
 
 use rand::seq::SliceRandom;
 use rand::Rng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::tuple::Value;
 use storage::{Engine, Result};
 
@@ -116,146 +117,221 @@ pub fn load_using(
     let d_ytd_cents = i64::from(cfg.customers_per_district) * 1000;
     let w_ytd_cents = d_ytd_cents * i64::from(cfg.districts_per_warehouse);
     let mut b = Batcher::begin(e, method, &mut progress)?;
+    load_items(e, &mut b, &h, &cfg, &mut r)?;
+    for w in 1..=cfg.warehouses {
+        load_warehouse(e, &mut b, &h, &cfg, &mut r, w, w_ytd_cents)?;
+        for d in 1..=cfg.districts_per_warehouse {
+            load_district(e, &mut b, &h, &cfg, &mut r, (w, d), d_ytd_cents)?;
+            load_customers(e, &mut b, &h, &cfg, &mut r, (w, d), now, c_load)?;
+            load_orders(e, &mut b, &h, &cfg, &mut r, (w, d), now)?;
+        }
+    }
+    b.finish(e)?;
+    Ok(Loaded { h, c_load })
+}
+
+/// The ITEM rows: a step because they come first, before any warehouse (the row order is
+/// what makes the rows the same, see `load_using`).
+fn load_items<F: FnMut(u64)>(
+    e: &mut Engine,
+    b: &mut Batcher<'_, F>,
+    h: &Handles,
+    cfg: &TpccConfig,
+    r: &mut Xoshiro256PlusPlus,
+) -> Result<()> {
     for i in 1..=cfg.items {
         let row = [
             int(i),
             int(r.random_range(1..=10_000)),
-            Value::Str(astr(&mut r, 14, 24)),
+            Value::Str(astr(r, 14, 24)),
             Value::Money(r.random_range(100..=10_000)),
-            Value::Str(data_original(&mut r)),
+            Value::Str(data_original(r)),
         ];
         b.put(e, h.item, &row)?;
     }
-    for w in 1..=cfg.warehouses {
-        let [s1, s2, city, st, zip] = address(&mut r);
+    Ok(())
+}
+
+/// Warehouse `w`'s row, then its STOCK rows: a step because each warehouse starts with
+/// them, before its districts.
+fn load_warehouse<F: FnMut(u64)>(
+    e: &mut Engine,
+    b: &mut Batcher<'_, F>,
+    h: &Handles,
+    cfg: &TpccConfig,
+    r: &mut Xoshiro256PlusPlus,
+    w: u32,
+    w_ytd_cents: i64,
+) -> Result<()> {
+    let [s1, s2, city, st, zip] = address(r);
+    let row = [
+        int(w),
+        Value::Str(astr(r, 6, 10)),
+        s1,
+        s2,
+        city,
+        st,
+        zip,
+        int(r.random_range(0..=2000)),
+        Value::Money(w_ytd_cents),
+    ];
+    b.put(e, h.warehouse, &row)?;
+    for i in 1..=cfg.items {
+        let mut row = vec![int(i), int(w), int(r.random_range(10..=100))];
+        for _ in 0..10 {
+            row.push(Value::Str(astr(r, 24, 24)));
+        }
+        row.extend([int(0), int(0), int(0), Value::Str(data_original(r))]);
+        b.put(e, h.stock, &row)?;
+    }
+    Ok(())
+}
+
+/// District `d` of warehouse `w`'s row: a step because each district starts with it,
+/// before its customers and orders.
+fn load_district<F: FnMut(u64)>(
+    e: &mut Engine,
+    b: &mut Batcher<'_, F>,
+    h: &Handles,
+    cfg: &TpccConfig,
+    r: &mut Xoshiro256PlusPlus,
+    (w, d): (u32, u32),
+    d_ytd_cents: i64,
+) -> Result<()> {
+    let [s1, s2, city, st, zip] = address(r);
+    let row = [
+        int(d),
+        int(w),
+        Value::Str(astr(r, 6, 10)),
+        s1,
+        s2,
+        city,
+        st,
+        zip,
+        int(r.random_range(0..=2000)),
+        Value::Money(d_ytd_cents),
+        int(cfg.orders_per_district + 1),
+    ];
+    b.put(e, h.district, &row)?;
+    Ok(())
+}
+
+/// The district's customers, each followed by its one history row: a step because the
+/// customers come after the district row and before its orders.
+#[allow(clippy::too_many_arguments)]
+fn load_customers<F: FnMut(u64)>(
+    e: &mut Engine,
+    b: &mut Batcher<'_, F>,
+    h: &Handles,
+    cfg: &TpccConfig,
+    r: &mut Xoshiro256PlusPlus,
+    (w, d): (u32, u32),
+    now: i64,
+    c_load: NurandConsts,
+) -> Result<()> {
+    for c in 1..=cfg.customers_per_district {
+        let last = if c <= 1000 {
+            last_name(c - 1)
+        } else {
+            last_name(nurand(r, 255, 0, 999, c_load.c_last))
+        };
+        let [s1, s2, city, st, zip] = address(r);
+        let credit = if r.random_range(0..10) == 0 {
+            "BC"
+        } else {
+            "GC"
+        };
         let row = [
+            int(c),
+            int(d),
             int(w),
-            Value::Str(astr(&mut r, 6, 10)),
+            Value::Str(astr(r, 8, 16)),
+            Value::Str("OE".into()),
+            Value::Str(last),
             s1,
             s2,
             city,
             st,
             zip,
-            int(r.random_range(0..=2000)),
-            Value::Money(w_ytd_cents),
+            Value::Str(nstr(r, 16)),
+            Value::Int(now),
+            Value::Str(credit.into()),
+            Value::Money(5_000_000),
+            int(r.random_range(0..=5000)),
+            Value::Money(-1000),
+            Value::Money(1000),
+            int(1),
+            int(0),
+            Value::Str(astr(r, 300, 500)),
         ];
-        b.put(e, h.warehouse, &row)?;
-        for i in 1..=cfg.items {
-            let mut row = vec![int(i), int(w), int(r.random_range(10..=100))];
-            for _ in 0..10 {
-                row.push(Value::Str(astr(&mut r, 24, 24)));
-            }
-            row.extend([int(0), int(0), int(0), Value::Str(data_original(&mut r))]);
-            b.put(e, h.stock, &row)?;
-        }
-        for d in 1..=cfg.districts_per_warehouse {
-            let [s1, s2, city, st, zip] = address(&mut r);
+        b.put(e, h.customer, &row)?;
+        let hist = [
+            int(c),
+            int(d),
+            int(w),
+            int(d),
+            int(w),
+            Value::Int(now),
+            Value::Money(1000),
+            Value::Str(astr(r, 12, 24)),
+        ];
+        b.put(e, h.history, &hist)?;
+    }
+    Ok(())
+}
+
+/// The district's orders (customers in a random permutation), each with its order lines
+/// and, if undelivered, its new-order row: a step because they close the district.
+fn load_orders<F: FnMut(u64)>(
+    e: &mut Engine,
+    b: &mut Batcher<'_, F>,
+    h: &Handles,
+    cfg: &TpccConfig,
+    r: &mut Xoshiro256PlusPlus,
+    (w, d): (u32, u32),
+    now: i64,
+) -> Result<()> {
+    let mut perm: Vec<u32> = (1..=cfg.customers_per_district).collect();
+    perm.shuffle(r);
+    let first_new = cfg.delivered_per_district() + 1;
+    for o in 1..=cfg.orders_per_district {
+        let delivered = o < first_new;
+        let ol_cnt = r.random_range(5..=15u32);
+        let carrier = if delivered { r.random_range(1..=10) } else { 0 };
+        let row = [
+            int(o),
+            int(d),
+            int(w),
+            int(perm[(o - 1) as usize]),
+            Value::Int(now),
+            int(carrier),
+            int(ol_cnt),
+            int(1),
+        ];
+        b.put(e, h.orders, &row)?;
+        for n in 1..=ol_cnt {
+            let amount = if delivered {
+                0
+            } else {
+                r.random_range(1..=999_999)
+            };
             let row = [
+                int(o),
                 int(d),
                 int(w),
-                Value::Str(astr(&mut r, 6, 10)),
-                s1,
-                s2,
-                city,
-                st,
-                zip,
-                int(r.random_range(0..=2000)),
-                Value::Money(d_ytd_cents),
-                int(cfg.orders_per_district + 1),
+                int(n),
+                int(r.random_range(1..=cfg.items)),
+                int(w),
+                Value::Int(if delivered { now } else { 0 }),
+                int(5),
+                Value::Money(amount),
+                Value::Str(astr(r, 24, 24)),
             ];
-            b.put(e, h.district, &row)?;
-            for c in 1..=cfg.customers_per_district {
-                let last = if c <= 1000 {
-                    last_name(c - 1)
-                } else {
-                    last_name(nurand(&mut r, 255, 0, 999, c_load.c_last))
-                };
-                let [s1, s2, city, st, zip] = address(&mut r);
-                let credit = if r.random_range(0..10) == 0 {
-                    "BC"
-                } else {
-                    "GC"
-                };
-                let row = [
-                    int(c),
-                    int(d),
-                    int(w),
-                    Value::Str(astr(&mut r, 8, 16)),
-                    Value::Str("OE".into()),
-                    Value::Str(last),
-                    s1,
-                    s2,
-                    city,
-                    st,
-                    zip,
-                    Value::Str(nstr(&mut r, 16)),
-                    Value::Int(now),
-                    Value::Str(credit.into()),
-                    Value::Money(5_000_000),
-                    int(r.random_range(0..=5000)),
-                    Value::Money(-1000),
-                    Value::Money(1000),
-                    int(1),
-                    int(0),
-                    Value::Str(astr(&mut r, 300, 500)),
-                ];
-                b.put(e, h.customer, &row)?;
-                let hist = [
-                    int(c),
-                    int(d),
-                    int(w),
-                    int(d),
-                    int(w),
-                    Value::Int(now),
-                    Value::Money(1000),
-                    Value::Str(astr(&mut r, 12, 24)),
-                ];
-                b.put(e, h.history, &hist)?;
-            }
-            let mut perm: Vec<u32> = (1..=cfg.customers_per_district).collect();
-            perm.shuffle(&mut r);
-            let first_new = cfg.delivered_per_district() + 1;
-            for o in 1..=cfg.orders_per_district {
-                let delivered = o < first_new;
-                let ol_cnt = r.random_range(5..=15u32);
-                let carrier = if delivered { r.random_range(1..=10) } else { 0 };
-                let row = [
-                    int(o),
-                    int(d),
-                    int(w),
-                    int(perm[(o - 1) as usize]),
-                    Value::Int(now),
-                    int(carrier),
-                    int(ol_cnt),
-                    int(1),
-                ];
-                b.put(e, h.orders, &row)?;
-                for n in 1..=ol_cnt {
-                    let amount = if delivered {
-                        0
-                    } else {
-                        r.random_range(1..=999_999)
-                    };
-                    let row = [
-                        int(o),
-                        int(d),
-                        int(w),
-                        int(n),
-                        int(r.random_range(1..=cfg.items)),
-                        int(w),
-                        Value::Int(if delivered { now } else { 0 }),
-                        int(5),
-                        Value::Money(amount),
-                        Value::Str(astr(&mut r, 24, 24)),
-                    ];
-                    b.put(e, h.order_line, &row)?;
-                }
-                if !delivered {
-                    b.put(e, h.new_order, &[int(o), int(d), int(w)])?;
-                }
-            }
+            b.put(e, h.order_line, &row)?;
+        }
+        if !delivered {
+            b.put(e, h.new_order, &[int(o), int(d), int(w)])?;
         }
     }
-    b.finish(e)?;
-    Ok(Loaded { h, c_load })
+    Ok(())
 }

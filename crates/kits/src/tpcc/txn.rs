@@ -159,88 +159,20 @@ pub fn execute(
             c_d_id,
             customer: by,
             amount_cents,
-        } => {
-            let wr = one(e, txn, h.warehouse_pk, &[int(*w_id)], true, "warehouse")?;
-            e.add_to_column(txn, h.warehouse, wr, col::W_YTD, *amount_cents)?;
-            let w_name = read(e, txn, h.warehouse, wr, true)?[col::W_NAME]
-                .as_str()
-                .unwrap_or("")
-                .trim_end()
-                .to_string();
-            let dr = one(
-                e,
-                txn,
-                h.district_pk,
-                &[int(*w_id), int(*d_id)],
-                true,
-                "district",
-            )?;
-            e.add_to_column(txn, h.district, dr, col::D_YTD, *amount_cents)?;
-            let d_name = read(e, txn, h.district, dr, true)?[col::D_NAME]
-                .as_str()
-                .unwrap_or("")
-                .trim_end()
-                .to_string();
-            let (cr, mut c) = customer(e, h, txn, *c_w_id, *c_d_id, by, true)?;
-            let c_id = vi(&c[col::C_ID]);
-            c[col::C_BALANCE] = Value::Money(vi(&c[col::C_BALANCE]) - amount_cents);
-            c[col::C_YTD_PAYMENT] = Value::Money(vi(&c[col::C_YTD_PAYMENT]) + amount_cents);
-            c[col::C_PAYMENT_CNT] = Value::Int(vi(&c[col::C_PAYMENT_CNT]) + 1);
-            if c[col::C_CREDIT].as_str() == Some("BC") {
-                // Clause 2.5.2.2: prepend the payment to C_DATA, keep 500 characters (C_DATA is
-                // CHAR(500), so the record keeps its size and is updated in place).
-                let old = c[col::C_DATA].as_str().unwrap_or("");
-                let mut s = format!(
-                    "{c_id} {c_d_id} {c_w_id} {d_id} {w_id} {}.{:02}|{old}",
-                    amount_cents / 100,
-                    amount_cents % 100
-                );
-                s.truncate(500);
-                c[col::C_DATA] = Value::Str(s);
-            }
-            e.update(txn, h.customer, cr, &c)?;
-            let mut h_data = format!("{w_name}    {d_name}");
-            h_data.truncate(24);
-            let row = [
-                Value::Int(c_id),
-                int(*c_d_id),
-                int(*c_w_id),
-                int(*d_id),
-                int(*w_id),
-                Value::Int(timestamp_s(e)),
-                Value::Money(*amount_cents),
-                Value::Str(h_data),
-            ];
-            e.insert(txn, h.history, &row)?;
-            Ok(Outcome::Commit { o_id: 0 })
-        }
+        } => payment(
+            e,
+            h,
+            txn,
+            (*w_id, *d_id),
+            (*c_w_id, *c_d_id),
+            by,
+            *amount_cents,
+        ),
         Input::OrderStatus {
             w_id,
             d_id,
             customer: by,
-        } => {
-            let (_, c) = customer(e, h, txn, *w_id, *d_id, by, false)?;
-            let c_id = vi(&c[col::C_ID]);
-            let key = [int(*w_id), int(*d_id), Value::Int(c_id)];
-            // The customer's latest order: the last entry of (w, d, c, o_id) in the index.
-            if let Some((_, orid)) = e
-                .scan_index(txn, h.orders_cust, Some(&key), Some(&key), true, 1)?
-                .into_iter()
-                .next()
-            {
-                let o = read(e, txn, h.orders, orid, false)?;
-                let ols = prefix(
-                    e,
-                    txn,
-                    h.order_line_pk,
-                    &[int(*w_id), int(*d_id), o[col::O_ID].clone()],
-                )?;
-                for r in ols {
-                    read(e, txn, h.order_line, r, false)?;
-                }
-            }
-            Ok(Outcome::Commit { o_id: 0 })
-        }
+        } => order_status(e, h, txn, *w_id, *d_id, by),
         Input::Delivery { w_id, carrier_id } => {
             let skipped = delivery(e, h, cfg, txn, *w_id, *carrier_id)?;
             Ok(Outcome::Commit { o_id: skipped })
@@ -249,49 +181,160 @@ pub fn execute(
             w_id,
             d_id,
             threshold,
-        } => {
-            let dr = one(
-                e,
-                txn,
-                h.district_pk,
-                &[int(*w_id), int(*d_id)],
-                false,
-                "district",
-            )?;
-            let next = read(e, txn, h.district, dr, false)?[col::D_NEXT_O_ID]
-                .as_i64()
-                .unwrap_or(1);
-            let lo = [int(*w_id), int(*d_id), Value::Int((next - 20).max(1))];
-            let hi = [int(*w_id), int(*d_id), Value::Int(next - 1)];
-            let mut items = std::collections::BTreeSet::new();
-            for (_, r) in e.scan_index(
-                txn,
-                h.order_line_pk,
-                Some(&lo),
-                Some(&hi),
-                false,
-                usize::MAX,
-            )? {
-                items.insert(vi(&read(e, txn, h.order_line, r, false)?[col::OL_I_ID]));
-            }
-            let mut low = 0u32;
-            for i in items {
-                let sr = one(
-                    e,
-                    txn,
-                    h.stock_pk,
-                    &[int(*w_id), Value::Int(i)],
-                    false,
-                    "stock",
-                )?;
-                if vi(&read(e, txn, h.stock, sr, false)?[col::S_QUANTITY]) < i64::from(*threshold) {
-                    low += 1;
-                }
-            }
-            let _ = low;
-            Ok(Outcome::Commit { o_id: 0 })
+        } => stock_level(e, h, txn, *w_id, *d_id, *threshold),
+    }
+}
+
+/// Payment (clause 2.5): adds the amount to the warehouse's and district's YTD, charges the
+/// customer (C_DATA for bad credit) and inserts the history row. A step of `execute`, one
+/// per transaction type, as `new_order` and `delivery`.
+fn payment(
+    e: &mut Engine,
+    h: &Handles,
+    txn: u64,
+    (w_id, d_id): (u32, u32),
+    (c_w_id, c_d_id): (u32, u32),
+    by: &CustomerBy,
+    amount_cents: i64,
+) -> Result<Outcome> {
+    let wr = one(e, txn, h.warehouse_pk, &[int(w_id)], true, "warehouse")?;
+    e.add_to_column(txn, h.warehouse, wr, col::W_YTD, amount_cents)?;
+    let w_name = read(e, txn, h.warehouse, wr, true)?[col::W_NAME]
+        .as_str()
+        .unwrap_or("")
+        .trim_end()
+        .to_string();
+    let dr = one(
+        e,
+        txn,
+        h.district_pk,
+        &[int(w_id), int(d_id)],
+        true,
+        "district",
+    )?;
+    e.add_to_column(txn, h.district, dr, col::D_YTD, amount_cents)?;
+    let d_name = read(e, txn, h.district, dr, true)?[col::D_NAME]
+        .as_str()
+        .unwrap_or("")
+        .trim_end()
+        .to_string();
+    let (cr, mut c) = customer(e, h, txn, c_w_id, c_d_id, by, true)?;
+    let c_id = vi(&c[col::C_ID]);
+    c[col::C_BALANCE] = Value::Money(vi(&c[col::C_BALANCE]) - amount_cents);
+    c[col::C_YTD_PAYMENT] = Value::Money(vi(&c[col::C_YTD_PAYMENT]) + amount_cents);
+    c[col::C_PAYMENT_CNT] = Value::Int(vi(&c[col::C_PAYMENT_CNT]) + 1);
+    if c[col::C_CREDIT].as_str() == Some("BC") {
+        // Clause 2.5.2.2: prepend the payment to C_DATA, keep 500 characters (C_DATA is
+        // CHAR(500), so the record keeps its size and is updated in place).
+        let old = c[col::C_DATA].as_str().unwrap_or("");
+        let mut s = format!(
+            "{c_id} {c_d_id} {c_w_id} {d_id} {w_id} {}.{:02}|{old}",
+            amount_cents / 100,
+            amount_cents % 100
+        );
+        s.truncate(500);
+        c[col::C_DATA] = Value::Str(s);
+    }
+    e.update(txn, h.customer, cr, &c)?;
+    let mut h_data = format!("{w_name}    {d_name}");
+    h_data.truncate(24);
+    let row = [
+        Value::Int(c_id),
+        int(c_d_id),
+        int(c_w_id),
+        int(d_id),
+        int(w_id),
+        Value::Int(timestamp_s(e)),
+        Value::Money(amount_cents),
+        Value::Str(h_data),
+    ];
+    e.insert(txn, h.history, &row)?;
+    Ok(Outcome::Commit { o_id: 0 })
+}
+
+/// Order-Status (clause 2.6): reads the customer, its latest order and that order's lines.
+/// A step of `execute`, one per transaction type.
+fn order_status(
+    e: &mut Engine,
+    h: &Handles,
+    txn: u64,
+    w_id: u32,
+    d_id: u32,
+    by: &CustomerBy,
+) -> Result<Outcome> {
+    let (_, c) = customer(e, h, txn, w_id, d_id, by, false)?;
+    let c_id = vi(&c[col::C_ID]);
+    let key = [int(w_id), int(d_id), Value::Int(c_id)];
+    // The customer's latest order: the last entry of (w, d, c, o_id) in the index.
+    if let Some((_, orid)) = e
+        .scan_index(txn, h.orders_cust, Some(&key), Some(&key), true, 1)?
+        .into_iter()
+        .next()
+    {
+        let o = read(e, txn, h.orders, orid, false)?;
+        let ols = prefix(
+            e,
+            txn,
+            h.order_line_pk,
+            &[int(w_id), int(d_id), o[col::O_ID].clone()],
+        )?;
+        for r in ols {
+            read(e, txn, h.order_line, r, false)?;
         }
     }
+    Ok(Outcome::Commit { o_id: 0 })
+}
+
+/// Stock-Level (clause 2.8): counts the items of the district's last 20 orders whose stock
+/// is below `threshold`. A step of `execute`, one per transaction type.
+fn stock_level(
+    e: &mut Engine,
+    h: &Handles,
+    txn: u64,
+    w_id: u32,
+    d_id: u32,
+    threshold: u32,
+) -> Result<Outcome> {
+    let dr = one(
+        e,
+        txn,
+        h.district_pk,
+        &[int(w_id), int(d_id)],
+        false,
+        "district",
+    )?;
+    let next = read(e, txn, h.district, dr, false)?[col::D_NEXT_O_ID]
+        .as_i64()
+        .unwrap_or(1);
+    let lo = [int(w_id), int(d_id), Value::Int((next - 20).max(1))];
+    let hi = [int(w_id), int(d_id), Value::Int(next - 1)];
+    let mut items = std::collections::BTreeSet::new();
+    for (_, r) in e.scan_index(
+        txn,
+        h.order_line_pk,
+        Some(&lo),
+        Some(&hi),
+        false,
+        usize::MAX,
+    )? {
+        items.insert(vi(&read(e, txn, h.order_line, r, false)?[col::OL_I_ID]));
+    }
+    let mut low = 0u32;
+    for i in items {
+        let sr = one(
+            e,
+            txn,
+            h.stock_pk,
+            &[int(w_id), Value::Int(i)],
+            false,
+            "stock",
+        )?;
+        if vi(&read(e, txn, h.stock, sr, false)?[col::S_QUANTITY]) < i64::from(threshold) {
+            low += 1;
+        }
+    }
+    let _ = low;
+    Ok(Outcome::Commit { o_id: 0 })
 }
 
 fn new_order(

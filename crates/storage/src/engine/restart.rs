@@ -13,10 +13,47 @@ use crate::{Lsn, ObjectId, PageId, TxnId};
 use super::{apply_op, Engine, Txn, TxnState};
 
 impl Engine {
+    /// Restart from the checkpoint at `ckpt`: analysis, redo, undo, in that order, each a
+    /// step below; the log manager is set up between analysis and redo.
     pub(super) fn recover(&mut self, ckpt: Lsn) -> Result<()> {
         let cap = self.store.log_blocks();
         let mut rd = LogReader::new(cap);
         // Analysis.
+        let (att, dpt, end) = self.recover_analysis(&mut rd, ckpt)?;
+        self.now = self.now.max(rd.done_ns);
+        if end == ckpt {
+            return Err(Error::Recovery(format!(
+                "the checkpoint at LSN {ckpt} named by the master record is missing from the log"
+            )));
+        }
+        // The log continues at the next block boundary, in the new epoch (log.rs invariant 5).
+        let restart = end.div_ceil(PAYLOAD) * PAYLOAD;
+        let tail = dpt
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(ckpt)
+            .min(ckpt)
+            .min(att.values().map(|t| t.first_lsn).min().unwrap_or(ckpt));
+        self.log = LogManager::new(cap, self.master.epoch, restart, tail);
+        // Redo: repeat history from the oldest dirty page.
+        self.recover_redo(&mut rd, &dpt, ckpt, end)?;
+        self.now = self.now.max(rd.done_ns);
+        // Undo the losers, newest change first across all of them.
+        self.recover_undo(&att)?;
+        self.force_log()?;
+        Ok(())
+    }
+
+    /// Analysis: reads the log from the checkpoint to its end and returns the transaction
+    /// table, the dirty page table (both merged with the checkpoint's) and the end of the last
+    /// record. A step because it only reads the log; redo and undo work from its tables.
+    #[allow(clippy::type_complexity)]
+    fn recover_analysis(
+        &mut self,
+        rd: &mut LogReader,
+        ckpt: Lsn,
+    ) -> Result<(BTreeMap<TxnId, TxnEntry>, BTreeMap<PageId, Lsn>, Lsn)> {
         let mut att: BTreeMap<TxnId, TxnEntry> = BTreeMap::new();
         let mut dpt: BTreeMap<PageId, Lsn> = BTreeMap::new();
         let mut pos = ckpt;
@@ -70,23 +107,19 @@ impl Engine {
                 Found::End => break,
             }
         }
-        self.now = self.now.max(rd.done_ns);
-        if end == ckpt {
-            return Err(Error::Recovery(format!(
-                "the checkpoint at LSN {ckpt} named by the master record is missing from the log"
-            )));
-        }
-        // The log continues at the next block boundary, in the new epoch (log.rs invariant 5).
-        let restart = end.div_ceil(PAYLOAD) * PAYLOAD;
-        let tail = dpt
-            .values()
-            .copied()
-            .min()
-            .unwrap_or(ckpt)
-            .min(ckpt)
-            .min(att.values().map(|t| t.first_lsn).min().unwrap_or(ckpt));
-        self.log = LogManager::new(cap, self.master.epoch, restart, tail);
-        // Redo: repeat history from the oldest dirty page.
+        Ok((att, dpt, end))
+    }
+
+    /// Redo: repeats history from the oldest dirty page up to `end`, applying each record's ops
+    /// to the pages that need them. A step because it only changes pages (through the pool),
+    /// never the transaction table.
+    fn recover_redo(
+        &mut self,
+        rd: &mut LogReader,
+        dpt: &BTreeMap<PageId, Lsn>,
+        ckpt: Lsn,
+        end: Lsn,
+    ) -> Result<()> {
         let mut pos = dpt.values().copied().min().unwrap_or(ckpt).min(ckpt);
         loop {
             match rd.record_at(&mut *self.store, self.now, pos)? {
@@ -148,8 +181,12 @@ impl Engine {
                 Found::End => break,
             }
         }
-        self.now = self.now.max(rd.done_ns);
-        // Undo the losers, newest change first across all of them.
+        Ok(())
+    }
+
+    /// Undo: ends the winners and rolls the losers back, newest change first across all of
+    /// them, logging CLRs. A step because it works from analysis's transaction table alone.
+    fn recover_undo(&mut self, att: &BTreeMap<TxnId, TxnEntry>) -> Result<()> {
         for t in att.values() {
             self.txns.insert(
                 t.txn,
@@ -193,7 +230,6 @@ impl Engine {
             };
             todo.insert((next, txn));
         }
-        self.force_log()?;
         Ok(())
     }
 

@@ -160,6 +160,7 @@ pub struct IoResult {
 
 impl IoResult {
     /// The fields every target reports, from a measured closed-loop run.
+    #[allow(clippy::too_many_arguments)]
     fn measured(
         spec: &Spec,
         target: String,

@@ -10,3 +10,4 @@
 
 pub mod bench;
 pub mod compare;
+pub mod io;

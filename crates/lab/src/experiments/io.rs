@@ -1,0 +1,784 @@
+//! The `io` experiment: a fio-like workload in virtual time, on the raw flash (target `raw`) or
+//! on any block-device target (an FTL, or the plain memory disk).
+//!
+//! Input generation is kept apart from execution: the request stream depends only on the
+//! pattern, sizes and seed, and the closed-loop driver (nand::workload) decides when each request
+//! is submitted. Only the measured phase is reported: with `precondition` the device is first
+//! filled sequentially, and the counters are taken as differences across the workload.
+//!
+//! The JSON result holds virtual-time figures only, so the same spec gives byte-identical JSON;
+//! wall-clock speed of the emulator is the caller's to measure (the CLI's human output).
+//! Progress goes through the caller's [`Progress`], so this module draws nothing.
+
+use anyhow::{bail, Context};
+use ftl::{BlockDevice, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES};
+use nand::workload::{run_closed_loop, LoopResult, RawPattern, RawWorkload};
+use nand::{FlashCounts, LatencySummary, Nand, Nanos};
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+use storage::measure::{self, Busy, Consistency};
+
+use crate::limits::{self, MemoryPlan};
+use crate::targets::TargetSpec;
+
+/// One `io` run (the CLI's `noftl io` flags).
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Where the requests go: `raw` (the flash itself) or a block target (an FTL of
+    /// `ftl::options::KINDS`, or `memdisk`), on its device with its FTL knobs and image file.
+    pub target: TargetSpec,
+    /// Access pattern: read | randread | write (raw and block targets); randwrite | randrw | trim
+    /// (block targets). None: randread on raw, randwrite on block targets.
+    pub rw: Option<String>,
+    /// Request size in bytes (a multiple of the flash page on raw, of 4 KiB on block targets).
+    pub bs_bytes: u64,
+    /// Requests kept outstanding (queue depth).
+    pub qd: u32,
+    /// Number of requests (None: `io_bytes / bs_bytes` rounded up, or 100,000 without either).
+    pub ops: Option<u64>,
+    /// Total bytes to transfer instead of a request count (`ops` wins when both are given).
+    pub io_bytes: Option<u64>,
+    /// Seed of the request stream.
+    pub seed: u64,
+    /// Block targets: fill the device sequentially first, then run and report the workload only
+    /// (raw: program every page once first).
+    pub precondition: bool,
+    /// randrw: percentage of reads (0..=100).
+    pub rwmixread_percent: u32,
+    /// Virtual or none: device time only. Real (raw target, QD 1): each request also takes its
+    /// modelled time on the wall clock, and the clock's error is reported.
+    pub clock: nand::ClockMode,
+    /// Write a result directory (summary.json, fio.json, samples.csv, raw.csv); virtual time only.
+    pub results: Option<crate::results::Plan>,
+}
+
+impl Default for Spec {
+    /// The CLI's defaults: 100,000 random 4 KiB writes at QD 1 on the page FTL, seed 1.
+    fn default() -> Self {
+        Spec {
+            target: TargetSpec {
+                target: "page".to_string(),
+                device: crate::device::DeviceSpec::default(),
+                knobs: crate::targets::FtlKnobs::default(),
+                image: None,
+            },
+            rw: None,
+            bs_bytes: 4096,
+            qd: 1,
+            ops: None,
+            io_bytes: None,
+            seed: 1,
+            precondition: false,
+            rwmixread_percent: 50,
+            clock: nand::ClockMode::Virtual,
+            results: None,
+        }
+    }
+}
+
+/// What a run tells while it goes, for a progress bar: each phase (a precondition, then the
+/// measured requests) begins with its number of steps, reports the steps done, and ends. `tick`
+/// comes once per step, so an implementation should be cheap and may skip most of them.
+pub trait Progress {
+    /// A phase of `total` steps begins.
+    fn begin(&mut self, total: u64);
+    /// `done` of the phase's steps are done.
+    fn tick(&mut self, done: u64);
+    /// The phase has ended.
+    fn end(&mut self);
+}
+
+/// No progress reports.
+#[derive(Debug)]
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn begin(&mut self, _total: u64) {}
+    fn tick(&mut self, _done: u64) {}
+    fn end(&mut self) {}
+}
+
+/// A latency distribution in microseconds.
+#[derive(Debug, Serialize)]
+pub struct LatencyUs {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// The FTL's own figures over the measured window (block targets).
+#[derive(Debug, Serialize)]
+pub struct FtlInfo {
+    pub name: String,
+    pub mapping_bytes: u64,
+    pub cmt_hit_ratio: Option<f64>,
+    pub translation_reads: u64,
+    pub translation_writes: u64,
+    pub controller_busy_us: f64,
+    /// The part of `controller_busy_us` on the host's CPU (dftl-orig runs in the host's kernel).
+    pub host_cpu_us: f64,
+    /// Multi-plane programs (one page per plane of a die, one array time; docs/ftl.md).
+    pub multi_plane_programs: u64,
+}
+
+/// The result of one run: the stable field names other tools read.
+#[derive(Debug, Serialize)]
+pub struct IoResult {
+    pub target: String,
+    pub device: String,
+    pub rw: String,
+    pub bs: u64,
+    pub qd: u32,
+    pub seed: u64,
+    pub ops: u64,
+    pub iops: f64,
+    pub mib_per_s: f64,
+    pub virtual_seconds: f64,
+    pub latency_us: LatencyUs,
+    pub flash: FlashCounts,
+    /// Data reads and programs per page type (lower/middle/upper on MLC/TLC).
+    pub by_page_type: Vec<nand::PageTypeCounts>,
+    /// The run checked against physical bounds from its own counters (`storage::measure`).
+    pub consistency: Consistency,
+    pub energy_joules: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_error_us: Option<LatencyUs>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostCounts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gc: Option<GcCounts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waf: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ftl: Option<FtlInfo>,
+    /// `--slc-cache`: the pSLC write cache over the measured window (`waf` includes its folds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
+}
+
+impl IoResult {
+    /// The fields every target reports, from a measured closed-loop run.
+    #[allow(clippy::too_many_arguments)]
+    fn measured(
+        spec: &Spec,
+        target: String,
+        device: String,
+        rw: String,
+        l: &LoopResult,
+        flash: FlashCounts,
+        energy_joules: f64,
+        consistency: Consistency,
+    ) -> Self {
+        IoResult {
+            target,
+            device,
+            rw,
+            bs: spec.bs_bytes,
+            qd: spec.qd,
+            seed: spec.seed,
+            ops: l.ops,
+            iops: l.ops_per_second(),
+            mib_per_s: l.ops_per_second() * spec.bs_bytes as f64 / f64::from(1 << 20),
+            virtual_seconds: l.elapsed_ns() as f64 / 1e9,
+            latency_us: summary(l),
+            flash,
+            by_page_type: Vec::new(),
+            consistency,
+            energy_joules,
+            clock_error_us: None,
+            host: None,
+            gc: None,
+            waf: None,
+            ftl: None,
+            slc_cache: None,
+        }
+    }
+}
+
+fn summary(l: &LoopResult) -> LatencyUs {
+    let s = LatencySummary::from_ns_histogram(&l.latency_ns);
+    LatencyUs {
+        mean: s.mean,
+        p50: s.p50,
+        p99: s.p99,
+        max: s.max,
+    }
+}
+
+/// The deepest queue accepted (NVMe's largest queue).
+const MAX_QD: u64 = 65_536;
+/// The largest request accepted: 1 GiB (Linux splits block requests far below this).
+const MAX_BS_BYTES: u64 = 1 << 30;
+
+impl Spec {
+    /// The number of requests the run makes, checked against the limits (queue depth, request
+    /// size, the memory of the device and the request buffers) before any work.
+    pub fn requests(&self) -> anyhow::Result<u64> {
+        let ops = match (self.ops, self.io_bytes) {
+            (Some(n), _) => n,
+            (None, Some(bytes)) => bytes.div_ceil(self.bs_bytes),
+            (None, None) => 100_000,
+        };
+        if ops == 0 {
+            bail!("--ops (or --io-bytes) must ask for at least one request");
+        }
+        limits::in_range(
+            "--qd",
+            u64::from(self.qd),
+            1,
+            MAX_QD,
+            "requests in flight at once (NVMe's deepest queue is 65,536)",
+        )?;
+        limits::in_range(
+            "--bs",
+            self.bs_bytes,
+            1,
+            MAX_BS_BYTES,
+            "bytes per request (a larger transfer is split into requests by the host anyway)",
+        )?;
+        // Each request in flight holds a buffer of --bs bytes.
+        let mut plan = MemoryPlan::new();
+        plan.device(&self.target.device.load()?).add(
+            format!("{} request buffers of {} bytes", self.qd, self.bs_bytes),
+            u64::from(self.qd).saturating_mul(self.bs_bytes),
+        );
+        plan.check("use a smaller --qd or --bs")?;
+        Ok(ops)
+    }
+}
+
+/// Runs the workload of `spec` and, with `spec.results`, writes its result directory.
+pub fn run(spec: &Spec, progress: &mut dyn Progress) -> anyhow::Result<IoResult> {
+    let ops = spec.requests()?;
+    let plan = spec.results.as_ref();
+    let mut rec = None;
+    let result = if spec.target.target == "raw" {
+        run_raw(spec, ops, plan, &mut rec, progress)?
+    } else {
+        run_block(spec, ops, plan, &mut rec, progress)?
+    };
+    if let (Some(p), Some(trace)) = (plan, rec) {
+        write_results(p, spec, &result, &trace)?;
+    }
+    Ok(result)
+}
+
+/// The result directory of `io` (crate::results): summary.json, fio.json, samples.csv and, with
+/// --raw, raw.csv.
+fn write_results(
+    p: &crate::results::Plan,
+    spec: &Spec,
+    res: &IoResult,
+    trace: &crate::results::Trace,
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    use serde_json::json;
+    let mut extra = serde_json::Map::new();
+    extra.insert("Benchmark Type".into(), json!("io"));
+    extra.insert("iodepth".into(), json!(spec.qd));
+    extra.extend(r::benchbase(&trace.events, res.virtual_seconds));
+    extra.insert(
+        "results".into(),
+        json!({
+            "format": "noftl-results-1",
+            "sample_window_s": p.window_ns as f64 / 1e9,
+            "files": if p.raw { json!(["summary.json", "fio.json", "samples.csv", "raw.csv"]) } else { json!(["summary.json", "fio.json", "samples.csv"]) },
+        }),
+    );
+    r::write_summary(&p.dir, res, extra)?;
+    let elapsed_ns = trace.marks.last().map_or(0, |m| m.t_ns) - trace.start_ns();
+    let fio = r::fio_json(
+        &trace.events,
+        spec.bs_bytes,
+        elapsed_ns,
+        json!({
+            "rw": res.rw,
+            "bs": spec.bs_bytes.to_string(),
+            "iodepth": spec.qd.to_string(),
+            "ioengine": format!("noftl-{}", res.target),
+            "randseed": spec.seed.to_string(),
+        }),
+        serde_json::to_value(res)?,
+    );
+    r::write(
+        &p.dir,
+        "fio.json",
+        &format!("{}\n", serde_json::to_string_pretty(&fio)?),
+    )?;
+    let unit = r::Unit::Io {
+        bytes_per_request: spec.bs_bytes,
+    };
+    r::write(
+        &p.dir,
+        "samples.csv",
+        &r::samples_csv(std::slice::from_ref(trace), &[], unit),
+    )?;
+    if p.raw {
+        r::write(
+            &p.dir,
+            "raw.csv",
+            &r::raw_csv(
+                std::slice::from_ref(trace),
+                &[],
+                &["read", "write", "trim"],
+                "ok",
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+/// The raw target: requests straight to the flash (after an optional fill of every page).
+fn run_raw(
+    spec: &Spec,
+    ops: u64,
+    plan: Option<&crate::results::Plan>,
+    rec_out: &mut Option<crate::results::Trace>,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<IoResult> {
+    if spec.target.image.is_some() {
+        bail!("--image is for block targets; the raw target runs on a fresh device");
+    }
+    let rw = spec.rw.clone().unwrap_or_else(|| "randread".into());
+    let pattern: RawPattern = rw.parse().map_err(anyhow::Error::msg)?;
+    let cfg = spec.target.device.load()?;
+    let mut nand = Nand::new(cfg)?;
+    if spec.precondition {
+        // Program every page once (stripe order, all dies busy) so that reads return real data.
+        let mut fill = RawWorkload::new(
+            &nand,
+            RawPattern::Write,
+            u64::from(nand.geometry().page_size_bytes),
+            spec.seed ^ 0xF111,
+        )
+        .map_err(anyhow::Error::msg)?;
+        let pages = nand.geometry().pages();
+        let dies = nand.geometry().dies();
+        progress.begin(pages);
+        run_closed_loop(
+            0,
+            dies,
+            pages,
+            |_, at| fill.submit(&mut nand, at),
+            |d| progress.tick(d),
+        )
+        .context("precondition failed")?;
+        progress.end();
+        nand.reset_stats();
+    }
+    let mut w =
+        RawWorkload::new(&nand, pattern, spec.bs_bytes, spec.seed).map_err(anyhow::Error::msg)?;
+    progress.begin(ops);
+    let start = nand.now_ns();
+    let busy_before = Busy::of_nand(Some(&nand));
+    let energy_before = nand.report().energy.total_joules;
+    let mut clock_error_us = None;
+    let kind = u8::from(matches!(pattern, RawPattern::Write));
+    let mut rec = plan.map(|p| {
+        crate::results::Recorder::new(p.window_ns, crate::results::mark(start, Some(&nand), 0))
+    });
+    let l = match spec.clock {
+        nand::ClockMode::Virtual | nand::ClockMode::None => run_closed_loop(
+            start,
+            spec.qd,
+            ops,
+            |_, at| {
+                if let Some(r) = rec.as_mut() {
+                    if r.due(at) {
+                        r.mark_until(at, |t| crate::results::mark(t, Some(&nand), 0));
+                    }
+                    let done = w.submit(&mut nand, at)?;
+                    r.event(at, done, kind);
+                    return Ok(done);
+                }
+                w.submit(&mut nand, at)
+            },
+            |d| progress.tick(d),
+        )
+        .context("flash operation failed")?,
+        nand::ClockMode::Real if plan.is_some() => {
+            bail!("--results samples virtual time: it needs --clock virtual")
+        }
+        nand::ClockMode::Real => {
+            if spec.qd != 1 {
+                bail!("--clock real runs at QD 1 here (one thread waits per request); use noftl serve for concurrency");
+            }
+            let (l, err) = run_real_time(&mut nand, &mut w, ops, progress)?;
+            clock_error_us = Some(err);
+            l
+        }
+    };
+    progress.end();
+    if let Some(r) = rec {
+        *rec_out = Some(r.finish(crate::results::mark(l.end_ns, Some(&nand), 0)));
+    }
+    let report = nand.report();
+    let mut r = IoResult::measured(
+        spec,
+        "raw".into(),
+        nand.config().name.clone(),
+        rw,
+        &l,
+        report.flash,
+        report.energy.total_joules - energy_before,
+        check(spec, &l, &busy_before, Some(&nand)),
+    );
+    r.by_page_type = report.by_page_type;
+    r.clock_error_us = clock_error_us;
+    Ok(r)
+}
+
+/// Runs QD-1 requests on the wall clock: each is submitted at the real clock's now and waited
+/// for until its modelled completion. Returns the modelled latencies and the clock's error
+/// (actual minus modelled latency) in microseconds.
+fn run_real_time(
+    nand: &mut Nand,
+    w: &mut RawWorkload,
+    ops: u64,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<(LoopResult, LatencyUs)> {
+    let clock = nand::RealClock::new();
+    // The device's virtual time must run on the wall clock: start it where the device stands.
+    let offset = nand.now_ns();
+    let mut error_ns = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut negative = 0u64;
+    let start = offset + clock.now_ns();
+    let l = run_closed_loop(
+        start,
+        1,
+        ops,
+        |_, _| -> anyhow::Result<Nanos> {
+            let at = offset + clock.now_ns();
+            let done = w.submit(nand, at)?;
+            clock.wait_until(done - offset);
+            let actual = offset + clock.now_ns() - at;
+            let modelled = done - at;
+            match actual.checked_sub(modelled) {
+                Some(e) => error_ns.record(e.max(1))?,
+                None => negative += 1,
+            }
+            Ok(offset + clock.now_ns())
+        },
+        |d| progress.tick(d),
+    )?;
+    debug_assert_eq!(negative, 0, "wait_until never returns early");
+    let us = |q: f64| error_ns.value_at_quantile(q) as f64 / 1000.0;
+    Ok((
+        l,
+        LatencyUs {
+            mean: error_ns.mean() / 1000.0,
+            p50: us(0.5),
+            p99: us(0.99),
+            max: error_ns.max() as f64 / 1000.0,
+        },
+    ))
+}
+
+/// Block-device access patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockPattern {
+    Read,
+    Randread,
+    Write,
+    Randwrite,
+    Randrw,
+    Trim,
+}
+
+impl BlockPattern {
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "read" => BlockPattern::Read,
+            "randread" => BlockPattern::Randread,
+            "write" => BlockPattern::Write,
+            "randwrite" => BlockPattern::Randwrite,
+            "randrw" => BlockPattern::Randrw,
+            "trim" => BlockPattern::Trim,
+            other => {
+                bail!("unknown --rw '{other}' (read, randread, write, randwrite, randrw, trim)")
+            }
+        })
+    }
+}
+
+/// The request stream for a block target: what each request does, from the seed alone.
+struct BlockStream {
+    pattern: BlockPattern,
+    pages_per_request: u64,
+    slots: u64,
+    cursor: u64,
+    rng: Xoshiro256PlusPlus,
+    read_percent: u32,
+}
+
+#[derive(Clone, Copy)]
+enum Req {
+    Read(u64),
+    Write(u64),
+    Trim(u64),
+}
+
+impl BlockStream {
+    fn next(&mut self) -> Req {
+        let seq = |s: &mut Self| {
+            let slot = s.cursor % s.slots;
+            s.cursor += 1;
+            slot * s.pages_per_request
+        };
+        let rand = |s: &mut Self| (s.rng.next_u64() % s.slots) * s.pages_per_request;
+        match self.pattern {
+            BlockPattern::Read => Req::Read(seq(self)),
+            BlockPattern::Write => Req::Write(seq(self)),
+            BlockPattern::Randread => Req::Read(rand(self)),
+            BlockPattern::Randwrite => Req::Write(rand(self)),
+            BlockPattern::Trim => Req::Trim(rand(self)),
+            BlockPattern::Randrw => {
+                let read = (self.rng.next_u64() % 100) < u64::from(self.read_percent);
+                let lpn = rand(self);
+                if read {
+                    Req::Read(lpn)
+                } else {
+                    Req::Write(lpn)
+                }
+            }
+        }
+    }
+}
+
+/// A block target (an FTL or the memory disk, `crate::targets`): the request stream of the
+/// pattern and seed, after an optional sequential fill, its counters taken across the run.
+fn run_block(
+    spec: &Spec,
+    ops: u64,
+    plan: Option<&crate::results::Plan>,
+    rec_out: &mut Option<crate::results::Trace>,
+    progress: &mut dyn Progress,
+) -> anyhow::Result<IoResult> {
+    let rw = spec.rw.clone().unwrap_or_else(|| "randwrite".into());
+    let pattern = BlockPattern::parse(&rw)?;
+    if spec.clock != nand::ClockMode::Virtual {
+        bail!("block targets run in virtual time here; noftl serve --clock real runs them on the wall clock");
+    }
+    if spec.bs_bytes == 0 || !spec.bs_bytes.is_multiple_of(LOGICAL_PAGE_BYTES as u64) {
+        bail!("--bs must be a positive multiple of {LOGICAL_PAGE_BYTES} bytes on block targets");
+    }
+    if spec.rwmixread_percent > 100 {
+        bail!("--rwmixread is a percentage (0..=100)");
+    }
+    let mut dev = crate::targets::build(&spec.target)?;
+    let pages_per_request = spec.bs_bytes / LOGICAL_PAGE_BYTES as u64;
+    let capacity = dev.capacity_pages();
+    if pages_per_request > capacity {
+        bail!(
+            "--bs {} is larger than the device ({} pages)",
+            spec.bs_bytes,
+            capacity
+        );
+    }
+    let mut data = vec![0u8; spec.bs_bytes as usize];
+    Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0xDA7A).fill_bytes(&mut data);
+    let mut buf = vec![0u8; spec.bs_bytes as usize];
+    let mut now = 0;
+    if spec.precondition {
+        now = precondition(dev.as_mut(), &data, progress)?;
+    }
+    let before = (
+        dev.report(),
+        flash_counts(dev.as_ref()),
+        energy(dev.as_ref()),
+        page_types(dev.as_ref()),
+        Busy::of_nand(dev.nand()),
+    );
+    let mut stream = BlockStream {
+        pattern,
+        pages_per_request,
+        slots: capacity / pages_per_request,
+        cursor: 0,
+        rng: Xoshiro256PlusPlus::seed_from_u64(spec.seed),
+        read_percent: spec.rwmixread_percent,
+    };
+    progress.begin(ops);
+    let gc_of = |d: &dyn BlockDevice| d.report().gc.migrations;
+    let mut rec = plan.map(|p| {
+        crate::results::Recorder::new(
+            p.window_ns,
+            crate::results::mark(now, dev.nand(), gc_of(dev.as_ref())),
+        )
+    });
+    let l = run_closed_loop(
+        now,
+        spec.qd,
+        ops,
+        |_, at| -> Result<Nanos, ftl::FtlError> {
+            if let Some(r) = rec.as_mut() {
+                if r.due(at) {
+                    r.mark_until(at, |t| {
+                        crate::results::mark(t, dev.nand(), gc_of(dev.as_ref()))
+                    });
+                }
+            }
+            let (done, kind) = match stream.next() {
+                Req::Read(lpn) => (dev.read(at, lpn, &mut buf)?, 0),
+                Req::Write(lpn) => (dev.write(at, lpn, &data, false)?, 1),
+                Req::Trim(lpn) => (dev.trim(at, lpn, pages_per_request)?, 2),
+            };
+            if let Some(r) = rec.as_mut() {
+                r.event(at, done, kind);
+            }
+            Ok(done)
+        },
+        |d| progress.tick(d),
+    )
+    .with_context(|| format!("request to {} failed", dev.name()))?;
+    progress.end();
+    if let Some(r) = rec {
+        *rec_out = Some(r.finish(crate::results::mark(
+            l.end_ns,
+            dev.nand(),
+            gc_of(dev.as_ref()),
+        )));
+    }
+    let after = dev.report();
+    let flash = flash_counts(dev.as_ref()).saturating_sub(&before.1);
+    let mut r = block_result(
+        spec,
+        rw,
+        &l,
+        &before.0,
+        &after,
+        flash,
+        energy(dev.as_ref()) - before.2,
+        check(spec, &l, &before.4, dev.nand()),
+        dev.as_ref(),
+    );
+    r.by_page_type = nand::PageTypeCounts::between(&before.3, &page_types(dev.as_ref()));
+    Ok(r)
+}
+
+/// The run against the bounds of `storage::measure`: the dies and channels were busy at most
+/// the window's length, and at most `--qd` requests were in flight on average (Little's law;
+/// only the upper bound, since a run of a fixed count drains its queue at the end). The window
+/// runs to the device's drain, not to the host's last completion: a write acknowledged from the
+/// controller's write buffer is programmed after the host saw it complete, and its die time
+/// belongs to the run.
+fn check(spec: &Spec, l: &LoopResult, before: &Busy, nand: Option<&Nand>) -> Consistency {
+    let end_ns = nand.map_or(l.end_ns, |n| n.now_ns().max(l.end_ns));
+    measure::check(measure::Window {
+        before,
+        after: &Busy::of_nand(nand),
+        elapsed_ns: end_ns - l.start_ns,
+        terminals: spec.qd,
+        terminals_run_throughout: false,
+        txns: l.ops,
+        latency_sum_ns: l.latency_ns.mean() * l.ops as f64,
+    })
+}
+
+fn page_types(dev: &dyn BlockDevice) -> Vec<nand::PageTypeCounts> {
+    dev.nand()
+        .map(|n| n.stats().page_type_counts())
+        .unwrap_or_default()
+}
+
+/// Fills every logical page once, sequentially, in large requests.
+fn precondition(
+    dev: &mut dyn BlockDevice,
+    pattern: &[u8],
+    progress: &mut dyn Progress,
+) -> anyhow::Result<Nanos> {
+    let chunk_pages = 64u64;
+    let mut chunk = vec![0u8; chunk_pages as usize * LOGICAL_PAGE_BYTES];
+    for piece in chunk.chunks_mut(pattern.len()) {
+        piece.copy_from_slice(&pattern[..piece.len()]);
+    }
+    let capacity = dev.capacity_pages();
+    progress.begin(capacity.div_ceil(chunk_pages));
+    let mut lpn = 0;
+    let mut now = 0;
+    let mut i = 0;
+    while lpn < capacity {
+        let n = chunk_pages.min(capacity - lpn);
+        now = dev
+            .write(now, lpn, &chunk[..n as usize * LOGICAL_PAGE_BYTES], false)
+            .context("precondition write failed")?;
+        lpn += n;
+        i += 1;
+        progress.tick(i);
+    }
+    progress.end();
+    Ok(dev.flush(now)?)
+}
+
+fn flash_counts(dev: &dyn BlockDevice) -> FlashCounts {
+    dev.nand()
+        .map(|n| n.stats().flash_counts())
+        .unwrap_or_default()
+}
+
+fn energy(dev: &dyn BlockDevice) -> f64 {
+    dev.nand().map_or(0.0, |n| n.report().energy.total_joules)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn block_result(
+    spec: &Spec,
+    rw: String,
+    l: &LoopResult,
+    before: &FtlReport,
+    after: &FtlReport,
+    flash: FlashCounts,
+    energy_joules: f64,
+    consistency: Consistency,
+    dev: &dyn BlockDevice,
+) -> IoResult {
+    let host = HostCounts {
+        reads: after.host.reads - before.host.reads,
+        writes: after.host.writes - before.host.writes,
+        trims: after.host.trims - before.host.trims,
+        flushes: after.host.flushes - before.host.flushes,
+    };
+    let gc = GcCounts {
+        migrations: after.gc.migrations - before.gc.migrations,
+        erases: after.gc.erases - before.gc.erases,
+        wl_migrations: after.gc.wl_migrations - before.gc.wl_migrations,
+        wl_erases: after.gc.wl_erases - before.gc.wl_erases,
+    };
+    // Bytes programmed over bytes the host wrote: a program of a flash page of several 4 KiB
+    // logical pages writes that many of them, full or not (ftl block_device.rs).
+    let units = dev
+        .nand()
+        .map_or(1, |n| u64::from(ftl::space::units_per_page(n.geometry())));
+    let waf = if host.writes == 0 {
+        0.0
+    } else {
+        ((flash.programs + flash.partial_programs) * units) as f64 / host.writes as f64
+    };
+    let mut r = IoResult::measured(
+        spec,
+        spec.target.target.clone(),
+        dev.nand()
+            .map_or_else(|| "none".to_string(), |n| n.config().name.clone()),
+        rw,
+        l,
+        flash,
+        energy_joules,
+        consistency,
+    );
+    r.host = Some(host);
+    r.gc = Some(gc);
+    r.waf = Some(waf);
+    r.ftl = Some(FtlInfo {
+        name: after.name.clone(),
+        mapping_bytes: after.mapping_bytes,
+        cmt_hit_ratio: after.cmt_hit_ratio,
+        translation_reads: after.translation_reads - before.translation_reads,
+        translation_writes: after.translation_writes - before.translation_writes,
+        controller_busy_us: after.controller_busy_us - before.controller_busy_us,
+        host_cpu_us: after.host_cpu_us - before.host_cpu_us,
+        multi_plane_programs: after.multi_plane_programs - before.multi_plane_programs,
+    });
+    r.slc_cache = after.slc_cache.map(|a| a.since(before.slc_cache.as_ref()));
+    r
+}

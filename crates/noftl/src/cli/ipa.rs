@@ -218,7 +218,7 @@ fn print_table(r: &Report) {
     }
 }
 
-/// The advisor's rule: `lab::experiments::ipa`'s `advisor` (docs/ipa.md, "The advisor").
+/// `ipa advise`: the advisor on a profiled baseline run (its rule: docs/ipa.md, "The advisor").
 fn advise(a: IpaCompareArgs) -> anyhow::Result<()> {
     if a.results.results.is_some() {
         bail!("--results: `ipa advise` writes no result directory (`ipa compare` does)");

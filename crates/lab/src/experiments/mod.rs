@@ -11,3 +11,4 @@
 pub mod bench;
 pub mod compare;
 pub mod io;
+pub mod ipa;

@@ -5,15 +5,31 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use kits::LoadMethod;
 use lab::experiments::compare::{self as experiment, CompareResult, Outcome, TpchCompareResult};
 use lab::stores::{parse_log_region, LogRegion};
 
 use super::common::{emit_json, parse_percent, DeviceArgs, ResultsArgs};
 
+/// The other comparisons, grouped under `compare` so that a user finds them where NoFTL Fig. 3
+/// is: `noftl compare ipa ...` is `noftl ipa compare ...`, `noftl compare iaa ...` is `noftl
+/// iaa compare ...` (the older spellings stay, as aliases of these).
+#[derive(Debug, Clone, Subcommand)]
+pub enum CompareExperiment {
+    /// IPA Table I: baseline, global IPA and selective IPA side by side (as `noftl ipa compare`).
+    Ipa(super::ipa::IpaCompareArgs),
+    /// IAA Figs. 11-12: the free-space sweep of conventional, IAA and IAA+U2DI (as `noftl iaa
+    /// compare`).
+    Iaa(super::iaa::CompareArgs),
+}
+
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct CompareArgs {
+    /// Another comparison than NoFTL Fig. 3's (given alone, with its own flags).
+    #[command(subcommand)]
+    pub experiment: Option<CompareExperiment>,
     /// tpcb | tatp | tpcc (throughput: committed, resp. successful, transactions per second;
     /// TPC-C also New-Orders per minute, NOTPM); with --paper also all (TPC-B, then TPC-C);
     /// tpch (seconds per query, queries 1, 6, 12 and 14; --sf is the scale factor).
@@ -139,6 +155,15 @@ impl CompareArgs {
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    match args.experiment {
+        Some(CompareExperiment::Ipa(a)) => {
+            return super::ipa::run(super::ipa::IpaCommand::Compare(a));
+        }
+        Some(CompareExperiment::Iaa(a)) => {
+            return super::iaa::run(super::iaa::IaaCommand::Compare(a));
+        }
+        None => {}
+    }
     if let Some(p) = &args.json {
         lab::output::check_writable(p)?;
     }

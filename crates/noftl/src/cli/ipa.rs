@@ -21,7 +21,7 @@ pub enum IpaCommand {
     Advise(IpaCompareArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct IpaCompareArgs {
     /// tatp | tpcb | tpcc
     #[arg(long, default_value = "tatp")]

@@ -7,3 +7,5 @@
 //! returning the result the CLI writes as JSON (the same bytes as before the move:
 //! `crates/noftl/tests/golden.rs`). Human output (stdout) is the CLI's; notes and progress on
 //! stderr may come from here.
+
+pub mod iaa;

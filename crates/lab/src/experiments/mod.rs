@@ -8,4 +8,5 @@
 //! `crates/noftl/tests/golden.rs`). Human output (stdout) is the CLI's; notes and progress on
 //! stderr may come from here.
 
+pub mod crashtest;
 pub mod iaa;

@@ -10,5 +10,7 @@
 
 pub mod bench;
 pub mod compare;
+pub mod crashtest;
+pub mod iaa;
 pub mod io;
 pub mod ipa;

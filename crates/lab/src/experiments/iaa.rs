@@ -1,0 +1,707 @@
+//! The IAA paper's free-space sweep (Miyaji, Sun and Takeuchi, "IAA" Figs. 11 and 12;
+//! docs/iaa.md), run by `noftl iaa compare`: per device free-space level and scheme
+//! (conventional, IAA, U2DI, IAA+U2DI), the random Insert/Delete/Update workload of `kits::iaa`
+//! on the page FTL or the native (NoFTL) store, in virtual time.
+//!
+//! Each run: a fresh device; the table loaded at the size that leaves the asked free space of
+//! the store's logical capacity (table, index, log and master record count as used); a warm-up
+//! that writes `warmup` times the device's capacity, so that GC is in its steady state; then
+//! the measured window (`duration` of virtual time, the same scheduler, measurement window,
+//! snapshots and `consistency` object as `noftl bench`). Runs are independent and spread over
+//! `jobs` threads; each is a function of its parameters and the seed, so the output does not
+//! depend on the thread count.
+
+use anyhow::{bail, Context};
+use ftl::FtlOptions;
+use hdrhistogram::Histogram;
+use kits::iaa::{IaaConfig, IaaTerminal, Scheme};
+use nand::Nand;
+use serde::Serialize;
+use storage::measure::Consistency;
+use storage::native::{NativeConfig, NativeStore};
+use storage::sched::{run_virtual, VirtualOptions};
+use storage::{BlockPageStore, Engine, EngineConfig, PageStore};
+
+use crate::device::DeviceSpec;
+use crate::measure::{consistency, per_txn, snapshot};
+use crate::results::{Plan, Trace};
+use crate::runner::run_virtual_marked;
+use crate::units::parse_duration_ns;
+
+/// The sweep, as `noftl iaa compare`'s flags give it.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Device free-space levels, as fractions (0.1 = 10%) of the store's logical capacity
+    /// holding no live data; each between 0.02 and 0.9.
+    pub free: Vec<f64>,
+    /// Schemes by name: conventional, iaa, u2di, iaa+u2di (duplicates run once).
+    pub schemes: Vec<String>,
+    /// The store: page (the page-mapped FTL behind the block interface) | dftl | native (NoFTL).
+    pub storage: String,
+    /// The device. Without an override of blocks_per_plane the sweep uses 256 blocks per plane
+    /// (64 MiB on noftl13), so that the default sweep runs in about two minutes ([`device`]).
+    pub device: DeviceSpec,
+    /// Over-provisioning of the FTL (and the native store) as a spare factor (0.07 = 7%).
+    pub op: f64,
+    /// Bytes per row as stored.
+    pub row_bytes: usize,
+    /// Relative probabilities of Insert, Delete and Update (three weights).
+    pub mix: Vec<u32>,
+    /// Share (fraction) of the table's pages' record space the rows fill (the rest are holes
+    /// that IAA and next fit reuse); between 0.05 and 0.98.
+    pub density: f64,
+    /// Terminals: concurrent streams of Insert/Delete/Update transactions (1 to 256).
+    pub terminals: u32,
+    /// Measured window in virtual time, as a duration text (e.g. "2s", "300ms";
+    /// `crate::units::parse_duration_ns`).
+    pub duration: String,
+    /// Warm-up writes, in multiples of the device's logical capacity (0 to 20).
+    pub warmup: f64,
+    /// Buffer pool frames (None: as `noftl bench`, 2% of the table's pages, at least 256).
+    pub buffer_pages: Option<usize>,
+    /// DB page size in bytes (4096; 16384 needs 16 KiB flash pages for IAA to name DB pages).
+    pub page_size: usize,
+    /// GC victims the engine has the flash commit to at first (it commits more, up to
+    /// `max_victims`, when every hinted page had its record).
+    pub victims: u32,
+    /// The most GC victims the engine has the flash commit to.
+    pub max_victims: u32,
+    /// Seed of the table's rows and of the terminals' transaction inputs.
+    pub seed: u64,
+    /// Runs in parallel (threads).
+    pub jobs: usize,
+    /// Verify the table, its index and the engine's structures after each run.
+    pub check: bool,
+}
+
+impl Default for Spec {
+    /// The defaults of `noftl iaa compare`'s flags.
+    fn default() -> Self {
+        Spec {
+            free: vec![0.1, 0.2, 0.3, 0.4, 0.5],
+            schemes: ["conventional", "iaa", "u2di", "iaa+u2di"]
+                .map(String::from)
+                .to_vec(),
+            storage: "page".into(),
+            device: DeviceSpec::default(),
+            op: 0.07,
+            row_bytes: 256,
+            mix: vec![1, 1, 1],
+            density: 0.85,
+            terminals: 4,
+            duration: "2s".into(),
+            warmup: 1.0,
+            buffer_pages: None,
+            page_size: 4096,
+            victims: ftl::iaa::DEFAULT_COMMITTED_VICTIMS,
+            max_victims: storage::iaa::MAX_COMMITTED_VICTIMS,
+            seed: 1,
+            jobs: 2,
+            check: false,
+        }
+    }
+}
+
+/// One run's figures (the JSON row).
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub free_space: f64,
+    pub scheme: &'static str,
+    pub storage: String,
+    pub queries: u64,
+    pub virtual_seconds: f64,
+    pub throughput_qps: f64,
+    pub energy_joules_per_query: f64,
+    pub gc_copies_per_host_write: f64,
+    pub erases_per_host_gib: f64,
+    /// Block erases (W/E cycles consumed) per 1,000 queries.
+    pub erases_per_kquery: f64,
+    pub host_writes_per_query: f64,
+    pub flash_programs_per_query: f64,
+    /// Programs of padding (MLC/TLC: the rest of a word line a durability point closes).
+    pub flash_pad_programs_per_query: f64,
+    /// GC page copies (4 KiB units) per query.
+    pub gc_copies_per_query: f64,
+    pub log_forces_per_query: f64,
+    pub relative: Relative,
+    pub rows: u64,
+    pub buffer_frames: usize,
+    pub iaa: storage::iaa::IaaStats,
+    pub consistency: Consistency,
+    pub check: &'static str,
+    pub check_problems: Vec<String>,
+    /// With a result directory: the measured window's marks and queries.
+    #[serde(skip)]
+    pub trace: Option<Trace>,
+}
+
+/// Ratios to the conventional scheme at the same free space (1 for conventional itself).
+#[derive(Debug, Clone, Copy, Serialize, Default)]
+pub struct Relative {
+    pub throughput: Option<f64>,
+    pub energy: Option<f64>,
+    pub erases: Option<f64>,
+}
+
+/// The sweep's result (the JSON `noftl iaa compare` writes).
+#[derive(Debug, Serialize)]
+pub struct Sweep {
+    pub workload: &'static str,
+    pub storage: String,
+    pub preset: String,
+    pub set: Vec<String>,
+    pub row_bytes: usize,
+    pub mix: Vec<u32>,
+    pub terminals: u32,
+    pub duration: String,
+    pub warmup: f64,
+    pub seed: u64,
+    pub rows: Vec<Row>,
+}
+
+impl Sweep {
+    /// Whether a run's check (`Spec::check`) failed.
+    pub fn check_failed(&self) -> bool {
+        self.rows.iter().any(|r| r.check == "failed")
+    }
+}
+
+/// The device of a run: the spec's, 256 blocks per plane unless overridden.
+pub fn device(spec: &Spec) -> DeviceSpec {
+    let mut d = spec.device.clone();
+    if !d.set.iter().any(|s| s.contains("blocks_per_plane")) {
+        d.set.push("geometry.blocks_per_plane=256".into());
+    }
+    d
+}
+
+/// The spec's schemes, parsed, duplicates dropped, in the order given.
+pub fn schemes(spec: &Spec) -> anyhow::Result<Vec<Scheme>> {
+    let mut out = Vec::new();
+    for s in &spec.schemes {
+        let x: Scheme = s.parse()?;
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    if out.is_empty() {
+        bail!("--schemes names no scheme");
+    }
+    Ok(out)
+}
+
+/// Every input checked against its range before any work (the messages name the CLI's flags).
+pub fn check(spec: &Spec) -> anyhow::Result<()> {
+    if !["page", "dftl", "native"].contains(&spec.storage.as_str()) {
+        bail!(
+            "--storage is page, dftl or native, not '{}' (IAA needs an FTL that answers the GC information queries, or NoFTL)",
+            spec.storage
+        );
+    }
+    if spec.mix.len() != 3 {
+        bail!("--mix takes three weights: Insert, Delete, Update (e.g. 1,1,1)");
+    }
+    if spec.terminals == 0 || spec.terminals > 256 {
+        bail!("--terminals is 1..256");
+    }
+    if !(1..=storage::iaa::MAX_COMMITTED_VICTIMS).contains(&spec.max_victims)
+        || !(1..=spec.max_victims).contains(&spec.victims)
+    {
+        bail!(
+            "--victims and --max-victims: 1 <= victims <= max-victims <= {}",
+            storage::iaa::MAX_COMMITTED_VICTIMS
+        );
+    }
+    if spec.jobs == 0 {
+        bail!("--jobs is at least 1");
+    }
+    if !(0.05..=0.98).contains(&spec.density) {
+        bail!("--density is between 5% and 98%");
+    }
+    if !(0.0..=20.0).contains(&spec.warmup) {
+        bail!("--warmup is between 0 and 20 device capacities");
+    }
+    if spec
+        .buffer_pages
+        .is_some_and(|b| !(16..=1 << 22).contains(&b))
+    {
+        bail!("--buffer-pages is between 16 and 4,194,304");
+    }
+    for &f in &spec.free {
+        if !(0.02..=0.9).contains(&f) {
+            bail!(
+                "--free levels are between 2% and 90%, not {:.0}%",
+                f * 100.0
+            );
+        }
+    }
+    parse_duration_ns(&spec.duration)?;
+    Ok(())
+}
+
+/// The sweep's runs in order, (free space, scheme), each free-space level with every scheme;
+/// the spec checked first ([`check`], [`schemes`]).
+pub fn runs(spec: &Spec) -> anyhow::Result<Vec<(f64, Scheme)>> {
+    check(spec)?;
+    let schemes = schemes(spec)?;
+    Ok(spec
+        .free
+        .iter()
+        .flat_map(|&f| schemes.iter().map(move |&s| (f, s)))
+        .collect())
+}
+
+/// Refuses a bad device before any thread starts.
+pub fn check_device(spec: &Spec) -> anyhow::Result<()> {
+    device(spec).load().context("the sweep's device")?;
+    Ok(())
+}
+
+/// The whole sweep: every run of [`runs`] over `spec.jobs` threads, the ratios to
+/// conventional filled in and, with `plan`, its result directory written. `on_run_done` is
+/// called (from the worker threads) after each run, for a progress bar.
+pub fn run(
+    spec: &Spec,
+    plan: Option<&Plan>,
+    on_run_done: &(dyn Fn() + Sync),
+) -> anyhow::Result<Sweep> {
+    let runs = runs(spec)?;
+    check_device(spec)?;
+    let sample_ns = plan.map(|p| p.window_ns);
+    let mut rows = run_all(spec, &runs, sample_ns, on_run_done)?;
+    relate(&mut rows);
+    let traces: Vec<Option<Trace>> = rows.iter_mut().map(|r| r.trace.take()).collect();
+    let out = Sweep {
+        workload: "iaa",
+        storage: spec.storage.clone(),
+        preset: spec.device.preset.clone(),
+        set: device(spec).set,
+        row_bytes: spec.row_bytes,
+        mix: spec.mix.clone(),
+        terminals: spec.terminals,
+        duration: spec.duration.clone(),
+        warmup: spec.warmup,
+        seed: spec.seed,
+        rows,
+    };
+    if let Some(p) = plan {
+        write_results(p, spec, &out, &traces)?;
+    }
+    Ok(out)
+}
+
+/// The runs on `spec.jobs` worker threads, each taking the next run not yet taken; the rows in
+/// the order of `runs`, or the first run's error in that order.
+fn run_all(
+    spec: &Spec,
+    runs: &[(f64, Scheme)],
+    sample_ns: Option<u64>,
+    on_run_done: &(dyn Fn() + Sync),
+) -> anyhow::Result<Vec<Row>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<(usize, anyhow::Result<Row>)>> =
+        std::sync::Mutex::new(Vec::new());
+    // The dashboard's live points (if it runs this sweep): one series per run, from the
+    // worker threads.
+    let live = crate::results::live_hook();
+    std::thread::scope(|s| {
+        for _ in 0..spec.jobs.min(runs.len()) {
+            s.spawn(|| loop {
+                crate::results::set_live(live.clone());
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(&(f, sc)) = runs.get(i) else {
+                    break;
+                };
+                crate::results::set_live_series(&series_name(f, sc));
+                let r = run_one(spec, f, sc, sample_ns);
+                on_run_done();
+                results.lock().expect("no worker panics").push((i, r));
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("no worker panics");
+    results.sort_by_key(|(i, _)| *i);
+    let mut rows = Vec::new();
+    for (i, r) in results {
+        let (f, s) = runs[i];
+        rows.push(
+            r.with_context(|| format!("run at {:.0}% free, scheme {}", f * 100.0, s.name()))?,
+        );
+    }
+    Ok(rows)
+}
+
+/// A fresh store of `spec.storage` on the device, and its logical capacity in bytes.
+fn build_store(spec: &Spec) -> anyhow::Result<(Box<dyn PageStore>, u64)> {
+    let cfg = device(spec).load()?;
+    let seed = cfg.seed;
+    let nand = Nand::new(cfg)?;
+    // A log of 1/32 of the device (at least 512 blocks, 2 MiB: a load batch of 2,000 rows fits): enough for the checkpoints to keep up
+    // with single-row transactions, small enough that the table is what fills the device.
+    let lpns = nand.geometry().capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64;
+    let log_blocks = (lpns / 32).max(512);
+    let store: Box<dyn PageStore> = if spec.storage == "native" {
+        Box::new(NativeStore::format(
+            nand,
+            NativeConfig {
+                page_bytes: spec.page_size,
+                log_blocks: Some(log_blocks),
+                spare_factor: spec.op,
+                seed,
+                ..NativeConfig::default()
+            },
+        )?)
+    } else {
+        let opts = FtlOptions {
+            spare_factor: spec.op,
+            seed,
+            ..FtlOptions::default()
+        };
+        let dev = ftl::build(&spec.storage, nand, &opts)?;
+        Box::new(BlockPageStore::new(dev, spec.page_size, Some(log_blocks))?)
+    };
+    let capacity_bytes = store.db_pages() * store.page_bytes() as u64
+        + (store.log_blocks() + 2) * storage::pagestore::LOG_BLOCK_BYTES as u64;
+    Ok((store, capacity_bytes))
+}
+
+/// Rows that leave `free` of `capacity_bytes` unused: the table's pages (rows at `density` of a
+/// page's record space), its index (about 1/12 of the heap: 8-byte keys and 6-byte record ids
+/// per 256-byte row plus B-tree slack, counted from the index's own pages on a test load), the
+/// log and the master record.
+pub fn rows_for(spec: &Spec, capacity_bytes: u64, free: f64, log_bytes: u64) -> u64 {
+    let page = spec.page_size as f64;
+    let per_row = (spec.row_bytes + 4) as f64;
+    let rows_per_page = ((page - 64.0) / per_row).floor().max(1.0) * spec.density;
+    let index_per_row = 40.0; // key 8 + rid 6 + slot 4 + prefix and fill slack
+    let usable = (capacity_bytes as f64 * (1.0 - free) - log_bytes as f64).max(page * 64.0);
+    let per_row_bytes = page / rows_per_page + index_per_row;
+    (usable / per_row_bytes).floor().max(64.0) as u64
+}
+
+/// A run's loaded database: the engine, the table's config and its terminals.
+struct Loaded {
+    engine: Engine,
+    cfg: IaaConfig,
+    capacity_bytes: u64,
+    frames: usize,
+    terms: Vec<IaaTerminal>,
+}
+
+/// A fresh store with the table loaded at the size that leaves `free` unused, checkpointed,
+/// and the terminals on it.
+fn load(spec: &Spec, free: f64, scheme: Scheme) -> anyhow::Result<Loaded> {
+    let (store, capacity_bytes) = build_store(spec)?;
+    let log_bytes = (store.log_blocks() + 2) * storage::pagestore::LOG_BLOCK_BYTES as u64;
+    let cfg = IaaConfig {
+        rows: rows_for(spec, capacity_bytes, free, log_bytes),
+        row_bytes: spec.row_bytes,
+        weights: [spec.mix[0], spec.mix[1], spec.mix[2]],
+        slack: 0.02,
+        density: spec.density,
+        scheme,
+    };
+    let rows_per_page = (spec.page_size - 64) / (spec.row_bytes + 4);
+    let table_pages = cfg.rows / rows_per_page.max(1) as u64;
+    let frames = spec
+        .buffer_pages
+        .unwrap_or(((table_pages as f64 * 0.02) as usize).max(256));
+    let mut e = Engine::create(
+        store,
+        EngineConfig {
+            buffer_frames: frames,
+            ..EngineConfig::default()
+        },
+    )?;
+    e.set_iaa_victims(spec.victims, spec.max_victims);
+    let h = kits::iaa::load(&mut e, &cfg, |_| {})?;
+    e.checkpoint()?;
+    let terms: Vec<IaaTerminal> = (0..spec.terminals)
+        .map(|i| IaaTerminal::new(i, spec.terminals, h, cfg, spec.seed, None))
+        .collect();
+    Ok(Loaded {
+        engine: e,
+        cfg,
+        capacity_bytes,
+        frames,
+        terms,
+    })
+}
+
+/// Warm-up: until the host wrote `spec.warmup` device capacities, so that GC is steady.
+fn warm_up(spec: &Spec, l: &mut Loaded) -> anyhow::Result<()> {
+    let page_writes = |e: &Engine| {
+        e.store()
+            .device_report()
+            .map_or(0, |r| r.host.writes * ftl::LOGICAL_PAGE_BYTES as u64)
+    };
+    let want_bytes = (spec.warmup * l.capacity_bytes as f64) as u64;
+    let w0 = page_writes(&l.engine);
+    let chunk = 2_000u64;
+    while page_writes(&l.engine) - w0 < want_bytes {
+        for t in l.terms.iter_mut() {
+            t.reset_counters(Some(chunk / u64::from(spec.terminals) + 1));
+        }
+        let start = l.engine.now();
+        run_virtual(
+            &mut l.engine,
+            &mut l.terms,
+            start,
+            VirtualOptions::default(),
+        )?;
+    }
+    Ok(())
+}
+
+/// One run of the sweep; with `sample_ns`, its measured window's marks every `sample_ns` and
+/// its queries (`Row::trace`).
+pub fn run_one(
+    spec: &Spec,
+    free: f64,
+    scheme: Scheme,
+    sample_ns: Option<u64>,
+) -> anyhow::Result<Row> {
+    let mut l = load(spec, free, scheme)?;
+    warm_up(spec, &mut l)?;
+    // The measured window.
+    let until = parse_duration_ns(&spec.duration)?;
+    for t in l.terms.iter_mut() {
+        t.reset_counters(None);
+        // Only the measured window's queries are recorded (with a result directory).
+        t.events = sample_ns.map(|_| Vec::new());
+    }
+    let e = &mut l.engine;
+    let stats0 = e.iaa_stats();
+    let before = snapshot(e);
+    let start = e.now();
+    let (st, marks) = run_virtual_marked(
+        e,
+        &mut l.terms,
+        start,
+        VirtualOptions {
+            until_ns: Some(start + until),
+            ..VirtualOptions::default()
+        },
+        sample_ns,
+    )?;
+    let trace = sample_ns.map(|_| {
+        Trace::of_terminals(
+            vec![format!("{}", r3(free * 100.0)), scheme.name().to_string()],
+            marks,
+            l.terms.iter_mut().map(|t| t.events.take()),
+        )
+    });
+    let after = snapshot(e);
+    let elapsed_ns = st.elapsed_ns();
+    let secs = elapsed_ns as f64 / 1e9;
+    let committed: u64 = l.terms.iter().map(|t| t.committed).sum();
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    for t in &l.terms {
+        hist.add(&t.latency_ns)?;
+    }
+    let c = consistency(&before, &after, elapsed_ns, spec.terminals, true, &hist);
+    let p = per_txn(&before, &after, committed, secs);
+    let stats1 = e.iaa_stats();
+    let (check, problems) = if spec.check {
+        check_table(&mut l)?
+    } else {
+        ("skipped", vec![])
+    };
+    let host_gib_per_query =
+        p.host_page_writes * ftl::LOGICAL_PAGE_BYTES as f64 / f64::from(1u32 << 30);
+    Ok(Row {
+        free_space: free,
+        scheme: scheme.name(),
+        storage: spec.storage.clone(),
+        queries: committed,
+        virtual_seconds: secs,
+        throughput_qps: if secs > 0.0 {
+            committed as f64 / secs
+        } else {
+            0.0
+        },
+        energy_joules_per_query: p.energy_joules,
+        gc_copies_per_host_write: if p.host_page_writes > 0.0 {
+            p.gc_migrations / p.host_page_writes
+        } else {
+            0.0
+        },
+        erases_per_host_gib: if host_gib_per_query > 0.0 {
+            p.flash_erases / host_gib_per_query
+        } else {
+            0.0
+        },
+        erases_per_kquery: p.flash_erases * 1000.0,
+        host_writes_per_query: p.host_page_writes,
+        flash_programs_per_query: p.flash_programs,
+        flash_pad_programs_per_query: p.flash_pad_programs,
+        gc_copies_per_query: p.gc_migrations,
+        log_forces_per_query: p.log_forces,
+        relative: Relative::default(),
+        rows: l.cfg.rows,
+        buffer_frames: l.frames,
+        iaa: diff(stats0, stats1),
+        consistency: c,
+        check,
+        check_problems: problems,
+        trace,
+    })
+}
+
+/// The table, its index and the engine's structures checked against the rows the terminals
+/// say they hold: "passed" or "failed" and the problems.
+fn check_table(l: &mut Loaded) -> anyhow::Result<(&'static str, Vec<String>)> {
+    l.engine.quiesce()?;
+    let expected: Vec<(i64, i64)> = l.terms.iter().flat_map(|t| t.rows().to_vec()).collect();
+    let rep = kits::iaa::check(&mut l.engine, &l.cfg, &expected)?;
+    Ok((if rep.passed() { "passed" } else { "failed" }, rep.problems))
+}
+
+/// `x` rounded to 3 decimals (a free-space level in percent as a label).
+fn r3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+fn diff(a: storage::iaa::IaaStats, b: storage::iaa::IaaStats) -> storage::iaa::IaaStats {
+    storage::iaa::IaaStats {
+        hinted_inserts: b.hinted_inserts - a.hinted_inserts,
+        unhinted_inserts: b.unhinted_inserts - a.unhinted_inserts,
+        reused_inserts: b.reused_inserts - a.reused_inserts,
+        moved_updates: b.moved_updates - a.moved_updates,
+        in_place_updates: b.in_place_updates - a.in_place_updates,
+        hint_refreshes: b.hint_refreshes - a.hint_refreshes,
+        hinted_writebacks: b.hinted_writebacks - a.hinted_writebacks,
+        ghosts_removed: b.ghosts_removed - a.ghosts_removed,
+        victim_pages_left_heap: b.victim_pages_left_heap - a.victim_pages_left_heap,
+        victim_pages_left_other: b.victim_pages_left_other - a.victim_pages_left_other,
+    }
+}
+
+/// Fills in the ratios to conventional at each free-space level.
+pub fn relate(rows: &mut [Row]) {
+    let base: Vec<(f64, Row)> = rows
+        .iter()
+        .filter(|r| r.scheme == Scheme::Conventional.name())
+        .map(|r| (r.free_space, r.clone()))
+        .collect();
+    let ratio = |x: f64, y: f64| (y > 0.0).then(|| (x / y * 1000.0).round() / 1000.0);
+    for r in rows.iter_mut() {
+        if let Some((_, b)) = base.iter().find(|(f, _)| *f == r.free_space) {
+            r.relative = Relative {
+                throughput: ratio(r.throughput_qps, b.throughput_qps),
+                energy: ratio(r.energy_joules_per_query, b.energy_joules_per_query),
+                erases: ratio(r.erases_per_kquery, b.erases_per_kquery),
+            };
+        }
+    }
+}
+
+/// The dashboard's name of a run's series: its free space and scheme.
+fn series_name(free: f64, scheme: Scheme) -> String {
+    format!("{}% {}", r3(free * 100.0), scheme.name())
+}
+
+/// The result directory of the sweep (docs/results.md): summary.json (the JSON result with
+/// BenchBase's names per row; the table's rows are each row's `scalefactor`, as the sweep's
+/// table size follows its free space), samples.csv and raw.csv with a row per window or query
+/// of every run (`free_percent`, `scheme`).
+fn write_results(
+    plan: &Plan,
+    spec: &Spec,
+    out: &Sweep,
+    traces: &[Option<Trace>],
+) -> anyhow::Result<()> {
+    use crate::results as r;
+    let mut v = serde_json::to_value(out)?;
+    for (i, t) in traces.iter().enumerate() {
+        let Some(t) = t else { continue };
+        let secs = t.end_ns().saturating_sub(t.start_ns()) as f64 / 1e9;
+        if let Some(obj) = v["rows"].get_mut(i).and_then(|x| x.as_object_mut()) {
+            obj.extend(r::benchbase(&t.events, secs));
+            let rows = obj["rows"].clone();
+            obj.insert("scalefactor".into(), rows);
+        }
+    }
+    let mut keys = r::common_keys("iaa", 0.0, spec.terminals, plan);
+    keys.remove("scalefactor");
+    r::write_summary(&plan.dir, &v, keys)?;
+    let all: Vec<Trace> = traces.iter().flatten().cloned().collect();
+    r::write_txn_series(
+        plan,
+        &all,
+        &["free_percent", "scheme"],
+        &kits::iaa::QUERY_TYPES,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CI-sized sweep point on both stores: every run checks (table, index, engine), its
+    /// window is consistent, and IAA+U2DI leaves GC fewer copies per host write than the
+    /// conventional scheme (the mechanism works; its size is in docs/PERFORMANCE.md).
+    #[test]
+    fn a_small_sweep_point_runs_checks_and_iaa_cuts_gc_copies() {
+        for storage in ["page", "native"] {
+            let a = Spec {
+                storage: storage.into(),
+                device: DeviceSpec {
+                    set: vec!["geometry.blocks_per_plane=192".into()],
+                    ..DeviceSpec::default()
+                },
+                duration: "300ms".into(),
+                warmup: 1.0,
+                terminals: 2,
+                check: true,
+                ..Spec::default()
+            };
+            check(&a).unwrap();
+            let mut rows = vec![
+                run_one(&a, 0.3, Scheme::Conventional, None).unwrap(),
+                run_one(&a, 0.3, Scheme::IaaU2di, None).unwrap(),
+            ];
+            relate(&mut rows);
+            for r in &rows {
+                assert_eq!(
+                    r.check, "passed",
+                    "{storage} {}: {:?}",
+                    r.scheme, r.check_problems
+                );
+                assert!(
+                    r.consistency.is_ok(),
+                    "{storage} {}: {:?}",
+                    r.scheme,
+                    r.consistency
+                );
+                assert!(
+                    r.queries > 100,
+                    "{storage} {}: {} queries",
+                    r.scheme,
+                    r.queries
+                );
+            }
+            assert!(rows[1].iaa.hinted_inserts > 0 && rows[1].iaa.moved_updates > 0);
+            assert!(
+                rows[1].gc_copies_per_host_write < rows[0].gc_copies_per_host_write,
+                "{storage}: copies per host write {} with IAA+U2DI, {} conventional",
+                rows[1].gc_copies_per_host_write,
+                rows[0].gc_copies_per_host_write
+            );
+        }
+    }
+
+    #[test]
+    fn bad_specs_are_refused_with_errors() {
+        let bad = |f: fn(&mut Spec)| {
+            let mut s = Spec::default();
+            f(&mut s);
+            runs(&s).is_err()
+        };
+        assert!(bad(|s| s.storage = "fast".into()));
+        assert!(bad(|s| s.mix = vec![1, 1]));
+        assert!(bad(|s| s.free = vec![0.95]));
+        assert!(bad(|s| s.schemes = vec!["lru".into()]));
+        assert!(!bad(|_| {}));
+    }
+}

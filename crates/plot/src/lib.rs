@@ -31,13 +31,12 @@
 //! a time series, a `raw.csv` a CDF, a `samples.csv` a time series, any other directory or
 //! `.csv` a sweep (WAF). The command that made a figure is written into it (an SVG comment, a PNG
 //! `tEXt` chunk "Comment"), so a figure found alone says how to remake it.
-
 //!
 //! Invariants: a figure is a function of its input files and the command written into it, so
 //! the same files give the same bytes (the page is `style::SIZE`, 960 x 540 pixels, fonts are
-//! embedded); an input of the wrong kind is refused with an error naming the verb that writes
-//! the right one, never drawn as a figure of missing values; a JSON kind (`table-i`, `iaa`)
-//! draws exactly one file. The crate reads files and returns bytes: where they are written is
+//! embedded); an input of the wrong kind is refused with an error saying what was expected
+//! (for a JSON result, the verb that writes the right one), never drawn as a figure of missing
+//! values; a JSON kind (`table-i`, `iaa`) draws exactly one file. The crate reads files and returns bytes: where they are written is
 //! the caller's (the CLI writes them atomically).
 //!
 //! Modules bottom-up: `style` (page size, palette, bars, markers, legend strip) and `input`
@@ -102,9 +101,7 @@ pub fn kind(name: &str, first_input: &Path) -> anyhow::Result<&'static str> {
         "auto" => Ok(auto_kind(first_input)),
         k => match KINDS.iter().find(|&&known| known == k) {
             Some(known) => Ok(known),
-            None => {
-                bail!("unknown plot kind '{k}' (auto, figure3, waf, cdf, timeseries, table-i, iaa)")
-            }
+            None => Err(unknown_kind(k)),
         },
     }
 }
@@ -124,10 +121,12 @@ pub fn draw(
         "table-i" => encode(&one_json(inputs, table_i_of)?, format, command),
         "iaa" => encode(&one_json(inputs, iaa_of)?, format, command),
         "timeseries" => encode(&*timeseries::load_timeseries(inputs)?, format, command),
-        other => {
-            bail!("unknown plot kind '{other}' (auto, figure3, waf, cdf, timeseries, table-i, iaa)")
-        }
+        other => Err(unknown_kind(other)),
     }
+}
+
+fn unknown_kind(k: &str) -> anyhow::Error {
+    anyhow::anyhow!("unknown plot kind '{k}' (auto, figure3, waf, cdf, timeseries, table-i, iaa)")
 }
 
 /// `fig` as a file of `format` with `command` written into it.

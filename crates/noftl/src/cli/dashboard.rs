@@ -629,8 +629,9 @@ fn drive(app: Shared, id: usize, cmd: Job, dir: PathBuf, speed: f64) {
     }
 }
 
-/// A comparison's figure, drawn by `noftl plot`'s code from its summary.json: IPA Table I for
-/// an `ipa compare`, IAA Fig. 11 for an `iaa compare`, NoFTL Fig. 3 for a `compare`.
+/// A comparison's figure, drawn by the `plot` crate (as `noftl plot` draws it) from its
+/// summary.json: IPA Table I for an `ipa compare`, IAA Fig. 11 for an `iaa compare`, NoFTL
+/// Fig. 3 for a `compare`.
 async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
     let summary = app.runs.lock().ok().and_then(|r| {
         r.iter()
@@ -641,11 +642,11 @@ async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Respo
         return (StatusCode::NOT_FOUND, format!("no finished run {id}")).into_response();
     };
     let svg = if summary["rows"][0].get("ipa_appends").is_some() {
-        super::plot::table_i_of(&summary).and_then(|t| super::plot::table_i(&t))
+        ::plot::table_i_of(&summary).and_then(|t| ::plot::table_i(&t))
     } else if summary["rows"][0].get("free_space").is_some() {
-        super::plot::iaa_of(&summary).and_then(|d| super::plot::iaa(&d))
+        ::plot::iaa_of(&summary).and_then(|d| ::plot::iaa(&d))
     } else {
-        super::plot::bars_of(&summary).and_then(|b| super::plot::figure3(&b))
+        ::plot::bars_of(&summary).and_then(|b| ::plot::figure3(&b))
     };
     match svg {
         Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),

@@ -7,3 +7,6 @@
 //! returning the result the CLI writes as JSON (the same bytes as before the move:
 //! `crates/noftl/tests/golden.rs`). Human output (stdout) is the CLI's; notes and progress on
 //! stderr may come from here.
+
+pub mod fs_mount;
+pub mod fs_waf;

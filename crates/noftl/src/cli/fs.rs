@@ -29,8 +29,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::cli::common::DeviceArgs;
-use crate::cli::fs_mount::{fadvise_dontneed, make_file, mount_on, Mounted};
 use crate::cli::fs_waf::FsWafArgs;
+use lab::experiments::fs_mount::{fadvise_dontneed, make_file, mount_on, Mounted};
 
 #[derive(Debug, Subcommand)]
 pub enum FsCommand {
@@ -97,7 +97,8 @@ pub fn run(c: FsCommand) -> anyhow::Result<()> {
 
 fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
     let target = if fs == "alfs" { "amf" } else { &a.ext4_target };
-    mount_on(fs, target, &a.device, &a.clock)
+    let noftl = std::env::current_exe().context("own executable")?;
+    mount_on(&noftl, fs, target, &a.device.spec(), &a.clock)
 }
 
 fn flash_of(stats: &Value) -> Value {

@@ -10,3 +10,4 @@
 
 pub mod fs_mount;
 pub mod fs_waf;
+pub mod fs_bench;

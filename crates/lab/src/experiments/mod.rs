@@ -11,6 +11,9 @@
 pub mod bench;
 pub mod compare;
 pub mod crashtest;
+pub mod fs_bench;
+pub mod fs_mount;
+pub mod fs_waf;
 pub mod iaa;
 pub mod io;
 pub mod ipa;

@@ -1,35 +1,17 @@
-//! `noftl fs bench`: one driver for every file system on the emulated device, running real
-//! programs in the mount (DFS in the spirit of its paper's measurements, "DFS Table 3" and the
-//! IOPS-vs-threads figures).
-//!
-//! Each measurement point gets a fresh mount on a fresh device, so that the device statistics
-//! it reports are its own (setup included: mkfs for ext4, fio's layout of its files):
-//! - `dfs`: `noftl mount --fs dfs` (FUSE);
-//! - `ext4`: the page FTL (or `--ext4-target`) exported by `noftl serve`, shown as a file by `nbdfuse`, formatted by
-//!   `mkfs.ext4` and mounted by `fuse2fs` (as the NBD tests do): the same device, the same
-//!   timing, a conventional file system over a block FTL.
-//!
-//! Workloads: fio (`psync`, O_DIRECT) random 4 KiB reads and writes at 1..32 threads; and four
-//! applications run by this driver on files in the mount: `sort` (quicksort of 64-bit keys in a
-//! memory-mapped file, then msync), `zipf` (a hash index probed with Zipf-distributed 4 KiB
-//! reads), `vmupdate` (sequential rewrite of a large image file, then fsync) and `scan`
-//! (sequential read of a large file after dropping it from the page cache).
-//! CPU per I/O is the CPU time of the whole stack (fio's, and the file-system, FTL and FUSE
-//! processes') over the I/Os done.
+//! `noftl fs bench` and `noftl fs waf`: the flags, their conversion to the experiments'
+//! specs, and the reports. The experiments are `lab::experiments::fs_bench` (one driver for
+//! every file system on the emulated device, DFS against ext4 in the spirit of its paper's
+//! measurements) and `lab::experiments::fs_waf` (AMF's write-amplification table).
 
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use rand::{Rng, SeedableRng};
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use lab::experiments::fs_bench::{BenchResult, Spec};
 
 use crate::cli::common::DeviceArgs;
-use crate::cli::fs_mount::{fadvise_dontneed, make_file, mount_on, Mounted};
 use crate::cli::fs_waf::FsWafArgs;
 
 #[derive(Debug, Subcommand)]
@@ -88,6 +70,28 @@ pub struct FsBenchArgs {
     pub results: Option<PathBuf>,
 }
 
+impl FsBenchArgs {
+    /// The experiment these flags name, served by this program; its result directory is
+    /// planned by the caller, after the spec's checks.
+    pub fn spec(&self) -> anyhow::Result<Spec> {
+        Ok(Spec {
+            noftl: std::env::current_exe().context("own executable")?,
+            fs: self.fs.clone(),
+            device: self.device.spec(),
+            threads: self.threads.clone(),
+            rw: self.rw.clone(),
+            runtime_s: self.runtime_s,
+            fio_mib: self.fio_mib,
+            apps: self.apps.clone(),
+            app_mib: self.app_mib,
+            clock: self.clock.clone(),
+            ext4_target: self.ext4_target.clone(),
+            seed: self.seed,
+            results: None,
+        })
+    }
+}
+
 pub fn run(c: FsCommand) -> anyhow::Result<()> {
     match c {
         FsCommand::Bench(a) => bench(a),
@@ -95,334 +99,58 @@ pub fn run(c: FsCommand) -> anyhow::Result<()> {
     }
 }
 
-fn mount(fs: &str, a: &FsBenchArgs) -> anyhow::Result<Mounted> {
-    let target = if fs == "alfs" { "amf" } else { &a.ext4_target };
-    mount_on(fs, target, &a.device, &a.clock)
-}
-
-fn flash_of(stats: &Value) -> Value {
-    let r = if stats.get("flash").is_some() {
-        &stats["flash"]
-    } else {
-        &stats["nand"]
-    };
-    json!({
-        "programs": r["flash"]["programs"],
-        "reads": r["flash"]["reads"],
-        "erases": r["flash"]["erases"],
-        "bytes_programmed": r["bytes_programmed"],
-        "die_utilization": r["die_utilization"],
-    })
-}
-
-/// One fio point: IOPS, CPU microseconds per I/O, I/Os, and fio's JSON document.
-fn fio(
-    m: &Mounted,
-    a: &FsBenchArgs,
-    rw: &str,
-    threads: u32,
-) -> anyhow::Result<(f64, f64, u64, Value)> {
-    let size_mib = (a.fio_mib / threads).max(1);
-    let cpu0 = m.cpu_s();
-    let out = Command::new("fio")
-        .args([
-            "--name=job",
-            "--ioengine=psync",
-            "--direct=1",
-            "--bs=4k",
-            "--group_reporting",
-            "--time_based",
-            "--output-format=json",
-            // BenchBase's latency percentiles (result directories), besides fio's defaults'
-            // median, 90th, 95th and 99th.
-            "--percentile_list=25:50:75:90:95:99",
-        ])
-        .arg(format!("--directory={}", m.root.display()))
-        .arg(format!("--rw={rw}"))
-        .arg(format!("--numjobs={threads}"))
-        .arg(format!("--size={size_mib}M"))
-        .arg(format!("--runtime={}", a.runtime_s))
-        .arg(format!("--randseed={}", a.seed))
-        .output()
-        .context("fio")?;
-    let cpu1 = m.cpu_s();
-    if !out.status.success() {
-        bail!(
-            "fio {rw} x{threads}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let start = text.find('{').unwrap_or(0);
-    let v: Value = serde_json::from_str(&text[start..]).context("fio's JSON")?;
-    let job = &v["jobs"][0];
-    let side = if rw.contains("read") { "read" } else { "write" };
-    let iops = job[side]["iops"].as_f64().unwrap_or(0.0);
-    let ios = job[side]["total_ios"].as_u64().unwrap_or(0);
-    let runtime_s = job[side]["runtime"].as_f64().unwrap_or(0.0) / 1e3;
-    let fio_cpu = (job["usr_cpu"].as_f64().unwrap_or(0.0) + job["sys_cpu"].as_f64().unwrap_or(0.0))
-        / 100.0
-        * runtime_s
-        * f64::from(threads);
-    // fio's layout of its files ran before the timed phase: its CPU is in the fs processes'
-    // delta too. Counted: all of it (an upper bound for the timed phase).
-    let cpu_us = if ios > 0 {
-        (cpu1 - cpu0 + fio_cpu) * 1e6 / ios as f64
-    } else {
-        0.0
-    };
-    Ok((iops, cpu_us, ios, v))
-}
-
-/// Runs application `app` in the mount; returns (seconds, I/O-ish operations).
-fn app(m: &Mounted, a: &FsBenchArgs, app: &str) -> anyhow::Result<(f64, u64)> {
-    let path = m.root.join(format!("{app}.dat"));
-    make_file(&path, a.app_mib, a.seed)?;
-    let bytes = u64::from(a.app_mib) << 20;
-    let t0 = Instant::now();
-    let ops = match app {
-        "sort" => {
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)?;
-            // SAFETY: the file is ours alone for the run; nothing truncates it while mapped.
-            let mut map = unsafe { memmap2::MmapMut::map_mut(&f)? };
-            let (_, keys, _) = unsafe { map.align_to_mut::<u64>() };
-            keys.sort_unstable();
-            map.flush()?;
-            bytes / 4096
-        }
-        "zipf" => {
-            let f = std::fs::File::open(&path)?;
-            let n = (bytes / 4096) as usize;
-            // Zipf (theta 0.99) over the records, by inverse CDF.
-            let mut cdf = Vec::with_capacity(n);
-            let mut s = 0.0;
-            for i in 1..=n {
-                s += 1.0 / (i as f64).powf(0.99);
-                cdf.push(s);
-            }
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(a.seed ^ 0x21BF);
-            let mut buf = vec![0u8; 4096];
-            let lookups = 4 * n as u64;
-            for _ in 0..lookups {
-                let u: f64 = rng.random::<f64>() * s;
-                let k = cdf.partition_point(|&c| c < u).min(n - 1);
-                // A hash index: record k lives in bucket hash(k).
-                let bucket = (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) % n as u64;
-                f.read_exact_at(&mut buf, bucket * 4096)?;
-            }
-            lookups
-        }
-        "vmupdate" => {
-            let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(a.seed ^ 0x77);
-            let mut buf = vec![0u8; 1 << 20];
-            f.seek(SeekFrom::Start(0))?;
-            for _ in 0..a.app_mib {
-                rng.fill(&mut buf[..]);
-                f.write_all(&buf)?;
-            }
-            f.sync_all()?;
-            bytes / 4096
-        }
-        "scan" => {
-            let mut f = std::fs::File::open(&path)?;
-            fadvise_dontneed(&f);
-            let mut buf = vec![0u8; 1 << 20];
-            let mut sum = 0u64;
-            loop {
-                let k = f.read(&mut buf)?;
-                if k == 0 {
-                    break;
-                }
-                sum = sum.wrapping_add(buf[..k].iter().map(|&b| u64::from(b)).sum::<u64>());
-            }
-            std::hint::black_box(sum);
-            bytes / 4096
-        }
-        other => bail!("unknown application '{other}' (sort, zipf, vmupdate, scan)"),
-    };
-    Ok((t0.elapsed().as_secs_f64(), ops))
-}
-
 fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
-    for t in &a.threads {
-        lab::limits::in_range("--threads", u64::from(*t), 1, 64, "fio jobs")?;
-    }
-    lab::limits::in_range("--runtime-s", u64::from(a.runtime_s), 1, 3600, "seconds")?;
-    lab::limits::in_range("--app-mib", u64::from(a.app_mib), 1, 4096, "MiB")?;
-    lab::limits::in_range("--fio-mib", u64::from(a.fio_mib), 1, 4096, "MiB")?;
+    let mut spec = a.spec()?;
+    spec.check()?;
     if let Some(p) = &a.json {
         lab::output::check_writable(p)?;
     }
     // The result directory, checked before any mount: the shared writer's plan (no windows,
     // no raw rows here).
-    let plan = crate::cli::common::ResultsArgs {
+    spec.results = crate::cli::common::ResultsArgs {
         results: a.results.clone(),
         sample_window: "1s".into(),
         raw: false,
     }
     .plan()?;
-    let mut rows: Vec<Value> = Vec::new();
-    // With --results: per fio point, its row's index and fio's JSON.
-    let mut fio_docs: Vec<(usize, Value)> = Vec::new();
-    for fs in &a.fs {
-        for rw in &a.rw {
-            if rw != "randread" && rw != "randwrite" {
-                bail!("--rw {rw}: randread or randwrite");
-            }
-            for &t in &a.threads {
-                let m = mount(fs, &a)?;
-                let r = fio(&m, &a, rw, t);
-                let cpu = m.cpu_s();
-                let stats = m.finish()?;
-                let (iops, cpu_us, ios, doc) = r?;
-                eprintln!("{fs} {rw} x{t}: {iops:.0} IOPS, {cpu_us:.1} us CPU per I/O");
-                if plan.is_some() {
-                    fio_docs.push((rows.len(), doc));
-                }
-                rows.push(json!({
-                    "fs": fs, "workload": format!("fio-{rw}-4k"), "threads": t,
-                    "iops": iops, "ios": ios, "cpu_us_per_io": cpu_us, "fs_cpu_s": cpu,
-                    "flash": flash_of(&stats),
-                }));
-            }
-        }
-        for ap in a.apps.iter().filter(|s| !s.is_empty()) {
-            let m = mount(fs, &a)?;
-            let cpu0 = m.cpu_s();
-            let r = app(&m, &a, ap);
-            let cpu = m.cpu_s() - cpu0;
-            let stats = m.finish()?;
-            let (secs, ops) = r?;
-            eprintln!("{fs} {ap}: {secs:.2} s");
-            rows.push(json!({
-                "fs": fs, "workload": ap, "threads": 1, "seconds": secs,
-                "cpu_us_per_io": cpu * 1e6 / ops.max(1) as f64,
-                "flash": flash_of(&stats),
-            }));
-        }
-    }
-    print_table(&rows);
-    let doc = json!({ "results": rows, "ratios": ratios(&rows) });
-    if let Some(p) = &plan {
-        write_results(p, &doc, &fio_docs)?;
-    }
-    super::common::emit_json(a.json.as_deref(), &doc)?;
+    let res = lab::experiments::fs_bench::run(&spec)?;
+    print_table(&res);
+    // Through a JSON value, whose objects keep their keys sorted: the bytes of the JSON this
+    // verb has always written.
+    super::common::emit_json(a.json.as_deref(), &serde_json::to_value(&res)?)?;
     Ok(())
 }
 
-/// The result directory of `fs bench` (docs/results.md): `fio-FS-RW-4k-THREADS.json` (fio's
-/// output of each fio point, as fio wrote it) and summary.json: the JSON result, its
-/// `results` array as `rows` (in every summary.json `results` describes the directory), each
-/// fio point's row with BenchBase's names (from fio's figures), `terminals` (its threads) and
-/// `fio_json` (its file).
-fn write_results(
-    plan: &lab::results::Plan,
-    doc: &Value,
-    fio_docs: &[(usize, Value)],
-) -> anyhow::Result<()> {
-    use lab::results as r;
-    let mut doc = doc.clone();
-    if let Some(obj) = doc.as_object_mut() {
-        let rows = obj.remove("results").unwrap_or_default();
-        obj.insert("rows".into(), rows);
-    }
-    let mut files = vec![json!("summary.json")];
-    for (i, fio) in fio_docs {
-        let row = &mut doc["rows"][*i];
-        let (fs, workload) = (
-            row["fs"].as_str().unwrap_or("?").to_string(),
-            row["workload"].as_str().unwrap_or("?").to_string(),
-        );
-        let side = if workload.contains("read") {
-            "read"
-        } else {
-            "write"
-        };
-        let name = format!(
-            "fio-{fs}-{}-{}.json",
-            workload.trim_start_matches("fio-"),
-            row["threads"]
-        );
-        r::write(
-            &plan.dir,
-            &name,
-            &format!("{}\n", serde_json::to_string_pretty(fio)?),
-        )?;
-        if let Some(obj) = row.as_object_mut() {
-            if let Some(bb) = r::benchbase_of_fio(&fio["jobs"][0][side]) {
-                obj.extend(bb);
-            }
-            obj.insert("terminals".into(), obj["threads"].clone());
-            obj.insert("fio_json".into(), json!(name));
-        }
-        files.push(json!(name));
-    }
-    let mut keys = r::common_keys("fs", 0.0, 0, plan);
-    // A file-system comparison has no scale factor, and each point its own thread count.
-    keys.remove("scalefactor");
-    keys.remove("terminals");
-    keys.insert(
-        "results".into(),
-        json!({ "format": "noftl-results-1", "files": files }),
-    );
-    r::write_summary(&plan.dir, &doc, keys)
-}
-
-/// DFS / ext4 per workload and thread count: IOPS ratio, or time ratio ext4 / DFS (speedup).
-fn ratios(rows: &[Value]) -> Vec<Value> {
-    let mut out = Vec::new();
-    for d in rows.iter().filter(|r| r["fs"] == "dfs") {
-        if let Some(e) = rows.iter().find(|r| {
-            r["fs"] == "ext4" && r["workload"] == d["workload"] && r["threads"] == d["threads"]
-        }) {
-            let ratio = match (d["iops"].as_f64(), e["iops"].as_f64()) {
-                (Some(x), Some(y)) if y > 0.0 => x / y,
-                _ => match (d["seconds"].as_f64(), e["seconds"].as_f64()) {
-                    (Some(x), Some(y)) if x > 0.0 => y / x,
-                    _ => f64::NAN,
-                },
-            };
-            out.push(
-                json!({"workload": d["workload"], "threads": d["threads"], "dfs_over_ext4": ratio}),
-            );
-        }
-    }
-    out
-}
-
-fn print_table(rows: &[Value]) {
+/// The report. Thread counts and flash counters print as JSON values (no column padding), as
+/// this report always has.
+fn print_table(res: &BenchResult) {
     println!(
         "{:<6} {:<20} {:>7} {:>10} {:>8} {:>10} {:>9} {:>9} {:>7}",
         "fs", "workload", "threads", "IOPS", "seconds", "CPU us/IO", "reads", "programs", "erases"
     );
-    for r in rows {
-        let f = |k: &str| r[k].as_f64().map_or("-".to_string(), |x| format!("{x:.1}"));
+    for r in &res.results {
+        let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.1}"));
         println!(
             "{:<6} {:<20} {:>7} {:>10} {:>8} {:>10} {:>9} {:>9} {:>7}",
-            r["fs"].as_str().unwrap_or(""),
-            r["workload"].as_str().unwrap_or(""),
-            r["threads"],
-            f("iops"),
-            f("seconds"),
-            f("cpu_us_per_io"),
-            r["flash"]["reads"],
-            r["flash"]["programs"],
-            r["flash"]["erases"],
+            r.fs,
+            r.workload,
+            Value::from(r.threads),
+            f(r.iops),
+            f(r.seconds),
+            f(Some(r.cpu_us_per_io)),
+            r.flash["reads"],
+            r.flash["programs"],
+            r.flash["erases"],
         );
     }
-    let rs = ratios(rows);
-    if !rs.is_empty() {
+    if !res.ratios.is_empty() {
         println!("\nDFS / ext4 (IOPS ratio; applications: ext4 time / DFS time)");
-        for r in rs {
+        for r in &res.ratios {
             println!(
                 "{:<20} {:>7} {:>8.2}",
-                r["workload"].as_str().unwrap_or(""),
-                r["threads"],
-                r["dfs_over_ext4"].as_f64().unwrap_or(f64::NAN)
+                r.workload,
+                Value::from(r.threads),
+                r.dfs_over_ext4
             );
         }
     }

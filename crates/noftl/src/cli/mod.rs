@@ -8,7 +8,6 @@ pub mod crashtest;
 pub mod dashboard;
 pub mod device;
 pub mod fs;
-pub mod fs_mount;
 pub mod fs_waf;
 pub mod ftl;
 pub mod iaa;

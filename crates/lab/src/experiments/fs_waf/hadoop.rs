@@ -18,7 +18,7 @@ use std::path::Path;
 use anyhow::{ensure, Context};
 use rand::{Rng, SeedableRng};
 
-use crate::cli::fs_mount::make_file;
+use crate::experiments::fs_mount::make_file;
 
 pub(super) const RECORD_BYTES: usize = 100;
 const KEY_BYTES: usize = 10;

@@ -1,7 +1,8 @@
-//! A file system mounted for the `fs` verbs (`fs bench`, `fs waf`): a fresh emulated device
-//! served by this program in child processes (`noftl serve`/`noftl mount`), the mount, and
-//! its teardown with the device's statistics; and the data files the benchmarks write.
-//! Below the verbs, which import it.
+//! A file system mounted for the file-system experiments (`fs_bench`, `fs_waf`): a fresh
+//! emulated device served by the noftl program in child processes (`noftl serve`/`noftl
+//! mount`: the caller names the program, the CLI itself), the mount, and its teardown with the
+//! device's statistics; and the data files the benchmarks write. Below the experiments, which
+//! import it.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::io::AsRawFd;
@@ -13,9 +14,9 @@ use anyhow::{bail, Context};
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
-use crate::cli::common::DeviceArgs;
+use crate::device::DeviceSpec;
 
-pub(crate) fn is_mounted(dir: &Path) -> bool {
+fn is_mounted(dir: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let d = dir.display().to_string();
     mounts
@@ -23,11 +24,7 @@ pub(crate) fn is_mounted(dir: &Path) -> bool {
         .any(|l| l.split(' ').nth(1) == Some(d.as_str()))
 }
 
-pub(crate) fn wait_for(
-    what: &str,
-    secs: u64,
-    mut ready: impl FnMut() -> bool,
-) -> anyhow::Result<()> {
+fn wait_for(what: &str, secs: u64, mut ready: impl FnMut() -> bool) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !ready() {
         if Instant::now() > deadline {
@@ -39,7 +36,7 @@ pub(crate) fn wait_for(
 }
 
 /// CPU time (user + system) of a process so far, in seconds.
-pub(crate) fn cpu_s(pid: u32) -> f64 {
+fn cpu_s(pid: u32) -> f64 {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
@@ -53,7 +50,7 @@ pub(crate) fn cpu_s(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / hz
 }
 
-pub(crate) fn stop(child: &mut Child, secs: u64) {
+fn stop(child: &mut Child, secs: u64) {
     // SAFETY: kill(2) on our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
@@ -69,7 +66,7 @@ pub(crate) fn stop(child: &mut Child, secs: u64) {
     let _ = child.wait();
 }
 
-pub(crate) fn unmount(dir: &Path) {
+fn unmount(dir: &Path) {
     for _ in 0..100 {
         if !is_mounted(dir) {
             return;
@@ -84,20 +81,23 @@ pub(crate) fn unmount(dir: &Path) {
 }
 
 /// A mounted file system on a fresh emulated device, and the processes that serve it.
-pub(crate) struct Mounted {
-    pub(crate) root: PathBuf,
+#[derive(Debug)]
+pub struct Mounted {
+    /// The mount point.
+    pub root: PathBuf,
     children: Vec<(Child, Option<PathBuf>)>,
     stats: PathBuf,
     _work: tempfile::TempDir,
 }
 
 impl Mounted {
-    pub(crate) fn cpu_s(&self) -> f64 {
+    /// CPU time (user + system) of the serving processes so far, in seconds.
+    pub fn cpu_s(&self) -> f64 {
         self.children.iter().map(|(c, _)| cpu_s(c.id())).sum()
     }
 
     /// Unmounts and returns the device statistics.
-    pub(crate) fn finish(mut self) -> anyhow::Result<Value> {
+    pub fn finish(mut self) -> anyhow::Result<Value> {
         // Innermost first: the file system, then (ext4) the NBD file, then the server.
         for (child, mnt) in self.children.iter_mut().rev() {
             match mnt {
@@ -121,7 +121,8 @@ impl Mounted {
     }
 }
 
-pub(crate) fn device_args(d: &DeviceArgs) -> Vec<String> {
+/// The device flags of `noftl serve`/`noftl mount` naming `d`.
+fn device_args(d: &DeviceSpec) -> Vec<String> {
     let mut v = Vec::new();
     match &d.config {
         Some(c) => v.extend(["--config".into(), c.display().to_string()]),
@@ -134,15 +135,17 @@ pub(crate) fn device_args(d: &DeviceArgs) -> Vec<String> {
 }
 
 /// A fresh mount of `fs` (dfs, ext4, f2fs, alfs) on `target` (ext4, f2fs and alfs: the block
-/// FTL under it; ignored for dfs).
-pub(crate) fn mount_on(
+/// FTL under it; ignored for dfs), served by `noftl` (the program whose `serve` and `mount`
+/// verbs run the device) on `device` with `clock` (its `--clock`).
+pub fn mount_on(
+    noftl: &Path,
     fs: &str,
     target: &str,
-    device: &DeviceArgs,
+    device: &DeviceSpec,
     clock: &str,
 ) -> anyhow::Result<Mounted> {
     let work = tempfile::tempdir().context("work directory")?;
-    let exe = std::env::current_exe().context("own executable")?;
+    let exe = noftl;
     let root = work.path().join("mnt");
     std::fs::create_dir(&root)?;
     let stats = work.path().join("stats.json");
@@ -158,7 +161,7 @@ pub(crate) fn mount_on(
     let children = &mut m.children;
     match fs {
         "dfs" | "f2fs" | "alfs" => {
-            let mut cmd = Command::new(&exe);
+            let mut cmd = Command::new(exe);
             cmd.args(["mount", "--fs", fs]).arg(&root).args(&dev);
             if fs != "dfs" {
                 cmd.args(["--target", target]);
@@ -176,7 +179,7 @@ pub(crate) fn mount_on(
         }
         "ext4" => {
             let sock = work_path.join("nbd.sock");
-            let mut serve = Command::new(&exe)
+            let mut serve = Command::new(exe)
                 .args(["serve", "--target", target, "--socket"])
                 .arg(&sock)
                 .args(&dev)
@@ -253,15 +256,16 @@ impl Drop for Mounted {
     }
 }
 
-/// The flash counters of a stats file (`mount`'s "flash" or `serve`'s "nand").
-pub(crate) fn fadvise_dontneed(f: &std::fs::File) {
+/// Drops a file's pages from the page cache, so that the next read goes to the file system.
+pub fn fadvise_dontneed(f: &std::fs::File) {
     // SAFETY: a valid descriptor; the advice only drops cached pages.
     unsafe {
         libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
     }
 }
 
-pub(crate) fn make_file(path: &Path, mib: u32, seed: u64) -> anyhow::Result<()> {
+/// Writes a file of `mib` MiB of seeded random data, fsynced and dropped from the page cache.
+pub fn make_file(path: &Path, mib: u32, seed: u64) -> anyhow::Result<()> {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut f = std::fs::File::create(path)?;
     let mut buf = vec![0u8; 1 << 20];

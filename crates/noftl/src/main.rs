@@ -2,7 +2,6 @@
 
 mod cli;
 mod fsmount;
-mod nbd;
 mod targets;
 
 use clap::Parser;

@@ -1,7 +1,6 @@
 //! `noftl`: the command line of the NAND emulator, the FTLs, the engine and the benchmarks.
 
 mod cli;
-mod fsmount;
 mod targets;
 
 use clap::Parser;

@@ -1,8 +1,6 @@
 //! `noftl`: the command line of the NAND emulator, the FTLs, the engine and the benchmarks.
 
 mod cli;
-mod fsmount;
-mod nbd;
 mod targets;
 
 use clap::Parser;

@@ -7,10 +7,10 @@ use anyhow::{bail, Context};
 use clap::Args;
 use dfs::fs::{Dfs, FormatParams, MountReport};
 use dfs::vsl::VslConfig;
+use fsmount::dfs_fs::DfsPosix;
 use nand::Nand;
 
 use crate::cli::common::DeviceArgs;
-use crate::fsmount::dfs_fs::DfsPosix;
 
 /// The file systems `mount` knows.
 pub const FILE_SYSTEMS: &[&str] = &["dfs", "f2fs", "alfs"];
@@ -152,7 +152,7 @@ pub fn run_mount(a: MountArgs) -> anyhow::Result<()> {
     }
     let posix = DfsPosix::new(fs, a.clock == "real");
     let mp = a.mountpoint.display().to_string();
-    let posix = crate::fsmount::serve(posix, &a.mountpoint, "dfs", || {
+    let posix = fsmount::serve(posix, &a.mountpoint, "dfs", || {
         eprintln!("noftl mount: dfs mounted on {mp}; SIGINT or SIGTERM unmounts");
     })?;
     let mut fs = posix.fs;
@@ -274,7 +274,7 @@ fn open_lfs(
     target: &str,
 ) -> anyhow::Result<(lfs::Lfs, Option<lfs::MountReport>)> {
     let opts = ftl::FtlOptions::default();
-    let now = crate::fsmount::now_ns();
+    let now = fsmount::now_ns();
     let format = |nand: Nand| -> anyhow::Result<lfs::Lfs> {
         let (dev, seg) = lfs::device(mode, target, nand, &opts, true)?;
         let p = lfs::Params {
@@ -349,10 +349,10 @@ fn run_mount_lfs(a: MountArgs) -> anyhow::Result<()> {
             r.checkpoint_version, r.rolled_forward_nodes, r.orphans_freed
         );
     }
-    let posix = crate::fsmount::lfs_fs::LfsPosix::new(fs, a.clock == "real");
+    let posix = fsmount::lfs_fs::LfsPosix::new(fs, a.clock == "real");
     let mp = a.mountpoint.display().to_string();
     let name = a.fs.clone();
-    let posix = crate::fsmount::serve(posix, &a.mountpoint, &name, || {
+    let posix = fsmount::serve(posix, &a.mountpoint, &name, || {
         eprintln!("noftl mount: {name} on {target} mounted on {mp}; SIGINT or SIGTERM unmounts");
     })?;
     let mut fs = posix.fs;

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::Args;
 use nand::ClockMode;
+use nbd::{Endpoint, ServerConfig};
 
-use crate::nbd::{self, Endpoint, ServerConfig};
 use crate::targets::{self, TargetArgs};
 
 #[derive(Debug, Args)]

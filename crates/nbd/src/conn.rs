@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use nand::Nanos;
 
-use super::export::Export;
-use super::handshake::{negotiate, Handshake, Negotiated};
-use super::proto::*;
+use crate::export::Export;
+use crate::handshake::{negotiate, Handshake, Negotiated};
+use crate::proto::*;
 
 /// Requests that may wait for the writer at once, per connection.
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -355,7 +355,7 @@ fn next_request(
             // Due on arrival, which keeps it behind the requests before it (invariant 3).
             let due_ns = if export.waits() { arrived_ns } else { 0 };
             (
-                super::export::Scheduled {
+                crate::export::Scheduled {
                     errno,
                     model_ns: 0,
                     due_ns,

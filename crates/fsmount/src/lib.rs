@@ -1,11 +1,16 @@
-//! Mounting the project's file systems with FUSE (the `fuser` crate, no libfuse: the kernel
-//! protocol directly, `fusermount3` for the mount itself).
+//! `fsmount`: mounting the project's file systems with FUSE (the `fuser` crate, no libfuse: the
+//! kernel protocol directly, `fusermount3` for the mount itself). `noftl mount` is its command
+//! line.
 //!
 //! One adapter for every file system: a file system implements [`PosixFs`] (inode numbers,
 //! byte names, errno errors) and [`serve`] mounts it, runs until SIGINT/SIGTERM or an external
 //! `fusermount3 -u`, unmounts, and hands the file system back for a clean shutdown. DFS is the
 //! first user (`dfs_fs.rs`); the log-structured file system (`lfs_fs.rs`, f2fs and alfs modes)
 //! the second.
+//!
+//! Layers, bottom up (each module imports only modules listed before it):
+//! - the crate root: [`PosixFs`] and its types, the FUSE adapter, [`serve`];
+//! - [`dfs_fs`] ([`dfs_fs::DfsPosix`]), [`lfs_fs`] ([`lfs_fs::LfsPosix`]): one file system each.
 
 pub mod dfs_fs;
 pub mod lfs_fs;

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::conn;
-use super::export::Export;
+use crate::conn;
+use crate::export::Export;
 
 /// Where to listen.
 #[derive(Clone, Debug)]
@@ -361,9 +361,9 @@ fn serve_socket<S: Socket>(export: &Export, s: S, id: u64, session: &dyn conn::S
     );
 }
 
-fn log_end(export: &Export, id: u64, end: Result<conn::Ended, super::proto::ProtoError>) {
+fn log_end(export: &Export, id: u64, end: Result<conn::Ended, crate::proto::ProtoError>) {
     match end {
-        Err(super::proto::ProtoError::Io(e))
+        Err(crate::proto::ProtoError::Io(e))
             if matches!(
                 e.kind(),
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut

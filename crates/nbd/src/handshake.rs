@@ -18,8 +18,8 @@
 
 use std::io::{Read, Write};
 
-use super::export::Export;
-use super::proto::*;
+use crate::export::Export;
+use crate::proto::*;
 
 /// What the client negotiated for the transmission phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use hdrhistogram::Histogram;
 use nand::{ClockMode, Nanos, RealClock};
 use serde_json::json;
 
-use super::proto::{self, Command};
+use crate::proto::{self, Command};
 
 /// A device shared by the connections of one server.
 #[derive(Debug)]

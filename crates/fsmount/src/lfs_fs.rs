@@ -1,55 +1,36 @@
-//! DFS as a [`PosixFs`]: errno mapping, wall-clock timestamps, and the device clock.
-//!
-//! Device time: DFS runs on the emulator's virtual clock. With `--clock real` every request
-//! also takes its modelled device time on the wall clock (the caller sleeps until the wall
-//! clock has caught up with the device's), so fio and applications see the emulated latency;
-//! with `--clock none` requests run as fast as the host allows. Under the real clock a request
-//! is submitted at the wall clock's now and answered at its modelled completion by the
-//! adapter's reply thread, so requests of several threads overlap on the device's dies.
+//! The log-structured file system (`lfs`, modes f2fs and alfs) as a [`PosixFs`]. Device time
+//! as for DFS (`dfs_fs.rs`): with `--clock real` a request is submitted at the wall clock's now
+//! and answered at its modelled completion.
 
 use std::time::{Duration, Instant};
 
-use dfs::fs::{Dfs, FsError, Inode, S_IFLNK};
+use lfs::{Inode, Lfs, LfsError, SetAttr};
 
-use super::{attr_from, kind_of, now_ns, Attr, AttrChange, Errno, Kind, PosixFs, Totals};
+use crate::{attr_from, kind_of, now_ns, Attr, AttrChange, Errno, PosixFs, Totals};
 
 #[derive(Debug)]
-pub struct DfsPosix {
-    pub fs: Dfs,
+pub struct LfsPosix {
+    pub fs: Lfs,
     real_clock: bool,
     epoch: Instant,
     virt_start: u64,
 }
 
-fn errno(e: FsError) -> Errno {
-    if matches!(e, FsError::Vsl(_) | FsError::Corrupt(_)) {
-        eprintln!("noftl mount: dfs: {e}");
+fn errno(e: LfsError) -> Errno {
+    if matches!(e, LfsError::Device(_) | LfsError::Corrupt(_)) {
+        eprintln!("noftl mount: lfs: {e}");
     }
     e.errno()
 }
 
-fn ino32(ino: u64) -> Result<u32, FsError> {
-    u32::try_from(ino).map_err(|_| FsError::NotFound)
+fn ino32(ino: u64) -> Result<u32, LfsError> {
+    u32::try_from(ino).map_err(|_| LfsError::NotFound)
 }
 
-fn attr(ino: u32, i: &Inode, mapped_blocks: u64) -> Attr {
-    let times = [i.atime_ns, i.mtime_ns, i.ctime_ns];
-    attr_from(
-        u64::from(ino),
-        i.mode,
-        i.nlink,
-        i.uid,
-        i.gid,
-        i.size,
-        times,
-        mapped_blocks,
-    )
-}
-
-impl DfsPosix {
-    pub fn new(fs: Dfs, real_clock: bool) -> Self {
+impl LfsPosix {
+    pub fn new(fs: Lfs, real_clock: bool) -> Self {
         let virt_start = fs.now_ns();
-        DfsPosix {
+        LfsPosix {
             fs,
             real_clock,
             epoch: Instant::now(),
@@ -58,12 +39,21 @@ impl DfsPosix {
     }
 
     fn attr_of(&self, ino: u32, i: &Inode) -> Attr {
-        attr(ino, i, self.fs.mapped_blocks_of(ino).unwrap_or(0))
+        let times = [i.atime_ns, i.mtime_ns, i.ctime_ns];
+        let mapped = self.fs.mapped_blocks_of(ino);
+        attr_from(
+            u64::from(ino),
+            i.mode,
+            i.nlink,
+            i.uid,
+            i.gid,
+            i.size,
+            times,
+            mapped,
+        )
     }
 
-    /// Runs one request: submitted at the wall clock's now (real clock) or at the device's
-    /// latest completion (none); the adapter replies at its completion (`completion`).
-    fn op<T>(&mut self, f: impl FnOnce(&mut Dfs) -> Result<T, FsError>) -> Result<T, Errno> {
+    fn op<T>(&mut self, f: impl FnOnce(&mut Lfs) -> Result<T, LfsError>) -> Result<T, Errno> {
         if self.real_clock {
             self.fs
                 .submit_at(self.virt_start + self.epoch.elapsed().as_nanos() as u64);
@@ -72,7 +62,7 @@ impl DfsPosix {
     }
 }
 
-impl PosixFs for DfsPosix {
+impl PosixFs for LfsPosix {
     fn lookup(&mut self, parent: u64, name: &[u8]) -> Result<Attr, Errno> {
         let (ino, i) = self.op(|fs| fs.lookup(ino32(parent)?, name))?;
         Ok(self.attr_of(ino, &i))
@@ -84,7 +74,15 @@ impl PosixFs for DfsPosix {
     }
     fn setattr(&mut self, ino: u64, c: AttrChange) -> Result<Attr, Errno> {
         let n = ino32(ino).map_err(errno)?;
-        let i = self.op(|fs| fs.setattr(n, c, now_ns()))?;
+        let change = SetAttr {
+            mode: c.mode,
+            uid: c.uid,
+            gid: c.gid,
+            size: c.size,
+            atime_ns: c.atime_ns,
+            mtime_ns: c.mtime_ns,
+        };
+        let i = self.op(|fs| fs.setattr(n, change, now_ns()))?;
         Ok(self.attr_of(n, &i))
     }
     fn make(
@@ -107,17 +105,9 @@ impl PosixFs for DfsPosix {
         uid: u32,
         gid: u32,
     ) -> Result<Attr, Errno> {
-        let (ino, i) = self.op(|fs| {
-            fs.create(
-                ino32(parent)?,
-                name,
-                S_IFLNK | 0o777,
-                uid,
-                gid,
-                now_ns(),
-                Some(target),
-            )
-        })?;
+        let mode = lfs::layout::S_IFLNK | 0o777;
+        let (ino, i) =
+            self.op(|fs| fs.create(ino32(parent)?, name, mode, uid, gid, now_ns(), Some(target)))?;
         Ok(self.attr_of(ino, &i))
     }
     fn readlink(&mut self, ino: u64) -> Result<Vec<u8>, Errno> {
@@ -138,7 +128,7 @@ impl PosixFs for DfsPosix {
         self.op(|fs| fs.rename(ino32(parent)?, name, ino32(np)?, nn, now_ns()))
     }
     fn open(&mut self, ino: u64) -> Result<(), Errno> {
-        self.fs.open_file(ino32(ino).map_err(errno)?).map_err(errno)
+        self.op(|fs| fs.open_file(ino32(ino)?))
     }
     fn release(&mut self, ino: u64) -> Result<(), Errno> {
         self.op(|fs| fs.release(ino32(ino)?))
@@ -153,12 +143,10 @@ impl PosixFs for DfsPosix {
         &mut self,
         ino: u64,
         pos: u64,
-        out: &mut Vec<(u64, u64, Kind, Vec<u8>)>,
+        out: &mut Vec<(u64, u64, crate::Kind, Vec<u8>)>,
     ) -> Result<(), Errno> {
         let mut ents = Vec::new();
-        self.fs
-            .readdir(ino32(ino).map_err(errno)?, pos, &mut ents)
-            .map_err(errno)?;
+        self.op(|fs| fs.readdir(ino32(ino)?, pos, &mut ents))?;
         out.clear();
         for (next, e) in ents {
             out.push((next, u64::from(e.ino), kind_of(e.mode), e.name));

@@ -86,6 +86,34 @@ pub trait WorkloadTerminal: Terminal + Send {
     fn take_events(&mut self) -> Option<Vec<TxnEvent>>;
 }
 
+/// The `WorkloadTerminal` of a kit's terminal: every kit keeps its latencies in `latency_ns`
+/// and its events in `events: Option<Vec<TxnEvent>>`; what differs is which transactions
+/// count (`counted`) and whether New-Orders are counted (`new_orders`, TPC-C).
+#[macro_export]
+macro_rules! kit_terminal {
+    ($t:ty, counted: |$c:ident| $counted:expr $(, new_orders: |$n:ident| $new_orders:expr)?) => {
+        impl $crate::workload::WorkloadTerminal for $t {
+            fn counted(&self) -> u64 {
+                let $c = self;
+                $counted
+            }
+            fn latency_ns(&self) -> &hdrhistogram::Histogram<u64> {
+                &self.latency_ns
+            }
+            $(fn new_orders(&self) -> u64 {
+                let $n = self;
+                $new_orders
+            })?
+            fn record_events(&mut self) {
+                self.events = Some(Vec::new());
+            }
+            fn take_events(&mut self) -> Option<Vec<storage::sched::TxnEvent>> {
+                self.events.take()
+            }
+        }
+    };
+}
+
 /// `Box` is fundamental, so a boxed workload terminal is a scheduler terminal: the scheduler
 /// stays generic and every workload runs through it the same way.
 impl Terminal for Box<dyn WorkloadTerminal> {

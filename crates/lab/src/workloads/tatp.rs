@@ -2,10 +2,8 @@
 //! seven transactions. Loaded row by row only.
 
 use anyhow::bail;
-use hdrhistogram::Histogram;
 use kits::tatp::{self, TatpConfig, TatpTerminal};
 use kits::LoadMethod;
-use storage::sched::TxnEvent;
 use storage::Engine;
 
 use crate::workload::{handles, Loaded, Registration, Workload, WorkloadTerminal};
@@ -67,20 +65,7 @@ impl Workload for Tatp {
     }
 }
 
-impl WorkloadTerminal for TatpTerminal {
-    fn counted(&self) -> u64 {
-        self.succeeded()
-    }
-    fn latency_ns(&self) -> &Histogram<u64> {
-        &self.latency_ns
-    }
-    fn record_events(&mut self) {
-        self.events = Some(Vec::new());
-    }
-    fn take_events(&mut self) -> Option<Vec<TxnEvent>> {
-        self.events.take()
-    }
-}
+crate::kit_terminal!(TatpTerminal, counted: |t| t.succeeded());
 
 /// The registry's entry.
 pub const REGISTRATION: Registration = Registration {

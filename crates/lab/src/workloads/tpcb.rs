@@ -1,9 +1,7 @@
 //! TPC-B as a [`Workload`]: branches, tellers, accounts, history; the one transaction.
 
-use hdrhistogram::Histogram;
 use kits::tpcb::{self, TpcbConfig, TpcbTerminal};
 use kits::LoadMethod;
-use storage::sched::TxnEvent;
 use storage::Engine;
 
 use crate::workload::{handles, Loaded, Registration, Workload, WorkloadTerminal};
@@ -57,20 +55,7 @@ impl Workload for Tpcb {
     }
 }
 
-impl WorkloadTerminal for TpcbTerminal {
-    fn counted(&self) -> u64 {
-        self.committed
-    }
-    fn latency_ns(&self) -> &Histogram<u64> {
-        &self.latency_ns
-    }
-    fn record_events(&mut self) {
-        self.events = Some(Vec::new());
-    }
-    fn take_events(&mut self) -> Option<Vec<TxnEvent>> {
-        self.events.take()
-    }
-}
+crate::kit_terminal!(TpcbTerminal, counted: |t| t.committed);
 
 /// The registry's entry.
 pub const REGISTRATION: Registration = Registration {

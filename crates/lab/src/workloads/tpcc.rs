@@ -4,10 +4,8 @@
 //! constants derive from the load's per clause 2.1.6.1, so the same run seed gives the same
 //! inputs on every store.
 
-use hdrhistogram::Histogram;
 use kits::tpcc::{self, HomeWarehouse, NurandConsts, TpccConfig, TpccTerminal};
 use kits::LoadMethod;
-use storage::sched::TxnEvent;
 use storage::Engine;
 
 use crate::workload::{handles, Loaded, Registration, Workload, WorkloadTerminal};
@@ -76,23 +74,11 @@ impl Workload for Tpcc {
     }
 }
 
-impl WorkloadTerminal for TpccTerminal {
-    fn counted(&self) -> u64 {
-        self.committed()
-    }
-    fn latency_ns(&self) -> &Histogram<u64> {
-        &self.latency_ns
-    }
-    fn new_orders(&self) -> u64 {
-        self.counts.committed[0] + self.counts.rolled_back
-    }
-    fn record_events(&mut self) {
-        self.events = Some(Vec::new());
-    }
-    fn take_events(&mut self) -> Option<Vec<TxnEvent>> {
-        self.events.take()
-    }
-}
+crate::kit_terminal!(
+    TpccTerminal,
+    counted: |t| t.committed(),
+    new_orders: |t| t.counts.committed[0] + t.counts.rolled_back
+);
 
 /// The registry's entry.
 pub const REGISTRATION: Registration = Registration {

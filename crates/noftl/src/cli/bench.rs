@@ -247,60 +247,74 @@ impl TpchArgs {
     }
 }
 
-/// Refuses a JSON path that cannot take the result, before any work.
-fn check_json(json: Option<&std::path::Path>) -> anyhow::Result<()> {
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Tpcb(a) => report(
+            a.json.as_deref(),
+            || experiment::run_tpcb(&a.spec()),
+            |r| &r.result,
+            print_tpcb,
+            |r| failed("TPC-B", r.result.check),
+        ),
+        BenchCommand::Tatp(a) => report(
+            a.json.as_deref(),
+            || experiment::run_tatp(&a.spec()),
+            |r| &r.result,
+            print_tatp,
+            |r| failed("TATP", r.result.check),
+        ),
+        BenchCommand::Tpcc(a) => report(
+            a.run.json.as_deref(),
+            || experiment::run_tpcc(&a.spec()),
+            |r| &r.result,
+            print_tpcc,
+            |r| failed("TPC-C", r.result.check),
+        ),
+        BenchCommand::Tpch(a) => report(
+            a.json.as_deref(),
+            || experiment::run_tpch(&a.spec()),
+            |r| &r.result,
+            print_tpch,
+            tpch_failed,
+        ),
+    }
+}
+
+/// One bench verb end to end: the JSON path refused before any work, the run, its JSON (or
+/// the human report), then the check's verdict.
+fn report<R, J: serde::Serialize>(
+    json: Option<&std::path::Path>,
+    run: impl FnOnce() -> anyhow::Result<R>,
+    result: impl Fn(&R) -> &J,
+    print: impl Fn(&R),
+    verdict: impl Fn(&R) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     if let Some(p) = json {
         lab::output::check_writable(p)?;
+    }
+    let r = run()?;
+    if emit_json(json, result(&r))? {
+        print(&r);
+    }
+    verdict(&r)
+}
+
+/// A workload's check that failed fails the command (after its report).
+fn failed(workload: &str, check: &str) -> anyhow::Result<()> {
+    if check == "failed" {
+        bail!("the {workload} check failed");
     }
     Ok(())
 }
 
-pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    match cmd {
-        BenchCommand::Tpcb(args) => {
-            check_json(args.json.as_deref())?;
-            let run = experiment::run_tpcb(&args.spec())?;
-            if emit_json(args.json.as_deref(), &run.result)? {
-                print_tpcb(&run);
-            }
-            if run.result.check == "failed" {
-                bail!("the TPC-B check failed");
-            }
-        }
-        BenchCommand::Tatp(args) => {
-            check_json(args.json.as_deref())?;
-            let run = experiment::run_tatp(&args.spec())?;
-            if emit_json(args.json.as_deref(), &run.result)? {
-                print_tatp(&run);
-            }
-            if run.result.check == "failed" {
-                bail!("the TATP check failed");
-            }
-        }
-        BenchCommand::Tpcc(args) => {
-            check_json(args.run.json.as_deref())?;
-            let run = experiment::run_tpcc(&args.spec())?;
-            if emit_json(args.run.json.as_deref(), &run.result)? {
-                print_tpcc(&run);
-            }
-            if run.result.check == "failed" {
-                bail!("the TPC-C check failed");
-            }
-        }
-        BenchCommand::Tpch(args) => {
-            check_json(args.json.as_deref())?;
-            let run = experiment::run_tpch(&args.spec())?;
-            if emit_json(args.json.as_deref(), &run.result)? {
-                print_tpch(&run);
-            }
-            if let Some(r) = run.result.queries.iter().find(|r| r.check == "failed") {
-                bail!(
-                    "the TPC-H answer check failed for Q{}: {}",
-                    r.query,
-                    r.check_problem.as_deref().unwrap_or("")
-                );
-            }
-        }
+/// TPC-H's answer check: the first query whose answer is wrong fails the command.
+fn tpch_failed(run: &TpchRun) -> anyhow::Result<()> {
+    if let Some(r) = run.result.queries.iter().find(|r| r.check == "failed") {
+        bail!(
+            "the TPC-H answer check failed for Q{}: {}",
+            r.query,
+            r.check_problem.as_deref().unwrap_or("")
+        );
     }
     Ok(())
 }

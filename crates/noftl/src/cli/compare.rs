@@ -18,10 +18,10 @@ use super::common::{emit_json, parse_percent, DeviceArgs, ResultsArgs};
 #[derive(Debug, Clone, Subcommand)]
 pub enum CompareExperiment {
     /// IPA Table I: baseline, global IPA and selective IPA side by side (as `noftl ipa compare`).
-    Ipa(super::ipa::IpaCompareArgs),
+    Ipa(Box<super::ipa::IpaCompareArgs>),
     /// IAA Figs. 11-12: the free-space sweep of conventional, IAA and IAA+U2DI (as `noftl iaa
     /// compare`).
-    Iaa(super::iaa::CompareArgs),
+    Iaa(Box<super::iaa::CompareArgs>),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -157,10 +157,10 @@ impl CompareArgs {
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     match args.experiment {
         Some(CompareExperiment::Ipa(a)) => {
-            return super::ipa::run(super::ipa::IpaCommand::Compare(a));
+            return super::ipa::run(super::ipa::IpaCommand::Compare(*a));
         }
         Some(CompareExperiment::Iaa(a)) => {
-            return super::iaa::run(super::iaa::IaaCommand::Compare(a));
+            return super::iaa::run(super::iaa::IaaCommand::Compare(*a));
         }
         None => {}
     }

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use anyhow::bail;
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcb::{self, Handles, TpcbConfig, TpcbTerminal};
 use serde::Serialize;
 use storage::measure::Consistency;
@@ -98,11 +97,7 @@ fn load_or_reuse(
         }
         _ => {
             let mut e = Engine::create(store, ecfg)?;
-            let bar = ProgressBar::new(cfg.rows());
-            bar.set_style(
-                ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
+            let bar = shared::load_bar(cfg.rows(), false);
             let h = tpcb::load_using(&mut e, cfg, tpcb::DDL, method, |n| bar.set_position(n))?;
             bar.finish_and_clear();
             e.checkpoint()?;

@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use anyhow::bail;
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
 use kits::tatp::{self, TatpConfig, TatpTerminal, TXN_TYPES};
 use serde::Serialize;
 use storage::measure::Consistency;
@@ -121,11 +120,7 @@ pub fn run(args: &Spec) -> anyhow::Result<TatpRun> {
         None => tatp::DDL.to_string(),
     };
     let wall = Instant::now();
-    let bar = ProgressBar::new(cfg.rows_estimate());
-    bar.set_style(
-        ProgressStyle::with_template("loading {wide_bar} {pos}/~{len} rows ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = super::shared::load_bar(cfg.rows_estimate(), true);
     let h = tatp::load(&mut e, cfg, &ddl, args.seed, |n| bar.set_position(n))?;
     bar.finish_and_clear();
     e.checkpoint()?;

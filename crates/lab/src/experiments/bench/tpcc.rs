@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpcc::{self, input::Kind, HomeWarehouse, NurandConsts, TpccConfig, TpccTerminal};
 use serde::Serialize;
 use storage::measure::Consistency;
@@ -159,11 +158,7 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
         &format!("TPC-C scale {}", args.scale),
     )?;
     let wall = Instant::now();
-    let bar = ProgressBar::new(cfg.rows_estimate());
-    bar.set_style(
-        ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = super::shared::load_bar(cfg.rows_estimate(), false);
     let method = args.load.unwrap_or_default();
     let loaded = tpcc::load_using(&mut e, cfg, tpcc::DDL, args.seed, method, |n| {
         bar.set_position(n)

@@ -18,7 +18,6 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
 use kits::tpch::answer::{self, QueryResult, Tolerance};
 use kits::tpch::query::{self, ExecOptions, Params, QueryCpu};
 use kits::tpch::{self, reference, LoadStats, TpchConfig};
@@ -183,11 +182,7 @@ pub fn run(a: &TpchSpec) -> anyhow::Result<TpchRun> {
     let read_ahead_pages = a.read_ahead.unwrap_or_else(|| e.default_read_ahead());
 
     let wall = Instant::now();
-    let bar = ProgressBar::new(cfg.rows());
-    bar.set_style(
-        ProgressStyle::with_template("loading {wide_bar} {pos}/{len} rows ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = super::shared::load_bar(cfg.rows(), false);
     let (h, load) = tpch::load(&mut e, cfg, |n| bar.set_position(n))?;
     bar.finish_and_clear();
     let load_s = wall.elapsed().as_secs_f64();

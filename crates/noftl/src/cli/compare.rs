@@ -167,10 +167,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.json {
         lab::output::check_writable(p)?;
     }
-    // Refused before anything runs, as every other input is.
-    if let Some(r) = &args.results.results {
-        lab::results::Plan::new(r, &args.results.sample_window, args.results.raw)?;
-    }
     experiment::run(&args.spec(), &mut |label, outcome| {
         let json = match label {
             Some(l) => args.json.as_deref().map(|p| with_label(p, l)),

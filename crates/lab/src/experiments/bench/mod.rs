@@ -18,7 +18,7 @@ use storage::{BlockPageStore, Engine, EngineConfig};
 use crate::measure::{
     buffer, consistency, latency_us, per_txn, slc_cache, snapshot, Buffer, LatencyUs, PerTxn,
 };
-use crate::runner::{run_terminals, write_results};
+use crate::runner::write_results;
 
 use crate::limits;
 
@@ -27,7 +27,7 @@ mod tatp;
 mod tpcc;
 mod tpch;
 
-use shared::{device, page_store, refuse_foreign_file, run_plan, sized_frames};
+use shared::{device, page_store, refuse_foreign_file, run_plan, run_recorded, sized_frames};
 pub use shared::{plan, Spec};
 pub use tatp::{run as run_tatp, TatpResult, TatpRun};
 pub use tpcc::{run as run_tpcc, TpccResult, TpccRun, TpccSpec};
@@ -151,23 +151,11 @@ pub fn run_tpcb(args: &Spec) -> anyhow::Result<TpcbRun> {
     let load_s = wall.elapsed().as_secs_f64();
 
     let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
-    let start_ns = e.now();
-    let mut terms: Vec<TpcbTerminal> = (0..args.terminals)
+    let terms: Vec<TpcbTerminal> = (0..args.terminals)
         .map(|i| TpcbTerminal::new(i, h, cfg, args.seed, args.txns))
         .collect();
-    if plan.is_some() {
-        terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
-    }
-    let cpu0 = Instant::now();
-    let (mut e, mut terms, virtual_ns, forces, marks) = run_terminals(
-        e,
-        terms,
-        start_ns,
-        until,
-        virtual_clock,
-        plan.as_ref().map(|p| p.window_ns),
-    )?;
-    let run_wall_s = cpu0.elapsed().as_secs_f64();
+    let ((mut e, mut terms, virtual_ns, forces, marks), run_wall_s) =
+        run_recorded(e, terms, until, virtual_clock, plan.as_ref())?;
     let committed: u64 = terms.iter().map(|t| t.committed).sum();
     let aborted: u64 = terms.iter().map(|t| t.aborted).sum();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;

@@ -318,3 +318,29 @@ pub fn load_bar(rows: u64, estimate: bool) -> indicatif::ProgressBar {
     );
     bar
 }
+
+/// Runs a bench's terminals from the engine's clock on (`runner::run_terminals`), each
+/// recording its transactions when a result directory is written; returns what the runner
+/// returns and the wall seconds the run took.
+pub fn run_recorded<T: crate::workload::WorkloadTerminal + 'static>(
+    e: Engine,
+    mut terms: Vec<T>,
+    until: Option<u64>,
+    virtual_clock: bool,
+    plan: Option<&crate::results::Plan>,
+) -> anyhow::Result<(crate::runner::Ran<T>, f64)> {
+    if plan.is_some() {
+        terms.iter_mut().for_each(|t| t.record_events());
+    }
+    let start_ns = e.now();
+    let cpu0 = std::time::Instant::now();
+    let ran = crate::runner::run_terminals(
+        e,
+        terms,
+        start_ns,
+        until,
+        virtual_clock,
+        plan.map(|p| p.window_ns),
+    )?;
+    Ok((ran, cpu0.elapsed().as_secs_f64()))
+}

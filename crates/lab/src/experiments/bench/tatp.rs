@@ -15,7 +15,6 @@ use storage::PageStore;
 
 use super::shared::{new_engine, plan, run_plan, Spec};
 use crate::measure::{latency_us, per_txn, snapshot, LatencyUs, PerTxn};
-use crate::runner::run_terminals;
 
 #[derive(Debug, Serialize)]
 pub struct TxnRow {
@@ -128,23 +127,11 @@ pub fn run(args: &Spec) -> anyhow::Result<TatpRun> {
 
     let before = snapshot(&e);
     let gc0 = gc_and_host_writes(e.store());
-    let start_ns = e.now();
-    let mut terms: Vec<TatpTerminal> = (0..args.terminals)
+    let terms: Vec<TatpTerminal> = (0..args.terminals)
         .map(|i| TatpTerminal::new(i, h, cfg, args.seed, args.txns))
         .collect();
-    if plan.is_some() {
-        terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
-    }
-    let cpu0 = Instant::now();
-    let (mut e, mut terms, virtual_ns, _, marks) = run_terminals(
-        e,
-        terms,
-        start_ns,
-        until,
-        virtual_clock,
-        plan.as_ref().map(|p| p.window_ns),
-    )?;
-    let run_wall_s = cpu0.elapsed().as_secs_f64();
+    let ((mut e, mut terms, virtual_ns, _, marks), run_wall_s) =
+        super::shared::run_recorded(e, terms, until, virtual_clock, plan.as_ref())?;
     let after = snapshot(&e);
     let gc1 = gc_and_host_writes(e.store());
     let succeeded: u64 = terms.iter().map(TatpTerminal::succeeded).sum();

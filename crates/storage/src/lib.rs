@@ -7,6 +7,7 @@
 //! - Page formats, byte code without I/O: [`page`] (the header: id, LSN, type, checksum),
 //!   [`slotted`] (slotted pages), [`ipa`] (In-Place Appends: the delta area, its appends, diffs
 //!   and reads), [`btree_node`] (B+-tree nodes: entries, search, redo ops, the node check).
+//! - [`cpu`]: host CPU in virtual time: the cost per kind of work and its counters.
 //! - [`tuple`], [`keyenc`]: typed rows with a schema; order-preserving index keys;
 //!   [`catalog`]: the persistent catalog's entries.
 //! - [`pagestore`]: the seam to storage. Reads and writes DB pages, appends and forces the log,
@@ -14,7 +15,9 @@
 //!   call takes a virtual submit time and returns its completion time. `BlockPageStore` places
 //!   everything on any `ftl::BlockDevice`; [`region`] (NoFTL regions) and [`native`]
 //!   (`NativeStore`, NoFTL) map DB pages, the log and the master record to flash pages
-//!   themselves, on a raw `nand::Nand`; [`measure`]: the measured window's self-check.
+//!   themselves, on a raw `nand::Nand`; [`splitlog`]: DB pages on one store, the log on
+//!   another (Shore-MT's log directory off the flash volume); [`measure`]: the measured
+//!   window's self-check.
 //! - [`ddl`]: the DDL parser (region options are checked by [`region`]).
 //! - [`log`]: log records, the circular log on the page store, the log reader.
 //! - [`buffer`]: frames, CLOCK eviction, pinning, the WAL rule, write-back, counters.
@@ -39,6 +42,7 @@ pub mod btree_node;
 pub mod buffer;
 pub mod bulk;
 pub mod catalog;
+pub mod cpu;
 pub mod crashdisk;
 pub mod ddl;
 pub mod engine;
@@ -59,6 +63,7 @@ pub mod scan;
 pub mod sched;
 pub mod shared;
 pub mod slotted;
+pub mod splitlog;
 pub mod tuple;
 
 pub use engine::{Engine, EngineConfig};

@@ -491,12 +491,7 @@ pub fn run_real<T: Terminal + Send + 'static>(
     mut eng: Engine,
     terms: Vec<T>,
 ) -> Result<(Engine, Vec<T>)> {
-    eng.set_cpu_model(crate::engine::CpuModel {
-        ns_per_call: 0,
-        ns_per_fix: 0,
-        ns_per_record: 0,
-        ns_per_lock: 0,
-    });
+    eng.set_cpu_model(crate::engine::CpuModel::NONE);
     // The wall clock starts where the engine's (and so the device's) virtual clock stands after
     // loading; otherwise the first requests would queue behind the load's device time.
     let offset_ns = eng.now();

@@ -23,6 +23,9 @@ impl PageAccess for Engine {
             .pool
             .fix(&mut *self.store, &mut self.log, at, pid, Fix::Read);
         let (fr, _, ready) = self.note(r)?;
+        // The read's host path runs now, on the scanning terminal; the read itself completes
+        // at `ready`.
+        self.settle_io_cpu();
         Ok((fr, ready))
     }
     fn now(&self) -> Nanos {

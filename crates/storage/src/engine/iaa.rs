@@ -320,6 +320,7 @@ impl Engine {
                 self.iaa.stats.hinted_writebacks += 1;
             }
         }
+        self.settle_io_cpu();
         Ok(())
     }
 }

@@ -69,28 +69,7 @@ mod rows;
 // Table scans: the catalog lookup before crate::scan's algorithm.
 mod scan;
 
-/// A deterministic CPU cost model (virtual nanoseconds), so that virtual time includes the
-/// engine's own work. The defaults are calibrated once so that one TPC-B transaction costs about
-/// what it measured with the real clock on MemDisk (release build, one terminal, 2% buffer):
-/// 13.2 us on the development machine (docs/storage.md, Measurements).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct CpuModel {
-    pub ns_per_call: u64,
-    pub ns_per_fix: u64,
-    pub ns_per_record: u64,
-    pub ns_per_lock: u64,
-}
-
-impl Default for CpuModel {
-    fn default() -> Self {
-        CpuModel {
-            ns_per_call: 600,
-            ns_per_fix: 120,
-            ns_per_record: 500,
-            ns_per_lock: 150,
-        }
-    }
-}
+pub use crate::cpu::{CpuCounts, CpuKind, CpuModel};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -231,6 +210,10 @@ pub struct Engine {
     cleaning: bool,
     /// Insert Address Assist and U2DI (iaa.rs).
     pub(crate) iaa: crate::iaa::IaaState,
+    /// Host work done and charged (crate::cpu).
+    cpu_counts: CpuCounts,
+    /// The pool's misses and write-backs already charged (`settle_io_cpu`).
+    cpu_io_seen: (u64, u64),
 }
 
 impl std::fmt::Debug for Engine {
@@ -363,6 +346,8 @@ impl Engine {
             cleaning: false,
             in_recovery: false,
             iaa: crate::iaa::IaaState::default(),
+            cpu_counts: CpuCounts::default(),
+            cpu_io_seen: (0, 0),
         })
     }
 
@@ -648,20 +633,45 @@ impl Engine {
         }
         r
     }
-    fn cpu(&mut self, ns: u64) {
-        self.now += ns;
+    /// Charges `n` of `kind` to the engine's clock (crate::cpu invariant 1).
+    pub(crate) fn cpu(&mut self, kind: CpuKind, n: u64) {
+        self.now += self.cpu_counts.charge(&self.cfg.cpu, kind, n);
+    }
+    /// The host work done so far and the virtual time charged for it.
+    pub fn cpu_counts(&self) -> CpuCounts {
+        self.cpu_counts
+    }
+    pub fn cpu_model(&self) -> CpuModel {
+        self.cfg.cpu
+    }
+    /// Charges the host I/O path of the pages the pool read and wrote since the last call, to
+    /// the clock of whoever made it do so (a terminal's fix, the cleaner's write-backs).
+    pub(crate) fn settle_io_cpu(&mut self) {
+        let s = self.pool.stats;
+        let (reads, writes) = (
+            s.misses.saturating_sub(self.cpu_io_seen.0),
+            s.writebacks.saturating_sub(self.cpu_io_seen.1),
+        );
+        self.cpu_io_seen = (s.misses, s.writebacks);
+        if reads > 0 {
+            self.cpu(CpuKind::PageRead, reads);
+        }
+        if writes > 0 {
+            self.cpu(CpuKind::PageWrite, writes);
+        }
     }
 
     // ---- pages ----
 
     pub(crate) fn fix(&mut self, pid: PageId, how: Fix) -> Result<usize> {
-        self.cpu(self.cfg.cpu.ns_per_fix);
+        self.cpu(CpuKind::Fix, 1);
         let r = self
             .pool
             .fix(&mut *self.store, &mut self.log, self.now, pid, how);
         let (f, corrupt, t) = self.note(r)?;
         debug_assert!(!corrupt || how == Fix::Lenient);
         self.now = t;
+        self.settle_io_cpu();
         Ok(f)
     }
 
@@ -671,12 +681,13 @@ impl Engine {
             .fix(&mut *self.store, &mut self.log, self.now, pid, Fix::Lenient);
         let (f, corrupt, t) = self.note(r)?;
         self.now = t;
+        self.settle_io_cpu();
         Ok((f, corrupt))
     }
 
     /// Appends a record and applies its page ops (invariant 1). Returns its LSN.
     pub(crate) fn log_apply(&mut self, txn: TxnId, body: Body) -> Result<Lsn> {
-        self.cpu(self.cfg.cpu.ns_per_record);
+        self.cpu(CpuKind::Record, 1);
         let pids: Vec<PageId> = {
             let mut v: Vec<PageId> = match &body {
                 Body::Redo(ops) | Body::Clr { ops, .. } => ops.iter().map(Op::pid).collect(),
@@ -900,7 +911,7 @@ impl Engine {
 
     pub fn begin(&mut self) -> Result<TxnId> {
         self.check_ok()?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let id = self.next_txn;
         self.next_txn += 1;
         self.txns.insert(
@@ -925,14 +936,14 @@ impl Engine {
     }
 
     fn lock(&mut self, txn: TxnId, res: Resource, mode: LockMode) -> Result<()> {
-        self.cpu(self.cfg.cpu.ns_per_lock);
+        self.cpu(CpuKind::Lock, 1);
         self.locks.lock(txn, res, mode)
     }
 
     /// Appends the commit record; the commit is acknowledged once `is_durable(lsn)`.
     pub fn commit_request(&mut self, txn: TxnId) -> Result<Lsn> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let t = &self.txns[&txn];
         if t.first_lsn == 0 {
             // Read-only: nothing to make durable.
@@ -941,6 +952,7 @@ impl Engine {
             }
             return Ok(0);
         }
+        self.cpu(CpuKind::Commit, 1);
         let lsn = self.log_apply(txn, Body::Commit)?;
         if let Some(t) = self.txns.get_mut(&txn) {
             t.state = TxnState::Committing(lsn);
@@ -1028,7 +1040,7 @@ impl Engine {
     /// Rolls the transaction back (CLRs for every undone change) and ends it.
     pub fn abort(&mut self, txn: TxnId) -> Result<()> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         if self.txns[&txn].first_lsn != 0 {
             self.log_apply(txn, Body::Abort)?;
             self.rollback(txn)?;
@@ -1192,6 +1204,7 @@ impl Engine {
             .pool
             .flush(&mut *self.store, &mut self.log, self.now, max, true);
         self.now = self.note(r)?;
+        self.settle_io_cpu();
         Ok(self.now)
     }
 
@@ -1246,6 +1259,7 @@ impl Engine {
             .pool
             .flush(&mut *self.store, &mut self.log, self.now, batch, false);
         self.now = self.note(r)?;
+        self.settle_io_cpu();
         // Pinned pages cannot be written: stop rather than spin when nothing was.
         let progress = self.pool.dirty_count() < dirty;
         self.cleaning = progress && self.pool.dirty_count() > cap / 4;

@@ -12,7 +12,7 @@ use crate::lock::{LockMode, Resource};
 use crate::tuple::{Schema, Value};
 use crate::{ObjectId, Rid, TxnId};
 
-use super::Engine;
+use super::{CpuKind, Engine};
 
 impl Engine {
     pub fn table(&self, name: &str) -> Result<&Table> {
@@ -98,7 +98,7 @@ impl Engine {
 
     pub fn insert_raw(&mut self, txn: TxnId, table: ObjectId, bytes: &[u8]) -> Result<Rid> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let t = self.table_by_id(table)?;
         t.schema.decode(bytes)?;
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
@@ -151,7 +151,7 @@ impl Engine {
         for_update: bool,
     ) -> Result<Option<Vec<u8>>> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         self.lock(
             txn,
             Resource::Table(table),
@@ -180,7 +180,7 @@ impl Engine {
     /// Replaces a row, maintaining the indexes whose key changed.
     pub fn update_raw(&mut self, txn: TxnId, table: ObjectId, rid: Rid, new: &[u8]) -> Result<()> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let t = self.table_by_id(table)?;
         t.schema.decode(new)?;
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
@@ -230,7 +230,7 @@ impl Engine {
         delta: i64,
     ) -> Result<i64> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let t = self.table_by_id(table)?;
         if t.indexes.iter().any(|i| {
             self.catalog
@@ -274,7 +274,7 @@ impl Engine {
 
     pub fn delete(&mut self, txn: TxnId, table: ObjectId, rid: Rid) -> Result<()> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let t = self.table_by_id(table)?;
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
         self.lock(txn, Resource::Row(table, rid), LockMode::X)?;
@@ -304,7 +304,7 @@ impl Engine {
         for_update: bool,
     ) -> Result<Vec<Rid>> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let idx = self.index_by_id(index)?.clone();
         let key = self.key_of(index, vals)?;
         self.lock(
@@ -369,7 +369,7 @@ impl Engine {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Rid)>> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let idx = self.index_by_id(index)?.clone();
         self.lock(txn, Resource::Table(idx.table), LockMode::S)?;
         let lo_k = lo.map(|v| self.key_of(index, v)).transpose()?;
@@ -389,7 +389,7 @@ impl Engine {
     /// Every row of a table (table S lock).
     pub fn scan_table(&mut self, txn: TxnId, table: ObjectId) -> Result<Vec<(Rid, Vec<u8>)>> {
         self.active(txn)?;
-        self.cpu(self.cfg.cpu.ns_per_call);
+        self.cpu(CpuKind::Call, 1);
         let t = self.table_by_id(table)?;
         self.lock(txn, Resource::Table(table), LockMode::S)?;
         self.heap_scan(t.head)

@@ -64,6 +64,9 @@ pub struct FtlReport {
     /// The part of `controller_busy_us` spent on the host's CPU (0 for FTLs inside a device).
     #[serde(default)]
     pub host_cpu_us: f64,
+    /// `dftl-orig`: cache entries its min-age scans visited (0 for every other FTL).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_scanned_entries: u64,
     /// `page` with a pSLC write cache (`--slc-cache`): what the cache absorbed and folded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<SlcCacheReport>,
@@ -71,6 +74,10 @@ pub struct FtlReport {
     /// them): each programs one page on each of several planes of a die in one array time.
     #[serde(default)]
     pub multi_plane_programs: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The pSLC write cache of the page FTL (`page.rs`, "SLC cache"), in logical pages (4 KiB
@@ -171,6 +178,7 @@ impl Counters {
             translation_writes: 0,
             controller_busy_us: ctrl.busy_us(),
             host_cpu_us: 0.0,
+            cache_scanned_entries: 0,
             slc_cache: None,
             multi_plane_programs: 0,
         }

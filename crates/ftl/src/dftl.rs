@@ -192,6 +192,10 @@ pub trait MapCache: std::fmt::Debug + Send + Sized {
     fn flush_tpages(&self, per_tpage: u64) -> Vec<u64>;
     /// Host or controller RAM for mapping, bytes, with a GTD of `tpages` entries.
     fn mapping_bytes(&self, tpages: u64) -> u64;
+    /// Entries visited by linear min-age scans so far (0 for a cache that does not scan).
+    fn scanned_entries(&self) -> u64 {
+        0
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1265,6 +1269,7 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
             } else {
                 0.0
             },
+            cache_scanned_entries: self.cache.scanned_entries(),
             ..space_report(
                 self.name(),
                 &self.space,

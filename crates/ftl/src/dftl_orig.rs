@@ -326,11 +326,12 @@ pub struct CacheCycles {
 }
 
 impl CacheCycles {
-    /// The costs with `access` cycles per random access to the per-page table.
-    fn with_access(access: u64) -> Self {
+    /// The costs with `access` cycles per random access to the per-page table; a scan keeps
+    /// `overlap` of its independent loads in flight (`FtlOptions::dftl_orig_scan_overlap`).
+    fn with_access(access: u64, overlap: u32) -> Self {
         CacheCycles {
             lookup: 20 + access,
-            scan_entry: SCAN_INSTR + access,
+            scan_entry: SCAN_INSTR + access.div_ceil(u64::from(overlap.max(1))),
             search_entry: SEARCH_INSTR,
             swap: 20 + 2 * access,
             miss: 40 + 2 * access,
@@ -518,6 +519,9 @@ impl TwoLevel {
 }
 
 impl MapCache for TwoLevel {
+    fn scanned_entries(&self) -> u64 {
+        self.counts.scanned_entries
+    }
     fn variant(opts: &FtlOptions, nand: &Nand, capacity: u64) -> Result<Variant, FtlError> {
         if opts.gc != GcPolicy::Greedy {
             return Err(FtlError::Config(format!(
@@ -581,7 +585,10 @@ impl MapCache for TwoLevel {
             ghost_index: MinAgeIndex::new(ghost),
             max_age: 0,
             free_real: None,
-            cost: CacheCycles::with_access(host::access_cycles(RECORD_BYTES * capacity)),
+            cost: CacheCycles::with_access(
+                host::access_cycles(RECORD_BYTES * capacity),
+                opts.dftl_orig_scan_overlap,
+            ),
             counts: TwoLevelCounts::default(),
         }
     }

@@ -65,6 +65,17 @@ pub struct FtlOptions {
     /// needs none of it (`dftl.rs`, "FLUSH").
     #[serde(default)]
     pub dftl_flush_writeback: bool,
+    /// `dftl-orig`: independent loads of its min-age scans in flight at once on the host's core
+    /// (memory-level parallelism: a scan entry costs its instructions plus one access divided
+    /// by this). 1 charges every access in full, the upper bound; Westmere's 10 line-fill
+    /// buffers bound it from above. `noftl reproduce noftl` fits it from one named cell of NoFTL
+    /// Fig. 3 (docs/noftl.md, "Calibration").
+    #[serde(default = "one")]
+    pub dftl_orig_scan_overlap: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Default for FtlOptions {
@@ -80,6 +91,7 @@ impl Default for FtlOptions {
             write_buffer_pages: 0,
             slc_cache: 0.0,
             dftl_flush_writeback: false,
+            dftl_orig_scan_overlap: 1,
         }
     }
 }
@@ -87,6 +99,12 @@ impl Default for FtlOptions {
 impl FtlOptions {
     pub fn validate(&self) -> Result<(), FtlError> {
         check_spare_factor(self.spare_factor)?;
+        if !(1..=64).contains(&self.dftl_orig_scan_overlap) {
+            return Err(FtlError::Config(format!(
+                "dftl-orig's scan overlap {} is not in 1..=64 loads in flight",
+                self.dftl_orig_scan_overlap
+            )));
+        }
         if !(self.cache_fraction.is_finite()
             && self.cache_fraction > 0.0
             && self.cache_fraction <= 1.0)

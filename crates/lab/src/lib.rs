@@ -6,6 +6,7 @@
 //! Layers, bottom up (each module imports only modules listed before it):
 //! - [`units`]: sizes, percentages, durations, parsed one way for every caller.
 //! - [`limits`]: every size-like input checked against its range and the machine's memory.
+//! - [`cpu`]: host CPU profiles (measured, paper-noftl, none, a file) in virtual time.
 //! - [`output`], [`filelock`]: result files written safely; locks on the files a run owns.
 //! - [`device`]: `DeviceSpec`, a preset or TOML file with overrides.
 //! - [`targets`]: `TargetSpec`, a block device (an FTL or a RAM disk) on a device.
@@ -21,6 +22,7 @@
 //! The crate sits between the benchmark kits (`kits`) and the command line
 //! (`noftl`), which only parses and prints. docs/ARCHITECTURE.md draws the whole stack.
 
+pub mod cpu;
 pub mod device;
 pub mod experiments;
 pub mod filelock;

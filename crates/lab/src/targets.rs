@@ -39,6 +39,8 @@ pub struct FtlKnobs {
     pub slc_cache: Option<f64>,
     /// dftl: FLUSH also writes every dirty cached mapping back.
     pub dftl_flush_writeback: bool,
+    /// `dftl-orig`: loads in flight in its min-age scans (`FtlOptions::dftl_orig_scan_overlap`).
+    pub dftl_orig_scan_overlap: u32,
 }
 
 impl Default for FtlKnobs {
@@ -52,6 +54,7 @@ impl Default for FtlKnobs {
             write_buffer: None,
             slc_cache: None,
             dftl_flush_writeback: false,
+            dftl_orig_scan_overlap: 1,
         }
     }
 }
@@ -75,6 +78,7 @@ impl TargetSpec {
             write_buffer_pages: self.knobs.write_buffer.unwrap_or(0),
             slc_cache: self.knobs.slc_cache.unwrap_or(0.0),
             dftl_flush_writeback: self.knobs.dftl_flush_writeback,
+            dftl_orig_scan_overlap: self.knobs.dftl_orig_scan_overlap,
             ..FtlOptions::default()
         };
         opts.validate()?;

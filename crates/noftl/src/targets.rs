@@ -80,6 +80,7 @@ impl FtlKnobs {
             write_buffer: self.write_buffer,
             slc_cache: self.slc_cache,
             dftl_flush_writeback: self.dftl_flush_writeback,
+            ..lab::targets::FtlKnobs::default()
         }
     }
 }

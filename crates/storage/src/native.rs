@@ -1560,6 +1560,7 @@ impl PageStore for NativeStore {
             translation_writes: 0,
             controller_busy_us: self.host_mapping_ps as f64 / 1e6,
             host_cpu_us: self.host_mapping_ps as f64 / 1e6,
+            cache_scanned_entries: 0,
             slc_cache: None,
             multi_plane_programs: c.multi_plane_programs,
         })

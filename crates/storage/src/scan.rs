@@ -55,6 +55,8 @@ pub struct ScanStats {
     pub read_ahead_used: u64,
     /// Pages read ahead that the chain did not visit next (a wrong guess).
     pub read_ahead_wasted: u64,
+    /// Virtual CPU time charged for the rows: `cpu_ns_per_row` each plus the caller's work.
+    pub cpu_ns: u64,
 }
 
 /// Calls `f` on every live record of the heap chain from `head` of `table`, in chain order
@@ -128,7 +130,9 @@ pub(crate) fn rows<A: PageAccess + ?Sized>(
         let next = page::next(p);
         a.pool_mut().unfix(fr);
         st.rows += rows;
-        let now = a.now() + rows * opts.cpu_ns_per_row + work_ns;
+        let cpu_ns = rows * opts.cpu_ns_per_row + work_ns;
+        st.cpu_ns += cpu_ns;
+        let now = a.now() + cpu_ns;
         a.set_now(now);
         pid = next;
     }

@@ -140,7 +140,8 @@ impl Params {
 }
 
 /// Virtual CPU time of the query layer's work.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct QueryCpu {
     /// Per row scanned: the scan's slot walk and the filter's column reads.
     pub ns_per_row: u64,
@@ -148,6 +149,15 @@ pub struct QueryCpu {
     pub ns_per_agg: u64,
     /// Per row that builds or probes a join's hash table.
     pub ns_per_join: u64,
+}
+
+impl QueryCpu {
+    /// Charges nothing (the CPU profile `none`).
+    pub const NONE: QueryCpu = QueryCpu {
+        ns_per_row: 0,
+        ns_per_agg: 0,
+        ns_per_join: 0,
+    };
 }
 
 impl Default for QueryCpu {

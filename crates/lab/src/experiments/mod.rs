@@ -17,3 +17,4 @@ pub mod fs_waf;
 pub mod iaa;
 pub mod io;
 pub mod ipa;
+pub mod reproduce;

@@ -68,10 +68,35 @@ pub struct CompareArgs {
     /// pads and lower-page program times at each commit.
     #[arg(long, value_parser = parse_log_region)]
     pub log_region: Option<LogRegion>,
-    /// Buffer pool as a share of the database pages (at least 256 frames), the same for every
-    /// store. The NoFTL paper does not state its pool; 2% keeps the workload I/O-bound.
-    #[arg(long, value_parser = parse_percent, default_value = "2%")]
-    pub buffer: f64,
+    /// Buffer pool, the same for every store (at least 256 frames): a share of the database
+    /// pages (2%) or a size (10MiB: the NoFTL authors' published Shore-MT configuration for the
+    /// flash volume). The NoFTL paper does not state its pool; 2% keeps the workload I/O-bound.
+    #[arg(long, value_parser = parse_buffer, default_value = "2%")]
+    pub buffer: BufferSize,
+    /// DB page size: 4KiB, 8KiB (Shore-MT's, which NoFTL Fig. 3 ran: a DB page is two 4 KiB
+    /// logical pages of the flash, each mapped on its own) or 16KiB.
+    #[arg(long = "page-size", value_parser = lab::units::parse_size, default_value = "4KiB")]
+    pub page_size: u64,
+    /// TPC-H: pages each scan reads ahead (default: two per die, every die busy; 0: a page is
+    /// read when the scan reaches it, as Shore-MT's buffer manager reads on fix).
+    #[arg(long)]
+    pub read_ahead: Option<usize>,
+    /// The flash volume the stores export, e.g. 1GiB (NoFTL Fig. 3's 1, 5 and 10 GB volumes);
+    /// the database takes what it takes of it. Default: the database's size plus growth, so
+    /// that it fills the device.
+    #[arg(long, value_parser = lab::units::parse_size)]
+    pub flash: Option<u64>,
+    /// Host CPU in virtual time: measured (this engine's own costs, measured on the development
+    /// machine), paper-noftl (Shore-MT on the NoFTL paper's Xeon E5630, fitted from NoFTL
+    /// Fig. 3's NoFTL columns: `noftl reproduce noftl`), none, or a TOML file with [engine],
+    /// [query] and [host] tables (docs/noftl.md, "Host CPU in virtual time").
+    #[arg(long, default_value = "measured")]
+    pub cpu: String,
+    /// Where the engine's log lives: flash (beside the DB pages) or separate (another device,
+    /// as Shore-MT's log directory was in the NoFTL paper's set-up: the flash sees page reads
+    /// and write-backs only).
+    #[arg(long, default_value = "flash")]
+    pub log_device: experiment::LogDevice,
     #[command(flatten)]
     pub device: DeviceArgs,
     /// Accounts per branch (the specification's 100,000 unless changed, for small tests).
@@ -136,7 +161,19 @@ impl CompareArgs {
             terminals: self.terminals,
             op: self.op,
             log_region: self.log_region.clone(),
-            buffer: self.buffer,
+            buffer: match self.buffer {
+                BufferSize::Share(f) => f,
+                BufferSize::Bytes(_) => 1.0,
+            },
+            buffer_bytes: match self.buffer {
+                BufferSize::Share(_) => None,
+                BufferSize::Bytes(b) => Some(b),
+            },
+            flash_bytes: self.flash,
+            read_ahead_pages: self.read_ahead,
+            page_bytes: usize::try_from(self.page_size).unwrap_or(usize::MAX),
+            cpu: self.cpu.clone(),
+            log_device: self.log_device,
             device: self.device.spec(),
             accounts_per_branch: self.accounts_per_branch,
             tpcc_reduced: self.tpcc_reduced.clone(),
@@ -188,6 +225,25 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     })
 }
 
+/// `--buffer`: a share of the database's pages or a size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BufferSize {
+    Share(f64),
+    Bytes(u64),
+}
+
+/// `2%` is a share of the database's pages, `10MiB` a size (4 KiB frames).
+pub fn parse_buffer(s: &str) -> Result<BufferSize, String> {
+    if s.trim_end().ends_with('%') {
+        return parse_percent(s).map(BufferSize::Share);
+    }
+    match lab::units::parse_size(s) {
+        Ok(b) if b >= 4096 => Ok(BufferSize::Bytes(b)),
+        Ok(b) => Err(format!("{b} bytes is less than one 4 KiB frame")),
+        Err(e) => Err(format!("{e} (or a share of the database such as 2%)")),
+    }
+}
+
 /// `compare.json` -> `compare-sf48.json` (standard output stays standard output).
 fn with_label(path: &std::path::Path, label: &str) -> PathBuf {
     if path.as_os_str() == "-" {
@@ -214,7 +270,7 @@ fn print_table(res: &CompareResult) {
     };
     println!("{label}: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} x {}s virtual, {} terminal(s), seed {})",
         res.scale,
-        res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
+        res.device.db_pages as f64 * res.device.page_bytes as f64 / (1 << 20) as f64,
         res.device.capacity_bytes as f64 / (1 << 20) as f64,
         res.repeat,
         res.virtual_seconds,
@@ -297,7 +353,7 @@ fn print_table(res: &CompareResult) {
     );
     println!();
     println!(
-        "per transaction    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>11}",
+        "per transaction    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>11} {:>11}",
         "flash rd",
         "programs",
         "erases",
@@ -306,13 +362,14 @@ fn print_table(res: &CompareResult) {
         "transl. wr",
         "mapping us",
         "energy uJ",
+        "host CPU us",
         "latency us"
     );
     for r in &res.rows {
         let p = r.per_txn;
         println!(
-            "{:<18} {:>10.2} {:>10.2} {:>10.4} {:>10.2} {:>10.2} {:>10.2} {:>12.2} {:>12.1} {:>11.1}",
-            r.storage, p.flash_reads, p.flash_programs, p.flash_erases, p.gc_migrations, p.translation_reads, p.translation_writes, p.controller_us, p.energy_joules * 1e6, p.latency_us
+            "{:<18} {:>10.2} {:>10.2} {:>10.4} {:>10.2} {:>10.2} {:>10.2} {:>12.2} {:>12.1} {:>11.1} {:>11.1}",
+            r.storage, p.flash_reads, p.flash_programs, p.flash_erases, p.gc_migrations, p.translation_reads, p.translation_writes, p.controller_us, p.energy_joules * 1e6, p.host_cpu_us, p.latency_us
         );
         for v in &r.consistency.violations {
             println!("{:<18} WARNING: violated: {v}", "");
@@ -333,6 +390,10 @@ fn print_table(res: &CompareResult) {
         })
         .collect();
     println!("consistency of the measured windows: {}", checks.join(", "));
+    println!(
+        "host CPU profile: {}; log on {}",
+        res.cpu.name, res.log_device
+    );
     println!("mapping us: dftl and page on the device controller (400 MHz); native and dftl-orig on the host (2.53 GHz: the engine's CPU time, resp. the published DFTL's kernel-module scans).");
     if res.workload == "tpcc" {
         let n: Vec<String> = res
@@ -358,7 +419,7 @@ fn print_tpch_table(res: &TpchCompareResult) {
     println!(
         "TPC-H: SF={}  DB {:.1} MiB on {:.1} MiB of flash ({} runs per query, read-ahead {} pages)",
         res.scale,
-        res.device.db_pages as f64 * 4096.0 / (1 << 20) as f64,
+        res.device.db_pages as f64 * res.device.page_bytes as f64 / (1 << 20) as f64,
         res.device.capacity_bytes as f64 / (1 << 20) as f64,
         res.repeat,
         res.read_ahead_pages

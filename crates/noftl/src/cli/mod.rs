@@ -16,6 +16,7 @@ pub mod ipa;
 pub mod launch;
 pub mod mount;
 pub mod plot;
+pub mod reproduce;
 pub mod serve;
 pub mod shell;
 pub mod sweep;
@@ -59,6 +60,9 @@ pub enum Command {
     Ipa(ipa::IpaCommand),
     /// NoFTL Fig. 3: the same workload on NoFTL (native), DFTL 2/15/35% and the page FTL.
     Compare(compare::CompareArgs),
+    /// A paper's figures at the paper's set-up, with a fidelity table (paper, ours, error,
+    /// calibration or held-out): `noftl reproduce noftl` (NoFTL Figs. 3 and 4).
+    Reproduce(reproduce::ReproduceArgs),
     /// Many runs of one verb over a grid of parameters, in parallel (local or Ray), merged into one table.
     Sweep(sweep::SweepArgs),
     /// Mount a file system (dfs, f2fs, alfs) on an emulated device with FUSE.
@@ -87,6 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(c) => bench::run(c),
         Command::Crashtest(a) => crashtest::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Reproduce(a) => reproduce::run(a),
         Command::Iaa(c) => iaa::run(c),
         Command::Ipa(c) => ipa::run(c),
         Command::Sweep(a) => sweep::run(a, &launcher()),

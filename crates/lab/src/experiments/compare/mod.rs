@@ -77,6 +77,56 @@ pub struct PerTxn {
     pub controller_us: f64,
     pub energy_joules: f64,
     pub latency_us: f64,
+    /// Host CPU the profile charged (terminals and the page cleaner), us.
+    pub host_cpu_us: f64,
+    /// The host work it was charged for.
+    pub host_work: HostWork,
+}
+
+/// The engine's work per transaction, by kind (storage::cpu::CpuCounts over the window).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct HostWork {
+    pub calls: f64,
+    pub fixes: f64,
+    pub records: f64,
+    pub locks: f64,
+    pub commits: f64,
+    pub page_reads: f64,
+    pub page_writes: f64,
+}
+
+impl HostWork {
+    fn per_txn(c: &storage::cpu::CpuCounts, n: f64) -> Self {
+        HostWork {
+            calls: c.calls as f64 / n,
+            fixes: c.fixes as f64 / n,
+            records: c.records as f64 / n,
+            locks: c.locks as f64 / n,
+            commits: c.commits as f64 / n,
+            page_reads: c.page_reads as f64 / n,
+            page_writes: c.page_writes as f64 / n,
+        }
+    }
+    fn rounded(&self) -> Self {
+        HostWork {
+            calls: r4(self.calls),
+            fixes: r4(self.fixes),
+            records: r4(self.records),
+            locks: r4(self.locks),
+            commits: r4(self.commits),
+            page_reads: r4(self.page_reads),
+            page_writes: r4(self.page_writes),
+        }
+    }
+    fn add_scaled(&mut self, o: &HostWork, k: f64) {
+        self.calls += o.calls * k;
+        self.fixes += o.fixes * k;
+        self.records += o.records * k;
+        self.locks += o.locks * k;
+        self.commits += o.commits * k;
+        self.page_reads += o.page_reads * k;
+        self.page_writes += o.page_writes * k;
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -127,6 +177,8 @@ impl PerTxn {
             controller_us: r4(self.controller_us),
             energy_joules: (self.energy_joules * 1e9).round() / 1e9,
             latency_us: r4(self.latency_us),
+            host_cpu_us: r4(self.host_cpu_us),
+            host_work: self.host_work.rounded(),
         }
     }
 }
@@ -146,19 +198,26 @@ pub struct CompareResult {
     pub home_warehouse: Option<kits::tpcc::HomeWarehouse>,
     /// How the database was loaded: bulk or rows (--load).
     pub load: kits::LoadMethod,
+    /// The host CPU profile every row ran with (crate::cpu).
+    pub cpu: crate::cpu::CpuProfile,
+    /// Where the log lived (--log-device).
+    pub log_device: LogDevice,
     pub device: Device,
     pub rows: Vec<Row>,
 }
 
+pub mod paper;
 mod rig;
 mod tpch;
+
+pub use paper::paper_line;
 
 pub(crate) use rig::{
     build_store, counters, mean_stdev, r4, size_rig, thread_cpu_s, units_per_page, Counters,
     Device, Probe, Rig, DEFAULT_STORES, ROWS, WARMUP_DEVICE_WRITES, WARMUP_MAX_NS,
     WARMUP_MAX_TXNS_PER_DEVICE_PAGE, WARMUP_SEED, WARMUP_SLICE_NS,
 };
-pub use rig::{parse_stores, parse_warmup, Spec, Warmup};
+pub use rig::{parse_stores, parse_warmup, LogDevice, Spec, Warmup};
 pub use tpch::TpchCompareResult;
 
 /// The scheduler's options for a window of `until_ns` from `start`: it ends at the first
@@ -279,6 +338,7 @@ fn measure_window(
     sample_ns: Option<u64>,
 ) -> anyhow::Result<RunOut> {
     let before = counters(e.store());
+    let cpu0 = e.cpu_counts();
     let busy0 = Busy::of(e.store());
     let start = e.now();
     let ran = run_window(
@@ -292,6 +352,7 @@ fn measure_window(
         sample_ns,
     )?;
     let after = counters(e.store());
+    let cpu = e.cpu_counts().since(&cpu0);
     let elapsed_ns = ran.end_ns - ran.start_ns;
     let consistency = measure::check(measure::Window {
         before: &busy0,
@@ -324,6 +385,8 @@ fn measure_window(
             controller_us: (after.ctrl_us - before.ctrl_us) / n,
             energy_joules: (after.joules - before.joules) / n,
             latency_us: ran.latency_sum_ns / ran.latency_txns.max(1) as f64 / 1000.0,
+            host_cpu_us: cpu.charged_ns as f64 / n / 1000.0,
+            host_work: HostWork::per_txn(&cpu, n),
         },
         consistency,
     })
@@ -410,6 +473,8 @@ fn average(runs: &[RunOut]) -> PerTxn {
         p.controller_us += q.controller_us / n;
         p.energy_joules += q.energy_joules / n;
         p.latency_us += q.latency_us / n;
+        p.host_cpu_us += q.host_cpu_us / n;
+        p.host_work.add_scaled(&q.host_work, 1.0 / n);
     }
     p
 }
@@ -763,11 +828,14 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         warmup: args.warmup.clone(),
         home_warehouse: w.home_warehouse(),
         load,
+        cpu: rig.cpu.clone(),
+        log_device: rig.log_device,
         device: Device {
             preset: rig.nand.name.clone(),
             blocks: g.blocks(),
             capacity_bytes: g.capacity_bytes(),
             db_pages: rig.db_pages,
+            page_bytes: rig.page_bytes,
             log_blocks: rig.log_blocks,
             spare_factor: r4(rig.spare),
             buffer_frames: rig.frames,
@@ -847,57 +915,4 @@ fn write_results(
     )?;
     let types = w.txn_types();
     r::write_txn_series(plan, &traces, &["storage", "repeat"], &types)
-}
-
-/// NoFTL Fig. 3's published values (kept beside the experiment that reproduces them), as the
-/// reference line printed under the table: the paper's row for the scale run (for another
-/// scale, the row of the paper's smallest, named as such), or what the paper says of it: its
-/// 10 GB rows (TPC-B 500, TPC-C 50) are not legible in the published figure, only the text's
-/// summary.
-pub fn paper_line(workload: &str, scale: u32) -> String {
-    let name = if workload == "tpcc" { "TPC-C" } else { "TPC-B" };
-    let row = |s: u32| match (workload, s) {
-        ("tpcb", 48) => {
-            Some("NoFTL 462 tx/s; DFTL 2% 275.7 (1.67x), 15% 254 (1.82x), 35% 295.9 (1.56x)")
-        }
-        ("tpcb", 200) => {
-            Some("NoFTL 449.7 tx/s; DFTL 2% 267.2 (1.68x), 15% 233.0 (1.93x), 35% 149.4 (3.01x)")
-        }
-        ("tpcc", 5) => {
-            Some("NoFTL 43.34 tx/s; DFTL 2% 26.64 (1.63x), 15% 25.40 (1.71x), 35% 30.00 (1.44x)")
-        }
-        ("tpcc", 25) => {
-            Some("NoFTL 41.4 tx/s; DFTL 2% 22.7 (1.82x), 15% 21.5 (1.92x), 35% 19.0 (2.18x)")
-        }
-        _ => None,
-    };
-    let smallest = if workload == "tpcc" { 5 } else { 48 };
-    let ten_gb = matches!((workload, scale), ("tpcb", 500) | ("tpcc", 50));
-    match row(scale) {
-        Some(fig) => format!("NoFTL Fig. 3 ({name} SF={scale}): {fig}."),
-        None if ten_gb => format!(
-            "NoFTL Fig. 3 ({name} SF={scale}, 10 GB): the figure's values are not legible; its text: NoFTL 1.5x to 3.7x faster than DFTL, the speedup growing with the database size."
-        ),
-        None => format!(
-            "NoFTL Fig. 3 has no {name} row at scale {scale}; at its smallest, SF={smallest}: {}.",
-            row(smallest).unwrap_or("-")
-        ),
-    }
-}
-
-#[cfg(test)]
-mod paper_tests {
-    use super::*;
-
-    #[test]
-    fn the_paper_line_follows_the_scale() {
-        assert!(paper_line("tpcb", 200).contains("SF=200): NoFTL 449.7"));
-        assert!(paper_line("tpcc", 25).contains("(2.18x)"));
-        assert!(paper_line("tpcb", 500).contains("not legible"));
-        assert!(paper_line("tpcc", 50).contains("not legible"));
-        assert!(paper_line("tpcb", 50).contains("no TPC-B row at scale 50"));
-        assert!(paper_line("tpcb", 12)
-            .contains("no TPC-B row at scale 12; at its smallest, SF=48: NoFTL 462"));
-        assert!(paper_line("tpcc", 1).contains("SF=5: NoFTL 43.34"));
-    }
 }

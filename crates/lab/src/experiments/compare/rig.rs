@@ -12,7 +12,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kits::LoadMethod;
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
+use storage::splitlog::SplitLogStore;
 use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
+
+use crate::cpu::CpuProfile;
 
 use crate::stores::{place_log, LogRegion};
 use crate::workload::{Loaded, Workload};
@@ -42,6 +45,23 @@ pub struct Spec {
     pub log_region: Option<LogRegion>,
     /// Buffer pool as a share of the database's pages.
     pub buffer: f64,
+    /// Buffer pool in bytes instead (4 KiB frames), when given.
+    pub buffer_bytes: Option<u64>,
+    /// TPC-H: pages each scan reads ahead (None: two per die, every die busy; 0: a page is read
+    /// when the scan reaches it, as Shore-MT's buffer manager reads on fix).
+    pub read_ahead_pages: Option<usize>,
+    /// The DB page size in bytes: 4096 (default), 8192 (Shore-MT's, which NoFTL Fig. 3 ran) or
+    /// 16384; a DB page takes that many bytes / 4 KiB logical pages of the flash.
+    pub page_bytes: usize,
+    /// The flash volume's size (the logical space the stores export), when given; else the
+    /// database's size plus growth. NoFTL Fig. 3 ran 1, 5 and 10 GB volumes, whatever the
+    /// database used of them.
+    pub flash_bytes: Option<u64>,
+    /// Host CPU profile: measured, paper-noftl, none or a TOML file (crate::cpu).
+    pub cpu: String,
+    /// Where the log lives: on the flash under test, or on a separate device (the NoFTL
+    /// paper's set-up: Shore-MT's log directory was not on the emulated flash).
+    pub log_device: LogDevice,
     pub device: DeviceSpec,
     pub accounts_per_branch: u32,
     /// TPC-C's REDUCED population: items and customers per district.
@@ -64,6 +84,42 @@ pub struct Spec {
     /// Also raw.csv, one row per transaction.
     pub raw: bool,
 }
+
+/// Where the engine's log lives (`--log-device`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogDevice {
+    /// On the flash under test, beside the DB pages.
+    #[default]
+    Flash,
+    /// On another device (a RAM disk here: its force time belongs to the CPU profile's commit
+    /// cost), so the flash sees page reads and write-backs only (`storage::splitlog`).
+    Separate,
+}
+
+impl std::str::FromStr for LogDevice {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        match s {
+            "flash" => Ok(LogDevice::Flash),
+            "separate" => Ok(LogDevice::Separate),
+            _ => bail!("--log-device takes flash or separate, not '{s}'"),
+        }
+    }
+}
+
+impl std::fmt::Display for LogDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LogDevice::Flash => "flash",
+            LogDevice::Separate => "separate",
+        })
+    }
+}
+
+/// The flash's log blocks when the log lives on a separate device: the fewest a store takes
+/// (`BlockLayout`); the engine never writes them there.
+const SEPARATE_LOG_FLASH_BLOCKS: u64 = 16;
 
 /// The stores compared, in the NoFTL paper's column order, then the page FTL, then the DFTL
 /// the paper measured (`dftl-orig`, docs/ftl.md): name, FTL kind (None: native), fraction of
@@ -88,6 +144,8 @@ pub struct Device {
     pub blocks: u32,
     pub capacity_bytes: u64,
     pub db_pages: u64,
+    /// DB page size (--page-size).
+    pub page_bytes: usize,
     pub log_blocks: u64,
     pub spare_factor: f64,
     pub buffer_frames: usize,
@@ -99,7 +157,12 @@ pub struct Rig {
     pub nand: DeviceConfig,
     pub log_region: Option<LogRegion>,
     pub spare: f64,
+    /// The engine's log blocks (on the flash, or on the separate log device).
     pub log_blocks: u64,
+    pub log_device: LogDevice,
+    pub cpu: CpuProfile,
+    /// DB page size (4 KiB logical pages per DB page: `page_bytes / 4096`).
+    pub page_bytes: usize,
     pub frames: usize,
     pub db_pages: u64,
     pub warmup: Warmup,
@@ -180,6 +243,8 @@ pub struct Counters {
     pub tr: u64,
     pub tw: u64,
     pub ctrl_us: f64,
+    /// `dftl-orig`'s scanned cache entries.
+    pub scanned: u64,
     /// 4 KiB units per flash page: GC moves units, a program writes a page of them.
     pub units_per_page: u64,
 }
@@ -199,6 +264,7 @@ pub fn counters(store: &dyn PageStore) -> Counters {
         c.tr = d.translation_reads;
         c.tw = d.translation_writes;
         c.ctrl_us = d.controller_busy_us;
+        c.scanned = d.cache_scanned_entries;
     }
     c
 }
@@ -206,12 +272,17 @@ pub fn counters(store: &dyn PageStore) -> Counters {
 pub fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> {
     let nand = Nand::new(rig.nand.clone())?;
     let (_, kind, cache) = ROWS[row];
-    Ok(match kind {
+    let flash_log_blocks = match rig.log_device {
+        LogDevice::Flash => rig.log_blocks,
+        LogDevice::Separate => SEPARATE_LOG_FLASH_BLOCKS,
+    };
+    let store: Box<dyn PageStore> = match kind {
         None => {
             let mut s = NativeStore::format(
                 nand,
                 NativeConfig {
-                    log_blocks: Some(rig.log_blocks),
+                    page_bytes: rig.page_bytes,
+                    log_blocks: Some(flash_log_blocks),
                     spare_factor: rig.spare,
                     seed: rig.nand.seed,
                     ..NativeConfig::default()
@@ -225,13 +296,27 @@ pub fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> 
                 cache_fraction: cache,
                 spare_factor: rig.spare,
                 seed: rig.nand.seed,
+                dftl_orig_scan_overlap: rig.cpu.host.dftl_orig_scan_overlap,
                 ..FtlOptions::default()
             };
             Box::new(BlockPageStore::new(
                 ftl::build(kind, nand, &opts)?,
-                4096,
-                Some(rig.log_blocks),
+                rig.page_bytes,
+                Some(flash_log_blocks),
             )?)
+        }
+    };
+    Ok(match rig.log_device {
+        LogDevice::Flash => store,
+        LogDevice::Separate => {
+            // Room for the log and the fewest DB pages a block store takes (never used).
+            let k = (rig.page_bytes / 4096) as u64;
+            let log = BlockPageStore::new(
+                Box::new(MemDisk::new(2 + rig.log_blocks + 16 * k)),
+                rig.page_bytes,
+                Some(rig.log_blocks),
+            )?;
+            Box::new(SplitLogStore::new(store, Box::new(log))?)
         }
     })
 }
@@ -255,6 +340,7 @@ impl Probe {
                 store,
                 EngineConfig {
                     buffer_frames: rig.frames,
+                    cpu: rig.cpu.engine,
                     ..EngineConfig::default()
                 },
             )?)
@@ -284,7 +370,14 @@ pub fn thread_cpu_s() -> f64 {
 /// Loads the database on a RAM disk, measures it and sizes the device for it.
 pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     let cfg = args.device.load()?;
-    let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), 4096, Some(1024))?;
+    // Checked before the load, the expensive part.
+    let cpu_profile = CpuProfile::parse(&args.cpu)?;
+    if ![4096, 8192, 16384].contains(&args.page_bytes) {
+        bail!("--page-size {} is not 4, 8 or 16 KiB", args.page_bytes);
+    }
+    // 4 KiB logical pages per DB page.
+    let k = (args.page_bytes / 4096) as u64;
+    let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), args.page_bytes, Some(1024))?;
     let mut e = Engine::create(
         Box::new(probe),
         EngineConfig {
@@ -309,9 +402,28 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
         thread_cpu_s() - cpu
     );
     let loaded = e.stats().pages_allocated + 2;
-    let db_pages = loaded + loaded / 10 + 256;
-    let log_blocks = (db_pages / 8).clamp(256, 16384);
-    let logical = 2 + log_blocks + db_pages;
+    let grown = loaded + loaded / 10 + 256;
+    let log_blocks = (grown / 8).clamp(256, 16384);
+    let flash_log_blocks = match args.log_device {
+        LogDevice::Flash => log_blocks,
+        LogDevice::Separate => SEPARATE_LOG_FLASH_BLOCKS,
+    };
+    // The logical space: the database and its growth, or the volume asked for (in which the
+    // database takes what it takes; the rest is never written, as on the paper's volumes).
+    let (db_pages, logical) = match args.flash_bytes {
+        None => (grown, 2 + flash_log_blocks + grown * k),
+        Some(bytes) => {
+            let logical = bytes / 4096;
+            if logical < 2 + flash_log_blocks + grown * k {
+                bail!(
+                    "--flash {:.1} MiB is too small for the database: it takes {:.1} MiB with its growth and the log",
+                    bytes as f64 / (1 << 20) as f64,
+                    ((2 + flash_log_blocks + grown * k) * 4096) as f64 / (1 << 20) as f64
+                );
+            }
+            ((logical - 2 - flash_log_blocks) / k, logical)
+        }
+    };
     let g = &cfg.geometry;
     // In 4 KiB units (the stores map 4 KiB pages inside larger flash pages).
     let ppb = u64::from(g.pages_per_block) * units_per_page(g);
@@ -343,13 +455,19 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     if !(args.buffer > 0.0 && args.buffer <= 1.0) {
         bail!("--buffer {:.1}% is not in (0%, 100%]", args.buffer * 100.0);
     }
-    let frames = ((db_pages as f64 * args.buffer) as usize).max(256);
+    let frames = match args.buffer_bytes {
+        Some(b) => (b / args.page_bytes as u64).max(256) as usize,
+        None => ((db_pages as f64 * args.buffer) as usize).max(256),
+    };
     Ok((
         Rig {
             nand: cfg,
             log_region: args.log_region.clone(),
             spare,
             log_blocks,
+            log_device: args.log_device,
+            cpu: cpu_profile,
+            page_bytes: args.page_bytes,
             frames,
             db_pages,
             warmup: parse_warmup(&args.warmup)?,

@@ -48,6 +48,14 @@ pub struct QueryRow {
     /// Translation-page reads per host read: the mapping-cache misses of a page-at-a-time
     /// lookup (0 on native, whose map is in the host's memory).
     pub mapping_miss_ratio: f64,
+    /// Per run: host CPU the profile charged for the query layer's rows (scans, aggregates,
+    /// joins) and for the engine's work (fixes, page reads), seconds.
+    pub query_cpu_seconds: f64,
+    pub engine_cpu_seconds: f64,
+    /// Per run: mapping work (the device controller's, or the host's for dftl-orig and
+    /// native), seconds, and the cache entries dftl-orig's min-age scans visited.
+    pub mapping_seconds: f64,
+    pub cache_scanned_entries: f64,
     pub consistency: Consistency,
 }
 
@@ -64,6 +72,9 @@ pub struct TpchCompareResult {
     pub repeat: u32,
     pub read_ahead_pages: usize,
     pub cpu: QueryCpu,
+    /// The host CPU profile (crate::cpu): the engine's costs and the query layer's (`cpu`).
+    pub cpu_profile: crate::cpu::CpuProfile,
+    pub log_device: super::LogDevice,
     pub device: Device,
     pub rows: Vec<StoreRow>,
 }
@@ -71,6 +82,9 @@ pub struct TpchCompareResult {
 /// One query on one store, `repeat` runs.
 pub struct Measured {
     pub secs: Vec<f64>,
+    /// Query-layer and engine CPU charged over all runs, ns.
+    pub query_cpu_ns: u64,
+    pub engine_cpu_ns: u64,
     pub before: (Counters, u64, Busy),
     pub after: (Counters, u64, Busy),
     pub elapsed_ns: u64,
@@ -92,15 +106,20 @@ fn measure_query(
     let start = e.now();
     let mut secs = Vec::new();
     let mut result = None;
+    let cpu0 = e.cpu_counts().charged_ns;
+    let mut query_cpu_ns = 0;
     for _ in 0..repeat {
         let t0 = e.now();
         let run = query::run(e, h, q, &Params::validation(), opts)?;
         e.set_now(e.device_idle_ns());
         secs.push((e.now() - t0) as f64 / 1e9);
+        query_cpu_ns += run.scans.iter().map(|s| s.cpu_ns).sum::<u64>();
         result = Some(run.result);
     }
     Ok(Measured {
         secs,
+        query_cpu_ns,
+        engine_cpu_ns: e.cpu_counts().charged_ns - cpu0,
         before,
         after: (counters(e.store()), host_reads(e), Busy::of(e.store())),
         elapsed_ns: e.now() - start,
@@ -150,10 +169,10 @@ pub fn run(
         rig.spare * 100.0,
         rig.frames
     );
-    let read_ahead_pages = 2 * g.dies() as usize;
+    let read_ahead_pages = args.read_ahead_pages.unwrap_or(2 * g.dies() as usize);
     let opts = ExecOptions {
         read_ahead_pages,
-        cpu: QueryCpu::default(),
+        cpu: rig.cpu.query,
     };
     let mut out: Vec<StoreRow> = Vec::new();
     let mut native: Vec<(f64, QueryResult)> = Vec::new();
@@ -191,6 +210,10 @@ pub fn run(
                 host_reads: r4(host),
                 translation_reads: r4(tr),
                 mapping_miss_ratio: if host > 0.0 { r4(tr / host) } else { 0.0 },
+                query_cpu_seconds: r4(m.query_cpu_ns as f64 / 1e9 / runs),
+                engine_cpu_seconds: r4(m.engine_cpu_ns as f64 / 1e9 / runs),
+                mapping_seconds: r4((a.0.ctrl_us - b.0.ctrl_us) / 1e6 / runs),
+                cache_scanned_entries: r4((a.0.scanned - b.0.scanned) as f64 / runs),
                 consistency: measure::check(measure::Window {
                     before: &b.2,
                     after: &a.2,
@@ -217,11 +240,14 @@ pub fn run(
         repeat: args.repeat,
         read_ahead_pages,
         cpu: opts.cpu,
+        cpu_profile: rig.cpu.clone(),
+        log_device: rig.log_device,
         device: Device {
             preset: rig.nand.name.clone(),
             blocks: g.blocks(),
             capacity_bytes: g.capacity_bytes(),
             db_pages: rig.db_pages,
+            page_bytes: rig.page_bytes,
             log_blocks: rig.log_blocks,
             spare_factor: r4(rig.spare),
             buffer_frames: rig.frames,

@@ -1,0 +1,209 @@
+//! `noftl reproduce <paper>`: a paper's figures re-run at the paper's set-up, and one fidelity
+//! table: every cell with the paper's value, ours, the relative error, whether the cell was used
+//! to fit a parameter the paper does not state (calibration) or is a prediction (held out), and
+//! whether it lands within its tolerance. Only NoFTL so far (`noftl`); later issues add the
+//! others under the same verb.
+//!
+//! NoFTL (`compare::paper` states the set-up and its sources): Fig. 3's TPC-B and TPC-C rows
+//! (1, 5 and 10 GiB volumes), its TPC-H rows (SF 1 on 1.5 GiB), and Fig. 4 (fio's random 4 KiB
+//! writes at QD 1 on the emulator), with the host CPU profile `paper-noftl` (crate::cpu,
+//! `calibration`). Each run goes through `compare` or `io`, so every row carries its own
+//! consistency check. `--quick` runs the same machinery at small scales for CI: its cells are
+//! not the paper's set-up and are printed as such.
+//!
+//! Invariants:
+//! 1. A cell's set is fixed by `calibration::CALIBRATION_CELLS`, never by how well it lands.
+//! 2. A cell whose run broke a physical bound (consistency violated) is never within tolerance.
+//! 3. The result depends on the spec only (virtual time).
+
+pub mod calibration;
+mod fidelity;
+mod runs;
+
+use serde::Serialize;
+
+use crate::cpu::CpuProfile;
+
+pub use fidelity::{Cell, CellSet};
+pub use runs::{Fig4Run, OltpRun, StoreRun, TpchQueryRun, TpchRun};
+
+/// What `noftl reproduce` takes.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// The paper: noftl.
+    pub paper: String,
+    /// Small scales (CI): the machinery, not the paper's set-up.
+    pub quick: bool,
+    /// Rows run at once.
+    pub jobs: usize,
+    /// The host CPU profile (default paper-noftl).
+    pub cpu: String,
+    /// Measured windows per store (None: 3; 2 with `quick`).
+    pub repeat: Option<u32>,
+    /// Virtual length of a window (None: 30s; 5s with `quick`).
+    pub duration: Option<String>,
+    /// Only the OLTP rows, or only TPC-H, or only Fig. 4 (None: everything).
+    pub only: Option<String>,
+}
+
+impl Default for Spec {
+    fn default() -> Self {
+        Spec {
+            paper: "noftl".into(),
+            quick: false,
+            jobs: 2,
+            cpu: "paper-noftl".into(),
+            repeat: None,
+            duration: None,
+            only: None,
+        }
+    }
+}
+
+/// The papers `reproduce` knows.
+pub const PAPERS: [&str; 1] = ["noftl"];
+
+/// Everything one reproduction ran, and its fidelity table.
+#[derive(Debug, Serialize)]
+pub struct ReproduceResult {
+    pub paper: String,
+    pub quick: bool,
+    /// The set-up every run used (compare::paper's list, as the values run).
+    pub setup: Setup,
+    pub cpu: CpuProfile,
+    pub cells: Vec<Cell>,
+    /// Held-out cells within tolerance, of those judged.
+    pub held_out_within: usize,
+    pub held_out_judged: usize,
+    pub oltp: Vec<OltpRun>,
+    pub tpch: Option<TpchRun>,
+    pub fig4: Vec<Fig4Run>,
+}
+
+/// The set-up, as run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Setup {
+    pub preset: &'static str,
+    pub spare_factor: f64,
+    pub page_bytes: usize,
+    pub buffer_bytes: u64,
+    pub log_device: &'static str,
+    pub terminals: u32,
+    pub repeat: u32,
+    pub window: String,
+    pub warmup: &'static str,
+    pub dftl: &'static str,
+}
+
+/// What a long reproduction tells while it goes.
+pub type Progress<'a> = dyn FnMut(&str) + 'a;
+
+/// Runs the reproduction of `spec.paper` and builds its fidelity table.
+pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<ReproduceResult> {
+    if !PAPERS.contains(&spec.paper.as_str()) {
+        anyhow::bail!(
+            "reproduce: no paper '{}' (the papers are {}; IPA, IAA, AMF and DFS come later)",
+            spec.paper,
+            PAPERS.join(", ")
+        );
+    }
+    if let Some(o) = &spec.only {
+        if !["oltp", "tpch", "fig4"].contains(&o.as_str()) {
+            anyhow::bail!("--only takes oltp, tpch or fig4, not '{o}'");
+        }
+    }
+    // Refused before any run: the profile, the window.
+    let cpu = CpuProfile::parse(&spec.cpu)?;
+    let setup = runs::setup(spec)?;
+    let want = |part: &str| spec.only.as_deref().is_none_or(|o| o == part);
+    let oltp = if want("oltp") {
+        runs::oltp(spec, &setup, progress)?
+    } else {
+        vec![]
+    };
+    let tpch = if want("tpch") {
+        Some(runs::tpch(spec, &setup, progress)?)
+    } else {
+        None
+    };
+    let fig4 = if want("fig4") {
+        runs::fig4(spec, &cpu, progress)?
+    } else {
+        vec![]
+    };
+    let cells = fidelity::cells(spec.quick, &cpu.name, &oltp, tpch.as_ref(), &fig4);
+    let judged: Vec<&Cell> = cells.iter().filter(|c| c.set == CellSet::HeldOut).collect();
+    Ok(ReproduceResult {
+        paper: spec.paper.clone(),
+        quick: spec.quick,
+        held_out_within: judged.iter().filter(|c| c.within).count(),
+        held_out_judged: judged.len(),
+        setup,
+        cpu,
+        cells,
+        oltp,
+        tpch,
+        fig4,
+    })
+}
+
+/// One round of the calibration: the fit the runs used, and what they gave.
+#[derive(Debug, Serialize)]
+pub struct CalibrationRound {
+    pub used: crate::cpu::PaperNoftlFit,
+    pub inputs: calibration::Inputs,
+    pub fitted: calibration::Fit,
+}
+
+/// At most this many rounds of the fixed point (module doc of `calibration`).
+const MAX_ROUNDS: usize = 4;
+
+/// `reproduce noftl --calibrate`: runs the calibration cells (native at TPC-B 48 and 200, TPC-C
+/// 5 and 25, TPC-H SF 1; dftl-orig-15% for Q1) with the committed fit, fits, and repeats with
+/// the new fit until it moves by less than 1% (at most `MAX_ROUNDS` rounds).
+pub fn calibrate(
+    spec: &Spec,
+    progress: &mut Progress<'_>,
+) -> anyhow::Result<Vec<CalibrationRound>> {
+    if spec.quick {
+        anyhow::bail!(
+            "--calibrate fits the paper's cells: it runs at the paper's scales, not with --quick"
+        );
+    }
+    let setup = runs::setup(spec)?;
+    let dir = tempfile::tempdir()?;
+    let mut used = crate::cpu::PAPER_NOFTL_FIT;
+    let mut rounds: Vec<CalibrationRound> = Vec::new();
+    for round in 1..=MAX_ROUNDS {
+        let profile = dir.path().join(format!("round-{round}.toml"));
+        std::fs::write(&profile, used.profile().to_toml()?)?;
+        let s = Spec {
+            cpu: profile.display().to_string(),
+            ..spec.clone()
+        };
+        progress(&format!(
+            "calibration round {round}: engine x{}, commit {} ns, query x{}, scan overlap {}",
+            used.engine_scale, used.commit_ns, used.query_scale, used.dftl_orig_scan_overlap
+        ));
+        let oltp = runs::oltp_calibration(&s, &setup, progress)?;
+        let tpch = runs::tpch_calibration(&s, &setup, progress)?;
+        let inputs = runs::calibration_inputs(&used, &oltp, &tpch)?;
+        let fitted = calibration::fit(&inputs)?;
+        let next = fitted.fit;
+        rounds.push(CalibrationRound {
+            used,
+            inputs,
+            fitted,
+        });
+        let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * a.abs().max(b.abs()).max(1e-9);
+        if close(next.engine_scale, used.engine_scale)
+            && close(next.commit_ns as f64, used.commit_ns as f64)
+            && close(next.query_scale, used.query_scale)
+            && next.dftl_orig_scan_overlap == used.dftl_orig_scan_overlap
+        {
+            break;
+        }
+        used = next;
+    }
+    Ok(rounds)
+}

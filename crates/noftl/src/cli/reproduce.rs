@@ -1,0 +1,159 @@
+//! `noftl reproduce <paper>`: a paper's figures at the paper's set-up, and the fidelity table
+//! (`lab::experiments::reproduce`). This verb parses, writes the JSON and prints.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use lab::experiments::reproduce::{self as experiment, CellSet, ReproduceResult};
+
+use super::common::emit_json;
+
+#[derive(Debug, Clone, Args)]
+pub struct ReproduceArgs {
+    /// The paper: noftl (NoFTL, VLDB 2013: Fig. 3's TPC-B, TPC-C and TPC-H rows and Fig. 4).
+    pub paper: String,
+    /// Small scales in about a minute (CI): the machinery and the table, not the paper's set-up.
+    #[arg(long)]
+    pub quick: bool,
+    /// Host CPU profile: paper-noftl (Shore-MT on the paper's server, fitted from the NoFTL
+    /// columns), measured (this engine), none, or a TOML file (docs/noftl.md).
+    #[arg(long, default_value = "paper-noftl")]
+    pub cpu: String,
+    /// Measured windows per store (default 3; 2 with --quick).
+    #[arg(long)]
+    pub repeat: Option<u32>,
+    /// Virtual length of each window (default 30s; 5s with --quick).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Run one part only: oltp, tpch or fig4.
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Re-fit the profile paper-noftl from its calibration cells (repeated runs until the fit
+    /// settles) and print the constants to commit, instead of the table.
+    #[arg(long)]
+    pub calibrate: bool,
+    /// Worker threads (rows are independent).
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Write the JSON result to this file ("-" or no value: standard output, instead of the
+    /// table).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+}
+
+impl ReproduceArgs {
+    pub fn spec(&self) -> experiment::Spec {
+        experiment::Spec {
+            paper: self.paper.clone(),
+            quick: self.quick,
+            jobs: self.jobs,
+            cpu: self.cpu.clone(),
+            repeat: self.repeat,
+            duration: self.duration.clone(),
+            only: self.only.clone(),
+        }
+    }
+}
+
+pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.json {
+        lab::output::check_writable(p)?;
+    }
+    let spec = args.spec();
+    let mut progress = |s: &str| eprintln!("reproduce {}: {s}", args.paper);
+    if args.calibrate {
+        let rounds = experiment::calibrate(&spec, &mut progress)?;
+        if emit_json(args.json.as_deref(), &rounds)? {
+            print_calibration(&rounds);
+        }
+        return Ok(());
+    }
+    let res = experiment::run(&spec, &mut progress)?;
+    if emit_json(args.json.as_deref(), &res)? {
+        print_table(&res);
+    }
+    Ok(())
+}
+
+fn print_calibration(rounds: &[experiment::CalibrationRound]) {
+    for (i, r) in rounds.iter().enumerate() {
+        let f = &r.fitted;
+        println!(
+            "round {}: ran with engine x{} commit {} ns query x{} overlap {}; fitted engine x{} commit {} ns query x{} overlap {} (scan {:.2} cycles per entry)",
+            i + 1,
+            r.used.engine_scale,
+            r.used.commit_ns,
+            r.used.query_scale,
+            r.used.dftl_orig_scan_overlap,
+            f.fit.engine_scale,
+            f.fit.commit_ns,
+            f.fit.query_scale,
+            f.fit.dftl_orig_scan_overlap,
+            f.scan_cycles_per_entry
+        );
+        for c in &f.residuals {
+            println!(
+                "  {:<22} paper {:>14.0} ns  fitted {:>14.0} ns  ({:+.1}%)",
+                c.cell,
+                c.paper_ns,
+                c.fitted_ns,
+                (c.fitted_ns / c.paper_ns - 1.0) * 100.0
+            );
+        }
+    }
+    if let Some(last) = rounds.last() {
+        println!(
+            "inputs of the last round (calibration.rs COMMITTED):\n{:#?}",
+            last.inputs
+        );
+    }
+}
+
+fn print_table(res: &ReproduceResult) {
+    println!(
+        "{} reproduction{}: host CPU profile {}, {} KiB DB pages, {} MiB buffer, log on a {} device, {}, one terminal, {} x {} windows",
+        res.paper,
+        if res.quick {
+            " (--quick: small scales, not the paper's set-up; the cells stand for the paper's)"
+        } else {
+            ""
+        },
+        res.cpu.name,
+        res.setup.page_bytes / 1024,
+        res.setup.buffer_bytes >> 20,
+        res.setup.log_device,
+        res.setup.preset,
+        res.setup.repeat,
+        res.setup.window
+    );
+    println!(
+        "{:<44} {:>9} {:>10} {:>10} {:>8} {:<12} {:>6} {:<7} {:<9}",
+        "cell", "metric", "paper", "ours", "error", "set", "tol.", "within", "check"
+    );
+    for c in &res.cells {
+        let paper = match c.paper_high {
+            Some(h) => format!("{}-{}", c.paper, h),
+            None => format!("{}", c.paper),
+        };
+        println!(
+            "{:<44} {:>9} {:>10} {:>10.3} {:>+7.1}% {:<12} {:>5.0}% {:<7} {:<9}",
+            c.cell,
+            c.metric,
+            paper,
+            c.ours,
+            c.error * 100.0,
+            match c.set {
+                CellSet::Calibration => "calibration",
+                CellSet::HeldOut => "held-out",
+            },
+            c.tolerance * 100.0,
+            if c.within { "yes" } else { "NO" },
+            c.consistency
+        );
+    }
+    println!(
+        "held-out cells within tolerance: {} of {}",
+        res.held_out_within, res.held_out_judged
+    );
+    println!("every cell's counters are in the JSON (--json), field `why`.");
+}

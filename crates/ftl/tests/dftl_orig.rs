@@ -284,3 +284,43 @@ fn the_host_model_charges_a_dram_access_per_entry_beyond_the_l3() {
     let small = ftl::host::access_cycles(ftl::dftl_orig::RECORD_BYTES << 18);
     assert_eq!((small, big), (40, 210));
 }
+
+#[test]
+fn loads_in_flight_cut_a_scan_entrys_cost_and_the_report_counts_the_entries() {
+    // One access into the records costs 40 cycles here (the table fits the E5630's L3): a scan
+    // entry is 8 instructions + 40 at overlap 1 (the upper bound), 8 + 40/4 with 4 in flight.
+    let full = DftlOrig::new(tiny(&[]), &opts(0.1)).unwrap();
+    assert_eq!(full.cache().cycles().scan_entry, 8 + 40);
+    let four = DftlOrig::new(
+        tiny(&[]),
+        &FtlOptions {
+            dftl_orig_scan_overlap: 4,
+            ..opts(0.1)
+        },
+    )
+    .unwrap();
+    assert_eq!(four.cache().cycles().scan_entry, 8 + 10);
+    // Everything else about the cache is as before.
+    assert_eq!(four.cache().cycles().lookup, full.cache().cycles().lookup);
+    assert_eq!(four.cache().cycles().miss, full.cache().cycles().miss);
+    // The scanned entries reach the report, where experiments read them.
+    let mut d = four;
+    let n = (d.cache().capacity() + 8) as u64;
+    write_all(&mut d, 0..n, 0);
+    let scanned = d.cache().counts().scanned_entries;
+    assert!(scanned > 0);
+    assert_eq!(d.report().cache_scanned_entries, scanned);
+    // Out of range: refused with what is wrong.
+    for bad in [0, 65] {
+        let e = DftlOrig::new(
+            tiny(&[]),
+            &FtlOptions {
+                dftl_orig_scan_overlap: bad,
+                ..opts(0.1)
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("scan overlap"), "{e}");
+    }
+}

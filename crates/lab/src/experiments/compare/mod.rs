@@ -160,6 +160,8 @@ pub(crate) use rig::{
 };
 pub use rig::{parse_stores, parse_warmup, Spec, Warmup};
 pub use tpch::TpchCompareResult;
+/// The rows a comparison can run, in its order (`parse_stores` indexes them): the dashboard's legend.
+pub use rig::ROWS as STORE_ROWS;
 
 /// The scheduler's options for a window of `until_ns` from `start`: it ends at the first
 /// checkpoint after `until_ns` (whole checkpoint cycles, the window's start being right after

@@ -35,9 +35,18 @@ pub enum LockError {
     },
 }
 
-/// Files this process holds locked: (device, inode), the flag the path came from, and the open
-/// file carrying the lock.
-static HELD: Mutex<Vec<((u64, u64), &'static str, File)>> = Mutex::new(Vec::new());
+/// A file this process holds locked.
+#[derive(Debug)]
+struct Held {
+    /// (device, inode)
+    key: (u64, u64),
+    /// The flag its path came from.
+    flag: &'static str,
+    /// The open file carrying the lock (closed, and the lock dropped, only at exit).
+    _file: File,
+}
+
+static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
 
 /// Locks `path` exclusively for the rest of the process, creating it (empty) when missing.
 /// `flag` names the option the path came from, for the message.
@@ -57,7 +66,7 @@ pub fn hold(path: &Path, flag: &'static str) -> Result<(), LockError> {
     let meta = file.metadata().map_err(io)?;
     let key = (meta.dev(), meta.ino());
     let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-    if held.iter().any(|(k, _, _)| *k == key) {
+    if held.iter().any(|h| h.key == key) {
         return Ok(()); // invariant 2
     }
     // SAFETY: flock on a valid, open descriptor owned by `file`; no memory is involved.
@@ -76,7 +85,11 @@ pub fn hold(path: &Path, flag: &'static str) -> Result<(), LockError> {
         }
         return Err(io(e));
     }
-    held.push((key, flag, file));
+    held.push(Held {
+        key,
+        flag,
+        _file: file,
+    });
     Ok(())
 }
 
@@ -90,8 +103,8 @@ pub fn hold(path: &Path, flag: &'static str) -> Result<(), LockError> {
 pub fn holder(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
     let key = (meta.dev(), meta.ino());
     let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, flag, _)) = held.iter().find(|(k, _, _)| *k == key) {
-        return Some(format!("this process (its {flag})"));
+    if let Some(h) = held.iter().find(|h| h.key == key) {
+        return Some(format!("this process (its {})", h.flag));
     }
     drop(held);
     use std::os::unix::fs::OpenOptionsExt;

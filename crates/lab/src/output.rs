@@ -390,11 +390,14 @@ mod tests {
         let e = check_results_dir("--results", &dir, false).expect_err("not empty");
         assert!(e.to_string().contains("is not empty"), "{e}");
         check_results_dir("--results", &dir, true).expect("forced");
-        let e = check_results_dir("--results", &dir.join("summary.json"), true)
-            .expect_err("a file");
+        let e =
+            check_results_dir("--results", &dir.join("summary.json"), true).expect_err("a file");
         assert!(e.to_string().contains("not a directory"), "{e}");
         let fresh = dir.join("stdout.txt");
         create_fresh(&fresh).expect("new");
-        assert!(create_fresh(&fresh).is_err(), "never over an existing entry");
+        assert!(
+            create_fresh(&fresh).is_err(),
+            "never over an existing entry"
+        );
     }
 }

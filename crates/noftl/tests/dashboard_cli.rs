@@ -373,7 +373,10 @@ fn a_speed_that_cannot_pace_a_run_is_refused_before_it_starts() {
     let slow = QUICK.replace(r#""speed":0"#, r#""speed":1e-300"#);
     let (status, body) = http(&dash, "POST", "/api/runs", &slow);
     assert_eq!(status, 400, "{body}");
-    assert!(body.contains("speed: 0 (no pacing) or 0.01 to 1000"), "{body}");
+    assert!(
+        body.contains("speed: 0 (no pacing) or 0.01 to 1000"),
+        "{body}"
+    );
     assert!(runs_listed(&dash).is_empty());
 }
 
@@ -384,7 +387,10 @@ fn a_speed_that_cannot_pace_a_run_is_refused_before_it_starts() {
 #[test]
 fn runs_past_the_limit_wait_in_a_queue_or_are_refused_and_a_cancel_stops_them() {
     let d = tempfile::tempdir().unwrap();
-    let dash = start_with(&d.path().join("runs"), &["--max-runs", "1", "--max-queued", "1"]);
+    let dash = start_with(
+        &d.path().join("runs"),
+        &["--max-runs", "1", "--max-queued", "1"],
+    );
     let (status, body) = http(&dash, "POST", "/api/runs", SLOW);
     assert_eq!(status, 201, "{body}");
     assert!(body.contains("\"running\""), "{body}");
@@ -410,7 +416,10 @@ fn runs_past_the_limit_wait_in_a_queue_or_are_refused_and_a_cancel_stops_them() 
     let (name, data) = ev.last().unwrap();
     assert_eq!(name, "error", "{data}");
     assert!(data.contains("cancelled"), "{data}");
-    assert!(t.elapsed().as_secs() < 100, "stopped long before its 2,000 s");
+    assert!(
+        t.elapsed().as_secs() < 100,
+        "stopped long before its 2,000 s"
+    );
     let (status, body) = http(&dash, "POST", &format!("/api/runs/{slow}/cancel"), "{}");
     assert_eq!(status, 409, "an ended run: {body}");
     for r in runs_listed(&dash) {
@@ -463,7 +472,11 @@ fn runs_started_at_once_get_ids_and_directories_of_their_own() {
         let ev = events(&dash.addr, *id);
         let (name, _) = ev.last().unwrap();
         assert!(name == "done" || name == "error", "run {id}: {ev:?}");
-        assert_eq!(ev.iter().filter(|(n, _)| n == "plan").count(), 1, "run {id}");
+        assert_eq!(
+            ev.iter().filter(|(n, _)| n == "plan").count(),
+            1,
+            "run {id}"
+        );
     }
     for r in runs_listed(&dash) {
         assert!(
@@ -491,7 +504,10 @@ fn a_past_run_whose_figure_cannot_be_drawn_does_not_freeze_the_dashboard() {
     for _ in 0..3 {
         let (status, body) = http(&dash, "GET", "/api/runs/1/figure.svg", "");
         assert_eq!(status, 404, "{body}");
-        assert!(body.contains("1e200") || body.contains("too large"), "{body}");
+        assert!(
+            body.contains("1e200") || body.contains("too large"),
+            "{body}"
+        );
     }
     assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
     assert_eq!(runs_listed(&dash).len(), 1);
@@ -605,7 +621,11 @@ fn comparison_from_form(
     // Rows that run at once (`--jobs`) may start in either order on the wall clock; the legend
     // keeps the rows' order all the same (the run's `plan` event names them).
     let series = b.eval("tpsPlot.series.slice(1).map(s => s.label)");
-    assert_eq!(series, serde_json::json!(names), "one live series per row, in row order");
+    assert_eq!(
+        series,
+        serde_json::json!(names),
+        "one live series per row, in row order"
+    );
     let table = result_table(b);
     let rows = summary["rows"].as_array().unwrap();
     assert_eq!(table.len(), rows.len(), "{table:?}");

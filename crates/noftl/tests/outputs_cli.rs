@@ -136,12 +136,24 @@ fn a_result_over_an_image_a_running_server_holds_is_refused_and_the_image_kept()
     );
     let t = Instant::now();
     let (ok, _, err) = cli_support::noftl(&[
-        "bench", "tpcb", "--storage", "memdisk", "--scale", "1", "--txns", "5", "--json", &img_s,
+        "bench",
+        "tpcb",
+        "--storage",
+        "memdisk",
+        "--scale",
+        "1",
+        "--txns",
+        "5",
+        "--json",
+        &img_s,
     ]);
     assert!(!ok, "{err}");
     assert!(err.contains("holds it locked"), "{err}");
     assert!(err.contains(&format!("pid {}", server.pid())), "{err}");
-    assert!(t.elapsed() < Duration::from_secs(10), "refused before the run");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "refused before the run"
+    );
     server.stop();
     // Still the server's image: it serves again.
     assert_ne!(std::fs::read(&img).expect("image").first(), Some(&b'{'));

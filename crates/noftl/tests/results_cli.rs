@@ -709,7 +709,10 @@ fn a_results_directory_that_holds_files_is_refused_unless_forced() {
         a
     };
     let (ok, _, err) = noftl(&args(false));
-    assert!(!ok && err.contains("is not empty") && err.contains("--force"), "{err}");
+    assert!(
+        !ok && err.contains("is not empty") && err.contains("--force"),
+        "{err}"
+    );
     assert_eq!(
         std::fs::read(dir.join("summary.json")).unwrap(),
         b"{\"mine\": true}"

@@ -448,7 +448,15 @@ fn a_plan_with_too_many_jobs_is_refused_before_it_is_expanded() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("big.toml");
     let mut text = String::from("verb = \"io\"\nargs = [\"--preset\", \"tiny\"]\n[grid]\n");
-    for flag in ["--ops", "--qd", "--seed", "--bs", "--cache", "--op", "--controller-mhz"] {
+    for flag in [
+        "--ops",
+        "--qd",
+        "--seed",
+        "--bs",
+        "--cache",
+        "--op",
+        "--controller-mhz",
+    ] {
         let values: Vec<String> = (1..=10).map(|v| format!("\"{v}\"")).collect();
         text.push_str(&format!("\"{flag}\" = [{}]\n", values.join(", ")));
     }
@@ -475,7 +483,10 @@ fn a_plan_of_a_verb_that_is_not_an_experiment_is_refused() {
     for verb in ["dashboard", "mount", "fsck", "plot", "sweep", "serve"] {
         std::fs::write(&plan, format!("verb = \"{verb}\"\n")).unwrap();
         let (ok, _, err) = noftl(&["sweep", plan.to_str().unwrap(), "--dry-run"]);
-        assert!(!ok && err.contains("cannot run in a sweep"), "{verb}: {err}");
+        assert!(
+            !ok && err.contains("cannot run in a sweep"),
+            "{verb}: {err}"
+        );
     }
 }
 
@@ -574,12 +585,24 @@ fn a_sweep_out_directory_that_holds_other_files_is_refused_unless_forced() {
         noftl(&args)
     };
     let (ok, _, err) = run(&[]);
-    assert!(!ok && err.contains("is not empty") && err.contains("--force"), "{err}");
-    assert_eq!(std::fs::read_to_string(out.join("results.csv")).unwrap(), "mine");
+    assert!(
+        !ok && err.contains("is not empty") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.csv")).unwrap(),
+        "mine"
+    );
     assert!(!out.join("jobs.json").exists(), "nothing written");
     let (ok, _, err) = run(&["--resume"]);
-    assert!(!ok && err.contains("is not empty"), "no sweep to resume: {err}");
+    assert!(
+        !ok && err.contains("is not empty"),
+        "no sweep to resume: {err}"
+    );
     let (ok, _, err) = run(&["--force"]);
     assert!(ok, "{err}");
-    assert_eq!(column(&csv_rows(&out.join("results.csv")), "status"), ["ok"]);
+    assert_eq!(
+        column(&csv_rows(&out.join("results.csv")), "status"),
+        ["ok"]
+    );
 }

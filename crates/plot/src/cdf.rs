@@ -87,7 +87,10 @@ where
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(56)
-        .build_cartesian_2d(log_axis("latency", lo * 0.8, hi * 1.25)?.log_scale(), 0.0..1.0)
+        .build_cartesian_2d(
+            log_axis("latency", lo * 0.8, hi * 1.25)?.log_scale(),
+            0.0..1.0,
+        )
         .map_err(to_anyhow)?;
     chart
         .configure_mesh()

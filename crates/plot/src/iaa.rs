@@ -71,7 +71,10 @@ pub fn iaa_of(v: &Json) -> anyhow::Result<IaaData> {
                 if base <= 0.0 {
                     bail!("conventional {field} at free space {fs} is {base}: no ratio");
                 }
-                y = bounded(&format!("row {name}: {field} against conventional"), y / base)?;
+                y = bounded(
+                    &format!("row {name}: {field} against conventional"),
+                    y / base,
+                )?;
             }
             values.push((fs * 100.0, y));
         }

@@ -56,7 +56,7 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
 use super::launch::{Job, Launcher};
-use guard::Guard;
+use guard::{Guard, Refusal};
 pub use request::RunRequest;
 use request::{parse_with, series_order};
 
@@ -189,10 +189,10 @@ impl App {
 
     /// Takes `req` (checked) as a run: started now if a slot is free, else queued, else
     /// refused. Returns its id and status.
-    fn admit(self: &Arc<Self>, req: RunRequest) -> Result<(usize, &'static str), Response> {
+    fn admit(self: &Arc<Self>, req: RunRequest) -> Result<(usize, &'static str), Refusal> {
         let mut runs = self.lock();
         if runs.running >= self.max_runs && runs.queue.len() >= self.max_queued {
-            return Err(refuse(
+            return Err((
                 StatusCode::TOO_MANY_REQUESTS,
                 format!(
                     "{} runs are running and {} waiting (--max-runs, --max-queued): cancel one or wait",
@@ -202,9 +202,12 @@ impl App {
             ));
         }
         let (id, dir) = self.new_run_dir(&runs).map_err(|e| {
-            refuse(
+            (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot create a run directory in {}: {e}", self.dir.display()),
+                format!(
+                    "cannot create a run directory in {}: {e}",
+                    self.dir.display()
+                ),
             )
         })?;
         let parsed = req.argv_with(&dir, &self.launch).and_then(|argv| {
@@ -215,7 +218,7 @@ impl App {
             Ok(x) => x,
             Err(e) => {
                 let _ = std::fs::remove_dir(&dir);
-                return Err(bad(e));
+                return Err((StatusCode::BAD_REQUEST, e));
             }
         };
         let series = series_order(&req, &cmd, &self.launch);
@@ -396,7 +399,10 @@ async fn check_request(
 
 /// The page, with this start's token for its own requests.
 async fn page(State(app): State<Shared>) -> Html<String> {
-    Html(include_str!("../../assets/dashboard/index.html").replace("__NOFTL_TOKEN__", app.guard.token()))
+    Html(
+        include_str!("../../assets/dashboard/index.html")
+            .replace("__NOFTL_TOKEN__", app.guard.token()),
+    )
 }
 
 async fn uplot_js() -> Response {
@@ -460,10 +466,12 @@ async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Respon
         return bad(e);
     }
     match app.admit(req) {
-        Ok((id, status)) => {
-            (StatusCode::CREATED, Json(json!({ "id": id, "status": status }))).into_response()
-        }
-        Err(refused) => refused,
+        Ok((id, status)) => (
+            StatusCode::CREATED,
+            Json(json!({ "id": id, "status": status })),
+        )
+            .into_response(),
+        Err((status, msg)) => refuse(status, msg),
     }
 }
 
@@ -481,7 +489,11 @@ async fn cancel_run(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> R
             r.status = "cancelled";
             let msg = json!({"error": "cancelled before it started", "cancelled": true});
             r.record("error", msg.to_string());
-            (StatusCode::OK, Json(json!({"id": id, "status": "cancelled"}))).into_response()
+            (
+                StatusCode::OK,
+                Json(json!({"id": id, "status": "cancelled"})),
+            )
+                .into_response()
         }
         "running" | "cancelling" => {
             r.cancel.store(true, Ordering::SeqCst);
@@ -585,7 +597,11 @@ fn run_one(app: &Shared, p: Pending) {
         }
         Ok(Err(e)) => {
             app.finish(id, "failed", None);
-            app.send(id, "error", json!({ "error": format!("{e:#}") }).to_string());
+            app.send(
+                id,
+                "error",
+                json!({ "error": format!("{e:#}") }).to_string(),
+            );
         }
         Err(_) => {
             app.finish(id, "failed", None);

@@ -836,7 +836,9 @@ pub fn merge(dir: &Path, csv_path: &Path) -> anyhow::Result<usize> {
         );
         w.write_record(&rec)?;
     }
-    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{}", e.error()))?;
+    let bytes = w
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("{}", e.error()))?;
     write_atomic(csv_path, &bytes)?;
     Ok(plan.jobs.len())
 }

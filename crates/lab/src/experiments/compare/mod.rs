@@ -153,6 +153,8 @@ pub struct CompareResult {
 mod rig;
 mod tpch;
 
+/// The rows a comparison can run, in its order (`parse_stores` indexes them): the dashboard's legend.
+pub use rig::ROWS as STORE_ROWS;
 pub(crate) use rig::{
     build_store, counters, mean_stdev, r4, size_rig, thread_cpu_s, units_per_page, Counters,
     Device, Probe, Rig, DEFAULT_STORES, ROWS, WARMUP_DEVICE_WRITES, WARMUP_MAX_NS,
@@ -160,8 +162,6 @@ pub(crate) use rig::{
 };
 pub use rig::{parse_stores, parse_warmup, Spec, Warmup};
 pub use tpch::TpchCompareResult;
-/// The rows a comparison can run, in its order (`parse_stores` indexes them): the dashboard's legend.
-pub use rig::ROWS as STORE_ROWS;
 
 /// The scheduler's options for a window of `until_ns` from `start`: it ends at the first
 /// checkpoint after `until_ns` (whole checkpoint cycles, the window's start being right after

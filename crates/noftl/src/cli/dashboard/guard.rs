@@ -53,7 +53,9 @@ impl Guard {
     pub fn admit(&self, method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
         let forbidden = |msg: String| Err((StatusCode::FORBIDDEN, msg));
         let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-            return forbidden("no Host header: the dashboard answers requests for its own address only".into());
+            return forbidden(
+                "no Host header: the dashboard answers requests for its own address only".into(),
+            );
         };
         if !self.host_is_mine(host) {
             return forbidden(format!(
@@ -149,14 +151,31 @@ mod tests {
     fn only_this_dashboards_host_and_origin_pass_and_changes_need_the_token_and_json() {
         let g = Guard::new("127.0.0.1:8080".parse().expect("addr"));
         let get = Method::GET;
-        for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "LOCALHOST:8080"] {
+        for host in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+            "LOCALHOST:8080",
+        ] {
             assert!(g.admit(&get, &headers(&[("host", host)])).is_ok(), "{host}");
         }
-        for host in ["evil.example:8080", "127.0.0.1:80", "127.0.0.1", "10.0.0.1:8080", "[::1"] {
-            assert!(g.admit(&get, &headers(&[("host", host)])).is_err(), "{host}");
+        for host in [
+            "evil.example:8080",
+            "127.0.0.1:80",
+            "127.0.0.1",
+            "10.0.0.1:8080",
+            "[::1",
+        ] {
+            assert!(
+                g.admit(&get, &headers(&[("host", host)])).is_err(),
+                "{host}"
+            );
         }
         assert!(g.admit(&get, &HeaderMap::new()).is_err(), "no Host");
-        let evil = headers(&[("host", "127.0.0.1:8080"), ("origin", "http://evil.example")]);
+        let evil = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://evil.example"),
+        ]);
         assert!(g.admit(&get, &evil).is_err());
         let token = g.token().to_string();
         let post = Method::POST;
@@ -176,7 +195,11 @@ mod tests {
         assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
         assert_ne!(Guard::new(g.bound).token(), g.token(), "a token per start");
         let all = Guard::new("0.0.0.0:9000".parse().expect("addr"));
-        assert!(all.admit(&get, &headers(&[("host", "192.0.2.7:9000")])).is_ok());
-        assert!(all.admit(&get, &headers(&[("host", "rebound.example:9000")])).is_err());
+        assert!(all
+            .admit(&get, &headers(&[("host", "192.0.2.7:9000")]))
+            .is_ok());
+        assert!(all
+            .admit(&get, &headers(&[("host", "rebound.example:9000")]))
+            .is_err());
     }
 }

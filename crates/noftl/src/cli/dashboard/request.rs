@@ -340,7 +340,6 @@ fn parse(argv: &[String]) -> Result<Job, String> {
     parse_with(argv, &super::super::launcher())
 }
 
-
 /// The series a run's live points come in, in the order of its plan's rows: the page's legend
 /// keeps this order whichever row's first point arrives first (rows run in parallel). Empty
 /// for a bench (one series). `job` is the request's command line, parsed.

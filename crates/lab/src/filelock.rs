@@ -10,6 +10,8 @@
 //!    until the process ends (the kernel drops the lock then, whatever the exit path).
 //! 2. A second lock on the same file from this process succeeds (the run already owns it).
 //! 3. The lock is advisory: it keeps out other noftl processes, not other programs.
+//! 4. [`holder`] tells who holds a file (this process, or another one) without taking the
+//!    lock for longer than a probe: the output rule (`output`) refuses to replace such a file.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
@@ -33,8 +35,18 @@ pub enum LockError {
     },
 }
 
-/// Files this process holds locked: (device, inode) and the open file carrying the lock.
-static HELD: Mutex<Vec<((u64, u64), File)>> = Mutex::new(Vec::new());
+/// A file this process holds locked.
+#[derive(Debug)]
+struct Held {
+    /// (device, inode)
+    key: (u64, u64),
+    /// The flag its path came from.
+    flag: &'static str,
+    /// The open file carrying the lock (closed, and the lock dropped, only at exit).
+    _file: File,
+}
+
+static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
 
 /// Locks `path` exclusively for the rest of the process, creating it (empty) when missing.
 /// `flag` names the option the path came from, for the message.
@@ -54,7 +66,7 @@ pub fn hold(path: &Path, flag: &'static str) -> Result<(), LockError> {
     let meta = file.metadata().map_err(io)?;
     let key = (meta.dev(), meta.ino());
     let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-    if held.iter().any(|(k, _)| *k == key) {
+    if held.iter().any(|h| h.key == key) {
         return Ok(()); // invariant 2
     }
     // SAFETY: flock on a valid, open descriptor owned by `file`; no memory is involved.
@@ -73,8 +85,46 @@ pub fn hold(path: &Path, flag: &'static str) -> Result<(), LockError> {
         }
         return Err(io(e));
     }
-    held.push((key, file));
+    held.push(Held {
+        key,
+        flag,
+        _file: file,
+    });
     Ok(())
+}
+
+/// Who holds the regular file at `path` (whose metadata is `meta`) locked, in words: this
+/// process (an `--image` or `--path` it owns) or another process (with its pid when
+/// /proc/locks names it); `None` when nobody does, or when the file cannot be opened to ask.
+///
+/// Why a probe: `flock` has no query. A shared lock cannot be taken while another open file
+/// holds the exclusive one `hold` takes, and is dropped again at once (when the probe's file
+/// closes), so a noftl starting at that very instant could only be refused, never corrupted.
+pub fn holder(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    let key = (meta.dev(), meta.ino());
+    let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = held.iter().find(|h| h.key == key) {
+        return Some(format!("this process (its {})", h.flag));
+    }
+    drop(held);
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK: the caller checked the file is regular, but it may have changed since, and a
+    // FIFO must not block the probe.
+    let probe = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    // SAFETY: flock on a valid, open descriptor owned by `probe`; no memory is involved.
+    let r = unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    if r == 0 {
+        return None; // nobody holds it; dropping `probe` releases the shared lock
+    }
+    let e = std::io::Error::last_os_error();
+    (e.raw_os_error() == Some(libc::EWOULDBLOCK)).then(|| match holder_pid(key.0, key.1) {
+        Some(pid) => format!("another process (pid {pid}{})", command_of(pid)),
+        None => "another process".to_string(),
+    })
 }
 
 /// The pid holding a `flock` on the file (device, inode), from /proc/locks, whose lines read
@@ -122,5 +172,31 @@ mod tests {
         drop(other);
         hold(&p, "--image").expect("free now");
         hold(&p, "--image").expect("held by this process already");
+    }
+
+    #[test]
+    fn the_holder_of_a_file_is_this_process_another_one_or_nobody() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let free = d.path().join("free");
+        std::fs::write(&free, b"x").expect("write");
+        let meta = |p: &Path| std::fs::metadata(p).expect("meta");
+        assert_eq!(holder(&free, &meta(&free)), None);
+        let other = d.path().join("other");
+        let f = File::create(&other).expect("create");
+        // SAFETY: as in `hold`.
+        assert_eq!(
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+            0
+        );
+        let h = holder(&other, &meta(&other)).expect("held");
+        assert!(h.starts_with("another process"), "{h}");
+        let mine = d.path().join("mine");
+        hold(&mine, "--image").expect("hold");
+        let h = holder(&mine, &meta(&mine)).expect("held");
+        assert_eq!(h, "this process (its --image)");
+        // The probe took no lock that stays: the file is still free to lock.
+        drop(f);
+        assert_eq!(holder(&free, &meta(&free)), None);
+        hold(&free, "--path").expect("still free");
     }
 }

@@ -7,7 +7,8 @@
 //! - [`units`]: sizes, percentages, durations, parsed one way for every caller.
 //! - [`limits`]: every size-like input checked against its range and the machine's memory.
 //! - [`cpu`]: host CPU profiles (measured, paper-noftl, none, a file) in virtual time.
-//! - [`output`], [`filelock`]: result files written safely; locks on the files a run owns.
+//! - [`filelock`], [`output`]: locks on the files a run owns; every file the tool writes,
+//!   through one rule (never over an input, an image or a file another process holds).
 //! - [`device`]: `DeviceSpec`, a preset or TOML file with overrides.
 //! - [`targets`]: `TargetSpec`, a block device (an FTL or a RAM disk) on a device.
 //! - [`results`]: result directories (summary, samples, raw rows, fio-shaped JSON).

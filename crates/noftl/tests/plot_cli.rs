@@ -249,3 +249,82 @@ fn plots_of_the_wrong_input_are_refused_with_a_reason() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Runs `noftl plot` for at most 30 s: (success, stderr), or `None` if it was still drawing.
+fn plot_briefly(args: &[&str]) -> Option<(bool, String)> {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .arg("plot")
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Issue 32: `noftl plot --out h.svg h.json` with a row whose `stdev` is 1e200 hung at 100 %
+/// CPU. Now a number no axis can hold is refused with the row and field, at once.
+#[test]
+fn a_number_no_axis_can_hold_is_refused_instead_of_drawing_forever() {
+    let d = tempfile::tempdir().unwrap();
+    let mut compare = json!({
+        "workload": "tpcb", "scale": 1,
+        "rows": [
+            {"storage": "native", "throughput_tps": 100.0, "stdev": 1e200},
+            {"storage": "page", "throughput_tps": 50.0, "stdev": 1.0}
+        ]
+    });
+    let h = write_json(d.path(), "h.json", &compare);
+    let out = d.path().join("h.svg");
+    let (ok, err) = plot_briefly(&["--out", out.to_str().unwrap(), h.to_str().unwrap()])
+        .expect("refused, not drawn forever");
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("row native: `stdev` is 1e200: too large for a figure"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    compare["rows"][0]["stdev"] = json!(1.0);
+    let h = write_json(d.path(), "h.json", &compare);
+    let (ok, err) = plot_briefly(&["--out", out.to_str().unwrap(), h.to_str().unwrap()]).unwrap();
+    assert!(ok, "{err}");
+    // A latency CDF from a raw.csv with a latency that is not a finite number.
+    let raw = d.path().join("raw.csv");
+    std::fs::write(&raw, "time_s,type,latency_us\n0.1,read,5\n0.2,read,inf\n").unwrap();
+    let (ok, err) = plot_briefly(&["--out", out.to_str().unwrap(), raw.to_str().unwrap()]).unwrap();
+    assert!(!ok && err.contains("finite"), "{err}");
+}
+
+/// Issue 32 (the output rule): a figure never replaces one of its inputs.
+#[test]
+fn a_figure_is_never_written_over_its_input() {
+    let d = tempfile::tempdir().unwrap();
+    let v = json!({
+        "workload": "tpcb", "scale": 1,
+        "rows": [{"storage": "native", "throughput_tps": 100.0, "stdev": 1.0}]
+    });
+    let input = write_json(d.path(), "compare.svg", &v);
+    let before = std::fs::read(&input).unwrap();
+    let (ok, _, err) = noftl(&[
+        "plot",
+        "--kind",
+        "figure3",
+        "--out",
+        input.to_str().unwrap(),
+        input.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("same file as input"), "{err}");
+    assert_eq!(std::fs::read(&input).unwrap(), before);
+}

@@ -681,3 +681,57 @@ fn result_directories_plot_as_cdf_and_time_series() {
     assert!(!ok);
     assert!(err.contains(".svg or .png"), "{err}");
 }
+
+/// Issue 32: `--results DIR` wrote its files among those of a non-empty directory (replacing
+/// the ones of the same names) without a word. Now such a directory is refused before the
+/// run, unless `--force`.
+#[test]
+fn a_results_directory_that_holds_files_is_refused_unless_forced() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("res");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("summary.json"), b"{\"mine\": true}").unwrap();
+    let args = |force: bool| {
+        let mut a = vec![
+            "io",
+            "--target",
+            "raw",
+            "--preset",
+            "tiny",
+            "--ops",
+            "10",
+            "--results",
+            dir.to_str().unwrap(),
+        ];
+        if force {
+            a.push("--force");
+        }
+        a
+    };
+    let (ok, _, err) = noftl(&args(false));
+    assert!(
+        !ok && err.contains("is not empty") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("summary.json")).unwrap(),
+        b"{\"mine\": true}"
+    );
+    let (ok, _, err) = noftl(&args(true));
+    assert!(ok, "{err}");
+    assert!(json(&dir.join("summary.json")).get("mine").is_none());
+    // bench takes the same --force.
+    let (ok, _, err) = noftl(&[
+        "bench",
+        "tpcb",
+        "--preset",
+        "tiny",
+        "--accounts-per-branch",
+        "1000",
+        "--txns",
+        "2",
+        "--results",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("is not empty"), "{err}");
+}

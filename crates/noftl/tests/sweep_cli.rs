@@ -413,3 +413,196 @@ fn the_ray_executor_records_a_failed_and_a_timed_out_job_and_goes_on() {
     );
     assert!(errors.iter().any(|e| e.contains("--bs")), "{errors:?}");
 }
+
+/// Runs `sh -c SCRIPT` (noftl as `$NOFTL`) for at most 30 s: (success, stderr), or `None` if it
+/// was still running.
+fn sh_briefly(script: &str) -> Option<(bool, String)> {
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("NOFTL", env!("CARGO_BIN_EXE_noftl"))
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Issue 32: `sweep PLAN --dry-run` on a 700-byte plan (7 flags x 10 values) grew past 8 GB and
+/// aborted before its job limit was checked. Now the jobs are counted before anything is
+/// expanded, and the plan is refused at once (here under a 2 GB address-space limit).
+#[test]
+fn a_plan_with_too_many_jobs_is_refused_before_it_is_expanded() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("big.toml");
+    let mut text = String::from("verb = \"io\"\nargs = [\"--preset\", \"tiny\"]\n[grid]\n");
+    for flag in [
+        "--ops",
+        "--qd",
+        "--seed",
+        "--bs",
+        "--cache",
+        "--op",
+        "--controller-mhz",
+    ] {
+        let values: Vec<String> = (1..=10).map(|v| format!("\"{v}\"")).collect();
+        text.push_str(&format!("\"{flag}\" = [{}]\n", values.join(", ")));
+    }
+    std::fs::write(&plan, &text).unwrap();
+    assert!(text.len() < 1000, "{}", text.len());
+    let script = format!(
+        "ulimit -v 2000000; exec \"$NOFTL\" sweep '{}' --dry-run",
+        plan.display()
+    );
+    let (ok, err) = sh_briefly(&script).expect("refused at once");
+    assert!(!ok);
+    assert!(
+        err.contains("expands to 10000000 jobs") && err.contains("at most 100000"),
+        "{err}"
+    );
+}
+
+/// Issue 32: a plan could name `dashboard`, `mount` or `fsck`, whose jobs always fail (or never
+/// end). Plans run experiment verbs only, refused before anything runs.
+#[test]
+fn a_plan_of_a_verb_that_is_not_an_experiment_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("p.toml");
+    for verb in ["dashboard", "mount", "fsck", "plot", "sweep", "serve"] {
+        std::fs::write(&plan, format!("verb = \"{verb}\"\n")).unwrap();
+        let (ok, _, err) = noftl(&["sweep", plan.to_str().unwrap(), "--dry-run"]);
+        assert!(
+            !ok && err.contains("cannot run in a sweep"),
+            "{verb}: {err}"
+        );
+    }
+}
+
+/// A sweep's result directory as `sweep merge` reads it: one job with an ok status and a
+/// result.
+fn tiny_sweep(out: &Path) {
+    std::fs::create_dir_all(out.join("jobs/a")).unwrap();
+    std::fs::write(
+        out.join("jobs.json"),
+        r#"{"name":"t","jobs":[{"id":"a","label":"","params":{"op":"7%"},"argv":["io"],"json_on_stdout":true,"memory_bytes":1}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        out.join("jobs/a/status.json"),
+        r#"{"id":"a","status":"ok","exit_code":0,"wall_seconds":1.0,"error":null}"#,
+    )
+    .unwrap();
+    std::fs::write(out.join("jobs/a/result.json"), r#"{"waf":2.5}"#).unwrap();
+}
+
+/// Issue 32: `sweep merge DIR --csv FIFO` hung, and `--csv SYMLINK` wrote over whatever the
+/// link named. Now the table goes through the output rule: a FIFO is refused at once, a link
+/// is resolved and its target judged: never one of the sweep's own files; a regular file
+/// elsewhere is written and the link kept.
+#[test]
+fn sweep_merge_writes_its_table_through_the_output_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    tiny_sweep(&out);
+    let fifo = dir.path().join("fifo.csv");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let merge = |csv: &Path| {
+        sh_briefly(&format!(
+            "exec \"$NOFTL\" sweep merge '{}' --csv '{}'",
+            out.display(),
+            csv.display()
+        ))
+        .expect("merge ends")
+    };
+    let (ok, err) = merge(&fifo);
+    assert!(!ok && err.contains("a FIFO"), "{err}");
+    let jobs_json = std::fs::read(out.join("jobs.json")).unwrap();
+    for (name, target) in [
+        ("to-jobs.csv", out.join("jobs.json")),
+        ("to-result.csv", out.join("jobs/a/result.json")),
+    ] {
+        let link = dir.path().join(name);
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let (ok, err) = merge(&link);
+        assert!(!ok && err.contains("same file as the sweep's"), "{err}");
+    }
+    assert_eq!(std::fs::read(out.join("jobs.json")).unwrap(), jobs_json);
+    assert_eq!(
+        std::fs::read_to_string(out.join("jobs/a/result.json")).unwrap(),
+        r#"{"waf":2.5}"#
+    );
+    let table = dir.path().join("table.csv");
+    std::fs::write(&table, "old").unwrap();
+    let link = dir.path().join("link.csv");
+    std::os::unix::fs::symlink(&table, &link).unwrap();
+    let (ok, err) = merge(&link);
+    assert!(ok, "{err}");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(column(&csv_rows(&table), "waf"), ["2.5"]);
+}
+
+/// Issue 32: `sweep --out` wrote among the files of a non-empty directory without a word. Now
+/// such a directory is refused unless `--force` (an earlier sweep there: `--resume`).
+#[test]
+fn a_sweep_out_directory_that_holds_other_files_is_refused_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("results.csv"), "mine").unwrap();
+    let plan = dir.path().join("p.toml");
+    std::fs::write(
+        &plan,
+        "verb = \"io\"\nargs = [\"--target\", \"page\", \"--preset\", \"tiny\", \"--ops\", \"10\"]\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            plan.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        noftl(&args)
+    };
+    let (ok, _, err) = run(&[]);
+    assert!(
+        !ok && err.contains("is not empty") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.csv")).unwrap(),
+        "mine"
+    );
+    assert!(!out.join("jobs.json").exists(), "nothing written");
+    let (ok, _, err) = run(&["--resume"]);
+    assert!(
+        !ok && err.contains("is not empty"),
+        "no sweep to resume: {err}"
+    );
+    let (ok, _, err) = run(&["--force"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        column(&csv_rows(&out.join("results.csv")), "status"),
+        ["ok"]
+    );
+}

@@ -7,9 +7,9 @@ use anyhow::{bail, Context};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::input::{keyed, read_csv, result_file, series_name};
+use crate::input::{csv_num, keyed, read_csv, result_file, series_name};
 use crate::render::Draw;
-use crate::style::{colour, to_anyhow};
+use crate::style::{colour, log_axis, to_anyhow};
 
 /// One line of a latency CDF: its name and its latencies in microseconds, sorted.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,9 +30,9 @@ pub(crate) fn load_cdfs(inputs: &[PathBuf]) -> anyhow::Result<Vec<CdfSeries>> {
         for (name, rows) in keyed(&h, &rows, &series_name(input)) {
             let mut v = rows
                 .iter()
-                .map(|r| r[lat].parse::<f64>())
-                .collect::<Result<Vec<f64>, _>>()
-                .with_context(|| format!("{}: a latency is not a number", path.display()))?;
+                .map(|r| csv_num(&path, &r[lat]))
+                .collect::<anyhow::Result<Vec<f64>>>()
+                .context("a latency")?;
             v.sort_by(f64::total_cmp);
             if !v.is_empty() {
                 out.push(CdfSeries {
@@ -87,7 +87,10 @@ where
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(56)
-        .build_cartesian_2d((lo * 0.8..hi * 1.25).log_scale(), 0.0..1.0)
+        .build_cartesian_2d(
+            log_axis("latency", lo * 0.8, hi * 1.25)?.log_scale(),
+            0.0..1.0,
+        )
         .map_err(to_anyhow)?;
     chart
         .configure_mesh()

@@ -9,9 +9,9 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value as Json;
 
-use crate::input::read_json;
+use crate::input::{bounded, read_json};
 use crate::render::{render_svg, Draw};
-use crate::style::{bar_rect, colour, error_bar, label_above, to_anyhow};
+use crate::style::{axis, bar_rect, colour, error_bar, label_above, to_anyhow};
 
 /// One bar of Figure 3.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,11 +49,16 @@ pub fn bars_of(v: &Json) -> anyhow::Result<Vec<Bar>> {
     let scale = v["scale"].as_u64().context("no `scale`")?;
     let rows = v["rows"].as_array().context("no `rows`")?;
     let tps_of = |r: &Json| -> anyhow::Result<(f64, f64)> {
+        let store = r["storage"].as_str().unwrap_or("?");
+        let tps = r["throughput_tps"]
+            .as_f64()
+            .context("a row has no throughput_tps")?;
         Ok((
-            r["throughput_tps"]
-                .as_f64()
-                .context("a row has no throughput_tps")?,
-            r["stdev"].as_f64().unwrap_or(0.0),
+            bounded(&format!("row {store}: `throughput_tps`"), tps)?,
+            bounded(
+                &format!("row {store}: `stdev`"),
+                r["stdev"].as_f64().unwrap_or(0.0),
+            )?,
         ))
     };
     let native = rows
@@ -74,15 +79,16 @@ pub fn bars_of(v: &Json) -> anyhow::Result<Vec<Bar>> {
         }
         let slowdown = n_tps / tps;
         let rel = ((n_sd / n_tps).powi(2) + (sd / tps).powi(2)).sqrt();
+        let stdev = if store == "native" {
+            n_sd / n_tps
+        } else {
+            slowdown * rel
+        };
         bars.push(Bar {
             group: group.clone(),
             store: store.to_string(),
-            slowdown,
-            stdev: if store == "native" {
-                n_sd / n_tps
-            } else {
-                slowdown * rel
-            },
+            slowdown: bounded(&format!("{store}: the slowdown"), slowdown)?,
+            stdev: bounded(&format!("{store}: the slowdown's deviation"), stdev)?,
         });
     }
     Ok(bars)
@@ -97,6 +103,11 @@ fn figure3_on<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, bars: &[Bar]) -
 where
     DB::ErrorType: 'static,
 {
+    // Bars made by a program rather than read by `bars_of` are bounded here.
+    for b in bars {
+        bounded(&format!("{}: the slowdown", b.store), b.slowdown)?;
+        bounded(&format!("{}: the slowdown's deviation", b.store), b.stdev)?;
+    }
     let mut groups: Vec<String> = Vec::new();
     let mut stores: Vec<String> = Vec::new();
     for b in bars {
@@ -121,7 +132,7 @@ where
             .margin(16)
             .x_label_area_size(40)
             .y_label_area_size(56)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .build_cartesian_2d(axis("store", 0.0, x_max)?, axis("slowdown", 0.0, y_max)?)
             .map_err(to_anyhow)?;
         chart
             .configure_mesh()
@@ -220,6 +231,37 @@ mod tests {
             assert!(svg.contains(&b.store));
         }
         assert!(svg.contains("TPC-B 48"));
+    }
+
+    /// Issue 32: a `stdev` of 1e200 hung the drawing at 100 % CPU (plotters stepping through
+    /// an axis it could not step through); now every number a figure is drawn from is bounded.
+    #[test]
+    fn a_number_no_axis_can_hold_is_refused_not_drawn_forever() {
+        for (field, value) in [
+            ("stdev", serde_json::json!(1e200)),
+            ("throughput_tps", serde_json::json!(1e13)),
+            ("stdev", serde_json::json!(-1e300)),
+        ] {
+            let mut v = compare_json();
+            v["rows"][0][field] = value;
+            let e = format!("{:#}", bars_of(&v).unwrap_err());
+            assert!(e.contains("too large for a figure"), "{e}");
+        }
+        // A slowdown no axis holds, from a throughput next to 0.
+        let mut v = compare_json();
+        v["rows"][1]["throughput_tps"] = serde_json::json!(1e-9);
+        assert!(bars_of(&v).is_err());
+        // Bars made by a program rather than read: the axis refuses them.
+        let bar = |stdev: f64| Bar {
+            group: "g".into(),
+            store: "native".into(),
+            slowdown: 1.0,
+            stdev,
+        };
+        for sd in [1e200, f64::NAN, f64::INFINITY] {
+            assert!(figure3(&[bar(sd)]).is_err(), "{sd}");
+        }
+        assert!(figure3(&[bar(0.1)]).is_ok());
     }
 
     #[test]

@@ -6,9 +6,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value as Json;
 
-use crate::input::{num, rows_with};
+use crate::input::{bounded, num, rows_with};
 use crate::render::{render_svg, Draw};
-use crate::style::{colour, legend_strip, titled_with_legend, to_anyhow};
+use crate::style::{axis, colour, legend_strip, titled_with_legend, to_anyhow};
 
 /// One line of the IAA free-space sweep: a scheme's points (free space in %, value) per panel.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,7 +71,10 @@ pub fn iaa_of(v: &Json) -> anyhow::Result<IaaData> {
                 if base <= 0.0 {
                     bail!("conventional {field} at free space {fs} is {base}: no ratio");
                 }
-                y /= base;
+                y = bounded(
+                    &format!("row {name}: {field} against conventional"),
+                    y / base,
+                )?;
             }
             values.push((fs * 100.0, y));
         }
@@ -125,7 +128,10 @@ where
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(56)
-            .build_cartesian_2d(x_lo - pad..x_hi + pad, (lo - pad_y).max(0.0)..hi + pad_y)
+            .build_cartesian_2d(
+                axis("free space", x_lo - pad, x_hi + pad)?,
+                axis(desc, (lo - pad_y).max(0.0), hi + pad_y)?,
+            )
             .map_err(to_anyhow)?;
         chart
             .configure_mesh()

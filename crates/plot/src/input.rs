@@ -120,9 +120,36 @@ pub(crate) fn rows_with<'a>(v: &'a Json, marker: &str, verb: &str) -> anyhow::Re
     Ok(rows)
 }
 
-/// A number field of a result row, or an error naming the row and the field.
+/// A number field of a result row (`bounded`), or an error naming the row and the field.
 pub(crate) fn num(row: &Json, field: &str, row_name: &str) -> anyhow::Result<f64> {
-    row[field]
+    let v = row[field]
         .as_f64()
-        .with_context(|| format!("row {row_name}: no number `{field}`"))
+        .with_context(|| format!("row {row_name}: no number `{field}`"))?;
+    bounded(&format!("row {row_name}: `{field}`"), v)
+}
+
+/// The largest magnitude of a number a figure is drawn from: no figure of these verbs comes
+/// near it (a trillion transactions per second, microseconds or blocks), and every axis built
+/// from such numbers can be drawn (`style::axis`).
+pub(crate) const MAX_VALUE: f64 = 1e12;
+
+/// `v`, the input `what`, if a figure can be drawn from it: finite and at most `MAX_VALUE` in
+/// magnitude. Why: plotters steps through an axis in floating point, and a `stdev` of 1e200 in
+/// a result file hung `noftl plot` (and the dashboard showing that result) at 100 % CPU.
+pub(crate) fn bounded(what: &str, v: f64) -> anyhow::Result<f64> {
+    if !v.is_finite() {
+        bail!("{what} is {v}: a figure is drawn from finite numbers");
+    }
+    if v.abs() > MAX_VALUE {
+        bail!("{what} is {v:e}: too large for a figure (at most {MAX_VALUE:e} in magnitude)");
+    }
+    Ok(v)
+}
+
+/// A CSV field parsed as a number and `bounded`, or an error naming the file and the text.
+pub(crate) fn csv_num(path: &Path, text: &str) -> anyhow::Result<f64> {
+    let v = text
+        .parse::<f64>()
+        .with_context(|| format!("{}: '{text}' is not a number", path.display()))?;
+    bounded(&format!("{}: '{text}'", path.display()), v)
 }

@@ -28,6 +28,34 @@ pub(crate) fn to_anyhow<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing: {e}")
 }
 
+/// The largest magnitude an axis reaches (inputs are at most `input::MAX_VALUE`; ratios,
+/// percentages and head room take the rest).
+const MAX_AXIS: f64 = 1e15;
+
+/// The range `lo..hi` of the axis `what`, or why it cannot be drawn. Why: plotters finds an
+/// axis's key points by stepping through its range in floating point, and a range with an
+/// end that is not finite or huge, reversed, or too narrow for its magnitude to be stepped
+/// through never ends (a `stdev` of 1e200 hung `noftl plot` at 100 % CPU, and the dashboard
+/// with it).
+pub(crate) fn axis(what: &str, lo: f64, hi: f64) -> anyhow::Result<std::ops::Range<f64>> {
+    let scale = lo.abs().max(hi.abs());
+    let drawable = lo.is_finite() && hi.is_finite() && lo < hi && scale <= MAX_AXIS;
+    if !drawable || hi - lo < scale * 1e-9 {
+        anyhow::bail!(
+            "the {what} axis cannot be drawn from {lo:e} to {hi:e}: the values must be finite, within {MAX_AXIS:e} of 0, and not all equal"
+        );
+    }
+    Ok(lo..hi)
+}
+
+/// `axis` on a logarithmic scale: above zero too.
+pub(crate) fn log_axis(what: &str, lo: f64, hi: f64) -> anyhow::Result<std::ops::Range<f64>> {
+    if lo <= 0.0 {
+        anyhow::bail!("the {what} axis is logarithmic: its values must be above 0, not {lo:e}");
+    }
+    axis(what, lo, hi)
+}
+
 /// The marker of the i-th FTL at `at`: filled circle, open triangle, cross.
 pub(crate) fn marker<DB, C>(f: usize, at: C, c: RGBColor) -> DynElement<'static, DB, C>
 where

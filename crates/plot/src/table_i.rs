@@ -6,10 +6,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value as Json;
 
-use crate::input::{num, rows_with};
+use crate::input::{bounded, num, rows_with};
 use crate::render::{render_svg, Draw};
 use crate::style::{
-    bar_rect, colour, error_bar, label_above, legend_strip, titled_with_legend, to_anyhow,
+    axis, bar_rect, colour, error_bar, label_above, legend_strip, titled_with_legend, to_anyhow,
 };
 
 /// One row (configuration) of IPA Table I.
@@ -50,7 +50,10 @@ pub fn table_i_of(v: &Json) -> anyhow::Result<TableI> {
             erases_per_write: n("gc_erases_per_host_write")?,
             tps: n("throughput_tps")?,
             // A single run has no deviation; the field is still written (0).
-            stdev: r["stdev"].as_f64().unwrap_or(0.0),
+            stdev: bounded(
+                &format!("row {config}: `stdev`"),
+                r["stdev"].as_f64().unwrap_or(0.0),
+            )?,
         });
     }
     let not_run = v["not_run"]
@@ -148,7 +151,7 @@ where
             .margin(6)
             .x_label_area_size(4)
             .y_label_area_size(72)
-            .build_cartesian_2d(0.0..n, 0.0..y_max)
+            .build_cartesian_2d(axis("configuration", 0.0, n)?, axis(desc, 0.0, y_max)?)
             .map_err(to_anyhow)?;
         chart
             .configure_mesh()

@@ -7,9 +7,9 @@ use anyhow::{bail, Context};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::input::{keyed, read_csv, result_file, series_name};
+use crate::input::{csv_num, keyed, read_csv, result_file, series_name};
 use crate::render::Draw;
-use crate::style::{colour, legend_strip, titled_with_legend, to_anyhow};
+use crate::style::{axis, colour, legend_strip, titled_with_legend, to_anyhow};
 
 /// One line of a time series: per window, its end (s), throughput, GC migrations per second
 /// and free blocks (None: no flash).
@@ -42,10 +42,7 @@ pub(crate) fn load_timeseries(inputs: &[PathBuf]) -> anyhow::Result<Vec<TimeSeri
         );
         let repeat = col("repeat");
         for (name, rows) in keyed(&h, &rows, &series_name(input)) {
-            let num = |r: &csv::StringRecord, i: usize| -> anyhow::Result<f64> {
-                r[i].parse::<f64>()
-                    .with_context(|| format!("{}: '{}' is not a number", path.display(), &r[i]))
-            };
+            let num = |r: &csv::StringRecord, i: usize| csv_num(&path, &r[i]);
             // A comparison's repeats follow each other on one time axis.
             let (mut offset, mut last_t, mut last_repeat) = (0.0, 0.0, None::<String>);
             let mut windows = Vec::new();
@@ -116,7 +113,7 @@ where
             .margin(8)
             .x_label_area_size(if k == 2 { 36 } else { 20 })
             .y_label_area_size(72)
-            .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+            .build_cartesian_2d(axis("time", 0.0, t_max)?, axis(label, 0.0, y_max)?)
             .map_err(to_anyhow)?;
         let y_fmt = |y: &f64| {
             if y_max < 10.0 {

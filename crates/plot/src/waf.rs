@@ -9,8 +9,9 @@ use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
+use crate::input::bounded;
 use crate::render::{render_svg, Draw};
-use crate::style::{colour, marker, to_anyhow, SIZE};
+use crate::style::{axis, colour, log_axis, marker, to_anyhow, SIZE};
 
 /// One measured WAF point of a sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,11 +72,15 @@ fn waf_points(path: &Path) -> anyhow::Result<WafData> {
         }
         let spare = lab::units::parse_percent(&rec[op]).map_err(anyhow::Error::msg)?;
         let text = |c: Option<usize>| c.map_or_else(String::new, |c| rec[c].to_string());
+        let waf = bounded(
+            &format!("{}: waf '{}'", path.display(), &rec[waf]),
+            w.unwrap_or_default(),
+        )?;
         out.points.push(WafPoint {
             ftl: text(target),
             gc: text(gc),
             spare,
-            waf: w.unwrap_or_default(),
+            waf,
         });
     }
     Ok(out)
@@ -167,11 +172,14 @@ impl WafAxes {
         }
     }
 
-    /// A model's curve across the x range (201 points), cut where it leaves the plot.
+    /// A model's curve across the x range (201 points), cut where it leaves the plot. The
+    /// models hold for a spare factor strictly between 0 and 1 (they assert it); the range's
+    /// margin reaches past 100 % when a point sits near it.
     fn curve(&self, f: fn(f64) -> f64) -> Vec<(f64, f64)> {
         let (lo, hi) = (self.x_lo_percent, self.x_hi_percent);
         (0..=200)
             .map(|i| lo + (hi - lo) * f64::from(i) / 200.0)
+            .filter(|&x| x > 0.0 && x < 99.9)
             .map(|x| (x, f(x / 100.0)))
             .filter(|(_, y)| *y <= self.y_hi)
             .collect()
@@ -183,6 +191,10 @@ where
     DB::ErrorType: 'static,
 {
     let points = &data.points;
+    // Points made by a program rather than read by `waf_points` are bounded here.
+    for p in points {
+        bounded(&format!("{} {}: the WAF", p.ftl, p.gc), p.waf)?;
+    }
     let ftls = ordered(points.iter().map(|p| p.ftl.as_str()), &["page"]);
     let gcs = ordered(points.iter().map(|p| p.gc.as_str()), &GC_ORDER);
     let series = waf_series(points, &ftls, &gcs);
@@ -213,8 +225,8 @@ where
         .x_label_area_size(44)
         .y_label_area_size(56)
         .build_cartesian_2d(
-            axes.x_lo_percent..axes.x_hi_percent,
-            (1.0..axes.y_hi).log_scale(),
+            axis("spare factor", axes.x_lo_percent, axes.x_hi_percent)?,
+            log_axis("WAF", 1.0, axes.y_hi)?.log_scale(),
         )
         .map_err(to_anyhow)?;
     chart
@@ -425,6 +437,26 @@ mod tests {
             assert!(svg.contains(name), "{name}");
         }
         assert!(!svg.contains("without a result"));
+    }
+
+    /// The analytic curves assert a spare factor strictly between 0 and 1: a point at 99.5 %
+    /// put the range's margin past 100 % and panicked; a spare factor past any axis is refused.
+    #[test]
+    fn spare_factors_at_the_ends_draw_and_absurd_ones_are_refused() {
+        let data = |spare: f64, waf: f64| WafData {
+            points: vec![WafPoint {
+                ftl: "page".into(),
+                gc: "greedy".into(),
+                spare,
+                waf,
+            }],
+            missing: 0,
+        };
+        for spare in [0.0, 0.005, 0.995, 1.0] {
+            assert!(waf(&data(spare, 1.5)).is_ok(), "{spare}");
+        }
+        assert!(waf(&data(1e14, 2.0)).is_err());
+        assert!(waf(&data(0.5, f64::NAN)).is_err());
     }
 
     #[test]

@@ -597,7 +597,7 @@ pub fn relate(rows: &mut [Row]) {
 }
 
 /// The dashboard's name of a run's series: its free space and scheme.
-fn series_name(free: f64, scheme: Scheme) -> String {
+pub fn series_name(free: f64, scheme: Scheme) -> String {
     format!("{}% {}", r3(free * 100.0), scheme.name())
 }
 

@@ -25,7 +25,7 @@ pub enum BenchCommand {
         mut_arg("scale", |a| a.help("Subscribers (each with its access info, special facilities and call forwarding rows).")),
         mut_arg("accounts_per_branch", |a| a.help("TPC-B's accounts per branch: not used by TATP.")),
         mut_arg("path", |a| a.help("TPC-B's database file: TATP refuses --store file and does not use it.")),
-        mut_arg("force", |a| a.help("TPC-B's --path overwrite: not used by TATP.")),
+        mut_arg("force", |a| a.help("Write into a --results directory that is not empty (TPC-B's --path overwrite: not used by TATP).")),
         mut_arg("check", |a| a.help("Verify the TATP consistency invariants and the engine's structure afterwards.")),
         mut_arg("regions", |a| a.help("--store native: put Subscriber and Special_Facility in a region of this many chips (IPA Table I set-up), the other tables in the default region.")),
         mut_arg("load", |a| a.help("TATP always loads row by row: rows (the default) is the only value accepted.")),
@@ -38,7 +38,7 @@ pub enum BenchCommand {
         mut_arg("scale", |a| a.help("Warehouses (10 districts each).")),
         mut_arg("accounts_per_branch", |a| a.help("TPC-B's accounts per branch: TPC-C refuses any value but the default.")),
         mut_arg("path", |a| a.help("--store file: the database file (TPC-C always loads a new database: a file that is not empty needs --force).")),
-        mut_arg("force", |a| a.help("--store file: overwrite a --path that is not empty.")),
+        mut_arg("force", |a| a.help("Write into a --results directory that is not empty; --store file: overwrite a --path that is not empty.")),
         mut_arg("check", |a| a.help("Check the TPC-C consistency conditions and the engine's structure after loading and after the run.")),
         mut_arg("regions", |a| a.help("TATP's regions on native: not used by TPC-C.")),
         mut_arg("clock", |a| a
@@ -68,9 +68,6 @@ pub struct BenchArgs {
     /// --store file: the database file (created if missing, reused if it holds a TPC-B database).
     #[arg(long)]
     pub path: Option<PathBuf>,
-    /// --store file: use --path even if it holds something that is not a noftl database.
-    #[arg(long)]
-    pub force: bool,
     /// Branches (10 tellers and 100,000 accounts each).
     #[arg(long, default_value_t = 1)]
     pub scale: u32,
@@ -194,7 +191,8 @@ impl BenchArgs {
             knobs: self.knobs.spec(),
             log_region: self.log_region.clone(),
             path: self.path.clone(),
-            force: self.force,
+            // One --force (`ResultsArgs`): overwrite what --path or --results holds.
+            force: self.results.force,
             scale: self.scale,
             accounts_per_branch: self.accounts_per_branch,
             terminals: self.terminals,
@@ -247,7 +245,32 @@ impl TpchArgs {
     }
 }
 
+impl BenchArgs {
+    /// The output rule before any work: the JSON and the result directory are judged, the
+    /// config and the database file declared inputs (the JSON never replaces them).
+    fn check_outputs(&self) -> anyhow::Result<()> {
+        super::common::check_outputs(
+            &[self.device.input(), ("--path", self.path.as_deref())],
+            &[self.json.as_deref()],
+        )?;
+        self.results.check()
+    }
+}
+
+impl BenchCommand {
+    fn check_outputs(&self) -> anyhow::Result<()> {
+        match self {
+            BenchCommand::Tpcb(a) | BenchCommand::Tatp(a) => a.check_outputs(),
+            BenchCommand::Tpcc(a) => a.run.check_outputs(),
+            BenchCommand::Tpch(a) => {
+                super::common::check_outputs(&[a.device.input()], &[a.json.as_deref()])
+            }
+        }
+    }
+}
+
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    cmd.check_outputs()?;
     match cmd {
         BenchCommand::Tpcb(a) => report(
             a.json.as_deref(),
@@ -280,8 +303,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     }
 }
 
-/// One bench verb end to end: the JSON path refused before any work, the run, its JSON (or
-/// the human report), then the check's verdict.
+/// One bench verb end to end (its outputs judged before, in `run`): the run, its JSON (or the
+/// human report), then the check's verdict.
 fn report<R, J: serde::Serialize>(
     json: Option<&std::path::Path>,
     run: impl FnOnce() -> anyhow::Result<R>,
@@ -289,9 +312,6 @@ fn report<R, J: serde::Serialize>(
     print: impl Fn(&R),
     verdict: impl Fn(&R) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    if let Some(p) = json {
-        lab::output::check_writable(p)?;
-    }
     let r = run()?;
     if emit_json(json, result(&r))? {
         print(&r);

@@ -1,6 +1,6 @@
 //! Argument groups shared by several verbs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use nand::DeviceConfig;
@@ -35,6 +35,37 @@ impl DeviceArgs {
     pub fn load(&self) -> anyhow::Result<DeviceConfig> {
         self.spec().load()
     }
+
+    /// `--config` as an input of the output rule (`check_outputs`).
+    pub fn input(&self) -> (&'static str, Option<&Path>) {
+        ("--config", self.config.as_deref())
+    }
+}
+
+/// The output rule (`lab::output`) at start-up, before any work: the verb's `inputs` (flag,
+/// path) are declared, so that no result replaces one, then every output path is judged
+/// ("-", standard output, passes).
+pub fn check_outputs(
+    inputs: &[(&'static str, Option<&Path>)],
+    outputs: &[Option<&Path>],
+) -> anyhow::Result<()> {
+    for (flag, path) in inputs {
+        if let Some(p) = path {
+            lab::output::protect(flag, p);
+        }
+    }
+    for p in outputs.iter().flatten() {
+        lab::output::check_writable(p)?;
+    }
+    Ok(())
+}
+
+/// `--cpu`'s profile file, when it names one (an input no result may replace).
+pub fn cpu_input(cpu: &str) -> (&'static str, Option<&Path>) {
+    (
+        "--cpu",
+        (!lab::cpu::PROFILES.contains(&cpu)).then(|| Path::new(cpu)),
+    )
 }
 
 /// Writes `res` as pretty JSON to `path` ("-": standard output). Returns whether the human
@@ -68,11 +99,25 @@ pub struct ResultsArgs {
     /// With --results: also write raw.csv, one row per transaction or request.
     #[arg(long, requires = "results")]
     pub raw: bool,
+    /// Write into a --results directory that is not empty (its files of the same names are
+    /// replaced); bench --store file: also use a --path that is not a noftl database.
+    #[arg(long)]
+    pub force: bool,
 }
 
 impl ResultsArgs {
+    /// The result directory, if any, refused when it holds anything, unless --force
+    /// (`lab::output::check_results_dir`): before any work.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(dir) = &self.results {
+            lab::output::check_results_dir("--results", dir, self.force)?;
+        }
+        Ok(())
+    }
+
     /// The result directory's plan (`lab::results::Plan::new`), checked before any work.
     pub fn plan(&self) -> anyhow::Result<Option<lab::results::Plan>> {
+        self.check()?;
         self.results
             .as_deref()
             .map(|dir| lab::results::Plan::new(dir, &self.sample_window, self.raw))

@@ -201,9 +201,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         }
         None => {}
     }
-    if let Some(p) = &args.json {
-        lab::output::check_writable(p)?;
-    }
+    super::common::check_outputs(
+        &[args.device.input(), super::common::cpu_input(&args.cpu)],
+        &[args.json.as_deref()],
+    )?;
+    args.results.check()?;
     experiment::run(&args.spec(), &mut |label, outcome| {
         let json = match label {
             Some(l) => args.json.as_deref().map(|p| with_label(p, l)),

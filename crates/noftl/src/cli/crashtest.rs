@@ -112,6 +112,10 @@ impl CrashtestArgs {
 }
 
 pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
+    super::common::check_outputs(
+        &[("--config", args.config.as_deref())],
+        &[args.json.as_deref()],
+    )?;
     let job = crashtest::prepare(&args.spec())?;
     let bar = ProgressBar::new(args.seeds);
     bar.set_style(

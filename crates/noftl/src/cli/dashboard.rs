@@ -12,37 +12,53 @@
 //!   this module never names `Cli` or `Command`. The scheduler's window marks reach the page
 //!   through a hook (`results::set_live`, handed on to `compare`'s worker threads), so the
 //!   dashboard shows the figures the CLI writes, and `summary.json` is the run's final result.
-//!   Figures are drawn by `noftl plot`'s code.
+//!   Figures are drawn by `noftl plot`'s code, off the server's threads.
 //! - Live data is sent as server-sent events (`GET /api/runs/ID/events`): every event of a run
 //!   is kept, and a new subscriber first gets the ones sent before it, so two browsers watching
-//!   one run see the same data. The stream ends after `done` or `error`.
+//!   one run see the same data. The first event, `plan`, names the run's series in the order
+//!   of its rows (the page's legend keeps it: rows run in parallel and start in either order).
+//!   The stream ends after `done` or `error`.
 //! - The page and its chart library (uPlot, vendored in `assets/dashboard` with its licence)
 //!   are compiled in: no CDN, nothing fetched at run time.
-//! - Loopback only unless `--allow-remote`: runs take CPU and memory of this machine.
-//! - Bad input is refused with 400 and a message naming the field (`RunRequest::argv`), before
+//! - Loopback only unless `--allow-remote`: runs take CPU and memory of this machine. Every
+//!   request passes `guard` (its `Host` and `Origin` are this dashboard's; a change carries the
+//!   start-up token and a JSON body), so no other web page starts, cancels or reads runs.
+//! - At most `--max-runs` run at once; up to `--max-queued` more wait in a queue, in order, and
+//!   the rest are refused (429). `POST /api/runs/ID/cancel` takes a run out of the queue, or
+//!   stops a running one at its next live point (a window boundary; a run still loading stops
+//!   after its load).
+//! - Bad input is refused with 400 and a message naming the field (`request`), before
 //!   anything runs; the bench's own checks (memory, device size) come back as an `error` event.
 //! - `--dir` holds one result directory per run (`run-N`); those already there are listed as
-//!   past runs at start-up.
+//!   past runs at start-up. A run's id is taken, and its directory created (`create_dir`: one
+//!   owner, even with another dashboard on the same `--dir`), under one lock with its entry in
+//!   the list: 40 requests at once get 40 ids.
 
-use std::collections::HashMap;
+mod guard;
+mod request;
+
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Args;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
 use super::launch::{Job, Launcher};
+use guard::{Guard, Refusal};
+pub use request::RunRequest;
+use request::{parse_with, series_order};
 
 #[derive(Debug, Args)]
 pub struct DashboardArgs {
@@ -55,351 +71,209 @@ pub struct DashboardArgs {
     /// Where the runs' result directories go (created if missing).
     #[arg(long, default_value = "dashboard-runs")]
     pub dir: PathBuf,
+    /// Runs at once (1 to 16): each takes a core and its device's memory; more wait in a queue.
+    #[arg(long, default_value_t = 2)]
+    pub max_runs: u64,
+    /// Runs waiting for a slot (0 to 256); more are refused until one ends or is cancelled.
+    #[arg(long, default_value_t = 16)]
+    pub max_queued: u64,
 }
 
-/// What the form asks for.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct RunRequest {
-    /// `bench` (one store; the default), `compare` (several side by side, NoFTL Fig. 3),
-    /// `ipa` (`ipa compare`: IPA Table I's configurations side by side) or `iaa` (`iaa
-    /// compare`: IAA Fig. 11's schemes over free-space levels; no workload or scale).
-    #[serde(default = "bench")]
-    pub scenario: String,
-    #[serde(default)]
-    pub workload: String,
-    /// bench: the store; iaa: page, dftl or native.
-    #[serde(default)]
-    pub storage: String,
-    /// compare: the stores (compare's names; native among them).
-    #[serde(default)]
-    pub stores: Vec<String>,
-    /// ipa: the configurations (`ipa compare`'s names).
-    #[serde(default)]
-    pub configs: Vec<String>,
-    /// iaa: the schemes (`iaa compare`'s names).
-    #[serde(default)]
-    pub schemes: Vec<String>,
-    /// iaa: the device's free-space levels, e.g. 10%.
-    #[serde(default)]
-    pub free: Vec<String>,
-    /// compare, ipa: measured windows per store or configuration.
-    #[serde(default = "one")]
-    pub repeat: u32,
-    /// compare: before each store's windows (none, auto or a virtual time); ipa: a virtual
-    /// time; iaa: writes in device capacities (e.g. 0.5).
-    #[serde(default = "none")]
-    pub warmup: String,
-    #[serde(default)]
-    pub scale: u32,
-    pub terminals: u32,
-    /// Virtual run time, e.g. 10s.
-    pub duration: String,
-    pub preset: String,
-    /// Virtual seconds shown per wall-clock second (0: as fast as the emulator runs).
-    #[serde(default)]
-    pub speed: f64,
-}
-
-fn bench() -> String {
-    "bench".into()
-}
-fn one() -> u32 {
-    1
-}
-fn none() -> String {
-    "none".into()
-}
-
-/// Flash requests a live point carries at most (the last of its window; NoFTL Fig. 7's table).
-const RECENT_REQUESTS: usize = 8;
-
-const STORAGES: [&str; 8] = [
-    "native",
-    "page",
-    "dftl",
-    "dftl-orig",
-    "fast",
-    "block",
-    "amf",
-    "memdisk",
-];
-
-impl RunRequest {
-    /// `argv_with` the CLI's own launcher (`cli::launcher()`), for the tests.
-    #[cfg(test)]
-    pub fn argv(&self, dir: &std::path::Path) -> Result<Vec<String>, String> {
-        self.argv_with(dir, &super::launcher())
-    }
-
-    /// The CLI command line of this request (without the program name), or what is wrong with
-    /// it; `iaa compare`'s own checks run on the command line parsed by `launch.parse`.
-    pub fn argv_with(
-        &self,
-        dir: &std::path::Path,
-        launch: &Launcher,
-    ) -> Result<Vec<String>, String> {
-        let mut argv = if self.scenario == "iaa" {
-            self.iaa_argv()?
-        } else {
-            self.tpc_argv()?
-        };
-        if self.terminals == 0 || self.terminals > 64 {
-            return Err(format!("terminals: 1 to 64, not {}", self.terminals));
-        }
-        let ns =
-            lab::units::parse_duration_ns(&self.duration).map_err(|e| format!("duration: {e}"))?;
-        if ns > 600_000_000_000 {
-            return Err("duration: at most 600s of virtual time here".into());
-        }
-        if !nand::PRESETS.iter().any(|(n, _)| *n == self.preset) {
-            let names: Vec<&str> = nand::PRESETS.iter().map(|(n, _)| *n).collect();
-            return Err(format!(
-                "preset: one of {}, not '{}'",
-                names.join(", "),
-                self.preset
-            ));
-        }
-        if !(self.speed.is_finite() && (0.0..=1000.0).contains(&self.speed)) {
-            return Err(format!("speed: 0 (no pacing) to 1000, not {}", self.speed));
-        }
-        // About a hundred points per run, at least 10 ms apart.
-        let window_ms = (ns / 100 / 1_000_000).max(10);
-        argv.extend(
-            [
-                "--terminals",
-                &self.terminals.to_string(),
-                "--duration",
-                &self.duration,
-                "--preset",
-                &self.preset,
-                // The device keeps its last operations for the page's request table.
-                "--set",
-                &format!("trace_recent={RECENT_REQUESTS}"),
-                "--results",
-                &dir.display().to_string(),
-                "--sample-window",
-                &format!("{window_ms}ms"),
-            ]
-            .map(String::from),
-        );
-        if self.scenario == "iaa" {
-            // `iaa compare`'s own checks, with its messages, on the parsed command line.
-            let parsed = parse_with(&argv, launch);
-            if let Some(a) = parsed.as_ref().ok().and_then(launch.iaa_compare) {
-                super::iaa::checked(a).map_err(|e| format!("{e:#}"))?;
-                let runs = a.free.len()
-                    * super::iaa::schemes(a)
-                        .map_err(|e| format!("schemes: {e:#}"))?
-                        .len();
-                if runs > 20 {
-                    return Err(format!("free x schemes: at most 20 runs here, not {runs}"));
-                }
-            }
-        }
-        Ok(argv)
-    }
-
-    /// `iaa compare`'s part of the command line.
-    fn iaa_argv(&self) -> Result<Vec<String>, String> {
-        if !["page", "dftl", "native"].contains(&self.storage.as_str()) {
-            return Err(format!(
-                "storage: page, dftl or native for IAA, not '{}'",
-                self.storage
-            ));
-        }
-        if self.schemes.is_empty() {
-            return Err("schemes: one or more of conventional, iaa, u2di, iaa+u2di".into());
-        }
-        if self.free.is_empty() {
-            return Err("free: one or more free-space levels, e.g. 10%,30%".into());
-        }
-        for f in &self.free {
-            super::common::parse_percent(f).map_err(|e| format!("free: {e}"))?;
-        }
-        let warmup = if self.warmup == "none" {
-            "0"
-        } else {
-            self.warmup.as_str()
-        };
-        warmup
-            .parse::<f64>()
-            .map_err(|_| format!("warmup: device capacities (e.g. 0.5) for IAA, not '{warmup}'"))?;
-        Ok([
-            "iaa",
-            "compare",
-            "--storage",
-            &self.storage,
-            "--schemes",
-            &self.schemes.join(","),
-            "--free",
-            &self.free.join(","),
-            "--warmup",
-            warmup,
-        ]
-        .map(String::from)
-        .to_vec())
-    }
-
-    /// The command line's part for the TPC scenarios (bench, compare, ipa), with the scale.
-    fn tpc_argv(&self) -> Result<Vec<String>, String> {
-        let (max_scale, what) = match self.workload.as_str() {
-            "tpcb" => (64, "branches"),
-            "tatp" => (500_000, "subscribers"),
-            "tpcc" => (4, "warehouses"),
-            other => return Err(format!("workload: tpcb, tatp or tpcc, not '{other}'")),
-        };
-        let mut argv: Vec<String> = match self.scenario.as_str() {
-            "bench" => {
-                if !STORAGES.contains(&self.storage.as_str()) {
-                    return Err(format!(
-                        "storage: one of {}, not '{}'",
-                        STORAGES.join(", "),
-                        self.storage
-                    ));
-                }
-                ["bench", &self.workload, "--storage", &self.storage]
-                    .map(String::from)
-                    .to_vec()
-            }
-            "compare" => {
-                // compare's own checks, with its messages.
-                lab::experiments::compare::parse_stores(&self.stores)
-                    .map_err(|e| format!("stores: {e}"))?;
-                lab::experiments::compare::parse_warmup(&self.warmup)
-                    .map_err(|e| format!("warmup: {e}"))?;
-                self.check_repeat()?;
-                [
-                    "compare",
-                    "--workload",
-                    &self.workload,
-                    "--stores",
-                    &self.stores.join(","),
-                    "--repeat",
-                    &self.repeat.to_string(),
-                    "--warmup",
-                    &self.warmup,
-                ]
-                .map(String::from)
-                .to_vec()
-            }
-            "ipa" => {
-                if self.configs.is_empty() {
-                    return Err(format!(
-                        "configs: one or more of {}",
-                        super::ipa::CONFIGS.join(", ")
-                    ));
-                }
-                if let Some(c) = self
-                    .configs
-                    .iter()
-                    .find(|c| !super::ipa::CONFIGS.contains(&c.as_str()))
-                {
-                    return Err(format!(
-                        "configs: '{c}' is not one of {}",
-                        super::ipa::CONFIGS.join(", ")
-                    ));
-                }
-                let warmup = &self.warmup;
-                lab::units::parse_duration_ns(warmup).map_err(|e| format!("warmup: {e}"))?;
-                self.check_repeat()?;
-                [
-                    "ipa",
-                    "compare",
-                    "--workload",
-                    &self.workload,
-                    "--configs",
-                    &self.configs.join(","),
-                    "--repeat",
-                    &self.repeat.to_string(),
-                    "--warmup",
-                    warmup,
-                ]
-                .map(String::from)
-                .to_vec()
-            }
-            other => {
-                return Err(format!(
-                    "scenario: bench, compare, ipa or iaa, not '{other}'"
-                ))
-            }
-        };
-        if self.scale == 0 || self.scale > max_scale {
-            return Err(format!(
-                "scale: 1 to {max_scale} {what} here, not {}",
-                self.scale
-            ));
-        }
-        argv.extend(["--scale".to_string(), self.scale.to_string()]);
-        Ok(argv)
-    }
-
-    fn check_repeat(&self) -> Result<(), String> {
-        if self.repeat == 0 || self.repeat > 10 {
-            return Err(format!("repeat: 1 to 10, not {}", self.repeat));
-        }
-        Ok(())
-    }
-}
-
-/// A run's command line through the CLI's own parser (`launch.parse`).
-fn parse_with(argv: &[String], launch: &Launcher) -> Result<Job, String> {
-    (launch.parse)(argv).map_err(|e| e.to_string())
-}
-
-/// `parse_with` the CLI's own launcher (`cli::launcher()`), for the tests.
-#[cfg(test)]
-fn parse(argv: &[String]) -> Result<Job, String> {
-    parse_with(argv, &super::launcher())
-}
-
-/// One run, live or past.
+/// One run, live, waiting or past.
 #[derive(Debug)]
 struct Run {
     id: usize,
     request: Option<RunRequest>,
     command: String,
     dir: PathBuf,
-    /// running | done | failed
+    /// queued | running | cancelling | done | failed | cancelled
     status: &'static str,
     /// Every event sent so far: (name, JSON data).
     history: Vec<(String, String)>,
     tx: broadcast::Sender<(String, String)>,
     summary: Option<Value>,
+    /// Set to stop the run at its next live point.
+    cancel: Arc<AtomicBool>,
+}
+
+impl Run {
+    /// Records and sends an event (the caller holds the state's lock: a subscriber gets each
+    /// once).
+    fn record(&mut self, name: &str, data: String) {
+        self.history.push((name.to_string(), data.clone()));
+        let _ = self.tx.send((name.to_string(), data));
+    }
+}
+
+/// A run waiting for a slot, or about to take one.
+#[derive(Debug)]
+struct Pending {
+    id: usize,
+    cmd: Job,
+    dir: PathBuf,
+    speed: f64,
+    cancel: Arc<AtomicBool>,
+}
+
+/// The runs, the number running and the queue, under one lock.
+#[derive(Debug, Default)]
+struct Runs {
+    list: Vec<Run>,
+    running: usize,
+    queue: VecDeque<Pending>,
 }
 
 #[derive(Debug)]
 struct App {
-    runs: Mutex<Vec<Run>>,
+    runs: Mutex<Runs>,
     dir: PathBuf,
     /// The CLI's parser and dispatch (`cli::launcher()`).
     launch: Launcher,
+    guard: Guard,
+    max_runs: usize,
+    max_queued: usize,
 }
 
 type Shared = Arc<App>;
 
+/// What a cancelled run unwinds with, from its live hook.
+struct Cancelled;
+
 impl App {
-    /// Records and sends an event of run `id` (under the lock: a subscriber gets each once).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Runs> {
+        // A panic while holding it leaves plain data behind: the list stays usable.
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records and sends an event of run `id`.
     fn send(&self, id: usize, name: &str, data: String) {
-        if let Ok(mut runs) = self.runs.lock() {
-            if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
-                r.history.push((name.to_string(), data.clone()));
-                let _ = r.tx.send((name.to_string(), data));
-            }
+        if let Some(r) = self.lock().list.iter_mut().find(|r| r.id == id) {
+            r.record(name, data);
         }
     }
 
     fn finish(&self, id: usize, status: &'static str, summary: Option<Value>) {
-        if let Ok(mut runs) = self.runs.lock() {
-            if let Some(r) = runs.iter_mut().find(|r| r.id == id) {
-                r.status = status;
-                r.summary = summary;
+        if let Some(r) = self.lock().list.iter_mut().find(|r| r.id == id) {
+            r.status = status;
+            r.summary = summary;
+        }
+    }
+
+    /// A new run's id and its directory, created here and nowhere else: above every id listed
+    /// and every `run-N` in `--dir` (a run of an earlier start that left no summary.json is
+    /// not listed, but keeps its directory), and skipping any that another process has just
+    /// taken. Called under the lock, with the entry pushed in the same critical section.
+    fn new_run_dir(&self, runs: &Runs) -> std::io::Result<(usize, PathBuf)> {
+        let listed = runs.list.iter().map(|r| r.id).max().unwrap_or(0);
+        let on_disk = std::fs::read_dir(&self.dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name();
+                name.to_str()?.strip_prefix("run-")?.parse::<usize>().ok()
+            })
+            .max()
+            .unwrap_or(0);
+        let first = listed.max(on_disk) + 1;
+        for id in first..first + 100 {
+            let dir = self.dir.join(format!("run-{id}"));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Ok((id, dir)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
             }
         }
+        Err(std::io::Error::other(
+            "100 run directories in a row were taken by another process",
+        ))
+    }
+
+    /// Takes `req` (checked) as a run: started now if a slot is free, else queued, else
+    /// refused. Returns its id and status.
+    fn admit(self: &Arc<Self>, req: RunRequest) -> Result<(usize, &'static str), Refusal> {
+        let mut runs = self.lock();
+        if runs.running >= self.max_runs && runs.queue.len() >= self.max_queued {
+            return Err((
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "{} runs are running and {} waiting (--max-runs, --max-queued): cancel one or wait",
+                    runs.running,
+                    runs.queue.len()
+                ),
+            ));
+        }
+        let (id, dir) = self.new_run_dir(&runs).map_err(|e| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!(
+                    "cannot create a run directory in {}: {e}",
+                    self.dir.display()
+                ),
+            )
+        })?;
+        let parsed = req.argv_with(&dir, &self.launch).and_then(|argv| {
+            let cmd = parse_with(&argv, &self.launch)?;
+            Ok((argv, cmd))
+        });
+        let (argv, cmd) = match parsed {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err((StatusCode::BAD_REQUEST, e));
+            }
+        };
+        let series = series_order(&req, &cmd, &self.launch);
+        let (tx, _) = broadcast::channel(1024);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut run = Run {
+            id,
+            request: Some(req.clone()),
+            command: format!("noftl {}", argv.join(" ")),
+            dir: dir.clone(),
+            status: "queued",
+            history: Vec::new(),
+            tx,
+            summary: None,
+            cancel: Arc::clone(&cancel),
+        };
+        run.record("plan", json!({ "series": series }).to_string());
+        let pending = Pending {
+            id,
+            cmd,
+            dir,
+            speed: req.speed,
+            cancel,
+        };
+        if runs.running < self.max_runs {
+            runs.running += 1;
+            run.status = "running";
+            runs.list.push(run);
+            drop(runs);
+            let app = Arc::clone(self);
+            std::thread::spawn(move || drive(app, pending));
+            return Ok((id, "running"));
+        }
+        run.record("status", json!({"phase": "queued"}).to_string());
+        runs.list.push(run);
+        runs.queue.push_back(pending);
+        Ok((id, "queued"))
+    }
+
+    /// A run ended: its slot goes to the first run waiting, if any, which is returned marked
+    /// running.
+    fn next_in_queue(&self) -> Option<Pending> {
+        let mut runs = self.lock();
+        runs.running = runs.running.saturating_sub(1);
+        let next = runs.queue.pop_front()?;
+        runs.running += 1;
+        if let Some(r) = runs.list.iter_mut().find(|r| r.id == next.id) {
+            r.status = "running";
+        }
+        Some(next)
     }
 }
 
 /// The result directories already in `dir`, as past runs.
-fn past_runs(dir: &std::path::Path) -> Vec<Run> {
+fn past_runs(dir: &Path) -> Vec<Run> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
@@ -430,6 +304,7 @@ fn past_runs(dir: &std::path::Path) -> Vec<Run> {
             history: vec![("done".into(), summary.to_string())],
             tx,
             summary: Some(summary),
+            cancel: Arc::new(AtomicBool::new(false)),
         });
     }
     out
@@ -443,13 +318,22 @@ pub fn run(args: DashboardArgs, launch: Launcher) -> anyhow::Result<()> {
             args.listen
         );
     }
+    let max_runs = lab::limits::in_range(
+        "--max-runs",
+        args.max_runs,
+        1,
+        16,
+        "each run takes a core and its device's memory",
+    )? as usize;
+    let max_queued = lab::limits::in_range(
+        "--max-queued",
+        args.max_queued,
+        0,
+        256,
+        "runs waiting for a slot",
+    )? as usize;
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
-    let app = Arc::new(App {
-        runs: Mutex::new(past_runs(&args.dir)),
-        dir: args.dir.clone(),
-        launch,
-    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -459,7 +343,22 @@ pub fn run(args: DashboardArgs, launch: Launcher) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener.local_addr()?;
-        println!("noftl dashboard: http://{addr}/");
+        let app = Arc::new(App {
+            runs: Mutex::new(Runs {
+                list: past_runs(&args.dir),
+                ..Runs::default()
+            }),
+            dir: args.dir.clone(),
+            launch,
+            guard: Guard::new(addr),
+            max_runs,
+            max_queued,
+        });
+        println!(
+            "noftl dashboard: http://{addr}/ (token {}: scripts send it as {} to start or cancel runs)",
+            app.guard.token(),
+            guard::TOKEN_HEADER
+        );
         use std::io::Write as _;
         std::io::stdout().flush()?;
         axum::serve(listener, router(app)).await?;
@@ -474,13 +373,36 @@ fn router(app: Shared) -> Router {
         .route("/uplot.css", get(uplot_css))
         .route("/api/runs", get(list_runs).post(start_run))
         .route("/api/runs/{id}", get(one_run))
+        .route("/api/runs/{id}/cancel", post(cancel_run))
         .route("/api/runs/{id}/events", get(events))
         .route("/api/runs/{id}/figure.svg", get(figure))
+        // Every request, a path that does not exist too, passes the guard first.
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            check_request,
+        ))
+        // A form is a few hundred bytes.
+        .layer(DefaultBodyLimit::max(64 << 10))
         .with_state(app)
 }
 
-async fn page() -> Html<&'static str> {
-    Html(include_str!("../../assets/dashboard/index.html"))
+async fn check_request(
+    State(app): State<Shared>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match app.guard.admit(req.method(), req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err((status, msg)) => refuse(status, msg),
+    }
+}
+
+/// The page, with this start's token for its own requests.
+async fn page(State(app): State<Shared>) -> Html<String> {
+    Html(
+        include_str!("../../assets/dashboard/index.html")
+            .replace("__NOFTL_TOKEN__", app.guard.token()),
+    )
 }
 
 async fn uplot_js() -> Response {
@@ -511,27 +433,24 @@ fn run_json(r: &Run) -> Value {
 }
 
 async fn list_runs(State(app): State<Shared>) -> Json<Value> {
-    let runs = app
-        .runs
-        .lock()
-        .map(|r| r.iter().map(run_json).collect::<Vec<_>>());
-    Json(json!({ "runs": runs.unwrap_or_default() }))
+    let runs: Vec<Value> = app.lock().list.iter().map(run_json).collect();
+    Json(json!({ "runs": runs }))
 }
 
 async fn one_run(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
-    let found = app
-        .runs
-        .lock()
-        .ok()
-        .and_then(|r| r.iter().find(|r| r.id == id).map(run_json));
+    let found = app.lock().list.iter().find(|r| r.id == id).map(run_json);
     match found {
         Some(v) => Json(v).into_response(),
         None => (StatusCode::NOT_FOUND, format!("no run {id}")).into_response(),
     }
 }
 
+fn refuse(status: StatusCode, msg: String) -> Response {
+    (status, Json(json!({ "error": msg }))).into_response()
+}
+
 fn bad(msg: String) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({ "error": msg }))).into_response()
+    refuse(StatusCode::BAD_REQUEST, msg)
 }
 
 async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Response {
@@ -539,61 +458,117 @@ async fn start_run(State(app): State<Shared>, body: axum::body::Bytes) -> Respon
         Ok(r) => r,
         Err(e) => return bad(format!("the form: {e}")),
     };
-    let id = app
-        .runs
-        .lock()
-        .map(|r| r.iter().map(|x| x.id + 1).max().unwrap_or(1))
-        .unwrap_or(1);
-    let dir = app.dir.join(format!("run-{id}"));
-    let argv = match req.argv_with(&dir, &app.launch) {
-        Ok(a) => a,
-        Err(e) => return bad(e),
-    };
-    let cmd = match parse_with(&argv, &app.launch) {
-        Ok(c) => c,
-        Err(e) => return bad(e),
-    };
-    let (tx, _) = broadcast::channel(1024);
-    if let Ok(mut runs) = app.runs.lock() {
-        runs.push(Run {
-            id,
-            request: Some(req.clone()),
-            command: format!("noftl {}", argv.join(" ")),
-            dir: dir.clone(),
-            status: "running",
-            history: Vec::new(),
-            tx,
-            summary: None,
-        });
+    // Checked before an id or a directory is taken: a bad request leaves nothing behind.
+    if let Err(e) = req
+        .argv_with(Path::new("run"), &app.launch)
+        .and_then(|argv| parse_with(&argv, &app.launch))
+    {
+        return bad(e);
     }
-    let worker = Arc::clone(&app);
-    std::thread::spawn(move || drive(worker, id, cmd, dir, req.speed));
-    (StatusCode::CREATED, Json(json!({ "id": id }))).into_response()
+    match app.admit(req) {
+        Ok((id, status)) => (
+            StatusCode::CREATED,
+            Json(json!({ "id": id, "status": status })),
+        )
+            .into_response(),
+        Err((status, msg)) => refuse(status, msg),
+    }
+}
+
+/// Cancels run `id`: a queued one leaves the queue at once; a running one stops at its next
+/// live point (202: `cancelling` until then).
+async fn cancel_run(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
+    let mut guard = app.lock();
+    let runs = &mut *guard;
+    let Some(r) = runs.list.iter_mut().find(|r| r.id == id) else {
+        return refuse(StatusCode::NOT_FOUND, format!("no run {id}"));
+    };
+    match r.status {
+        "queued" => {
+            runs.queue.retain(|p| p.id != id);
+            r.status = "cancelled";
+            let msg = json!({"error": "cancelled before it started", "cancelled": true});
+            r.record("error", msg.to_string());
+            (
+                StatusCode::OK,
+                Json(json!({"id": id, "status": "cancelled"})),
+            )
+                .into_response()
+        }
+        "running" | "cancelling" => {
+            r.cancel.store(true, Ordering::SeqCst);
+            r.status = "cancelling";
+            (
+                StatusCode::ACCEPTED,
+                Json(json!({"id": id, "status": "cancelling"})),
+            )
+                .into_response()
+        }
+        ended => refuse(
+            StatusCode::CONFLICT,
+            format!("run {id} has already ended ({ended})"),
+        ),
+    }
+}
+
+/// Runs `first`, then each queued run its slot goes to, on this thread.
+fn drive(app: Shared, first: Pending) {
+    let mut next = Some(first);
+    while let Some(p) = next {
+        run_one(&app, p);
+        next = app.next_in_queue();
+    }
+}
+
+/// Waits until `due` after `t0`, in slices, returning early when `cancel` is set.
+fn pace(t0: Instant, due: Duration, cancel: &AtomicBool) {
+    while !cancel.load(Ordering::Relaxed) {
+        let elapsed = t0.elapsed();
+        if elapsed >= due {
+            return;
+        }
+        std::thread::sleep((due - elapsed).min(Duration::from_millis(50)));
+    }
+}
+
+/// The live hook of run `p`: each point paced to `p.speed` virtual seconds per wall second
+/// (if not 0) and sent as a `sample` event. A cancelled run unwinds from here
+/// (`resume_unwind`: no panic message), since the verbs have no stopping point of their own
+/// and this is called at every window boundary; `run_one` catches it.
+fn live_hook(app: &Shared, p: &Pending) -> lab::results::LiveHook {
+    // Each series' first point's wall time: its pace starts there.
+    let started: Mutex<HashMap<String, Instant>> = Mutex::new(HashMap::new());
+    let (app, id, speed, cancel) = (Arc::clone(app), p.id, p.speed, Arc::clone(&p.cancel));
+    Arc::new(move |point: lab::results::LivePoint| {
+        if speed > 0.0 && !cancel.load(Ordering::Relaxed) {
+            let t0 = started
+                .lock()
+                .map(|mut m| *m.entry(point.series.clone()).or_insert_with(Instant::now))
+                .unwrap_or_else(|_| Instant::now());
+            // Bounded by the request's checks; a wait that is no Duration is no wait.
+            let due = Duration::try_from_secs_f64(point.t_s / speed).unwrap_or_default();
+            pace(t0, due, &cancel);
+        }
+        if cancel.load(Ordering::Relaxed) {
+            std::panic::resume_unwind(Box::new(Cancelled));
+        }
+        if let Ok(data) = serde_json::to_string(&point) {
+            app.send(id, "sample", data);
+        }
+    })
 }
 
 /// Runs one CLI command on this thread (the verb's own worker threads get the live hook too),
-/// sending its window marks as `sample` events (each series paced to `speed` virtual seconds
-/// per wall second, if not 0), then `done` with summary.json or `error`.
-fn drive(app: Shared, id: usize, cmd: Job, dir: PathBuf, speed: f64) {
-    // Each series' first point's wall time: its pace starts there.
-    let started: Mutex<HashMap<String, Instant>> = Mutex::new(HashMap::new());
-    let hook_app = Arc::clone(&app);
-    lab::results::set_live(Some(Arc::new(move |p: lab::results::LivePoint| {
-        if speed > 0.0 {
-            let t0 = started
-                .lock()
-                .map(|mut m| *m.entry(p.series.clone()).or_insert_with(Instant::now))
-                .unwrap_or_else(|_| Instant::now());
-            let due = Duration::from_secs_f64(p.t_s / speed);
-            let el = t0.elapsed();
-            if due > el {
-                std::thread::sleep(due - el);
-            }
-        }
-        if let Ok(data) = serde_json::to_string(&p) {
-            hook_app.send(id, "sample", data);
-        }
-    })));
+/// then sends `done` with summary.json, or `error` (failed, or cancelled).
+fn run_one(app: &Shared, p: Pending) {
+    lab::results::set_live(Some(live_hook(app, &p)));
+    let Pending {
+        id,
+        cmd,
+        dir,
+        cancel,
+        ..
+    } = p;
     app.send(
         id,
         "status",
@@ -601,15 +576,10 @@ fn drive(app: Shared, id: usize, cmd: Job, dir: PathBuf, speed: f64) {
     );
     // A run that panics ends with an `error` event too: a page never waits for nothing.
     let run = app.launch.run;
-    let r =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cmd))).unwrap_or_else(|_| {
-            Err(anyhow::anyhow!(
-                "the run panicked (see the dashboard's standard error)"
-            ))
-        });
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cmd)));
     lab::results::set_live(None);
     match r {
-        Ok(()) => {
+        Ok(Ok(())) => {
             let summary = std::fs::read(dir.join("summary.json"))
                 .ok()
                 .and_then(|t| serde_json::from_slice::<Value>(&t).ok());
@@ -618,7 +588,14 @@ fn drive(app: Shared, id: usize, cmd: Job, dir: PathBuf, speed: f64) {
             app.finish(id, "done", summary);
             app.send(id, "done", data);
         }
-        Err(e) => {
+        // Cancelled: unwound from the hook, or (on a worker thread of the verb) through
+        // whatever the verb made of that.
+        _ if cancel.load(Ordering::SeqCst) => {
+            app.finish(id, "cancelled", None);
+            let msg = json!({"error": "cancelled", "cancelled": true});
+            app.send(id, "error", msg.to_string());
+        }
+        Ok(Err(e)) => {
             app.finish(id, "failed", None);
             app.send(
                 id,
@@ -626,28 +603,42 @@ fn drive(app: Shared, id: usize, cmd: Job, dir: PathBuf, speed: f64) {
                 json!({ "error": format!("{e:#}") }).to_string(),
             );
         }
+        Err(_) => {
+            app.finish(id, "failed", None);
+            let msg = "the run panicked (see the dashboard's standard error)";
+            app.send(id, "error", json!({ "error": msg }).to_string());
+        }
     }
 }
 
-/// A comparison's figure, drawn by the `plot` crate (as `noftl plot` draws it) from its
-/// summary.json: IPA Table I for an `ipa compare`, IAA Fig. 11 for an `iaa compare`, NoFTL
+/// A comparison's figure from its summary.json, drawn by the `plot` crate (as `noftl plot`
+/// draws it): IPA Table I for an `ipa compare`, IAA Fig. 11 for an `iaa compare`, NoFTL
 /// Fig. 3 for a `compare`.
+fn draw_figure(summary: &Value) -> anyhow::Result<String> {
+    if summary["rows"][0].get("ipa_appends").is_some() {
+        ::plot::table_i_of(summary).and_then(|t| ::plot::table_i(&t))
+    } else if summary["rows"][0].get("free_space").is_some() {
+        ::plot::iaa_of(summary).and_then(|d| ::plot::iaa(&d))
+    } else {
+        ::plot::bars_of(summary).and_then(|b| ::plot::figure3(&b))
+    }
+}
+
+/// A finished run's figure, drawn on a blocking thread: a figure takes milliseconds, and never
+/// one of the two threads that serve every page.
 async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
-    let summary = app.runs.lock().ok().and_then(|r| {
-        r.iter()
-            .find(|r| r.id == id)
-            .and_then(|r| r.summary.clone())
-    });
+    let summary = app
+        .lock()
+        .list
+        .iter()
+        .find(|r| r.id == id)
+        .and_then(|r| r.summary.clone());
     let Some(summary) = summary else {
         return (StatusCode::NOT_FOUND, format!("no finished run {id}")).into_response();
     };
-    let svg = if summary["rows"][0].get("ipa_appends").is_some() {
-        ::plot::table_i_of(&summary).and_then(|t| ::plot::table_i(&t))
-    } else if summary["rows"][0].get("free_space").is_some() {
-        ::plot::iaa_of(&summary).and_then(|d| ::plot::iaa(&d))
-    } else {
-        ::plot::bars_of(&summary).and_then(|b| ::plot::figure3(&b))
-    };
+    let svg = tokio::task::spawn_blocking(move || draw_figure(&summary))
+        .await
+        .unwrap_or_else(|e| Err(anyhow::anyhow!("drawing failed: {e}")));
     match svg {
         Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
         Err(e) => (StatusCode::NOT_FOUND, format!("run {id}: {e:#}")).into_response(),
@@ -656,11 +647,12 @@ async fn figure(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Respo
 
 async fn events(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Response {
     // The history and the subscription are taken under one lock: nothing is missed or doubled.
-    let got = app.runs.lock().ok().and_then(|runs| {
-        runs.iter()
-            .find(|r| r.id == id)
-            .map(|r| (r.history.clone(), r.tx.subscribe()))
-    });
+    let got = app
+        .lock()
+        .list
+        .iter()
+        .find(|r| r.id == id)
+        .map(|r| (r.history.clone(), r.tx.subscribe()));
     let Some((history, rx)) = got else {
         return (StatusCode::NOT_FOUND, format!("no run {id}")).into_response();
     };
@@ -688,212 +680,4 @@ async fn events(State(app): State<Shared>, UrlPath(id): UrlPath<usize>) -> Respo
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req() -> RunRequest {
-        RunRequest {
-            scenario: "bench".into(),
-            stores: Vec::new(),
-            configs: Vec::new(),
-            schemes: Vec::new(),
-            free: Vec::new(),
-            repeat: 1,
-            warmup: "none".into(),
-            workload: "tpcb".into(),
-            storage: "native".into(),
-            scale: 1,
-            terminals: 2,
-            duration: "2s".into(),
-            preset: "noftl13".into(),
-            speed: 0.0,
-        }
-    }
-
-    #[test]
-    fn an_iaa_request_becomes_iaa_compare_without_a_scale() {
-        let iaa = RunRequest {
-            scenario: "iaa".into(),
-            workload: String::new(),
-            scale: 0,
-            schemes: vec!["conventional".into(), "iaa".into()],
-            free: vec!["20%".into()],
-            ..req()
-        };
-        let argv = iaa.argv(std::path::Path::new("d/run-2")).unwrap();
-        assert_eq!(&argv[..2], ["iaa", "compare"]);
-        assert!(argv.windows(2).any(|w| w == ["--warmup", "0"]), "none is 0");
-        assert!(!argv.iter().any(|a| a == "--scale"));
-        assert!(parse(&argv).is_ok());
-        for (bad, word) in [
-            (
-                RunRequest {
-                    warmup: "1s".into(),
-                    ..iaa.clone()
-                },
-                "warmup: device capacities",
-            ),
-            (
-                RunRequest {
-                    schemes: vec!["lru".into()],
-                    ..iaa.clone()
-                },
-                "schemes: ",
-            ),
-            (
-                RunRequest {
-                    free: vec!["ten".into()],
-                    ..iaa.clone()
-                },
-                "free: ",
-            ),
-        ] {
-            let e = bad.argv(std::path::Path::new("d")).unwrap_err();
-            assert!(e.starts_with(word), "{e}");
-        }
-    }
-
-    #[test]
-    fn a_request_becomes_the_bench_command_line_or_a_message() {
-        let argv = req().argv(std::path::Path::new("d/run-1")).unwrap();
-        assert_eq!(&argv[..2], ["bench", "tpcb"]);
-        assert!(argv.windows(2).any(|w| w == ["--results", "d/run-1"]));
-        assert!(argv.windows(2).any(|w| w == ["--sample-window", "20ms"]));
-        assert!(parse(&argv).is_ok());
-        for (bad, word) in [
-            (
-                RunRequest {
-                    workload: "tpch".into(),
-                    ..req()
-                },
-                "workload",
-            ),
-            (
-                RunRequest {
-                    storage: "ssd".into(),
-                    ..req()
-                },
-                "storage",
-            ),
-            (RunRequest { scale: 0, ..req() }, "scale"),
-            (
-                RunRequest {
-                    terminals: 1000,
-                    ..req()
-                },
-                "terminals",
-            ),
-            (
-                RunRequest {
-                    duration: "soon".into(),
-                    ..req()
-                },
-                "duration",
-            ),
-            (
-                RunRequest {
-                    preset: "x".into(),
-                    ..req()
-                },
-                "preset",
-            ),
-            (
-                RunRequest {
-                    speed: -1.0,
-                    ..req()
-                },
-                "speed",
-            ),
-        ] {
-            let e = bad.argv(std::path::Path::new("d")).unwrap_err();
-            assert!(e.starts_with(word), "{e}");
-        }
-    }
-
-    fn compare() -> RunRequest {
-        RunRequest {
-            scenario: "compare".into(),
-            stores: vec!["native".into(), "dftl-2%".into()],
-            ..req()
-        }
-    }
-
-    #[test]
-    fn a_comparison_becomes_the_compare_command_line_or_compares_own_message() {
-        let argv = compare().argv(std::path::Path::new("d/run-2")).unwrap();
-        assert_eq!(&argv[..1], ["compare"]);
-        assert!(argv.windows(2).any(|w| w == ["--stores", "native,dftl-2%"]));
-        assert!(argv.windows(2).any(|w| w == ["--warmup", "none"]));
-        assert!(parse(&argv).is_ok(), "{argv:?}");
-        let ipa = RunRequest {
-            scenario: "ipa".into(),
-            configs: vec!["baseline".into(), "ipa-regions".into()],
-            warmup: "1s".into(),
-            ..compare()
-        };
-        let argv = ipa.argv(std::path::Path::new("d/run-3")).unwrap();
-        assert_eq!(&argv[..2], ["ipa", "compare"]);
-        assert!(argv.windows(2).any(|w| w == ["--warmup", "1s"]), "{argv:?}");
-        assert!(parse(&argv).is_ok(), "{argv:?}");
-        for (bad, word) in [
-            (
-                RunRequest {
-                    stores: vec!["dftl-2%".into()],
-                    ..compare()
-                },
-                "stores: --stores must include native",
-            ),
-            (
-                RunRequest {
-                    stores: vec!["native".into(), "ssd".into()],
-                    ..compare()
-                },
-                "stores: --stores: no store 'ssd'",
-            ),
-            (
-                RunRequest {
-                    warmup: "later".into(),
-                    ..compare()
-                },
-                "warmup",
-            ),
-            (
-                RunRequest {
-                    repeat: 0,
-                    ..compare()
-                },
-                "repeat",
-            ),
-            (
-                RunRequest {
-                    scenario: "ipa".into(),
-                    configs: vec!["baseline".into(), "ipa-everything".into()],
-                    ..compare()
-                },
-                "configs: 'ipa-everything'",
-            ),
-            (
-                RunRequest {
-                    scenario: "ipa".into(),
-                    configs: vec!["baseline".into()],
-                    warmup: "auto".into(),
-                    ..compare()
-                },
-                "warmup",
-            ),
-            (
-                RunRequest {
-                    scenario: "sweep".into(),
-                    ..compare()
-                },
-                "scenario",
-            ),
-        ] {
-            let e = bad.argv(std::path::Path::new("d")).unwrap_err();
-            assert!(e.starts_with(word), "{e}");
-        }
-    }
 }

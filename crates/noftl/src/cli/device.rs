@@ -39,6 +39,7 @@ pub fn run(c: DeviceCommand) -> anyhow::Result<()> {
             Ok(())
         }
         DeviceCommand::Show { device, json } => {
+            super::common::check_outputs(&[device.input()], &[json.as_deref()])?;
             let cfg = device.load()?;
             let g = &cfg.geometry;
             let t = &cfg.timing;

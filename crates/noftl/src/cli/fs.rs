@@ -68,6 +68,10 @@ pub struct FsBenchArgs {
     /// the points run on the wall clock in external programs. docs/results.md.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
+    /// Write into a --results directory that is not empty (its files of the same names are
+    /// replaced).
+    #[arg(long, requires = "results")]
+    pub force: bool,
 }
 
 impl FsBenchArgs {
@@ -102,15 +106,14 @@ pub fn run(c: FsCommand) -> anyhow::Result<()> {
 fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
     let mut spec = a.spec()?;
     spec.check()?;
-    if let Some(p) = &a.json {
-        lab::output::check_writable(p)?;
-    }
+    super::common::check_outputs(&[a.device.input()], &[a.json.as_deref()])?;
     // The result directory, checked before any mount: the shared writer's plan (no windows,
     // no raw rows here).
     spec.results = crate::cli::common::ResultsArgs {
         results: a.results.clone(),
         sample_window: "1s".into(),
         raw: false,
+        force: a.force,
     }
     .plan()?;
     let res = lab::experiments::fs_bench::run(&spec)?;

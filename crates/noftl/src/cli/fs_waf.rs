@@ -114,9 +114,7 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
     let spec = a.spec()?;
     // Refused before any mount is made and formatted.
     spec.check()?;
-    if let Some(p) = &a.json {
-        lab::output::check_writable(p)?;
-    }
+    super::common::check_outputs(&[a.device.input()], &[a.json.as_deref()])?;
     let res = lab::experiments::fs_waf::run(&spec)?;
     print_table(&res);
     // Through a JSON value, whose objects keep their keys sorted: the bytes of the JSON this

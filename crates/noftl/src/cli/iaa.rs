@@ -141,6 +141,15 @@ pub(super) fn schemes(a: &CompareArgs) -> anyhow::Result<Vec<Scheme>> {
     iaa::schemes(&a.spec())
 }
 
+/// The sweep's live series (`lab::experiments::iaa::series_name`), in the order of its rows:
+/// the dashboard's legend.
+pub(super) fn series(a: &CompareArgs) -> anyhow::Result<Vec<String>> {
+    Ok(iaa::runs(&a.spec())?
+        .into_iter()
+        .map(|(free, scheme)| iaa::series_name(free, scheme))
+        .collect())
+}
+
 /// The sweep's own checks (`lab::experiments::iaa::check`; the dashboard runs them on the
 /// command line it builds).
 pub(super) fn checked(a: &CompareArgs) -> anyhow::Result<()> {
@@ -150,9 +159,7 @@ pub(super) fn checked(a: &CompareArgs) -> anyhow::Result<()> {
 fn compare(a: CompareArgs) -> anyhow::Result<()> {
     let spec = a.spec();
     let runs = iaa::runs(&spec)?;
-    if let Some(p) = &a.json {
-        lab::output::check_writable(p)?;
-    }
+    super::common::check_outputs(&[], &[a.json.as_deref()])?;
     let plan = a.results.plan()?;
     // Refuse a bad device before the progress bar shows.
     iaa::check_device(&spec)?;

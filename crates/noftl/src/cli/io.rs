@@ -122,6 +122,13 @@ impl lab::experiments::io::Progress for Bar {
 pub fn run(args: IoArgs) -> anyhow::Result<()> {
     let mut spec = args.spec();
     spec.requests()?;
+    super::common::check_outputs(
+        &[
+            ("--image", args.target.image.as_deref()),
+            args.target.device.input(),
+        ],
+        &[args.json.as_deref()],
+    )?;
     spec.results = args.results.plan()?;
     let wall = Instant::now();
     let result = lab::experiments::io::run(&spec, &mut Bar::default())?;

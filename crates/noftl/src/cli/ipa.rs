@@ -130,6 +130,7 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     let spec = a.spec();
     // The spec is checked before the result directory is created (the order of the refusals).
     exp::check(&spec)?;
+    super::common::check_outputs(&[], &[a.json.as_deref()])?;
     let plan = a.results.plan()?;
     let report = exp::run(&spec, plan.as_ref())?;
     if super::common::emit_json(a.json.as_deref(), &report)? {
@@ -223,6 +224,7 @@ fn advise(a: IpaCompareArgs) -> anyhow::Result<()> {
     if a.results.results.is_some() {
         bail!("--results: `ipa advise` writes no result directory (`ipa compare` does)");
     }
+    super::common::check_outputs(&[], &[a.json.as_deref()])?;
     let report = exp::advise(&a.spec())?;
     if super::common::emit_json(a.json.as_deref(), &report)? {
         print_advice(&report);

@@ -131,9 +131,11 @@ pub fn dfs_stats(fs: &Dfs, mount: Option<&MountReport>) -> serde_json::Value {
 
 pub fn run_mount(a: MountArgs) -> anyhow::Result<()> {
     check_fs(&a.fs)?;
-    if let Some(p) = &a.stats_file {
-        lab::output::check_writable(p)?;
-    }
+    // The statistics never replace the image or the config (the output rule).
+    super::common::check_outputs(
+        &[("--image", a.image.as_deref()), a.device.input()],
+        &[a.stats_file.as_deref()],
+    )?;
     if !a.mountpoint.is_dir() {
         bail!("mount point {} is not a directory", a.mountpoint.display());
     }
@@ -179,6 +181,7 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
     if !holds_data(&a.image) {
         bail!("{} is missing or empty", a.image.display());
     }
+    super::common::check_outputs(&[("--image", Some(&a.image))], &[a.json.as_deref()])?;
     lab::filelock::hold(&a.image, "--image")?;
     // A private copy: recovery writes (trims, orphan frees) must not change the image.
     let tmp = tempfile::NamedTempFile::new().context("temporary copy")?;

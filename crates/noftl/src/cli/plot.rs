@@ -24,7 +24,13 @@ pub struct PlotArgs {
 }
 
 pub fn run(args: PlotArgs) -> anyhow::Result<()> {
-    lab::output::check_writable(&args.out)?;
+    // The figure never replaces one of its inputs (the output rule).
+    let inputs: Vec<_> = args
+        .inputs
+        .iter()
+        .map(|p| ("input", Some(p.as_path())))
+        .collect();
+    super::common::check_outputs(&inputs, &[Some(&args.out)])?;
     let format = ::plot::Format::of_path(&args.out)?;
     let kind = ::plot::kind(&args.kind, &args.inputs[0])?;
     let bytes = ::plot::draw(&args.inputs, kind, format, &command_line())?;

@@ -56,9 +56,10 @@ impl ReproduceArgs {
 }
 
 pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
-    if let Some(p) = &args.json {
-        lab::output::check_writable(p)?;
-    }
+    super::common::check_outputs(
+        &[super::common::cpu_input(&args.cpu)],
+        &[args.json.as_deref()],
+    )?;
     let spec = args.spec();
     let mut progress = |s: &str| eprintln!("reproduce {}: {s}", args.paper);
     if args.calibrate {

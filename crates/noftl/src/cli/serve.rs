@@ -104,9 +104,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     )?;
     let handshake_timeout = timeout("--handshake-timeout", &args.handshake_timeout)?;
     let idle_timeout = timeout("--idle-timeout", &args.idle_timeout)?;
-    if let Some(p) = &args.stats_file {
-        lab::output::check_writable(p)?;
-    }
+    // The statistics never replace the image, the config or the socket (the output rule).
+    super::common::check_outputs(
+        &[
+            ("--image", args.target.image.as_deref()),
+            args.target.device.input(),
+            ("--socket", args.socket.as_deref()),
+        ],
+        &[args.stats_file.as_deref()],
+    )?;
     let dev = targets::build(&args.target)?;
     let export = nbd::Export::new(dev, args.clock);
     nbd::server::run(

@@ -37,10 +37,25 @@ pub fn man(a: ManArgs, cmd: clap::Command) -> anyhow::Result<()> {
         Some(dir) => {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
-            clap_mangen::generate_to(cmd, &dir)
-                .with_context(|| format!("cannot write the man pages in {}", dir.display()))?;
+            // As `clap_mangen::generate_to` does, but each page through the output rule
+            // (`lab::output`: regular files only, no link followed onto another file unjudged).
+            let mut cmd = cmd.disable_help_subcommand(true);
+            cmd.build();
+            write_pages(cmd, &dir)?;
         }
         None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
     }
+    Ok(())
+}
+
+/// The man page of `cmd` and of each of its visible subcommands, written into `dir`.
+fn write_pages(cmd: clap::Command, dir: &std::path::Path) -> anyhow::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+        write_pages(sub, dir)?;
+    }
+    let man = clap_mangen::Man::new(cmd);
+    let mut page = Vec::new();
+    man.render(&mut page)?;
+    lab::output::write_atomic(&dir.join(man.get_filename()), &page)?;
     Ok(())
 }

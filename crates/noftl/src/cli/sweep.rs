@@ -76,6 +76,9 @@ pub struct SweepArgs {
     /// Skip jobs whose results exist (status ok) in --out.
     #[arg(long)]
     pub resume: bool,
+    /// Write into an --out directory that is not empty (or holds an earlier sweep) anyway.
+    #[arg(long)]
+    pub force: bool,
     /// Print the jobs (id and command line) and run nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -166,6 +169,7 @@ pub fn run(args: SweepArgs, launch: &Launcher) -> anyhow::Result<()> {
         return Ok(());
     }
     let plan_path = args.plan.as_ref().context("a plan file is required")?;
+    lab::output::protect("the plan", plan_path);
     let text = std::fs::read_to_string(plan_path)
         .with_context(|| format!("cannot read {}", plan_path.display()))?;
     let mut plan =
@@ -189,7 +193,7 @@ pub fn run(args: SweepArgs, launch: &Launcher) -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("sweep-{}", plan.name)));
-    prepare_out(&out, &plan, args.resume)?;
+    prepare_out(&out, &plan, args.resume, args.force)?;
     let todo: Vec<Job> = plan
         .jobs
         .iter()
@@ -248,10 +252,14 @@ pub fn expand_with(text: &str, launch: &Launcher) -> anyhow::Result<Plan> {
     let file: PlanFile = toml::from_str(text).context("not a sweep plan")?;
     let verb: Vec<String> = file.verb.split_whitespace().map(str::to_string).collect();
     let Some(first) = verb.first() else {
-        bail!("`verb` is empty (io, bench tpcb, bench tpcc, bench tatp, compare, crashtest)");
+        bail!("`verb` is empty ({})", EXPERIMENT_VERBS.join(", "));
     };
-    if ["sweep", "serve"].contains(&first.as_str()) {
-        bail!("`{first}` cannot run in a sweep (it does not end with a result)");
+    let named = verb.join(" ");
+    if !EXPERIMENT_VERBS.contains(&named.as_str()) {
+        bail!(
+            "`{named}` cannot run in a sweep: a plan runs an experiment, a verb that ends with a JSON result ({})",
+            EXPERIMENT_VERBS.join(", ")
+        );
     }
     if file.args.iter().any(|a| a == "--json") || file.grid.contains_key("--json") {
         bail!("leave `--json` out of the plan: the sweep adds it to collect each job's result");
@@ -283,30 +291,19 @@ pub fn expand_with(text: &str, launch: &Launcher) -> anyhow::Result<Plan> {
     } else {
         file.cases.clone()
     };
-    let mut grid_points: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
-    for (flag, values) in &file.grid {
-        if values.is_empty() {
-            bail!("grid `{flag}` has no values");
-        }
-        let mut next = Vec::with_capacity(grid_points.len() * values.len());
-        for point in &grid_points {
-            for v in values {
-                let mut p = point.clone();
-                p.push((flag.clone(), v.clone()));
-                next.push(p);
-            }
-        }
-        grid_points = next;
+    let grid: Vec<(&String, &Vec<toml::Value>)> = file.grid.iter().collect();
+    if let Some((flag, _)) = grid.iter().find(|(_, values)| values.is_empty()) {
+        bail!("grid `{flag}` has no values");
     }
     let seeds: Vec<Option<u64>> = if file.seeds.is_empty() {
         vec![None]
     } else {
         file.seeds.iter().copied().map(Some).collect()
     };
-    let count = cases.len() * grid_points.len() * seeds.len();
-    if count > 1_000_000 {
-        bail!("the plan expands to {count} jobs; split it (at most 1,000,000)");
-    }
+    // Counted before anything is expanded: 7 flags of 10 values in a 700-byte plan are 10^7
+    // jobs, which grew past 8 GB before a count of the expanded list was ever compared.
+    let count = job_count(cases.len(), &grid, seeds.len())?;
+    let grid_points = grid.iter().map(|(_, v)| v.len()).product::<usize>();
 
     let mut jobs = Vec::with_capacity(count);
     let mut ids = HashSet::with_capacity(count);
@@ -316,13 +313,13 @@ pub fn expand_with(text: &str, launch: &Launcher) -> anyhow::Result<Plan> {
             Some(other) => bail!("case label {other} is not a string"),
             None => String::new(),
         };
-        for point in &grid_points {
+        for point in (0..grid_points).map(|i| grid_point(&grid, i)) {
             for seed in &seeds {
                 let mut params = BTreeMap::new();
                 let mut argv = verb.clone();
                 argv.extend(file.args.iter().cloned());
                 let case_params = case.iter().filter(|(k, _)| k.as_str() != "label");
-                for (flag, value) in case_params.chain(point.iter().map(|(k, v)| (k, v))) {
+                for (flag, value) in case_params.chain(point.iter().copied()) {
                     push_param(&mut argv, &mut params, flag, value)?;
                 }
                 if let Some(s) = seed {
@@ -369,6 +366,63 @@ pub fn expand_with(text: &str, launch: &Launcher) -> anyhow::Result<Plan> {
         timeout_seconds,
         jobs,
     })
+}
+
+/// The verbs a plan may run: the experiments, which end with a JSON result. Servers (`serve`,
+/// `mount`, `dashboard`) never end by themselves, `fsck` checks an image rather than measuring,
+/// and a sweep inside a sweep multiplies what the limit below bounds.
+const EXPERIMENT_VERBS: [&str; 12] = [
+    "io",
+    "bench tpcb",
+    "bench tatp",
+    "bench tpcc",
+    "bench tpch",
+    "compare",
+    "crashtest",
+    "iaa compare",
+    "ipa compare",
+    "ipa advise",
+    "fs bench",
+    "fs waf",
+];
+
+/// The most jobs a plan may have: each is parsed and sized before any runs and kept in
+/// jobs.json, about a kilobyte apiece, so a plan past this is better split.
+const MAX_JOBS: usize = 100_000;
+
+/// cases x grid points x seeds, refused past `MAX_JOBS` (or past what a `usize` counts).
+fn job_count(
+    cases: usize,
+    grid: &[(&String, &Vec<toml::Value>)],
+    seeds: usize,
+) -> anyhow::Result<usize> {
+    let count = grid
+        .iter()
+        .try_fold(cases, |n, (_, values)| n.checked_mul(values.len()))
+        .and_then(|n| n.checked_mul(seeds));
+    match count {
+        Some(n) if n <= MAX_JOBS => Ok(n),
+        Some(n) => bail!("the plan expands to {n} jobs (cases x grid values x seeds); split it (at most {MAX_JOBS})"),
+        None => bail!("the plan expands to more jobs than can be counted (cases x grid values x seeds); split it (at most {MAX_JOBS})"),
+    }
+}
+
+/// The `i`-th point of the grid (its first flag varying slowest): one value per flag.
+fn grid_point<'a>(
+    grid: &[(&'a String, &'a Vec<toml::Value>)],
+    mut i: usize,
+) -> Vec<(&'a String, &'a toml::Value)> {
+    let mut point: Vec<(&String, &toml::Value)> = grid
+        .iter()
+        .rev()
+        .map(|&(flag, values)| {
+            let v = &values[i % values.len()];
+            i /= values.len();
+            (flag, v)
+        })
+        .collect();
+    point.reverse();
+    point
 }
 
 /// A job's wall-time limit in seconds, from "90s", "10m", "1h".
@@ -479,14 +533,18 @@ fn job_done(out: &Path, id: &str) -> bool {
 }
 
 /// Creates the result directory and writes the expanded plan; refuses to mix two sweeps'
-/// results unless resuming.
-fn prepare_out(out: &Path, plan: &Plan, resume: bool) -> anyhow::Result<()> {
+/// results unless resuming, and to write among other files unless forced (the output rule).
+fn prepare_out(out: &Path, plan: &Plan, resume: bool, force: bool) -> anyhow::Result<()> {
     let jobs_file = out.join("jobs.json");
-    if jobs_file.exists() && !resume {
+    let earlier = jobs_file.exists();
+    if earlier && !resume && !force {
         bail!(
-            "{} holds an earlier sweep's results: add --resume to continue it, or choose another --out",
+            "{} holds an earlier sweep's results: add --resume to continue it, --force to run over it, or choose another --out",
             out.display()
         );
+    }
+    if !(earlier && resume) {
+        lab::output::check_results_dir("--out", out, force)?;
     }
     std::fs::create_dir_all(out.join("jobs"))
         .with_context(|| format!("cannot create {}", out.display()))?;
@@ -583,7 +641,7 @@ fn run_job(exe: &Path, out: &Path, job: &Job, timeout_seconds: Option<f64>) -> S
         }
         std::fs::create_dir_all(&dir)?;
         let job_json = serde_json::to_vec_pretty(job)?;
-        std::fs::write(dir.join("job.json"), job_json)?;
+        write_atomic(&dir.join("job.json"), &job_json)?;
         let dir_str = dir.to_str().context("result directory is not UTF-8")?;
         let argv: Vec<String> = job
             .argv
@@ -598,8 +656,9 @@ fn run_job(exe: &Path, out: &Path, job: &Job, timeout_seconds: Option<f64>) -> S
         let mut child = Process::new(exe)
             .args(&argv)
             .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&stdout_path)?)
-            .stderr(std::fs::File::create(dir.join("stderr.txt"))?)
+            // Streams cannot be renamed into place: created new in the fresh job directory.
+            .stdout(lab::output::create_fresh(&stdout_path)?)
+            .stderr(lab::output::create_fresh(&dir.join("stderr.txt"))?)
             .spawn()
             .with_context(|| format!("cannot start {}", exe.display()))?;
         let exit = match timeout_seconds {
@@ -681,7 +740,7 @@ fn run_ray(out: &Path, todo: &[Job], timeout_seconds: Option<f64>) -> anyhow::Re
         );
     }
     let driver = out.join("sweep_ray.py");
-    std::fs::write(&driver, RAY_DRIVER)?;
+    write_atomic(&driver, RAY_DRIVER.as_bytes())?;
     let todo_file = out.join("todo.json");
     write_atomic(&todo_file, &serde_json::to_vec(todo)?)?;
     let exe = std::env::current_exe().context("cannot find the noftl binary")?;
@@ -700,7 +759,11 @@ fn run_ray(out: &Path, todo: &[Job], timeout_seconds: Option<f64>) -> anyhow::Re
 }
 
 /// Writes one CSV row per job of the sweep in `dir` (invariant 3). Returns the number of rows.
+/// The CSV goes through the output rule: judged before anything is read, and never over one of
+/// the files it is made of.
 pub fn merge(dir: &Path, csv_path: &Path) -> anyhow::Result<usize> {
+    lab::output::protect("the sweep's", &dir.join("jobs.json"));
+    lab::output::check_writable(csv_path)?;
     let plan: Plan = serde_json::from_slice(
         &std::fs::read(dir.join("jobs.json"))
             .with_context(|| format!("{} is not a sweep's result directory", dir.display()))?,
@@ -721,6 +784,7 @@ pub fn merge(dir: &Path, csv_path: &Path) -> anyhow::Result<usize> {
     let mut rows: Vec<(Option<Status>, BTreeMap<String, String>)> = Vec::new();
     for job in &plan.jobs {
         let jd = job_dir(dir, &job.id);
+        lab::output::protect("the sweep's", &jd.join("status.json"));
         let status: Option<Status> = std::fs::read(jd.join("status.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
@@ -739,8 +803,7 @@ pub fn merge(dir: &Path, csv_path: &Path) -> anyhow::Result<usize> {
         }
         rows.push((status, metrics));
     }
-    let mut w = csv::Writer::from_path(csv_path)
-        .with_context(|| format!("cannot write {}", csv_path.display()))?;
+    let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec![
         "job".to_string(),
         "label".into(),
@@ -773,7 +836,10 @@ pub fn merge(dir: &Path, csv_path: &Path) -> anyhow::Result<usize> {
         );
         w.write_record(&rec)?;
     }
-    w.flush()?;
+    let bytes = w
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("{}", e.error()))?;
+    write_atomic(csv_path, &bytes)?;
     Ok(plan.jobs.len())
 }
 
@@ -788,6 +854,7 @@ fn result_files(jd: &Path) -> anyhow::Result<Vec<(String, Json)>> {
     names.sort();
     let mut out = Vec::with_capacity(names.len());
     for n in names {
+        lab::output::protect("the sweep's", &jd.join(&n));
         let text = std::fs::read(jd.join(&n))?;
         let value: Json = serde_json::from_slice(&text)
             .with_context(|| format!("{}/{n} is not JSON", jd.display()))?;

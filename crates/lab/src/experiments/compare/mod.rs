@@ -212,6 +212,8 @@ mod tpch;
 
 pub use paper::paper_line;
 
+/// The rows a comparison can run, in its order (`parse_stores` indexes them): the dashboard's legend.
+pub use rig::ROWS as STORE_ROWS;
 pub(crate) use rig::{
     build_store, counters, mean_stdev, r4, size_rig, thread_cpu_s, units_per_page, Counters,
     Device, Probe, Rig, DEFAULT_STORES, ROWS, WARMUP_DEVICE_WRITES, WARMUP_MAX_NS,

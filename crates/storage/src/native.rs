@@ -81,7 +81,8 @@
 //! 3. Every flash page written carries (key, sequence number, stream, block incarnation) in its
 //!    OOB; sequence numbers grow with every write, GC copies keep theirs, so recovery (journal.rs
 //!    `recover_mapped`: the checkpoint's entries into blocks not erased since, then "newest copy
-//!    wins" among the pages programmed after it) rebuilds the map of invariant 1.
+//!    wins" among the pages programmed after it) rebuilds the map of invariant 1. A block
+//!    retired (bad) at the checkpoint is never read: its pages are all older than it.
 //! 4. A write returns after its last flash program completes (on pages of several units: when
 //!    its units are gathered, or when the program of the page they completed completes); a DB
 //!    page is atomic if its size divides the flash page, else only per flash page
@@ -1236,12 +1237,13 @@ impl NativeStore {
         let blocks: Vec<BlockAtCheckpoint> = (0..g.blocks())
             .map(|b| {
                 let slot = self.die_owner[g.die_of_block(nand::Pbn(b)).0 as usize] as usize;
-                let (incarnation, written, stream) =
+                let (incarnation, written, stream, retired) =
                     self.spaces[slot].block_checkpoint(nand::Pbn(b));
                 BlockAtCheckpoint {
                     incarnation,
                     written,
                     stream,
+                    retired,
                 }
             })
             .collect();

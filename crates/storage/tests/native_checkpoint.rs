@@ -108,7 +108,7 @@ fn recovery_after_a_checkpoint_reads_few_oobs_and_agrees_with_a_full_scan() {
     let (_, cp_pages) = s.checkpoint_pages_written();
     let journal_blocks = (0..g.blocks())
         .filter(|&b| {
-            let (inc, _, stream) = s.space().block_checkpoint(Pbn(b));
+            let (inc, _, stream, _) = s.space().block_checkpoint(Pbn(b));
             inc != 0 && stream == JOURNAL
         })
         .count() as u64;

@@ -553,7 +553,8 @@ impl Journal {
     /// snapshot `content`, from `encode_map_checkpoint`), then invalidates the checkpoint it
     /// supersedes (invariant 2: only once every page of this one is programmed).
     ///
-    /// Pages: kind `MapCheckpoint`, OOB key = page index, aux = pages, seq = `seq`; payload:
+    /// Pages (programmed as `Purpose::Mapping`): kind `MapCheckpoint`, OOB key = page index,
+    /// aux = pages, seq = `seq`; payload:
     ///
     /// | bytes  | field                                                        |
     /// |--------|--------------------------------------------------------------|
@@ -611,13 +612,21 @@ impl Journal {
     ) -> Result<Nanos, FtlError> {
         let per_page = self.page.len() - CP_HEADER_BYTES;
         let mut done = at_ns;
+        // A map checkpoint persists the forward map, as DFTL's translation pages do: mapping
+        // work, counted apart from the master records (meta) that share the NoFTL store's
+        // metadata, so that the crash test's report tells a cut on one from a cut on the other.
+        let purpose = if kind == PageKind::MapCheckpoint {
+            Purpose::Mapping
+        } else {
+            Purpose::Meta
+        };
         self.pending.clear();
         for index in 0..count {
             let from = (index as usize * per_page).min(content.len());
             let to = (from + per_page).min(content.len());
             fill_checkpoint_page(&mut self.page, magic, seq, index, count, &content[from..to]);
             let rec = OobRecord::new(kind, u64::from(index), seq, u64::from(count));
-            let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
+            let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, purpose)?;
             self.pending.push(ppn);
             self.absorb(space, other);
             done = done.max(t);

@@ -29,7 +29,9 @@
 //!   teller pages, B-tree roots).
 //! - `INDEX`: other B-tree and space-map pages; `DATA`: other heap pages.
 //! - `COLD`: a DB page's first write in this session (the load; pages not rewritten since).
-//! - `META`: master-record slots (unstriped); `JOURNAL`: map checkpoints (unstriped).
+//! - `META`: master-record slots and the region table (unstriped); `JOURNAL`: map checkpoints
+//!   (unstriped, programmed as `Purpose::Mapping`, so that flash statistics and the crash
+//!   test's report tell them from the master records, `Purpose::Meta`).
 //!
 //! The stream of a page is in bits 0..8 of its OOB record's `aux` field (bits 8.. are its
 //! block's incarnation, stamped by the space), so recovery restores the blocks to their streams.

@@ -60,9 +60,11 @@
 //!    header, CRC or layout does not check out makes its checkpoint incomplete: recovery takes
 //!    the next older one, or reads everything.
 //! 6. `recover_mapped` trusts a checkpoint entry only in a block whose page 0 bears the
-//!    incarnation the checkpoint recorded, and only below the write pointer recorded; every
-//!    other programmed page is read, so it rebuilds the same pages as a full scan for every key
-//!    not freed after C (tests: storage/tests/native_checkpoint.rs).
+//!    incarnation the checkpoint recorded, or that was retired (bad) at C and is bad still, and
+//!    only below the write pointer recorded; every other programmed page is read but those of
+//!    blocks retired at C (all older than C), so it rebuilds the same pages as a full scan for
+//!    every key not freed after C (tests: storage/tests/native_checkpoint.rs,
+//!    native_grown_bad.rs).
 
 use nand::{Nand, NandError, Nanos, Pbn, Ppn, Purpose};
 
@@ -474,11 +476,17 @@ const MAP_BLOCK_BYTES: usize = 16;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockAtCheckpoint {
     /// The incarnation stamped in its data pages (oob.rs); 0: the checkpoint promises nothing
-    /// about this block (free, bad, foreign), recovery reads it in full.
+    /// about this block (free, bad, foreign), recovery reads it in full (unless `retired`).
     pub incarnation: u64,
     /// Pages handed out in it at C: pages at or past this were programmed after C.
     pub written: u32,
     pub stream: u8,
+    /// Bad at C (a program or erase failed on it): never erased nor programmed again, so every
+    /// page it holds was programmed before C, and none is newer than the checkpoint's entries.
+    /// Recovery reads none of its pages and trusts the checkpoint's entries into it below
+    /// `written` (pages a power cut kept it from moving off). Read in full, its stale copies
+    /// would beat the checkpoint's entries (step 4 of `recover_mapped`) and come back.
+    pub retired: bool,
 }
 
 /// Bytes of the logical content of a map checkpoint over `keys` keys and `blocks` blocks.
@@ -502,7 +510,7 @@ pub fn encode_map_checkpoint(map: &[u32], blocks: &[BlockAtCheckpoint]) -> Vec<u
     for b in blocks {
         out.extend_from_slice(&b.incarnation.to_le_bytes());
         out.extend_from_slice(&b.written.to_le_bytes());
-        out.extend_from_slice(&[b.stream, 0, 0, 0]);
+        out.extend_from_slice(&[b.stream, u8::from(b.retired), 0, 0]);
     }
     for &p in map {
         out.extend_from_slice(&p.to_le_bytes());
@@ -532,6 +540,7 @@ fn decode_map_checkpoint(
             incarnation: u64::from(u32_at(o)) | (u64::from(u32_at(o + 4)) << 32),
             written: u32_at(o + 8),
             stream: bytes[o + 12],
+            retired: bytes[o + 13] == 1,
         });
         o += MAP_BLOCK_BYTES;
     }
@@ -544,7 +553,8 @@ impl Journal {
     /// snapshot `content`, from `encode_map_checkpoint`), then invalidates the checkpoint it
     /// supersedes (invariant 2: only once every page of this one is programmed).
     ///
-    /// Pages: kind `MapCheckpoint`, OOB key = page index, aux = pages, seq = `seq`; payload:
+    /// Pages (programmed as `Purpose::Mapping`): kind `MapCheckpoint`, OOB key = page index,
+    /// aux = pages, seq = `seq`; payload:
     ///
     /// | bytes  | field                                                        |
     /// |--------|--------------------------------------------------------------|
@@ -557,7 +567,8 @@ impl Journal {
     /// | 32..   | bytes [index x (page bytes - 32), + n) of the content        |
     ///
     /// Content: keys u64 | blocks u32 | 0 u32 | per block: incarnation u64, written u32,
-    /// stream u8, 3 zero bytes | per key: flash page u32 (`UNMAPPED` = u32::MAX).
+    /// stream u8, retired u8 (1: bad at C, `BlockAtCheckpoint::retired`), 2 zero bytes | per
+    /// key: flash page u32 (`UNMAPPED` = u32::MAX).
     pub fn write_map_checkpoint(
         &mut self,
         space: &mut FlashSpace,
@@ -601,13 +612,21 @@ impl Journal {
     ) -> Result<Nanos, FtlError> {
         let per_page = self.page.len() - CP_HEADER_BYTES;
         let mut done = at_ns;
+        // A map checkpoint persists the forward map, as DFTL's translation pages do: mapping
+        // work, counted apart from the master records (meta) that share the NoFTL store's
+        // metadata, so that the crash test's report tells a cut on one from a cut on the other.
+        let purpose = if kind == PageKind::MapCheckpoint {
+            Purpose::Mapping
+        } else {
+            Purpose::Meta
+        };
         self.pending.clear();
         for index in 0..count {
             let from = (index as usize * per_page).min(content.len());
             let to = (from + per_page).min(content.len());
             fill_checkpoint_page(&mut self.page, magic, seq, index, count, &content[from..to]);
             let rec = OobRecord::new(kind, u64::from(index), seq, u64::from(count));
-            let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, Purpose::Meta)?;
+            let (ppn, t) = space.write(at_ns, self.stream, &rec, &self.page, purpose)?;
             self.pending.push(ppn);
             self.absorb(space, other);
             done = done.max(t);
@@ -809,6 +828,36 @@ fn merge_map_checkpoint(
     (journal, checkpoint_seq)
 }
 
+/// Step 3 of `recover_mapped`, what the chosen checkpoint vouches for, per block: whether it is
+/// *unchanged* (its pages below the checkpoint's `written` are as they were at C) and whether it
+/// is *frozen* (retired at C: nothing in it was programmed after C, so none of it is read; see
+/// `BlockAtCheckpoint::retired`). Frozen blocks are unchanged. A step because the scan and the
+/// merge both decide from these.
+fn vouched_blocks(
+    nand: &Nand,
+    chosen: Option<&Chosen>,
+    first: &[Option<OobRecord>],
+) -> Result<(Vec<bool>, Vec<bool>), FtlError> {
+    let n = first.len();
+    let mut unchanged = vec![false; n];
+    let mut frozen = vec![false; n];
+    let Some(c) = chosen else {
+        return Ok((unchanged, frozen));
+    };
+    for b in 0..n {
+        let at_c = c.2[b];
+        // A retired block stays bad, never erased again: one the chip calls good now is not
+        // the block the checkpoint saw, and is read in full.
+        frozen[b] =
+            at_c.retired && nand.block_info(Pbn(b as u32))?.state == nand::BlockState::GrownBad;
+        // Page 0 bearing the incarnation recorded at C: no erase since (space.rs invariant 8).
+        unchanged[b] = frozen[b]
+            || (at_c.incarnation != 0
+                && first[b].is_some_and(|r| r.incarnation() == at_c.incarnation));
+    }
+    Ok((unchanged, frozen))
+}
+
 /// How `recover_mapped` treats blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecoveryReads {
@@ -830,12 +879,17 @@ pub enum RecoveryReads {
 ///    content is read (one page read per checkpoint page).
 /// 3. A block is *unchanged* if the checkpoint gives it an incarnation (not 0) and page 0 bears
 ///    it: no erase since C (space.rs invariant 8), so its pages below `written` are as at C and
-///    only pages from `written` on are read. Every other block is read in full (it was opened
-///    after C, or free or bad at C); reads stop at the chip's first erased page.
+///    only pages from `written` on are read. A block the checkpoint says was *retired* (bad at
+///    C) and that is bad still is unchanged too and read not at all: a bad block is never
+///    erased nor programmed again, so all it holds was programmed before C (stale copies, or
+///    the valid ones a cut kept from moving off, which the checkpoint's entries name). Every
+///    other block is read in full (it was opened after C, or free at C); reads stop at the
+///    chip's first erased page.
 /// 4. The map: the checkpoint's entries that point into unchanged blocks, then every data
 ///    record read in step 3 (the *scanned* ones) where its seq is higher. A scanned copy beats a
-///    checkpoint entry whatever their seqs: every scanned page was programmed after C, as a new
-///    write (seq > C) or as a GC/WL copy of a page valid at that moment, i.e. of the key's
+///    checkpoint entry whatever their seqs: every scanned page was programmed after C (why a
+///    block retired before C is not scanned: its pages are older), as a new write (seq > C) or
+///    as a GC/WL copy of a page valid at that moment, i.e. of the key's
 ///    version at C or a newer one (GC copies only valid pages, and a key freed before C has no
 ///    valid copy until it is written again, with a seq > C). So scanned copies are never older
 ///    than the checkpoint's entry, and a key the checkpoint says was unmapped comes back only by
@@ -915,15 +969,9 @@ pub fn recover_mapped(
     done = cp_done;
     // Step 3.
     let full = reads == RecoveryReads::Full;
-    let unchanged: Vec<bool> = (0..nblocks as usize)
-        .map(|b| {
-            chosen.as_ref().is_some_and(|c| {
-                let at_c = c.2[b];
-                at_c.incarnation != 0
-                    && first[b].is_some_and(|r| r.incarnation() == at_c.incarnation)
-            })
-        })
-        .collect();
+    let (unchanged, frozen) = vouched_blocks(nand, chosen.as_ref(), &first)?;
+    // The reference reads everything: its newest copies win over a retired block's stale ones.
+    let skip = |b: usize| !full && frozen[b];
     let mut map = vec![UNMAPPED; capacity as usize];
     let mut map_seq = vec![0u64; capacity as usize];
     let mut map_aux = vec![0u64; capacity as usize];
@@ -941,7 +989,7 @@ pub fn recover_mapped(
     for b in 0..nblocks as usize {
         // Blocks without a data record on page 0 were read in step 1 (their records are in
         // `meta_pages`); a torn page 0 means the cut hit the block's first program.
-        if !first[b].is_some_and(|r| r.kind == PageKind::Data) {
+        if !first[b].is_some_and(|r| r.kind == PageKind::Data) || skip(b) {
             continue;
         }
         let from = match &chosen {
@@ -966,7 +1014,9 @@ pub fn recover_mapped(
         }
     }
     for &(b, unit, r) in &meta_pages {
-        take(loc(b, unit), &r);
+        if !skip(b as usize) {
+            take(loc(b, unit), &r);
+        }
     }
     done = scan_done;
     // Step 4: the checkpoint's entries into unchanged blocks where nothing was scanned.

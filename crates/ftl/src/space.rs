@@ -880,14 +880,17 @@ impl FlashSpace {
     }
     /// What a map checkpoint keeps of block `pbn`: its incarnation (0 unless it is open,
     /// closed or being collected: a free, bad or foreign block promises nothing), the pages
-    /// handed out in it since its erase, and its stream.
-    pub fn block_checkpoint(&self, pbn: Pbn) -> (u64, u32, u8) {
+    /// handed out in it since its erase, its stream, and whether it is retired (bad: never
+    /// erased nor programmed again, so recovery must not take its stale pages for new ones;
+    /// journal.rs `BlockAtCheckpoint::retired`).
+    pub fn block_checkpoint(&self, pbn: Pbn) -> (u64, u32, u8, bool) {
         let blk = &self.blocks[pbn.0 as usize];
         match blk.usage {
             BlockUse::Open | BlockUse::Closed | BlockUse::Collecting => {
-                (self.stamp_of(pbn.0), blk.written, blk.stream)
+                (self.stamp_of(pbn.0), blk.written, blk.stream, false)
             }
-            _ => (0, 0, 0),
+            BlockUse::Bad => (0, blk.written, blk.stream, true),
+            BlockUse::Free | BlockUse::Foreign => (0, 0, 0, false),
         }
     }
     /// The next sequence number that `alloc_seq` will return.

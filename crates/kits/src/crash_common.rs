@@ -170,12 +170,6 @@ pub struct CrashOptions {
     pub txns_per_terminal: u64,
     pub buffer_frames: usize,
     pub tpcb: TpcbConfig,
-    /// Native store with `Fault::IoError`: age the device as for power cuts. Off by default:
-    /// on an aged native store a failed flash operation leaves a restart that fails with
-    /// "corrupt region table" (kits/tests/native_crash.rs,
-    /// `aged_native_store_recovers_after_failed_flash_operations`, ignored until fixed), so
-    /// media errors run on the unaged device, as before ageing.
-    pub age_native_for_media_errors: bool,
 }
 
 impl Default for CrashOptions {
@@ -195,7 +189,6 @@ impl Default for CrashOptions {
                 tellers_per_branch: 10,
                 accounts_per_branch: 300,
             },
-            age_native_for_media_errors: false,
         }
     }
 }

@@ -1,4 +1,11 @@
 //! TPC-B and the crash test on the NoFTL page store (`storage::native`).
+//!
+//! The rule for these tests (docs/ARCHITECTURE.md, "Tests"): a test is never weakened to pass.
+//! Seeds, ageing, fault kinds and bounds are not cut back until a failure stops showing; a
+//! known failure stays a failing test, marked `#[ignore = "known bug: ..."]` with a doc comment
+//! that says what fails and why, until the code is fixed. (Issue 32: media errors once ran on
+//! the unaged device and the ageing was once capped at 90%, which hid two recovery bugs of a
+//! fully written store: both fixed, and the aged tests below run again.)
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
@@ -8,6 +15,9 @@ use kits::crash_native::crash_native_once;
 /// What a sweep of seeds saw.
 struct Sweep {
     fault_hits: u64,
+    /// Faults that landed on the store's garbage collection ("program gc", "erase gc", ...):
+    /// only an aged device collects garbage during the workload.
+    gc_hits: u64,
     recovery_hits: u64,
     verified: u64,
     bad: Vec<String>,
@@ -16,6 +26,7 @@ struct Sweep {
 fn sweep(seeds: std::ops::Range<u64>, o: &CrashOptions) -> Sweep {
     let mut s = Sweep {
         fault_hits: 0,
+        gc_hits: 0,
         recovery_hits: 0,
         verified: 0,
         bad: Vec::new(),
@@ -24,6 +35,11 @@ fn sweep(seeds: std::ops::Range<u64>, o: &CrashOptions) -> Sweep {
         let out = crash_native_once(seed, o).unwrap();
         s.fault_hits += u64::from(out.fault_hit);
         s.recovery_hits += u64::from(out.recovery_cut_hit);
+        s.gc_hits += u64::from(
+            out.fault_landed_on
+                .as_deref()
+                .is_some_and(|op| op.ends_with(" gc")),
+        );
         if out.verified() {
             s.verified += 1;
         } else {
@@ -157,19 +173,42 @@ fn tpcb_on_native_collects_garbage_and_survives_a_clean_restart() {
     assert!(tpcb::check(&mut e, o.tpcb).unwrap().passed());
 }
 
-/// Known bug (issue 16): on a native store aged as the power-cut runs age it, a failed flash
-/// operation (media error) during the workload leaves a restart that fails with "corrupt region
-/// table" (about half of these seeds). Media-error runs therefore use the unaged device
-/// (`CrashOptions::age_native_for_media_errors` is off by default); remove the `ignore` when
-/// the native store's recovery is fixed.
+/// Media errors on the device aged as the power-cut runs age it (every DB page written, then
+/// rewritten until the store collects garbage). Issue 32: 12 of these 20 seeds once failed
+/// their restart with "corrupt region table" (the store's layout counted grown-bad blocks, so
+/// a failed program shifted every key at the restart); with that fixed, seed 208 read a stale
+/// page from a block retired before the last map checkpoint. The GC landings show the device
+/// is aged (no fault lands on GC without ageing).
 #[test]
-#[ignore = "known bug: corrupt region table after a media error on an aged native store"]
 fn aged_native_store_recovers_after_failed_flash_operations() {
     let o = CrashOptions {
         fault: Fault::IoError,
-        age_native_for_media_errors: true,
         ..CrashOptions::default()
     };
-    let s = sweep(200..220, &o);
+    let s = sweep(200..260, &o);
     assert!(s.bad.is_empty(), "{:#?}", s.bad);
+    assert_eq!(s.verified, 60);
+    assert!(
+        s.gc_hits > 0,
+        "no fault of 60 landed on GC: is the device aged?"
+    );
+}
+
+/// The long run of the test above: 1,000 other seeds, all verified (18-26 s in a release build
+/// on a shared 2-core machine, 2026; about as long in the test profile). Run it with
+/// `cargo test --release -p kits --test native_crash -- --ignored aged_native_store_1000`.
+#[test]
+#[ignore = "long: 1,000 seeds; run in release with --ignored"]
+fn aged_native_store_1000_seeds_recover_after_failed_flash_operations() {
+    let o = CrashOptions {
+        fault: Fault::IoError,
+        ..CrashOptions::default()
+    };
+    let s = sweep(10_000..11_000, &o);
+    assert!(s.bad.is_empty(), "{:#?}", s.bad);
+    assert_eq!(s.verified, 1_000);
+    assert!(
+        s.gc_hits > 0,
+        "no fault of 1,000 landed on GC: is the device aged?"
+    );
 }

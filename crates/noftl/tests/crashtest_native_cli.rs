@@ -105,3 +105,44 @@ fn native_crash_cuts_land_on_garbage_collection_of_the_aged_device() {
         assert!(on_gc > 0, "{workload}: no cut landed on GC: {landed:?}");
     }
 }
+
+/// Issue 32: `--fault io` on native ran on the unaged device, so no user could reach a failed
+/// flash operation on a fully written store (where the restart once failed with "corrupt region
+/// table"). It ages the device as the power-cut runs do, regions included: some faults land on
+/// the store's GC, and every recovery verifies.
+#[test]
+fn native_media_errors_run_on_the_aged_device_with_and_without_a_log_region() {
+    let log_region = [
+        "--log-region",
+        "MAX_CHIPS=1",
+        "--set",
+        "geometry.blocks_per_plane=16",
+    ];
+    for extra in [&[][..], &log_region[..]] {
+        let mut args = vec![
+            "crashtest",
+            "--workload",
+            "tpcb",
+            "--storage",
+            "native",
+            "--fault",
+            "io",
+            "--seeds",
+            "40",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let v = noftl_json(&args);
+        assert_eq!(v["verified"], 40, "{extra:?}: {v}");
+        let landed = v["faults_landed_on"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let on_gc: u64 = landed
+            .iter()
+            .filter(|(op, _)| op.ends_with(" gc"))
+            .map(|(_, n)| n.as_u64().unwrap_or(0))
+            .sum();
+        assert!(on_gc > 0, "{extra:?}: no fault landed on GC: {landed:?}");
+    }
+}

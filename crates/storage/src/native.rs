@@ -29,7 +29,9 @@
 //!   teller pages, B-tree roots).
 //! - `INDEX`: other B-tree and space-map pages; `DATA`: other heap pages.
 //! - `COLD`: a DB page's first write in this session (the load; pages not rewritten since).
-//! - `META`: master-record slots (unstriped); `JOURNAL`: map checkpoints (unstriped).
+//! - `META`: master-record slots and the region table (unstriped); `JOURNAL`: map checkpoints
+//!   (unstriped, programmed as `Purpose::Mapping`, so that flash statistics and the crash
+//!   test's report tell them from the master records, `Purpose::Meta`).
 //!
 //! The stream of a page is in bits 0..8 of its OOB record's `aux` field (bits 8.. are its
 //! block's incarnation, stamped by the space), so recovery restores the blocks to their streams.
@@ -81,7 +83,8 @@
 //! 3. Every flash page written carries (key, sequence number, stream, block incarnation) in its
 //!    OOB; sequence numbers grow with every write, GC copies keep theirs, so recovery (journal.rs
 //!    `recover_mapped`: the checkpoint's entries into blocks not erased since, then "newest copy
-//!    wins" among the pages programmed after it) rebuilds the map of invariant 1.
+//!    wins" among the pages programmed after it) rebuilds the map of invariant 1. A block
+//!    retired (bad) at the checkpoint is never read: its pages are all older than it.
 //! 4. A write returns after its last flash program completes (on pages of several units: when
 //!    its units are gathered, or when the program of the page they completed completes); a DB
 //!    page is atomic if its size divides the flash page, else only per flash page
@@ -102,8 +105,13 @@
 //!    than its mapped copy, which stays valid until the gather is programmed). Gathered units
 //!    get their sequence numbers when programmed, so they are newer than every checkpoint taken
 //!    while they waited. A DB page's `k` units enter one gather together.
+//! 10. The layout (`Layout`: which key is what, the region table's key last) is a function of
+//!     the config and the device's factory-good blocks alone, so every open finds the same
+//!     keys whatever grew bad since the format: a block retired after a failed program or
+//!     erase costs spare room, never a key (issue 32: counting grown-bad blocks moved every key
+//!     at the restart after a media error).
 //!
-//! One file (about 1,600 lines): it is one type, `NativeStore`, and invariants 1-9 tie its parts
+//! One file (about 1,600 lines): it is one type, `NativeStore`, and invariants 1-10 tie its parts
 //! together (the forward map, the gathers, the per-region spaces, the map checkpoints): every
 //! write path and recovery update them in step, so its methods are kept where they can be read
 //! against the invariants at once. The flash management it shares with the FTLs is in crate
@@ -268,8 +276,19 @@ fn layout(nand: &Nand, cfg: &NativeConfig) -> Result<Layout> {
     // T = (factory-good blocks - GC reserve) x pages per block, less room for open blocks.
     // Units per block: what the capacity is counted in (a key is one unit).
     let ppb = u64::from(nand.config().pages_in_mode(nand.config().cell.native)) * upp;
+    // Factory-good, not "not bad now" (invariant 10): the layout must be the same at every
+    // open (the keys depend on it), and blocks grow bad during the store's life (a failed
+    // program or erase). Counting grown-bad blocks shrank `db_pages` at the restart after a
+    // failed operation, so the region table's key (the last key) moved down onto the copy of
+    // a DB page near the end, which a fully written store holds (zeros after ageing): the
+    // restart failed with "corrupt region table"; and no map checkpoint decoded any more
+    // (their key count no longer matched), so recovery fell back to a full scan. A grown-bad
+    // block costs spare room instead, as in an FTL (issue 32).
     let good = (0..g.blocks())
-        .filter(|&b| !nand.is_bad(nand::Pbn(b)))
+        .filter(|&b| {
+            nand.block_info(nand::Pbn(b))
+                .is_ok_and(|i| i.state != nand::BlockState::FactoryBad)
+        })
         .count() as u64;
     let reserve = u64::from(g.dies()) + 2;
     let t = good.saturating_sub(reserve) * ppb;
@@ -1220,12 +1239,13 @@ impl NativeStore {
         let blocks: Vec<BlockAtCheckpoint> = (0..g.blocks())
             .map(|b| {
                 let slot = self.die_owner[g.die_of_block(nand::Pbn(b)).0 as usize] as usize;
-                let (incarnation, written, stream) =
+                let (incarnation, written, stream, retired) =
                     self.spaces[slot].block_checkpoint(nand::Pbn(b));
                 BlockAtCheckpoint {
                     incarnation,
                     written,
                     stream,
+                    retired,
                 }
             })
             .collect();

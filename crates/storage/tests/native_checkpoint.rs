@@ -108,7 +108,7 @@ fn recovery_after_a_checkpoint_reads_few_oobs_and_agrees_with_a_full_scan() {
     let (_, cp_pages) = s.checkpoint_pages_written();
     let journal_blocks = (0..g.blocks())
         .filter(|&b| {
-            let (inc, _, stream) = s.space().block_checkpoint(Pbn(b));
+            let (inc, _, stream, _) = s.space().block_checkpoint(Pbn(b));
             inc != 0 && stream == JOURNAL
         })
         .count() as u64;
@@ -579,4 +579,21 @@ fn regions_recover_from_a_checkpoint_as_from_a_full_scan() {
         }
     }
     r.space().check().unwrap();
+}
+
+/// Map checkpoint pages are programmed as mapping work, master records as meta, so that flash
+/// statistics and the crash test's report ("program mapping", "program meta") tell a cut on one
+/// from a cut on the other (issue 32: both were "program meta").
+#[test]
+fn map_checkpoints_and_master_records_are_counted_apart() {
+    let mut s = NativeStore::format(device(64), cfg()).unwrap();
+    let programs = |s: &NativeStore, p| s.nand().unwrap().stats().get(OpKind::Program, p);
+    let t = s.write_meta(0, 1, &[7u8; 4096]).unwrap();
+    assert_eq!(programs(&s, Purpose::Meta), 1);
+    assert_eq!(programs(&s, Purpose::Mapping), 0);
+    s.write_map_checkpoint(t).unwrap();
+    let (written, per_checkpoint) = s.checkpoint_pages_written();
+    assert_eq!(written, per_checkpoint);
+    assert_eq!(programs(&s, Purpose::Mapping), written);
+    assert_eq!(programs(&s, Purpose::Meta), 1);
 }

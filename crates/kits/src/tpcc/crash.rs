@@ -38,7 +38,7 @@ use super::txn::{Done, TpccTerminal};
 use super::{check, load, Handles};
 use crate::crash::{block_round, BlockSetup};
 use crate::crash_common::{run_to_fault, CrashOutcome, CrashWorkload, Fault, Medium};
-use crate::crash_native::{native_aged_fraction, native_round, NativeSetup};
+use crate::crash_native::{native_round, NativeSetup, NATIVE_AGED_FRACTION};
 
 /// The native device's blocks per plane (`tiny`: 8 planes of 16-page blocks).
 const NATIVE_BLOCKS_PER_PLANE: u32 = 16;
@@ -102,7 +102,7 @@ fn native_setup(o: &TpccCrashOptions) -> NativeSetup {
             spare_factor: 0.42,
             ..NativeConfig::default()
         },
-        aged_fraction: native_aged_fraction(o.fault, false),
+        aged_fraction: NATIVE_AGED_FRACTION,
     }
 }
 

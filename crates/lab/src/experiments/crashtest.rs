@@ -53,7 +53,7 @@ pub struct Spec {
     pub seeds: u64,
     /// The first seed; the runs use `first_seed .. first_seed + seeds - 1`.
     pub first_seed: u64,
-    /// power | io
+    /// power | io (native: on the aged device either way, kits::crash_native)
     pub fault: String,
     /// DB page size in bytes: 4096, 8192 or 16384 (the larger make torn pages possible).
     pub page_size: usize,
@@ -95,7 +95,8 @@ pub struct CrashReport {
     pub faults_inside_workload: u64,
     /// Faults the engine saw as an error (the rest the device absorbed, or came after the run).
     pub errors_reported: u64,
-    /// Flash: how many faults hit each kind of flash operation ("program gc", ...).
+    /// Flash: how many faults hit each kind of flash operation ("program gc", ...; on native,
+    /// "program mapping" is a map checkpoint page and "program meta" a master record).
     pub faults_landed_on: BTreeMap<String, u64>,
     /// With `recovery_crash`: second cuts that fell inside the restart.
     pub recovery_cuts_inside_restart: u64,

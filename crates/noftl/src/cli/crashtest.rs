@@ -29,7 +29,8 @@ pub struct CrashtestArgs {
     /// The first seed; the runs use --first-seed .. --first-seed + --seeds - 1.
     #[arg(long, default_value_t = 0)]
     pub first_seed: u64,
-    /// power | io
+    /// power | io (a program, erase or read fails on the media). Native: the device is aged
+    /// first for both, as the FTLs' devices are.
     #[arg(long, default_value = "power")]
     pub fault: String,
     /// DB page size: 4096, 8192 or 16384 (the larger make torn pages possible).

@@ -190,10 +190,10 @@ impl PaperNoftlFit {
 /// The committed calibration (`noftl reproduce noftl --calibrate` prints a new one; the test
 /// `calibration_refits_the_committed_constants` re-fits it from its committed inputs).
 pub const PAPER_NOFTL_FIT: PaperNoftlFit = PaperNoftlFit {
-    engine_scale: 1.0,
+    engine_scale: 127.6597,
     commit_ns: 0,
-    query_scale: 1.0,
-    dftl_orig_scan_overlap: 1,
+    query_scale: 247.556,
+    dftl_orig_scan_overlap: 10,
 };
 
 #[cfg(test)]

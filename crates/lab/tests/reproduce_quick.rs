@@ -22,7 +22,12 @@ fn the_quick_reproduction_has_every_cell_labelled_and_checked() {
     assert_eq!(res.cpu.name, "paper-noftl");
     assert!(!lines.is_empty(), "progress is told");
     // Fig. 3: 2 OLTP rows x (NoFTL + 3 DFTL), 4 queries x (NoFTL + 3 DFTL + order); Fig. 4: 2 x 2.
-    assert_eq!(res.cells.len(), 8 + 20 + 4, "{:#?}", res.cells.iter().map(|c| &c.cell).collect::<Vec<_>>());
+    assert_eq!(
+        res.cells.len(),
+        8 + 20 + 4,
+        "{:#?}",
+        res.cells.iter().map(|c| &c.cell).collect::<Vec<_>>()
+    );
     for c in &res.cells {
         assert_eq!(c.cpu_profile, "paper-noftl", "{}", c.cell);
         assert_eq!(c.consistency, "ok", "{}: {}", c.cell, c.why);
@@ -33,7 +38,11 @@ fn the_quick_reproduction_has_every_cell_labelled_and_checked() {
             c.cell
         );
         assert!(c.ours.is_finite() && c.error.is_finite(), "{}", c.cell);
-        assert!(!c.why.is_empty(), "{}: a row says what its counters were", c.cell);
+        assert!(
+            !c.why.is_empty(),
+            "{}: a row says what its counters were",
+            c.cell
+        );
     }
     // --quick runs one small scale per workload, standing for the paper's smallest row.
     for name in CALIBRATION_CELLS
@@ -52,7 +61,10 @@ fn the_quick_reproduction_has_every_cell_labelled_and_checked() {
     }
     assert_eq!(
         res.held_out_judged,
-        res.cells.iter().filter(|c| c.set == CellSet::HeldOut).count()
+        res.cells
+            .iter()
+            .filter(|c| c.set == CellSet::HeldOut)
+            .count()
     );
 }
 

@@ -266,6 +266,97 @@ pub fn fit(inp: &Inputs) -> anyhow::Result<Fit> {
     })
 }
 
+/// The last round's inputs of `noftl reproduce noftl --calibrate` (2026-11-27, release build,
+/// commit of this file's parent; `docs/results/calibrate-noftl.json` holds all four rounds).
+pub fn committed() -> Inputs {
+    Inputs {
+        oltp: vec![
+            OltpInput {
+                cell: "TPC-B 48 NoFTL",
+                paper_ns: 2164502.1645021643,
+                ns: 2062518.0,
+                cpu_ns: 1693040.0,
+                measured_cpu_ns: 13273.4,
+                commits: 1.0,
+            },
+            OltpInput {
+                cell: "TPC-B 200 NoFTL",
+                paper_ns: 2223704.6920169,
+                ns: 2518418.0,
+                cpu_ns: 1708216.0,
+                measured_cpu_ns: 13392.4,
+                commits: 1.0,
+            },
+            OltpInput {
+                cell: "TPC-C 5 NoFTL",
+                paper_ns: 23073373.32718043,
+                ns: 21638277.0,
+                cpu_ns: 13738118.0,
+                measured_cpu_ns: 107706.5,
+                commits: 0.9149,
+            },
+            OltpInput {
+                cell: "TPC-C 25 NoFTL",
+                paper_ns: 24154589.37198068,
+                ns: 22907881.0,
+                cpu_ns: 13817137.0,
+                measured_cpu_ns: 108326.1,
+                commits: 0.9154,
+            },
+        ],
+        tpch: vec![
+            TpchInput {
+                cell: "TPC-H Q1 NoFTL",
+                paper_ns: 58700000000.0,
+                ns: 71449200000.0,
+                engine_cpu_ns: 1609800000.0,
+                query_cpu_ns: 59319300000.0,
+                engine_scale: 127.5509,
+                query_scale: 247.5531,
+            },
+            TpchInput {
+                cell: "TPC-H Q6 NoFTL",
+                paper_ns: 58400000000.0,
+                ns: 64265800000.0,
+                engine_cpu_ns: 1609800000.0,
+                query_cpu_ns: 52135900000.0,
+                engine_scale: 127.5509,
+                query_scale: 247.5531,
+            },
+            TpchInput {
+                cell: "TPC-H Q12 NoFTL",
+                paper_ns: 109300000000.0,
+                ns: 87215000000.0,
+                engine_cpu_ns: 1943600000.0,
+                query_cpu_ns: 72570400000.0,
+                engine_scale: 127.5509,
+                query_scale: 247.5531,
+            },
+            TpchInput {
+                cell: "TPC-H Q14 NoFTL",
+                paper_ns: 98400000000.0,
+                ns: 67628900000.0,
+                engine_cpu_ns: 1663600000.0,
+                query_cpu_ns: 55093700000.0,
+                engine_scale: 127.5509,
+                query_scale: 247.5531,
+            },
+        ],
+        scan: ScanInput {
+            cell: "TPC-H Q1 DFTL 15%",
+            paper_ns: 121900000000.0,
+            ns: 143321800000.0,
+            engine_cpu_ns: 1609800000.0,
+            query_cpu_ns: 59319300000.0,
+            engine_scale: 127.5509,
+            query_scale: 247.5531,
+            scanned_entries: 12407099628.0,
+            access_cycles: 40.0,
+            overlap: 10,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,6 +444,20 @@ mod tests {
                 "{r:?}"
             );
         }
+    }
+
+    #[test]
+    fn calibration_refits_the_committed_constants() {
+        // The committed profile is exactly what the fit makes of the committed inputs, and the
+        // inputs are a fixed point: the last round ran with (nearly) the constants it fitted.
+        let f = fit(&committed()).unwrap();
+        assert_eq!(f.fit, crate::cpu::PAPER_NOFTL_FIT);
+        let ran = committed().tpch[0].engine_scale;
+        assert!(
+            (ran / f.fit.engine_scale - 1.0).abs() < 0.01,
+            "{ran} against {}",
+            f.fit.engine_scale
+        );
     }
 
     #[test]

@@ -89,7 +89,7 @@ fn unknown_papers_and_parts_are_refused_before_any_run() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("--only takes oltp, tpch or fig4"), "{e}");
+    assert!(e.contains("--only takes oltp, tpch, fig4 or today"), "{e}");
     let e = reproduce::run(
         &reproduce::Spec {
             cpu: "fast".into(),

@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::cpu::CpuProfile;
 
 pub use fidelity::{Cell, CellSet};
-pub use runs::{Fig4Run, OltpRun, StoreRun, TpchQueryRun, TpchRun};
+pub use runs::{Fig4Run, OltpRun, StoreRun, TodayRun, TpchQueryRun, TpchRun, TODAY_CHIPS};
 
 /// What `noftl reproduce` takes.
 #[derive(Clone, Debug)]
@@ -42,8 +42,11 @@ pub struct Spec {
     pub repeat: Option<u32>,
     /// Virtual length of a window (None: 30s; 5s with `quick`).
     pub duration: Option<String>,
-    /// Only the OLTP rows, or only TPC-H, or only Fig. 4 (None: everything).
+    /// Only the OLTP rows, or only TPC-H, or only Fig. 4, or only today's chips (None: the
+    /// paper's figures, without today's chips).
     pub only: Option<String>,
+    /// Also the OLTP rows on today's chips (beyond the paper; a second table).
+    pub today: bool,
 }
 
 impl Default for Spec {
@@ -56,6 +59,7 @@ impl Default for Spec {
             repeat: None,
             duration: None,
             only: None,
+            today: false,
         }
     }
 }
@@ -78,6 +82,9 @@ pub struct ReproduceResult {
     pub oltp: Vec<OltpRun>,
     pub tpch: Option<TpchRun>,
     pub fig4: Vec<Fig4Run>,
+    /// Beyond the paper: the OLTP rows on today's chips (with --today).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub today: Vec<TodayRun>,
 }
 
 /// The set-up, as run.
@@ -108,14 +115,17 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<Reproduce
         );
     }
     if let Some(o) = &spec.only {
-        if !["oltp", "tpch", "fig4"].contains(&o.as_str()) {
-            anyhow::bail!("--only takes oltp, tpch or fig4, not '{o}'");
+        if !["oltp", "tpch", "fig4", "today"].contains(&o.as_str()) {
+            anyhow::bail!("--only takes oltp, tpch, fig4 or today, not '{o}'");
         }
     }
     // Refused before any run: the profile, the window.
     let cpu = CpuProfile::parse(&spec.cpu)?;
     let setup = runs::setup(spec)?;
-    let want = |part: &str| spec.only.as_deref().is_none_or(|o| o == part);
+    let want = |part: &str| match spec.only.as_deref() {
+        None => part != "today" || spec.today,
+        Some(o) => o == part,
+    };
     let oltp = if want("oltp") {
         runs::oltp(spec, &setup, progress)?
     } else {
@@ -128,6 +138,11 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<Reproduce
     };
     let fig4 = if want("fig4") {
         runs::fig4(spec, &cpu, progress)?
+    } else {
+        vec![]
+    };
+    let today = if want("today") {
+        runs::today(spec, &setup, progress)?
     } else {
         vec![]
     };
@@ -144,6 +159,7 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<Reproduce
         oltp,
         tpch,
         fig4,
+        today,
     })
 }
 

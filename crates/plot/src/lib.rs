@@ -41,7 +41,7 @@
 //!
 //! Modules bottom-up: `style` (page size, palette, bars, markers, legend strip) and `input`
 //! (JSON and CSV result files); `render` (the `Draw` seam, SVG and PNG encoding, the font);
-//! one module per kind (`figure3`, `waf`, `cdf`, `timeseries`, `table_i`, `iaa`: its data, how
+//! one module per kind (`figure3`, `waf`, `cdf`, `timeseries`, `table_i`, `iaa`, `fidelity`: its data, how
 //! it is read, how it is drawn); this file (the kind from an input, the command comment).
 
 use std::path::{Path, PathBuf};
@@ -54,6 +54,7 @@ mod render;
 mod style;
 
 pub mod cdf;
+pub mod fidelity;
 pub mod figure3;
 pub mod iaa;
 pub mod table_i;
@@ -61,6 +62,7 @@ pub mod timeseries;
 pub mod waf;
 
 pub use cdf::{cdf_points, CdfSeries};
+pub use fidelity::{fidelity, fidelity_of, FidelityData, FidelityPoint};
 pub use figure3::{bars_of, figure3, Bar};
 pub use iaa::{iaa, iaa_of, IaaData, IaaLine};
 pub use table_i::{relative_change, table_i, table_i_of, IpaRow, TableI};
@@ -71,7 +73,15 @@ use input::read_json;
 use render::{render_png, render_svg, Draw};
 
 /// The kinds of figure, as `--kind` names them (`auto` picks one from the input).
-pub const KINDS: [&str; 6] = ["figure3", "waf", "cdf", "timeseries", "table-i", "iaa"];
+pub const KINDS: [&str; 7] = [
+    "figure3",
+    "waf",
+    "cdf",
+    "timeseries",
+    "table-i",
+    "iaa",
+    "fidelity",
+];
 
 /// The output format, from `--out`'s extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,13 +130,16 @@ pub fn draw(
         "cdf" => encode(&*cdf::load_cdfs(inputs)?, format, command),
         "table-i" => encode(&one_json(inputs, table_i_of)?, format, command),
         "iaa" => encode(&one_json(inputs, iaa_of)?, format, command),
+        "fidelity" => encode(&one_json(inputs, fidelity_of)?, format, command),
         "timeseries" => encode(&*timeseries::load_timeseries(inputs)?, format, command),
         other => Err(unknown_kind(other)),
     }
 }
 
 fn unknown_kind(k: &str) -> anyhow::Error {
-    anyhow::anyhow!("unknown plot kind '{k}' (auto, figure3, waf, cdf, timeseries, table-i, iaa)")
+    anyhow::anyhow!(
+        "unknown plot kind '{k}' (auto, figure3, waf, cdf, timeseries, table-i, iaa, fidelity)"
+    )
 }
 
 /// `fig` as a file of `format` with `command` written into it.
@@ -164,7 +177,11 @@ fn has_rows(path: &Path) -> bool {
 /// The kind of a verb's JSON result: the verbs' rows differ in their fields (`ipa compare`
 /// rows count appends, `iaa compare` rows carry the free space of their point).
 fn json_kind(path: &Path) -> &'static str {
-    let first_row = read_json(path).ok().map(|v| v["rows"][0].clone());
+    let v = read_json(path).ok();
+    if v.as_ref().is_some_and(|v| v["cells"].is_array()) {
+        return "fidelity";
+    }
+    let first_row = v.map(|v| v["rows"][0].clone());
     match first_row {
         Some(r) if r.get("ipa_appends").is_some() => "table-i",
         Some(r) if r.get("free_space").is_some() => "iaa",

@@ -12,13 +12,13 @@ pub struct PlotArgs {
     /// Result files: `noftl compare` JSON or result directory (figure3), a sweep's directory or
     /// results.csv (waf), result directories or their raw.csv (cdf) or samples.csv (timeseries),
     /// one `noftl ipa compare --json` file (table-i) or `noftl iaa compare --json` file or result
-    /// directory (iaa).
+    /// directory (iaa), one `noftl reproduce --json` file (fidelity: ours against the paper).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The file to write: FILE.svg or FILE.png.
     #[arg(long)]
     pub out: PathBuf,
-    /// auto | figure3 | waf | cdf | timeseries | table-i | iaa
+    /// auto | figure3 | waf | cdf | timeseries | table-i | iaa | fidelity
     #[arg(long, default_value = "auto")]
     pub kind: String,
 }

@@ -143,7 +143,6 @@ pub fn today(
     setup: &Setup,
     progress: &mut Progress<'_>,
 ) -> anyhow::Result<Vec<TodayRun>> {
-    let measured = CpuProfile::measured().engine;
     let scales: Vec<_> = oltp_scales(spec.quick)
         .into_iter()
         .filter(|&(_, _, v)| spec.quick || v == GIB)
@@ -169,20 +168,7 @@ pub fn today(
             // Multi-plane programs where the chip has them (the presets leave them off).
             cs.device.set = vec!["timing.multi_plane_program=true".into()];
             cs.stores = Some(TODAY_STORES.iter().map(|s| s.to_string()).collect());
-            let mut got = None;
-            compare::run(&cs, &mut |_, o| {
-                if let Outcome::Stores(res) = o {
-                    got = Some(OltpRun {
-                        workload: workload.into(),
-                        scale,
-                        volume_bytes: volume,
-                        db_bytes: res.device.db_pages * res.device.page_bytes as u64,
-                        stores: res.rows.iter().map(|r| store_run(r, &measured)).collect(),
-                    });
-                }
-                Ok(())
-            })?;
-            rows.push(got.ok_or_else(|| anyhow::anyhow!("{chip} {workload} {scale}: no result"))?);
+            rows.push(run_oltp(&cs, volume)?);
         }
         out.push(TodayRun {
             preset: chip.into(),
@@ -258,12 +244,31 @@ fn store_run(r: &compare::Row, measured: &storage::cpu::CpuModel) -> StoreRun {
     }
 }
 
+/// Runs one OLTP comparison and keeps what the table and the calibration need.
+fn run_oltp(cs: &compare::Spec, volume: u64) -> anyhow::Result<OltpRun> {
+    let measured = CpuProfile::measured().engine;
+    let (workload, scale) = (cs.workload.clone(), cs.scale.unwrap_or(0));
+    let mut got = None;
+    compare::run(cs, &mut |_, o| {
+        if let Outcome::Stores(res) = o {
+            got = Some(OltpRun {
+                workload: workload.clone(),
+                scale,
+                volume_bytes: volume,
+                db_bytes: res.device.db_pages * res.device.page_bytes as u64,
+                stores: res.rows.iter().map(|r| store_run(r, &measured)).collect(),
+            });
+        }
+        Ok(())
+    })?;
+    got.ok_or_else(|| anyhow::anyhow!("{} {scale}: no result", cs.workload))
+}
+
 pub fn oltp(
     spec: &Spec,
     setup: &Setup,
     progress: &mut Progress<'_>,
 ) -> anyhow::Result<Vec<OltpRun>> {
-    let measured = CpuProfile::measured().engine;
     let mut out = Vec::new();
     for (workload, scale, volume) in oltp_scales(spec.quick) {
         progress(&format!(
@@ -272,20 +277,7 @@ pub fn oltp(
         ));
         let mut cs = compare_spec(spec, setup, workload, volume);
         cs.scale = Some(scale);
-        let mut got = None;
-        compare::run(&cs, &mut |_, o| {
-            if let Outcome::Stores(res) = o {
-                got = Some(OltpRun {
-                    workload: workload.into(),
-                    scale,
-                    volume_bytes: volume,
-                    db_bytes: res.device.db_pages * res.device.page_bytes as u64,
-                    stores: res.rows.iter().map(|r| store_run(r, &measured)).collect(),
-                });
-            }
-            Ok(())
-        })?;
-        out.push(got.ok_or_else(|| anyhow::anyhow!("{workload} {scale}: no result"))?);
+        out.push(run_oltp(&cs, volume)?);
     }
     Ok(out)
 }
@@ -383,27 +375,13 @@ pub fn oltp_calibration(
     setup: &Setup,
     progress: &mut Progress<'_>,
 ) -> anyhow::Result<Vec<OltpRun>> {
-    let measured = CpuProfile::measured().engine;
     let mut out = Vec::new();
     for r in paper::FIG3_OLTP {
         progress(&format!("{} scale {} (native) ...", r.workload, r.scale));
         let mut cs = compare_spec(spec, setup, r.workload, r.volume_gib * GIB);
         cs.scale = Some(r.scale);
         cs.stores = Some(vec!["native".into()]);
-        let mut got = None;
-        compare::run(&cs, &mut |_, o| {
-            if let Outcome::Stores(res) = o {
-                got = Some(OltpRun {
-                    workload: r.workload.into(),
-                    scale: r.scale,
-                    volume_bytes: r.volume_gib * GIB,
-                    db_bytes: res.device.db_pages * res.device.page_bytes as u64,
-                    stores: res.rows.iter().map(|x| store_run(x, &measured)).collect(),
-                });
-            }
-            Ok(())
-        })?;
-        out.push(got.ok_or_else(|| anyhow::anyhow!("{} {}: no result", r.workload, r.scale))?);
+        out.push(run_oltp(&cs, r.volume_gib * GIB)?);
     }
     Ok(out)
 }

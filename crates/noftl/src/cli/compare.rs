@@ -353,30 +353,7 @@ fn print_table(res: &CompareResult) {
         res.virtual_seconds,
         windows.join(", ")
     );
-    println!();
-    println!(
-        "per transaction    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>11} {:>11}",
-        "flash rd",
-        "programs",
-        "erases",
-        "GC migr.",
-        "transl. rd",
-        "transl. wr",
-        "mapping us",
-        "energy uJ",
-        "host CPU us",
-        "latency us"
-    );
-    for r in &res.rows {
-        let p = r.per_txn;
-        println!(
-            "{:<18} {:>10.2} {:>10.2} {:>10.4} {:>10.2} {:>10.2} {:>10.2} {:>12.2} {:>12.1} {:>11.1} {:>11.1}",
-            r.storage, p.flash_reads, p.flash_programs, p.flash_erases, p.gc_migrations, p.translation_reads, p.translation_writes, p.controller_us, p.energy_joules * 1e6, p.host_cpu_us, p.latency_us
-        );
-        for v in &r.consistency.violations {
-            println!("{:<18} WARNING: violated: {v}", "");
-        }
-    }
+    print_per_txn(res);
     let checks: Vec<String> = res
         .rows
         .iter()
@@ -414,6 +391,34 @@ fn print_table(res: &CompareResult) {
         );
     } else {
         println!("{}", experiment::paper_line("tpcb", res.scale));
+    }
+}
+
+/// The table of flash and host work per transaction, one row per store.
+fn print_per_txn(res: &CompareResult) {
+    println!();
+    println!(
+        "per transaction    {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>11} {:>11}",
+        "flash rd",
+        "programs",
+        "erases",
+        "GC migr.",
+        "transl. rd",
+        "transl. wr",
+        "mapping us",
+        "energy uJ",
+        "host CPU us",
+        "latency us"
+    );
+    for r in &res.rows {
+        let p = r.per_txn;
+        println!(
+            "{:<18} {:>10.2} {:>10.2} {:>10.4} {:>10.2} {:>10.2} {:>10.2} {:>12.2} {:>12.1} {:>11.1} {:>11.1}",
+            r.storage, p.flash_reads, p.flash_programs, p.flash_erases, p.gc_migrations, p.translation_reads, p.translation_writes, p.controller_us, p.energy_joules * 1e6, p.host_cpu_us, p.latency_us
+        );
+        for v in &r.consistency.violations {
+            println!("{:<18} WARNING: violated: {v}", "");
+        }
     }
 }
 

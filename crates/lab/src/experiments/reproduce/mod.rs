@@ -19,6 +19,7 @@
 pub mod calibration;
 mod fidelity;
 mod runs;
+mod spec;
 
 use serde::Serialize;
 
@@ -26,43 +27,7 @@ use crate::cpu::CpuProfile;
 
 pub use fidelity::{Cell, CellSet};
 pub use runs::{Fig4Run, OltpRun, StoreRun, TodayRun, TpchQueryRun, TpchRun, TODAY_CHIPS};
-
-/// What `noftl reproduce` takes.
-#[derive(Clone, Debug)]
-pub struct Spec {
-    /// The paper: noftl.
-    pub paper: String,
-    /// Small scales (CI): the machinery, not the paper's set-up.
-    pub quick: bool,
-    /// Rows run at once.
-    pub jobs: usize,
-    /// The host CPU profile (default paper-noftl).
-    pub cpu: String,
-    /// Measured windows per store (None: 3; 2 with `quick`).
-    pub repeat: Option<u32>,
-    /// Virtual length of a window (None: 30s; 5s with `quick`).
-    pub duration: Option<String>,
-    /// Only the OLTP rows, or only TPC-H, or only Fig. 4, or only today's chips (None: the
-    /// paper's figures, without today's chips).
-    pub only: Option<String>,
-    /// Also the OLTP rows on today's chips (beyond the paper; a second table).
-    pub today: bool,
-}
-
-impl Default for Spec {
-    fn default() -> Self {
-        Spec {
-            paper: "noftl".into(),
-            quick: false,
-            jobs: 2,
-            cpu: "paper-noftl".into(),
-            repeat: None,
-            duration: None,
-            only: None,
-            today: false,
-        }
-    }
-}
+pub use spec::{Progress, Setup, Spec};
 
 /// The papers `reproduce` knows.
 pub const PAPERS: [&str; 1] = ["noftl"];
@@ -86,24 +51,6 @@ pub struct ReproduceResult {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub today: Vec<TodayRun>,
 }
-
-/// The set-up, as run.
-#[derive(Clone, Debug, Serialize)]
-pub struct Setup {
-    pub preset: &'static str,
-    pub spare_factor: f64,
-    pub page_bytes: usize,
-    pub buffer_bytes: u64,
-    pub log_device: &'static str,
-    pub terminals: u32,
-    pub repeat: u32,
-    pub window: String,
-    pub warmup: &'static str,
-    pub dftl: &'static str,
-}
-
-/// What a long reproduction tells while it goes.
-pub type Progress<'a> = dyn FnMut(&str) + 'a;
 
 /// Runs the reproduction of `spec.paper` and builds its fidelity table.
 pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<ReproduceResult> {

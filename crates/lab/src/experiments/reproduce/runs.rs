@@ -9,7 +9,7 @@ use crate::experiments::compare::{self, paper, LogDevice, Outcome};
 use crate::experiments::io;
 use crate::targets::{FtlKnobs, TargetSpec};
 
-use super::{Progress, Setup, Spec};
+use super::spec::{Progress, Setup, Spec};
 
 /// The stores of the reproduction: NoFTL, and the DFTL the paper measured at its three cache
 /// sizes (`dftl-orig`, docs/ftl.md).

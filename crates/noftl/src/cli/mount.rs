@@ -82,6 +82,22 @@ fn holds_data(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.len() > 0)
 }
 
+/// Runs `mount` on a copy-on-write view of the image at `path`: the whole recovery and mount,
+/// with nothing written to the file. A mount that would be refused (an image of another kind,
+/// a damaged one) is refused here, before the image is opened for writing: recovery writes
+/// (erases, trims, a checkpoint) and even opening an image marks its header, so a refusal after
+/// a writable open changed the user's file.
+fn probe(path: &Path, mount: impl FnOnce(Nand) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let nand = Nand::open_image_private(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    mount(nand)
+}
+
+/// The image at `path`, opened for writing (after a successful `probe`).
+fn reopen(path: &Path) -> anyhow::Result<Nand> {
+    Nand::open_image(path).with_context(|| format!("cannot reopen {}", path.display()))
+}
+
 /// Formats or recovers DFS as the arguments say.
 pub fn open_dfs(a: &MountArgs) -> anyhow::Result<(Dfs, Option<MountReport>)> {
     let vcfg = VslConfig::default();
@@ -96,10 +112,12 @@ pub fn open_dfs(a: &MountArgs) -> anyhow::Result<(Dfs, Option<MountReport>)> {
     if let Some(path) = &a.image {
         lab::filelock::hold(path, "--image")?;
         if holds_data(path) && !a.format {
-            let nand = Nand::open_image(path)
-                .with_context(|| format!("cannot reopen {}", path.display()))?;
-            let (fs, rep) = Dfs::open(nand, &vcfg)
-                .with_context(|| format!("cannot mount DFS from {}", path.display()))?;
+            let mount = |nand: Nand| {
+                Dfs::open(nand, &vcfg)
+                    .with_context(|| format!("cannot mount DFS from {}", path.display()))
+            };
+            probe(path, |nand| mount(nand).map(drop))?;
+            let (fs, rep) = mount(reopen(path)?)?;
             return Ok((fs, Some(rep)));
         }
         let cfg = a.device.load()?;
@@ -183,10 +201,9 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
     }
     super::common::check_outputs(&[("--image", Some(&a.image))], &[a.json.as_deref()])?;
     lab::filelock::hold(&a.image, "--image")?;
-    // A private copy: recovery writes (trims, orphan frees) must not change the image.
-    let tmp = tempfile::NamedTempFile::new().context("temporary copy")?;
-    std::fs::copy(&a.image, tmp.path()).context("cannot copy the image")?;
-    let nand = Nand::open_image(tmp.path())
+    // Copy-on-write: recovery writes (trims, orphan frees) must not change the image, and no
+    // temporary copy is made, so every message names the user's file.
+    let nand = Nand::open_image_private(&a.image)
         .with_context(|| format!("cannot open {}", a.image.display()))?;
     if let (Some(mode), Some(target)) = (mode, target) {
         return fsck_lfs(&a, mode, &target, nand);
@@ -290,20 +307,9 @@ fn open_lfs(
     if let Some(path) = &a.image {
         lab::filelock::hold(path, "--image")?;
         if holds_data(path) && !a.format {
-            let nand = Nand::open_image(path)
-                .with_context(|| format!("cannot reopen {}", path.display()))?;
-            let (dev, _) = lfs::device(mode, target, nand, &opts, false)
-                .with_context(|| format!("cannot open the {target} FTL from {}", path.display()))?;
-            let (fs, rep) = lfs::Lfs::mount(dev)
-                .with_context(|| format!("cannot mount {} from {}", a.fs, path.display()))?;
-            if fs.superblock().mode != mode {
-                bail!(
-                    "{} holds {}, not {}",
-                    path.display(),
-                    fs.superblock().mode.name(),
-                    a.fs
-                );
-            }
+            let mount = |nand: Nand| mount_lfs(nand, mode, target, &a.fs, path);
+            probe(path, |nand| mount(nand).map(drop))?;
+            let (fs, rep) = mount(reopen(path)?)?;
             return Ok((fs, Some(rep)));
         }
         let cfg = a.device.load()?;
@@ -313,6 +319,30 @@ fn open_lfs(
     }
     let cfg = a.device.load()?;
     Ok((format(Nand::new(cfg)?)?, None))
+}
+
+/// Recovers the `target` FTL and the log-structured file system of mode `mode` (`fs`, its
+/// name) from `nand`, the image at `path`; refuses another mode.
+fn mount_lfs(
+    nand: Nand,
+    mode: lfs::Mode,
+    target: &str,
+    fs: &str,
+    path: &Path,
+) -> anyhow::Result<(lfs::Lfs, lfs::MountReport)> {
+    let opts = ftl::FtlOptions::default();
+    let (dev, _) = lfs::device(mode, target, nand, &opts, false)
+        .with_context(|| format!("cannot open the {target} FTL from {}", path.display()))?;
+    let (lfs, rep) = lfs::Lfs::mount(dev)
+        .with_context(|| format!("cannot mount {fs} from {}", path.display()))?;
+    if lfs.superblock().mode != mode {
+        bail!(
+            "{} holds {}, not {fs}",
+            path.display(),
+            lfs.superblock().mode.name()
+        );
+    }
+    Ok((lfs, rep))
 }
 
 /// Statistics of a log-structured mount: the file system's writes by purpose and its WAF
@@ -374,18 +404,7 @@ fn run_mount_lfs(a: MountArgs) -> anyhow::Result<()> {
 }
 
 fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::Result<()> {
-    let (dev, _) = lfs::device(mode, target, nand, &ftl::FtlOptions::default(), false)
-        .with_context(|| format!("cannot open the {target} FTL from {}", a.image.display()))?;
-    let (mut fs, rep) = lfs::Lfs::mount(dev)
-        .with_context(|| format!("cannot mount {} from {}", a.fs, a.image.display()))?;
-    if fs.superblock().mode != mode {
-        bail!(
-            "{} holds {}, not {}",
-            a.image.display(),
-            fs.superblock().mode.name(),
-            a.fs
-        );
-    }
+    let (mut fs, rep) = mount_lfs(nand, mode, target, &a.fs, &a.image)?;
     let problems = fs.fsck()?;
     report_fsck(
         a,

@@ -208,7 +208,8 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
     if let (Some(mode), Some(target)) = (mode, target) {
         return fsck_lfs(&a, mode, &target, nand);
     }
-    let (mut fs, rep) = Dfs::open(nand, &VslConfig::default())
+    // A checking open: damage that makes `mount` refuse the image is listed among the problems.
+    let (mut fs, rep) = Dfs::open_checking(nand, &VslConfig::default())
         .with_context(|| format!("cannot mount DFS from {}", a.image.display()))?;
     let problems = fs.fsck()?;
     report_fsck(
@@ -222,10 +223,11 @@ pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
             "mapped_blocks": fs.vsl().mapped_blocks(),
         }),
         &format!(
-            "fsck dfs {}: {} ({} records read, {} unfinished groups dropped, {} orphans, {} stray blocks)",
+            "fsck dfs {}: {} ({} records read, {} damaged, {} unfinished groups dropped, {} orphans, {} stray blocks)",
             a.image.display(),
             if problems.is_empty() { "clean" } else { "PROBLEMS" },
             rep.vsl.records,
+            rep.vsl.damaged_records,
             rep.vsl.groups_dropped,
             rep.orphans_freed,
             rep.blocks_trimmed

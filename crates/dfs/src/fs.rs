@@ -1683,3 +1683,53 @@ fn decode_superblock(b: &[u8]) -> Result<FormatParams, String> {
         small_blocks: u32_at(28),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_byte_of_an_inode_and_a_directory_entry_is_under_its_crc() {
+        let i = Inode {
+            mode: S_IFREG | 0o644,
+            nlink: 1,
+            size: 12345,
+            parent: 1,
+            ..Inode::default()
+        };
+        let mut b = [0u8; INODE_BYTES];
+        i.encode(&mut b);
+        assert_eq!(Inode::decode(&b), Ok(i));
+        let mut e = [0u8; DIRENT_BYTES];
+        encode_dirent(&mut e, 7, S_IFREG, b"name");
+        assert_eq!(decode_dirent(&e, 16), Ok(Some((7, &b"name"[..]))));
+        for k in 0..INODE_BYTES {
+            let mut bad = b;
+            bad[k] ^= 0x08;
+            assert!(Inode::decode(&bad).is_err(), "inode byte {k}");
+            let mut bad = e;
+            bad[k] ^= 0x08;
+            assert!(decode_dirent(&bad, 16).is_err(), "entry byte {k}");
+        }
+        let mut free = [0u8; DIRENT_BYTES];
+        assert_eq!(decode_dirent(&free, 16), Ok(None));
+        free[255] = 1;
+        assert!(
+            decode_dirent(&free, 16).is_err(),
+            "a free slot is all zeros"
+        );
+    }
+
+    #[test]
+    fn every_byte_of_the_superblock_is_under_its_crc() {
+        let p = FormatParams::default();
+        let mut b = vec![0u8; BLOCK_BYTES];
+        encode_superblock(&mut b, &p);
+        assert_eq!(decode_superblock(&b), Ok(p));
+        for k in (0..BLOCK_BYTES).step_by(13).chain([BLOCK_BYTES - 1]) {
+            let mut bad = b.clone();
+            bad[k] ^= 0x02;
+            assert!(decode_superblock(&bad).is_err(), "superblock byte {k}");
+        }
+    }
+}

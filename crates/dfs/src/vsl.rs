@@ -751,8 +751,8 @@ fn decode_checkpoint_page(page: &[u8], out: &mut Vec<(u64, u64)>) -> Result<(), 
         CKPT_MAGIC => {}
         CKPT_MAGIC_V1 => {
             return Err(VslError::Version(
-                "an image of DFS format 1 (before checksums): this build reads format 2; \
-                 copy the files off with the build that wrote it"
+                "a map checkpoint of DFS format version 1 (before checksums): this build \
+                 reads version 2; copy the files off with the build that wrote the image"
                     .into(),
             ))
         }
@@ -999,4 +999,59 @@ fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), Vsl
         )));
     }
     Ok((vsl, rep))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_pages_round_trip_and_every_byte_is_under_the_crc() {
+        let mut page = vec![0u8; BLOCK_BYTES];
+        let extents = [(5u64, 3u64), (1 << 40, 512)];
+        encode_checkpoint_page(&mut page, &extents);
+        let mut out = Vec::new();
+        decode_checkpoint_page(&page, &mut out).unwrap();
+        assert_eq!(out, extents);
+        for i in (0..BLOCK_BYTES)
+            .step_by(7)
+            .chain([8, 9, 10, 11, BLOCK_BYTES - 1])
+        {
+            let mut bad = page.clone();
+            bad[i] ^= 0x20;
+            assert!(
+                decode_checkpoint_page(&bad, &mut Vec::new()).is_err(),
+                "flip in byte {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_format_1_checkpoint_is_refused_naming_its_version() {
+        let mut page = vec![0u8; BLOCK_BYTES];
+        page[0..4].copy_from_slice(&CKPT_MAGIC_V1.to_le_bytes());
+        let e = decode_checkpoint_page(&page, &mut Vec::new()).unwrap_err();
+        assert!(matches!(e, VslError::Version(_)), "{e}");
+        assert!(e.to_string().contains("version 1"), "{e}");
+    }
+
+    #[test]
+    fn a_block_is_checked_against_the_record_programmed_with_it() {
+        let data = vec![7u8; BLOCK_BYTES];
+        let mut oob = [0xFFu8; 64];
+        let aux = data_aux(3, crc32fast::hash(&data));
+        OobRecord::new(PageKind::Data, 42, 9, aux).encode_into(&mut oob);
+        assert_eq!(aux_blocks(aux), 3);
+        assert!(verify(42, 0, &data, &oob).is_ok());
+        let mut other = data.clone();
+        other[100] ^= 1;
+        let e = verify(42, 5, &other, &oob).unwrap_err();
+        assert!(e.to_string().contains("unit 5") && e.to_string().contains("checksum"));
+        assert!(
+            verify(43, 0, &data, &oob).is_err(),
+            "another block's record"
+        );
+        oob[3] ^= 1;
+        assert!(verify(42, 0, &data, &oob).is_err(), "a damaged record");
+    }
 }

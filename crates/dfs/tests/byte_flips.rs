@@ -316,3 +316,28 @@ fn flipped_bytes_on_16k_pages_are_reported_and_never_read_back() {
         ],
     );
 }
+
+/// Format 1 (before checksums) had a superblock CRC over bytes 0..60 only and no data
+/// checksums; its images are refused naming the version, not mistaken for damage.
+#[test]
+fn a_format_1_image_is_refused_naming_its_version() {
+    let cfg = DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=32".into()]).unwrap();
+    let mut fs = Dfs::format(Nand::new(cfg).unwrap(), &vcfg(), params(), 0).unwrap();
+    // A format-1 superblock: magic, version 1, block bytes, the parameters, CRC of 0..60.
+    let mut sb = vec![0u8; BLOCK_BYTES];
+    sb[0..8].copy_from_slice(&0x0031_5346_4456_4E44u64.to_le_bytes());
+    sb[8..12].copy_from_slice(&1u32.to_le_bytes());
+    sb[12..16].copy_from_slice(&(BLOCK_BYTES as u32).to_le_bytes());
+    sb[16..24].copy_from_slice(&params().chunk_blocks.to_le_bytes());
+    sb[24..28].copy_from_slice(&params().max_inodes.to_le_bytes());
+    sb[28..32].copy_from_slice(&params().small_blocks.to_le_bytes());
+    sb[32..36].copy_from_slice(&ROOT_INO.to_le_bytes());
+    let crc = crc32fast::hash(&sb[0..60]);
+    sb[60..64].copy_from_slice(&crc.to_le_bytes());
+    fs.vsl_mut().write(0, 0, &sb).unwrap();
+    let e = Dfs::open(fs.into_nand(), &vcfg()).unwrap_err().to_string();
+    assert!(
+        e.contains("format version 1") && e.contains("reads version 2"),
+        "{e}"
+    );
+}

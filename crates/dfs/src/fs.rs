@@ -611,6 +611,12 @@ impl Dfs {
         }
     }
 
+    /// Damage a checking open (`open_checking`) noted: damaged OOB records, inodes that fail
+    /// their checks.
+    pub fn damage(&self) -> &[String] {
+        &self.damage
+    }
+
     pub fn params(&self) -> FormatParams {
         self.p
     }

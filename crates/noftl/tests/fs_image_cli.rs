@@ -185,3 +185,50 @@ fn fsck_reports_a_flipped_byte_in_a_file_instead_of_clean() {
         "fsck changed the image"
     );
 }
+
+/// A byte flipped in the OOB record of a file's block (the record names the block and holds
+/// its checksum): recovery cannot know which block lost its newest version. `mount` refuses
+/// the image before writing anything and points to fsck; fsck lists the damaged record by its
+/// place on the chip.
+#[test]
+fn a_damaged_oob_record_makes_mount_refuse_and_fsck_name_it() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    let (img, unit) = dfs_image(d.path());
+    let s = img.to_str().expect("utf-8");
+    let cfg = Nand::open_image_private(&img)
+        .expect("image")
+        .config()
+        .clone();
+    let g = &cfg.geometry;
+    let at = ImageLayout::of(g).oob_at + unit * u64::from(g.oob_size_bytes) + 3;
+    let mut bytes = std::fs::read(&img).expect("read");
+    bytes[at as usize] ^= 0x10;
+    std::fs::write(&img, &bytes).expect("write");
+    let args = [
+        "mount",
+        "--fs",
+        "dfs",
+        mnt.to_str().expect("utf-8"),
+        "--image",
+        s,
+    ];
+    let (ok, _, err) = run_briefly(&args, &[]).expect("refused, not mounted");
+    assert!(!ok, "mounted a damaged image");
+    assert!(
+        err.contains(s) && err.contains("damaged OOB record") && err.contains("noftl fsck"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&img).expect("read"),
+        bytes,
+        "the refusal wrote"
+    );
+    let (ok, out, err) = cli_support::noftl(&["fsck", "--fs", "dfs", "--image", s]);
+    assert!(!ok, "{out}{err}");
+    assert!(
+        out.contains(&format!("flash unit {unit} ")) && out.contains("OOB record is damaged"),
+        "{out}{err}"
+    );
+}

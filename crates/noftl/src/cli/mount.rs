@@ -58,6 +58,11 @@ pub struct MountArgs {
     /// data (the CRC rides in each block's OOB record), so there it changes nothing.
     #[arg(long)]
     pub data_checksums: bool,
+    /// DFS: mount an image whose OOB records `noftl fsck` reports damaged (refused otherwise):
+    /// a block such a record held may read as its previous version or as zeros; blocks that
+    /// fail their checksum still read as EIO. To copy files off a damaged image.
+    #[arg(long)]
+    pub allow_damaged: bool,
 }
 
 #[derive(Debug, Args)]
@@ -119,7 +124,12 @@ pub fn open_dfs(a: &MountArgs) -> anyhow::Result<(Dfs, Option<MountReport>)> {
         lab::filelock::hold(path, "--image")?;
         if holds_data(path) && !a.format {
             let mount = |nand: Nand| {
-                Dfs::open(nand, &vcfg)
+                let open = if a.allow_damaged {
+                    Dfs::open_checking
+                } else {
+                    Dfs::open
+                };
+                open(nand, &vcfg)
                     .with_context(|| format!("cannot mount DFS from {}", path.display()))
             };
             probe(path, |nand| mount(nand).map(drop))?;
@@ -164,12 +174,18 @@ pub fn run_mount(a: MountArgs) -> anyhow::Result<()> {
         bail!("mount point {} is not a directory", a.mountpoint.display());
     }
     if a.fs != "dfs" {
+        if a.allow_damaged {
+            bail!("--allow-damaged is for DFS (f2fs and alfs refuse an image they cannot trust)");
+        }
         return run_mount_lfs(a);
     }
     if a.target.is_some() {
         bail!("--target is for f2fs and alfs (DFS runs on its own flash layer)");
     }
     let (fs, rep) = open_dfs(&a)?;
+    for d in fs.damage() {
+        eprintln!("noftl mount: damaged (mounted with --allow-damaged): {d}");
+    }
     if let Some(r) = &rep {
         eprintln!(
             "noftl mount: recovered: {} records, {} unfinished groups dropped, {} orphans freed, {} blocks trimmed",

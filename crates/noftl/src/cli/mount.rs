@@ -397,6 +397,14 @@ fn run_mount_lfs(a: MountArgs) -> anyhow::Result<()> {
     let mode = lfs_mode(&a.fs).context("a log-structured mode")?;
     let target = lfs_target(mode, a.target.as_deref())?;
     let (mut fs, rep) = open_lfs(&a, mode, &target)?;
+    if a.data_checksums && !fs.superblock().data_checksums {
+        // A format-time choice: say so rather than let the user believe data is checked.
+        eprintln!(
+            "noftl mount: --data-checksums applies at format; this {} was formatted without \
+             them: its data is not checked",
+            a.fs
+        );
+    }
     fs.cleaning = match a.cleaning.as_str() {
         "cost-benefit" => lfs::Cleaning::CostBenefit,
         _ => lfs::Cleaning::Greedy,

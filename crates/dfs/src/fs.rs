@@ -39,10 +39,15 @@ pub const INODE_BYTES: usize = 256;
 pub const INODES_PER_BLOCK: u32 = (BLOCK_BYTES / INODE_BYTES) as u32;
 pub const DIRENT_BYTES: usize = 256;
 pub const DIRENTS_PER_BLOCK: u32 = (BLOCK_BYTES / DIRENT_BYTES) as u32;
-pub const NAME_MAX_BYTES: usize = DIRENT_BYTES - 8;
+/// Name bytes of a directory entry (bytes 12..256; the first 12 hold the inode, type, length
+/// and the entry's CRC).
+pub const NAME_MAX_BYTES: usize = DIRENT_BYTES - 12;
 pub const ROOT_INO: u32 = 1;
 const SB_MAGIC: u64 = 0x0031_5346_4456_4E44; // "DNVDFS1\0"
-const SB_VERSION: u32 = 1;
+/// Format 2: a CRC on every structure (superblock, inodes, directory entries, the VSL's
+/// checkpoint pages and, in each block's OOB record, its data). Format 1 had CRCs on the
+/// superblock's and inodes' first 60 bytes only; it is refused with a clear error.
+pub const SB_VERSION: u32 = 2;
 const FLAG_LARGE: u32 = 1;
 
 pub const S_IFMT: u32 = 0o170_000;
@@ -200,7 +205,7 @@ impl Inode {
         b[48..52].copy_from_slice(&self.flags.to_le_bytes());
         b[52..56].copy_from_slice(&self.parent.to_le_bytes());
         b[56..60].copy_from_slice(&self.generation.to_le_bytes());
-        let crc = crc32fast::hash(&b[0..60]);
+        let crc = crc_without(b, 60);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
     }
     fn decode(b: &[u8]) -> Result<Inode, String> {
@@ -213,8 +218,8 @@ impl Inode {
             x.copy_from_slice(&b[o..o + 8]);
             u64::from_le_bytes(x)
         };
-        if crc32fast::hash(&b[0..60]) != u32_at(60) {
-            return Err("inode fails its CRC".into());
+        if crc_without(b, 60) != u32_at(60) {
+            return Err("fails its CRC".into());
         }
         Ok(Inode {
             mode: u32_at(0),
@@ -230,6 +235,53 @@ impl Inode {
             generation: u32_at(56),
         })
     }
+}
+
+/// CRC-32 of `b` without its 4-byte CRC field at `at` (every other byte is under it: the
+/// zeros after the fields too, so that no byte of a structure changes unseen).
+fn crc_without(b: &[u8], at: usize) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&b[..at]);
+    h.update(&b[at + 4..]);
+    h.finalize()
+}
+
+/// Encodes directory entry `e` (all zeros for a free slot).
+fn encode_dirent(e: &mut [u8], ino: u32, mode: u32, name: &[u8]) {
+    e.fill(0);
+    if ino == 0 {
+        return;
+    }
+    e[0..4].copy_from_slice(&ino.to_le_bytes());
+    e[4] = mode_type(mode);
+    e[5] = name.len() as u8;
+    e[12..12 + name.len()].copy_from_slice(name);
+    let crc = crc_without(e, 8);
+    e[8..12].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Decodes directory entry `e`: `None` for a free slot, else (inode, name); an entry that fails
+/// its CRC or holds what no entry may (a bad type, length or name) is an error.
+fn decode_dirent(e: &[u8], max_inodes: u32) -> Result<Option<(u32, &[u8])>, &'static str> {
+    if e.iter().all(|&x| x == 0) {
+        return Ok(None);
+    }
+    if crc_without(e, 8) != u32::from_le_bytes([e[8], e[9], e[10], e[11]]) {
+        return Err("fails its CRC");
+    }
+    let ino = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+    let len = usize::from(e[5]);
+    if ino == 0 || ino >= max_inodes || !(1..=3).contains(&e[4]) {
+        return Err("names no valid inode");
+    }
+    if len == 0 || len > NAME_MAX_BYTES {
+        return Err("has a bad name length");
+    }
+    let name = &e[12..12 + len];
+    if name.contains(&b'/') || name.contains(&0) || name == b"." || name == b".." {
+        return Err("has a bad name");
+    }
+    Ok(Some((ino, name)))
 }
 
 /// A directory in memory: name -> (slot, inode), and the free slots.
@@ -289,6 +341,8 @@ pub struct Dfs {
     iblk: Vec<u8>,
     /// Encoded metadata blocks of the group being assembled: (vbn, bytes).
     group: Vec<(u64, Vec<u8>)>,
+    /// Damage found by a checking open (`open_checking`), reported by `fsck`.
+    damage: Vec<String>,
 }
 
 fn mode_type(mode: u32) -> u8 {
@@ -343,16 +397,34 @@ impl Dfs {
             blk: vec![0; BLOCK_BYTES],
             iblk: vec![0; BLOCK_BYTES],
             group: Vec::new(),
+            damage: Vec::new(),
         }
     }
 
     /// Mounts a formatted device: recovers the VSL, reads the superblock and the inode table,
     /// and finishes what a power cut interrupted (frees orphans, trims blocks past a file's
-    /// size or of free inodes: invariant 2).
+    /// size or of free inodes: invariant 2). Refuses a damaged image: OOB records that fail
+    /// their checks (a block may have lost its newest version), an inode that fails its CRC.
     pub fn open(nand: Nand, vcfg: &VslConfig) -> FsResult<(Dfs, MountReport)> {
+        Self::open_as(nand, vcfg, false)
+    }
+
+    /// `open` for a check: damaged OOB records and inodes are noted (`damage`, listed first by
+    /// `fsck`) instead of refusing the image; a damaged inode is left out (its entries then
+    /// name a free inode and its blocks are stray).
+    pub fn open_checking(nand: Nand, vcfg: &VslConfig) -> FsResult<(Dfs, MountReport)> {
+        Self::open_as(nand, vcfg, true)
+    }
+
+    fn open_as(nand: Nand, vcfg: &VslConfig, checking: bool) -> FsResult<(Dfs, MountReport)> {
         let (mut vsl, rep) = Vsl::open(nand, vcfg)?;
         let mut sb = vec![0u8; BLOCK_BYTES];
-        let t = vsl.read(rep.done_ns, 0, &mut sb)?;
+        // The version first, unchecked: a format-1 image is refused as such, not as corrupt.
+        vsl.read_unverified(rep.done_ns, 0, &mut sb)?;
+        check_version(&sb).map_err(FsError::Format)?;
+        let t = vsl
+            .read(rep.done_ns, 0, &mut sb)
+            .map_err(|e| FsError::Corrupt(format!("the superblock: {e}")))?;
         let p = decode_superblock(&sb).map_err(FsError::Format)?;
         p.validate()?;
         let mut fs = Dfs::assemble(vsl, p);
@@ -361,23 +433,24 @@ impl Dfs {
             vsl: rep,
             ..MountReport::default()
         };
-        // The inode table: the mapped blocks of its range.
-        let mut found = Vec::new();
-        fs.vsl.map().mapped_in(1, 1 + p.inode_blocks(), &mut found);
-        let mut max_ino = 0;
-        for (vbn, _) in found {
-            fs.t = fs.vsl.read(fs.t, vbn, &mut fs.blk)?;
-            for k in 0..INODES_PER_BLOCK {
-                let ino = (vbn as u32 - 1) * INODES_PER_BLOCK + k;
-                let o = k as usize * INODE_BYTES;
-                let inode = Inode::decode(&fs.blk[o..o + INODE_BYTES])
-                    .map_err(|e| FsError::Corrupt(format!("inode {ino}: {e}")))?;
-                if !inode.is_free() && ino != 0 {
-                    fs.inodes.insert(ino, inode);
-                    max_ino = max_ino.max(ino);
-                }
-            }
+        let damaged: Vec<String> = (fs.vsl.damaged_units().iter())
+            .map(|&u| fs.describe_unit(u))
+            .collect();
+        if !damaged.is_empty() && !checking {
+            return Err(FsError::Corrupt(format!(
+                "{} flash units hold a damaged OOB record ({}{}): a block may have lost its \
+                 newest version; `noftl fsck` lists the damage",
+                damaged.len(),
+                damaged[..damaged.len().min(4)].join("; "),
+                if damaged.len() > 4 { "; ..." } else { "" }
+            )));
         }
+        fs.damage.extend(
+            damaged
+                .into_iter()
+                .map(|d| format!("{d}: the OOB record is damaged")),
+        );
+        let max_ino = fs.load_inode_table(checking)?;
         if !fs.inodes.get(&ROOT_INO).is_some_and(|i| i.is_dir()) {
             return Err(FsError::Corrupt("no root directory".into()));
         }
@@ -423,6 +496,80 @@ impl Dfs {
         Ok((fs, report))
     }
 
+    /// Reads the inode table (the mapped blocks of its range); returns the largest inode
+    /// number in use. An inode that fails its checks is an error, or with `checking` noted in
+    /// `damage` and left out.
+    fn load_inode_table(&mut self, checking: bool) -> FsResult<u32> {
+        let mut found = Vec::new();
+        self.vsl
+            .map()
+            .mapped_in(1, 1 + self.p.inode_blocks(), &mut found);
+        let mut max_ino = 0;
+        for (vbn, _) in found {
+            match self.vsl.read(self.t, vbn, &mut self.blk) {
+                Ok(t) => self.t = t,
+                Err(e @ VslError::Corrupt { .. }) if checking => {
+                    self.damage
+                        .push(format!("inode table block {}: {e}", vbn - 1));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+            for k in 0..INODES_PER_BLOCK {
+                let ino = (vbn as u32 - 1) * INODES_PER_BLOCK + k;
+                let o = k as usize * INODE_BYTES;
+                let inode = Inode::decode(&self.blk[o..o + INODE_BYTES])
+                    .and_then(|i| self.check_inode(ino, &i).map(|()| i));
+                match inode {
+                    Ok(i) if !i.is_free() && ino != 0 => {
+                        self.inodes.insert(ino, i);
+                        max_ino = max_ino.max(ino);
+                    }
+                    Ok(_) => {}
+                    Err(e) if checking => self.damage.push(format!("inode {ino}: {e}")),
+                    Err(e) => return Err(FsError::Corrupt(format!("inode {ino}: {e}"))),
+                }
+            }
+        }
+        Ok(max_ino)
+    }
+
+    /// What an inode may hold (a CRC-valid inode still must, before its fields size anything):
+    /// a known type, known flags, a size its area holds, a parent inside the table.
+    fn check_inode(&self, ino: u32, i: &Inode) -> Result<(), String> {
+        if i.is_free() {
+            return Ok(());
+        }
+        if ino >= self.p.max_inodes || ino == 0 {
+            return Err(format!("beyond the table of {} inodes", self.p.max_inodes));
+        }
+        if !matches!(i.mode & S_IFMT, S_IFREG | S_IFDIR | S_IFLNK) || i.flags & !FLAG_LARGE != 0 {
+            return Err(format!("mode {:o} flags {:#x}", i.mode, i.flags));
+        }
+        if i.size.div_ceil(BLOCK_BYTES as u64) > self.area_blocks(i) {
+            return Err(format!("size {} beyond its area", i.size));
+        }
+        if i.parent >= self.p.max_inodes {
+            return Err(format!("parent {} beyond the table", i.parent));
+        }
+        Ok(())
+    }
+
+    /// A flash unit for a message: its place on the chip.
+    fn describe_unit(&self, unit: u64) -> String {
+        let (b, p, slot) = self.vsl.unit_place(unit);
+        format!("flash unit {unit} (block {b}, page {p}, slot {slot})")
+    }
+
+    /// A virtual block for a message: what it holds.
+    fn describe_block(&self, v: u64) -> String {
+        match self.owner_of(v) {
+            (None, _) if v == 0 => "the superblock".into(),
+            (None, _) => format!("inode table block {}", v - 1),
+            (Some((ino, base)), _) => format!("inode {ino}'s block {}", v - base),
+        }
+    }
+
     /// Which file area block `v` is in: (inode, that area's base) and the area's end; `None`
     /// for the superblock and inode table.
     fn owner_of(&self, v: u64) -> (Option<(u32, u64)>, u64) {
@@ -462,6 +609,12 @@ impl Dfs {
         } else {
             u64::from(self.p.small_blocks)
         }
+    }
+
+    /// Damage a checking open (`open_checking`) noted: damaged OOB records, inodes that fail
+    /// their checks.
+    pub fn damage(&self) -> &[String] {
+        &self.damage
     }
 
     pub fn params(&self) -> FormatParams {
@@ -537,14 +690,7 @@ impl Dfs {
             }
         };
         let o = (slot % DIRENTS_PER_BLOCK) as usize * DIRENT_BYTES;
-        let e = &mut self.group[idx].1[o..o + DIRENT_BYTES];
-        e.fill(0);
-        if ino != 0 {
-            e[0..4].copy_from_slice(&ino.to_le_bytes());
-            e[4] = mode_type(mode);
-            e[5] = name.len() as u8;
-            e[8..8 + name.len()].copy_from_slice(name);
-        }
+        encode_dirent(&mut self.group[idx].1[o..o + DIRENT_BYTES], ino, mode, name);
         Ok(())
     }
 
@@ -567,7 +713,9 @@ impl Dfs {
             return Err(FsError::NotDir);
         }
         let base = self.base_of(ino, &i);
-        let blocks = i.size / BLOCK_BYTES as u64;
+        // Bounded by the area (`check_inode`), so that a size read from flash sizes nothing
+        // larger than the directory's chunk.
+        let blocks = (i.size / BLOCK_BYTES as u64).min(self.area_blocks(&i));
         let mut d = Dir {
             slots: (blocks * u64::from(DIRENTS_PER_BLOCK)) as u32,
             ..Dir::default()
@@ -577,14 +725,25 @@ impl Dfs {
             self.t = self.vsl.read(self.t, base + k, &mut b)?;
             for s in 0..DIRENTS_PER_BLOCK {
                 let o = s as usize * DIRENT_BYTES;
-                let e = &b[o..o + DIRENT_BYTES];
-                let n = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
                 let slot = k as u32 * DIRENTS_PER_BLOCK + s;
-                if n == 0 {
-                    d.free.insert(slot);
-                } else {
-                    let len = (e[5] as usize).min(NAME_MAX_BYTES);
-                    d.names.insert(e[8..8 + len].to_vec(), (slot, n));
+                match decode_dirent(&b[o..o + DIRENT_BYTES], self.p.max_inodes) {
+                    Ok(None) => {
+                        d.free.insert(slot);
+                    }
+                    Ok(Some((n, name))) => {
+                        if d.names.insert(name.to_vec(), (slot, n)).is_some() {
+                            return Err(FsError::Corrupt(format!(
+                                "directory {ino}: two entries named {:?}",
+                                String::from_utf8_lossy(name)
+                            )));
+                        }
+                    }
+                    Err(e) => {
+                        return Err(FsError::Corrupt(format!(
+                            "directory {ino}, entry {slot} (virtual block {}): {e}",
+                            base + k
+                        )))
+                    }
                 }
             }
         }
@@ -792,6 +951,12 @@ impl Dfs {
         if i.mode & S_IFMT != S_IFLNK {
             return Err(FsError::Invalid("not a symlink"));
         }
+        if i.size > BLOCK_BYTES as u64 * u64::from(self.p.small_blocks) {
+            return Err(FsError::Corrupt(format!(
+                "symlink {ino}: a target of {} bytes",
+                i.size
+            )));
+        }
         let mut out = vec![0u8; i.size as usize];
         self.read(ino, 0, &mut out)?;
         Ok(out)
@@ -910,7 +1075,9 @@ impl Dfs {
         let mut b = vec![0u8; BLOCK_BYTES];
         self.t = self.vsl.read(self.t, vbn, &mut b)?;
         let o = (ino % INODES_PER_BLOCK) as usize * INODE_BYTES;
-        let i = Inode::decode(&b[o..o + INODE_BYTES]).map_err(FsError::Corrupt)?;
+        let i = Inode::decode(&b[o..o + INODE_BYTES])
+            .and_then(|i| self.check_inode(ino, &i).map(|()| i))
+            .map_err(|e| FsError::Corrupt(format!("inode {ino}: {e}")))?;
         if i.is_free() {
             self.inodes.remove(&ino);
         } else {
@@ -971,14 +1138,20 @@ impl Dfs {
         let (ino, i) = self.lookup(parent, name)?;
         self.load_dir(new_parent)?;
         if i.is_dir() {
-            // No directory into its own subtree.
+            // No directory into its own subtree. The walk is bounded: parents read from a
+            // damaged image may loop.
             let mut p = new_parent;
-            loop {
+            for steps in 0.. {
                 if p == ino {
                     return Err(FsError::Invalid("a directory into its own subtree"));
                 }
                 if p == ROOT_INO {
                     break;
+                }
+                if steps > self.inodes.len() {
+                    return Err(FsError::Corrupt(format!(
+                        "directory {new_parent}'s parents loop"
+                    )));
                 }
                 p = self.inode(p)?.parent;
             }
@@ -1337,11 +1510,23 @@ impl Dfs {
         Ok(v.len() as u64)
     }
 
-    /// Checks invariants 1-3 and the VSL's; returns the problems found.
+    /// Checks invariants 1-3 and the VSL's, and every mapped block against its checksum;
+    /// returns the problems found, the damage a checking open noted first.
     pub fn fsck(&mut self) -> FsResult<Vec<String>> {
-        let mut problems = Vec::new();
+        let mut problems = self.damage.clone();
         if let Err(e) = self.vsl.check() {
             problems.push(format!("vsl: {e}"));
+        }
+        let (bad, t) = self.vsl.scrub(self.t)?;
+        self.t = t;
+        for b in bad {
+            problems.push(format!(
+                "virtual block {} ({}) at {}: {}",
+                b.vbn,
+                self.describe_block(b.vbn),
+                self.describe_unit(b.unit),
+                b.what
+            ));
         }
         let mut links: FnvHashMap<u32, u32> = FnvHashMap::default();
         let dirs: Vec<u32> = self
@@ -1352,7 +1537,14 @@ impl Dfs {
             .collect();
         for d in &dirs {
             self.dirs.remove(d);
-            self.load_dir(*d)?;
+            match self.load_dir(*d) {
+                Ok(()) => {}
+                Err(e @ (FsError::Corrupt(_) | FsError::Vsl(VslError::Corrupt { .. }))) => {
+                    problems.push(format!("dir {d}: {e}"));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
             for (name, &(_, ino)) in &self.dirs[d].names {
                 match self.inodes.get(&ino) {
                     None => problems.push(format!(
@@ -1442,6 +1634,28 @@ pub struct MountReport {
     pub blocks_trimmed: u64,
 }
 
+/// Refuses a superblock of another format version (before its CRC, whose place changed).
+fn check_version(b: &[u8]) -> Result<(), String> {
+    let mut m = [0u8; 8];
+    m.copy_from_slice(&b[0..8]);
+    if u64::from_le_bytes(m) != SB_MAGIC {
+        return Err("no DFS superblock in block 0".into());
+    }
+    let v = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+    if v != SB_VERSION {
+        return Err(format!(
+            "DFS format version {v}; this build reads version {SB_VERSION} (checksums on \
+             every structure){}",
+            if v < SB_VERSION {
+                ": copy the files off with the build that wrote the image"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(())
+}
+
 fn encode_superblock(b: &mut [u8], p: &FormatParams) {
     b.fill(0);
     b[0..8].copy_from_slice(&SB_MAGIC.to_le_bytes());
@@ -1451,26 +1665,21 @@ fn encode_superblock(b: &mut [u8], p: &FormatParams) {
     b[24..28].copy_from_slice(&p.max_inodes.to_le_bytes());
     b[28..32].copy_from_slice(&p.small_blocks.to_le_bytes());
     b[32..36].copy_from_slice(&ROOT_INO.to_le_bytes());
-    let crc = crc32fast::hash(&b[0..60]);
-    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc_without(b, SB_CRC_AT);
+    b[SB_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
 }
+
+/// The superblock's CRC: the block's last 4 bytes, over all the others.
+const SB_CRC_AT: usize = BLOCK_BYTES - 4;
 
 fn decode_superblock(b: &[u8]) -> Result<FormatParams, String> {
     let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-    let mut m = [0u8; 8];
-    m.copy_from_slice(&b[0..8]);
-    if u64::from_le_bytes(m) != SB_MAGIC {
-        return Err("no DFS superblock in block 0".into());
-    }
-    if crc32fast::hash(&b[0..60]) != u32_at(60) {
+    check_version(b)?;
+    if crc_without(b, SB_CRC_AT) != u32_at(SB_CRC_AT) {
         return Err("the superblock fails its CRC".into());
     }
-    if u32_at(8) != SB_VERSION || u32_at(12) as usize != BLOCK_BYTES {
-        return Err(format!(
-            "superblock version {} block {}",
-            u32_at(8),
-            u32_at(12)
-        ));
+    if u32_at(12) as usize != BLOCK_BYTES {
+        return Err(format!("superblock block size {}", u32_at(12)));
     }
     let mut c = [0u8; 8];
     c.copy_from_slice(&b[16..24]);
@@ -1479,4 +1688,54 @@ fn decode_superblock(b: &[u8]) -> Result<FormatParams, String> {
         max_inodes: u32_at(24),
         small_blocks: u32_at(28),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_byte_of_an_inode_and_a_directory_entry_is_under_its_crc() {
+        let i = Inode {
+            mode: S_IFREG | 0o644,
+            nlink: 1,
+            size: 12345,
+            parent: 1,
+            ..Inode::default()
+        };
+        let mut b = [0u8; INODE_BYTES];
+        i.encode(&mut b);
+        assert_eq!(Inode::decode(&b), Ok(i));
+        let mut e = [0u8; DIRENT_BYTES];
+        encode_dirent(&mut e, 7, S_IFREG, b"name");
+        assert_eq!(decode_dirent(&e, 16), Ok(Some((7, &b"name"[..]))));
+        for k in 0..INODE_BYTES {
+            let mut bad = b;
+            bad[k] ^= 0x08;
+            assert!(Inode::decode(&bad).is_err(), "inode byte {k}");
+            let mut bad = e;
+            bad[k] ^= 0x08;
+            assert!(decode_dirent(&bad, 16).is_err(), "entry byte {k}");
+        }
+        let mut free = [0u8; DIRENT_BYTES];
+        assert_eq!(decode_dirent(&free, 16), Ok(None));
+        free[255] = 1;
+        assert!(
+            decode_dirent(&free, 16).is_err(),
+            "a free slot is all zeros"
+        );
+    }
+
+    #[test]
+    fn every_byte_of_the_superblock_is_under_its_crc() {
+        let p = FormatParams::default();
+        let mut b = vec![0u8; BLOCK_BYTES];
+        encode_superblock(&mut b, &p);
+        assert_eq!(decode_superblock(&b), Ok(p));
+        for k in (0..BLOCK_BYTES).step_by(13).chain([BLOCK_BYTES - 1]) {
+            let mut bad = b.clone();
+            bad[k] ^= 0x02;
+            assert!(decode_superblock(&bad).is_err(), "superblock byte {k}");
+        }
+    }
 }

@@ -16,6 +16,16 @@
 //! switched and the old copies invalidated. Groups are issued one at a time. Recovery keeps a
 //! group iff all its blocks are found or a later record exists (atomicity, invariant 3).
 //!
+//! Checksums (format 2): every data record's `aux` carries, above the group's block count
+//! (bits 0..32), the CRC-32 of the block's 4 KiB (bits 32..64). The record is programmed in the
+//! same page program as the data and is covered by the record's own CRC, so a block and its
+//! checksum are written atomically and GC copies keep both. `read` checks every block it
+//! returns (kind, key, checksum) and fails with [`VslError::Corrupt`] instead of returning
+//! other bytes; checkpoint pages carry a CRC of the whole page. Recovery counts the units whose
+//! OOB reads without error but holds no record ([`Vsl::damaged_units`]): no power cut explains
+//! those (a torn page does not read), so the image was changed behind the chip's back and a
+//! block may have lost its newest version; the file system decides whether to mount.
+//!
 //! Durability: an operation is durable when it returns (on MLC/TLC the open word lines are
 //! completed with pads before returning, space invariant 9); `sync` is the explicit durability
 //! point and only orders on SLC.
@@ -36,7 +46,7 @@ use fnv::FnvHashMap;
 use nand::{Nand, Nanos, Ppn, Purpose};
 
 use ftl::block_device::FtlError;
-use ftl::oob::{scan_blocks, OobRecord, PageKind, ScanExtent};
+use ftl::oob::{scan_blocks, OobRecord, PageKind, ScanExtent, OOB_RECORD_BYTES};
 use ftl::space::{FlashSpace, LivePage, Move, SpaceConfig, SpaceCounts, UNIT_BYTES};
 
 use crate::map::SparseMap;
@@ -51,7 +61,11 @@ pub const DEFAULT_MAX_ATOMIC_BLOCKS: u32 = 1024;
 pub const TRIMS_PER_CHECKPOINT: u32 = 64;
 /// Extents per checkpoint page: a 16-byte header, then 16-byte (start, blocks) pairs.
 pub const CKPT_EXTENTS_PER_PAGE: usize = (BLOCK_BYTES - 16) / 16;
-const CKPT_MAGIC: u32 = 0x4B43_5356; // "VSCK"
+const CKPT_MAGIC: u32 = 0x3243_5356; // "VSC2": format 2, the CRC covers the whole page
+/// The checkpoint magic of format 1 (before checksums), recognised only to refuse it clearly.
+const CKPT_MAGIC_V1: u32 = 0x4B43_5356; // "VSCK"
+/// Bits of a data record's `aux` below the block's CRC (the group's block count).
+const AUX_CRC_SHIFT: u32 = 32;
 
 const DATA: u8 = 0;
 const META: u8 = 1;
@@ -79,6 +93,17 @@ pub enum VslError {
     Config(String),
     #[error("recovery: {0}")]
     Recovery(String),
+    /// A block read back is not what was written: the checksum in its OOB record does not
+    /// match its bytes, or the record names another block (a corrupt image).
+    #[error("virtual block {vbn} at flash unit {unit}: {what}")]
+    Corrupt {
+        vbn: u64,
+        unit: u64,
+        what: &'static str,
+    },
+    /// An image of another format version.
+    #[error("{0}")]
+    Version(String),
     #[error(transparent)]
     Ftl(#[from] FtlError),
 }
@@ -142,7 +167,17 @@ pub struct RecoveryReport {
     pub blocks_dropped: u64,
     pub checkpoint_seq: Option<u64>,
     pub trims_applied: u64,
+    /// Units whose OOB read without error but held no record (see the module documentation).
+    pub damaged_records: u64,
     pub done_ns: Nanos,
+}
+
+/// A block whose bytes on flash are not the ones written (`Vsl::scrub`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BadBlock {
+    pub vbn: u64,
+    pub unit: u64,
+    pub what: &'static str,
 }
 
 /// The VSL. See the module documentation.
@@ -160,6 +195,34 @@ pub struct Vsl {
     scratch: Vec<(u64, u32)>,
     zero: Vec<u8>,
     counts: VslCounts,
+    /// Units found at recovery with a damaged OOB record (see the module documentation).
+    damaged: Vec<u64>,
+    /// A read's OOB buffer (no allocation per read).
+    oob: Vec<u8>,
+}
+
+/// A data record's `aux`: the group's block count and the block's CRC-32.
+fn data_aux(blocks: u64, crc: u32) -> u64 {
+    blocks | (u64::from(crc) << AUX_CRC_SHIFT)
+}
+
+/// The group's block count in a data record's `aux`.
+fn aux_blocks(aux: u64) -> u64 {
+    aux & ((1 << AUX_CRC_SHIFT) - 1)
+}
+
+/// Checks a block read from unit `unit` against its OOB record `oob`: a data record of this
+/// very block whose CRC matches the bytes.
+fn verify(vbn: u64, unit: u64, data: &[u8], oob: &[u8]) -> Result<(), VslError> {
+    let what = match OobRecord::decode(oob) {
+        None => "its OOB record is damaged",
+        Some(r) if r.kind != PageKind::Data || r.key != vbn => "its OOB record names another block",
+        Some(r) if (r.aux >> AUX_CRC_SHIFT) as u32 != crc32fast::hash(data) => {
+            "data fails its checksum"
+        }
+        Some(_) => return Ok(()),
+    };
+    Err(VslError::Corrupt { vbn, unit, what })
 }
 
 fn space_config(cfg: &VslConfig) -> SpaceConfig {
@@ -235,6 +298,8 @@ impl Vsl {
             scratch: Vec::new(),
             zero: vec![0; BLOCK_BYTES],
             counts: VslCounts::default(),
+            damaged: Vec::new(),
+            oob: Vec::new(),
         })
     }
 
@@ -324,28 +389,110 @@ impl Vsl {
         self.moves.clear();
     }
 
-    /// Reads `buf.len() / BLOCK_BYTES` blocks from `vbn`; unmapped blocks read as zeros.
+    /// Reads `buf.len() / BLOCK_BYTES` blocks from `vbn`; unmapped blocks read as zeros. Every
+    /// mapped block is checked against the checksum in its OOB record: a block that is not
+    /// what was written fails with [`VslError::Corrupt`] (never other bytes).
     pub fn read(&mut self, at_ns: Nanos, vbn: u64, buf: &mut [u8]) -> Result<Nanos, VslError> {
+        self.read_as(at_ns, vbn, buf, true)
+    }
+
+    /// `read` without the checks: for a look at what an image holds before deciding whether
+    /// this build can read it (a superblock's version), never for data handed on.
+    pub fn read_unverified(
+        &mut self,
+        at_ns: Nanos,
+        vbn: u64,
+        buf: &mut [u8],
+    ) -> Result<Nanos, VslError> {
+        self.read_as(at_ns, vbn, buf, false)
+    }
+
+    fn read_as(
+        &mut self,
+        at_ns: Nanos,
+        vbn: u64,
+        buf: &mut [u8],
+        check: bool,
+    ) -> Result<Nanos, VslError> {
         let n = Self::blocks_of(buf.len())?;
         Self::check_range(vbn, n)?;
         let mut end = at_ns;
+        // The unit's record: a column read of its 32 bytes on pages of several units; the
+        // whole OOB area (the chip's read unit) on pages of one.
+        let oob_len = if self.space.units_per_page() == 1 {
+            self.space.geometry().oob_size_bytes as usize
+        } else {
+            OOB_RECORD_BYTES
+        };
+        let mut oob = std::mem::take(&mut self.oob);
+        oob.resize(oob_len, 0xFF);
+        let r = self.read_units(at_ns, vbn, buf, &mut oob, check);
+        self.oob = oob;
+        end = end.max(r?);
+        self.counts.blocks_read += n;
+        Ok(end)
+    }
+
+    fn read_units(
+        &mut self,
+        at_ns: Nanos,
+        vbn: u64,
+        buf: &mut [u8],
+        oob: &mut [u8],
+        check: bool,
+    ) -> Result<Nanos, VslError> {
+        let mut end = at_ns;
         for (i, chunk) in buf.chunks_exact_mut(BLOCK_BYTES).enumerate() {
-            match self.map.get(vbn + i as u64) {
+            let v = vbn + i as u64;
+            match self.map.get(v) {
                 None => chunk.fill(0),
                 Some(loc) => {
-                    let t = self.space.read(
-                        at_ns,
-                        Ppn(u64::from(loc)),
-                        chunk,
-                        &mut [],
-                        Purpose::Host,
-                    )?;
+                    let unit = u64::from(loc);
+                    let t = self
+                        .space
+                        .read(at_ns, Ppn(unit), chunk, oob, Purpose::Host)?;
                     end = end.max(t);
+                    if check {
+                        verify(v, unit, chunk, oob)?;
+                    }
                 }
             }
         }
-        self.counts.blocks_read += n;
         Ok(end)
+    }
+
+    /// Reads every mapped block and checks it (as `read` does); returns the blocks that fail,
+    /// and when the reads completed. For `fsck`.
+    pub fn scrub(&mut self, at_ns: Nanos) -> Result<(Vec<BadBlock>, Nanos), VslError> {
+        let mut bad = Vec::new();
+        let mut end = at_ns;
+        let mut buf = vec![0u8; BLOCK_BYTES];
+        for (s, n) in self.map.extents() {
+            for v in s..s + n {
+                match self.read(at_ns, v, &mut buf) {
+                    Ok(t) => end = end.max(t),
+                    Err(VslError::Corrupt { vbn, unit, what }) => {
+                        bad.push(BadBlock { vbn, unit, what })
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok((bad, end))
+    }
+
+    /// Units whose OOB record recovery found damaged (see the module documentation), in
+    /// increasing order.
+    pub fn damaged_units(&self) -> &[u64] {
+        &self.damaged
+    }
+
+    /// Where unit `unit` lives: (flash block, page in the block, slot in the page).
+    pub fn unit_place(&self, unit: u64) -> (u64, u32, u32) {
+        let upp = u64::from(self.space.units_per_page());
+        let page = unit / upp;
+        let ppb = u64::from(self.space.pages_per_block());
+        (page / ppb, (page % ppb) as u32, (unit % upp) as u32)
     }
 
     /// Writes `data` at `vbn`. Atomic if it spans at most `max_atomic_blocks`; a longer write
@@ -414,7 +561,8 @@ impl Vsl {
         });
         let mut left = total;
         for (v, chunk) in blocks {
-            units[k] = (OobRecord::new(PageKind::Data, v, seq, total), chunk);
+            let aux = data_aux(total, crc32fast::hash(chunk));
+            units[k] = (OobRecord::new(PageKind::Data, v, seq, aux), chunk);
             keys[k] = v;
             k += 1;
             left -= 1;
@@ -569,6 +717,15 @@ impl Vsl {
     }
 }
 
+/// CRC-32 of a checkpoint page with its CRC field (bytes 8..12) left out: every other byte,
+/// the zeros after the extents included, is under it.
+fn checkpoint_crc(page: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&page[0..8]);
+    h.update(&page[12..]);
+    h.finalize()
+}
+
 fn encode_checkpoint_page(page: &mut [u8], extents: &[(u64, u64)]) {
     page.fill(0);
     page[0..4].copy_from_slice(&CKPT_MAGIC.to_le_bytes());
@@ -578,26 +735,35 @@ fn encode_checkpoint_page(page: &mut [u8], extents: &[(u64, u64)]) {
         page[o..o + 8].copy_from_slice(&s.to_le_bytes());
         page[o + 8..o + 16].copy_from_slice(&n.to_le_bytes());
     }
-    let crc = crc32fast::hash(&page[16..16 + 16 * extents.len()]);
+    let crc = checkpoint_crc(page);
     page[8..12].copy_from_slice(&crc.to_le_bytes());
 }
 
-fn decode_checkpoint_page(page: &[u8], out: &mut Vec<(u64, u64)>) -> Result<(), String> {
+fn decode_checkpoint_page(page: &[u8], out: &mut Vec<(u64, u64)>) -> Result<(), VslError> {
     let u32_at = |o: usize| u32::from_le_bytes([page[o], page[o + 1], page[o + 2], page[o + 3]]);
     let u64_at = |o: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&page[o..o + 8]);
         u64::from_le_bytes(b)
     };
-    if u32_at(0) != CKPT_MAGIC {
-        return Err("checkpoint page without its magic".into());
+    let bad = |e: String| Err(VslError::Recovery(e));
+    match u32_at(0) {
+        CKPT_MAGIC => {}
+        CKPT_MAGIC_V1 => {
+            return Err(VslError::Version(
+                "a map checkpoint of DFS format version 1 (before checksums): this build \
+                 reads version 2; copy the files off with the build that wrote the image"
+                    .into(),
+            ))
+        }
+        _ => return bad("the page does not start with the checkpoint magic".into()),
+    }
+    if checkpoint_crc(page) != u32_at(8) {
+        return bad("the page fails its CRC".into());
     }
     let n = u32_at(4) as usize;
     if n > CKPT_EXTENTS_PER_PAGE {
-        return Err(format!("checkpoint page claims {n} extents"));
-    }
-    if crc32fast::hash(&page[16..16 + 16 * n]) != u32_at(8) {
-        return Err("checkpoint page fails its CRC".into());
+        return bad(format!("the page claims {n} extents"));
     }
     for i in 0..n {
         out.push((u64_at(16 + 16 * i), u64_at(24 + 16 * i)));
@@ -642,30 +808,53 @@ fn newest_complete_checkpoint(ckpts: &[(u64, u64, u64, u64)]) -> Option<(u64, us
     ckpt
 }
 
-/// Rebuilds the VSL from a scan of the device: the records, the newest complete checkpoint,
-/// the trims and committed data after it, then the space restored around the live pages.
-fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), VslError> {
+/// A record found by the recovery scan: (seq, key, unit location, aux).
+type Row = (u64, u64, u64, u64);
+
+/// What the recovery scan found: the records by kind, the largest sequence numbers, the units
+/// with a damaged record, and when the scan completed.
+struct Scanned {
+    data: Vec<Row>,
+    trims: Vec<Row>,
+    ckpts: Vec<Row>,
+    /// One past the largest sequence number (pads included).
+    max_any: u64,
+    /// The largest sequence number of a data, trim or checkpoint record (recovery's E).
+    max_evidence: u64,
+    records: u64,
+    damaged: Vec<u64>,
+    done_ns: Nanos,
+}
+
+/// Reads the OOB of every programmed page (recovery's step 1). A step of `recover`.
+fn scan(nand: &mut Nand) -> Result<Scanned, VslError> {
     let g = nand.geometry().clone();
     let upp = u64::from(ftl::space::units_per_page(&g));
     let units_per_block = u64::from(g.pages_per_block) * upp;
-    // (seq, key, loc, aux)
-    let mut data: Vec<(u64, u64, u64, u64)> = Vec::new();
-    let mut trims: Vec<(u64, u64, u64, u64)> = Vec::new();
-    let mut ckpts: Vec<(u64, u64, u64, u64)> = Vec::new();
-    let mut max_any = 0u64;
-    let mut max_evidence = 0u64;
-    let mut records = 0u64;
+    let mut f = Scanned {
+        data: Vec::new(),
+        trims: Vec::new(),
+        ckpts: Vec::new(),
+        max_any: 0,
+        max_evidence: 0,
+        records: 0,
+        damaged: Vec::new(),
+        done_ns: 0,
+    };
     let at = nand.now_ns();
-    let done = scan_blocks(&mut nand, at, ScanExtent::Programmed, &mut |b, s| {
+    let done = scan_blocks(nand, at, ScanExtent::Programmed, &mut |b, s| {
+        let first = u64::from(b) * units_per_block;
+        f.damaged
+            .extend(s.corrupt.iter().map(|&u| first + u64::from(u)));
         for (unit, r) in s.records {
-            records += 1;
-            let loc = u64::from(b) * units_per_block + u64::from(unit);
-            max_any = max_any.max(r.seq + 1);
+            f.records += 1;
+            let loc = first + u64::from(unit);
+            f.max_any = f.max_any.max(r.seq + 1);
             let row = (r.seq, r.key, loc, r.aux);
             match r.kind {
-                PageKind::Data => data.push(row),
-                PageKind::Trim => trims.push(row),
-                PageKind::Checkpoint => ckpts.push(row),
+                PageKind::Data => f.data.push(row),
+                PageKind::Trim => f.trims.push(row),
+                PageKind::Checkpoint => f.ckpts.push(row),
                 PageKind::Pad => continue,
                 other => {
                     return Err(FtlError::Recovery(format!(
@@ -673,17 +862,35 @@ fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), Vsl
                     )))
                 }
             }
-            max_evidence = max_evidence.max(r.seq);
+            f.max_evidence = f.max_evidence.max(r.seq);
         }
         Ok(())
     })?;
-    let mut t = done.done_ns;
+    f.done_ns = done.done_ns;
+    Ok(f)
+}
+
+/// Rebuilds the VSL from a scan of the device: the records, the newest complete checkpoint,
+/// the trims and committed data after it, then the space restored around the live pages.
+fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), VslError> {
+    let Scanned {
+        mut data,
+        mut trims,
+        mut ckpts,
+        max_any,
+        max_evidence,
+        records,
+        damaged,
+        done_ns,
+    } = scan(&mut nand)?;
+    let mut t = done_ns;
     let mut rep = RecoveryReport {
         records,
+        damaged_records: damaged.len() as u64,
         ..RecoveryReport::default()
     };
     // Copies of one version (GC) are interchangeable: one per (seq, key).
-    let dedupe = |v: &mut Vec<(u64, u64, u64, u64)>| {
+    let dedupe = |v: &mut Vec<Row>| {
         v.sort_unstable();
         v.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
     };
@@ -700,8 +907,13 @@ fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), Vsl
             let mut page = vec![0u8; BLOCK_BYTES];
             for r in &ckpts[first..first + pages] {
                 t = t.max(read_unit(&mut nand, t, r.2, &mut page)?);
-                decode_checkpoint_page(&page, &mut mapped_at_ckpt)
-                    .map_err(|e| VslError::Recovery(format!("checkpoint {s}: {e}")))?;
+                decode_checkpoint_page(&page, &mut mapped_at_ckpt).map_err(|e| match e {
+                    VslError::Recovery(e) => VslError::Recovery(format!(
+                        "map checkpoint {s}, page {} of {pages}, at flash unit {}: {e}",
+                        r.1, r.2
+                    )),
+                    e => e,
+                })?;
                 live.push(LivePage {
                     ppn: Ppn(r.2),
                     key: r.1,
@@ -741,7 +953,7 @@ fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), Vsl
     while i < data.len() {
         let s = data[i].0;
         let j = i + data[i..].iter().take_while(|r| r.0 == s).count();
-        let committed = (j - i) as u64 == data[i].3 || s < max_evidence;
+        let committed = (j - i) as u64 == aux_blocks(data[i].3) || s < max_evidence;
         if !committed {
             rep.groups_dropped += 1;
             rep.blocks_dropped += (j - i) as u64;
@@ -777,6 +989,7 @@ fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), Vsl
     let (space, t2) = FlashSpace::restore(nand, space_config(cfg), t, &live, max_any)?;
     rep.done_ns = t.max(t2);
     let mut vsl = Vsl::assemble(space, map, meta, trims_live, cfg)?;
+    vsl.damaged = damaged;
     vsl.absorb(); // units moved off bad blocks during the restore
     if vsl.map.mapped() > vsl.capacity_blocks {
         return Err(VslError::Recovery(format!(
@@ -786,4 +999,59 @@ fn recover(mut nand: Nand, cfg: &VslConfig) -> Result<(Vsl, RecoveryReport), Vsl
         )));
     }
     Ok((vsl, rep))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_pages_round_trip_and_every_byte_is_under_the_crc() {
+        let mut page = vec![0u8; BLOCK_BYTES];
+        let extents = [(5u64, 3u64), (1 << 40, 512)];
+        encode_checkpoint_page(&mut page, &extents);
+        let mut out = Vec::new();
+        decode_checkpoint_page(&page, &mut out).unwrap();
+        assert_eq!(out, extents);
+        for i in (0..BLOCK_BYTES)
+            .step_by(7)
+            .chain([8, 9, 10, 11, BLOCK_BYTES - 1])
+        {
+            let mut bad = page.clone();
+            bad[i] ^= 0x20;
+            assert!(
+                decode_checkpoint_page(&bad, &mut Vec::new()).is_err(),
+                "flip in byte {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_format_1_checkpoint_is_refused_naming_its_version() {
+        let mut page = vec![0u8; BLOCK_BYTES];
+        page[0..4].copy_from_slice(&CKPT_MAGIC_V1.to_le_bytes());
+        let e = decode_checkpoint_page(&page, &mut Vec::new()).unwrap_err();
+        assert!(matches!(e, VslError::Version(_)), "{e}");
+        assert!(e.to_string().contains("version 1"), "{e}");
+    }
+
+    #[test]
+    fn a_block_is_checked_against_the_record_programmed_with_it() {
+        let data = vec![7u8; BLOCK_BYTES];
+        let mut oob = [0xFFu8; 64];
+        let aux = data_aux(3, crc32fast::hash(&data));
+        OobRecord::new(PageKind::Data, 42, 9, aux).encode_into(&mut oob);
+        assert_eq!(aux_blocks(aux), 3);
+        assert!(verify(42, 0, &data, &oob).is_ok());
+        let mut other = data.clone();
+        other[100] ^= 1;
+        let e = verify(42, 5, &other, &oob).unwrap_err();
+        assert!(e.to_string().contains("unit 5") && e.to_string().contains("checksum"));
+        assert!(
+            verify(43, 0, &data, &oob).is_err(),
+            "another block's record"
+        );
+        oob[3] ^= 1;
+        assert!(verify(42, 0, &data, &oob).is_err(), "a damaged record");
+    }
 }

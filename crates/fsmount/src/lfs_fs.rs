@@ -17,7 +17,11 @@ pub struct LfsPosix {
 }
 
 fn errno(e: LfsError) -> Errno {
-    if matches!(e, LfsError::Device(_) | LfsError::Corrupt(_)) {
+    // Damage is logged where the mount's user sees it; the caller gets EIO.
+    if matches!(
+        e,
+        LfsError::Device(_) | LfsError::Corrupt(_) | LfsError::DataChecksum { .. }
+    ) {
         eprintln!("noftl mount: lfs: {e}");
     }
     e.errno()

@@ -289,6 +289,11 @@ pub struct BlockScan {
     pub next_free: u32,
     /// Some page is programmed but holds no record (torn, uncorrectable, damaged).
     pub damaged: bool,
+    /// Units (indexed as `records`) whose OOB was read without error yet holds no record and is
+    /// not erased: neither a power cut (a torn page does not read) nor the chip's ECC explains
+    /// it, so the bytes were changed behind the chip's back (a corrupt image). A subset of
+    /// what `damaged` counts; callers that care (the VSL's recovery) report them.
+    pub corrupt: Vec<u32>,
 }
 
 impl BlockScan {
@@ -379,6 +384,9 @@ pub(crate) fn scan_blocks_of(
                     PageOob::Damaged => {
                         s.damaged = true;
                         s.next_free = page + 1;
+                        if read {
+                            s.corrupt.push(page);
+                        }
                     }
                 }
                 continue;
@@ -398,6 +406,7 @@ pub(crate) fn scan_blocks_of(
                     PageOob::Damaged => {
                         s.damaged = true;
                         s.next_free = page + 1;
+                        s.corrupt.push(page * upp + slot);
                     }
                 }
             }

@@ -34,7 +34,7 @@ pub enum LfsError {
     NameTooLong,
     #[error("invalid argument: {0}")]
     Invalid(String),
-    #[error("file too large (at most {MAX_FILE_BLOCKS} blocks)")]
+    #[error("file too large (at most {MAX_FILE_BLOCKS} blocks, half with data checksums)")]
     TooLarge,
     #[error("no space left (segments or node ids)")]
     NoSpace,
@@ -42,6 +42,9 @@ pub enum LfsError {
     Format(String),
     #[error("corrupt file system: {0}")]
     Corrupt(String),
+    /// A data block read back is not what was written (data checksums).
+    #[error("inode {ino}, block {block} at address {addr}: data fails its checksum")]
+    DataChecksum { ino: u32, block: u64, addr: u32 },
     #[error("device: {0}")]
     Device(#[from] FtlError),
 }
@@ -90,6 +93,9 @@ pub struct Params {
     pub seg_pages: u32,
     /// Node ids (inodes + direct nodes); 0 picks one per 4 device pages.
     pub max_nids: u32,
+    /// Keep every data block's CRC-32 beside its address (checked on every read; the largest
+    /// file is then half as large). Recorded in the superblock.
+    pub data_checksums: bool,
 }
 
 /// Attribute changes of `setattr`.
@@ -191,6 +197,8 @@ struct File {
     inode: Inode,
     /// Block index -> address (0: a hole).
     addrs: Vec<u32>,
+    /// Block index -> CRC-32 of the block as written (data checksums; else 0), beside `addrs`.
+    crcs: Vec<u32>,
     /// Direct nodes' nids.
     nids: Vec<u32>,
     /// Nodes to write: 0 the inode, k + 1 direct node k.
@@ -215,6 +223,11 @@ pub struct Lfs {
     t: Nanos,
     /// The last durable checkpoint.
     cp: Checkpoint,
+    /// Where nodes keep block addresses (and, with data checksums, their CRCs).
+    slots: Slots,
+    /// The CRC of each meta block as last written (its last 4 bytes), for the checkpoint's
+    /// `meta_crc`.
+    meta_crcs: Vec<u32>,
     files: FnvHashMap<u32, File>,
     dirs: FnvHashMap<u32, Dir>,
     nat: Vec<u32>,
@@ -240,6 +253,8 @@ pub struct Lfs {
     valid_total: u64,
     /// ALFS: (checkpoint segment, next page); the segment is trimmed before its page 0.
     cp_cursor: (u32, u32),
+    /// Where the last durable checkpoint is.
+    cp_addr: u32,
     last_cp_ns: Nanos,
     dirty_calls: u64,
     dirty_counted: usize,
@@ -289,14 +304,6 @@ fn enc_owner(id: u32, idx: u64) -> u64 {
     (u64::from(id) << 32) | idx
 }
 
-fn node_index_of(idx: u64) -> u32 {
-    if idx < INODE_ADDRS as u64 {
-        0
-    } else {
-        ((idx - INODE_ADDRS as u64) / NODE_ADDRS as u64) as u32 + 1
-    }
-}
-
 fn mode_is(mode: u32, kind: u32) -> bool {
     mode & S_IFMT == kind
 }
@@ -334,6 +341,7 @@ impl Lfs {
             max_nids,
             nat_blocks,
             sit_blocks,
+            data_checksums: p.data_checksums,
         };
         let mut fs = Lfs::empty(dev, sb);
         if fs.user_blocks() < 4 * u64::from(p.seg_pages) {
@@ -376,7 +384,10 @@ impl Lfs {
                 rf_addr: 0,
                 user_bytes: 0,
                 meta: vec![0; sb.n_meta() as usize],
+                meta_crc: 0,
             },
+            slots: sb.slots(),
+            meta_crcs: vec![0; sb.n_meta() as usize],
             files: FnvHashMap::default(),
             dirs: FnvHashMap::default(),
             nat: vec![0; sb.max_nids as usize],
@@ -395,6 +406,7 @@ impl Lfs {
             cache_new: 0,
             valid_total: 0,
             cp_cursor: (1, 0),
+            cp_addr: 0,
             last_cp_ns: 0,
             dirty_calls: 0,
             dirty_counted: 0,
@@ -411,14 +423,9 @@ impl Lfs {
         let mut dev = dev;
         let t = dev.read(0, 0, &mut b)?;
         let sb = Superblock::decode(&b).map_err(LfsError::Format)?;
-        if u64::from(sb.segments) * u64::from(sb.seg_pages) > dev.capacity_pages() {
-            return Err(LfsError::Format(format!(
-                "the superblock names {} segments of {} pages; the device has {} pages",
-                sb.segments,
-                sb.seg_pages,
-                dev.capacity_pages()
-            )));
-        }
+        sb.validate(dev.capacity_pages()).map_err(|e| {
+            LfsError::Format(format!("{e} ({sb:?}, {} pages)", dev.capacity_pages()))
+        })?;
         let mut fs = Lfs::empty(dev, sb);
         fs.t = t;
         let mut rep = MountReport::default();
@@ -449,39 +456,15 @@ impl Lfs {
         // that no page below a segment's write pointer is written again.
         let seg = cp_addr / sb.seg_pages;
         fs.cp_cursor = (3 - seg.clamp(1, 2), 0);
+        fs.cp_addr = cp_addr;
         fs.stats.user_bytes = 0;
-        // NAT and SIT.
-        for (i, &a) in cp.meta.iter().enumerate() {
-            fs.read_block(a)?;
-            if !sealed(&fs.buf) {
-                return Err(LfsError::Corrupt(format!(
-                    "meta block {i} at {a} fails its CRC"
-                )));
-            }
-            let i = i as u32;
-            if i < sb.nat_blocks {
-                for j in 0..NAT_PER_BLOCK {
-                    fs.nat[(i * NAT_PER_BLOCK + j) as usize] = u32_at(&fs.buf, 4 * j as usize);
-                }
-            } else {
-                let k = i - sb.nat_blocks;
-                for j in 0..SIT_PER_BLOCK {
-                    let s = k * SIT_PER_BLOCK + j;
-                    if s < sb.segments {
-                        fs.sit[s as usize] = SitEntry::decode(&fs.buf[SIT_BYTES * j as usize..]);
-                    }
-                }
-            }
-            if sb.mode == Mode::Alfs {
-                fs.meta_refs[(a / sb.seg_pages) as usize] += 1;
-            }
-        }
+        fs.load_meta(&cp)?;
         fs.cp = cp;
         // Roll-forward: the node log after the checkpoint, up to the last completed fsync.
         let mut chain = Vec::new();
         let mut a = fs.cp.rf_addr;
         let mut end = 0;
-        while a != 0 && u64::from(a) < fs.dev.capacity_pages() && chain.len() < fs.owner.len() {
+        while a != 0 && fs.in_main(a) && chain.len() < fs.owner.len() {
             fs.read_block(a)?;
             match Footer::decode(&fs.buf) {
                 Some(f) if f.cp_version == fs.cp.version && f.nid < sb.max_nids => {
@@ -530,56 +513,93 @@ impl Lfs {
         Ok((fs, rep))
     }
 
+    /// The NAT and SIT from the meta blocks checkpoint `cp` names, each checked against its own
+    /// CRC and all of them against the checkpoint's `meta_crc` (a stale copy is intact too).
+    fn load_meta(&mut self, cp: &Checkpoint) -> LfsResult<()> {
+        let sb = self.sb;
+        for (i, &a) in cp.meta.iter().enumerate() {
+            let ok = match sb.mode {
+                Mode::F2fs => a == sb.meta_slot(i as u32, 0) || a == sb.meta_slot(i as u32, 1),
+                Mode::Alfs => self.in_main(a),
+            };
+            if !ok {
+                return Err(LfsError::Corrupt(format!(
+                    "checkpoint {}: meta block {i} at {a}, outside its place",
+                    cp.version
+                )));
+            }
+            self.read_block(a)?;
+            if !sealed(&self.buf) {
+                return Err(LfsError::Corrupt(format!(
+                    "checkpoint {}: meta block {i} at {a} fails its CRC",
+                    cp.version
+                )));
+            }
+            self.meta_crcs[i] = u32_at(&self.buf, BLOCK_BYTES - 4);
+            let i = i as u32;
+            if i < sb.nat_blocks {
+                for j in 0..NAT_PER_BLOCK {
+                    let n = i * NAT_PER_BLOCK + j;
+                    let a = u32_at(&self.buf, 4 * j as usize);
+                    if n < sb.max_nids {
+                        let ok = a == 0 || self.in_main(a);
+                        self.nat[n as usize] = if ok { a } else { u32::MAX };
+                    }
+                }
+            } else {
+                let k = i - sb.nat_blocks;
+                for j in 0..SIT_PER_BLOCK {
+                    let s = k * SIT_PER_BLOCK + j;
+                    if s < sb.segments {
+                        self.sit[s as usize] =
+                            SitEntry::decode(&self.buf[SIT_BYTES * j as usize..]);
+                    }
+                }
+            }
+            if sb.mode == Mode::Alfs {
+                self.meta_refs[(a / sb.seg_pages) as usize] += 1;
+            }
+        }
+        if meta_crc(&self.meta_crcs) != cp.meta_crc {
+            return Err(LfsError::Corrupt(format!(
+                "checkpoint {}: its NAT and SIT blocks (at {:?}) are intact but not the ones it \
+                 was written with (a stale or replaced copy)",
+                cp.version, cp.meta
+            )));
+        }
+        if let Some(n) = self.nat.iter().position(|&a| a == u32::MAX) {
+            return Err(LfsError::Corrupt(format!(
+                "checkpoint {}: the NAT puts node {n} outside the device",
+                cp.version
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether address `a` lies in the main area (data, nodes, ALFS's meta log).
+    fn in_main(&self, a: u32) -> bool {
+        let sp = u64::from(self.sb.seg_pages);
+        let a = u64::from(a);
+        a >= u64::from(self.sb.main_seg0) * sp && a < u64::from(self.sb.segments) * sp
+    }
+
     /// Reads every node the NAT names and rebuilds files, directories, the reverse map and
     /// the segments' valid counts.
     fn rebuild(&mut self, rep: &mut MountReport) -> LfsResult<()> {
         for e in &mut self.sit {
             e.valid = 0;
         }
-        // (inode number, address, attributes, its own addresses, its direct nodes' ids)
-        #[allow(clippy::type_complexity)]
-        let mut inodes: Vec<(u32, u32, Inode, Vec<u32>, Vec<u32>)> = Vec::new();
-        let mut dnodes: FnvHashMap<u32, (u32, u32, u32, Vec<u32>)> = FnvHashMap::default();
-        for nid in 1..self.sb.max_nids {
-            let a = self.nat[nid as usize];
-            if a == 0 {
-                continue;
-            }
-            self.read_block(a)?;
-            let f = Footer::decode(&self.buf).ok_or_else(|| {
-                LfsError::Corrupt(format!("node {nid} at block {a} fails its CRC"))
-            })?;
-            if f.nid != nid {
-                return Err(LfsError::Corrupt(format!(
-                    "block {a} holds node {}, the NAT says node {nid}",
-                    f.nid
-                )));
-            }
-            if f.index == 0 {
-                let i = Inode::decode(&self.buf);
-                let addrs = (0..INODE_ADDRS)
-                    .map(|k| u32_at(&self.buf, INODE_ADDRS_AT + 4 * k))
-                    .collect();
-                let nids = (0..INODE_NIDS)
-                    .map(|k| u32_at(&self.buf, INODE_NIDS_AT + 4 * k))
-                    .collect();
-                inodes.push((nid, a, i, addrs, nids));
-            } else {
-                let addrs = (0..NODE_ADDRS).map(|k| u32_at(&self.buf, 4 * k)).collect();
-                dnodes.insert(nid, (a, f.ino, f.index, addrs));
-            }
-        }
-        for (ino, a, inode, iaddrs, inids) in inodes {
-            self.claim(a, enc_owner(ino, NODE_BIT));
+        let (inodes, mut dnodes) = self.read_nodes()?;
+        let sl = self.slots;
+        for (ino, a, inode, (iaddrs, icrcs), inids) in inodes {
+            self.claim_node(a, ino)?;
             let blocks = inode.size.div_ceil(BLOCK_BYTES as u64);
-            let n_nodes = blocks
-                .saturating_sub(INODE_ADDRS as u64)
-                .div_ceil(NODE_ADDRS as u64) as usize;
+            let n_nodes = sl.nodes_for(blocks);
             let mut file = File {
                 inode,
                 ..File::default()
             };
-            let mut addrs = iaddrs;
+            let (mut addrs, mut crcs) = (iaddrs, icrcs);
             for (k, &nid) in inids.iter().enumerate() {
                 if nid == 0 {
                     continue;
@@ -593,30 +613,33 @@ impl Lfs {
                         "inode {ino}'s direct node {k} (node {nid}) is missing or not its own"
                     )));
                 }
-                let Some((na, _, _, daddrs)) = dnodes.remove(&nid) else {
+                let Some((na, _, _, (daddrs, dcrcs))) = dnodes.remove(&nid) else {
                     continue;
                 };
-                self.claim(na, enc_owner(nid, NODE_BIT));
+                self.claim_node(na, nid)?;
                 self.node_of.insert(nid, (ino, k as u32 + 1));
                 file.nids.resize(k + 1, 0);
                 file.nids[k] = nid;
-                addrs.resize(INODE_ADDRS + (k + 1) * NODE_ADDRS, 0);
-                addrs[INODE_ADDRS + k * NODE_ADDRS..][..NODE_ADDRS].copy_from_slice(&daddrs);
+                let at = sl.inode_addrs + k * sl.node_addrs;
+                addrs.resize(at + sl.node_addrs, 0);
+                crcs.resize(at + sl.node_addrs, 0);
+                addrs[at..].copy_from_slice(&daddrs);
+                crcs[at..].copy_from_slice(&dcrcs);
             }
             addrs.truncate(blocks as usize);
+            crcs.truncate(blocks as usize);
             for (idx, &da) in addrs.iter().enumerate() {
                 if da != 0 {
-                    if u64::from(da) >= self.dev.capacity_pages()
-                        || self.owner[da as usize] != NO_OWNER
-                    {
+                    if !self.in_main(da) || self.owner[da as usize] != NO_OWNER {
                         return Err(LfsError::Corrupt(format!(
-                            "inode {ino} block {idx} at {da}: beyond the device or shared"
+                            "inode {ino} block {idx} at {da}: outside the main area or shared"
                         )));
                     }
                     self.claim(da, enc_owner(ino, idx as u64));
                 }
             }
             file.addrs = addrs;
+            file.crcs = crcs;
             self.files.insert(ino, file);
         }
         // Direct nodes no inode names (left by a truncate rolled forward): dropped.
@@ -650,6 +673,77 @@ impl Lfs {
         Ok(())
     }
 
+    /// Reads every node the NAT names (mount's step 4): the inodes as (number, address,
+    /// attributes, (addresses, CRCs), direct nodes' ids) and the direct nodes by id as
+    /// (address, inode, index, (addresses, CRCs)). Each node is checked: its CRC, its id, an
+    /// inode's attributes (a CRC-valid inode still must, before its size sizes anything).
+    #[allow(clippy::type_complexity)]
+    fn read_nodes(
+        &mut self,
+    ) -> LfsResult<(
+        Vec<(u32, u32, Inode, (Vec<u32>, Vec<u32>), Vec<u32>)>,
+        FnvHashMap<u32, (u32, u32, u32, (Vec<u32>, Vec<u32>))>,
+    )> {
+        let sl = self.slots;
+        let slots = |b: &[u8], inode: bool, n: usize| -> (Vec<u32>, Vec<u32>) {
+            (0..n).map(|k| sl.get(b, inode, k)).unzip()
+        };
+        let mut inodes = Vec::new();
+        let mut dnodes = FnvHashMap::default();
+        for nid in 1..self.sb.max_nids {
+            let a = self.nat[nid as usize];
+            if a == 0 {
+                continue;
+            }
+            self.read_block(a)?;
+            let f = Footer::decode(&self.buf).ok_or_else(|| {
+                LfsError::Corrupt(format!("node {nid} at block {a} fails its CRC"))
+            })?;
+            if f.nid != nid {
+                return Err(LfsError::Corrupt(format!(
+                    "block {a} holds node {}, the NAT says node {nid}",
+                    f.nid
+                )));
+            }
+            if f.index == 0 {
+                let i = Inode::decode(&self.buf);
+                self.check_inode(nid, &i)?;
+                let nids = (0..INODE_NIDS)
+                    .map(|k| u32_at(&self.buf, INODE_NIDS_AT + 4 * k))
+                    .collect();
+                inodes.push((nid, a, i, slots(&self.buf, true, sl.inode_addrs), nids));
+            } else {
+                let s = slots(&self.buf, false, sl.node_addrs);
+                dnodes.insert(nid, (a, f.ino, f.index, s));
+            }
+        }
+        Ok((inodes, dnodes))
+    }
+
+    /// What an inode may hold: a known type, a size this file system's files can have.
+    fn check_inode(&self, ino: u32, i: &Inode) -> LfsResult<()> {
+        let known = mode_is(i.mode, S_IFREG) || i.is_dir() || mode_is(i.mode, S_IFLNK);
+        let max = self.slots.max_file_blocks() * BLOCK_BYTES as u64;
+        if !known || i.size > max || i.parent >= self.sb.max_nids {
+            return Err(LfsError::Corrupt(format!(
+                "inode {ino}: mode {:o}, size {}, parent {}",
+                i.mode, i.size, i.parent
+            )));
+        }
+        Ok(())
+    }
+
+    /// Claims node block `a` for node `nid` (a block two NAT entries name is damage).
+    fn claim_node(&mut self, a: u32, nid: u32) -> LfsResult<()> {
+        if self.owner[a as usize] != NO_OWNER {
+            return Err(LfsError::Corrupt(format!(
+                "node {nid} at {a}: the block is another node's or data's too"
+            )));
+        }
+        self.claim(a, enc_owner(nid, NODE_BIT));
+        Ok(())
+    }
+
     fn load_dir(&mut self, ino: u32) -> LfsResult<()> {
         let size = self.files[&ino].inode.size;
         let mut d = Dir {
@@ -665,18 +759,21 @@ impl Lfs {
                     break;
                 }
                 let e = &b[j as usize * DIRENT_BYTES..][..DIRENT_BYTES];
-                let child = u32_at(e, 0);
-                if child == 0 {
+                let bad = |why: &str| {
+                    LfsError::Corrupt(format!(
+                        "directory {ino}, entry {slot} (block {blk}): {why}"
+                    ))
+                };
+                let Some((child, name)) = decode_dirent(e).map_err(bad)? else {
                     d.free.insert(slot);
                     continue;
+                };
+                if !self.files.contains_key(&child) {
+                    return Err(bad(&format!("names inode {child}, which is free")));
                 }
-                let len = usize::from(e[4]);
-                if len == 0 || len > NAME_MAX_BYTES || !self.files.contains_key(&child) {
-                    return Err(LfsError::Corrupt(format!(
-                        "directory {ino} slot {slot}: a bad entry (inode {child})"
-                    )));
+                if d.names.insert(name.to_vec(), (slot, child)).is_some() {
+                    return Err(bad("a second entry of that name"));
                 }
-                d.names.insert(e[8..8 + len].to_vec(), (slot, child));
             }
         }
         self.dirs.insert(ino, d);
@@ -716,6 +813,22 @@ impl Lfs {
     pub fn submit_at(&mut self, t: Nanos) {
         self.t = self.t.max(t);
     }
+    /// Every block the durable state is read from: the superblock, the last checkpoint, the
+    /// NAT and SIT blocks it names, every node the NAT names and every file's data blocks on
+    /// flash (not the cache's). What a mount and the files depend on, for tools and tests that
+    /// ask whether damage touched the file system.
+    pub fn live_blocks(&self) -> Vec<u32> {
+        let mut v = vec![0, self.cp_addr];
+        v.extend(&self.cp.meta);
+        v.extend(self.nat.iter().copied().filter(|&a| a != 0));
+        for f in self.files.values() {
+            v.extend(f.addrs.iter().copied().filter(|&a| a != 0));
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// Free segments (not counting those freed at the next checkpoint).
     pub fn free_segments(&self) -> usize {
         self.free_segs.len()
@@ -867,21 +980,27 @@ impl Lfs {
     /// Encodes node `index` of `ino` into `self.buf` (footer excluded).
     fn encode_node(&mut self, ino: u32, index: u32) {
         let f = &self.files[&ino];
+        let sl = self.slots;
         let b = &mut self.buf;
         b.fill(0);
-        let addr = |i: usize| f.addrs.get(i).copied().unwrap_or(0);
+        let slot = |i: usize| {
+            let a = f.addrs.get(i).copied().unwrap_or(0);
+            (a, if a == 0 { 0 } else { f.crcs[i] })
+        };
         if index == 0 {
             f.inode.encode(b);
-            for k in 0..INODE_ADDRS {
-                put32(b, INODE_ADDRS_AT + 4 * k, addr(k));
+            for k in 0..sl.inode_addrs {
+                let (a, c) = slot(k);
+                sl.put(b, true, k, a, c);
             }
             for (k, &n) in f.nids.iter().enumerate() {
                 put32(b, INODE_NIDS_AT + 4 * k, n);
             }
         } else {
-            let base = INODE_ADDRS + (index as usize - 1) * NODE_ADDRS;
-            for k in 0..NODE_ADDRS {
-                put32(b, 4 * k, addr(base + k));
+            let base = sl.inode_addrs + (index as usize - 1) * sl.node_addrs;
+            for k in 0..sl.node_addrs {
+                let (a, c) = slot(base + k);
+                sl.put(b, false, k, a, c);
             }
         }
     }
@@ -968,6 +1087,14 @@ impl Lfs {
             out.fill(0);
         } else {
             self.t = self.dev.read(self.t, u64::from(a), out)?;
+            if self.slots.checksums() && crc32fast::hash(out) != self.files[&ino].crcs[blk as usize]
+            {
+                return Err(LfsError::DataChecksum {
+                    ino,
+                    block: blk,
+                    addr: a,
+                });
+            }
         }
         Ok(())
     }
@@ -976,14 +1103,14 @@ impl Lfs {
     /// entirely, so not read).
     fn cached(&mut self, ino: u32, blk: u64, whole: bool) -> LfsResult<&mut Vec<u8>> {
         if !self.cache.contains_key(&(ino, blk)) {
-            if blk >= MAX_FILE_BLOCKS {
+            if blk >= self.slots.max_file_blocks() {
                 return Err(LfsError::TooLarge);
             }
             let f = &self.files[&ino];
             let mapped = f.addrs.get(blk as usize).is_some_and(|&a| a != 0);
             if !mapped {
                 // Space for a new block, and for the direct node that will map it.
-                let need_node = u64::from(node_index_of(blk) > f.nids.len() as u32);
+                let need_node = u64::from(self.slots.node_index(blk) > f.nids.len() as u32);
                 if self.valid_total + self.cache_new + 1 + need_node > self.user_blocks() {
                     return Err(LfsError::NoSpace);
                 }
@@ -1034,14 +1161,21 @@ impl Lfs {
             let a = self.append(log, enc_owner(ino, blk))?;
             self.stats.data_pages += 1;
             self.invalidate(old);
-            self.set_addr(ino, blk, a);
+            // The CRC goes into the node that maps the block, written after it (fsync,
+            // checkpoint): a node never names a block without the block's CRC.
+            let crc = if self.slots.checksums() {
+                crc32fast::hash(&data)
+            } else {
+                0
+            };
+            self.set_addr(ino, blk, a, crc);
         }
         Ok(())
     }
 
     /// Makes sure the direct node that maps block `blk` exists.
     fn ensure_node(&mut self, ino: u32, blk: u64) -> LfsResult<()> {
-        let index = node_index_of(blk);
+        let index = self.slots.node_index(blk);
         while self.files[&ino].nids.len() < index as usize {
             let nid = self.alloc_nid()?;
             let f = self.files.get_mut(&ino).expect("file");
@@ -1054,13 +1188,16 @@ impl Lfs {
         Ok(())
     }
 
-    fn set_addr(&mut self, ino: u32, blk: u64, a: u32) {
+    fn set_addr(&mut self, ino: u32, blk: u64, a: u32, crc: u32) {
+        let index = self.slots.node_index(blk);
         let f = self.files.get_mut(&ino).expect("file");
         if f.addrs.len() <= blk as usize {
             f.addrs.resize(blk as usize + 1, 0);
+            f.crcs.resize(blk as usize + 1, 0);
         }
         f.addrs[blk as usize] = a;
-        f.dirty.insert(node_index_of(blk));
+        f.crcs[blk as usize] = crc;
+        f.dirty.insert(index);
     }
 
     // ----- cleaning and checkpoints -----
@@ -1151,9 +1288,12 @@ impl Lfs {
                 debug_assert_eq!(f.nid, id);
                 self.append_node(f.nid, f.ino, f.index, 0)?;
             } else {
+                // Copied as it is on flash, so its CRC stays the one its node holds (a block
+                // damaged on flash stays detectably damaged).
+                let crc = self.files[&id].crcs[idx as usize];
                 let n = self.append(COLD_DATA as usize - 1, o)?;
                 self.invalidate(a);
-                self.set_addr(id, idx, n);
+                self.set_addr(id, idx, n, crc);
             }
             self.stats.cleaned_pages += 1;
         }
@@ -1195,6 +1335,7 @@ impl Lfs {
         }
         for &i in &dirty {
             self.encode_meta(i);
+            self.meta_crcs[i as usize] = u32_at(&self.buf, BLOCK_BYTES - 4);
             let a = match self.sb.mode {
                 Mode::F2fs => {
                     let copy = u32::from(meta[i as usize] == self.sb.meta_slot(i, 0));
@@ -1217,6 +1358,7 @@ impl Lfs {
             rf_addr,
             user_bytes: self.cp.user_bytes + self.stats.user_bytes,
             meta,
+            meta_crc: meta_crc(&self.meta_crcs),
         };
         cp.encode(&mut self.buf);
         let a = match self.sb.mode {
@@ -1240,6 +1382,7 @@ impl Lfs {
         };
         self.t = self.dev.write(self.t, u64::from(a), &self.buf, true)?;
         self.t = self.dev.flush(self.t)?;
+        self.cp_addr = a;
         self.stats.checkpoint_pages += 1;
         self.stats.checkpoints += 1;
         // Durable: what the old checkpoint held may go.
@@ -1411,11 +1554,7 @@ impl Lfs {
         let size = self.files[&dir].inode.size;
         let grows = end > size;
         let b = self.cached(dir, blk, grows && off == 0)?;
-        let e = &mut b[off..off + DIRENT_BYTES];
-        e.fill(0);
-        put32(e, 0, child);
-        e[4] = name.len() as u8;
-        e[8..8 + name.len()].copy_from_slice(name);
+        encode_dirent(&mut b[off..off + DIRENT_BYTES], child, name);
         let f = self.files.get_mut(&dir).expect("dir");
         if grows {
             f.inode.size = end;
@@ -1506,6 +1645,12 @@ impl Lfs {
         let f = self.file(ino)?;
         if !mode_is(f.inode.mode, S_IFLNK) {
             return Err(LfsError::Invalid("not a symlink".into()));
+        }
+        if f.inode.size > BLOCK_BYTES as u64 {
+            return Err(LfsError::Corrupt(format!(
+                "symlink {ino}: a target of {} bytes",
+                f.inode.size
+            )));
         }
         let mut v = vec![0u8; f.inode.size as usize];
         let n = self.read(ino, 0, &mut v)?;
@@ -1598,16 +1743,21 @@ impl Lfs {
         let (child, ci) = self.lookup(parent, name)?;
         self.dir(new_parent)?;
         if ci.is_dir() {
-            // Not into its own subtree.
+            // Not into its own subtree. Bounded: parents read from a damaged image may loop.
             let mut p = new_parent;
-            loop {
+            for steps in 0.. {
                 if p == child {
                     return Err(LfsError::Invalid("rename into own subtree".into()));
                 }
                 if p == ROOT_INO {
                     break;
                 }
-                p = self.files[&p].inode.parent;
+                if steps > self.files.len() {
+                    return Err(LfsError::Corrupt(format!(
+                        "directory {new_parent}'s parents loop"
+                    )));
+                }
+                p = self.file(p)?.inode.parent;
             }
         }
         if let Some(&(_, old)) = self.dirs[&new_parent].names.get(new_name) {
@@ -1689,7 +1839,7 @@ impl Lfs {
         let end = off
             .checked_add(data.len() as u64)
             .ok_or(LfsError::TooLarge)?;
-        if end.div_ceil(BLOCK_BYTES as u64) > MAX_FILE_BLOCKS {
+        if end.div_ceil(BLOCK_BYTES as u64) > self.slots.max_file_blocks() {
             return Err(LfsError::TooLarge);
         }
         self.ensure_space()?;
@@ -1704,7 +1854,7 @@ impl Lfs {
             })
             .count() as u64;
         let new_nodes =
-            u64::from(node_index_of(last.max(1) - 1)).saturating_sub(f.nids.len() as u64);
+            u64::from(self.slots.node_index(last.max(1) - 1)).saturating_sub(f.nids.len() as u64);
         if self.valid_total + self.cache_new + new_blocks + new_nodes > self.user_blocks() {
             return Err(LfsError::NoSpace);
         }
@@ -1756,17 +1906,14 @@ impl Lfs {
                     self.cache_new -= 1;
                 }
             }
-            let gone: Vec<u32> = f
-                .addrs
-                .drain(keep.min(f.addrs.len() as u64) as usize..)
-                .collect();
-            let nodes_keep = keep
-                .saturating_sub(INODE_ADDRS as u64)
-                .div_ceil(NODE_ADDRS as u64) as usize;
+            let cut = keep.min(f.addrs.len() as u64) as usize;
+            let gone: Vec<u32> = f.addrs.drain(cut..).collect();
+            f.crcs.truncate(cut);
+            let nodes_keep = self.slots.nodes_for(keep);
             let nids: Vec<u32> = f.nids.drain(nodes_keep.min(f.nids.len())..).collect();
             f.dirty.retain(|&i| i as usize <= nodes_keep);
             if keep > 0 {
-                f.dirty.insert(node_index_of(keep - 1));
+                f.dirty.insert(self.slots.node_index(keep - 1));
             }
             for a in gone {
                 self.invalidate(a);
@@ -1787,7 +1934,7 @@ impl Lfs {
             if i.is_dir() {
                 return Err(LfsError::IsDir);
             }
-            if size.div_ceil(BLOCK_BYTES as u64) > MAX_FILE_BLOCKS {
+            if size.div_ceil(BLOCK_BYTES as u64) > self.slots.max_file_blocks() {
                 return Err(LfsError::TooLarge);
             }
             self.ensure_space()?;
@@ -1848,6 +1995,30 @@ impl Lfs {
     }
 
     // ----- fsck -----
+
+    /// Reads every data block on flash and checks it against the CRC its node holds (data
+    /// checksums); adds the ones that fail to `p`.
+    fn scrub(&mut self, p: &mut Vec<String>) -> LfsResult<()> {
+        let blocks: Vec<(u32, u64)> = self
+            .files
+            .iter()
+            .flat_map(|(&ino, f)| {
+                (f.addrs.iter().enumerate())
+                    .filter(|(_, &a)| a != 0)
+                    .map(move |(k, _)| (ino, k as u64))
+            })
+            .filter(|k| !self.cache.contains_key(k))
+            .collect();
+        let mut b = vec![0u8; BLOCK_BYTES];
+        for (ino, blk) in blocks {
+            match self.read_file_block(ino, blk, &mut b) {
+                Ok(()) => {}
+                Err(e @ LfsError::DataChecksum { .. }) => p.push(e.to_string()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 
     /// Checks the invariants of docs/lfs.md against memory and flash; returns the problems.
     pub fn fsck(&mut self) -> LfsResult<Vec<String>> {
@@ -1954,6 +2125,10 @@ impl Lfs {
             if Footer::decode(&self.buf).is_none_or(|f| f.nid != nid) {
                 p.push(format!("node {nid} at {a}: the block does not hold it"));
             }
+        }
+        // 5. Data checksums: every block on flash is the one its node names.
+        if self.slots.checksums() {
+            self.scrub(&mut p)?;
         }
         // 4. The tree: every directory reaches the root.
         for (&ino, f) in &self.files {

@@ -1,17 +1,105 @@
 //! On-flash formats (byte tables in docs/lfs.md). Every block is one 4 KiB logical page; all
 //! integers are little-endian; every metadata block ends in a CRC-32 of the bytes before it.
+//!
+//! Format version 2 (`LFS_VERSION`) put a checksum on everything a mount trusts: directory
+//! entries carry their own CRC, the checkpoint a CRC over its NAT and SIT blocks' CRCs (so a
+//! stale copy of one is caught, not only a damaged one), and with the superblock's
+//! `FEATURE_DATA_CHECKSUMS` every block address in a node is paired with the CRC-32 of the
+//! block's data (written in the node after the data: roll-forward and checkpoints make the
+//! pair durable together). Version 1 images are refused with their version.
 
 pub const BLOCK_BYTES: usize = ftl::LOGICAL_PAGE_BYTES;
 pub const SB_MAGIC: u64 = 0x3153_464C_4654_4F4E; // "NOFTLFS1"
 pub const CP_MAGIC: u64 = 0x3150_4B43_5346_4C4E; // "NLFSCKP1"
-/// Block addresses a direct node holds.
+/// The on-flash format this build writes and reads (see the module documentation).
+pub const LFS_VERSION: u32 = 2;
+/// Superblock feature bit: every data block's CRC-32 sits beside its address in the node.
+pub const FEATURE_DATA_CHECKSUMS: u32 = 1;
+/// Block addresses a direct node holds (without data checksums).
 pub const NODE_ADDRS: usize = 1016;
-/// Block addresses kept in the inode itself (small files need no direct node).
+/// Block addresses kept in the inode itself (small files need no direct node; without data
+/// checksums).
 pub const INODE_ADDRS: usize = 480;
 /// Direct-node ids an inode holds: the largest file is
-/// `INODE_ADDRS + INODE_NIDS * NODE_ADDRS` blocks (about 1.9 GiB).
+/// `INODE_ADDRS + INODE_NIDS * NODE_ADDRS` blocks (about 1.9 GiB; half with data checksums).
 pub const INODE_NIDS: usize = 500;
 pub const MAX_FILE_BLOCKS: u64 = (INODE_ADDRS + INODE_NIDS * NODE_ADDRS) as u64;
+
+/// Where a node keeps block addresses: 4-byte addresses, or with data checksums 8-byte
+/// (address, CRC-32 of the block) pairs in the same bytes (half as many).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slots {
+    pub inode_addrs: usize,
+    pub node_addrs: usize,
+    /// Bytes per slot: 4, or 8 with the CRC.
+    pub width: usize,
+}
+
+impl Slots {
+    pub fn of(data_checksums: bool) -> Slots {
+        if data_checksums {
+            Slots {
+                inode_addrs: INODE_ADDRS / 2,
+                node_addrs: NODE_ADDRS / 2,
+                width: 8,
+            }
+        } else {
+            Slots {
+                inode_addrs: INODE_ADDRS,
+                node_addrs: NODE_ADDRS,
+                width: 4,
+            }
+        }
+    }
+    pub fn checksums(&self) -> bool {
+        self.width == 8
+    }
+    /// The largest file, in blocks.
+    pub fn max_file_blocks(&self) -> u64 {
+        (self.inode_addrs + INODE_NIDS * self.node_addrs) as u64
+    }
+    /// The node holding block `idx`'s address: 0 the inode, k + 1 direct node k.
+    pub fn node_index(&self, idx: u64) -> u32 {
+        if idx < self.inode_addrs as u64 {
+            0
+        } else {
+            ((idx - self.inode_addrs as u64) / self.node_addrs as u64) as u32 + 1
+        }
+    }
+    /// Direct nodes a file of `blocks` blocks uses.
+    pub fn nodes_for(&self, blocks: u64) -> usize {
+        blocks
+            .saturating_sub(self.inode_addrs as u64)
+            .div_ceil(self.node_addrs as u64) as usize
+    }
+    /// Byte offset of slot `k` of a node (`inode`: an inode's slots start at
+    /// `INODE_ADDRS_AT`).
+    pub fn at(&self, inode: bool, k: usize) -> usize {
+        if inode {
+            INODE_ADDRS_AT + self.width * k
+        } else {
+            self.width * k
+        }
+    }
+    /// Reads slot `k`: (address, CRC; 0 without checksums).
+    pub fn get(&self, b: &[u8], inode: bool, k: usize) -> (u32, u32) {
+        let o = self.at(inode, k);
+        let crc = if self.checksums() {
+            u32_at(b, o + 4)
+        } else {
+            0
+        };
+        (u32_at(b, o), crc)
+    }
+    /// Writes slot `k`.
+    pub fn put(&self, b: &mut [u8], inode: bool, k: usize, addr: u32, crc: u32) {
+        let o = self.at(inode, k);
+        put32(b, o, addr);
+        if self.checksums() {
+            put32(b, o + 4, crc);
+        }
+    }
+}
 /// Offset of the node footer (the last 32 bytes of a node block).
 pub const FOOTER_AT: usize = BLOCK_BYTES - 32;
 /// NAT entries per block (the last 4 bytes hold the CRC).
@@ -22,7 +110,9 @@ pub const SIT_PER_BLOCK: u32 = ((BLOCK_BYTES - 4) / SIT_BYTES) as u32;
 pub const CP_MAX_META: usize = (BLOCK_BYTES - 4 - 40) / 4;
 pub const DIRENT_BYTES: usize = 256;
 pub const DIRENTS_PER_BLOCK: u32 = (BLOCK_BYTES / DIRENT_BYTES) as u32;
-pub const NAME_MAX_BYTES: usize = DIRENT_BYTES - 8;
+/// Name bytes of a directory entry (12..256: the first 12 hold the inode, the length and the
+/// entry's CRC).
+pub const NAME_MAX_BYTES: usize = DIRENT_BYTES - 12;
 
 /// Node footer flag: written by fsync (roll-forward recovers it).
 pub const FLAG_FSYNC: u32 = 1;
@@ -52,6 +142,66 @@ pub fn seal(b: &mut [u8]) {
 pub fn sealed(b: &[u8]) -> bool {
     let n = b.len();
     crc32fast::hash(&b[..n - 4]) == u32_at(b, n - 4)
+}
+
+/// CRC-32 of a directory entry without its CRC field (bytes 8..12).
+fn dirent_crc(e: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&e[..8]);
+    h.update(&e[12..]);
+    h.finalize()
+}
+
+/// Encodes directory entry `e`: `child` named `name`, or all zeros for a free slot.
+///
+/// | bytes | field |
+/// |---|---|
+/// | 0..4 | inode (0: free slot, all zeros) |
+/// | 4 | name length (1..=244) |
+/// | 5..8 | zero |
+/// | 8..12 | CRC-32 of the entry without these 4 bytes |
+/// | 12..256 | name, then zeros |
+pub fn encode_dirent(e: &mut [u8], child: u32, name: &[u8]) {
+    e.fill(0);
+    if child == 0 {
+        return;
+    }
+    put32(e, 0, child);
+    e[4] = name.len() as u8;
+    e[12..12 + name.len()].copy_from_slice(name);
+    let c = dirent_crc(e);
+    put32(e, 8, c);
+}
+
+/// Decodes directory entry `e`: `None` for a free slot, else (inode, name). An entry that
+/// fails its CRC or holds what no entry may is an error.
+pub fn decode_dirent(e: &[u8]) -> Result<Option<(u32, &[u8])>, &'static str> {
+    if e.iter().all(|&x| x == 0) {
+        return Ok(None);
+    }
+    if dirent_crc(e) != u32_at(e, 8) {
+        return Err("fails its CRC");
+    }
+    let len = usize::from(e[4]);
+    if u32_at(e, 0) == 0 || len == 0 || len > NAME_MAX_BYTES {
+        return Err("names no inode or has a bad name length");
+    }
+    let name = &e[12..12 + len];
+    if name.contains(&b'/') || name.contains(&0) || name == b"." || name == b".." {
+        return Err("has a bad name");
+    }
+    Ok(Some((u32_at(e, 0), name)))
+}
+
+/// The CRC over the CRCs of a checkpoint's meta blocks (each block's last 4 bytes), in order:
+/// the checkpoint keeps it, so that a NAT or SIT block that is intact but not the one the
+/// checkpoint was written with (a stale copy) is found.
+pub fn meta_crc(crcs: &[u32]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for c in crcs {
+        h.update(&c.to_le_bytes());
+    }
+    h.finalize()
 }
 
 /// The two modes: where metadata goes.
@@ -91,9 +241,55 @@ pub struct Superblock {
     pub max_nids: u32,
     pub nat_blocks: u32,
     pub sit_blocks: u32,
+    /// Every data block's CRC-32 beside its address (`FEATURE_DATA_CHECKSUMS`).
+    pub data_checksums: bool,
 }
 
 impl Superblock {
+    /// Where a node keeps block addresses in this file system.
+    pub fn slots(&self) -> Slots {
+        Slots::of(self.data_checksums)
+    }
+    /// What a superblock may hold on a device of `capacity_pages`, checked before any of its
+    /// numbers sizes a table (a CRC-valid superblock can still be wrong, or crafted).
+    pub fn validate(&self, capacity_pages: u64) -> Result<(), String> {
+        let sp = u64::from(self.seg_pages);
+        let meta_end = match self.mode {
+            Mode::F2fs => 3 + 2 * u64::from(self.n_meta()),
+            Mode::Alfs => 3 * sp,
+        };
+        let checks = [
+            (self.seg_pages >= 4, "segments of fewer than 4 pages"),
+            (
+                u64::from(self.segments) * sp <= capacity_pages,
+                "more segments than the device holds",
+            ),
+            (
+                self.main_seg0 < self.segments && u64::from(self.main_seg0) * sp >= meta_end,
+                "the main area overlaps the metadata or is empty",
+            ),
+            (
+                self.max_nids >= 2
+                    && u64::from(self.nat_blocks) * u64::from(NAT_PER_BLOCK)
+                        >= u64::from(self.max_nids),
+                "fewer NAT entries than node ids",
+            ),
+            (
+                u64::from(self.sit_blocks) * u64::from(SIT_PER_BLOCK) >= u64::from(self.segments),
+                "fewer SIT entries than segments",
+            ),
+            (
+                (self.n_meta() as usize) <= CP_MAX_META,
+                "more meta blocks than a checkpoint lists",
+            ),
+        ];
+        match checks.iter().find(|(ok, _)| !ok) {
+            Some((_, why)) => Err(format!(
+                "the superblock does not describe a file system on this device: {why}"
+            )),
+            None => Ok(()),
+        }
+    }
     pub fn n_meta(&self) -> u32 {
         self.nat_blocks + self.sit_blocks
     }
@@ -112,6 +308,13 @@ impl Superblock {
         put32(b, 24, self.max_nids);
         put32(b, 28, self.nat_blocks);
         put32(b, 32, self.sit_blocks);
+        put32(b, 36, LFS_VERSION);
+        let features = if self.data_checksums {
+            FEATURE_DATA_CHECKSUMS
+        } else {
+            0
+        };
+        put32(b, 40, features);
         seal(b);
     }
     pub fn decode(b: &[u8]) -> Result<Superblock, String> {
@@ -120,6 +323,23 @@ impl Superblock {
         }
         if !sealed(b) {
             return Err("the superblock fails its CRC".into());
+        }
+        // Version 1 left bytes 36..40 zero.
+        let version = u32_at(b, 36).max(1);
+        if version != LFS_VERSION {
+            return Err(format!(
+                "LFS format version {version}; this build reads version {LFS_VERSION} \
+                 (checksums on directory entries, NAT/SIT and optionally data){}",
+                if version < LFS_VERSION {
+                    ": copy the files off with the build that wrote the image"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let features = u32_at(b, 40);
+        if features & !FEATURE_DATA_CHECKSUMS != 0 {
+            return Err(format!("unknown feature bits {features:#x}"));
         }
         let mode = match u32_at(b, 8) {
             1 => Mode::F2fs,
@@ -134,6 +354,7 @@ impl Superblock {
             max_nids: u32_at(b, 24),
             nat_blocks: u32_at(b, 28),
             sit_blocks: u32_at(b, 32),
+            data_checksums: features & FEATURE_DATA_CHECKSUMS != 0,
         })
     }
 }
@@ -148,6 +369,8 @@ pub struct Checkpoint {
     pub user_bytes: u64,
     /// Address of every meta block (NAT blocks, then SIT blocks).
     pub meta: Vec<u32>,
+    /// `meta_crc` of those blocks as written.
+    pub meta_crc: u32,
 }
 
 impl Checkpoint {
@@ -161,7 +384,8 @@ impl Checkpoint {
         put64(b, 8, self.version);
         put32(b, 16, self.rf_addr);
         put32(b, 20, self.meta.len() as u32);
-        put64(b, 24, self.user_bytes); // 32..40 reserved (0)
+        put64(b, 24, self.user_bytes);
+        put32(b, 32, self.meta_crc); // 36..40 reserved (0)
         for (i, &a) in self.meta.iter().enumerate() {
             put32(b, 40 + 4 * i, a);
         }
@@ -181,6 +405,7 @@ impl Checkpoint {
             rf_addr: u32_at(b, 16),
             user_bytes: u64_at(b, 24),
             meta: (0..n).map(|i| u32_at(b, 40 + 4 * i)).collect(),
+            meta_crc: u32_at(b, 32),
         })
     }
 }
@@ -323,9 +548,12 @@ mod tests {
             max_nids: 2046,
             nat_blocks: 2,
             sit_blocks: 1,
+            data_checksums: true,
         };
         sb.encode(&mut b);
         assert_eq!(Superblock::decode(&b), Ok(sb));
+        assert_eq!(u32_at(&b, 36), LFS_VERSION);
+        assert_eq!(u32_at(&b, 40), FEATURE_DATA_CHECKSUMS);
         b[13] ^= 1;
         assert!(Superblock::decode(&b).is_err());
 
@@ -334,6 +562,7 @@ mod tests {
             rf_addr: 1234,
             user_bytes: 99,
             meta: vec![5, 6, 7],
+            meta_crc: 0xDEAD_BEEF,
         };
         cp.encode(&mut b);
         assert_eq!(Checkpoint::decode(&b), Some(cp));
@@ -354,5 +583,59 @@ mod tests {
         b[0] ^= 1; // the body is under the CRC too
         assert_eq!(Footer::decode(&b), None);
         assert_eq!(Footer::decode(&[0u8; BLOCK_BYTES]), None);
+    }
+
+    /// Format 1 (before checksums) left bytes 36..44 zero: refused with its version, not as
+    /// damage and not read as format 2.
+    #[test]
+    fn a_format_1_superblock_is_refused_naming_its_version() {
+        let sb = Superblock {
+            mode: Mode::F2fs,
+            seg_pages: 512,
+            segments: 125,
+            main_seg0: 1,
+            max_nids: 1023,
+            nat_blocks: 1,
+            sit_blocks: 1,
+            data_checksums: false,
+        };
+        let mut b = vec![0u8; BLOCK_BYTES];
+        sb.encode(&mut b);
+        put32(&mut b, 36, 0);
+        seal(&mut b);
+        let e = Superblock::decode(&b).unwrap_err();
+        assert!(
+            e.contains("format version 1") && e.contains("reads version 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn directory_entries_round_trip_and_every_byte_is_under_the_crc() {
+        let mut e = [0u8; DIRENT_BYTES];
+        encode_dirent(&mut e, 42, b"name");
+        assert_eq!(decode_dirent(&e), Ok(Some((42, &b"name"[..]))));
+        for i in 0..DIRENT_BYTES {
+            let mut bad = e;
+            bad[i] ^= 0x01;
+            assert!(decode_dirent(&bad).is_err(), "flip in byte {i}");
+        }
+        let mut free = [0u8; DIRENT_BYTES];
+        assert_eq!(decode_dirent(&free), Ok(None));
+        free[200] = 1;
+        assert!(decode_dirent(&free).is_err(), "a free slot is all zeros");
+    }
+
+    #[test]
+    fn data_checksums_pair_each_address_with_its_crc() {
+        let s = Slots::of(true);
+        assert_eq!((s.inode_addrs, s.node_addrs), (240, 508));
+        assert_eq!(s.max_file_blocks(), 240 + 500 * 508);
+        assert!(s.at(true, s.inode_addrs) <= INODE_NIDS_AT);
+        assert!(s.at(false, s.node_addrs) <= FOOTER_AT);
+        let mut b = vec![0u8; BLOCK_BYTES];
+        s.put(&mut b, false, 507, 9, 0xABCD);
+        assert_eq!(s.get(&b, false, 507), (9, 0xABCD));
+        assert_eq!(Slots::of(false).max_file_blocks(), MAX_FILE_BLOCKS);
     }
 }

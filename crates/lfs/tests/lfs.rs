@@ -37,6 +37,11 @@ fn target(mode: Mode) -> &'static str {
 }
 
 fn fresh(mode: Mode, blocks_per_plane: u32) -> Lfs {
+    fresh_with(mode, blocks_per_plane, false)
+}
+
+/// A fresh file system, with every data block's CRC beside its address when `data_checksums`.
+fn fresh_with(mode: Mode, blocks_per_plane: u32, data_checksums: bool) -> Lfs {
     let (dev, seg) = lfs::device(
         mode,
         target(mode),
@@ -49,6 +54,7 @@ fn fresh(mode: Mode, blocks_per_plane: u32) -> Lfs {
         mode,
         seg_pages: seg,
         max_nids: 0,
+        data_checksums,
     };
     Lfs::format(dev, p, 0).unwrap()
 }
@@ -91,8 +97,9 @@ fn assert_clean(fs: &mut Lfs) {
 
 #[test]
 fn files_and_directories_survive_remount_in_both_modes() {
-    for mode in [Mode::F2fs, Mode::Alfs] {
-        let mut fs = fresh(mode, 64);
+    let modes = [Mode::F2fs, Mode::Alfs];
+    for (mode, sums) in modes.iter().flat_map(|&m| [(m, false), (m, true)]) {
+        let mut fs = fresh_with(mode, 64, sums);
         let (d, _) = fs.create(1, b"dir", S_IFDIR, 0, 0, 1, None).unwrap();
         let (a, _) = fs.create(d, b"a", S_IFREG, 0, 0, 1, None).unwrap();
         let big = pattern(1, 3_000_000); // beyond the inode's own addresses: direct nodes
@@ -279,6 +286,7 @@ fn overwrites_under_churn(mode: Mode, target: &str) -> u64 {
         mode,
         seg_pages: seg,
         max_nids: 0,
+        data_checksums: false,
     };
     let mut fs = Lfs::format(Box::new(counter), p, 0).unwrap();
     churn(&mut fs, 3, 0.7, 2.0);
@@ -340,14 +348,16 @@ fn name(f: u32) -> Vec<u8> {
 
 /// Runs `ops` seeded operations with a cut at flash operation `cut` (0: none); returns the
 /// flash operations issued. After the cut: mount, fsck clean, and every file fsynced and not
-/// touched since reads back as it was.
+/// touched since reads back as it was. Odd seeds keep data checksums (the nodes' address and
+/// CRC pairs): fsck then also reads every block against the CRC its node holds, so a node made
+/// durable without its blocks' CRCs, or before them, fails the run.
 fn crash_run(
     mode: Mode,
     w: Workload,
     seed: u64,
     cut: u64,
 ) -> Result<(u64, bool, usize, u64), String> {
-    let mut fs = fresh(mode, w.blocks_per_plane);
+    let mut fs = fresh_with(mode, w.blocks_per_plane, seed % 2 == 1);
     let mut r = Xoshiro256PlusPlus::seed_from_u64(seed);
     // name -> current contents; and the fsynced, untouched-since ones.
     let mut cur: BTreeMap<u32, Vec<u8>> = BTreeMap::new();

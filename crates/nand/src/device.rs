@@ -235,7 +235,19 @@ impl Nand {
     /// The device kept in the image file at `path`, as it was left: data, OOB, wear, bad blocks,
     /// modes and the virtual clock.
     pub fn open_image(path: &std::path::Path) -> Result<Nand, NandError> {
-        let (store, state) = ImageStore::open(path)?;
+        Self::open_image_as(path, false)
+    }
+
+    /// The device kept in the image file at `path`, mapped copy-on-write: it reads the file and
+    /// works as `open_image` does, but nothing it programs, erases or flushes reaches the file,
+    /// which is opened read-only. For checks (`fsck`) and for probes that must leave an image
+    /// unchanged when they refuse it.
+    pub fn open_image_private(path: &std::path::Path) -> Result<Nand, NandError> {
+        Self::open_image_as(path, true)
+    }
+
+    fn open_image_as(path: &std::path::Path, private: bool) -> Result<Nand, NandError> {
+        let (store, state) = ImageStore::open(path, private)?;
         let mut nand = Self::assemble(
             state.config,
             state.blocks,

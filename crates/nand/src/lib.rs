@@ -28,5 +28,5 @@ pub use geometry::{DieId, Geometry, Pbn, PhysAddr, Ppn};
 pub use stats::{
     FlashCounts, LatencySummary, OpKind, PageTypeCounts, Purpose, StatsReport, TraceEntry,
 };
-pub use store::BlockState;
+pub use store::{BlockState, ImageLayout};
 pub use timing::Nanos;

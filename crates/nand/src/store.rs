@@ -331,6 +331,32 @@ pub struct ImageStore {
     states_at: usize,
     oob_at: usize,
     data_at: usize,
+    /// A copy-on-write mapping (`open_private`): writes stay in this process's memory and
+    /// never reach the file.
+    private: bool,
+}
+
+/// Byte offsets of an image's areas (the module documentation's table), for tools and tests
+/// that look at an image file directly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageLayout {
+    /// The OOB bytes of page `p` start at `oob_at + p x oob_size_bytes`.
+    pub oob_at: u64,
+    /// The data bytes of page `p` start at `data_at + p x page_size_bytes`.
+    pub data_at: u64,
+    /// The file's length.
+    pub len: u64,
+}
+
+impl ImageLayout {
+    pub fn of(g: &Geometry) -> ImageLayout {
+        let (_, _, oob_at, data_at, len) = ImageStore::layout(g);
+        ImageLayout {
+            oob_at: oob_at as u64,
+            data_at: data_at as u64,
+            len,
+        }
+    }
 }
 
 /// What an image holds besides page bytes: enough to rebuild the device.
@@ -360,7 +386,7 @@ impl ImageStore {
     }
 
     /// The store over a mapped image of geometry `g` (layout per the module documentation).
-    fn over(map: MmapMut, file: File, g: &Geometry) -> Self {
+    fn over(map: MmapMut, file: File, g: &Geometry, private: bool) -> Self {
         let (blocks_at, states_at, oob_at, data_at, _) = Self::layout(g);
         ImageStore {
             map,
@@ -371,6 +397,7 @@ impl ImageStore {
             states_at,
             oob_at,
             data_at,
+            private,
         }
     }
 
@@ -406,7 +433,7 @@ impl ImageStore {
         // by this process while the store lives.
         let map = unsafe { MmapMut::map_mut(&file) }
             .map_err(|e| Self::io(path, "cannot map image", e))?;
-        let mut s = Self::over(map, file, g);
+        let mut s = Self::over(map, file, g, false);
         s.map[0..8].copy_from_slice(IMAGE_MAGIC);
         s.map[8..12].copy_from_slice(&IMAGE_VERSION.to_le_bytes());
         s.map[12..16].copy_from_slice(&(config_text.len() as u32).to_le_bytes());
@@ -418,11 +445,14 @@ impl ImageStore {
         Ok(s)
     }
 
-    /// Opens an existing image, returning the store and the state it holds.
-    pub fn open(path: &Path) -> Result<(Self, ImageState), NandError> {
+    /// Opens an existing image, returning the store and the state it holds. With `private`
+    /// the file is opened read-only and mapped copy-on-write: the device works as usual, but
+    /// nothing it writes reaches the file (a check, or a probe before a mount that may be
+    /// refused, must leave the image as it was).
+    pub fn open(path: &Path, private: bool) -> Result<(Self, ImageState), NandError> {
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(!private)
             .open(path)
             .map_err(|e| Self::io(path, "cannot open image", e))?;
         let file_len = file
@@ -435,9 +465,14 @@ impl ImageStore {
                 path.display()
             )));
         }
-        // SAFETY: as in `create`.
-        let map = unsafe { MmapMut::map_mut(&file) }
-            .map_err(|e| Self::io(path, "cannot map image", e))?;
+        let map = if private {
+            // SAFETY: as in `create`; a copy-on-write mapping is never written back to the file.
+            unsafe { memmap2::MmapOptions::new().map_copy(&file) }
+        } else {
+            // SAFETY: as in `create`.
+            unsafe { MmapMut::map_mut(&file) }
+        }
+        .map_err(|e| Self::io(path, "cannot map image", e))?;
         if &map[0..8] != IMAGE_MAGIC {
             return Err(NandError::Image(format!(
                 "{} is not a noftl device image (bad magic)",
@@ -479,7 +514,7 @@ impl ImageStore {
             );
         }
         let page_states = map[states_at..states_at + g.pages() as usize].to_vec();
-        let store = Self::over(map, file, g);
+        let store = Self::over(map, file, g, private);
         Ok((
             store,
             ImageState {
@@ -540,6 +575,9 @@ impl Store for ImageStore {
     }
 
     fn flush(&mut self) -> Result<(), NandError> {
+        if self.private {
+            return Ok(()); // nothing of a copy-on-write mapping goes to the file
+        }
         self.map
             .flush()
             .map_err(|e| NandError::Image(format!("cannot flush image: {e}")))

@@ -1344,7 +1344,10 @@ mod tests {
     /// device completes them all one latency after submission), not one after another.
     #[test]
     fn real_clock_pipelines_requests_in_flight() {
-        const MODEL_NS: u64 = 2_000_000;
+        // 10 ms per request: one after another, 16 take 160 ms; overlapped, 10 ms. The bound
+        // below (80 ms) leaves 70 ms for a loaded machine's scheduling noise (it was 14 ms
+        // with 2 ms requests, too little beside other builds).
+        const MODEL_NS: u64 = 10_000_000;
         let mut elapsed_ns = 0;
         with_real_clock_server(MODEL_NS, |c| {
             let mut batch = Vec::new();

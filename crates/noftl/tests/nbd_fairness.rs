@@ -537,11 +537,14 @@ fn long_writes_on_other_connections_do_not_starve_a_4k_read() {
     // The model allows 4 connections x 2 MiB of programming ahead of a read: 2,048 pages over
     // 8 planes, 51 ms. A debug build spends some 25 ms of CPU on each 1 MiB chunk under the
     // lock, and a read may wait for one chunk of each writer: p99 was 106-116 ms on an idle
-    // machine. 500 ms leaves room for a loaded one and is still far below the old median
-    // (1.35 s).
+    // machine, up to 222 ms beside two CPU hogs and the other tests (max 756 ms, in a run of
+    // 26 reads where p99 is the second largest). Before, the median was 1.35 s, with 2 to 4
+    // reads in 3 s. So: the median under 500 ms and p99 under 1 s, and at least 10 reads.
+    assert!(lat.len() >= 10, "only {} reads in 3 s", lat.len());
     assert!(
-        p(0.99) < Duration::from_millis(500),
-        "p99 {:?} beside four 32 MiB writers",
+        p(0.5) < Duration::from_millis(500) && p(0.99) < Duration::from_secs(1),
+        "p50 {:?}, p99 {:?} beside four 32 MiB writers",
+        p(0.5),
         p(0.99)
     );
     assert!(writes >= 4, "the writers made no progress");

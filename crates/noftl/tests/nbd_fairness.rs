@@ -551,3 +551,22 @@ fn long_writes_on_other_connections_do_not_starve_a_4k_read() {
     let server = Arc::into_inner(server).expect("threads joined");
     server.stop();
 }
+
+/// The new limits are checked at start-up, with the flag named: 0 would refuse every client
+/// or close every connection at once.
+#[test]
+fn zero_peer_limit_or_request_timeout_is_refused_at_startup() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (flag, value) in [("--max-peer-connections", "0"), ("--request-timeout", "0s")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_noftl"))
+            .args(["serve", "--target", "memdisk", "--preset", "tiny"])
+            .arg("--socket")
+            .arg(dir.path().join("s.sock"))
+            .args([flag, value])
+            .output()
+            .expect("run noftl");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+    }
+}

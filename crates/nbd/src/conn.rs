@@ -19,8 +19,11 @@
 //!    writer catches up. Buffers are reused (no allocation per request once warm).
 //! 5. A protocol violation, or an I/O error on either side, ends this connection only.
 //! 6. A client may stay idle between requests for as long as it likes (its slot can be taken
-//!    by a new client after `--idle-timeout`, see `server`); a stall in the middle of a message
-//!    longer than the socket's read timeout ends the connection.
+//!    by a new client after `--idle-timeout`, see `server`). Once it starts a message it must
+//!    finish it in time, however it spreads the bytes: the whole handshake within
+//!    `Timeouts::handshake` of the accept, each request (header and payload) within
+//!    `Timeouts::request` of its first byte (`DeadlineReader`). Past that, the connection ends
+//!    (`ProtoError::TimedOut`), and the others are not affected.
 //! 7. With structured replies negotiated, READ and BLOCK_STATUS are answered with one
 //!    structured chunk carrying `NBD_REPLY_FLAG_DONE` (data, status or error); every other
 //!    command keeps its simple reply (the spec allows both).
@@ -31,12 +34,12 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nand::Nanos;
 
-use crate::export::Export;
-use crate::handshake::{negotiate, Handshake, Negotiated};
+use crate::export::{Export, Pacer};
+use crate::handshake::{negotiate, Handshake, Negotiated, Refusal};
 use crate::proto::*;
 
 /// Requests that may wait for the writer at once, per connection.
@@ -70,8 +73,8 @@ pub enum Ended {
 /// transmission phase, and when it was last active (`server` keeps the slots).
 pub trait Session: Sync {
     /// A connection slot for the transmission phase (handshake invariant 6).
-    fn admit(&self) -> bool {
-        true
+    fn admit(&self) -> Result<(), Refusal> {
+        Ok(())
     }
     /// A request arrived at `now_ns` (the export's clock).
     fn active(&self, now_ns: Nanos) {
@@ -85,6 +88,102 @@ pub trait Session: Sync {
 pub struct Unlimited;
 #[cfg(test)]
 impl Session for Unlimited {}
+
+/// How long a client may take over what it has started (invariant 6).
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// When the connection was accepted: the handshake's deadline counts from here.
+    pub accepted: Instant,
+    /// The whole handshake, from the accept to the transmission phase.
+    pub handshake: Duration,
+    /// One request, header and payload, from its first byte.
+    pub request: Duration,
+}
+
+/// A stream whose reads can be bounded in time: a socket, or an in-memory stream for tests
+/// (which never blocks, so it needs no bound).
+pub trait TimedRead: Read {
+    /// Makes a read that waits this long fail (`None`: wait for ever).
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()>;
+}
+
+impl TimedRead for std::os::unix::net::UnixStream {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
+        std::os::unix::net::UnixStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl TimedRead for std::net::TcpStream {
+    fn set_read_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
+        std::net::TcpStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl<T: AsRef<[u8]>> TimedRead for std::io::Cursor<T> {
+    fn set_read_timeout(&mut self, _: Option<Duration>) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Reads under a deadline (invariant 6): while one is armed, every read of the socket is given
+/// only the time left (the socket's read timeout), and a read once it has passed fails with
+/// the deadline's error. A client trickling one byte at a time therefore cannot stretch a
+/// message beyond its limit, as it could when only a stall between two bytes was bounded.
+/// Disarmed (between requests), reads wait for ever. The socket's timeout is set only when it
+/// must change, so a request that arrives in one piece (the usual case, thanks to the buffer
+/// above this reader) costs no system call.
+struct DeadlineReader<R> {
+    inner: R,
+    armed: Option<(Instant, Deadline)>,
+    /// The read timeout last set on the socket.
+    current: Option<Duration>,
+}
+
+impl<R: TimedRead> DeadlineReader<R> {
+    fn new(inner: R) -> Self {
+        DeadlineReader {
+            inner,
+            armed: None,
+            // Unknown until the first read sets it.
+            current: Some(Duration::ZERO),
+        }
+    }
+
+    fn arm(&mut self, until: Instant, why: Deadline) {
+        self.armed = Some((until, why));
+    }
+
+    fn disarm(&mut self) {
+        self.armed = None;
+    }
+}
+
+impl<R: TimedRead> Read for DeadlineReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = match self.armed {
+            None => None,
+            Some((until, why)) => {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(why.error());
+                }
+                Some(left)
+            }
+        };
+        if want != self.current {
+            self.inner.set_read_timeout(want)?;
+            self.current = want;
+        }
+        match self.inner.read(buf) {
+            // The socket's timeout was the time left: the deadline has passed.
+            Err(e) if is_timeout(&e) => match self.armed {
+                Some((_, why)) => Err(why.error()),
+                None => Err(e),
+            },
+            r => r,
+        }
+    }
+}
 
 /// How a reply goes on the wire (invariant 7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,26 +292,36 @@ impl Budget {
     }
 }
 
+/// The buffered, deadline-bounded input of a connection.
+type Input<R> = BufReader<DeadlineReader<R>>;
+
 /// Serves one connection from handshake to end. `shutdown` is called when the writer fails so
 /// that a reader blocked on the socket wakes up (a no-op for in-memory streams).
-pub fn serve<R: Read, W: Write + Send>(
+pub fn serve<R: TimedRead, W: Write + Send>(
     export: &Export,
     reader: R,
     writer: W,
     shutdown: &(dyn Fn() + Sync),
     session: &dyn Session,
+    timeouts: &Timeouts,
 ) -> Result<Ended, ProtoError> {
-    let mut r = BufReader::with_capacity(IO_BUFFER_BYTES, reader);
+    let mut r = BufReader::with_capacity(IO_BUFFER_BYTES, DeadlineReader::new(reader));
     let mut w = BufWriter::with_capacity(IO_BUFFER_BYTES, writer);
+    r.get_mut().arm(
+        timeouts.accepted + timeouts.handshake,
+        Deadline::Handshake(timeouts.handshake),
+    );
     let neg = match negotiate(export, &mut r, &mut w, &|| session.admit())? {
         Handshake::Transmission(neg) => neg,
         Handshake::Ended => return Ok(Ended::Handshake),
         Handshake::Refused => return Ok(Ended::Refused),
     };
+    r.get_mut().disarm();
     let t = Transmission {
         export,
         neg,
         session,
+        request_timeout: timeouts.request,
     };
     if !export.waits() {
         return serve_inline(&t, &mut r, &mut w);
@@ -251,6 +360,7 @@ struct Transmission<'a> {
     export: &'a Export,
     neg: Negotiated,
     session: &'a dyn Session,
+    request_timeout: Duration,
 }
 
 fn is_timeout(e: &std::io::Error) -> bool {
@@ -260,23 +370,26 @@ fn is_timeout(e: &std::io::Error) -> bool {
     )
 }
 
-/// Reads a request header. Between requests a read timeout only means the client is idle, and
-/// the wait goes on; once the first byte is in, a stall is fatal (invariant 6). `Ok(false)`: the
-/// client closed the connection between requests.
-fn read_header(
-    r: &mut impl Read,
+/// Reads a request header. Between requests the client may stay silent for as long as it
+/// likes; once the first byte is in, the request's deadline runs (invariant 6) and is returned.
+/// `Ok(None)`: the client closed the connection between requests.
+fn read_header<R: TimedRead>(
+    r: &mut Input<R>,
     head: &mut [u8; REQUEST_HEADER_BYTES],
-) -> Result<bool, ProtoError> {
+    timeout: Duration,
+) -> Result<Option<Instant>, ProtoError> {
     loop {
         match r.read(&mut head[..1]) {
-            Ok(0) => return Ok(false),
+            Ok(0) => return Ok(None),
             Ok(_) => break,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted || is_timeout(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
+    let until = Instant::now() + timeout;
+    r.get_mut().arm(until, Deadline::Request(timeout));
     read_full(r, &mut head[1..])?;
-    Ok(true)
+    Ok(Some(until))
 }
 
 /// What the next message on the socket turned out to be.
@@ -287,17 +400,18 @@ enum Next {
 
 /// Reads one request and schedules it. `get_buf(bytes)` supplies a buffer of at least `bytes`
 /// (waiting for room in the budget); `None` means the writer is gone.
-fn next_request(
+fn next_request<R: TimedRead>(
     t: &Transmission<'_>,
-    r: &mut impl Read,
+    r: &mut Input<R>,
     seq: u64,
+    pacer: &mut Pacer,
     get_buf: &mut impl FnMut(usize) -> Option<Vec<u8>>,
 ) -> Result<Next, ProtoError> {
     let export = t.export;
     let mut head = [0u8; REQUEST_HEADER_BYTES];
-    if !read_header(r, &mut head)? {
+    let Some(until) = read_header(r, &mut head, t.request_timeout)? else {
         return Ok(Next::Ended(Ended::Closed));
-    }
+    };
     let h = RequestHeader::decode(&head)?;
     let payload = h.payload_bytes();
     if payload > MAX_PAYLOAD_BYTES {
@@ -311,6 +425,7 @@ fn next_request(
         c => c,
     };
     if cmd == Ok(Command::Disc) {
+        r.get_mut().disarm();
         return Ok(Next::Ended(Ended::Disconnect));
     }
     let form = match cmd {
@@ -325,10 +440,19 @@ fn next_request(
         Ok(Command::BlockStatus { .. }) => MAX_STATUS_REPLY_BYTES,
         _ => payload as usize,
     };
+    // Waiting for room in the budget is waiting for our own writer, not for the client: the
+    // deadline stops meanwhile and goes on with the time that was left.
+    let left = until.saturating_duration_since(Instant::now());
+    r.get_mut().disarm();
     let Some(mut buf) = get_buf(bytes) else {
         return Ok(Next::Ended(Ended::WriteFailed));
     };
-    read_full(r, &mut buf[..payload as usize])?;
+    if payload > 0 {
+        r.get_mut()
+            .arm(Instant::now() + left, Deadline::Request(t.request_timeout));
+        read_full(r, &mut buf[..payload as usize])?;
+        r.get_mut().disarm();
+    }
     let arrived_ns = export.clock().now_ns();
     t.session.active(arrived_ns);
     let (sched, data_len) = match cmd {
@@ -342,7 +466,7 @@ fn next_request(
             (s, if s.errno == 0 { n } else { 0 })
         }
         Ok(c) => {
-            let s = export.schedule(&c, &mut buf);
+            let s = export.schedule(&c, &mut buf, pacer);
             let data = if let Command::Read { len, .. } = c {
                 len
             } else {
@@ -380,15 +504,16 @@ fn next_request(
 
 /// The reader of the real-clock pipeline: reads and schedules requests until DISC, end of
 /// stream or a violation, handing each reply to the writer.
-fn read_requests(
+fn read_requests<R: TimedRead>(
     t: &Transmission<'_>,
-    r: &mut impl Read,
+    r: &mut Input<R>,
     tx: mpsc::Sender<Reply>,
     budget: &Budget,
 ) -> Result<Ended, ProtoError> {
     let mut get_buf = |bytes| budget.acquire(bytes);
+    let mut pacer = Pacer::default();
     for seq in 0.. {
-        match next_request(t, r, seq, &mut get_buf)? {
+        match next_request(t, r, seq, &mut pacer, &mut get_buf)? {
             Next::Request(reply) => {
                 if tx.send(reply).is_err() {
                     return Ok(Ended::WriteFailed);
@@ -403,13 +528,15 @@ fn read_requests(
 /// `--clock none`: nothing waits, so one thread reads, runs and replies in order, and flushes
 /// the replies only when no further request is already buffered (replies to a burst of
 /// requests go out in one write). One reusable buffer; no thread hand-off per request.
-fn serve_inline<R: Read>(
+fn serve_inline<R: TimedRead>(
     t: &Transmission<'_>,
-    r: &mut BufReader<R>,
+    r: &mut Input<R>,
     w: &mut impl Write,
 ) -> Result<Ended, ProtoError> {
     let export = t.export;
     let mut spare: Option<Vec<u8>> = Some(Vec::new());
+    // Nothing waits under `--clock none`: the pacer never holds a request back.
+    let mut pacer = Pacer::default();
     for seq in 0.. {
         let mut get_buf = |bytes: usize| {
             let mut b = spare.take().unwrap_or_default();
@@ -418,7 +545,7 @@ fn serve_inline<R: Read>(
             }
             Some(b)
         };
-        let reply = match next_request(t, r, seq, &mut get_buf)? {
+        let reply = match next_request(t, r, seq, &mut pacer, &mut get_buf)? {
             Next::Request(reply) => reply,
             Next::Ended(e) => {
                 return Ok(if w.flush().is_err() {
@@ -579,8 +706,18 @@ mod tests {
             &mut out,
             &|| {},
             &Unlimited,
+            &timeouts(),
         );
         (res, out)
+    }
+
+    /// The server's defaults.
+    fn timeouts() -> Timeouts {
+        Timeouts {
+            accepted: Instant::now(),
+            handshake: Duration::from_secs(10),
+            request: Duration::from_secs(30),
+        }
     }
 
     /// Client side of a GO handshake asking for no infos.
@@ -1129,6 +1266,7 @@ mod tests {
                         let _ = closer.shutdown(std::net::Shutdown::Both);
                     },
                     &Unlimited,
+                    &timeouts(),
                 );
             });
             client_end.write_all(&go_handshake()).expect("handshake");
@@ -1206,7 +1344,10 @@ mod tests {
     /// device completes them all one latency after submission), not one after another.
     #[test]
     fn real_clock_pipelines_requests_in_flight() {
-        const MODEL_NS: u64 = 2_000_000;
+        // 10 ms per request: one after another, 16 take 160 ms; overlapped, 10 ms. The bound
+        // below (80 ms) leaves 70 ms for a loaded machine's scheduling noise (it was 14 ms
+        // with 2 ms requests, too little beside other builds).
+        const MODEL_NS: u64 = 10_000_000;
         let mut elapsed_ns = 0;
         with_real_clock_server(MODEL_NS, |c| {
             let mut batch = Vec::new();
@@ -1234,5 +1375,126 @@ mod tests {
             elapsed_ns < 8 * MODEL_NS,
             "16 requests in flight took {elapsed_ns} ns: not overlapped"
         );
+    }
+
+    /// Serves one connection over a socket pair with `timeouts` (memdisk, `--clock none`) while
+    /// `client` plays the other end; returns how the connection ended and when, after `client`
+    /// started.
+    fn serve_pair(
+        request: Duration,
+        handshake: Duration,
+        client: impl FnOnce(&mut std::os::unix::net::UnixStream) + Send,
+    ) -> (Result<Ended, ProtoError>, Duration) {
+        use std::os::unix::net::UnixStream;
+        let ex = Export::new(Box::new(MemDisk::new(PAGES)), ClockMode::None);
+        let (server_end, mut client_end) = UnixStream::pair().expect("socket pair");
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            let ex = &ex;
+            let server = s.spawn(move || {
+                let w = server_end.try_clone().expect("clone");
+                let t = Timeouts {
+                    accepted: Instant::now(),
+                    handshake,
+                    request,
+                };
+                let r = serve(ex, server_end, w, &|| {}, &Unlimited, &t);
+                (r, started.elapsed())
+            });
+            client(&mut client_end);
+            server.join().expect("server thread")
+        })
+    }
+
+    /// Sends `bytes` one at a time, `every` apart, until a write fails.
+    fn trickle(c: &mut std::os::unix::net::UnixStream, bytes: &[u8], every: Duration) {
+        for b in bytes {
+            std::thread::sleep(every);
+            if c.write_all(std::slice::from_ref(b)).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A WRITE payload trickled a byte every 20 ms (each far inside any stall limit) ends the
+    /// connection at the request's deadline, with the deadline named.
+    #[test]
+    fn trickled_request_ends_at_its_deadline() {
+        let limit = Duration::from_millis(300);
+        let (res, after) = serve_pair(limit, Duration::from_secs(10), |c| {
+            c.write_all(&go_handshake()).expect("handshake");
+            let write = RequestHeader {
+                flags: 0,
+                kind: CMD_WRITE,
+                handle: 1,
+                offset: 0,
+                length: 4096,
+            };
+            c.write_all(&write.encode()).expect("header");
+            trickle(c, &[7; 4096], Duration::from_millis(20));
+        });
+        assert!(
+            matches!(res, Err(ProtoError::TimedOut(Deadline::Request(d))) if d == limit),
+            "{res:?}"
+        );
+        // Lower bound: the deadline runs from the header's first byte, sent after `started`.
+        // The upper one only says "not never" (a loaded machine may be slow to wake us).
+        assert!(
+            after >= limit && after < Duration::from_secs(10),
+            "{after:?}"
+        );
+    }
+
+    /// The handshake as a whole has a deadline: option bytes trickled in are cut off there.
+    #[test]
+    fn trickled_handshake_ends_at_its_deadline() {
+        let limit = Duration::from_millis(300);
+        let (res, after) = serve_pair(Duration::from_secs(10), limit, |c| {
+            let mut head = Vec::new();
+            head.extend_from_slice(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes());
+            head.extend_from_slice(&IHAVEOPT.to_be_bytes());
+            head.extend_from_slice(&OPT_EXPORT_NAME.to_be_bytes());
+            head.extend_from_slice(&1000u32.to_be_bytes());
+            c.write_all(&head).expect("option header");
+            trickle(c, &[b'x'; 1000], Duration::from_millis(20));
+        });
+        assert!(
+            matches!(res, Err(ProtoError::TimedOut(Deadline::Handshake(d))) if d == limit),
+            "{res:?}"
+        );
+        assert!(
+            after >= limit && after < Duration::from_secs(10),
+            "{after:?}"
+        );
+    }
+
+    /// Silence between requests is not a stall: a client idle for longer than the request
+    /// deadline is still served, and leaves cleanly.
+    #[test]
+    fn idle_between_requests_is_not_timed_out() {
+        let (res, _) = serve_pair(
+            Duration::from_millis(100),
+            Duration::from_millis(100),
+            |c| {
+                c.write_all(&go_handshake()).expect("handshake");
+                std::thread::sleep(Duration::from_millis(300));
+                let mut input = Vec::new();
+                push_requests(
+                    &mut input,
+                    &[Req {
+                        kind: CMD_READ,
+                        flags: 0,
+                        offset: 0,
+                        length: 4096,
+                        fill: 0,
+                    }],
+                    0,
+                );
+                c.write_all(&input).expect("request and DISC");
+                let mut out = Vec::new();
+                let _ = c.read_to_end(&mut out);
+            },
+        );
+        assert!(matches!(res, Ok(Ended::Disconnect)), "{res:?}");
     }
 }

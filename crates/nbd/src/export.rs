@@ -14,16 +14,31 @@
 //! 5. Any byte range inside the export can be read and written; ranges that are not
 //!    sector-aligned are served by a sector read-modify-write under the lock (atomic with
 //!    respect to every other request, on every connection).
-//! 6. Fairness: a READ, TRIM or WRITE_ZEROES holds the lock for at most `CHUNK_BYTES` at a time
-//!    (a large one runs as chunks with other connections' requests scheduled in between; under
-//!    `--clock real` at most two of its chunks are ahead of the wall clock in the model). A
-//!    large request is therefore not atomic with respect to concurrent requests on other
+//! 6. Fairness across connections (fair queueing into the device):
+//!    - a READ, WRITE, TRIM or WRITE_ZEROES holds the lock for at most `CHUNK_BYTES` at a time
+//!      (a large one runs as chunks, other connections' requests scheduled in between);
+//!    - under `--clock real`, each connection may have at most `WINDOW_BYTES` of device work
+//!      ahead of the wall clock in the model (its `Pacer`, kept across its requests): a client
+//!      writing 32 MiB requests back to back cannot queue seconds of programming in front of
+//!      everyone else's reads, and N busy connections put at most N windows in front of a new
+//!      request. FLUSH is not paced (it carries no data; it is scheduled under the lock like
+//!      any request and does not hold the lock while it completes).
+//!    - The lock itself is the standard mutex, which wakes a waiter at every release but does
+//!      not hand the lock over in arrival order. A FIFO lock (tokio's, tried) gave the same
+//!      tail latency beside four 32 MiB writers (p99 112 ms against 111-124 ms, debug build)
+//!      and 4 ms against 6-9 ms beside 64 connections flushing in a loop, but cost 25-35% of
+//!      the requests per second of four connections at QD8 under `--clock none`, since every
+//!      release then waits for the next waiter to be scheduled: bounded holds and the window
+//!      are what keep other connections served.
+//!
+//!    A large request is therefore not atomic with respect to concurrent requests on other
 //!    connections that overlap it, which NBD does not promise either.
 //! 7. BLOCK_STATUS reports a hole only where the device's map says the page is unmapped
 //!    (trimmed or never written: it reads as zeros); everything else is data.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use ftl::{BlockDevice, ByteDevice, FtlError};
 use hdrhistogram::Histogram;
@@ -35,6 +50,7 @@ use crate::proto::{self, Command};
 /// A device shared by the connections of one server.
 #[derive(Debug)]
 pub struct Export {
+    /// The device lock: the standard mutex, not a FIFO one (invariant 6 says why).
     dev: Mutex<DeviceState>,
     clock: RealClock,
     mode: ClockMode,
@@ -193,6 +209,53 @@ fn push_extent(out: &mut Vec<u8>, len: u64, flags: u32) {
 /// beside a 256 MiB write-zeroes that took 3.7 s).
 pub const CHUNK_BYTES: u64 = 1 << 20;
 
+/// Device work one connection may have ahead of the wall clock in the model, under `--clock
+/// real` (invariant 6): two chunks, so that a large request keeps the device busy (one chunk
+/// runs while the next is scheduled) without queueing more in front of other connections.
+/// Small requests are not held back by it: 64 requests of 4 KiB in flight are 256 KiB.
+pub const WINDOW_BYTES: u64 = 2 * CHUNK_BYTES;
+
+/// The device work one connection has scheduled that the wall clock has not reached yet
+/// (invariant 6). Each connection's reader keeps one across its requests.
+#[derive(Debug, Default)]
+pub struct Pacer {
+    /// (modelled completion, bytes) of each chunk still ahead of the clock.
+    ahead: Vec<(Nanos, u64)>,
+    bytes: u64,
+}
+
+impl Pacer {
+    /// Waits (outside the lock) until `bytes` more fit in the window. A chunk larger than the
+    /// window, or any chunk when nothing is ahead, goes at once.
+    fn wait_for_room(&mut self, clock: &RealClock, bytes: u64) {
+        loop {
+            let now = clock.now_ns();
+            let mut passed = 0;
+            self.ahead.retain(|&(done, b)| {
+                let ahead = done > now;
+                if !ahead {
+                    passed += b;
+                }
+                ahead
+            });
+            self.bytes -= passed;
+            if self.ahead.is_empty() || self.bytes + bytes <= WINDOW_BYTES {
+                return;
+            }
+            let earliest = self.ahead.iter().map(|&(d, _)| d).min().unwrap_or(now);
+            // A plain sleep: pacing needs no precision (the window keeps a chunk in reserve).
+            std::thread::sleep(Duration::from_nanos(
+                earliest.saturating_sub(now).max(1_000),
+            ));
+        }
+    }
+
+    fn add(&mut self, done: Nanos, bytes: u64) {
+        self.ahead.push((done, bytes));
+        self.bytes += bytes;
+    }
+}
+
 /// Request counters; relaxed atomics, read only for reports.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -314,15 +377,15 @@ impl Export {
     }
 
     /// Runs `cmd` on the device (invariant 1: under the lock only for the call itself; READ,
-    /// TRIM and WRITE_ZEROES in chunks, invariant 6). `buf` holds the payload of a write or
-    /// receives the data of a read.
-    pub fn schedule(&self, cmd: &Command, buf: &mut [u8]) -> Scheduled {
+    /// WRITE, TRIM and WRITE_ZEROES in chunks, paced by the connection's `pacer`, invariant 6).
+    /// `buf` holds the payload of a write or receives the data of a read.
+    pub fn schedule(&self, cmd: &Command, buf: &mut [u8], pacer: &mut Pacer) -> Scheduled {
         let c = &self.counters;
         let (submit_ns, result) = match *cmd {
             Command::Read { offset, len } => {
                 c.reads.fetch_add(1, Ordering::Relaxed);
                 c.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
-                self.chunked(offset, len, false, |st, at, off, rel, n, _| {
+                self.chunked(offset, len, false, pacer, |st, at, off, rel, n, _| {
                     st.read(at, off, &mut buf[rel..rel + n])
                         .map_err(|e| errno(&e, false))
                 })
@@ -330,9 +393,10 @@ impl Export {
             Command::Write { offset, len, fua } => {
                 c.writes.fetch_add(1, Ordering::Relaxed);
                 c.bytes_written.fetch_add(len as u64, Ordering::Relaxed);
-                self.once(|st, at| {
-                    self.check_range(offset, len, true)?;
-                    st.write(at, offset, &buf[..len], fua)
+                // FUA on every chunk: each is durable when its call returns, as the device's
+                // contract says of a FUA write (ByteDevice::write_zeroes does the same).
+                self.chunked(offset, len, true, pacer, |st, at, off, rel, n, _| {
+                    st.write(at, off, &buf[rel..rel + n], fua)
                         .map_err(|e| errno(&e, true))
                 })
             }
@@ -343,7 +407,7 @@ impl Export {
             Command::Trim { offset, len, fua } => {
                 c.trims.fetch_add(1, Ordering::Relaxed);
                 // FUA: one flush after the last chunk covers them all.
-                self.chunked(offset, len, false, |st, at, off, _, n, last| {
+                self.chunked(offset, len, false, pacer, |st, at, off, _, n, last| {
                     st.trim(at, off, n, fua && last)
                         .map_err(|e| errno(&e, false))
                 })
@@ -355,7 +419,7 @@ impl Export {
                 may_trim,
             } => {
                 c.write_zeroes.fetch_add(1, Ordering::Relaxed);
-                self.chunked(offset, len, true, |st, at, off, _, n, _| {
+                self.chunked(offset, len, true, pacer, |st, at, off, _, n, _| {
                     st.write_zeroes(at, off, n, may_trim, fua)
                         .map_err(|e| errno(&e, true))
                 })
@@ -399,11 +463,11 @@ impl Export {
         (at, r)
     }
 
-    /// Runs a READ, TRIM or WRITE_ZEROES of `[offset, offset + len)` in chunks that end on
-    /// multiples of `CHUNK_BYTES` (invariant 6), releasing the lock between them so that other
-    /// connections' requests are scheduled in between. `f(state, at, offset, offset from the
-    /// start, bytes, last)` runs one chunk. Under `--clock real` a chunk is submitted at the
-    /// wall clock's now, and not before the chunk two before it completes: the request keeps
+    /// Runs a READ, WRITE, TRIM or WRITE_ZEROES of `[offset, offset + len)` in chunks that end
+    /// on multiples of `CHUNK_BYTES` (invariant 6), releasing the lock between them so that
+    /// other connections' requests are scheduled in between. `f(state, at, offset, offset from
+    /// the start, bytes, last)` runs one chunk. Under `--clock real` a chunk is submitted at
+    /// the wall clock's now, once the connection's `pacer` has room for it: the request keeps
     /// the device busy (two chunks in the model at once) without queueing seconds of work in
     /// front of everyone else. Under `--clock none` every chunk is submitted at the first one's
     /// time, so the model's figures are those of the unsplit request.
@@ -412,6 +476,7 @@ impl Export {
         offset: u64,
         len: usize,
         writing: bool,
+        pacer: &mut Pacer,
         mut f: impl FnMut(&mut DeviceState, Nanos, u64, usize, usize, bool) -> Result<Nanos, u32>,
     ) -> (Nanos, Result<Nanos, u32>) {
         if let Err(e) = self.check_range(offset, len, writing) {
@@ -422,13 +487,10 @@ impl Export {
         let mut pos = offset;
         let mut first_at = None;
         let mut done_all: Nanos = 0;
-        // Completions of the last two chunks (real clock pacing).
-        let mut window: [Nanos; 2] = [0; 2];
-        let mut k = 0usize;
         loop {
             let next = end.min((pos / CHUNK_BYTES + 1) * CHUNK_BYTES);
-            if self.waits() && k >= 2 {
-                self.clock.wait_until(window[k % 2]);
+            if self.waits() {
+                pacer.wait_for_room(&self.clock, next - pos);
             }
             let mut st = self.lock();
             let at = match (self.mode, first_at) {
@@ -448,12 +510,13 @@ impl Export {
                 Ok(done) => {
                     st.virtual_now_ns = st.virtual_now_ns.max(done);
                     done_all = done_all.max(done);
-                    window[k % 2] = done;
+                    if self.waits() {
+                        pacer.add(done, next - pos);
+                    }
                 }
                 Err(e) => return (first, Err(e)),
             }
             drop(st);
-            k += 1;
             pos = next;
             if pos >= end {
                 return (first, Ok(done_all));
@@ -603,5 +666,73 @@ pub fn errno(e: &FtlError, writing: bool) -> u32 {
         FtlError::NoSpace(_) => proto::ENOSPC,
         FtlError::Overwrite { .. } => proto::EPERM,
         FtlError::Flash(_) | FtlError::Recovery(_) | FtlError::Config(_) => proto::EIO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection's work ahead of the clock stays within `WINDOW_BYTES`: with two chunks
+    /// ahead (completing 50 ms and 10 s from now: far enough that no stall of a loaded
+    /// machine reaches it), a third waits for the first to complete, and small requests do
+    /// not wait while there is room.
+    #[test]
+    fn pacer_holds_a_connection_to_its_window() {
+        let clock = RealClock::new();
+        let mut p = Pacer::default();
+        let now = clock.now_ns();
+        p.add(now + 50_000_000, CHUNK_BYTES);
+        p.add(now + 10_000_000_000, CHUNK_BYTES - 4096);
+        let t = std::time::Instant::now();
+        p.wait_for_room(&clock, 4096);
+        // Room for 4 KiB: no wait (no upper bound asserted: a loaded machine may be slow).
+        p.add(now + 10_000_000_000, 4096);
+        p.wait_for_room(&clock, CHUNK_BYTES);
+        // A lower bound only: the wait cannot end before the first chunk's completion.
+        assert!(
+            clock.now_ns() >= now + 50_000_000,
+            "waited {:?}",
+            t.elapsed()
+        );
+        assert_eq!(p.bytes, CHUNK_BYTES);
+        assert_eq!(p.ahead.len(), 2);
+    }
+
+    /// Nothing ahead: even a request larger than the window goes at once.
+    #[test]
+    fn pacer_lets_any_chunk_go_when_nothing_is_ahead() {
+        let clock = RealClock::new();
+        let mut p = Pacer::default();
+        p.wait_for_room(&clock, 64 * CHUNK_BYTES);
+        p.add(clock.now_ns(), 64 * CHUNK_BYTES);
+        // Its completion has passed: the next one goes at once as well.
+        p.wait_for_room(&clock, CHUNK_BYTES);
+        assert_eq!(p.bytes, 0);
+    }
+
+    /// A long WRITE is scheduled in chunks (invariant 6): under `--clock none` all at the first
+    /// chunk's time, so the model's figures are those of the unsplit write, and the data lands.
+    #[test]
+    fn long_write_runs_in_chunks_and_lands_whole() {
+        let ex = Export::new(Box::new(ftl::MemDisk::new(2048)), ClockMode::None);
+        let len = 3 * CHUNK_BYTES as usize + 1000;
+        let mut data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut pacer = Pacer::default();
+        let s = ex.schedule(
+            &Command::Write {
+                offset: 700,
+                len,
+                fua: true,
+            },
+            &mut data,
+            &mut pacer,
+        );
+        assert_eq!(s.errno, 0);
+        let mut back = vec![0u8; len];
+        let r = ex.schedule(&Command::Read { offset: 700, len }, &mut back, &mut pacer);
+        assert_eq!(r.errno, 0);
+        assert!(back == data, "data read back differs");
+        assert!(pacer.ahead.is_empty(), "--clock none paces nothing");
     }
 }

@@ -13,8 +13,8 @@
 //!    `base:allocation` is selected only by NBD_OPT_SET_META_CONTEXT after that (the spec's
 //!    order), and a later SET replaces an earlier one.
 //! 6. Entering transmission (GO, EXPORT_NAME) needs a connection slot (`admit`): without one,
-//!    GO gets `ERR_POLICY` with the reason and the connection closes (EXPORT_NAME, which has no
-//!    error reply, just closes).
+//!    GO gets `ERR_POLICY` with the reason (`Refusal`) and the connection closes (EXPORT_NAME,
+//!    which has no error reply, just closes).
 
 use std::io::{Read, Write};
 
@@ -28,6 +28,16 @@ pub struct Negotiated {
     pub structured: bool,
     /// `base:allocation` was selected: BLOCK_STATUS is served.
     pub base_allocation: bool,
+}
+
+/// Why a client was refused a connection slot (handshake invariant 6); the text is sent to the
+/// client with `ERR_POLICY`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the server is serving its maximum number of connections ({0}); try again later")]
+    ServerFull(u64),
+    #[error("the server is serving its maximum number of connections from this peer ({0}, --max-peer-connections); try again later")]
+    PeerFull(u64),
 }
 
 /// How the handshake ended.
@@ -47,7 +57,7 @@ pub fn negotiate(
     export: &Export,
     r: &mut impl Read,
     w: &mut impl Write,
-    admit: &dyn Fn() -> bool,
+    admit: &dyn Fn() -> Result<(), Refusal>,
 ) -> Result<Handshake, ProtoError> {
     w.write_all(&NBDMAGIC.to_be_bytes())?;
     w.write_all(&IHAVEOPT.to_be_bytes())?;
@@ -86,7 +96,7 @@ pub fn negotiate(
         match option {
             OPT_EXPORT_NAME => {
                 // No way to refuse here but to disconnect (invariants 4 and 6).
-                if !admit() {
+                if admit().is_err() {
                     return Ok(Handshake::Refused);
                 }
                 w.write_all(&export.size_bytes().to_be_bytes())?;
@@ -115,23 +125,19 @@ pub fn negotiate(
             }
             OPT_INFO | OPT_GO => match InfoRequest::parse(&data) {
                 None => error_reply(w, option, REP_ERR_INVALID, "malformed NBD_OPT_INFO/GO data")?,
-                Some(_) if option == OPT_GO && !admit() => {
-                    error_reply(
-                        w,
-                        option,
-                        REP_ERR_POLICY,
-                        "the server is serving its maximum number of connections; try again later",
-                    )?;
-                    w.flush()?;
-                    return Ok(Handshake::Refused);
-                }
-                Some(req) => {
-                    send_info(export, w, option, &req)?;
-                    if option == OPT_GO {
+                Some(req) if option == OPT_GO => match admit() {
+                    Err(why) => {
+                        error_reply(w, option, REP_ERR_POLICY, &why.to_string())?;
+                        w.flush()?;
+                        return Ok(Handshake::Refused);
+                    }
+                    Ok(()) => {
+                        send_info(export, w, option, &req)?;
                         w.flush()?;
                         return Ok(Handshake::Transmission(neg));
                     }
-                }
+                },
+                Some(req) => send_info(export, w, option, &req)?,
             },
             OPT_STRUCTURED_REPLY if len != 0 => error_reply(
                 w,

@@ -127,7 +127,9 @@ pub const MAX_OPTIONS: u32 = 256;
 #[derive(Debug, thiserror::Error)]
 pub enum ProtoError {
     #[error("i/o: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+    #[error("{0}")]
+    TimedOut(Deadline),
     #[error("the client sent unknown client flags {0:#x}")]
     ClientFlags(u32),
     #[error("bad option magic {0:#018x}")]
@@ -142,6 +144,49 @@ pub enum ProtoError {
     PayloadTooLarge(u32),
     #[error("the client closed the connection in the middle of a message")]
     Truncated,
+}
+
+impl From<io::Error> for ProtoError {
+    /// A read that ran past its deadline (see `Deadline`) is `TimedOut`, with the limit it
+    /// broke; any other I/O error is `Io`.
+    fn from(e: io::Error) -> Self {
+        match e.get_ref().and_then(|i| i.downcast_ref::<Deadline>()) {
+            Some(d) => ProtoError::TimedOut(*d),
+            None => ProtoError::Io(e),
+        }
+    }
+}
+
+impl ProtoError {
+    /// The client was too slow (a deadline or a socket timeout), as opposed to breaking the
+    /// protocol.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            ProtoError::TimedOut(_) => true,
+            ProtoError::Io(e) => matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// A part of a connection that must arrive in full within a time limit: a client that sends
+/// it one byte at a time is closed when the limit is reached, however often bytes come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Deadline {
+    #[error("the handshake did not end within {0:?} of the connection (--handshake-timeout)")]
+    Handshake(std::time::Duration),
+    #[error("a request did not arrive in full within {0:?} of its first byte (--request-timeout)")]
+    Request(std::time::Duration),
+}
+
+impl Deadline {
+    /// The error a read past this deadline returns.
+    pub fn error(self) -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, self)
+    }
 }
 
 /// A request header as sent on the wire.

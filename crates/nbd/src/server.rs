@@ -3,28 +3,38 @@
 //! Invariants:
 //! 1. Each connection runs on its own thread (plus its reply writer); a failing connection is
 //!    logged and closed and never affects the others or the listener.
-//! 2. At most `max_connections` connections are in the transmission phase at once. The limit
-//!    counts established connections only: idle or slow clients cannot exhaust it by
-//!    connecting and sending nothing.
-//!    - A connection in its handshake (half-open) is closed when the handshake stalls for
-//!      `handshake_timeout` (the socket's read timeout), and at most `max_connections` are
-//!      half-open at once: a new one closes the oldest.
-//!    - A client entering transmission when every slot is taken gets the slot of the
-//!      connection idle the longest, if that one has sent nothing for `idle_timeout`; else it
-//!      is refused (GO gets `ERR_POLICY` with the reason). An idle client keeps its connection
-//!      as long as nobody needs the slot (a mounted file system may be idle for hours).
+//! 2. At most `max_connections` connections are in the transmission phase at once, and at
+//!    most `max_peer_connections` of them from one peer (a TCP source address; a unix socket's
+//!    clients cannot be told apart, so there only the global limit applies). The limits count
+//!    established connections only: idle or slow clients cannot exhaust them by connecting and
+//!    sending nothing.
+//!    - A connection in its handshake (half-open) is closed when the handshake has not ended
+//!      `handshake_timeout` after the accept, however the client spreads its bytes (`conn`).
+//!    - At most `max_connections` connections are half-open at once, and at most
+//!      `max_peer_connections` from one peer. A new one beyond its peer's limit closes that
+//!      peer's oldest half-open connection; one beyond the global limit closes the oldest of
+//!      the peer holding the most. A connect flood from one peer therefore only displaces its
+//!      own sockets, never another peer's client in the middle of its handshake.
+//!    - A client entering transmission when its peer's slots, or all slots, are taken gets the
+//!      slot of the connection (of that peer, or of any) idle the longest, if that one has sent
+//!      nothing for `idle_timeout`; else it is refused (GO gets `ERR_POLICY` with the reason).
+//!      An idle client keeps its connection as long as nobody needs the slot (a mounted file
+//!      system may be idle for hours).
 //!    - A reply the client does not take within `idle_timeout` (the socket's write timeout)
 //!      ends the connection.
 //! 3. SIGINT/SIGTERM: the device is flushed (acknowledged writes become durable), statistics
 //!    are printed and written, the unix socket is removed, and the process exits 0.
 //!    SIGUSR1: statistics are printed and written; serving goes on.
+//! 4. Every connection that ends is counted once: a connection the server closed itself
+//!    (half-open or idle, counted when closed) is not counted again as a protocol error when
+//!    its thread sees the socket go.
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +42,7 @@ use anyhow::{bail, Context};
 
 use crate::conn;
 use crate::export::Export;
+use crate::handshake::Refusal;
 
 /// Where to listen.
 #[derive(Clone, Debug)]
@@ -44,90 +55,107 @@ pub enum Endpoint {
 pub struct ServerConfig {
     pub endpoint: Endpoint,
     pub max_connections: u64,
+    /// Connections from one TCP source address, established and half-open each (invariant 2).
+    pub max_peer_connections: u64,
     pub stats_file: Option<PathBuf>,
-    /// A handshake that sends nothing for this long is closed; also the longest stall allowed
-    /// inside a request.
+    /// The whole handshake must end within this time of the accept.
     pub handshake_timeout: Duration,
+    /// A request (header and payload) must arrive in full within this time of its first byte.
+    pub request_timeout: Duration,
     /// An established connection idle this long gives its slot to a new client that needs it.
     pub idle_timeout: Duration,
 }
 
+/// Who a connection comes from, for the per-peer limits: its TCP source address, or `None` for
+/// a unix socket (all its clients are one peer, and only the global limits apply).
+type Peer = Option<IpAddr>;
+
 /// One connection as the slots see it.
 struct Entry {
+    peer: Peer,
     established: bool,
     /// Export clock time of the last request (or of the accept).
     last_active_ns: Arc<AtomicU64>,
+    /// Set when the server closes the connection itself (invariant 4).
+    closed_by_server: Arc<AtomicBool>,
     /// Closes the socket (the connection's thread then ends and removes the entry).
     closer: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl Entry {
+    fn close(&self) {
+        self.closed_by_server.store(true, Ordering::Relaxed);
+        (self.closer)();
+    }
 }
 
 /// The connections of a server, half-open and established (invariant 2).
 struct Slots {
     max: u64,
+    max_per_peer: u64,
     idle_timeout_ns: u64,
     conns: Mutex<HashMap<u64, Entry>>,
 }
 
+type Conns = HashMap<u64, Entry>;
+
 impl Slots {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Conns> {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a new half-open connection; closes the oldest half-open one if there are
-    /// `max` already.
+    /// Registers a new half-open connection (invariant 2): beyond its peer's limit, that
+    /// peer's oldest half-open connection is closed; beyond the global one, the oldest of the
+    /// peer holding the most.
     fn add(&self, export: &Export, id: u64, entry: Entry) {
         let mut conns = self.lock();
-        let half_open: Vec<u64> = conns
-            .iter()
-            .filter(|(_, e)| !e.established)
-            .map(|(&i, _)| i)
-            .collect();
-        if half_open.len() as u64 >= self.max {
-            // Ids grow with accepts: the smallest is the oldest.
-            if let Some(oldest) = half_open.iter().min() {
-                if let Some(e) = conns.remove(oldest) {
-                    (e.closer)();
-                    export
-                        .counters
-                        .connections_evicted_half_open
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-            }
+        // Half-open connections per peer, with the oldest of each (ids grow with accepts).
+        let mut per_peer: HashMap<Peer, (u64, u64)> = HashMap::new();
+        for (&i, e) in conns.iter().filter(|(_, e)| !e.established) {
+            let p = per_peer.entry(e.peer).or_insert((0, i));
+            p.0 += 1;
+            p.1 = p.1.min(i);
+        }
+        let total: u64 = per_peer.values().map(|p| p.0).sum();
+        let victim = match per_peer.get(&entry.peer) {
+            Some(&(n, oldest)) if entry.peer.is_some() && n >= self.max_per_peer => Some(oldest),
+            _ if total >= self.max => per_peer
+                .values()
+                .max_by_key(|&&(n, oldest)| (n, std::cmp::Reverse(oldest)))
+                .map(|&(_, oldest)| oldest),
+            _ => None,
+        };
+        if let Some(e) = victim.and_then(|v| conns.remove(&v)) {
+            e.close();
+            export
+                .counters
+                .connections_evicted_half_open
+                .fetch_add(1, Ordering::Relaxed);
         }
         conns.insert(id, entry);
     }
 
-    /// A slot for connection `id` entering transmission (invariant 2).
-    fn admit(&self, export: &Export, id: u64) -> bool {
+    /// A slot for connection `id` entering transmission (invariant 2): within its peer's limit
+    /// (TCP), then within the global one.
+    fn admit(&self, export: &Export, id: u64) -> Result<(), Refusal> {
         let c = &export.counters;
         let mut conns = self.lock();
-        let established = conns.values().filter(|e| e.established).count() as u64;
-        if established >= self.max {
-            let now = export.clock().now_ns();
-            let idlest = conns
-                .iter()
-                .filter(|(_, e)| e.established)
-                .map(|(&i, e)| (e.last_active_ns.load(Ordering::Relaxed), i))
-                .min();
-            match idlest {
-                Some((last, victim)) if now.saturating_sub(last) >= self.idle_timeout_ns => {
-                    if let Some(e) = conns.remove(&victim) {
-                        (e.closer)();
-                        c.connections_idle_closed.fetch_add(1, Ordering::Relaxed);
-                        c.connections_active.fetch_sub(1, Ordering::Relaxed);
-                        eprintln!("noftl serve: closing connection {victim}, idle for {:.1} s, for a new client", (now - last) as f64 / 1e9);
-                    }
-                }
-                _ => {
-                    c.connections_refused.fetch_add(1, Ordering::Relaxed);
-                    eprintln!(
-                        "noftl serve: refusing connection {id}: {} connections are open and none has been idle for {:.0} s",
-                        self.max,
-                        self.idle_timeout_ns as f64 / 1e9
-                    );
-                    return false;
-                }
-            }
+        // Closed while it negotiated (as the oldest half-open one): no slot.
+        let Some(peer) = conns.get(&id).map(|e| e.peer) else {
+            return Err(Refusal::ServerFull(self.max));
+        };
+        let refused = |why: Refusal| {
+            c.connections_refused.fetch_add(1, Ordering::Relaxed);
+            eprintln!("noftl serve: refusing connection {id}: {why}");
+            Err(why)
+        };
+        if peer.is_some()
+            && !self.make_room(export, &mut conns, |e| e.peer == peer, self.max_per_peer)
+        {
+            return refused(Refusal::PeerFull(self.max_per_peer));
+        }
+        if !self.make_room(export, &mut conns, |_| true, self.max) {
+            return refused(Refusal::ServerFull(self.max));
         }
         match conns.get_mut(&id) {
             Some(e) => {
@@ -135,10 +163,44 @@ impl Slots {
                 e.last_active_ns
                     .store(export.clock().now_ns(), Ordering::Relaxed);
                 c.connections_active.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            None => Err(Refusal::ServerFull(self.max)),
+        }
+    }
+
+    /// Makes sure fewer than `limit` established connections satisfy `group`, closing the one
+    /// of them idle the longest if it has been idle for `idle_timeout`; false if none has.
+    fn make_room(
+        &self,
+        export: &Export,
+        conns: &mut Conns,
+        group: impl Fn(&Entry) -> bool,
+        limit: u64,
+    ) -> bool {
+        let members = || conns.iter().filter(|(_, e)| e.established && group(e));
+        if (members().count() as u64) < limit {
+            return true;
+        }
+        let now = export.clock().now_ns();
+        let idlest = members()
+            .map(|(&i, e)| (e.last_active_ns.load(Ordering::Relaxed), i))
+            .min();
+        match idlest {
+            Some((last, victim)) if now.saturating_sub(last) >= self.idle_timeout_ns => {
+                if let Some(e) = conns.remove(&victim) {
+                    e.close();
+                    let c = &export.counters;
+                    c.connections_idle_closed.fetch_add(1, Ordering::Relaxed);
+                    c.connections_active.fetch_sub(1, Ordering::Relaxed);
+                    eprintln!(
+                        "noftl serve: closing connection {victim}, idle for {:.1} s, for a new client",
+                        (now - last) as f64 / 1e9
+                    );
+                }
                 true
             }
-            // Closed while it negotiated (as the oldest half-open one): no slot.
-            None => false,
+            _ => false,
         }
     }
 
@@ -164,7 +226,7 @@ struct SlotSession<'a> {
 }
 
 impl conn::Session for SlotSession<'_> {
-    fn admit(&self) -> bool {
+    fn admit(&self) -> Result<(), Refusal> {
         self.slots.admit(self.export, self.id)
     }
     fn active(&self, now_ns: nand::Nanos) {
@@ -198,9 +260,24 @@ fn bind(endpoint: &Endpoint) -> anyhow::Result<Listener> {
             )?))
         }
         Endpoint::Tcp(addr) => Ok(Listener::Tcp(
-            TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?,
+            tcp_listener(*addr).with_context(|| format!("cannot listen on {addr}"))?,
         )),
     }
+}
+
+/// A TCP listener as `TcpListener::bind` makes it (SO_REUSEADDR, so that a restarted server
+/// can bind while old connections linger in TIME_WAIT), but with the kernel's largest accept
+/// queue (`net.core.somaxconn`) instead of std's 128: a burst of more than 128 connects made
+/// the kernel drop the SYNs of the rest, and each of those clients waited a second or more
+/// for its retransmission. (std's unix listener already asks for the largest.)
+fn tcp_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    // The kernel caps the backlog at somaxconn.
+    s.listen(i32::MAX)?;
+    Ok(s.into())
 }
 
 /// Serves `export` until SIGINT/SIGTERM.
@@ -231,17 +308,19 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
 
     let slots = Arc::new(Slots {
         max: cfg.max_connections,
+        max_per_peer: cfg.max_peer_connections,
         idle_timeout_ns: cfg.idle_timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
         conns: Mutex::new(HashMap::new()),
     });
-    let timeouts = (cfg.handshake_timeout, cfg.idle_timeout);
     let mut next_id = 0u64;
     loop {
         let accepted = match &listener {
-            Listener::Unix(l) => l.accept().and_then(|(s, _)| prepare(s, timeouts)),
-            Listener::Tcp(l) => l.accept().and_then(|(s, _)| prepare(s, timeouts)),
+            Listener::Unix(l) => l.accept().and_then(|(s, _)| prepare(s, None, &cfg)),
+            Listener::Tcp(l) => l
+                .accept()
+                .and_then(|(s, a)| prepare(s, Some(a.ip().to_canonical()), &cfg)),
         };
-        let (job, closer) = match accepted {
+        let (job, closer, peer) = match accepted {
             Ok(j) => j,
             Err(e) => {
                 // EMFILE and the like: log, back off briefly, keep listening.
@@ -251,24 +330,41 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
             }
         };
         next_id += 1;
-        let id = next_id;
-        export
-            .counters
-            .connections_accepted
-            .fetch_add(1, Ordering::Relaxed);
-        let last_active_ns = Arc::new(AtomicU64::new(export.clock().now_ns()));
-        slots.add(
-            &export,
-            id,
-            Entry {
-                established: false,
-                last_active_ns: last_active_ns.clone(),
-                closer,
-            },
-        );
-        let ex = export.clone();
-        let sl = slots.clone();
-        let spawned = std::thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
+        start_connection(&export, &slots, next_id, peer, job, closer);
+    }
+}
+
+/// Registers connection `id` in the slots and starts its thread.
+fn start_connection(
+    export: &Arc<Export>,
+    slots: &Arc<Slots>,
+    id: u64,
+    peer: Peer,
+    job: Job,
+    closer: Closer,
+) {
+    export
+        .counters
+        .connections_accepted
+        .fetch_add(1, Ordering::Relaxed);
+    let last_active_ns = Arc::new(AtomicU64::new(export.clock().now_ns()));
+    let closed_by_server = Arc::new(AtomicBool::new(false));
+    slots.add(
+        export,
+        id,
+        Entry {
+            peer,
+            established: false,
+            last_active_ns: last_active_ns.clone(),
+            closed_by_server: closed_by_server.clone(),
+            closer,
+        },
+    );
+    let ex = export.clone();
+    let sl = slots.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("nbd-conn-{id}"))
+        .spawn(move || {
             let session = SlotSession {
                 slots: &sl,
                 export: &ex,
@@ -276,16 +372,20 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
                 last_active_ns,
             };
             // A bug below (in an FTL, say) must cost this connection only (invariant 1); the
-            // device mutex survives poisoning.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&ex, id, &session))).is_err() {
-                eprintln!("noftl serve: connection {id} ended by an internal error (see the panic above)");
+            // device lock is released when the panic unwinds and leaves no poison.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&ex, &session))) {
+                // Closed by the server, and counted then (invariant 4).
+                Ok(_) if closed_by_server.load(Ordering::Relaxed) => {}
+                Ok(end) => log_end(&ex, id, end),
+                Err(_) => eprintln!(
+                    "noftl serve: connection {id} ended by an internal error (see the panic above)"
+                ),
             }
             sl.remove(&ex, id);
         });
-        if let Err(e) = spawned {
-            slots.remove(&export, id);
-            eprintln!("noftl serve: cannot start a connection thread: {e}");
-        }
+    if let Err(e) = spawned {
+        slots.remove(export, id);
+        eprintln!("noftl serve: cannot start a connection thread: {e}");
     }
 }
 
@@ -296,12 +396,12 @@ fn endpoint_text(e: &Endpoint) -> String {
     }
 }
 
-/// What the server needs of a connected socket: a second handle for the reply writer, and a
-/// way to wake a reader blocked on it.
-trait Socket: std::io::Read + Write + Send + Sync + Sized + 'static {
+/// What the server needs of a connected socket: a second handle for the reply writer, a way
+/// to wake a reader blocked on it, and reads bounded in time (`conn::TimedRead`).
+trait Socket: conn::TimedRead + Write + Send + Sync + Sized + 'static {
     fn clone_handle(&self) -> std::io::Result<Self>;
     fn shut(&self);
-    fn set_timeouts(&self, read: Duration, write: Duration) -> std::io::Result<()>;
+    fn set_write_timeout(&self, write: Duration) -> std::io::Result<()>;
 }
 
 impl Socket for UnixStream {
@@ -311,9 +411,8 @@ impl Socket for UnixStream {
     fn shut(&self) {
         let _ = self.shutdown(std::net::Shutdown::Both);
     }
-    fn set_timeouts(&self, read: Duration, write: Duration) -> std::io::Result<()> {
-        self.set_read_timeout(Some(read))?;
-        self.set_write_timeout(Some(write))
+    fn set_write_timeout(&self, write: Duration) -> std::io::Result<()> {
+        UnixStream::set_write_timeout(self, Some(write))
     }
 }
 
@@ -326,49 +425,47 @@ impl Socket for TcpStream {
     fn shut(&self) {
         let _ = self.shutdown(std::net::Shutdown::Both);
     }
-    fn set_timeouts(&self, read: Duration, write: Duration) -> std::io::Result<()> {
-        self.set_read_timeout(Some(read))?;
-        self.set_write_timeout(Some(write))
+    fn set_write_timeout(&self, write: Duration) -> std::io::Result<()> {
+        TcpStream::set_write_timeout(self, Some(write))
     }
 }
 
-type Job = Box<dyn FnOnce(&Export, u64, &dyn conn::Session) + Send>;
+type Job = Box<dyn FnOnce(&Export, &dyn conn::Session) -> ConnEnd + Send>;
 type Closer = Arc<dyn Fn() + Send + Sync>;
+type ConnEnd = Result<conn::Ended, crate::proto::ProtoError>;
 
-/// Sets the socket's timeouts (invariant 2: the read timeout bounds a stalled handshake and a
-/// stall inside a request, the write timeout a client that takes no replies) and makes the
-/// connection's job and a closer for it.
+/// Sets the socket's write timeout (invariant 2: a client that takes no replies; reads are
+/// bounded by the connection's deadlines, see `conn`) and makes the connection's job, a
+/// closer for it, and its peer.
 fn prepare<S: Socket>(
     s: S,
-    (handshake, idle): (Duration, Duration),
-) -> std::io::Result<(Job, Closer)> {
-    s.set_timeouts(handshake, idle)?;
-    let closer = s.clone_handle()?;
-    let job: Job = Box::new(move |export, id, session| serve_socket(export, s, id, session));
-    Ok((job, Arc::new(move || closer.shut())))
-}
-
-fn serve_socket<S: Socket>(export: &Export, s: S, id: u64, session: &dyn conn::Session) {
-    let handles = s.clone_handle().and_then(|w| Ok((w, s.clone_handle()?)));
-    let (w, closer) = match handles {
-        Ok(h) => h,
-        Err(e) => return eprintln!("noftl serve: connection {id}: {e}"),
+    peer: Peer,
+    cfg: &ServerConfig,
+) -> std::io::Result<(Job, Closer, Peer)> {
+    let timeouts = conn::Timeouts {
+        accepted: Instant::now(),
+        handshake: cfg.handshake_timeout,
+        request: cfg.request_timeout,
     };
-    log_end(
-        export,
-        id,
-        conn::serve(export, s, w, &move || closer.shut(), session),
-    );
+    s.set_write_timeout(cfg.idle_timeout)?;
+    let closer = s.clone_handle()?;
+    let job: Job = Box::new(move |export, session| serve_socket(export, s, session, &timeouts));
+    Ok((job, Arc::new(move || closer.shut()), peer))
 }
 
-fn log_end(export: &Export, id: u64, end: Result<conn::Ended, crate::proto::ProtoError>) {
+fn serve_socket<S: Socket>(
+    export: &Export,
+    s: S,
+    session: &dyn conn::Session,
+    timeouts: &conn::Timeouts,
+) -> ConnEnd {
+    let (w, closer) = s.clone_handle().and_then(|w| Ok((w, s.clone_handle()?)))?;
+    conn::serve(export, s, w, &move || closer.shut(), session, timeouts)
+}
+
+fn log_end(export: &Export, id: u64, end: ConnEnd) {
     match end {
-        Err(crate::proto::ProtoError::Io(e))
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
+        Err(e) if e.is_timeout() => {
             export
                 .counters
                 .connections_timed_out
@@ -438,4 +535,135 @@ fn spawn_signal_thread(
             }
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nand::ClockMode;
+
+    const A: Peer = Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)));
+    const B: Peer = Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)));
+
+    struct Fixture {
+        export: Export,
+        slots: Slots,
+        closed: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Fixture {
+        fn new(max: u64, max_per_peer: u64, idle_timeout_ns: u64) -> Self {
+            Fixture {
+                export: Export::new(Box::new(ftl::MemDisk::new(16)), ClockMode::None),
+                slots: Slots {
+                    max,
+                    max_per_peer,
+                    idle_timeout_ns,
+                    conns: Mutex::new(HashMap::new()),
+                },
+                closed: Arc::new(Mutex::new(Vec::new())),
+            }
+        }
+
+        /// Accepts connection `id` from `peer`.
+        fn add(&self, id: u64, peer: Peer) {
+            let closed = self.closed.clone();
+            self.slots.add(
+                &self.export,
+                id,
+                Entry {
+                    peer,
+                    established: false,
+                    last_active_ns: Arc::new(AtomicU64::new(self.export.clock().now_ns())),
+                    closed_by_server: Arc::new(AtomicBool::new(false)),
+                    closer: Arc::new(move || closed.lock().expect("closed").push(id)),
+                },
+            );
+        }
+
+        fn closed(&self) -> Vec<u64> {
+            let mut v = self.closed.lock().expect("closed").clone();
+            v.sort_unstable();
+            v
+        }
+    }
+
+    /// A flood of half-open connections from one peer displaces only its own (invariant 2):
+    /// another peer's connections in their handshake stay, even with every slot taken.
+    #[test]
+    fn half_open_flood_from_one_peer_closes_only_its_own() {
+        let f = Fixture::new(8, 4, u64::MAX);
+        f.add(1, A);
+        f.add(2, A);
+        for id in 10..100 {
+            f.add(id, B);
+        }
+        assert!(f.closed().iter().all(|&id| id >= 10), "{:?}", f.closed());
+        // B keeps its 4 newest, A its 2.
+        let open: Vec<u64> = {
+            let mut v: Vec<u64> = f.slots.lock().keys().copied().collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(open, [1, 2, 96, 97, 98, 99]);
+        // Past the global limit, the peer holding the most gives up its oldest.
+        for id in 200..203 {
+            f.add(
+                id,
+                Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, id as u8))),
+            );
+        }
+        assert!(
+            f.slots.lock().contains_key(&1),
+            "A lost its client to another peer's flood"
+        );
+        assert!(!f.slots.lock().contains_key(&96));
+    }
+
+    /// On a unix socket (no peer address) only the global limit applies: the oldest half-open
+    /// connection gives way.
+    #[test]
+    fn unix_clients_share_the_global_limits() {
+        let f = Fixture::new(3, 1, u64::MAX);
+        for id in 1..=5 {
+            f.add(id, None);
+        }
+        assert_eq!(f.closed(), [1, 2]);
+        for id in 3..=5 {
+            assert_eq!(f.slots.admit(&f.export, id), Ok(()));
+        }
+    }
+
+    /// A peer at its limit is refused with the reason, while another peer still gets in; an
+    /// idle connection of that peer gives its slot to the peer's new client.
+    #[test]
+    fn peer_limit_refuses_with_its_reason_and_idle_slots_are_reused() {
+        // Connections are admitted as they come (established ones are not half-open).
+        let join = |f: &Fixture, id: u64, peer: Peer| {
+            f.add(id, peer);
+            f.slots.admit(&f.export, id)
+        };
+        // idle_timeout 0: every established connection counts as idle at once.
+        let f = Fixture::new(8, 2, 0);
+        assert_eq!(join(&f, 1, A), Ok(()));
+        assert_eq!(join(&f, 2, A), Ok(()));
+        assert_eq!(join(&f, 3, A), Ok(()));
+        assert_eq!(f.closed(), [1], "A's idlest gave its slot to A's third");
+        let busy = Fixture::new(8, 2, u64::MAX);
+        assert_eq!(join(&busy, 1, A), Ok(()));
+        assert_eq!(join(&busy, 2, A), Ok(()));
+        let refused = join(&busy, 3, A);
+        assert_eq!(refused, Err(Refusal::PeerFull(2)));
+        assert!(refused
+            .err()
+            .is_some_and(|r| r.to_string().contains("connections from this peer")));
+        assert_eq!(join(&busy, 4, B), Ok(()));
+        assert_eq!(
+            busy.export
+                .counters
+                .connections_refused
+                .load(Ordering::Relaxed),
+            1
+        );
+    }
 }

@@ -249,25 +249,22 @@ fn hostile_clients_are_cut_off_and_others_keep_working() {
         v["connections"]["protocol_errors"].as_u64() >= Some(5) && v["requests"]["errors"] == 4
     };
     let mut stats = serde_json::Value::Null;
-    for _ in 0..100 {
-        server.signal("USR1");
-        std::thread::sleep(Duration::from_millis(20));
-        if let Ok(Ok(v)) = std::fs::read_to_string(&server.stats)
-            .map(|t| serde_json::from_str::<serde_json::Value>(&t))
-        {
-            stats = v;
-            if settled(&stats) {
-                break;
-            }
-        }
-    }
+    wait_until(Duration::from_secs(30), || {
+        stats = server.stats_now();
+        settled(&stats)
+    });
     assert!(
         stats["connections"]["protocol_errors"].as_u64() >= Some(5),
         "{stats}"
     );
     assert_eq!(stats["requests"]["errors"], 4, "{stats}");
-    let log = server.log();
-    assert!(log.contains("statistics"), "{log}");
+    // Printed before the file was written, but read from the server's stderr by another
+    // thread: wait for it.
+    assert!(
+        server.wait_for_log("statistics", Duration::from_secs(30)),
+        "{}",
+        server.log()
+    );
     let mut again = UnixStream::connect(&server.socket).expect("still accepting");
     again
         .set_read_timeout(Some(Duration::from_secs(10)))

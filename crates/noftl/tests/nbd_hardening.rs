@@ -136,18 +136,21 @@ fn stalled_handshake_is_closed_after_the_handshake_timeout() {
         ]
         .concat(),
     );
+    // The deadline counts from the accept, which follows this instant: the close cannot come
+    // earlier than 500 ms after it, however late this thread is scheduled.
+    let t = Instant::now();
     let mut s = UnixStream::connect(&server.socket).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     let mut greeting = [0u8; 18];
     s.read_exact(&mut greeting).expect("greeting");
-    let t = Instant::now();
     let mut b = [0u8; 1];
     let n = s.read(&mut b).unwrap_or(0);
     assert_eq!(n, 0, "the server should have closed the stalled handshake");
     let waited = t.elapsed();
+    // The upper bound only tells "closed" from "never closed" (a loaded machine is slow).
     assert!(
-        waited >= Duration::from_millis(400) && waited < Duration::from_secs(5),
+        waited >= Duration::from_millis(500) && waited < Duration::from_secs(5),
         "{waited:?}"
     );
     let stats = server.stop();
@@ -180,8 +183,11 @@ fn idle_established_connections_give_their_slot_to_a_new_client() {
     // All three were active a moment ago: the fourth is refused, with the reason.
     let refused = nbdinfo_ok(&server.uri());
     assert!(refused.is_err(), "no slot is free: {refused:?}");
+    // The server logs the refusal before it answers, but the log reaches us through a pipe
+    // and another thread: wait for the line instead of expecting it at once (this assertion
+    // flaked under load).
     assert!(
-        server.log().contains("refusing connection"),
+        server.wait_for_log("refusing connection", Duration::from_secs(30)),
         "{}",
         server.log()
     );

@@ -33,9 +33,18 @@ pub struct ServeArgs {
     /// docs/nbd.md, "Limits").
     #[arg(long, default_value_t = 64)]
     pub max_connections: u64,
-    /// Close a handshake (or a request) that stalls this long, e.g. 10s.
+    /// Connections from one TCP source address at once, established and in the handshake each
+    /// (a unix socket's clients cannot be told apart: only --max-connections applies there).
+    #[arg(long, default_value_t = 16)]
+    pub max_peer_connections: u64,
+    /// Close a connection whose handshake has not ended this long after it connected, e.g.
+    /// 10s.
     #[arg(long, default_value = "10s")]
     pub handshake_timeout: String,
+    /// Close a connection that takes longer than this to send one request in full (header
+    /// and payload, from its first byte), however it spreads the bytes, e.g. 30s.
+    #[arg(long, default_value = "30s")]
+    pub request_timeout: String,
     /// An established connection idle this long gives its slot to a new client when all are
     /// taken, e.g. 60s.
     #[arg(long, default_value = "60s")]
@@ -102,7 +111,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         MAX_CONNECTIONS,
         "each connection holds up to two threads and 64 MiB of requests in flight",
     )?;
+    lab::limits::in_range(
+        "--max-peer-connections",
+        args.max_peer_connections,
+        1,
+        MAX_CONNECTIONS,
+        "each connection holds up to two threads and 64 MiB of requests in flight",
+    )?;
     let handshake_timeout = timeout("--handshake-timeout", &args.handshake_timeout)?;
+    let request_timeout = timeout("--request-timeout", &args.request_timeout)?;
     let idle_timeout = timeout("--idle-timeout", &args.idle_timeout)?;
     // The statistics never replace the image, the config or the socket (the output rule).
     super::common::check_outputs(
@@ -120,8 +137,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         ServerConfig {
             endpoint,
             max_connections: args.max_connections,
+            max_peer_connections: args.max_peer_connections,
             stats_file: args.stats_file,
             handshake_timeout,
+            request_timeout,
             idle_timeout,
         },
     )

@@ -3,7 +3,11 @@
 //! a tool cannot be had.
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod client;
+
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, Once};
@@ -137,6 +141,8 @@ pub fn reap(child: &mut Child, timeout: Duration) -> Option<std::process::ExitSt
 pub struct Server {
     child: Child,
     pub socket: PathBuf,
+    /// The TCP address, for a server started with `start_tcp`.
+    pub tcp: Option<SocketAddr>,
     pub stats: PathBuf,
     log: Arc<Mutex<String>>,
     _dir: Option<tempfile::TempDir>,
@@ -155,11 +161,35 @@ impl Server {
 
     /// Starts the server on `socket`, writing statistics to `stats`.
     pub fn start_at(socket: &Path, stats: &Path, args: &[&str]) -> Server {
+        let endpoint = ["--socket".into(), socket.as_os_str().to_owned()];
+        let (mut s, _) = Self::spawn(&endpoint, stats, args);
+        s.socket = socket.to_path_buf();
+        s
+    }
+
+    /// Starts the server on TCP, on a free port of 127.0.0.1 (the ready line tells which).
+    pub fn start_tcp(args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let stats = dir.path().join("stats.json");
+        let endpoint = ["--listen".into(), "127.0.0.1:0".into()];
+        let (mut s, ready) = Self::spawn(&endpoint, &stats, args);
+        let addr = ready
+            .split(" on ")
+            .nth(1)
+            .and_then(|t| t.strip_suffix("; ready"))
+            .and_then(|a| a.parse().ok());
+        assert!(addr.is_some(), "no address in the ready line: {ready}");
+        s.tcp = addr;
+        s._dir = Some(dir);
+        s
+    }
+
+    /// Spawns `noftl serve` on `endpoint` and waits for its ready line, which it returns.
+    fn spawn(endpoint: &[OsString], stats: &Path, args: &[&str]) -> (Server, String) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_noftl"))
             .arg("serve")
             .args(args)
-            .arg("--socket")
-            .arg(socket)
+            .args(endpoint)
             .arg("--stats-file")
             .arg(stats)
             .stdin(Stdio::null())
@@ -174,27 +204,29 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if line.contains("; ready") {
-                    let _ = tx.send(());
+                    let _ = tx.send(line.clone());
                 }
                 let mut l = log2.lock().unwrap_or_else(|p| p.into_inner());
                 l.push_str(&line);
                 l.push('\n');
             }
         });
-        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+        let Ok(ready) = rx.recv_timeout(Duration::from_secs(30)) else {
             let _ = child.kill();
             panic!(
                 "noftl serve did not become ready: {}",
                 log.lock().unwrap_or_else(|p| p.into_inner())
             );
-        }
-        Server {
+        };
+        let server = Server {
             child,
-            socket: socket.to_path_buf(),
+            socket: PathBuf::new(),
+            tcp: None,
             stats: stats.to_path_buf(),
             log,
             _dir: None,
-        }
+        };
+        (server, ready)
     }
 
     /// Waits up to `timeout` for the server to exit (after a signal sent with `signal`).
@@ -221,6 +253,29 @@ impl Server {
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "kill -{sig} failed");
+    }
+
+    /// Waits up to `timeout` for the server's log to contain `text` (the log is read by another
+    /// thread, so a line the server printed before answering may not be here yet).
+    pub fn wait_for_log(&self, text: &str, timeout: Duration) -> bool {
+        wait_until(timeout, || self.log().contains(text))
+    }
+
+    /// The statistics now: asks for them with SIGUSR1 and waits (up to 30 s) until the file
+    /// has been rewritten (its `uptime_s` changes every time; it is renamed into place whole).
+    pub fn stats_now(&self) -> serde_json::Value {
+        let before = std::fs::read_to_string(&self.stats).ok();
+        self.signal("USR1");
+        let mut stats = None;
+        let fresh = wait_until(Duration::from_secs(30), || {
+            let now = std::fs::read_to_string(&self.stats).ok();
+            if now.is_some() && now != before {
+                stats = now.and_then(|t| serde_json::from_str(&t).ok());
+            }
+            stats.is_some()
+        });
+        assert!(fresh, "no statistics after SIGUSR1: {}", self.log());
+        stats.unwrap_or_default()
     }
 
     /// Stops with SIGTERM and returns the exit status and the statistics JSON.
@@ -251,6 +306,22 @@ impl Drop for Server {
                 let _ = self.child.wait();
             }
         }
+    }
+}
+
+/// Polls `cond` every 10 ms until it holds or `timeout` has passed; returns whether it held.
+/// Tests wait for a state this way instead of sleeping for a time that a loaded machine may
+/// not honour.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

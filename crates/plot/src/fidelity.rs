@@ -81,7 +81,7 @@ fn fidelity_on<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let (plot, legend) = titled_with_legend(root, &d.title, 20, 150)?;
+    let (plot, legend) = titled_with_legend(root, &d.title, 20, 200)?;
     let hi = d
         .points
         .iter()

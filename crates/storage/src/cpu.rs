@@ -38,6 +38,19 @@ pub struct CpuModel {
 }
 
 impl CpuModel {
+    /// The cost of one piece of `kind` (the one place that maps a kind to its field).
+    pub fn ns_of(&self, kind: CpuKind) -> u64 {
+        match kind {
+            CpuKind::Call => self.ns_per_call,
+            CpuKind::Fix => self.ns_per_fix,
+            CpuKind::Record => self.ns_per_record,
+            CpuKind::Lock => self.ns_per_lock,
+            CpuKind::Commit => self.ns_per_commit,
+            CpuKind::PageRead => self.ns_per_page_read,
+            CpuKind::PageWrite => self.ns_per_page_write,
+        }
+    }
+
     /// Charges nothing: real-time runs (the CPU time is real there) and the profile `none`.
     pub const NONE: CpuModel = CpuModel {
         ns_per_call: 0,
@@ -80,6 +93,18 @@ pub enum CpuKind {
     PageWrite,
 }
 
+impl CpuKind {
+    pub const ALL: [CpuKind; 7] = [
+        CpuKind::Call,
+        CpuKind::Fix,
+        CpuKind::Record,
+        CpuKind::Lock,
+        CpuKind::Commit,
+        CpuKind::PageRead,
+        CpuKind::PageWrite,
+    ];
+}
+
 /// How much of each kind of work the engine did, and the virtual time it charged for it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CpuCounts {
@@ -96,30 +121,43 @@ pub struct CpuCounts {
 impl CpuCounts {
     /// Counts `n` of `kind` under `model`; returns the virtual time to charge.
     pub fn charge(&mut self, model: &CpuModel, kind: CpuKind, n: u64) -> u64 {
-        let (count, cost) = match kind {
-            CpuKind::Call => (&mut self.calls, model.ns_per_call),
-            CpuKind::Fix => (&mut self.fixes, model.ns_per_fix),
-            CpuKind::Record => (&mut self.records, model.ns_per_record),
-            CpuKind::Lock => (&mut self.locks, model.ns_per_lock),
-            CpuKind::Commit => (&mut self.commits, model.ns_per_commit),
-            CpuKind::PageRead => (&mut self.page_reads, model.ns_per_page_read),
-            CpuKind::PageWrite => (&mut self.page_writes, model.ns_per_page_write),
-        };
-        *count += n;
-        let ns = n.saturating_mul(cost);
+        *self.count_mut(kind) += n;
+        let ns = n.saturating_mul(model.ns_of(kind));
         self.charged_ns = self.charged_ns.saturating_add(ns);
         ns
     }
 
+    /// How much of `kind` was done.
+    pub fn count(&self, kind: CpuKind) -> u64 {
+        match kind {
+            CpuKind::Call => self.calls,
+            CpuKind::Fix => self.fixes,
+            CpuKind::Record => self.records,
+            CpuKind::Lock => self.locks,
+            CpuKind::Commit => self.commits,
+            CpuKind::PageRead => self.page_reads,
+            CpuKind::PageWrite => self.page_writes,
+        }
+    }
+
+    fn count_mut(&mut self, kind: CpuKind) -> &mut u64 {
+        match kind {
+            CpuKind::Call => &mut self.calls,
+            CpuKind::Fix => &mut self.fixes,
+            CpuKind::Record => &mut self.records,
+            CpuKind::Lock => &mut self.locks,
+            CpuKind::Commit => &mut self.commits,
+            CpuKind::PageRead => &mut self.page_reads,
+            CpuKind::PageWrite => &mut self.page_writes,
+        }
+    }
+
     /// What these counts cost under `model` (invariant 1: `charged_ns` when `model` charged them).
     pub fn cost_ns(&self, model: &CpuModel) -> u64 {
-        self.calls * model.ns_per_call
-            + self.fixes * model.ns_per_fix
-            + self.records * model.ns_per_record
-            + self.locks * model.ns_per_lock
-            + self.commits * model.ns_per_commit
-            + self.page_reads * model.ns_per_page_read
-            + self.page_writes * model.ns_per_page_write
+        CpuKind::ALL
+            .iter()
+            .map(|&k| self.count(k) * model.ns_of(k))
+            .sum()
     }
 
     /// The work done between `earlier` and `self`.
@@ -153,17 +191,8 @@ mod tests {
             ns_per_page_write: 1_000_000,
         };
         let mut c = CpuCounts::default();
-        let kinds = [
-            CpuKind::Call,
-            CpuKind::Fix,
-            CpuKind::Record,
-            CpuKind::Lock,
-            CpuKind::Commit,
-            CpuKind::PageRead,
-            CpuKind::PageWrite,
-        ];
         let mut total = 0;
-        for (i, k) in kinds.into_iter().enumerate() {
+        for (i, k) in CpuKind::ALL.into_iter().enumerate() {
             total += c.charge(&m, k, 2);
             assert_eq!(total, 2 * (10u64.pow(i as u32 + 1) - 1) / 9, "{k:?}");
         }

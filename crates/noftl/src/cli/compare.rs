@@ -71,8 +71,8 @@ pub struct CompareArgs {
     /// Buffer pool, the same for every store (at least 256 frames): a share of the database
     /// pages (2%) or a size (10MiB: the NoFTL authors' published Shore-MT configuration for the
     /// flash volume). The NoFTL paper does not state its pool; 2% keeps the workload I/O-bound.
-    #[arg(long, value_parser = parse_buffer, default_value = "2%")]
-    pub buffer: BufferSize,
+    #[arg(long, default_value = "2%")]
+    pub buffer: experiment::BufferSize,
     /// DB page size: 4KiB, 8KiB (Shore-MT's, which NoFTL Fig. 3 ran: a DB page is two 4 KiB
     /// logical pages of the flash, each mapped on its own) or 16KiB.
     #[arg(long = "page-size", value_parser = lab::units::parse_size, default_value = "4KiB")]
@@ -161,14 +161,7 @@ impl CompareArgs {
             terminals: self.terminals,
             op: self.op,
             log_region: self.log_region.clone(),
-            buffer: match self.buffer {
-                BufferSize::Share(f) => f,
-                BufferSize::Bytes(_) => 1.0,
-            },
-            buffer_bytes: match self.buffer {
-                BufferSize::Share(_) => None,
-                BufferSize::Bytes(b) => Some(b),
-            },
+            buffer: self.buffer,
             flash_bytes: self.flash,
             read_ahead_pages: self.read_ahead,
             page_bytes: usize::try_from(self.page_size).unwrap_or(usize::MAX),
@@ -225,25 +218,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
-}
-
-/// `--buffer`: a share of the database's pages or a size.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BufferSize {
-    Share(f64),
-    Bytes(u64),
-}
-
-/// `2%` is a share of the database's pages, `10MiB` a size (4 KiB frames).
-pub fn parse_buffer(s: &str) -> Result<BufferSize, String> {
-    if s.trim_end().ends_with('%') {
-        return parse_percent(s).map(BufferSize::Share);
-    }
-    match lab::units::parse_size(s) {
-        Ok(b) if b >= 4096 => Ok(BufferSize::Bytes(b)),
-        Ok(b) => Err(format!("{b} bytes is less than one 4 KiB frame")),
-        Err(e) => Err(format!("{e} (or a share of the database such as 2%)")),
-    }
 }
 
 /// `compare.json` -> `compare-sf48.json` (standard output stays standard output).

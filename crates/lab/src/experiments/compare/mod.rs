@@ -107,6 +107,28 @@ impl HostWork {
             page_writes: c.page_writes as f64 / n,
         }
     }
+    /// How much of `kind` a transaction did.
+    pub fn of(&self, kind: storage::cpu::CpuKind) -> f64 {
+        use storage::cpu::CpuKind as K;
+        match kind {
+            K::Call => self.calls,
+            K::Fix => self.fixes,
+            K::Record => self.records,
+            K::Lock => self.locks,
+            K::Commit => self.commits,
+            K::PageRead => self.page_reads,
+            K::PageWrite => self.page_writes,
+        }
+    }
+    /// The transaction's work priced at `model`, commits left out (the calibration prices
+    /// them on their own).
+    pub fn priced_without_commits_ns(&self, model: &storage::cpu::CpuModel) -> f64 {
+        storage::cpu::CpuKind::ALL
+            .iter()
+            .filter(|&&k| k != storage::cpu::CpuKind::Commit)
+            .map(|&k| self.of(k) * model.ns_of(k) as f64)
+            .sum()
+    }
     fn rounded(&self) -> Self {
         HostWork {
             calls: r4(self.calls),
@@ -219,7 +241,7 @@ pub(crate) use rig::{
     Device, Probe, Rig, DEFAULT_STORES, ROWS, WARMUP_DEVICE_WRITES, WARMUP_MAX_NS,
     WARMUP_MAX_TXNS_PER_DEVICE_PAGE, WARMUP_SEED, WARMUP_SLICE_NS,
 };
-pub use rig::{parse_stores, parse_warmup, LogDevice, Spec, Warmup};
+pub use rig::{parse_stores, parse_warmup, BufferSize, LogDevice, Spec, Warmup};
 pub use tpch::TpchCompareResult;
 
 /// The scheduler's options for a window of `until_ns` from `start`: it ends at the first

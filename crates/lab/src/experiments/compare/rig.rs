@@ -43,10 +43,8 @@ pub struct Spec {
     pub op: f64,
     /// The native store's log in a region of its own.
     pub log_region: Option<LogRegion>,
-    /// Buffer pool as a share of the database's pages.
-    pub buffer: f64,
-    /// Buffer pool in bytes instead (4 KiB frames), when given.
-    pub buffer_bytes: Option<u64>,
+    /// The buffer pool: a share of the database's pages, or a size.
+    pub buffer: BufferSize,
     /// TPC-H: pages each scan reads ahead (None: two per die, every die busy; 0: a page is read
     /// when the scan reaches it, as Shore-MT's buffer manager reads on fix).
     pub read_ahead_pages: Option<usize>,
@@ -83,6 +81,28 @@ pub struct Spec {
     pub sample_window: String,
     /// Also raw.csv, one row per transaction.
     pub raw: bool,
+}
+
+/// `--buffer`: a share of the database's pages (at least 256 frames) or a size in bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BufferSize {
+    Share(f64),
+    Bytes(u64),
+}
+
+impl std::str::FromStr for BufferSize {
+    type Err = String;
+    /// `2%` is a share of the database's pages, `10MiB` a size.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim_end().ends_with('%') {
+            return crate::units::parse_percent(s).map(BufferSize::Share);
+        }
+        match crate::units::parse_size(s) {
+            Ok(b) if b >= 4096 => Ok(BufferSize::Bytes(b)),
+            Ok(b) => Err(format!("{b} bytes is less than one 4 KiB frame")),
+            Err(e) => Err(format!("{e} (or a share of the database such as 2%)")),
+        }
+    }
 }
 
 /// Where the engine's log lives (`--log-device`).
@@ -452,12 +472,12 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     // Every store exports exactly the logical space: U = (1 - s) T, T = (blocks - reserve) ppb.
     let t = (blocks_per_plane * planes - bad_blocks - (dies + 2)) * ppb;
     let spare = 1.0 - logical as f64 / t as f64;
-    if !(args.buffer > 0.0 && args.buffer <= 1.0) {
-        bail!("--buffer {:.1}% is not in (0%, 100%]", args.buffer * 100.0);
-    }
-    let frames = match args.buffer_bytes {
-        Some(b) => (b / args.page_bytes as u64).max(256) as usize,
-        None => ((db_pages as f64 * args.buffer) as usize).max(256),
+    let frames = match args.buffer {
+        BufferSize::Share(f) if !(f > 0.0 && f <= 1.0) => {
+            bail!("--buffer {:.1}% is not in (0%, 100%]", f * 100.0)
+        }
+        BufferSize::Share(f) => ((db_pages as f64 * f) as usize).max(256),
+        BufferSize::Bytes(b) => (b / args.page_bytes as u64).max(256) as usize,
     };
     Ok((
         Rig {

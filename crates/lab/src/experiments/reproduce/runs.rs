@@ -190,8 +190,7 @@ fn compare_spec(spec: &Spec, setup: &Setup, workload: &str, volume: u64) -> comp
         terminals: setup.terminals,
         op: SPARE,
         log_region: None,
-        buffer: 1.0,
-        buffer_bytes: Some(BUFFER_BYTES),
+        buffer: compare::BufferSize::Bytes(BUFFER_BYTES),
         page_bytes: PAGE_BYTES,
         flash_bytes: Some(volume),
         read_ahead_pages: Some(0),
@@ -219,12 +218,7 @@ fn compare_spec(spec: &Spec, setup: &Setup, workload: &str, volume: u64) -> comp
 fn store_run(r: &compare::Row, measured: &storage::cpu::CpuModel) -> StoreRun {
     let p = r.per_txn;
     let w = p.host_work;
-    let priced = w.calls * measured.ns_per_call as f64
-        + w.fixes * measured.ns_per_fix as f64
-        + w.records * measured.ns_per_record as f64
-        + w.locks * measured.ns_per_lock as f64
-        + w.page_reads * measured.ns_per_page_read as f64
-        + w.page_writes * measured.ns_per_page_write as f64;
+    let priced = w.priced_without_commits_ns(measured);
     StoreRun {
         store: r.storage.clone(),
         tps: r.throughput_tps,
@@ -392,13 +386,9 @@ pub fn tpch_calibration(
     setup: &Setup,
     progress: &mut Progress<'_>,
 ) -> anyhow::Result<TpchRun> {
-    let s = Spec {
-        quick: false,
-        ..spec.clone()
-    };
     let mut run = None;
     progress("tpch SF 1 (native, dftl-orig-15%) ...");
-    let mut cs = compare_spec(&s, setup, "tpch", paper::TPCH_VOLUME_BYTES);
+    let mut cs = compare_spec(spec, setup, "tpch", paper::TPCH_VOLUME_BYTES);
     cs.sf = Some(1.0);
     cs.repeat = 1;
     cs.stores = Some(vec!["native".into(), "dftl-orig-15%".into()]);

@@ -67,6 +67,13 @@ pub struct FtlReport {
     /// `dftl-orig`: cache entries its min-age scans visited (0 for every other FTL).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_scanned_entries: u64,
+    /// `dftl-orig`: of those, the entries of scans whose working set did not fit the host's L3.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_scanned_entries_beyond_l3: u64,
+    /// `dftl-orig`: the largest working set of one scan (the cache lines of cached entries'
+    /// records and both arrays), bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_scan_footprint_bytes_max: u64,
     /// `page` with a pSLC write cache (`--slc-cache`): what the cache absorbed and folded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<SlcCacheReport>,
@@ -179,6 +186,8 @@ impl Counters {
             controller_busy_us: ctrl.busy_us(),
             host_cpu_us: 0.0,
             cache_scanned_entries: 0,
+            cache_scanned_entries_beyond_l3: 0,
+            cache_scan_footprint_bytes_max: 0,
             slc_cache: None,
             multi_plane_programs: 0,
         }

@@ -192,10 +192,21 @@ pub trait MapCache: std::fmt::Debug + Send + Sized {
     fn flush_tpages(&self, per_tpage: u64) -> Vec<u64>;
     /// Host or controller RAM for mapping, bytes, with a GTD of `tpages` entries.
     fn mapping_bytes(&self, tpages: u64) -> u64;
-    /// Entries visited by linear min-age scans so far (0 for a cache that does not scan).
-    fn scanned_entries(&self) -> u64 {
-        0
+    /// What linear min-age scans visited so far (zeros for a cache that does not scan).
+    fn scan_counts(&self) -> ScanCounts {
+        ScanCounts::default()
     }
+}
+
+/// What a mapping cache's linear min-age scans visited (`dftl-orig`; zeros for every other cache).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanCounts {
+    /// Array entries visited.
+    pub entries: u64,
+    /// Of those, entries visited by scans whose working set did not fit the host's L3.
+    pub entries_beyond_l3: u64,
+    /// The largest working set of one scan, bytes.
+    pub footprint_bytes_max: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1256,6 +1267,7 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
     }
 
     fn report(&self) -> FtlReport {
+        let scans = self.cache.scan_counts();
         FtlReport {
             cmt_hit_ratio: Some(if self.lookups == 0 {
                 0.0
@@ -1269,7 +1281,9 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
             } else {
                 0.0
             },
-            cache_scanned_entries: self.cache.scanned_entries(),
+            cache_scanned_entries: scans.entries,
+            cache_scanned_entries_beyond_l3: scans.entries_beyond_l3,
+            cache_scan_footprint_bytes_max: scans.footprint_bytes_max,
             ..space_report(
                 self.name(),
                 &self.space,

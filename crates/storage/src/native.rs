@@ -1581,6 +1581,8 @@ impl PageStore for NativeStore {
             controller_busy_us: self.host_mapping_ps as f64 / 1e6,
             host_cpu_us: self.host_mapping_ps as f64 / 1e6,
             cache_scanned_entries: 0,
+            cache_scanned_entries_beyond_l3: 0,
+            cache_scan_footprint_bytes_max: 0,
             slc_cache: None,
             multi_plane_programs: c.multi_plane_programs,
         })

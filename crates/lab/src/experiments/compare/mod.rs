@@ -81,6 +81,16 @@ pub struct PerTxn {
     pub host_cpu_us: f64,
     /// The host work it was charged for.
     pub host_work: HostWork,
+    /// `dftl-orig`: cache entries its min-age scans visited, and of those the entries of scans
+    /// whose working set did not fit the host's L3 (ftl docs, `dftl-orig`, "What a scan reads").
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub scanned_entries: f64,
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub scanned_entries_beyond_l3: f64,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The engine's work per transaction, by kind (storage::cpu::CpuCounts over the window).
@@ -201,6 +211,8 @@ impl PerTxn {
             latency_us: r4(self.latency_us),
             host_cpu_us: r4(self.host_cpu_us),
             host_work: self.host_work.rounded(),
+            scanned_entries: r4(self.scanned_entries),
+            scanned_entries_beyond_l3: r4(self.scanned_entries_beyond_l3),
         }
     }
 }
@@ -411,6 +423,10 @@ fn measure_window(
             latency_us: ran.latency_sum_ns / ran.latency_txns.max(1) as f64 / 1000.0,
             host_cpu_us: cpu.charged_ns as f64 / n / 1000.0,
             host_work: HostWork::per_txn(&cpu, n),
+            scanned_entries: (after.scanned - before.scanned) as f64 / n,
+            scanned_entries_beyond_l3: (after.scanned_beyond_l3 - before.scanned_beyond_l3)
+                as f64
+                / n,
         },
         consistency,
     })
@@ -498,6 +514,8 @@ fn average(runs: &[RunOut]) -> PerTxn {
         p.energy_joules += q.energy_joules / n;
         p.latency_us += q.latency_us / n;
         p.host_cpu_us += q.host_cpu_us / n;
+        p.scanned_entries += q.scanned_entries / n;
+        p.scanned_entries_beyond_l3 += q.scanned_entries_beyond_l3 / n;
         p.host_work.add_scaled(&q.host_work, 1.0 / n);
     }
     p

@@ -265,6 +265,8 @@ pub struct Counters {
     pub ctrl_us: f64,
     /// `dftl-orig`'s scanned cache entries.
     pub scanned: u64,
+    /// Of those, the entries of scans beyond the host's L3.
+    pub scanned_beyond_l3: u64,
     /// 4 KiB units per flash page: GC moves units, a program writes a page of them.
     pub units_per_page: u64,
 }
@@ -285,6 +287,7 @@ pub fn counters(store: &dyn PageStore) -> Counters {
         c.tw = d.translation_writes;
         c.ctrl_us = d.controller_busy_us;
         c.scanned = d.cache_scanned_entries;
+        c.scanned_beyond_l3 = d.cache_scanned_entries_beyond_l3;
     }
     c
 }

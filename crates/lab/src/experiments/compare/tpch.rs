@@ -56,6 +56,8 @@ pub struct QueryRow {
     /// native), seconds, and the cache entries dftl-orig's min-age scans visited.
     pub mapping_seconds: f64,
     pub cache_scanned_entries: f64,
+    /// Of those, the entries of scans whose working set did not fit the host's L3.
+    pub cache_scanned_entries_beyond_l3: f64,
     pub consistency: Consistency,
 }
 
@@ -214,6 +216,9 @@ pub fn run(
                 engine_cpu_seconds: r4(m.engine_cpu_ns as f64 / 1e9 / runs),
                 mapping_seconds: r4((a.0.ctrl_us - b.0.ctrl_us) / 1e6 / runs),
                 cache_scanned_entries: r4((a.0.scanned - b.0.scanned) as f64 / runs),
+                cache_scanned_entries_beyond_l3: r4(
+                    (a.0.scanned_beyond_l3 - b.0.scanned_beyond_l3) as f64 / runs,
+                ),
                 consistency: measure::check(measure::Window {
                     before: &b.2,
                     after: &a.2,

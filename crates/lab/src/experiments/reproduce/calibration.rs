@@ -92,7 +92,8 @@ pub struct ScanInput {
     pub engine_scale: f64,
     pub query_scale: f64,
     /// Cache entries the scans visited, the cycles of one random access into the per-page
-    /// table on the E5630 (40: fits the L3; 210 beyond), and the overlap the run used.
+    /// table on the E5630 (40 for scans that fit the L3, 210 beyond; the mean over the scanned
+    /// entries when the run had both), and the overlap the run used.
     pub scanned_entries: f64,
     pub access_cycles: f64,
     pub overlap: u32,

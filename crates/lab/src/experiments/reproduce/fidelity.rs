@@ -94,7 +94,7 @@ fn r4(x: f64) -> f64 {
 }
 
 fn per_txn(s: &StoreRun) -> String {
-    format!(
+    let mut why = format!(
         "per transaction: host CPU {:.0} us, flash reads {:.2} (translation {:.2}), programs {:.2} (translation {:.2}, GC {:.2}), mapping {:.0} us, latency {:.0} us",
         s.host_cpu_us,
         s.flash_reads,
@@ -104,7 +104,15 @@ fn per_txn(s: &StoreRun) -> String {
         s.gc_migrations,
         s.mapping_us,
         s.latency_us
-    )
+    );
+    if s.scanned_entries > 0.0 {
+        why += &format!(
+            ", scanned cache entries {:.0} ({:.0}% beyond the L3)",
+            s.scanned_entries,
+            s.scanned_beyond_l3_share * 100.0
+        );
+    }
+    why
 }
 
 fn label(workload: &str) -> &'static str {
@@ -225,8 +233,8 @@ fn tpch_cells(cpu: &str, t: &TpchRun, out: &mut Vec<Cell>) {
         };
         let why = |x: &super::runs::TpchQueryRun| {
             format!(
-                "per run: query CPU {:.1} s, engine CPU {:.1} s, mapping {:.1} s, translation reads {:.0}, scanned cache entries {:.3e}",
-                x.query_cpu_seconds, x.engine_cpu_seconds, x.mapping_seconds, x.translation_reads, x.cache_scanned_entries
+                "per run: query CPU {:.1} s, engine CPU {:.1} s, mapping {:.1} s, translation reads {:.0}, scanned cache entries {:.3e} ({:.0}% beyond the L3)",
+                x.query_cpu_seconds, x.engine_cpu_seconds, x.mapping_seconds, x.translation_reads, x.cache_scanned_entries, x.cache_scanned_beyond_l3_share * 100.0
             )
         };
         out.push(cell(

@@ -42,6 +42,10 @@ pub struct StoreRun {
     /// commits: the calibration's inputs.
     pub measured_cpu_ns: f64,
     pub commits: f64,
+    /// `dftl-orig`: scanned cache entries per transaction, and the share of them whose scans did
+    /// not fit the host's L3.
+    pub scanned_entries: f64,
+    pub scanned_beyond_l3_share: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -66,6 +70,16 @@ pub struct TpchQueryRun {
     pub mapping_seconds: f64,
     pub translation_reads: f64,
     pub cache_scanned_entries: f64,
+    pub cache_scanned_beyond_l3_share: f64,
+}
+
+/// `part / whole`, 0 when there is no whole; four decimals.
+fn share(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        (part / whole * 1e4).round() / 1e4
+    } else {
+        0.0
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -235,6 +249,8 @@ fn store_run(r: &compare::Row, measured: &storage::cpu::CpuModel) -> StoreRun {
         mapping_us: p.controller_us,
         measured_cpu_ns: (priced * 10.0).round() / 10.0,
         commits: w.commits,
+        scanned_entries: p.scanned_entries,
+        scanned_beyond_l3_share: share(p.scanned_entries_beyond_l3, p.scanned_entries),
     }
 }
 
@@ -417,6 +433,10 @@ fn tpch_run(res: &compare::TpchCompareResult, sf: f64, volume: u64) -> TpchRun {
                 mapping_seconds: q.mapping_seconds,
                 translation_reads: q.translation_reads,
                 cache_scanned_entries: q.cache_scanned_entries,
+                cache_scanned_beyond_l3_share: share(
+                    q.cache_scanned_entries_beyond_l3,
+                    q.cache_scanned_entries,
+                ),
             });
         }
     }
@@ -484,8 +504,11 @@ pub fn calibration_inputs(
         });
     }
     let d = q("dftl-orig-15%", 1)?;
-    // The published DFTL's per-page records, 16 bytes per logical page of the volume.
-    let table_bytes = 16 * (tpch.volume_bytes / 4096);
+    // What one scanned entry's record access cost, unoverlapped: 40 cycles for the scans whose
+    // working set fit the L3, 210 for the others (ftl::host; ftl docs, "What a scan reads").
+    let beyond = d.cache_scanned_beyond_l3_share;
+    let access_cycles = (1.0 - beyond) * ftl::host::L3_HIT_CYCLES as f64
+        + beyond * (ftl::host::L3_HIT_CYCLES + ftl::host::DRAM_EXTRA_CYCLES) as f64;
     Ok(Inputs {
         oltp: o,
         tpch: t,
@@ -498,7 +521,7 @@ pub fn calibration_inputs(
             engine_scale: used.engine_scale,
             query_scale: used.query_scale,
             scanned_entries: d.cache_scanned_entries,
-            access_cycles: ftl::host::access_cycles(table_bytes) as f64,
+            access_cycles,
             overlap: used.dftl_orig_scan_overlap,
         },
     })

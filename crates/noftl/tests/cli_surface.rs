@@ -20,6 +20,28 @@ fn stdout(args: &[&str]) -> String {
     String::from_utf8(noftl(args).stdout).expect("utf-8")
 }
 
+/// A figure names the code that made it: the version, the commit (or "unknown" outside git)
+/// and its date.
+#[test]
+fn version_names_the_commit_and_its_date() {
+    let v = stdout(&["--version"]);
+    let rest = v
+        .trim()
+        .strip_prefix(concat!("noftl ", env!("CARGO_PKG_VERSION"), " ("))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{v}"));
+    let (commit, date) = rest.split_once(' ').unwrap_or_else(|| panic!("{v}"));
+    let hex = commit.trim_end_matches("-modified");
+    assert!(
+        hex == "unknown" || (hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{v}"
+    );
+    assert!(
+        date == "unknown" || (date.len() == 10 && date.as_bytes()[4] == b'-'),
+        "{v}"
+    );
+}
+
 #[test]
 fn completions_come_out_for_every_shell() {
     let bash = stdout(&["completions", "bash"]);

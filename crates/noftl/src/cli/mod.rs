@@ -23,10 +23,21 @@ pub mod sweep;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+/// `noftl --version`: the crate's version, the commit it was built from (with "-modified" when
+/// the tree had uncommitted changes) and that commit's date (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("NOFTL_COMMIT"),
+    " ",
+    env!("NOFTL_COMMIT_DATE"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "noftl",
-    version,
+    version = VERSION,
     about = "NAND flash emulator, FTLs and a flash-aware storage engine, with the benchmarks to compare them"
 )]
 pub struct Cli {

@@ -23,8 +23,10 @@
 # And the Python package `ray` (tests/sweep_cli.rs: `noftl sweep --executor ray`), with pip into
 # the repository's virtual environment .venv, when it is not importable there.
 #
-# Needs root (or sudo) on Debian/Ubuntu. Exits non-zero only if an install fails; the tests
-# skip with a printed reason when a tool is still missing (e.g. no /dev/fuse in a container).
+# Installs as root (or with password-less sudo) on Debian/Ubuntu. Without apt-get or root it
+# says what it could not install and exits 0: the tests that need a missing tool skip with a
+# printed reason (as they do when a tool cannot run, e.g. no /dev/fuse in a container). Exits
+# non-zero only if an install it attempted fails.
 set -euo pipefail
 
 declare -A PKG=(
@@ -81,15 +83,17 @@ fi
 # Unique package names, sorted for a stable log line.
 mapfile -t pkgs < <(printf '%s\n' "${missing[@]}" | sort -u)
 
+# Without a way to install, the tests run anyway: each test that needs a missing tool skips with
+# a printed reason, and this says which tools and why, once, up front.
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "install-test-deps: missing ${pkgs[*]}, and no apt-get to install them" >&2
-  exit 1
+  echo "install-test-deps: missing ${pkgs[*]} and no apt-get to install them: the tests that need them will skip" >&2
+  exit 0
 fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "install-test-deps: missing ${pkgs[*]}; run as root to install them" >&2
-    exit 1
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"; else
+    echo "install-test-deps: missing ${pkgs[*]}, not root and no password-less sudo: the tests that need them will skip (run as root to install them)" >&2
+    exit 0
   fi
 fi
 

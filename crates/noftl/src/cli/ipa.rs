@@ -66,9 +66,20 @@ pub struct IpaCompareArgs {
     /// Terminals: concurrent transaction streams of each run.
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
-    /// Warm-up before the measured window, virtual time.
-    #[arg(long, default_value = "10s")]
+    /// A fixed warm-up after the load, virtual time, before the preconditioning.
+    #[arg(long, default_value = "0s")]
     pub warmup: String,
+    /// Preconditioning: the workload runs until the host has written the device over this many
+    /// times since it was formatted (the load included), then the steady-state rounds.
+    #[arg(long = "precondition", value_name = "DEVICE_WRITES", default_value_t = 2.0)]
+    pub precondition: f64,
+    /// One round of the steady-state rule (SNIA SSS PTS: the last 5 rounds' throughput and WAF
+    /// within 20% range and 10% fit excursion of their mean), virtual time.
+    #[arg(long, default_value = "10s")]
+    pub round: String,
+    /// The cap on rounds (0: none, and every row says it was not checked for steady state).
+    #[arg(long, default_value_t = lab::steady::MAX_ROUNDS)]
+    pub max_rounds: u32,
     /// Measured window, virtual time.
     #[arg(long, default_value = "20s")]
     pub duration: String,
@@ -111,6 +122,9 @@ impl IpaCompareArgs {
             configs: self.configs.clone(),
             terminals: self.terminals,
             warmup: self.warmup.clone(),
+            precondition_device_writes: self.precondition,
+            round: self.round.clone(),
+            max_rounds: self.max_rounds,
             duration: self.duration.clone(),
             repeat: self.repeat,
             buffer_pages: self.buffer_pages,
@@ -141,7 +155,7 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
 
 fn print_table(r: &Report) {
     println!(
-        "ipa compare: {} scale {} on {} ({}-byte DB pages), IPA [{}] records of {} B in {}, region {} chips; warm-up {:.0} s, window {:.0} s, {} run(s) per row",
+        "ipa compare: {} scale {} on {} ({}-byte DB pages), IPA [{}] records of {} B in {}, region {} chips; warm-up {:.0} s, preconditioning to {} device writes, rounds of {:.0} s until steady (at most {}), window {:.0} s, {} run(s) per row",
         r.workload,
         r.scale,
         r.preset,
@@ -151,6 +165,9 @@ fn print_table(r: &Report) {
         r.ipa_mode,
         r.region_chips,
         r.warmup_s,
+        r.precondition_device_writes,
+        r.round_s,
+        r.max_rounds,
         r.duration_s,
         r.repeat
     );
@@ -197,6 +214,22 @@ fn print_table(r: &Report) {
         );
         if x.consistency.status != "ok" {
             println!("    consistency violated: {:?}", x.consistency.violations);
+        }
+        if let Some(w) = x.steady_state.warning() {
+            println!("    WARNING: {w}");
+        }
+        for g in &x.regions {
+            println!(
+                "    region {:<16} {:>6} {:>5.1}% full of {:>7} units, GC victims {:>5} at {:>5.1}% valid, {:>6} migrations, {:>5} erases",
+                g.name,
+                g.cells,
+                100.0 * g.fullness,
+                g.capacity_units,
+                g.gc_victims,
+                100.0 * g.victim_validity,
+                g.gc_migrations,
+                g.gc_erases
+            );
         }
     }
     if let Some(b) = base {

@@ -45,6 +45,11 @@ pub struct Report {
     pub ipa_mode: &'static str,
     pub region_chips: u32,
     pub warmup_s: f64,
+    /// The steady-state rule's set-up (`crate::steady`): preconditioning in device writes,
+    /// the round's virtual length, the cap on rounds.
+    pub precondition_device_writes: f64,
+    pub round_s: f64,
+    pub max_rounds: u32,
     pub duration_s: f64,
     pub repeat: u32,
     pub rows: Vec<Row>,
@@ -149,11 +154,23 @@ fn run_config(
         }
     }
     let n = runs.len() as f64;
-    let mean = runs.iter().map(|r| r.1).sum::<f64>() / n;
+    let mean_of = |f: fn(&Row) -> f64| runs.iter().map(|r| f(&r.0)).sum::<f64>() / n;
+    let mean = mean_of(|r| r.throughput_tps);
     let var = runs.iter().map(|r| (r.1 - mean).powi(2)).sum::<f64>() / n;
+    // The row: the first run's counts, the runs' means of the per-write figures and throughput.
     let mut row = runs[0].0.clone();
     row.throughput_tps = mean;
     row.stdev = var.sqrt();
+    row.gc_migrations_per_host_write = mean_of(|r| r.gc_migrations_per_host_write);
+    row.gc_erases_per_host_write = mean_of(|r| r.gc_erases_per_host_write);
+    row.append_percent = mean_of(|r| r.append_percent);
+    let steady: Vec<_> = runs.iter().map(|r| r.0.steady_state.clone()).collect();
+    if let Some(s) = crate::steady::SteadyState::all(&steady) {
+        row.steady_state = s;
+    }
+    if let Some(bad) = runs.iter().find(|r| r.0.consistency.status != "ok") {
+        row.consistency = bad.0.consistency.clone();
+    }
     row.trace = None;
     let traces = runs.into_iter().filter_map(|r| r.0.trace).collect();
     Ok(Ok((row, traces)))
@@ -170,6 +187,9 @@ fn report(a: &Spec, st: &Setup, rows: Vec<Row>, not_run: Vec<NotRun>) -> Report 
         ipa_mode: st.ipa_mode,
         region_chips: a.region_chips,
         warmup_s: st.warmup_ns as f64 / 1e9,
+        precondition_device_writes: st.precondition,
+        round_s: st.round_ns as f64 / 1e9,
+        max_rounds: st.max_rounds,
         duration_s: st.duration_ns as f64 / 1e9,
         repeat: a.repeat,
         rows,

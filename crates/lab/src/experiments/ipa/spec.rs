@@ -19,6 +19,9 @@ pub const DEFAULT_GEOMETRY: [&str; 4] = [
     "geometry.pages_per_block=64",
 ];
 
+/// The most preconditioning a comparison accepts, in device writes: beyond it a run is hours.
+pub const MAX_PRECONDITION_DEVICE_WRITES: f64 = 20.0;
+
 /// The configurations a comparison can run.
 pub const CONFIGS: [&str; 7] = [
     "baseline",
@@ -63,9 +66,18 @@ pub struct Spec {
     pub configs: Option<Vec<String>>,
     /// Terminals: concurrent transaction streams of each run.
     pub terminals: u32,
-    /// Warm-up before the measured window, virtual time as text (10s, 500ms;
-    /// `crate::units::parse_duration_ns`).
+    /// A fixed warm-up after the load, virtual time as text (10s, 500ms;
+    /// `crate::units::parse_duration_ns`), before the preconditioning.
     pub warmup: String,
+    /// Preconditioning: the workload runs until the host has written the device over this many
+    /// times since it was formatted (the load included), so that GC works before the rounds
+    /// (`crate::steady`; the `compare` verb's two device writes).
+    pub precondition_device_writes: f64,
+    /// One round of the steady-state rule, virtual time as text.
+    pub round: String,
+    /// The cap on rounds (`crate::steady::MAX_ROUNDS` by default; 0: no rounds, and the rows
+    /// say they were not checked for steady state).
+    pub max_rounds: u32,
     /// Measured window, virtual time as text.
     pub duration: String,
     /// Runs per row (seeds seed, seed + 1, ...): the throughput's standard deviation.
@@ -112,6 +124,9 @@ pub(super) struct Setup {
     pub(super) workload: Workload,
     pub(super) configs: Vec<String>,
     pub(super) warmup_ns: u64,
+    pub(super) round_ns: u64,
+    pub(super) precondition: f64,
+    pub(super) max_rounds: u32,
     pub(super) duration_ns: u64,
     pub(super) chips: u32,
     pub(super) ipa_opts: String,
@@ -144,6 +159,16 @@ pub(super) fn setup(a: &Spec) -> anyhow::Result<Setup> {
     }
     let warmup_ns = crate::units::parse_duration_ns(&a.warmup)?;
     let duration_ns = crate::units::parse_duration_ns(&a.duration)?;
+    let round_ns = crate::units::parse_duration_ns(&a.round)?;
+    if round_ns == 0 || duration_ns == 0 {
+        bail!("--round and --duration must be longer than 0");
+    }
+    if !(0.0..=MAX_PRECONDITION_DEVICE_WRITES).contains(&a.precondition_device_writes) {
+        bail!(
+            "--precondition is between 0 and {MAX_PRECONDITION_DEVICE_WRITES} device writes, not {}",
+            a.precondition_device_writes
+        );
+    }
     let chips = dev.geometry.channels * dev.geometry.chips_per_channel;
     if a.region_chips == 0 || a.region_chips >= chips {
         bail!(
@@ -166,6 +191,9 @@ pub(super) fn setup(a: &Spec) -> anyhow::Result<Setup> {
         workload,
         configs,
         warmup_ns,
+        round_ns,
+        precondition: a.precondition_device_writes,
+        max_rounds: a.max_rounds,
         duration_ns,
         chips,
         ipa_opts,

@@ -38,6 +38,10 @@ pub const SLOPE_SHARE: f64 = 0.10;
 /// The cap on rounds (SSS PTS: "until Steady State is reached, or a maximum of 25 Rounds").
 pub const MAX_ROUNDS: u32 = 25;
 
+/// A backstop on preconditioning, in virtual time (10 hours): a workload that writes almost
+/// nothing is measured as it is then, and its `device_writes` shows it.
+pub const PRECONDITION_MAX_NS: u64 = 10 * 3_600_000_000_000;
+
 /// The criterion's name in every result JSON.
 pub const CRITERION: &str =
     "SNIA SSS PTS 2.1.24: last 5 rounds' throughput and WAF each within 20% range and 10% fit excursion of their mean";
@@ -151,6 +155,17 @@ impl SteadyState {
         }
     }
 
+    /// A run with nothing below it that settles (raw flash: no FTL, no GC): steady from its
+    /// first request, with the reason as its criterion.
+    pub fn not_applicable(why: &str, device_writes: f64) -> SteadyState {
+        SteadyState {
+            criterion: why.to_string(),
+            rounds: 0,
+            met: true,
+            device_writes,
+        }
+    }
+
     /// Several runs of one row together: met only if every run met it; the most rounds any
     /// needed and the fewest device writes any had.
     pub fn all(runs: &[SteadyState]) -> Option<SteadyState> {
@@ -176,6 +191,27 @@ impl SteadyState {
             )
         })
     }
+}
+
+/// `--strict`: fails, naming them, when any of the `rows` (a name and its verdict) did not reach
+/// steady state; a verb calls it after its result is written and printed.
+pub fn refuse_unsteady<'a>(
+    strict: bool,
+    rows: impl IntoIterator<Item = (&'a str, &'a SteadyState)>,
+) -> anyhow::Result<()> {
+    let unsteady: Vec<&str> = rows
+        .into_iter()
+        .filter(|(_, s)| !s.met)
+        .map(|(name, _)| name)
+        .collect();
+    if strict && !unsteady.is_empty() {
+        anyhow::bail!(
+            "--strict: {} row(s) did not reach steady state ({}); their figures are not steady-state results",
+            unsteady.len(),
+            unsteady.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Host and flash programs of a device at one moment, for a round's write amplification.

@@ -66,8 +66,8 @@ pub struct IpaCompareArgs {
     /// Terminals: concurrent transaction streams of each run.
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
-    /// A fixed warm-up after the load, virtual time, before the preconditioning.
-    #[arg(long, default_value = "0s")]
+    /// A fixed warm-up after the load, virtual time (or none), before the preconditioning.
+    #[arg(long, default_value = "none")]
     pub warmup: String,
     /// Preconditioning: the workload runs until the host has written the device over this many
     /// times since it was formatted (the load included), then the steady-state rounds.

@@ -73,9 +73,14 @@ fn counts(store: &dyn PageStore) -> Counts {
         c.host_appends = st.get(OpKind::PartialProgram, Purpose::Host);
         c.programs = st.total(OpKind::Program) + st.total(OpKind::PartialProgram);
         c.erases = st.total(OpKind::Erase);
+        // Pages GC programmed, as IPA Table I counts migrations against host writes in flash
+        // pages. The store's own `gc.migrations` counts 4 KiB units, four to a 16 KiB page:
+        // against host writes in pages it read four times too high (the rows published before
+        // 2026-11-28 did).
+        c.gc_migrations =
+            st.get(OpKind::Program, Purpose::Gc) + st.get(OpKind::PartialProgram, Purpose::Gc);
     }
     if let Some(r) = store.device_report() {
-        c.gc_migrations = r.gc.migrations;
         c.gc_erases = r.gc.erases;
     }
     c
@@ -357,7 +362,7 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
         &mut terms,
         st.precondition,
         st.round_ns,
-        PRECONDITION_MAX_NS,
+        crate::steady::PRECONDITION_MAX_NS,
     )?;
     let total = |t: &[T]| t.iter().map(done).sum::<u64>();
     let steady_state = if st.max_rounds == 0 {
@@ -499,10 +504,6 @@ fn region_counts(store: &dyn PageStore) -> Vec<RegionCounts> {
     }
     out
 }
-
-/// A backstop on preconditioning, in virtual time (10 hours): a workload that writes almost
-/// nothing is measured as it is then, and its `steady_state.device_writes` shows it.
-const PRECONDITION_MAX_NS: u64 = 10 * 3_600_000_000_000;
 
 /// One object's write-backs in the advisor's baseline window.
 #[derive(Debug, Clone, Serialize)]

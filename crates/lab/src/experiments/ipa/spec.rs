@@ -67,7 +67,7 @@ pub struct Spec {
     /// Terminals: concurrent transaction streams of each run.
     pub terminals: u32,
     /// A fixed warm-up after the load, virtual time as text (10s, 500ms;
-    /// `crate::units::parse_duration_ns`), before the preconditioning.
+    /// `crate::units::parse_duration_ns`) or `none`, before the preconditioning.
     pub warmup: String,
     /// Preconditioning: the workload runs until the host has written the device over this many
     /// times since it was formatted (the load included), so that GC works before the rounds
@@ -157,7 +157,10 @@ pub(super) fn setup(a: &Spec) -> anyhow::Result<Setup> {
     if a.repeat == 0 || a.terminals == 0 {
         bail!("--repeat and --terminals must be at least 1");
     }
-    let warmup_ns = crate::units::parse_duration_ns(&a.warmup)?;
+    let warmup_ns = match a.warmup.trim() {
+        "none" => 0,
+        w => crate::units::parse_duration_ns(w)?,
+    };
     let duration_ns = crate::units::parse_duration_ns(&a.duration)?;
     let round_ns = crate::units::parse_duration_ns(&a.round)?;
     if round_ns == 0 || duration_ns == 0 {

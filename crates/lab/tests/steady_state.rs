@@ -78,6 +78,8 @@ fn ipa_rows_too_short_to_be_steady_say_so() {
         page_size_bytes: None,
         op_fraction: 0.1,
         region_chips: 1,
+        region_max_size_bytes: None,
+        region_gc: None,
         scheme: "2x3".into(),
         record_bytes: 32,
         configs: Some(vec!["baseline".into()]),
@@ -90,6 +92,7 @@ fn ipa_rows_too_short_to_be_steady_say_so() {
         repeat: 1,
         buffer_pages: None,
         seed: 1,
+        regime: None,
     };
     let r = lab::experiments::ipa::run(&spec, None).expect("ipa compare runs");
     let row = &r.rows[0];

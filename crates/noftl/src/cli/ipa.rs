@@ -52,6 +52,23 @@ pub struct IpaCompareArgs {
     /// chip but one, which keeps the log and the store's metadata.
     #[arg(long, default_value_t = 1)]
     pub region_chips: u32,
+    /// The DBA's MAX_SIZE of the regions layout's region (e.g. 54M): the region takes the fewest
+    /// chips that hold it in its cells and never more (overrides --region-chips).
+    #[arg(long, value_parser = super::common::parse_size)]
+    pub region_size: Option<u64>,
+    /// GC policy of that region: greedy (default), cost-benefit, fifo or random.
+    #[arg(long)]
+    pub region_gc: Option<String>,
+    /// IPA Table I in its regime (docs/ipa.md, "Table I in steady state"): TATP, the baseline,
+    /// Table I's layout and the control rows on a device and database chosen for it, a
+    /// DBA-sized region, preconditioning and rounds until steady, 3 seeds. Replaces the
+    /// workload, scale, device, region, rows, durations and --repeat; keeps --seed and
+    /// --terminals.
+    #[arg(long)]
+    pub paper: bool,
+    /// Fail (after the report) when a row broke a physical bound or did not reach steady state.
+    #[arg(long)]
+    pub strict: bool,
     /// The IPA scheme NxM: N appends per page between out-of-place writes, M records each.
     #[arg(long, default_value = "2x3")]
     pub scheme: String,
@@ -117,6 +134,8 @@ impl IpaCompareArgs {
             page_size_bytes: self.page_size,
             op_fraction: self.op,
             region_chips: self.region_chips,
+            region_max_size_bytes: self.region_size,
+            region_gc: self.region_gc.clone(),
             scheme: self.scheme.clone(),
             record_bytes: self.record_bytes,
             configs: self.configs.clone(),
@@ -129,6 +148,7 @@ impl IpaCompareArgs {
             repeat: self.repeat,
             buffer_pages: self.buffer_pages,
             seed: self.seed,
+            regime: None,
         }
     }
 }
@@ -141,7 +161,11 @@ pub fn run(cmd: IpaCommand) -> anyhow::Result<()> {
 }
 
 fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
-    let spec = a.spec();
+    let spec = if a.paper {
+        exp::table_i(a.seed, a.terminals)
+    } else {
+        a.spec()
+    };
     // The spec is checked before the result directory is created (the order of the refusals).
     exp::check(&spec)?;
     super::common::check_outputs(&[], &[a.json.as_deref()])?;
@@ -150,10 +174,27 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     if super::common::emit_json(a.json.as_deref(), &report)? {
         print_table(&report);
     }
-    Ok(())
+    let violated = report
+        .rows
+        .iter()
+        .filter(|r| r.consistency.status != "ok")
+        .count();
+    if a.strict && violated > 0 {
+        bail!("--strict: {violated} row(s) violated their consistency check");
+    }
+    lab::steady::refuse_unsteady(
+        a.strict,
+        report
+            .rows
+            .iter()
+            .map(|r| (r.config.as_str(), &r.steady_state)),
+    )
 }
 
 fn print_table(r: &Report) {
+    if let Some(regime) = &r.regime {
+        println!("regime: {regime}");
+    }
     println!(
         "ipa compare: {} scale {} on {} ({}-byte DB pages), IPA [{}] records of {} B in {}, region {} chips; warm-up {:.0} s, preconditioning to {} device writes, rounds of {:.0} s until steady (at most {}), window {:.0} s, {} run(s) per row",
         r.workload,

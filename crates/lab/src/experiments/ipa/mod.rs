@@ -27,7 +27,10 @@ use serde::Serialize;
 
 pub use advisor::Advice;
 pub use row::{ObjectProfile, Row};
-pub use spec::{Spec, CONFIGS, DEFAULT_GEOMETRY};
+pub use spec::{
+    table_i, Spec, CONFIGS, DBA_ROOM_FOR_GC, DEFAULT_GEOMETRY, TABLE_I_SUBSCRIBERS,
+    TATP_HOT_BYTES_PER_SUBSCRIBER,
+};
 
 use advisor::recommend;
 use row::run_one;
@@ -36,6 +39,9 @@ use spec::{setup, Setup};
 /// IPA Table I: the rows that ran and the ones that could not.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// The paper's regime (`--paper`), in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regime: Option<String>,
     pub workload: String,
     pub scale: u32,
     pub preset: String,
@@ -44,6 +50,8 @@ pub struct Report {
     pub record_bytes: u16,
     pub ipa_mode: &'static str,
     pub region_chips: u32,
+    /// The regions layout's MAX_SIZE (the DBA's sizing), if the region was sized by it.
+    pub region_max_size_bytes: Option<u64>,
     pub warmup_s: f64,
     /// The steady-state rule's set-up (`crate::steady`): preconditioning in device writes,
     /// the round's virtual length, the cap on rounds.
@@ -178,6 +186,7 @@ fn run_config(
 
 fn report(a: &Spec, st: &Setup, rows: Vec<Row>, not_run: Vec<NotRun>) -> Report {
     Report {
+        regime: a.regime.clone(),
         workload: a.workload.clone(),
         scale: st.workload.scale(),
         preset: a.device.preset.clone(),
@@ -185,7 +194,8 @@ fn report(a: &Spec, st: &Setup, rows: Vec<Row>, not_run: Vec<NotRun>) -> Report 
         scheme: st.scheme.label(),
         record_bytes: st.scheme.record_bytes,
         ipa_mode: st.ipa_mode,
-        region_chips: a.region_chips,
+        region_chips: st.region_chips,
+        region_max_size_bytes: a.region_max_size_bytes,
         warmup_s: st.warmup_ns as f64 / 1e9,
         precondition_device_writes: st.precondition,
         round_s: st.round_ns as f64 / 1e9,
@@ -281,7 +291,7 @@ pub fn advise(a: &Spec) -> anyhow::Result<AdviseReport> {
     if !chosen.is_empty() {
         ddl.push(format!(
             "CREATE REGION rg_ipa (MAX_CHIPS={}, IPA_MODE={}, IPA_SCHEME={}, IPA_RECORD={});",
-            a.region_chips,
+            st.region_chips,
             st.ipa_mode,
             scheme.label(),
             scheme.record_bytes

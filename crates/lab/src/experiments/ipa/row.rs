@@ -175,9 +175,23 @@ fn layout_ddl(a: &Spec, st: &Setup, config: &str) -> anyhow::Result<String> {
         Workload::Tpcb(_) => tpcb::DDL,
         Workload::Tpcc(_) => tpcc::DDL,
     };
+    // The DBA's MAX_SIZE, when the spec sizes the region by it.
+    // The DBA's MAX_SIZE and GC policy, when the spec gives them.
+    let sized = |extra: &str| {
+        let mut opts: Vec<String> = a
+            .region_max_size_bytes
+            .map(|b| format!("MAX_SIZE={b}"))
+            .into_iter()
+            .chain(a.region_gc.as_ref().map(|g| format!("GC={g}")))
+            .collect();
+        if !extra.is_empty() {
+            opts.push(extra.to_string());
+        }
+        opts.join(", ")
+    };
     Ok(match config {
-        "regions" => tatp::regions_ddl(a.region_chips, op_percent, control),
-        "ipa-regions" => tatp::regions_ddl(a.region_chips, op_percent, &st.ipa_opts),
+        "regions" => tatp::regions_ddl(st.region_chips, op_percent, &sized(control)),
+        "ipa-regions" => tatp::regions_ddl(st.region_chips, op_percent, &sized(&st.ipa_opts)),
         "advised" | "ipa-advised" => {
             let Some((tables, scheme)) = &st.advised else {
                 bail!("the advised layout needs the advisor's profile of the baseline first");
@@ -204,7 +218,7 @@ fn layout_ddl(a: &Spec, st: &Setup, config: &str) -> anyhow::Result<String> {
                 "rg_ipa",
                 &format!(
                     "MAX_CHIPS={}, GC=greedy, OP={op_percent}%{extra}",
-                    a.region_chips
+                    st.region_chips
                 ),
             )?
         }

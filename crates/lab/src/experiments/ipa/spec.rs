@@ -11,6 +11,7 @@ use storage::ipa::IpaScheme;
 
 use crate::device::DeviceSpec;
 
+
 /// The device of the default comparison (see `Spec::device`).
 pub const DEFAULT_GEOMETRY: [&str; 4] = [
     "geometry.channels=2",
@@ -57,6 +58,13 @@ pub struct Spec {
     /// Chips of the IPA region of `ipa-regions`, `regions` and the advised rows; `ipa-global`
     /// takes every chip but one, which keeps the log and the store's metadata.
     pub region_chips: u32,
+    /// The DBA's `MAX_SIZE` of the region of `regions` and `ipa-regions`, bytes: the region
+    /// takes the fewest chips whose usable capacity in its cells reaches it (`region_chips` is
+    /// then ignored), and never holds more (None: `region_chips`, no MAX_SIZE).
+    pub region_max_size_bytes: Option<u64>,
+    /// GC policy of the regions layout's region (greedy, cost-benefit, fifo, random; None:
+    /// greedy).
+    pub region_gc: Option<String>,
     /// The IPA scheme NxM: N appends per page between out-of-place writes, M records each.
     pub scheme: String,
     /// Bytes a delta record is sized for.
@@ -86,6 +94,8 @@ pub struct Spec {
     pub buffer_pages: Option<usize>,
     /// Seed of each row's device, database and transaction inputs (run k of `repeat`: seed + k).
     pub seed: u64,
+    /// The paper's regime this spec reproduces, in words (`table_i`), for the report.
+    pub regime: Option<String>,
 }
 
 /// A workload the comparison runs: its load and its terminals.
@@ -129,6 +139,8 @@ pub(super) struct Setup {
     pub(super) max_rounds: u32,
     pub(super) duration_ns: u64,
     pub(super) chips: u32,
+    /// Chips of the regions layout's region (from MAX_SIZE when given).
+    pub(super) region_chips: u32,
     pub(super) ipa_opts: String,
     pub(super) op_percent: u32,
     /// The advisor's tables and scheme (from a profiled baseline run), for the advised rows.
@@ -173,10 +185,14 @@ pub(super) fn setup(a: &Spec) -> anyhow::Result<Setup> {
         );
     }
     let chips = dev.geometry.channels * dev.geometry.chips_per_channel;
-    if a.region_chips == 0 || a.region_chips >= chips {
+    let region_chips = match a.region_max_size_bytes {
+        Some(bytes) => chips_for(&dev, ipa_mode, bytes, a.op_fraction, page_bytes),
+        None => a.region_chips,
+    };
+    if region_chips == 0 || region_chips >= chips {
         bail!(
-            "--region-chips {}: the device has {chips} chips and the default region keeps at least one",
-            a.region_chips
+            "the regions layout takes {region_chips} chip(s) (--region-chips, or a MAX_SIZE of {} bytes): the device has {chips} chips and the default region keeps at least one",
+            a.region_max_size_bytes.unwrap_or(0)
         );
     }
     let ipa_opts = format!(
@@ -199,11 +215,109 @@ pub(super) fn setup(a: &Spec) -> anyhow::Result<Setup> {
         max_rounds: a.max_rounds,
         duration_ns,
         chips,
+        region_chips,
         ipa_opts,
         op_percent,
         advised: None,
     })
 }
+
+/// The fewest chips whose usable capacity in the IPA region's cells (pSLC: half an MLC
+/// block's pages) reaches `bytes` at spare factor `op`, after the region's GC reserve (one
+/// block per die and two, as every NoFTL space keeps: storage native.rs).
+fn chips_for(
+    dev: &nand::DeviceConfig,
+    ipa_mode: &str,
+    bytes: u64,
+    op: f64,
+    page_bytes: usize,
+) -> u32 {
+    let g = &dev.geometry;
+    let mode = if ipa_mode == "SLC" {
+        CellMode::Slc
+    } else {
+        CellMode::Pslc
+    };
+    let block_bytes = u64::from(dev.pages_in_mode(mode)) * u64::from(g.page_size_bytes);
+    let blocks_per_chip = u64::from(g.dies_per_chip * g.planes_per_die * g.blocks_per_plane);
+    let usable = |k: u64| {
+        let blocks = (k * blocks_per_chip).saturating_sub(k * u64::from(g.dies_per_chip) + 2);
+        // Whole DB pages only.
+        let pages = (blocks * block_bytes) as f64 * (1.0 - op) / page_bytes as f64;
+        pages.floor() as u64 * page_bytes as u64
+    };
+    let all = u64::from(g.channels * g.chips_per_channel);
+    (1..=all).find(|&k| usable(k) >= bytes).unwrap_or(all) as u32
+}
+
+/// IPA Table I in its regime (`noftl ipa compare --paper`; docs/ipa.md, "Table I in steady
+/// state"): TATP on the default device of mlc16k chips with 16 KiB pages (Table I's 16 KB host
+/// pages), the baseline and Table I's layout (Subscriber and Special_Facility in a pSLC region
+/// with IPA [2x3], everything else in the default region without IPA), the control rows,
+/// preconditioned and run in rounds until steady, three seeds.
+///
+/// The regime: Table I's baseline copies 0.914 pages per host write, which on this device
+/// takes a database of about 57% of the flash (160,000 subscribers: 0.82 in steady state).
+/// At that size Table I's layout does not fit: Subscriber and Special_Facility with their
+/// indexes are 46% of TATP's pages, pSLC holds half an MLC chip's, so the layout needs about
+/// 1.46 times the baseline's flash. The comparison therefore runs at the largest round
+/// database at which the layout fits with a DBA's room for GC (`TABLE_I_SUBSCRIBERS`), says so,
+/// and reports the baseline's copies there.
+pub fn table_i(seed: u64, terminals: u32) -> Spec {
+    let hot_bytes = u64::from(TABLE_I_SUBSCRIBERS) * TATP_HOT_BYTES_PER_SUBSCRIBER;
+    Spec {
+        workload: "tatp".into(),
+        scale: Some(TABLE_I_SUBSCRIBERS),
+        accounts_per_branch: 100_000,
+        device: DeviceSpec {
+            preset: "mlc16k".into(),
+            config: None,
+            set: DEFAULT_GEOMETRY.iter().map(|s| s.to_string()).collect(),
+        },
+        page_size_bytes: None,
+        op_fraction: 0.1,
+        region_chips: 1,
+        region_gc: None,
+        region_max_size_bytes: Some(
+            (hot_bytes as f64 / (1.0 - DBA_ROOM_FOR_GC)).ceil() as u64,
+        ),
+        scheme: "2x3".into(),
+        record_bytes: 32,
+        configs: Some(
+            ["baseline", "regions", "ipa-regions", "global", "ipa-global"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+        terminals,
+        warmup: "none".into(),
+        precondition_device_writes: 2.0,
+        round: "10s".into(),
+        max_rounds: crate::steady::MAX_ROUNDS,
+        duration: "60s".into(),
+        repeat: 3,
+        buffer_pages: None,
+        seed,
+        regime: Some(format!(
+            "IPA Table I's layout at the largest database it fits on this device: TATP {TABLE_I_SUBSCRIBERS} subscribers on 256 MiB of MLC (2 x 2 chips), Subscriber and Special_Facility in a pSLC region of MAX_SIZE {:.1} MB ({}% room for GC); the baseline's copies at Table I's 0.914 per host write would need about 57% of the flash, where this layout does not fit (pSLC halves the chips' capacity); preconditioned to 2 device writes, then 10 s rounds until SNIA SSS PTS steady state, 60 s windows, 3 seeds",
+            hot_bytes as f64 / (1.0 - DBA_ROOM_FOR_GC) / 1e6,
+            (DBA_ROOM_FOR_GC * 100.0) as u32
+        )),
+    }
+}
+
+/// TATP's database of `table_i`: the largest round number of subscribers at which Table I's
+/// layout, sized by `DBA_ROOM_FOR_GC`, fits the default device (two pSLC chips for the hot
+/// tables, two MLC chips for the rest and the log).
+pub const TABLE_I_SUBSCRIBERS: u32 = 100_000;
+/// Bytes Subscriber and Special_Facility with their indexes take per subscriber on 16 KiB
+/// pages, measured: 4,216 units of 4 KiB for 40,000 subscribers right after the load
+/// (`ipa compare --store ipa-regions`, region counters, 2026-11-28).
+pub const TATP_HOT_BYTES_PER_SUBSCRIBER: u64 = 4_216 * 4_096 / 40_000;
+/// The DBA's room for GC in a region's MAX_SIZE: a quarter of it free, so that its valid pages
+/// fill at most three quarters of it (our rule of thumb; the IPA demo leaves MAX_SIZE to the
+/// DBA).
+pub const DBA_ROOM_FOR_GC: f64 = 0.25;
 
 /// The device, on `DEFAULT_GEOMETRY` unless the spec overrides the geometry.
 fn device(d: &DeviceSpec) -> anyhow::Result<nand::DeviceConfig> {

@@ -182,7 +182,8 @@ fn layout_ddl(a: &Spec, st: &Setup, config: &str) -> anyhow::Result<String> {
             .region_max_size_bytes
             .map(|b| format!("MAX_SIZE={b}"))
             .into_iter()
-            .chain(a.region_gc.as_ref().map(|g| format!("GC={g}")))
+            // The DDL's words have no '-': cost-benefit is spelled costbenefit there.
+            .chain(a.region_gc.as_ref().map(|g| format!("GC={}", g.replace('-', ""))))
             .collect();
         if !extra.is_empty() {
             opts.push(extra.to_string());

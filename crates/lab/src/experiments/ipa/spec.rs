@@ -185,6 +185,10 @@ pub(super) fn setup(a: &Spec) -> anyhow::Result<Setup> {
         );
     }
     let chips = dev.geometry.channels * dev.geometry.chips_per_channel;
+    if let Some(g) = &a.region_gc {
+        g.parse::<ftl::GcPolicy>()
+            .map_err(|e| anyhow::anyhow!("--region-gc: {e}"))?;
+    }
     let region_chips = match a.region_max_size_bytes {
         Some(bytes) => chips_for(&dev, ipa_mode, bytes, a.op_fraction, page_bytes),
         None => a.region_chips,
@@ -223,8 +227,9 @@ pub(super) fn setup(a: &Spec) -> anyhow::Result<Setup> {
 }
 
 /// The fewest chips whose usable capacity in the IPA region's cells (pSLC: half an MLC
-/// block's pages) reaches `bytes` at spare factor `op`, after the region's GC reserve (one
-/// block per die and two, as every NoFTL space keeps: storage native.rs).
+/// block's pages) reaches `bytes` at spare factor `op`, counted as the store counts a region's
+/// (`storage::native::region_overhead_blocks`), less the blocks the datasheet's factory-bad
+/// ratio expects to be bad.
 fn chips_for(
     dev: &nand::DeviceConfig,
     ipa_mode: &str,
@@ -239,15 +244,18 @@ fn chips_for(
         CellMode::Pslc
     };
     let block_bytes = u64::from(dev.pages_in_mode(mode)) * u64::from(g.page_size_bytes);
-    let blocks_per_chip = u64::from(g.dies_per_chip * g.planes_per_die * g.blocks_per_plane);
-    let usable = |k: u64| {
-        let blocks = (k * blocks_per_chip).saturating_sub(k * u64::from(g.dies_per_chip) + 2);
+    let blocks_per_chip = f64::from(g.dies_per_chip * g.planes_per_die * g.blocks_per_plane)
+        * (1.0 - dev.reliability.factory_bad_block_ratio);
+    let usable = |k: u32| {
+        let dies = u64::from(k * g.dies_per_chip);
+        let blocks = (f64::from(k) * blocks_per_chip).floor() as u64;
+        let blocks = blocks.saturating_sub(storage::native::region_overhead_blocks(dies));
         // Whole DB pages only.
         let pages = (blocks * block_bytes) as f64 * (1.0 - op) / page_bytes as f64;
         pages.floor() as u64 * page_bytes as u64
     };
-    let all = u64::from(g.channels * g.chips_per_channel);
-    (1..=all).find(|&k| usable(k) >= bytes).unwrap_or(all) as u32
+    let all = g.channels * g.chips_per_channel;
+    (1..=all).find(|&k| usable(k) >= bytes).unwrap_or(all)
 }
 
 /// IPA Table I in its regime (`noftl ipa compare --paper`; docs/ipa.md, "Table I in steady
@@ -309,7 +317,7 @@ pub fn table_i(seed: u64, terminals: u32) -> Spec {
 /// TATP's database of `table_i`: the largest round number of subscribers at which Table I's
 /// layout, sized by `DBA_ROOM_FOR_GC`, fits the default device (two pSLC chips for the hot
 /// tables, two MLC chips for the rest and the log).
-pub const TABLE_I_SUBSCRIBERS: u32 = 100_000;
+pub const TABLE_I_SUBSCRIBERS: u32 = 85_000;
 /// Bytes Subscriber and Special_Facility with their indexes take per subscriber on 16 KiB
 /// pages, measured: 4,216 units of 4 KiB for 40,000 subscribers right after the load
 /// (`ipa compare --store ipa-regions`, region counters, 2026-11-28).

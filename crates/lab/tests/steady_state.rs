@@ -65,15 +65,8 @@ fn ipa_rows_too_short_to_be_steady_say_so() {
         device: DeviceSpec {
             preset: "mlc16k".into(),
             config: None,
-            set: [
-                "geometry.channels=2",
-                "geometry.chips_per_channel=2",
-                "geometry.blocks_per_plane=8",
-                "geometry.pages_per_block=64",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+            // The comparison's default geometry (ipa::DEFAULT_GEOMETRY).
+            set: Vec::new(),
         },
         page_size_bytes: None,
         op_fraction: 0.1,

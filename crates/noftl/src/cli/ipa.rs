@@ -161,11 +161,10 @@ pub fn run(cmd: IpaCommand) -> anyhow::Result<()> {
 }
 
 fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
-    let spec = if a.paper {
-        exp::table_i(a.seed, a.terminals)
-    } else {
-        a.spec()
-    };
+    if a.paper {
+        return paper(a);
+    }
+    let spec = a.spec();
     // The spec is checked before the result directory is created (the order of the refusals).
     exp::check(&spec)?;
     super::common::check_outputs(&[], &[a.json.as_deref()])?;
@@ -174,21 +173,30 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     if super::common::emit_json(a.json.as_deref(), &report)? {
         print_table(&report);
     }
-    let violated = report
-        .rows
-        .iter()
-        .filter(|r| r.consistency.status != "ok")
-        .count();
-    if a.strict && violated > 0 {
+    strict(a.strict, &[&report])
+}
+
+/// `--paper`: Table I where its layout fits, then at Table I's regime.
+fn paper(a: IpaCompareArgs) -> anyhow::Result<()> {
+    super::common::check_outputs(&[], &[a.json.as_deref()])?;
+    let plan = a.results.plan()?;
+    let report = exp::paper(a.seed, a.terminals, plan.as_ref())?;
+    if super::common::emit_json(a.json.as_deref(), &report)? {
+        print_table(&report.fits);
+        println!();
+        print_table(&report.at_table_i_regime);
+    }
+    strict(a.strict, &[&report.fits, &report.at_table_i_regime])
+}
+
+/// `--strict`: a row that broke a physical bound or did not reach steady state fails the verb.
+fn strict(strict: bool, reports: &[&Report]) -> anyhow::Result<()> {
+    let rows = || reports.iter().flat_map(|r| r.rows.iter());
+    let violated = rows().filter(|r| r.consistency.status != "ok").count();
+    if strict && violated > 0 {
         bail!("--strict: {violated} row(s) violated their consistency check");
     }
-    lab::steady::refuse_unsteady(
-        a.strict,
-        report
-            .rows
-            .iter()
-            .map(|r| (r.config.as_str(), &r.steady_state)),
-    )
+    lab::steady::refuse_unsteady(strict, rows().map(|r| (r.config.as_str(), &r.steady_state)))
 }
 
 fn print_table(r: &Report) {

@@ -28,7 +28,7 @@ use serde::Serialize;
 pub use advisor::Advice;
 pub use row::{ObjectProfile, Row};
 pub use spec::{
-    table_i, Spec, CONFIGS, DBA_ROOM_FOR_GC, DEFAULT_GEOMETRY, TABLE_I_SUBSCRIBERS,
+    table_i, table_i_regime, Spec, TABLE_I_REGIME_SUBSCRIBERS, CONFIGS, DBA_ROOM_FOR_GC, DEFAULT_GEOMETRY, TABLE_I_SUBSCRIBERS,
     TATP_HOT_BYTES_PER_SUBSCRIBER,
 };
 
@@ -68,6 +68,33 @@ pub struct Report {
     pub advised_scheme: Option<String>,
 }
 
+/// `noftl ipa compare --paper` (docs/ipa.md, "Table I in steady state"): Table I's layout
+/// where it fits (`table_i`: its rows by `config` are this report's), and Table I's regime
+/// (`table_i_regime`: the baseline there, and why the layout does not run there).
+#[derive(Debug, Serialize)]
+pub struct PaperReport {
+    #[serde(flatten)]
+    pub fits: Report,
+    pub at_table_i_regime: Report,
+}
+
+/// Runs both comparisons of `PaperReport` with `seed` and `terminals` (`plan`: the first's
+/// result directory).
+pub fn paper(
+    seed: u64,
+    terminals: u32,
+    plan: Option<&crate::results::Plan>,
+) -> anyhow::Result<PaperReport> {
+    let (fits, regime) = (table_i(seed, terminals), table_i_regime(seed, terminals));
+    // Both are checked before either loads.
+    check(&fits)?;
+    check(&regime)?;
+    Ok(PaperReport {
+        fits: run(&fits, plan)?,
+        at_table_i_regime: run(&regime, None)?,
+    })
+}
+
 /// A row that did not run, and why.
 #[derive(Debug, Serialize)]
 pub struct NotRun {
@@ -102,6 +129,13 @@ pub fn run(a: &Spec, plan: Option<&crate::results::Plan>) -> anyhow::Result<Repo
     let mut traces: Vec<Vec<crate::results::Trace>> = Vec::new();
     let mut not_run = Vec::new();
     for config in &st.configs {
+        if let (Some(why), true) = (&st.region_unfit, config.ends_with("regions")) {
+            not_run.push(NotRun {
+                config: config.clone(),
+                why: why.clone(),
+            });
+            continue;
+        }
         if config.ends_with("advised") && st.advised.as_ref().is_some_and(|a| a.0.is_empty()) {
             not_run.push(NotRun {
                 config: config.clone(),

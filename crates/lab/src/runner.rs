@@ -65,7 +65,11 @@ pub fn engine_rounds(
         let counted = round(e, k)?;
         let secs = e.now().saturating_sub(t0) as f64 / 1e9;
         Ok(Round {
-            throughput: if secs > 0.0 { counted as f64 / secs } else { 0.0 },
+            throughput: if secs > 0.0 {
+                counted as f64 / secs
+            } else {
+                0.0
+            },
             waf: Writes::of(e.store().nand()).since(&w0).waf(),
         })
     })
@@ -103,9 +107,7 @@ pub fn precondition_terminals<T: storage::sched::Terminal>(
     max_ns: u64,
 ) -> anyhow::Result<()> {
     let start = e.now();
-    while Writes::device_writes_of(e.store().nand()) < device_writes
-        && e.now() - start < max_ns
-    {
+    while Writes::device_writes_of(e.store().nand()) < device_writes && e.now() - start < max_ns {
         let now = e.now();
         let opts = VirtualOptions {
             until_ns: Some(now + slice_ns),

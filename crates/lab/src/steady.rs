@@ -195,14 +195,14 @@ impl SteadyState {
 
 /// `--strict`: fails, naming them, when any of the `rows` (a name and its verdict) did not reach
 /// steady state; a verb calls it after its result is written and printed.
-pub fn refuse_unsteady<'a>(
+pub fn refuse_unsteady<'a, N: AsRef<str>>(
     strict: bool,
-    rows: impl IntoIterator<Item = (&'a str, &'a SteadyState)>,
+    rows: impl IntoIterator<Item = (N, &'a SteadyState)>,
 ) -> anyhow::Result<()> {
-    let unsteady: Vec<&str> = rows
+    let unsteady: Vec<String> = rows
         .into_iter()
         .filter(|(_, s)| !s.met)
-        .map(|(name, _)| name)
+        .map(|(name, _)| name.as_ref().to_string())
         .collect();
     if strict && !unsteady.is_empty() {
         anyhow::bail!(
@@ -327,7 +327,11 @@ mod tests {
         })
         .unwrap();
         assert!(r.met);
-        assert_eq!(r.samples.len(), 11, "rounds 6..=10 are the first steady window");
+        assert_eq!(
+            r.samples.len(),
+            11,
+            "rounds 6..=10 are the first steady window"
+        );
         // A run too short to be steady is reported as not met.
         let short = until_steady(3, |_| {
             Ok(Round {

@@ -37,7 +37,10 @@ fn io_precondition_fills_then_writes_randomly_until_gc_is_steady() {
     assert!(s.rounds as usize >= lab::steady::WINDOW_ROUNDS);
     assert!(s.rounds <= lab::steady::MAX_ROUNDS);
     assert_eq!(s.rounds as usize, p.rounds.len());
-    assert!(s.device_writes > 1.0, "the fill and the rounds wrote the device over");
+    assert!(
+        s.device_writes > 1.0,
+        "the fill and the rounds wrote the device over"
+    );
     // Every round after the first few copies: WAF above 1 in the rule's window.
     let last = p.rounds.last().and_then(|r| r.waf).expect("a flash below");
     assert!(last > 1.0, "WAF {last} in the last round");
@@ -89,7 +92,10 @@ fn ipa_rows_too_short_to_be_steady_say_so() {
     };
     let r = lab::experiments::ipa::run(&spec, None).expect("ipa compare runs");
     let row = &r.rows[0];
-    assert!(!row.steady_state.met, "three rounds cannot fill a five-round window");
+    assert!(
+        !row.steady_state.met,
+        "three rounds cannot fill a five-round window"
+    );
     assert_eq!(row.steady_state.rounds, 3);
     let json = serde_json::to_value(row).expect("serialises");
     assert_eq!(json["steady_state"]["met"], false);

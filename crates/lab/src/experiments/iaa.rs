@@ -474,8 +474,9 @@ pub fn run_one(
         t.events = sample_ns.map(|_| Vec::new());
     }
     let e = &mut l.engine;
-    let steady_state =
-        crate::steady::SteadyState::skipped(crate::steady::Writes::device_writes_of(e.store().nand()));
+    let steady_state = crate::steady::SteadyState::skipped(
+        crate::steady::Writes::device_writes_of(e.store().nand()),
+    );
     let stats0 = e.iaa_stats();
     let before = snapshot(e);
     let start = e.now();

@@ -110,7 +110,11 @@ pub struct BenchArgs {
     pub regions: Option<u32>,
     /// Preconditioning before the measured run: the workload runs until the host has written
     /// the device over this many times since it was formatted (the load included).
-    #[arg(long = "precondition", value_name = "DEVICE_WRITES", default_value_t = 0.0)]
+    #[arg(
+        long = "precondition",
+        value_name = "DEVICE_WRITES",
+        default_value_t = 0.0
+    )]
     pub precondition: f64,
     /// One round of the steady-state rule (SNIA SSS PTS: the last 5 rounds' throughput and WAF
     /// within 20% range and 10% fit excursion of their mean), virtual time.
@@ -309,7 +313,14 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             || experiment::run_tpcc(&a.spec()),
             |r| &r.result,
             print_tpcc,
-            |r| verdict("TPC-C", r.result.check, a.run.strict, &r.result.steady_state),
+            |r| {
+                verdict(
+                    "TPC-C",
+                    r.result.check,
+                    a.run.strict,
+                    &r.result.steady_state,
+                )
+            },
         ),
         BenchCommand::Tpch(a) => report(
             a.json.as_deref(),

@@ -130,17 +130,14 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
     // Through a JSON value, whose objects keep their keys sorted: the bytes of the JSON this
     // verb has always written.
     super::common::emit_json(a.json.as_deref(), &serde_json::to_value(&res)?)?;
-    let names: Vec<String> = res
-        .results
-        .iter()
-        .map(|r| format!("{} {} x{}", r.fs, r.workload, r.threads))
-        .collect();
     lab::steady::refuse_unsteady(
         a.strict,
-        names
-            .iter()
-            .map(String::as_str)
-            .zip(res.results.iter().map(|r| &r.steady_state)),
+        res.results.iter().map(|r| {
+            (
+                format!("{} {} x{}", r.fs, r.workload, r.threads),
+                &r.steady_state,
+            )
+        }),
     )
 }
 

@@ -128,17 +128,14 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
     if violated > 0 {
         bail!("{violated} row(s) broke a physical bound of the write path (consistency: violated); their figures are not results");
     }
-    let names: Vec<String> = res
-        .results
-        .iter()
-        .map(|r| format!("{}:{} {}", r.fs, r.target, r.workload))
-        .collect();
     lab::steady::refuse_unsteady(
         a.strict,
-        names
-            .iter()
-            .map(String::as_str)
-            .zip(res.results.iter().map(|r| &r.steady_state)),
+        res.results.iter().map(|r| {
+            (
+                format!("{}:{} {}", r.fs, r.target, r.workload),
+                &r.steady_state,
+            )
+        }),
     )
 }
 

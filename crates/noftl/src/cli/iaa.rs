@@ -181,17 +181,12 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     if out.check_failed() {
         bail!("a run's check failed");
     }
-    let names: Vec<String> = out
-        .rows
-        .iter()
-        .map(|r| format!("{:.0}% {}", r.free_space * 100.0, r.scheme))
-        .collect();
     lab::steady::refuse_unsteady(
         a.strict,
-        names
-            .iter()
-            .map(String::as_str)
-            .zip(out.rows.iter().map(|r| &r.steady_state)),
+        out.rows.iter().map(|r| {
+            let name = format!("{:.0}% {}", r.free_space * 100.0, r.scheme);
+            (name, &r.steady_state)
+        }),
     )
 }
 

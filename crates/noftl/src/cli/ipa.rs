@@ -88,7 +88,11 @@ pub struct IpaCompareArgs {
     pub warmup: String,
     /// Preconditioning: the workload runs until the host has written the device over this many
     /// times since it was formatted (the load included), then the steady-state rounds.
-    #[arg(long = "precondition", value_name = "DEVICE_WRITES", default_value_t = 2.0)]
+    #[arg(
+        long = "precondition",
+        value_name = "DEVICE_WRITES",
+        default_value_t = 2.0
+    )]
     pub precondition: f64,
     /// One round of the steady-state rule (SNIA SSS PTS: the last 5 rounds' throughput and WAF
     /// within 20% range and 10% fit excursion of their mean), virtual time.

@@ -131,14 +131,8 @@ pub fn run(args: &Spec) -> anyhow::Result<TatpRun> {
         seed: args.seed,
         ..crate::workload::Params::default()
     };
-    let steady_state = super::shared::reach_steady(
-        args,
-        &mut e,
-        "tatp",
-        params,
-        Box::new(h),
-        virtual_clock,
-    )?;
+    let steady_state =
+        super::shared::reach_steady(args, &mut e, "tatp", params, Box::new(h), virtual_clock)?;
 
     let before = snapshot(&e);
     let gc0 = gc_and_host_writes(e.store());

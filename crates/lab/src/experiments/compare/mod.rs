@@ -900,7 +900,9 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
     refuse_violations(&res, w.label(), args.strict)?;
     crate::steady::refuse_unsteady(
         args.strict,
-        res.rows.iter().map(|r| (r.storage.as_str(), &r.steady_state)),
+        res.rows
+            .iter()
+            .map(|r| (r.storage.as_str(), &r.steady_state)),
     )
 }
 

@@ -28,8 +28,8 @@ use serde::Serialize;
 pub use advisor::Advice;
 pub use row::{ObjectProfile, Row};
 pub use spec::{
-    table_i, table_i_regime, Spec, TABLE_I_REGIME_SUBSCRIBERS, CONFIGS, DBA_ROOM_FOR_GC, DEFAULT_GEOMETRY, TABLE_I_SUBSCRIBERS,
-    TATP_HOT_BYTES_PER_SUBSCRIBER,
+    table_i, table_i_regime, Spec, CONFIGS, DBA_ROOM_FOR_GC, DEFAULT_GEOMETRY,
+    TABLE_I_REGIME_SUBSCRIBERS, TABLE_I_SUBSCRIBERS, TATP_HOT_BYTES_PER_SUBSCRIBER,
 };
 
 use advisor::recommend;

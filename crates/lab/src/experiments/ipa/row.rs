@@ -183,7 +183,11 @@ fn layout_ddl(a: &Spec, st: &Setup, config: &str) -> anyhow::Result<String> {
             .map(|b| format!("MAX_SIZE={b}"))
             .into_iter()
             // The DDL's words have no '-': cost-benefit is spelled costbenefit there.
-            .chain(a.region_gc.as_ref().map(|g| format!("GC={}", g.replace('-', ""))))
+            .chain(
+                a.region_gc
+                    .as_ref()
+                    .map(|g| format!("GC={}", g.replace('-', ""))),
+            )
             .collect();
         if !extra.is_empty() {
             opts.push(extra.to_string());

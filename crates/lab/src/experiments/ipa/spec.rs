@@ -11,7 +11,6 @@ use storage::ipa::IpaScheme;
 
 use crate::device::DeviceSpec;
 
-
 /// The device of the default comparison (see `Spec::device`).
 pub const DEFAULT_GEOMETRY: [&str; 4] = [
     "geometry.channels=2",

@@ -14,6 +14,7 @@
 //! - [`results`]: result directories (summary, samples, raw rows, fio-shaped JSON).
 //! - [`stores`]: the NoFTL store on a device, its log or objects in regions of their own.
 //! - [`measure`]: snapshots of the counters, figures per transaction, the window's self-check.
+//! - [`steady`]: the steady-state rule (SNIA SSS PTS 2.1.24) over rounds, and its round loop.
 //! - [`runner`]: terminals run in virtual or real time, marks for samples, result directories.
 //! - [`workload`]: the `Workload` trait every transactional workload implements, and the one
 //!   runner of a measured window (`run_window`).
@@ -32,6 +33,7 @@ pub mod measure;
 pub mod output;
 pub mod results;
 pub mod runner;
+pub mod steady;
 pub mod stores;
 pub mod targets;
 pub mod units;

@@ -9,6 +9,8 @@ use storage::sched::{
 };
 use storage::Engine;
 
+use crate::steady::{self, Round, Rounds, Writes};
+
 /// What `run_terminals` returns: the engine, the terminals, the virtual time run, the group
 /// commit forces and the marks.
 pub type Ran<T> = (Engine, Vec<T>, u64, u64, Vec<crate::results::Mark>);
@@ -47,6 +49,73 @@ pub fn run_terminals<T: storage::sched::Terminal + Send + 'static>(
         let (e, terms) = run_real(e, terms)?;
         Ok((e, terms, 0, 0, Vec::new()))
     }
+}
+
+/// The steady-state rule's rounds (`steady`) on an engine: `round(e, k)` runs round k and
+/// returns the transactions it counted; the virtual time and the flash programs around each call
+/// give the round's throughput and write amplification. Every verb that drives an engine's
+/// terminals measures its rounds here.
+pub fn engine_rounds(
+    e: &mut Engine,
+    max_rounds: u32,
+    mut round: impl FnMut(&mut Engine, u32) -> anyhow::Result<u64>,
+) -> anyhow::Result<Rounds> {
+    steady::until_steady(max_rounds, |k| {
+        let (t0, w0) = (e.now(), Writes::of(e.store().nand()));
+        let counted = round(e, k)?;
+        let secs = e.now().saturating_sub(t0) as f64 / 1e9;
+        Ok(Round {
+            throughput: if secs > 0.0 {
+                counted as f64 / secs
+            } else {
+                0.0
+            },
+            waf: Writes::of(e.store().nand()).since(&w0).waf(),
+        })
+    })
+}
+
+/// Terminals run for `round_ns` of virtual time per round (`engine_rounds`) until steady or
+/// `max_rounds`; `done` counts the terminals' transactions so far.
+pub fn terminal_rounds<T: storage::sched::Terminal>(
+    e: &mut Engine,
+    terms: &mut [T],
+    round_ns: u64,
+    max_rounds: u32,
+    done: impl Fn(&[T]) -> u64,
+) -> anyhow::Result<Rounds> {
+    engine_rounds(e, max_rounds, |e, _| {
+        let (start, d0) = (e.now(), done(terms));
+        let opts = VirtualOptions {
+            until_ns: Some(start + round_ns),
+            ..VirtualOptions::default()
+        };
+        run_virtual_sampled(e, terms, start, opts, None)?;
+        Ok(done(terms) - d0)
+    })
+}
+
+/// Terminals run in slices of `slice_ns` until the host has written the device over
+/// `device_writes` times since it was formatted (load included), or `max_ns` of virtual time
+/// passed: the preconditioning before the rounds (SSS PTS preconditions a drive before its test
+/// rounds; a fresh device's free blocks would otherwise look like a steady state without GC).
+pub fn precondition_terminals<T: storage::sched::Terminal>(
+    e: &mut Engine,
+    terms: &mut [T],
+    device_writes: f64,
+    slice_ns: u64,
+    max_ns: u64,
+) -> anyhow::Result<()> {
+    let start = e.now();
+    while Writes::device_writes_of(e.store().nand()) < device_writes && e.now() - start < max_ns {
+        let now = e.now();
+        let opts = VirtualOptions {
+            until_ns: Some(now + slice_ns),
+            ..VirtualOptions::default()
+        };
+        run_virtual_sampled(e, terms, now, opts, None)?;
+    }
+    Ok(())
 }
 
 /// `run_virtual`, with the store's marks every `sample_ns` (none without it) and at the end.

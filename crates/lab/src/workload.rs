@@ -5,7 +5,8 @@
 //! terminals that run against it; a [`WorkloadTerminal`] is a `storage::sched::Terminal` that
 //! also reports what the runner counts (transactions that count for throughput, their latencies,
 //! New-Orders for TPC-C's NOTPM, the per-transaction events of result directories).
-//! [`run_window`] runs such terminals for one window in virtual time and returns a [`Ran`].
+//! [`run_window`] runs such terminals for one window in virtual time and returns a [`Ran`];
+//! [`reach_steady_state`] runs them in rounds until the steady-state rule holds.
 //!
 //! Adding a workload: one file under `workloads/` implementing both traits, and one line in
 //! `workloads::REGISTRY` (the test `a_workload_is_one_file_and_one_registration_line` shows a
@@ -211,6 +212,77 @@ pub fn run_window(
         )
     });
     Ok(ran)
+}
+
+/// How a verb brings a loaded database to steady state before it measures (`crate::steady`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SteadySpec {
+    /// Preconditioning: the workload runs until the host has written the device over this many
+    /// times since it was formatted (the load included); 0 for none.
+    pub precondition_device_writes: f64,
+    /// One round, virtual time.
+    pub round_ns: u64,
+    /// The cap on rounds; 0: no rounds, and the result says it was not checked.
+    pub max_rounds: u32,
+    /// Rounds end at the first checkpoint after `round_ns` (whole checkpoint cycles, as
+    /// `compare`'s measured windows do), waiting at most `ROUND_CHECKPOINT_WAIT` rounds for it.
+    pub whole_checkpoint_cycles: bool,
+}
+
+/// How many round lengths a round may go on past its length to end on a checkpoint.
+const ROUND_CHECKPOINT_WAIT: u64 = 30;
+
+/// Inputs of the preconditioning and the rounds: never a measured window's (those draw
+/// seed + k from the user's seed).
+const STEADY_SEED: u64 = 0x5354_4541_4459;
+
+/// Brings `w`'s loaded database on `e` to steady state (`crate::steady`): preconditioning
+/// slices of one round each until the device writes, then rounds until the rule holds or the
+/// cap, each slice and round with fresh terminals drawing other inputs than any measured
+/// window. Returns the verdict; the engine stands where the measured window may begin.
+pub fn reach_steady_state(
+    w: &dyn Workload,
+    e: &mut Engine,
+    loaded: &Loaded,
+    terminals: u32,
+    spec: &SteadySpec,
+) -> anyhow::Result<crate::steady::SteadyState> {
+    use crate::steady::{SteadyState, Writes, PRECONDITION_MAX_NS};
+    let start = e.now();
+    let mut slice = 0u64;
+    let run_slice = |e: &mut Engine, slice: u64| -> anyhow::Result<u64> {
+        let now = e.now();
+        let opts = VirtualOptions {
+            until_ns: Some(now + spec.round_ns),
+            end_on_checkpoint_within_ns: spec
+                .whole_checkpoint_cycles
+                .then(|| spec.round_ns.saturating_mul(ROUND_CHECKPOINT_WAIT)),
+            ..VirtualOptions::default()
+        };
+        let seed = STEADY_SEED.wrapping_add(slice);
+        let ran = run_window(w, e, loaded, terminals, seed, now, opts, None)?;
+        // The slice stopped mid-transaction: end those before the next terminals start.
+        e.quiesce()?;
+        Ok(ran.counted)
+    };
+    while Writes::device_writes_of(e.store().nand()) < spec.precondition_device_writes
+        && e.now() - start < PRECONDITION_MAX_NS
+    {
+        run_slice(e, slice)?;
+        slice += 1;
+    }
+    if spec.max_rounds == 0 {
+        return Ok(SteadyState::skipped(Writes::device_writes_of(
+            e.store().nand(),
+        )));
+    }
+    let rounds = crate::runner::engine_rounds(e, spec.max_rounds, |e, k| {
+        run_slice(e, slice + u64::from(k))
+    })?;
+    Ok(SteadyState::of(
+        &rounds,
+        Writes::device_writes_of(e.store().nand()),
+    ))
 }
 
 /// What a workload is made from: the parameters an experiment gives every workload, the

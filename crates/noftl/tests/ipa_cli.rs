@@ -4,7 +4,8 @@ mod cli_support;
 use cli_support::{noftl, noftl_json};
 
 /// `noftl ipa VERB` on a small SLC device (tiny, 64 blocks per plane), TATP with 1,500
-/// subscribers, a 1 s warm-up and a window of `window`, as JSON.
+/// subscribers, preconditioning to half a device write, 1 s steady-state rounds and a window
+/// of `window`, as JSON.
 fn small_tatp(verb: &str, window: &str) -> serde_json::Value {
     noftl_json(&[
         "ipa",
@@ -15,7 +16,9 @@ fn small_tatp(verb: &str, window: &str) -> serde_json::Value {
         "geometry.blocks_per_plane=64",
         "--scale",
         "1500",
-        "--warmup",
+        "--precondition",
+        "0.5",
+        "--round",
         "1s",
         "--duration",
         window,
@@ -64,6 +67,13 @@ fn ipa_compare_reports_appends_only_where_ipa_is_on_and_checks_its_windows() {
             assert_eq!(appends, 0, "no appends without IPA: {r}");
         }
         assert_eq!(r["consistency"]["status"], "ok", "{r}");
+        // The steady-state rule ran before the window: at least the five rounds of its window
+        // unless it gave up at the cap, and the device written over at least half a time.
+        let s = &r["steady_state"];
+        assert!(s["criterion"].as_str().unwrap().contains("SNIA"), "{s}");
+        let rounds = s["rounds"].as_u64().unwrap();
+        assert!(rounds >= 5 || s["met"] == false, "{s}");
+        assert!(s["device_writes"].as_f64().unwrap() >= 0.5, "{s}");
         assert!(r["throughput_tps"].as_f64().unwrap() > 0.0);
     }
 }

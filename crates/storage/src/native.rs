@@ -1645,9 +1645,15 @@ fn usable_pages(
     let blocks = (0..g.blocks())
         .filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0) && !bad[b as usize])
         .count() as u64;
-    let overhead =
-        (u64::from(STRIPED.count_ones()) + 2) * dies.len() as u64 + dies.len() as u64 + 2;
+    let overhead = region_overhead_blocks(dies.len() as u64);
     ((1.0 - spec.spare_factor) * (blocks.saturating_sub(overhead) * ppb) as f64) as u64
+}
+
+/// Blocks a region on `dies` dies keeps from its data (`usable_pages`): an open block per
+/// stream and two more per die, a GC reserve block per die, and two; public so that a caller
+/// sizing a region for a MAX_SIZE counts as the store does.
+pub fn region_overhead_blocks(dies: u64) -> u64 {
+    (u64::from(STRIPED.count_ones()) + 2) * dies + dies + 2
 }
 
 /// The most DB units a region may hold: its usable units (less the log's, if it holds the log

@@ -82,11 +82,17 @@ pub fn regions_ddl(chips: u32, op_percent: u32, extra: &str) -> String {
     } else {
         format!(", {extra}")
     };
+    // Greedy GC unless `extra` names another policy.
+    let gc = if extra.to_ascii_uppercase().contains("GC=") {
+        ""
+    } else {
+        ", GC=greedy"
+    };
     crate::place_tables(
         DDL,
         &["subscriber", "special_facility"],
         "rg_tatp_hot",
-        &format!("MAX_CHIPS={chips}, GC=greedy, OP={op_percent}%{extra}"),
+        &format!("MAX_CHIPS={chips}{gc}, OP={op_percent}%{extra}"),
     )
     .unwrap_or_else(|e| unreachable!("both tables are in TATP's DDL: {e}"))
 }

@@ -61,6 +61,11 @@ pub struct Spec {
     pub ext4_target: String,
     /// Seed of the applications' data and access pattern (and fio's).
     pub seed: u64,
+    /// fio points: rounds of fio (each `runtime_s`, on the same mount) before the measured run,
+    /// until the steady-state rule holds on their IOPS (`crate::steady`; the mount's flash
+    /// counters are read only when it ends, so WAF is not tracked), at most this many (0: none,
+    /// and the row says it was not checked).
+    pub max_rounds: u32,
     /// A result directory to write (summary.json and fio's JSON of every fio point).
     pub results: Option<Plan>,
 }
@@ -91,6 +96,9 @@ pub struct Row {
     /// The device's flash counters over the whole mount (setup included): programs, reads,
     /// erases, bytes_programmed, die_utilization, as the stats file has them.
     pub flash: Value,
+    /// Whether the point was measured in steady state (`crate::steady`); an application runs
+    /// once on a fresh mount, without rounds.
+    pub steady_state: crate::steady::SteadyState,
 }
 
 /// DFS against ext4 at one workload and thread count.
@@ -285,10 +293,11 @@ fn fio_points(
         }
         for &t in &a.threads {
             let m = mount(fs, a)?;
-            let r = fio(&m, a, rw, t);
+            let steady = fio_rounds(&m, a, rw, t);
+            let r = steady.and_then(|s| Ok((s, fio(&m, a, rw, t)?)));
             let cpu = m.cpu_s();
             let stats = m.finish()?;
-            let (iops, cpu_us, ios, doc) = r?;
+            let (steady_state, (iops, cpu_us, ios, doc)) = r?;
             eprintln!("{fs} {rw} x{t}: {iops:.0} IOPS, {cpu_us:.1} us CPU per I/O");
             if a.results.is_some() {
                 fio_docs.push((rows.len(), doc));
@@ -303,10 +312,33 @@ fn fio_points(
                 fs_cpu_s: Some(cpu),
                 seconds: None,
                 flash: flash_of(&stats),
+                steady_state,
             });
         }
     }
     Ok(())
+}
+
+/// fio rounds on the mount until their IOPS are steady or `a.max_rounds` (`crate::steady`).
+fn fio_rounds(
+    m: &Mounted,
+    a: &Spec,
+    rw: &str,
+    threads: u32,
+) -> anyhow::Result<crate::steady::SteadyState> {
+    use crate::steady::{until_steady, Round, SteadyState};
+    if a.max_rounds == 0 {
+        return Ok(SteadyState::skipped(0.0));
+    }
+    let rounds = until_steady(a.max_rounds, |_| {
+        let (iops, ..) = fio(m, a, rw, threads)?;
+        Ok(Round {
+            throughput: iops,
+            waf: None,
+        })
+    })?;
+    // The device's writes are in the mount's stats only when it ends: not known here.
+    Ok(SteadyState::of(&rounds, f64::NAN))
 }
 
 /// The application rows of file system `fs`.
@@ -329,6 +361,7 @@ fn app_points(a: &Spec, fs: &str, rows: &mut Vec<Row>) -> anyhow::Result<()> {
             fs_cpu_s: None,
             seconds: Some(secs),
             flash: flash_of(&stats),
+            steady_state: crate::steady::SteadyState::skipped(f64::NAN),
         });
     }
     Ok(())

@@ -128,6 +128,9 @@ pub struct Row {
     pub buffer_frames: usize,
     pub iaa: storage::iaa::IaaStats,
     pub consistency: Consistency,
+    /// The steady-state rule (`crate::steady`): this sweep warms up for `warmup` device
+    /// capacities and runs no rounds, so it reports the warm-up's device writes, not checked.
+    pub steady_state: crate::steady::SteadyState,
     pub check: &'static str,
     pub check_problems: Vec<String>,
     /// With a result directory: the measured window's marks and queries.
@@ -471,6 +474,9 @@ pub fn run_one(
         t.events = sample_ns.map(|_| Vec::new());
     }
     let e = &mut l.engine;
+    let steady_state = crate::steady::SteadyState::skipped(
+        crate::steady::Writes::device_writes_of(e.store().nand()),
+    );
     let stats0 = e.iaa_stats();
     let before = snapshot(e);
     let start = e.now();
@@ -542,6 +548,7 @@ pub fn run_one(
         buffer_frames: l.frames,
         iaa: diff(stats0, stats1),
         consistency: c,
+        steady_state,
         check,
         check_problems: problems,
         trace,

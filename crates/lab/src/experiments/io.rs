@@ -3,8 +3,10 @@
 //!
 //! Input generation is kept apart from execution: the request stream depends only on the
 //! pattern, sizes and seed, and the closed-loop driver (nand::workload) decides when each request
-//! is submitted. Only the measured phase is reported: with `precondition` the device is first
-//! filled sequentially, and the counters are taken as differences across the workload.
+//! is submitted. Only the measured phase is reported: with `precondition` a block target is first
+//! preconditioned as the SNIA SSS PTS describes (a sequential fill of the user capacity, then
+//! random writes in rounds until the steady-state rule of `crate::steady` holds, or its cap),
+//! and the counters are taken as differences across the workload.
 //!
 //! The JSON result holds virtual-time figures only, so the same spec gives byte-identical JSON;
 //! wall-clock speed of the emulator is the caller's to measure (the CLI's human output).
@@ -20,6 +22,7 @@ use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
 
 use crate::limits::{self, MemoryPlan};
+use crate::steady::{self, Round, SteadyState, Writes};
 use crate::targets::TargetSpec;
 
 /// One `io` run (the CLI's `noftl io` flags).
@@ -41,8 +44,9 @@ pub struct Spec {
     pub io_bytes: Option<u64>,
     /// Seed of the request stream.
     pub seed: u64,
-    /// Block targets: fill the device sequentially first, then run and report the workload only
-    /// (raw: program every page once first).
+    /// Block targets: fill the device sequentially, then random writes of `bs_bytes` at `qd` in
+    /// rounds until steady (`crate::steady`), then run and report the workload only (raw:
+    /// program every page once first).
     pub precondition: bool,
     /// randrw: percentage of reads (0..=100).
     pub rwmixread_percent: u32,
@@ -156,6 +160,23 @@ pub struct IoResult {
     /// `--slc-cache`: the pSLC write cache over the measured window (`waf` includes its folds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
+    /// Whether the device was in steady state when the measured requests began (`crate::steady`).
+    pub steady_state: SteadyState,
+    /// Block targets with `precondition`: what the preconditioning did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Preconditioned>,
+}
+
+/// The preconditioning of a block target (SSS PTS): the sequential fill, then the rounds.
+#[derive(Debug, Serialize, Clone, PartialEq)]
+pub struct Preconditioned {
+    /// Logical pages the sequential fill wrote (the user capacity).
+    pub fill_pages: u64,
+    /// Random writes of `bs` per round, and the rounds' throughput and WAF.
+    pub round_requests: u64,
+    pub rounds: Vec<crate::steady::Round>,
+    /// Pages GC copied during the preconditioning (before the measured requests).
+    pub gc_migrations: u64,
 }
 
 impl IoResult {
@@ -193,6 +214,8 @@ impl IoResult {
             waf: None,
             ftl: None,
             slc_cache: None,
+            steady_state: SteadyState::skipped(0.0),
+            precondition: None,
         }
     }
 }
@@ -427,6 +450,10 @@ fn run_raw(
     );
     r.by_page_type = report.by_page_type;
     r.clock_error_us = clock_error_us;
+    r.steady_state = SteadyState::not_applicable(
+        "raw flash: no flash management below the requests, nothing to settle",
+        Writes::device_writes_of(Some(&nand)),
+    );
     Ok(r)
 }
 
@@ -581,8 +608,11 @@ fn run_block(
     Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0xDA7A).fill_bytes(&mut data);
     let mut buf = vec![0u8; spec.bs_bytes as usize];
     let mut now = 0;
+    let mut preconditioned = None;
+    let mut steady_state = SteadyState::skipped(0.0);
     if spec.precondition {
-        now = precondition(dev.as_mut(), &data, progress)?;
+        let (end, p, s) = precondition(dev.as_mut(), spec, &data, progress)?;
+        (now, preconditioned, steady_state) = (end, Some(p), s);
     }
     let before = (
         dev.report(),
@@ -654,6 +684,8 @@ fn run_block(
         dev.as_ref(),
     );
     r.by_page_type = nand::PageTypeCounts::between(&before.3, &page_types(dev.as_ref()));
+    r.steady_state = steady_state;
+    r.precondition = preconditioned;
     Ok(r)
 }
 
@@ -682,8 +714,74 @@ fn page_types(dev: &dyn BlockDevice) -> Vec<nand::PageTypeCounts> {
         .unwrap_or_default()
 }
 
-/// Fills every logical page once, sequentially, in large requests.
+/// Preconditioning as the SNIA SSS PTS describes it: the user capacity filled sequentially,
+/// then random writes of the run's request size at its queue depth, in rounds of
+/// `1 / PRECONDITION_ROUNDS_PER_CAPACITY` of the capacity, until the steady-state rule holds or
+/// its cap (`crate::steady`). Returns the time it ended, what it did and the verdict.
 fn precondition(
+    dev: &mut dyn BlockDevice,
+    spec: &Spec,
+    data: &[u8],
+    progress: &mut dyn Progress,
+) -> anyhow::Result<(Nanos, Preconditioned, SteadyState)> {
+    let mut now = fill(dev, data, progress)?;
+    let pages_per_request = spec.bs_bytes / LOGICAL_PAGE_BYTES as u64;
+    let slots = dev.capacity_pages() / pages_per_request;
+    let round_requests = (slots / PRECONDITION_ROUNDS_PER_CAPACITY).max(1);
+    let mut stream = BlockStream {
+        pattern: BlockPattern::Randwrite,
+        pages_per_request,
+        slots,
+        cursor: 0,
+        rng: Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ PRECONDITION_SEED),
+        read_percent: 0,
+    };
+    let gc0 = dev.report().gc.migrations;
+    progress.begin(u64::from(steady::MAX_ROUNDS));
+    let rounds = steady::until_steady(steady::MAX_ROUNDS, |k| {
+        let w0 = Writes::of(dev.nand());
+        let l = run_closed_loop(
+            now,
+            spec.qd,
+            round_requests,
+            |_, at| -> Result<Nanos, ftl::FtlError> {
+                match stream.next() {
+                    Req::Write(lpn) => dev.write(at, lpn, data, false),
+                    _ => unreachable!("the preconditioning stream only writes"),
+                }
+            },
+            |_| {},
+        )
+        .context("precondition write failed")?;
+        now = l.end_ns;
+        progress.tick(u64::from(k) + 1);
+        Ok(Round {
+            throughput: l.ops_per_second(),
+            waf: Writes::of(dev.nand()).since(&w0).waf(),
+        })
+    })?;
+    progress.end();
+    let now = dev.flush(now)?;
+    let steady_state = SteadyState::of(&rounds, Writes::device_writes_of(dev.nand()));
+    let done = Preconditioned {
+        fill_pages: dev.capacity_pages(),
+        round_requests,
+        rounds: rounds.samples,
+        gc_migrations: dev.report().gc.migrations - gc0,
+    };
+    Ok((now, done, steady_state))
+}
+
+/// Rounds of random writes per user capacity in the preconditioning: 25 rounds (the cap) write
+/// the capacity about three times over, and the five of the rule's window about 0.6 times, so
+/// a greedy FTL's copies per write, which settle within one to two writes over after a
+/// sequential fill, are judged over more than half a write over.
+const PRECONDITION_ROUNDS_PER_CAPACITY: u64 = 8;
+/// The preconditioning's requests draw other addresses than the measured run's.
+const PRECONDITION_SEED: u64 = 0x5052_4543_4f4e_44;
+
+/// Fills every logical page once, sequentially, in large requests.
+fn fill(
     dev: &mut dyn BlockDevice,
     pattern: &[u8],
     progress: &mut dyn Progress,

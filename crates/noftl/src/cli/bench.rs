@@ -108,6 +108,25 @@ pub struct BenchArgs {
     /// Table I set-up), the other tables in the default region.
     #[arg(long)]
     pub regions: Option<u32>,
+    /// Preconditioning before the measured run: the workload runs until the host has written
+    /// the device over this many times since it was formatted (the load included).
+    #[arg(
+        long = "precondition",
+        value_name = "DEVICE_WRITES",
+        default_value_t = 0.0
+    )]
+    pub precondition: f64,
+    /// One round of the steady-state rule (SNIA SSS PTS: the last 5 rounds' throughput and WAF
+    /// within 20% range and 10% fit excursion of their mean), virtual time.
+    #[arg(long, default_value = "10s")]
+    pub round: String,
+    /// Rounds before the measured run, at most (0, the default: none, and the result says the
+    /// run was not checked for steady state; 25 is SNIA's cap).
+    #[arg(long, default_value_t = 0)]
+    pub max_rounds: u32,
+    /// Fail (after the report) when the run did not start in steady state.
+    #[arg(long)]
+    pub strict: bool,
     /// tpcb, tpcc: how the database is loaded: bulk (dense heap pages, B+-trees built bottom-up
     /// from sorted keys, one log record per page; the default) or rows (one logged insert per
     /// row and index, how every TPC-B and TPC-C figure published before 2026-11-27 was loaded).
@@ -205,6 +224,9 @@ impl BenchArgs {
             check: self.check,
             regions: self.regions,
             load: self.load,
+            precondition_device_writes: self.precondition,
+            round: self.round.clone(),
+            max_rounds: self.max_rounds,
             results: self.results.results.clone(),
             sample_window: self.results.sample_window.clone(),
             raw: self.results.raw,
@@ -277,21 +299,28 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             || experiment::run_tpcb(&a.spec()),
             |r| &r.result,
             print_tpcb,
-            |r| failed("TPC-B", r.result.check),
+            |r| verdict("TPC-B", r.result.check, a.strict, &r.result.steady_state),
         ),
         BenchCommand::Tatp(a) => report(
             a.json.as_deref(),
             || experiment::run_tatp(&a.spec()),
             |r| &r.result,
             print_tatp,
-            |r| failed("TATP", r.result.check),
+            |r| verdict("TATP", r.result.check, a.strict, &r.result.steady_state),
         ),
         BenchCommand::Tpcc(a) => report(
             a.run.json.as_deref(),
             || experiment::run_tpcc(&a.spec()),
             |r| &r.result,
             print_tpcc,
-            |r| failed("TPC-C", r.result.check),
+            |r| {
+                verdict(
+                    "TPC-C",
+                    r.result.check,
+                    a.run.strict,
+                    &r.result.steady_state,
+                )
+            },
         ),
         BenchCommand::Tpch(a) => report(
             a.json.as_deref(),
@@ -317,6 +346,18 @@ fn report<R, J: serde::Serialize>(
         print(&r);
     }
     verdict(&r)
+}
+
+/// A workload's check that failed fails the command, and with `--strict` a run that did not
+/// start in steady state (after its report).
+fn verdict(
+    workload: &str,
+    check: &str,
+    strict: bool,
+    steady: &lab::steady::SteadyState,
+) -> anyhow::Result<()> {
+    failed(workload, check)?;
+    lab::steady::refuse_unsteady(strict, [(workload, steady)])
 }
 
 /// A workload's check that failed fails the command (after its report).
@@ -363,6 +404,7 @@ fn print_tpcb(run: &experiment::TpcbRun) {
         res.lock_waits
     );
     print_consistency(&res.consistency);
+    super::common::print_steady(&res.steady_state);
     if let Some(c) = &res.slc_cache {
         print_slc_cache(c);
     }
@@ -408,6 +450,7 @@ fn print_tatp(run: &TatpRun) {
         res.gc_migrations_per_host_write, res.gc_erases_per_host_write
     );
     print_consistency(&res.consistency);
+    super::common::print_steady(&res.steady_state);
     if let Some(c) = &res.slc_cache {
         print_slc_cache(c);
     }
@@ -444,6 +487,7 @@ fn print_tpcc(run: &TpccRun) {
         frames, res.buffer.hits, res.buffer.misses, res.buffer.evictions, res.buffer.writebacks
     );
     print_consistency(&res.consistency);
+    super::common::print_steady(&res.steady_state);
     if let Some(c) = &res.slc_cache {
         print_slc_cache(c);
     }

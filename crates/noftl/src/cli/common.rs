@@ -124,3 +124,17 @@ impl ResultsArgs {
             .transpose()
     }
 }
+
+/// The steady-state line of every measuring verb's human output (`lab::steady`), and its
+/// warning when the rule was not met, as a violated consistency prints one.
+pub fn print_steady(s: &lab::steady::SteadyState) {
+    println!(
+        "  steady state: {} after {} round(s), the device written over {:.2} times",
+        if s.met { "met" } else { "NOT met" },
+        s.rounds,
+        s.device_writes
+    );
+    if let Some(w) = s.warning() {
+        println!("  WARNING: {w}");
+    }
+}

@@ -72,6 +72,14 @@ pub struct FsBenchArgs {
     /// replaced).
     #[arg(long, requires = "results")]
     pub force: bool,
+    /// fio points: rounds of fio (each --runtime-s, on the same mount) before the measured
+    /// run, until their IOPS are steady (SNIA SSS PTS: the last 5 within 20% range and 10% fit
+    /// excursion of their mean), at most this many (0, the default: none; 25 is SNIA's cap).
+    #[arg(long, default_value_t = 0)]
+    pub max_rounds: u32,
+    /// Fail (after the report) when a point was not measured in steady state.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl FsBenchArgs {
@@ -91,6 +99,7 @@ impl FsBenchArgs {
             clock: self.clock.clone(),
             ext4_target: self.ext4_target.clone(),
             seed: self.seed,
+            max_rounds: self.max_rounds,
             results: None,
         })
     }
@@ -121,7 +130,15 @@ fn bench(a: FsBenchArgs) -> anyhow::Result<()> {
     // Through a JSON value, whose objects keep their keys sorted: the bytes of the JSON this
     // verb has always written.
     super::common::emit_json(a.json.as_deref(), &serde_json::to_value(&res)?)?;
-    Ok(())
+    lab::steady::refuse_unsteady(
+        a.strict,
+        res.results.iter().map(|r| {
+            (
+                format!("{} {} x{}", r.fs, r.workload, r.threads),
+                &r.steady_state,
+            )
+        }),
+    )
 }
 
 /// The report. Thread counts and flash counters print as JSON values (no column padding), as
@@ -145,6 +162,9 @@ fn print_table(res: &BenchResult) {
             r.flash["programs"],
             r.flash["erases"],
         );
+        if let Some(w) = r.steady_state.warning() {
+            println!("       WARNING: {w}");
+        }
     }
     if !res.ratios.is_empty() {
         println!("\nDFS / ext4 (IOPS ratio; applications: ext4 time / DFS time)");

@@ -79,6 +79,10 @@ pub struct FsWafArgs {
     /// Seed of the data and the access pattern.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Fail (after the report) when a row was not measured in steady state (this table's WAF
+    /// is each workload's whole run from a fresh mount: no row is).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl FsWafArgs {
@@ -124,7 +128,15 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
     if violated > 0 {
         bail!("{violated} row(s) broke a physical bound of the write path (consistency: violated); their figures are not results");
     }
-    Ok(())
+    lab::steady::refuse_unsteady(
+        a.strict,
+        res.results.iter().map(|r| {
+            (
+                format!("{}:{} {}", r.fs, r.target, r.workload),
+                &r.steady_state,
+            )
+        }),
+    )
 }
 
 fn print_table(res: &WafResult) {
@@ -146,6 +158,9 @@ fn print_table(res: &WafResult) {
         );
         for v in &r.consistency.violations {
             println!("  WARNING: violated: {v}");
+        }
+        if let Some(w) = r.steady_state.warning() {
+            println!("  WARNING: {w}");
         }
     }
 }

@@ -91,6 +91,10 @@ pub struct CompareArgs {
     /// Verify the table, its index and the engine's structures after each run.
     #[arg(long)]
     pub check: bool,
+    /// Fail (after the report) when a run did not reach steady state (this sweep warms up for
+    /// --warmup device capacities and runs no steady-state rounds).
+    #[arg(long)]
+    pub strict: bool,
     /// Write the JSON result to this file ("-" or no value: standard output, instead of the
     /// human report).
     #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
@@ -177,7 +181,13 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     if out.check_failed() {
         bail!("a run's check failed");
     }
-    Ok(())
+    lab::steady::refuse_unsteady(
+        a.strict,
+        out.rows.iter().map(|r| {
+            let name = format!("{:.0}% {}", r.free_space * 100.0, r.scheme);
+            (name, &r.steady_state)
+        }),
+    )
 }
 
 fn print_table(o: &iaa::Sweep) {
@@ -218,6 +228,9 @@ fn print_table(o: &iaa::Sweep) {
         }
         if !r.consistency.is_ok() {
             print_consistency(&r.consistency);
+        }
+        if let Some(w) = r.steady_state.warning() {
+            println!("       WARNING: {w}");
         }
     }
 }

@@ -37,9 +37,14 @@ pub struct IoArgs {
     /// Seed of the request stream.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Block targets: fill the device sequentially first, then run and report the workload only.
+    /// Block targets: precondition as SNIA's SSS PTS does (a sequential fill, then random writes
+    /// in rounds until steady: the last 5 rounds' IOPS and WAF within 20% range and 10% fit
+    /// excursion of their mean, 25 rounds at most), then run and report the workload only.
     #[arg(long)]
     pub precondition: bool,
+    /// Fail (after the report) when the run did not start in steady state.
+    #[arg(long)]
+    pub strict: bool,
     /// randrw: percentage of reads.
     #[arg(long, default_value_t = 50)]
     pub rwmixread: u32,
@@ -136,7 +141,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     if super::common::emit_json(args.json.as_deref(), &result)? {
         print_human(&result, wall_s);
     }
-    Ok(())
+    lab::steady::refuse_unsteady(args.strict, [("io", &result.steady_state)])
 }
 
 fn print_human(r: &IoResult, wall_s: f64) {
@@ -219,6 +224,7 @@ fn print_human(r: &IoResult, wall_s: f64) {
     }
     println!("  energy      {:.6} J", r.energy_joules);
     super::bench::print_consistency(&r.consistency);
+    super::common::print_steady(&r.steady_state);
     if wall_s > 0.0 {
         println!(
             "  emulator    {:.2} s wall clock, {:.0} requests/s",

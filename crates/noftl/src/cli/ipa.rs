@@ -52,6 +52,23 @@ pub struct IpaCompareArgs {
     /// chip but one, which keeps the log and the store's metadata.
     #[arg(long, default_value_t = 1)]
     pub region_chips: u32,
+    /// The DBA's MAX_SIZE of the regions layout's region (e.g. 54M): the region takes the fewest
+    /// chips that hold it in its cells and never more (overrides --region-chips).
+    #[arg(long, value_parser = super::common::parse_size)]
+    pub region_size: Option<u64>,
+    /// GC policy of that region: greedy (default), cost-benefit, fifo or random.
+    #[arg(long)]
+    pub region_gc: Option<String>,
+    /// IPA Table I in its regime (docs/ipa.md, "Table I in steady state"): TATP, the baseline,
+    /// Table I's layout and the control rows on a device and database chosen for it, a
+    /// DBA-sized region, preconditioning and rounds until steady, 3 seeds. Replaces the
+    /// workload, scale, device, region, rows, durations and --repeat; keeps --seed and
+    /// --terminals.
+    #[arg(long)]
+    pub paper: bool,
+    /// Fail (after the report) when a row broke a physical bound or did not reach steady state.
+    #[arg(long)]
+    pub strict: bool,
     /// The IPA scheme NxM: N appends per page between out-of-place writes, M records each.
     #[arg(long, default_value = "2x3")]
     pub scheme: String,
@@ -66,9 +83,24 @@ pub struct IpaCompareArgs {
     /// Terminals: concurrent transaction streams of each run.
     #[arg(long, default_value_t = 1)]
     pub terminals: u32,
-    /// Warm-up before the measured window, virtual time.
-    #[arg(long, default_value = "10s")]
+    /// A fixed warm-up after the load, virtual time (or none), before the preconditioning.
+    #[arg(long, default_value = "none")]
     pub warmup: String,
+    /// Preconditioning: the workload runs until the host has written the device over this many
+    /// times since it was formatted (the load included), then the steady-state rounds.
+    #[arg(
+        long = "precondition",
+        value_name = "DEVICE_WRITES",
+        default_value_t = 2.0
+    )]
+    pub precondition: f64,
+    /// One round of the steady-state rule (SNIA SSS PTS: the last 5 rounds' throughput and WAF
+    /// within 20% range and 10% fit excursion of their mean), virtual time.
+    #[arg(long, default_value = "10s")]
+    pub round: String,
+    /// The cap on rounds (0: none, and every row says it was not checked for steady state).
+    #[arg(long, default_value_t = lab::steady::MAX_ROUNDS)]
+    pub max_rounds: u32,
     /// Measured window, virtual time.
     #[arg(long, default_value = "20s")]
     pub duration: String,
@@ -106,15 +138,21 @@ impl IpaCompareArgs {
             page_size_bytes: self.page_size,
             op_fraction: self.op,
             region_chips: self.region_chips,
+            region_max_size_bytes: self.region_size,
+            region_gc: self.region_gc.clone(),
             scheme: self.scheme.clone(),
             record_bytes: self.record_bytes,
             configs: self.configs.clone(),
             terminals: self.terminals,
             warmup: self.warmup.clone(),
+            precondition_device_writes: self.precondition,
+            round: self.round.clone(),
+            max_rounds: self.max_rounds,
             duration: self.duration.clone(),
             repeat: self.repeat,
             buffer_pages: self.buffer_pages,
             seed: self.seed,
+            regime: None,
         }
     }
 }
@@ -127,6 +165,9 @@ pub fn run(cmd: IpaCommand) -> anyhow::Result<()> {
 }
 
 fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
+    if a.paper {
+        return paper(a);
+    }
     let spec = a.spec();
     // The spec is checked before the result directory is created (the order of the refusals).
     exp::check(&spec)?;
@@ -136,12 +177,38 @@ fn compare(a: IpaCompareArgs) -> anyhow::Result<()> {
     if super::common::emit_json(a.json.as_deref(), &report)? {
         print_table(&report);
     }
-    Ok(())
+    strict(a.strict, &[&report])
+}
+
+/// `--paper`: Table I where its layout fits, then at Table I's regime.
+fn paper(a: IpaCompareArgs) -> anyhow::Result<()> {
+    super::common::check_outputs(&[], &[a.json.as_deref()])?;
+    let plan = a.results.plan()?;
+    let report = exp::paper(a.seed, a.terminals, plan.as_ref())?;
+    if super::common::emit_json(a.json.as_deref(), &report)? {
+        print_table(&report.fits);
+        println!();
+        print_table(&report.at_table_i_regime);
+    }
+    strict(a.strict, &[&report.fits, &report.at_table_i_regime])
+}
+
+/// `--strict`: a row that broke a physical bound or did not reach steady state fails the verb.
+fn strict(strict: bool, reports: &[&Report]) -> anyhow::Result<()> {
+    let rows = || reports.iter().flat_map(|r| r.rows.iter());
+    let violated = rows().filter(|r| r.consistency.status != "ok").count();
+    if strict && violated > 0 {
+        bail!("--strict: {violated} row(s) violated their consistency check");
+    }
+    lab::steady::refuse_unsteady(strict, rows().map(|r| (r.config.as_str(), &r.steady_state)))
 }
 
 fn print_table(r: &Report) {
+    if let Some(regime) = &r.regime {
+        println!("regime: {regime}");
+    }
     println!(
-        "ipa compare: {} scale {} on {} ({}-byte DB pages), IPA [{}] records of {} B in {}, region {} chips; warm-up {:.0} s, window {:.0} s, {} run(s) per row",
+        "ipa compare: {} scale {} on {} ({}-byte DB pages), IPA [{}] records of {} B in {}, region {} chips; warm-up {:.0} s, preconditioning to {} device writes, rounds of {:.0} s until steady (at most {}), window {:.0} s, {} run(s) per row",
         r.workload,
         r.scale,
         r.preset,
@@ -151,6 +218,9 @@ fn print_table(r: &Report) {
         r.ipa_mode,
         r.region_chips,
         r.warmup_s,
+        r.precondition_device_writes,
+        r.round_s,
+        r.max_rounds,
         r.duration_s,
         r.repeat
     );
@@ -197,6 +267,22 @@ fn print_table(r: &Report) {
         );
         if x.consistency.status != "ok" {
             println!("    consistency violated: {:?}", x.consistency.violations);
+        }
+        if let Some(w) = x.steady_state.warning() {
+            println!("    WARNING: {w}");
+        }
+        for g in &x.regions {
+            println!(
+                "    region {:<16} {:>6} {:>5.1}% full of {:>7} units, GC victims {:>5} at {:>5.1}% valid, {:>6} migrations, {:>5} erases",
+                g.name,
+                g.cells,
+                100.0 * g.fullness,
+                g.capacity_units,
+                g.gc_victims,
+                100.0 * g.victim_validity,
+                g.gc_migrations,
+                g.gc_erases
+            );
         }
     }
     if let Some(b) = base {

@@ -60,6 +60,8 @@ pub struct BenchResult {
     /// The page FTL's pSLC write cache over the window (--slc-cache).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
+    /// The steady-state rule before the run (`crate::steady`).
+    pub steady_state: crate::steady::SteadyState,
 }
 
 /// The TPC-B database of the run: the one a `--store file` image already holds (reused), or a
@@ -147,8 +149,16 @@ pub fn run_tpcb(args: &Spec) -> anyhow::Result<TpcbRun> {
 
     // Reuse a database the file already holds; otherwise create and load.
     let wall = Instant::now();
-    let (e, h, load) = load_or_reuse(args, cfg, store, ecfg)?;
+    let (mut e, h, load) = load_or_reuse(args, cfg, store, ecfg)?;
     let load_s = wall.elapsed().as_secs_f64();
+    let params = crate::workload::Params {
+        scale: Some(args.scale),
+        seed: args.seed,
+        accounts_per_branch: args.accounts_per_branch,
+        ..crate::workload::Params::default()
+    };
+    let steady_state =
+        shared::reach_steady(args, &mut e, "tpcb", params, Box::new(h), virtual_clock)?;
 
     let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let terms: Vec<TpcbTerminal> = (0..args.terminals)
@@ -208,6 +218,7 @@ pub fn run_tpcb(args: &Spec) -> anyhow::Result<TpcbRun> {
         check_problems: problems,
         load,
         slc_cache: slc_cache(&before.0, &after.0),
+        steady_state,
     };
     if let Some(p) = &plan {
         let events = terms

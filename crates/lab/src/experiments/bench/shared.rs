@@ -58,6 +58,12 @@ pub struct Spec {
     /// row and index, how every TPC-B and TPC-C figure published before 2026-11-27 was loaded).
     /// TATP always loads row by row.
     pub load: Option<kits::LoadMethod>,
+    /// The steady-state rule before the measured run (`crate::steady`): preconditioning to
+    /// this many device writes since format (0: none), rounds of `round` virtual time, at most
+    /// `max_rounds` (0: none, and the result says the run was not checked for steady state).
+    pub precondition_device_writes: f64,
+    pub round: String,
+    pub max_rounds: u32,
     /// A result directory: summary.json, samples.csv (raw.csv with `raw`).
     pub results: Option<PathBuf>,
     /// The length of a samples.csv row, e.g. 1s.
@@ -126,6 +132,13 @@ pub fn run_plan(args: &Spec) -> anyhow::Result<(Option<u64>, bool)> {
         .as_deref()
         .map(parse_duration_ns)
         .transpose()?;
+    parse_duration_ns(&args.round)?;
+    if !(0.0..=20.0).contains(&args.precondition_device_writes) {
+        bail!(
+            "--precondition is between 0 and 20 device writes, not {}",
+            args.precondition_device_writes
+        );
+    }
     let virtual_clock = match args.clock.as_str() {
         "virtual" => true,
         "real" => false,
@@ -293,6 +306,37 @@ pub fn new_engine(
         },
     )?;
     Ok((e, storage_name, frames))
+}
+
+/// Brings the loaded database (`loaded`: the kit's handles, as `crate::workloads` keeps them)
+/// to steady state before the measured run, as `args` asks (`crate::steady`). Rounds run in
+/// virtual time only: with the real clock, or without rounds asked, the result says the run was
+/// not checked.
+pub fn reach_steady(
+    args: &Spec,
+    e: &mut Engine,
+    workload: &str,
+    params: crate::workload::Params,
+    loaded: crate::workload::Loaded,
+    virtual_clock: bool,
+) -> anyhow::Result<crate::steady::SteadyState> {
+    use crate::steady::{SteadyState, Writes};
+    if !virtual_clock || (args.max_rounds == 0 && args.precondition_device_writes == 0.0) {
+        return Ok(SteadyState::skipped(Writes::device_writes_of(
+            e.store().nand(),
+        )));
+    }
+    let (w, _) = crate::workloads::make(workload, &params)?;
+    let spec = crate::workload::SteadySpec {
+        precondition_device_writes: args.precondition_device_writes,
+        round_ns: parse_duration_ns(&args.round)?,
+        max_rounds: args.max_rounds,
+        whole_checkpoint_cycles: false,
+    };
+    let s = crate::workload::reach_steady_state(&*w, e, &loaded, args.terminals, &spec)?;
+    // The measured run starts right after a checkpoint, as it does after a load.
+    e.checkpoint()?;
+    Ok(s)
 }
 
 /// The result directory of a run, checked before any work (`results::Plan::new`).

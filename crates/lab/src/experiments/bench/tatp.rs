@@ -53,6 +53,8 @@ pub struct TatpResult {
     /// The page FTL's pSLC write cache over the window (--slc-cache).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
+    /// The steady-state rule before the run (`crate::steady`).
+    pub steady_state: crate::steady::SteadyState,
 }
 
 fn gc_and_host_writes(store: &dyn PageStore) -> (u64, u64, u64) {
@@ -124,6 +126,13 @@ pub fn run(args: &Spec) -> anyhow::Result<TatpRun> {
     bar.finish_and_clear();
     e.checkpoint()?;
     let load_s = wall.elapsed().as_secs_f64();
+    let params = crate::workload::Params {
+        scale: Some(cfg.subscribers),
+        seed: args.seed,
+        ..crate::workload::Params::default()
+    };
+    let steady_state =
+        super::shared::reach_steady(args, &mut e, "tatp", params, Box::new(h), virtual_clock)?;
 
     let before = snapshot(&e);
     let gc0 = gc_and_host_writes(e.store());
@@ -183,6 +192,7 @@ pub fn run(args: &Spec) -> anyhow::Result<TatpRun> {
         check,
         check_problems: problems,
         slc_cache: crate::measure::slc_cache(&before, &after),
+        steady_state,
     };
     if let Some(p) = &plan {
         let events = terms

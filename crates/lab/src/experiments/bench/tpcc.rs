@@ -79,6 +79,8 @@ pub struct TpccResult {
     /// The page FTL's pSLC write cache over the window (--slc-cache).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
+    /// The steady-state rule before the run (`crate::steady`).
+    pub steady_state: crate::steady::SteadyState,
 }
 
 /// Refuses, before anything is opened, what TPC-C does not run: another clock, TPC-B's flags,
@@ -149,7 +151,7 @@ fn totals(terms: &[TpccTerminal]) -> anyhow::Result<([u64; 5], u64, u64, u64, Hi
 pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
     let args = &a.run;
     refuse_what_tpcc_does_not_run(args)?;
-    let (until, _virtual_clock) = run_plan(args)?;
+    let (until, virtual_clock) = run_plan(args)?;
     let plan = plan(args)?;
     let cfg = config(a)?;
     let (mut e, storage_name, frames) = new_engine(
@@ -176,6 +178,21 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
         }
     }
 
+    let params = crate::workload::Params {
+        scale: Some(args.scale),
+        seed: args.seed,
+        tpcc_reduced: Some((cfg.items, cfg.customers_per_district)),
+        home_warehouse: Some(a.home_warehouse.clone()),
+        ..crate::workload::Params::default()
+    };
+    let steady_state = super::shared::reach_steady(
+        args,
+        &mut e,
+        "tpcc",
+        params,
+        Box::new(loaded),
+        virtual_clock,
+    )?;
     let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let start_ns = e.now();
     let run_c = NurandConsts::run_from(loaded.c_load, args.seed);
@@ -265,6 +282,7 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
         check_problems: problems,
         load: method.name(),
         slc_cache: crate::measure::slc_cache(&before.0, &after.0),
+        steady_state,
     };
     if let Some(p) = &plan {
         let types: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();

@@ -82,6 +82,9 @@ impl TpchSpec {
             seed: self.seed,
             check: self.check,
             regions: None,
+            precondition_device_writes: 0.0,
+            round: "10s".into(),
+            max_rounds: 0,
             results: None,
             sample_window: "1s".into(),
             raw: false,
@@ -124,6 +127,8 @@ pub struct TpchResult {
     pub load: LoadStats,
     pub load_virtual_seconds: f64,
     pub queries: Vec<QueryReport>,
+    /// Read-only queries on the loaded database: nothing below them settles (`crate::steady`).
+    pub steady_state: crate::steady::SteadyState,
 }
 
 fn mean_stdev(xs: &[f64]) -> (f64, f64) {
@@ -277,6 +282,10 @@ pub fn run(a: &TpchSpec) -> anyhow::Result<TpchRun> {
         load,
         load_virtual_seconds,
         queries: reports,
+        steady_state: crate::steady::SteadyState::not_applicable(
+            "read-only queries: no writes, so no GC to settle; each query runs --repeat times",
+            0.0,
+        ),
     };
     Ok(TpchRun {
         result: res,

@@ -184,6 +184,9 @@ pub struct Row {
     pub per_txn: PerTxn,
     /// The windows' self-check over all repeats (storage::measure).
     pub consistency: Consistency,
+    /// The steady-state rule's rounds after the warm-up, before the first window
+    /// (`crate::steady`; rounds as long as a window).
+    pub steady_state: crate::steady::SteadyState,
     /// Each window, in order (consecutive windows of one run: a trend across them shows).
     pub windows: Vec<WindowRow>,
 }
@@ -297,6 +300,8 @@ pub struct RunOut {
     pub consistency: Consistency,
     /// With --results: the window's marks and transactions.
     pub trace: Option<crate::results::Trace>,
+    /// The row's steady-state verdict before its first window (the same for every window).
+    pub steady_state: crate::steady::SteadyState,
 }
 
 /// One row: the store is built, loaded and warmed up once, then measured `repeat` times in
@@ -323,6 +328,21 @@ fn run_row(
     let load_s = wall.elapsed().as_secs_f64();
     let copy_cpu_s = thread_cpu_s() - cpu0;
     let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, loaded, terminals)?;
+    // The warm-up preconditioned the device; rounds as long as a window until steady.
+    let steady_state = crate::workload::reach_steady_state(
+        w,
+        &mut e,
+        loaded,
+        terminals,
+        &crate::workload::SteadySpec {
+            precondition_device_writes: 0.0,
+            round_ns: until_ns,
+            max_rounds: rig.max_rounds,
+            whole_checkpoint_cycles: true,
+        },
+    )?;
+    // Windows start right after a checkpoint (window_options).
+    e.checkpoint()?;
     eprintln!(
         "{name}: copied in {load_s:.1} s wall ({copy_cpu_s:.1} s CPU), warmed up in {:.1} s wall ({:.1} s CPU; {:.1} s virtual, the device written over {warmup_writes:.2} times)",
         wall.elapsed().as_secs_f64() - load_s,
@@ -347,6 +367,7 @@ fn run_row(
             until_ns,
             (warmup_ns, warmup_writes),
             sample_ns,
+            &steady_state,
         )?;
         progress(k, &out);
         outs.push(out);
@@ -372,6 +393,7 @@ fn measure_window(
     until_ns: u64,
     (warmup_ns, warmup_writes): (u64, f64),
     sample_ns: Option<u64>,
+    steady_state: &crate::steady::SteadyState,
 ) -> anyhow::Result<RunOut> {
     let before = counters(e.store());
     let cpu0 = e.cpu_counts();
@@ -411,6 +433,7 @@ fn measure_window(
         checkpoints: ran.checkpoints,
         ended_on_checkpoint: ran.ended_on_checkpoint,
         trace: ran.trace,
+        steady_state: steady_state.clone(),
         per: PerTxn {
             flash_reads: (after.reads - before.reads) as f64 / n,
             flash_programs: (after.programs - before.programs) as f64 / n,
@@ -731,6 +754,10 @@ fn row_of(name: &str, runs: &[RunOut], native_tps: f64, notpm: Option<f64>) -> R
                 .enumerate()
                 .map(|(k, o)| (format!("repeat {}", k + 1), &o.consistency)),
         ),
+        steady_state: runs.first().map_or_else(
+            || crate::steady::SteadyState::skipped(0.0),
+            |o| o.steady_state.clone(),
+        ),
         per_txn: p.rounded(),
         windows: runs
             .iter()
@@ -888,7 +915,13 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         write_results(p, &res, w, scale, args.terminals, &selected, &results)?;
     }
     on_scale(label, Outcome::Stores(&res))?;
-    refuse_violations(&res, w.label(), args.strict)
+    refuse_violations(&res, w.label(), args.strict)?;
+    crate::steady::refuse_unsteady(
+        args.strict,
+        res.rows
+            .iter()
+            .map(|r| (r.storage.as_str(), &r.steady_state)),
+    )
 }
 
 /// Warns about the rows whose measured windows broke a physical bound (their figures are not

@@ -152,6 +152,10 @@ pub struct Row {
     pub workload_info: Value,
     /// The run's write path against its physical bounds.
     pub consistency: Consistency,
+    /// The steady-state rule (`crate::steady`): this table's WAF is the whole run's from a
+    /// fresh mount (no rounds), so every row says it was not checked, with how often the run
+    /// wrote the device over (below 1: the FTL's GC may never have started).
+    pub steady_state: crate::steady::SteadyState,
 }
 
 /// The table: one row per workload and configuration, workloads outermost.
@@ -538,7 +542,13 @@ fn consistency_of(workload: &str, run: &Run, fs_bytes: u64) -> Consistency {
     })
 }
 
-fn row(fs: &str, target: &str, workload: &str, run: &Run, base: &Run) -> Row {
+fn row(
+    fs: &str,
+    target: &str,
+    workload: &str,
+    (run, base): (&Run, &Run),
+    device_bytes: u64,
+) -> Row {
     let ftl = &run.stats["ftl"];
     let ((host, programs), (host0, programs0)) = (writes_of(run), writes_of(base));
     let host_pages = host.saturating_sub(host0);
@@ -562,6 +572,9 @@ fn row(fs: &str, target: &str, workload: &str, run: &Run, base: &Run) -> Row {
         lfs: run.stats.get("lfs").cloned(),
         workload_info: run.workload.clone(),
         consistency,
+        steady_state: crate::steady::SteadyState::skipped(
+            (host * PAGE_BYTES) as f64 / device_bytes.max(1) as f64,
+        ),
     }
 }
 
@@ -611,6 +624,7 @@ impl Spec {
 pub fn run(spec: &Spec) -> anyhow::Result<WafResult> {
     spec.check()?;
     let configs = configs_of(spec)?;
+    let device_bytes = spec.device.load()?.geometry.capacity_bytes();
     let mut rows = Vec::new();
     let mut bases = Vec::new();
     for (fs, target) in &configs {
@@ -621,7 +635,7 @@ pub fn run(spec: &Spec) -> anyhow::Result<WafResult> {
     for w in &spec.workloads {
         for ((fs, target), base) in configs.iter().zip(&bases) {
             let run = run_one(spec, fs, target, w).with_context(|| format!("{fs}:{target} {w}"))?;
-            let r = row(fs, target, w, &run, base);
+            let r = row(fs, target, w, (&run, base), device_bytes);
             eprintln!(
                 "{fs}:{target} {w}: FS WAF {:.2}, FTL WAF {:.2}",
                 nan_if_infinite(r.fs_waf),

@@ -27,7 +27,10 @@ use serde::Serialize;
 
 pub use advisor::Advice;
 pub use row::{ObjectProfile, Row};
-pub use spec::{Spec, CONFIGS, DEFAULT_GEOMETRY};
+pub use spec::{
+    table_i, table_i_regime, Spec, CONFIGS, DBA_ROOM_FOR_GC, DEFAULT_GEOMETRY,
+    TABLE_I_REGIME_SUBSCRIBERS, TABLE_I_SUBSCRIBERS, TATP_HOT_BYTES_PER_SUBSCRIBER,
+};
 
 use advisor::recommend;
 use row::run_one;
@@ -36,6 +39,9 @@ use spec::{setup, Setup};
 /// IPA Table I: the rows that ran and the ones that could not.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// The paper's regime (`--paper`), in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regime: Option<String>,
     pub workload: String,
     pub scale: u32,
     pub preset: String,
@@ -44,7 +50,14 @@ pub struct Report {
     pub record_bytes: u16,
     pub ipa_mode: &'static str,
     pub region_chips: u32,
+    /// The regions layout's MAX_SIZE (the DBA's sizing), if the region was sized by it.
+    pub region_max_size_bytes: Option<u64>,
     pub warmup_s: f64,
+    /// The steady-state rule's set-up (`crate::steady`): preconditioning in device writes,
+    /// the round's virtual length, the cap on rounds.
+    pub precondition_device_writes: f64,
+    pub round_s: f64,
+    pub max_rounds: u32,
     pub duration_s: f64,
     pub repeat: u32,
     pub rows: Vec<Row>,
@@ -53,6 +66,33 @@ pub struct Report {
     /// The advised rows' layout: the tables the advisor gives IPA, and its scheme.
     pub advised_tables: Vec<String>,
     pub advised_scheme: Option<String>,
+}
+
+/// `noftl ipa compare --paper` (docs/ipa.md, "Table I in steady state"): Table I's layout
+/// where it fits (`table_i`: its rows by `config` are this report's), and Table I's regime
+/// (`table_i_regime`: the baseline there, and why the layout does not run there).
+#[derive(Debug, Serialize)]
+pub struct PaperReport {
+    #[serde(flatten)]
+    pub fits: Report,
+    pub at_table_i_regime: Report,
+}
+
+/// Runs both comparisons of `PaperReport` with `seed` and `terminals` (`plan`: the first's
+/// result directory).
+pub fn paper(
+    seed: u64,
+    terminals: u32,
+    plan: Option<&crate::results::Plan>,
+) -> anyhow::Result<PaperReport> {
+    let (fits, regime) = (table_i(seed, terminals), table_i_regime(seed, terminals));
+    // Both are checked before either loads.
+    check(&fits)?;
+    check(&regime)?;
+    Ok(PaperReport {
+        fits: run(&fits, plan)?,
+        at_table_i_regime: run(&regime, None)?,
+    })
 }
 
 /// A row that did not run, and why.
@@ -89,6 +129,13 @@ pub fn run(a: &Spec, plan: Option<&crate::results::Plan>) -> anyhow::Result<Repo
     let mut traces: Vec<Vec<crate::results::Trace>> = Vec::new();
     let mut not_run = Vec::new();
     for config in &st.configs {
+        if let (Some(why), true) = (&st.region_unfit, config.ends_with("regions")) {
+            not_run.push(NotRun {
+                config: config.clone(),
+                why: why.clone(),
+            });
+            continue;
+        }
         if config.ends_with("advised") && st.advised.as_ref().is_some_and(|a| a.0.is_empty()) {
             not_run.push(NotRun {
                 config: config.clone(),
@@ -149,11 +196,23 @@ fn run_config(
         }
     }
     let n = runs.len() as f64;
-    let mean = runs.iter().map(|r| r.1).sum::<f64>() / n;
+    let mean_of = |f: fn(&Row) -> f64| runs.iter().map(|r| f(&r.0)).sum::<f64>() / n;
+    let mean = mean_of(|r| r.throughput_tps);
     let var = runs.iter().map(|r| (r.1 - mean).powi(2)).sum::<f64>() / n;
+    // The row: the first run's counts, the runs' means of the per-write figures and throughput.
     let mut row = runs[0].0.clone();
     row.throughput_tps = mean;
     row.stdev = var.sqrt();
+    row.gc_migrations_per_host_write = mean_of(|r| r.gc_migrations_per_host_write);
+    row.gc_erases_per_host_write = mean_of(|r| r.gc_erases_per_host_write);
+    row.append_percent = mean_of(|r| r.append_percent);
+    let steady: Vec<_> = runs.iter().map(|r| r.0.steady_state.clone()).collect();
+    if let Some(s) = crate::steady::SteadyState::all(&steady) {
+        row.steady_state = s;
+    }
+    if let Some(bad) = runs.iter().find(|r| r.0.consistency.status != "ok") {
+        row.consistency = bad.0.consistency.clone();
+    }
     row.trace = None;
     let traces = runs.into_iter().filter_map(|r| r.0.trace).collect();
     Ok(Ok((row, traces)))
@@ -161,6 +220,7 @@ fn run_config(
 
 fn report(a: &Spec, st: &Setup, rows: Vec<Row>, not_run: Vec<NotRun>) -> Report {
     Report {
+        regime: a.regime.clone(),
         workload: a.workload.clone(),
         scale: st.workload.scale(),
         preset: a.device.preset.clone(),
@@ -168,8 +228,12 @@ fn report(a: &Spec, st: &Setup, rows: Vec<Row>, not_run: Vec<NotRun>) -> Report 
         scheme: st.scheme.label(),
         record_bytes: st.scheme.record_bytes,
         ipa_mode: st.ipa_mode,
-        region_chips: a.region_chips,
+        region_chips: st.region_chips,
+        region_max_size_bytes: a.region_max_size_bytes,
         warmup_s: st.warmup_ns as f64 / 1e9,
+        precondition_device_writes: st.precondition,
+        round_s: st.round_ns as f64 / 1e9,
+        max_rounds: st.max_rounds,
         duration_s: st.duration_ns as f64 / 1e9,
         repeat: a.repeat,
         rows,
@@ -261,7 +325,7 @@ pub fn advise(a: &Spec) -> anyhow::Result<AdviseReport> {
     if !chosen.is_empty() {
         ddl.push(format!(
             "CREATE REGION rg_ipa (MAX_CHIPS={}, IPA_MODE={}, IPA_SCHEME={}, IPA_RECORD={});",
-            a.region_chips,
+            st.region_chips,
             st.ipa_mode,
             scheme.label(),
             scheme.record_bytes

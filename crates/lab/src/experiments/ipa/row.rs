@@ -17,8 +17,11 @@ use storage::{Engine, EngineConfig, PageStore};
 use super::spec::{Setup, Spec, Workload};
 use crate::measure::{consistency, snapshot};
 use crate::runner::run_terminals;
+use crate::steady::{SteadyState, Writes};
 
-/// One row of IPA Table I (one run, or the mean of `repeat` runs).
+/// One row of IPA Table I: one run, or `repeat` runs (counts are the first run's; per-write
+/// figures, the append share and throughput are the runs' means; the consistency is the first
+/// violated one; the steady state holds only if it held in every run).
 #[derive(Debug, Serialize, Clone)]
 pub struct Row {
     pub config: String,
@@ -40,6 +43,10 @@ pub struct Row {
     pub programs_per_txn: f64,
     pub erases_per_txn: f64,
     pub consistency: Consistency,
+    /// The steady-state rule's verdict before the measured window (`crate::steady`).
+    pub steady_state: SteadyState,
+    /// Per region (the default one first) over the measured window: what explains its GC.
+    pub regions: Vec<RegionCounts>,
     /// With a result directory: the measured window's marks and transactions.
     #[serde(skip)]
     pub trace: Option<crate::results::Trace>,
@@ -66,9 +73,14 @@ fn counts(store: &dyn PageStore) -> Counts {
         c.host_appends = st.get(OpKind::PartialProgram, Purpose::Host);
         c.programs = st.total(OpKind::Program) + st.total(OpKind::PartialProgram);
         c.erases = st.total(OpKind::Erase);
+        // Pages GC programmed, as IPA Table I counts migrations against host writes in flash
+        // pages. The store's own `gc.migrations` counts 4 KiB units, four to a 16 KiB page:
+        // against host writes in pages it read four times too high (the rows published before
+        // 2026-11-28 did).
+        c.gc_migrations =
+            st.get(OpKind::Program, Purpose::Gc) + st.get(OpKind::PartialProgram, Purpose::Gc);
     }
     if let Some(r) = store.device_report() {
-        c.gc_migrations = r.gc.migrations;
         c.gc_erases = r.gc.erases;
     }
     c
@@ -163,9 +175,28 @@ fn layout_ddl(a: &Spec, st: &Setup, config: &str) -> anyhow::Result<String> {
         Workload::Tpcb(_) => tpcb::DDL,
         Workload::Tpcc(_) => tpcc::DDL,
     };
+    // The DBA's MAX_SIZE, when the spec sizes the region by it.
+    // The DBA's MAX_SIZE and GC policy, when the spec gives them.
+    let sized = |extra: &str| {
+        let mut opts: Vec<String> = a
+            .region_max_size_bytes
+            .map(|b| format!("MAX_SIZE={b}"))
+            .into_iter()
+            // The DDL's words have no '-': cost-benefit is spelled costbenefit there.
+            .chain(
+                a.region_gc
+                    .as_ref()
+                    .map(|g| format!("GC={}", g.replace('-', ""))),
+            )
+            .collect();
+        if !extra.is_empty() {
+            opts.push(extra.to_string());
+        }
+        opts.join(", ")
+    };
     Ok(match config {
-        "regions" => tatp::regions_ddl(a.region_chips, op_percent, control),
-        "ipa-regions" => tatp::regions_ddl(a.region_chips, op_percent, &st.ipa_opts),
+        "regions" => tatp::regions_ddl(st.region_chips, op_percent, &sized(control)),
+        "ipa-regions" => tatp::regions_ddl(st.region_chips, op_percent, &sized(&st.ipa_opts)),
         "advised" | "ipa-advised" => {
             let Some((tables, scheme)) = &st.advised else {
                 bail!("the advised layout needs the advisor's profile of the baseline first");
@@ -192,7 +223,7 @@ fn layout_ddl(a: &Spec, st: &Setup, config: &str) -> anyhow::Result<String> {
                 "rg_ipa",
                 &format!(
                     "MAX_CHIPS={}, GC=greedy, OP={op_percent}%{extra}",
-                    a.region_chips
+                    st.region_chips
                 ),
             )?
         }
@@ -262,6 +293,8 @@ fn row_of(config: &str, w: Window, a: &Spec, scheme: IpaScheme, page_bytes: usiz
         c1,
         share,
         elapsed_ns,
+        regions,
+        steady_state,
         trace,
     } = w;
     let host_writes = (c1.host_programs - c0.host_programs) + (c1.host_appends - c0.host_appends);
@@ -284,6 +317,8 @@ fn row_of(config: &str, w: Window, a: &Spec, scheme: IpaScheme, page_bytes: usiz
         programs_per_txn: (c1.programs - c0.programs) as f64 / txns,
         erases_per_txn: (c1.erases - c0.erases) as f64 / txns,
         consistency: consistency(&before, &after, elapsed_ns, a.terminals, true, &hist),
+        steady_state,
+        regions,
         trace,
     }
 }
@@ -298,6 +333,8 @@ struct Window {
     c1: Counts,
     share: f64,
     elapsed_ns: u64,
+    regions: Vec<RegionCounts>,
+    steady_state: SteadyState,
     trace: Option<crate::results::Trace>,
 }
 
@@ -310,11 +347,12 @@ struct Kit<T> {
     events: fn(&mut T) -> &mut Option<Vec<storage::sched::TxnEvent>>,
 }
 
-/// A checkpoint after the load, the warm-up, then the measured window (with the advisor's
-/// profile over it when asked): the same for every workload.
+/// A checkpoint after the load, the warm-up, the preconditioning and the steady-state rounds
+/// (`crate::steady`), then the measured window (with the advisor's profile over it when asked):
+/// the same for every workload.
 fn window<T: storage::sched::Terminal + Send + 'static>(
     mut e: Engine,
-    terms: Vec<T>,
+    mut terms: Vec<T>,
     kit: Kit<T>,
     st: &Setup,
     profile: &mut Option<&mut Vec<ObjectProfile>>,
@@ -326,16 +364,45 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
         events,
     } = kit;
     e.checkpoint()?;
-    let start = e.now();
-    let (mut e, terms, _, _, _) = run_terminals(e, terms, start, Some(st.warmup_ns), true, None)?;
+    let slice = |e: &mut Engine, terms: &mut [T], ns: u64| -> anyhow::Result<()> {
+        let now = e.now();
+        let opts = storage::sched::VirtualOptions {
+            until_ns: Some(now + ns),
+            ..storage::sched::VirtualOptions::default()
+        };
+        storage::sched::run_virtual_sampled(e, terms, now, opts, None)?;
+        Ok(())
+    };
+    if st.warmup_ns > 0 {
+        slice(&mut e, &mut terms, st.warmup_ns)?;
+    }
+    crate::runner::precondition_terminals(
+        &mut e,
+        &mut terms,
+        st.precondition,
+        st.round_ns,
+        crate::steady::PRECONDITION_MAX_NS,
+    )?;
+    let total = |t: &[T]| t.iter().map(done).sum::<u64>();
+    let steady_state = if st.max_rounds == 0 {
+        SteadyState::skipped(Writes::device_writes_of(e.store().nand()))
+    } else {
+        let rounds =
+            crate::runner::terminal_rounds(&mut e, &mut terms, st.round_ns, st.max_rounds, total)?;
+        SteadyState::of(&rounds, Writes::device_writes_of(e.store().nand()))
+    };
     if profile.is_some() {
         e.enable_write_profile();
     }
-    let ok0: u64 = terms.iter().map(done).sum();
+    let ok0 = total(&terms);
     let lat0 = merged(terms.iter().map(latency))?;
-    let (before, c0, start) = (snapshot(&e), counts(e.store()), e.now());
+    let (before, c0, regions0, start) = (
+        snapshot(&e),
+        counts(e.store()),
+        region_counts(e.store()),
+        e.now(),
+    );
     // Only the measured window's transactions are recorded (with a result directory).
-    let mut terms = terms;
     if sample_ns.is_some() {
         terms.iter_mut().for_each(|t| *events(t) = Some(Vec::new()));
     }
@@ -348,7 +415,7 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
             terms.iter_mut().map(|t| events(t).take()),
         )
     });
-    let ok1: u64 = terms.iter().map(done).sum();
+    let ok1 = total(&terms);
     let mut hist = merged(terms.iter().map(latency))?;
     hist.subtract(&lat0)?;
     if let Some(p) = profile.as_mut() {
@@ -361,10 +428,100 @@ fn window<T: storage::sched::Terminal + Send + 'static>(
         after: snapshot(&e),
         c0,
         c1: counts(e.store()),
+        regions: RegionCounts::between(&regions0, &region_counts(e.store())),
         share: ipa_share(&e),
         elapsed_ns,
+        steady_state,
         trace,
     })
+}
+
+/// One region's flash over a measured window (the default region, which keeps the log and the
+/// store's metadata, is `default`): how full it is and what its GC found in its victims. Counts
+/// are in units of the space (16 KiB DB pages on 16 KiB flash pages: flash pages).
+#[derive(Debug, Serialize, Clone, PartialEq)]
+pub struct RegionCounts {
+    pub name: String,
+    /// `pSLC` or the chips' native mode.
+    pub cells: &'static str,
+    /// Units the region's good blocks hold (GC reserve included), and one block.
+    pub capacity_units: u64,
+    pub block_units: u64,
+    /// Valid units at the window's end, and their share of `capacity_units`.
+    pub valid_units: u64,
+    pub fullness: f64,
+    pub gc_victims: u64,
+    pub gc_migrations: u64,
+    pub gc_erases: u64,
+    /// Valid units GC found per victim, over the units a block holds (greedy's victim validity).
+    pub victim_validity: f64,
+}
+
+impl RegionCounts {
+    /// The window's GC counts (`after` less `before`), fullness at its end.
+    fn between(before: &[RegionCounts], after: &[RegionCounts]) -> Vec<RegionCounts> {
+        after
+            .iter()
+            .map(|a| {
+                let b = before.iter().find(|b| b.name == a.name);
+                let d = |f: fn(&RegionCounts) -> u64| f(a) - b.map_or(0, f);
+                let (victims, migrations) = (d(|r| r.gc_victims), d(|r| r.gc_migrations));
+                RegionCounts {
+                    gc_victims: victims,
+                    gc_migrations: migrations,
+                    gc_erases: d(|r| r.gc_erases),
+                    victim_validity: if victims == 0 {
+                        0.0
+                    } else {
+                        migrations as f64 / (victims * a.block_units.max(1)) as f64
+                    },
+                    ..a.clone()
+                }
+            })
+            .collect()
+    }
+}
+
+/// Every region's counters now (`victim_validity` is the window's: `between`).
+fn region_counts(store: &dyn PageStore) -> Vec<RegionCounts> {
+    let Some(s) = store.as_any().and_then(|s| s.downcast_ref::<NativeStore>()) else {
+        return Vec::new();
+    };
+    let blocks = s.space().geometry().blocks();
+    let of = |name: &str, space: &ftl::space::FlashSpace, pslc: bool| {
+        let valid: u64 = (0..blocks)
+            .filter(|&b| {
+                !matches!(
+                    space.block_use(nand::Pbn(b)),
+                    ftl::space::BlockUse::Foreign | ftl::space::BlockUse::Bad
+                )
+            })
+            .map(|b| u64::from(space.valid_pages(nand::Pbn(b))))
+            .sum();
+        let block_units = u64::from(space.pages_per_block()) * u64::from(space.units_per_page());
+        let capacity = u64::from(space.good_blocks()) * block_units;
+        let c = space.counts();
+        RegionCounts {
+            name: name.to_string(),
+            cells: if pslc { "pSLC" } else { "native" },
+            capacity_units: capacity,
+            block_units,
+            valid_units: valid,
+            fullness: valid as f64 / capacity.max(1) as f64,
+            gc_victims: c.gc_victims,
+            gc_migrations: c.gc_migrations,
+            gc_erases: c.gc_erases,
+            victim_validity: 0.0,
+        }
+    };
+    let mut out = vec![of("default", s.space(), false)];
+    for spec in s.regions() {
+        if let Some((space, _)) = s.region(&spec.name) {
+            let pslc = spec.cell_mode == Some(nand::CellMode::Pslc);
+            out.push(of(&spec.name, space, pslc));
+        }
+    }
+    out
 }
 
 /// One object's write-backs in the advisor's baseline window.

@@ -744,3 +744,205 @@ fn encode(b: &mut [u8], id: u64, ver: u32) {
     let x = (id as u8) ^ (ver as u8).rotate_left(3) ^ 0x5A;
     b[HEAD_BYTES..].fill(x);
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+    use super::*;
+    use nand::{DeviceConfig, Nand};
+    use storage::{BlockPageStore, NativeConfig, NativeStore};
+
+    /// 16 KiB flash pages, 4 per block, 16 blocks per plane of `tiny` (8 planes): 8 MiB.
+    fn store(native: bool) -> Box<dyn PageStore> {
+        let set = [
+            "geometry.blocks_per_plane=16",
+            "geometry.page_size_bytes=16384",
+            "geometry.oob_size_bytes=512",
+            "geometry.pages_per_block=4",
+        ]
+        .map(String::from);
+        let nand = Nand::new(DeviceConfig::preset("tiny", &set).unwrap()).unwrap();
+        if native {
+            Box::new(
+                NativeStore::format(
+                    nand,
+                    NativeConfig {
+                        page_bytes: 16384,
+                        log_blocks: Some(64),
+                        spare_factor: 0.2,
+                        ..NativeConfig::default()
+                    },
+                )
+                .unwrap(),
+            )
+        } else {
+            let opts = ftl::FtlOptions {
+                spare_factor: 0.2,
+                ..ftl::FtlOptions::default()
+            };
+            Box::new(
+                BlockPageStore::new(ftl::build("page", nand, &opts).unwrap(), 16384, Some(64))
+                    .unwrap(),
+            )
+        }
+    }
+
+    fn cfg(s: &dyn PageStore, scheme: Scheme) -> PaperConfig {
+        PaperConfig {
+            table_pages: s.db_pages() * 7 / 10,
+            row_bytes: 256,
+            weights: [1, 1, 1],
+            slack: 0.02,
+            density: 0.85,
+            scheme,
+            victims: 1,
+            max_victims: 8,
+            seed: 7,
+            assume: Assumptions::default(),
+        }
+    }
+
+    /// (flash reads, programs, erases) and (host unit reads, writes) of the store now.
+    fn counts(s: &dyn PageStore) -> ((u64, u64, u64), (u64, u64)) {
+        let f = s.nand().unwrap().report().flash;
+        let h = s.device_report().unwrap().host;
+        ((f.reads, f.programs, f.erases), (h.reads, h.writes))
+    }
+
+    /// Loaded and aged past the load (GC running), so that victims hold table pages.
+    fn aged(native: bool, scheme: Scheme) -> (Box<dyn PageStore>, PaperEngine, u64) {
+        let mut s = store(native);
+        let c = cfg(s.as_ref(), scheme);
+        let (mut e, mut t) = PaperEngine::load(s.as_mut(), c, 0).unwrap();
+        for _ in 0..3_000 {
+            t = e.query(s.as_mut(), t).unwrap();
+        }
+        assert!(s.nand().unwrap().report().flash.erases > 0, "GC ran");
+        (s, e, t)
+    }
+
+    /// Invariant 2 (IAA Fig. 9: "Delete ... has no corresponding operation in the FTL (no NAND
+    /// operation)"): a Delete issues no flash operation and no call reaches the device.
+    #[test]
+    fn a_delete_issues_no_flash_operation() {
+        for native in [false, true] {
+            let (mut s, mut e, t) = aged(native, Scheme::IaaU2di);
+            let before = counts(s.as_ref());
+            let slot = e.pick();
+            let done = e.delete(s.as_mut(), t, slot).unwrap();
+            assert_eq!(done, t, "a delete takes no device time");
+            assert_eq!(counts(s.as_ref()), before, "native {native}");
+            assert_eq!(e.slot_id[slot as usize], FREE);
+        }
+    }
+
+    /// Invariant 3 (IAA Fig. 5): an Update in place is one read-modify-write of the row's LPA:
+    /// one DB page read (4 units) and one written (4 units: one flash page program, unless GC
+    /// had to run first).
+    #[test]
+    fn an_update_in_place_is_one_read_modify_write() {
+        for native in [false, true] {
+            let (mut s, mut e, mut t) = aged(native, Scheme::Conventional);
+            for _ in 0..50 {
+                let slot = e.pick();
+                let before = counts(s.as_ref());
+                let st0 = e.stats();
+                let gc0 = s.device_report().unwrap().gc.migrations;
+                e.slot_ver[slot as usize] += 1;
+                t = e.write_row(s.as_mut(), t, slot, false).unwrap();
+                let after = counts(s.as_ref());
+                assert_eq!(e.stats().page_reads - st0.page_reads, 1);
+                assert_eq!(e.stats().page_writes - st0.page_writes, 1);
+                assert_eq!(
+                    after.1 .0 - before.1 .0,
+                    4,
+                    "native {native}: host unit reads"
+                );
+                assert_eq!(
+                    after.1 .1 - before.1 .1,
+                    4,
+                    "native {native}: host unit writes"
+                );
+                if s.device_report().unwrap().gc.migrations == gc0 {
+                    assert_eq!(after.0 .1 - before.0 .1, 1, "native {native}: one program");
+                }
+            }
+            let t = e.flush(s.as_mut(), t).unwrap();
+            assert_eq!(e.check(s.as_mut(), t).unwrap(), Vec::<String>::new());
+        }
+    }
+
+    /// Invariant 3, IAA: every insert placed by the hint lands in a page the store listed as
+    /// valid in a committed victim just before, and it takes one record per epoch (rotation);
+    /// every row reads back afterwards (invariant 1).
+    #[test]
+    fn iaa_inserts_land_in_hinted_pages() {
+        for native in [false, true] {
+            let (mut s, mut e, mut t) = aged(native, Scheme::Iaa);
+            let mut hinted = 0;
+            for id in 0..300u64 {
+                let before = e.stats().hinted_inserts;
+                let n0 = e.live.len();
+                t = e.insert(s.as_mut(), t, 1_000_000 + id, 0).unwrap();
+                let slot = u64::from(*e.live.last().unwrap());
+                assert_eq!(e.live.len(), n0 + 1);
+                if e.stats().hinted_inserts > before {
+                    hinted += 1;
+                    let page = (slot / e.rows_per_page as u64) as u32;
+                    assert!(
+                        e.hinted_pages().contains(&page),
+                        "native {native}: page {page} not in the hint {:?}",
+                        e.hinted_pages()
+                    );
+                }
+                // Keep the table's size: a delete per insert (no flash operation).
+                let victim = e.pick();
+                t = e.delete(s.as_mut(), t, victim).unwrap();
+            }
+            // Only as many as the victims hold pages with room: the rest are appended.
+            assert!(
+                hinted >= 30,
+                "native {native}: {hinted} of 300 inserts hinted"
+            );
+            assert_eq!(e.check(s.as_mut(), t).unwrap(), Vec::<String>::new());
+        }
+    }
+
+    /// The ablation's assumptions keep the rows intact too: every row reads back after queries
+    /// with delete writes, log forces, an index and a buffer pool (flushed first).
+    #[test]
+    fn the_ablations_assumptions_keep_every_row() {
+        let mut s = store(false);
+        let mut c = cfg(s.as_ref(), Scheme::IaaU2di);
+        c.table_pages = s.db_pages() / 2;
+        c.assume = Assumptions {
+            delete_writes: true,
+            log_force: true,
+            index: true,
+            buffer_frames: 16,
+        };
+        let (mut e, mut t) = PaperEngine::load(s.as_mut(), c, 0).unwrap();
+        for _ in 0..2_000 {
+            t = e.query(s.as_mut(), t).unwrap();
+        }
+        let st = e.stats();
+        assert!(st.delete_page_writes > 0 && st.log_forces == 2_000 && st.index_page_writes > 0);
+        assert!(st.evictions_written > 0 && st.hinted_inserts > 0);
+        let t = e.flush(s.as_mut(), t).unwrap();
+        assert_eq!(e.check(s.as_mut(), t).unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        let s = store(false);
+        let mut c = cfg(s.as_ref(), Scheme::Iaa);
+        c.row_bytes = 8;
+        assert!(c.check(16384).is_err());
+        let mut c = cfg(s.as_ref(), Scheme::Iaa);
+        c.density = 0.99;
+        assert!(c.check(16384).is_err());
+        let mut c = cfg(s.as_ref(), Scheme::Iaa);
+        c.victims = 9;
+        assert!(c.check(16384).is_err());
+    }
+}

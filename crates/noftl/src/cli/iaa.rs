@@ -397,6 +397,30 @@ mod tests {
         assert!(T::try_parse_from(["t", "compare", "--free", "abc"]).is_err());
     }
 
+    /// A `--model` that names no model is refused at parsing, with the names it takes; the
+    /// paper model refuses what it has not (several terminals, a buffer pool, a DB page that
+    /// does not divide the flash page) before any run.
+    #[test]
+    fn bad_models_and_flags_the_paper_model_has_not_are_refused() {
+        let err = T::try_parse_from(["t", "compare", "--model", "papr"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--model is paper or engine, not 'papr'"),
+            "{err}"
+        );
+        let a = args(&["--model", "paper"]);
+        assert_eq!(a.spec().terminals, 1);
+        assert_eq!(a.spec().device.preset, "mlc16k");
+        checked(&a).unwrap();
+        iaa::check_device(&a.spec()).unwrap();
+        let err = checked(&args(&["--model", "paper", "--terminals", "4"])).unwrap_err();
+        assert!(format!("{err}").contains("--terminals 1"), "{err}");
+        assert!(checked(&args(&["--model", "paper", "--buffer-pages", "512"])).is_err());
+        let a = args(&["--model", "paper", "--page-size", "12288"]);
+        assert!(iaa::check_device(&a.spec()).is_err());
+    }
+
     /// The flags' defaults are the library's (`Spec::default`, which programs and lab's tests
     /// start from).
     #[test]

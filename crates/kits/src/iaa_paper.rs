@@ -169,6 +169,9 @@ pub struct PaperStats {
     /// were copied by GC): table pages, and other pages (index), which inserts cannot empty.
     pub victim_pages_left_table: u64,
     pub victim_pages_left_other: u64,
+    /// Of the table pages left, those with no free slot (full: no insert could empty them;
+    /// IAA Fig. 10(a)'s "filled up" pages).
+    pub victim_pages_left_full: u64,
 }
 
 /// The buffer pool of the ablation: LRU over whole pages.
@@ -579,6 +582,7 @@ impl PaperEngine {
                 }
                 if u64::from(*pid) < self.cfg.table_pages {
                     self.stats.victim_pages_left_table += 1;
+                    self.stats.victim_pages_left_full += u64::from(self.free[*pid as usize] == 0);
                 } else {
                     self.stats.victim_pages_left_other += 1;
                 }

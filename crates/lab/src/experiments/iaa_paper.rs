@@ -179,7 +179,8 @@ fn diff(
         evictions_written,
         hint_epochs,
         victim_pages_left_table,
-        victim_pages_left_other
+        victim_pages_left_other,
+        victim_pages_left_full
     )
 }
 

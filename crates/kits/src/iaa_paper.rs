@@ -51,7 +51,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::pagestore::{PageKind, WriteHint, LOG_BLOCK_BYTES};
 use storage::{Error, PageStore, Result};
 
-use crate::iaa::Scheme;
+use crate::iaa::{Query, Scheme};
 
 /// What the engine has and the paper's model does not: the ablation's steps (docs/iaa.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -112,11 +112,7 @@ impl PaperConfig {
                 HEAD_BYTES + 8
             )));
         }
-        if self.weights.iter().all(|&w| w == 0) {
-            return Err(Error::Config(
-                "the Insert, Delete and Update probabilities are all 0".into(),
-            ));
-        }
+        crate::iaa::check_weights(&self.weights)?;
         if !(0.05..=0.98).contains(&self.density) {
             return Err(Error::Config(format!(
                 "density {} is not in [0.05, 0.98] (inserts need free slots)",
@@ -182,13 +178,6 @@ struct Pool {
     pages: HashMap<u32, (u64, Vec<u8>, bool)>,
     lru: BTreeMap<u64, u32>,
     tick: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Query {
-    Insert,
-    Delete,
-    Update,
 }
 
 /// The paper's storage engine over a page store.
@@ -370,26 +359,14 @@ impl PaperEngine {
     }
 
     fn draw(&mut self) -> Query {
-        let w = self.cfg.weights;
-        let x = self.rng.random_range(0..w.iter().sum::<u32>());
-        let q = if x < w[0] {
-            Query::Insert
-        } else if x < w[0] + w[1] {
-            Query::Delete
-        } else {
-            Query::Update
-        };
-        // Keep the table at its size: the device's free space is the controlled variable.
-        let band = ((self.target as f64 * self.cfg.slack).ceil() as usize).max(1);
         let full = self.live.len() as u64 >= self.slot_id.len() as u64 - 1;
-        match q {
-            Query::Insert if self.live.len() > self.target + band || full => Query::Delete,
-            Query::Delete if self.live.len() + band < self.target || self.live.is_empty() => {
-                Query::Insert
-            }
-            Query::Update if self.live.is_empty() => Query::Insert,
-            q => q,
-        }
+        crate::iaa::draw_query(
+            &mut self.rng,
+            self.cfg.weights,
+            (self.live.len(), self.target),
+            self.cfg.slack,
+            full,
+        )
     }
 
     /// A live row's slot, uniformly.

@@ -421,45 +421,59 @@ fn run_all(
     sample_ns: Option<u64>,
     on_run_done: &(dyn Fn() + Sync),
 ) -> anyhow::Result<Vec<Row>> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: std::sync::Mutex<Vec<(usize, anyhow::Result<Row>)>> =
-        std::sync::Mutex::new(Vec::new());
     // The dashboard's live points (if it runs this sweep): one series per run, from the
     // worker threads.
     let live = crate::results::live_hook();
-    std::thread::scope(|s| {
-        for _ in 0..spec.jobs.min(runs.len()) {
-            s.spawn(|| loop {
-                crate::results::set_live(live.clone());
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some(&(f, sc)) = runs.get(i) else {
-                    break;
-                };
-                crate::results::set_live_series(&series_name(f, sc));
-                let r = match spec.model {
-                    Model::Engine => run_one(spec, f, sc, sample_ns),
-                    Model::Paper => crate::experiments::iaa_paper::run_one(
-                        spec,
-                        f,
-                        sc,
-                        kits::iaa_paper::Assumptions::default(),
-                    ),
-                };
-                on_run_done();
-                results.lock().expect("no worker panics").push((i, r));
-            });
-        }
+    let results = on_workers(spec.jobs, runs.len(), &|i| {
+        crate::results::set_live(live.clone());
+        let (f, sc) = runs[i];
+        crate::results::set_live_series(&series_name(f, sc));
+        let r = match spec.model {
+            Model::Engine => run_one(spec, f, sc, sample_ns),
+            Model::Paper => crate::experiments::iaa_paper::run_one(
+                spec,
+                f,
+                sc,
+                kits::iaa_paper::Assumptions::default(),
+            ),
+        };
+        on_run_done();
+        r
     });
-    let mut results = results.into_inner().expect("no worker panics");
-    results.sort_by_key(|(i, _)| *i);
     let mut rows = Vec::new();
-    for (i, r) in results {
+    for (i, r) in results.into_iter().enumerate() {
         let (f, s) = runs[i];
         rows.push(
             r.with_context(|| format!("run at {:.0}% free, scheme {}", f * 100.0, s.name()))?,
         );
     }
     Ok(rows)
+}
+
+/// `f(i)` for every `i < n` on `jobs` worker threads, each taking the next index not yet
+/// taken; the results in index order (so they do not depend on the thread count).
+pub(crate) fn on_workers<T: Send>(
+    jobs: usize,
+    n: usize,
+    f: &(dyn Fn(usize) -> T + Sync),
+) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::with_capacity(n));
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(n) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if i >= n {
+                    break;
+                }
+                let r = f(i);
+                results.lock().expect("no worker panics").push((i, r));
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("no worker panics");
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// A fresh store of `spec.storage` on the device, and its logical capacity in bytes.

@@ -313,33 +313,18 @@ pub fn ablation(a: &AblationSpec, on_run_done: &(dyn Fn() + Sync)) -> anyhow::Re
         .iter()
         .flat_map(|&s| [(s, Scheme::Conventional), (s, Scheme::IaaU2di)])
         .collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|sc| {
-        for _ in 0..a.base.jobs.min(runs.len()) {
-            sc.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some(&(step, scheme)) = runs.get(i) else {
-                    break;
-                };
-                let (spec, assume) = step_spec(a, step, pages_hint);
-                let r = if step == Step::Engine {
-                    super::iaa::run_one(&spec, a.free, scheme, None)
-                } else {
-                    run_one(&spec, a.free, scheme, assume)
-                };
-                on_run_done();
-                results.lock().expect("no worker panics").push((i, r));
-            });
-        }
-    });
-    let mut results = results.into_inner().expect("no worker panics");
-    results.sort_by_key(|(i, _)| *i);
-    let mut rows = Vec::new();
-    for (i, r) in results {
+    let results = super::iaa::on_workers(a.base.jobs, runs.len(), &|i| {
         let (step, scheme) = runs[i];
-        rows.push(r.map_err(|e| e.context(format!("step {}, {}", step.label(), scheme.name())))?);
-    }
+        let (spec, assume) = step_spec(a, step, pages_hint);
+        let r = if step == Step::Engine {
+            super::iaa::run_one(&spec, a.free, scheme, None)
+        } else {
+            run_one(&spec, a.free, scheme, assume)
+        };
+        on_run_done();
+        r.map_err(|e| e.context(format!("step {}, {}", step.label(), scheme.name())))
+    });
+    let rows = results.into_iter().collect::<anyhow::Result<Vec<Row>>>()?;
     let mut steps = Vec::new();
     let mut it = rows.into_iter();
     for &step in &Step::ALL {

@@ -48,6 +48,7 @@ pub struct AblationArgs {
     /// Warm-up writes, in device capacities (default: the paper model's 2).
     #[arg(long)]
     pub warmup: Option<f64>,
+    /// Seed of the rows and of the queries (every run of the ablation takes the same).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Runs in parallel.

@@ -115,11 +115,7 @@ impl IaaConfig {
                 HEAD_BYTES + 8
             )));
         }
-        if self.weights.iter().all(|&w| w == 0) {
-            return Err(Error::Config(
-                "the Insert, Delete and Update probabilities are all 0".into(),
-            ));
-        }
+        check_weights(&self.weights)?;
         if self.rows == 0 {
             return Err(Error::Config("the table needs at least one row".into()));
         }
@@ -162,6 +158,44 @@ impl IaaConfig {
         let k = self.hole_every();
         (0..self.loaded_ids()).filter(move |id| id % k != k - 1)
     }
+}
+
+/// The next query at `weights`, kept to the table's size (the device's free space is the
+/// controlled variable): with `rows` of `target` rows, an Insert above the target by more than
+/// `slack` of it (or into a `full` table) becomes a Delete, a Delete below it (or of an empty
+/// table) an Insert, an Update of an empty table an Insert.
+pub(crate) fn draw_query(
+    rng: &mut Xoshiro256PlusPlus,
+    weights: [u32; 3],
+    (rows, target): (usize, usize),
+    slack: f64,
+    full: bool,
+) -> Query {
+    let x = rng.random_range(0..weights.iter().sum::<u32>());
+    let q = if x < weights[0] {
+        Query::Insert
+    } else if x < weights[0] + weights[1] {
+        Query::Delete
+    } else {
+        Query::Update
+    };
+    let band = ((target as f64 * slack).ceil() as usize).max(1);
+    match q {
+        Query::Insert if rows > target + band || full => Query::Delete,
+        Query::Delete if rows + band < target || rows == 0 => Query::Insert,
+        Query::Update if rows == 0 => Query::Insert,
+        q => q,
+    }
+}
+
+/// Refuses Insert, Delete and Update weights that are all 0 (no query could be drawn).
+pub(crate) fn check_weights(weights: &[u32; 3]) -> Result<()> {
+    if weights.iter().all(|&w| w == 0) {
+        return Err(Error::Config(
+            "the Insert, Delete and Update probabilities are all 0".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Object ids of the workload's table and index.
@@ -258,7 +292,7 @@ pub fn load(e: &mut Engine, cfg: &IaaConfig, mut progress: impl FnMut(u64)) -> R
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Query {
+pub(crate) enum Query {
     Insert,
     Delete,
     Update,
@@ -384,26 +418,13 @@ impl IaaTerminal {
     }
 
     fn draw(&mut self) -> Query {
-        let w = self.cfg.weights;
-        let total: u32 = w.iter().sum();
-        let x = self.rng.random_range(0..total);
-        let q = if x < w[0] {
-            Query::Insert
-        } else if x < w[0] + w[1] {
-            Query::Delete
-        } else {
-            Query::Update
-        };
-        // Keep the table at its size: the device's free space is the controlled variable.
-        let band = ((self.target as f64 * self.cfg.slack).ceil() as usize).max(1);
-        match q {
-            Query::Insert if self.rows.len() > self.target + band => Query::Delete,
-            Query::Delete if self.rows.len() + band < self.target || self.rows.is_empty() => {
-                Query::Insert
-            }
-            Query::Update if self.rows.is_empty() => Query::Insert,
-            q => q,
-        }
+        draw_query(
+            &mut self.rng,
+            self.cfg.weights,
+            (self.rows.len(), self.target),
+            self.cfg.slack,
+            false,
+        )
     }
 
     fn rid_of(&mut self, e: &mut Engine, key: i64) -> Result<storage::Rid> {

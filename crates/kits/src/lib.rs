@@ -11,6 +11,7 @@ pub mod crash_iaa;
 pub mod crash_native;
 mod crash_tpcb;
 pub mod iaa;
+pub mod iaa_paper;
 mod settle;
 pub mod tatp;
 pub mod tpcb;

@@ -112,11 +112,18 @@ pub type Snapshot = (
 );
 
 pub fn snapshot(e: &Engine) -> Snapshot {
+    let mut s = store_snapshot(e.store());
+    s.2 = e.log_stats();
+    s
+}
+
+/// The counters of a page store driven without an engine (no log of its own).
+pub fn store_snapshot(store: &dyn PageStore) -> Snapshot {
     (
-        flash(e.store()),
-        e.store().device_report().map(|r| r.host),
-        e.log_stats(),
-        Busy::of(e.store()),
+        flash(store),
+        store.device_report().map(|r| r.host),
+        storage::log::LogStats::default(),
+        Busy::of(store),
     )
 }
 

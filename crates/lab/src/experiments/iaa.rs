@@ -28,9 +28,47 @@ use crate::results::{Plan, Trace};
 use crate::runner::run_virtual_marked;
 use crate::units::parse_duration_ns;
 
+/// Which storage engine runs the queries: the repo's engine (`kits::iaa` on `storage::Engine`:
+/// a WAL, a B+-tree index, a buffer pool) or the paper's (`kits::iaa_paper`: rows
+/// read-modify-written at their LPA, free deletes, no log, no index, no buffer pool;
+/// `experiments::iaa_paper`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    Engine,
+    Paper,
+}
+
+impl Model {
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Engine => "engine",
+            Model::Paper => "paper",
+        }
+    }
+}
+
+/// A `--model` that names no model.
+#[derive(Debug, thiserror::Error)]
+#[error("--model is paper or engine, not '{0}'")]
+pub struct UnknownModel(pub String);
+
+impl std::str::FromStr for Model {
+    type Err = UnknownModel;
+    fn from_str(s: &str) -> Result<Model, UnknownModel> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "engine" => Ok(Model::Engine),
+            "paper" => Ok(Model::Paper),
+            _ => Err(UnknownModel(s.to_string())),
+        }
+    }
+}
+
 /// The sweep, as `noftl iaa compare`'s flags give it.
 #[derive(Debug, Clone)]
 pub struct Spec {
+    /// The storage engine that runs the queries ([`Model`]).
+    pub model: Model,
     /// Device free-space levels, as fractions (0.1 = 10%) of the store's logical capacity
     /// holding no live data; each between 0.02 and 0.9.
     pub free: Vec<f64>,
@@ -75,9 +113,10 @@ pub struct Spec {
 }
 
 impl Default for Spec {
-    /// The defaults of `noftl iaa compare`'s flags.
+    /// The defaults of `noftl iaa compare`'s flags (the engine model's).
     fn default() -> Self {
         Spec {
+            model: Model::Engine,
             free: vec![0.1, 0.2, 0.3, 0.4, 0.5],
             schemes: ["conventional", "iaa", "u2di", "iaa+u2di"]
                 .map(String::from)
@@ -102,9 +141,42 @@ impl Default for Spec {
     }
 }
 
+impl Spec {
+    /// The defaults of `noftl iaa compare --model M` (flags not given take these).
+    ///
+    /// The paper model's, each from the paper's stated set-up or the reason given: the device
+    /// `mlc16k` (the paper's "16kB" pages; its emulator, IAA ref. [2], is of MLC NAND SSDs;
+    /// chip timing and energy from the preset's datasheet-class figures), shrunk in `device`;
+    /// DB pages of the flash page (the paper's LPA is the LA over the NAND page size); one
+    /// stream of queries (the paper's SE issues one at a time); one committed victim at first
+    /// ("the target next block to be erased"); a 20 s window (several hundred GC erases at
+    /// 20% free) after a warm-up of two device capacities (the load writes every page once in
+    /// order; GC reaches its steady victims only after the random writes have passed the
+    /// device).
+    pub fn for_model(model: Model) -> Spec {
+        match model {
+            Model::Engine => Spec::default(),
+            Model::Paper => Spec {
+                model,
+                device: DeviceSpec {
+                    preset: "mlc16k".into(),
+                    ..DeviceSpec::default()
+                },
+                terminals: 1,
+                duration: "20s".into(),
+                warmup: 2.0,
+                page_size: 16384,
+                victims: 1,
+                ..Spec::default()
+            },
+        }
+    }
+}
+
 /// One run's figures (the JSON row).
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    pub model: &'static str,
     pub free_space: f64,
     pub scheme: &'static str,
     pub storage: String,
@@ -123,10 +195,22 @@ pub struct Row {
     /// GC page copies (4 KiB units) per query.
     pub gc_copies_per_query: f64,
     pub log_forces_per_query: f64,
+    /// GC page copies (4 KiB units) per block erase, and the units a block holds.
+    pub gc_copies_per_erase: f64,
+    pub units_per_block: u64,
+    /// The share f of host writes (4 KiB units) aimed at a committed victim: pages written
+    /// because they took a record by IAA (docs/iaa.md, "The aimed share").
+    pub aimed_share: f64,
+    /// The bound's copies per erase, B max(0, (u - f) / (1 - f)), with u the conventional
+    /// run's victim occupancy at the same free space (docs/iaa.md).
+    pub bound_copies_per_erase: Option<f64>,
     pub relative: Relative,
     pub rows: u64,
     pub buffer_frames: usize,
     pub iaa: storage::iaa::IaaStats,
+    /// The paper model's own counters (`kits::iaa_paper::PaperStats`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper: Option<kits::iaa_paper::PaperStats>,
     pub consistency: Consistency,
     /// The steady-state rule (`crate::steady`): this sweep warms up for `warmup` device
     /// capacities and runs no rounds, so it reports the warm-up's device writes, not checked.
@@ -150,6 +234,7 @@ pub struct Relative {
 #[derive(Debug, Serialize)]
 pub struct Sweep {
     pub workload: &'static str,
+    pub model: Model,
     pub storage: String,
     pub preset: String,
     pub set: Vec<String>,
@@ -169,11 +254,27 @@ impl Sweep {
     }
 }
 
-/// The device of a run: the spec's, 256 blocks per plane unless overridden.
+/// The device of a run: the spec's, 256 blocks per plane unless overridden; the paper model
+/// 64 blocks per plane of 32 pages unless overridden (`mlc16k` shrunk from 1024 x 512 to
+/// 512 MiB, 1,024 blocks: the size the earlier MLC runs of PERFORMANCE section 10 used, so
+/// that a sweep keeps its pages in memory on two jobs).
 pub fn device(spec: &Spec) -> DeviceSpec {
     let mut d = spec.device.clone();
-    if !d.set.iter().any(|s| s.contains("blocks_per_plane")) {
-        d.set.push("geometry.blocks_per_plane=256".into());
+    let given = |d: &DeviceSpec, key: &str| d.set.iter().any(|s| s.contains(key));
+    match spec.model {
+        Model::Engine => {
+            if !given(&d, "blocks_per_plane") {
+                d.set.push("geometry.blocks_per_plane=256".into());
+            }
+        }
+        Model::Paper => {
+            if !given(&d, "blocks_per_plane") {
+                d.set.push("geometry.blocks_per_plane=64".into());
+            }
+            if !given(&d, "pages_per_block") {
+                d.set.push("geometry.pages_per_block=32".into());
+            }
+        }
     }
     d
 }
@@ -218,6 +319,14 @@ pub fn check(spec: &Spec) -> anyhow::Result<()> {
     if spec.jobs == 0 {
         bail!("--jobs is at least 1");
     }
+    if spec.model == Model::Paper {
+        if spec.terminals != 1 {
+            bail!("--model paper runs one stream of queries (the paper's SE issues one at a time): --terminals 1");
+        }
+        if spec.buffer_pages.is_some() {
+            bail!("--model paper has no buffer pool (the paper describes none; `iaa ablation` adds one as a step)");
+        }
+    }
     if !(0.05..=0.98).contains(&spec.density) {
         bail!("--density is between 5% and 98%");
     }
@@ -254,9 +363,19 @@ pub fn runs(spec: &Spec) -> anyhow::Result<Vec<(f64, Scheme)>> {
         .collect())
 }
 
-/// Refuses a bad device before any thread starts.
+/// Refuses a bad device before any thread starts (the paper model: DB pages must divide the
+/// flash page, so that IAA's hints name them).
 pub fn check_device(spec: &Spec) -> anyhow::Result<()> {
-    device(spec).load().context("the sweep's device")?;
+    let cfg = device(spec).load().context("the sweep's device")?;
+    let flash = cfg.geometry.page_size_bytes as usize;
+    if spec.model == Model::Paper
+        && (spec.page_size > flash || !flash.is_multiple_of(spec.page_size))
+    {
+        bail!(
+            "--page-size {} with --model paper: the paper's LPA is the flash page ({flash} bytes here); a DB page must divide it",
+            spec.page_size
+        );
+    }
     Ok(())
 }
 
@@ -270,12 +389,16 @@ pub fn run(
 ) -> anyhow::Result<Sweep> {
     let runs = runs(spec)?;
     check_device(spec)?;
+    if spec.model == Model::Paper && plan.is_some() {
+        bail!("a result directory (--results) needs --model engine: the paper model records no per-query trace");
+    }
     let sample_ns = plan.map(|p| p.window_ns);
     let mut rows = run_all(spec, &runs, sample_ns, on_run_done)?;
     relate(&mut rows);
     let traces: Vec<Option<Trace>> = rows.iter_mut().map(|r| r.trace.take()).collect();
     let out = Sweep {
         workload: "iaa",
+        model: spec.model,
         storage: spec.storage.clone(),
         preset: spec.device.preset.clone(),
         set: device(spec).set,
@@ -301,31 +424,27 @@ fn run_all(
     sample_ns: Option<u64>,
     on_run_done: &(dyn Fn() + Sync),
 ) -> anyhow::Result<Vec<Row>> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: std::sync::Mutex<Vec<(usize, anyhow::Result<Row>)>> =
-        std::sync::Mutex::new(Vec::new());
     // The dashboard's live points (if it runs this sweep): one series per run, from the
     // worker threads.
     let live = crate::results::live_hook();
-    std::thread::scope(|s| {
-        for _ in 0..spec.jobs.min(runs.len()) {
-            s.spawn(|| loop {
-                crate::results::set_live(live.clone());
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some(&(f, sc)) = runs.get(i) else {
-                    break;
-                };
-                crate::results::set_live_series(&series_name(f, sc));
-                let r = run_one(spec, f, sc, sample_ns);
-                on_run_done();
-                results.lock().expect("no worker panics").push((i, r));
-            });
-        }
+    let results = on_workers(spec.jobs, runs.len(), &|i| {
+        crate::results::set_live(live.clone());
+        let (f, sc) = runs[i];
+        crate::results::set_live_series(&series_name(f, sc));
+        let r = match spec.model {
+            Model::Engine => run_one(spec, f, sc, sample_ns),
+            Model::Paper => crate::experiments::iaa_paper::run_one(
+                spec,
+                f,
+                sc,
+                kits::iaa_paper::Assumptions::default(),
+            ),
+        };
+        on_run_done();
+        r
     });
-    let mut results = results.into_inner().expect("no worker panics");
-    results.sort_by_key(|(i, _)| *i);
     let mut rows = Vec::new();
-    for (i, r) in results {
+    for (i, r) in results.into_iter().enumerate() {
         let (f, s) = runs[i];
         rows.push(
             r.with_context(|| format!("run at {:.0}% free, scheme {}", f * 100.0, s.name()))?,
@@ -334,8 +453,34 @@ fn run_all(
     Ok(rows)
 }
 
+/// `f(i)` for every `i < n` on `jobs` worker threads, each taking the next index not yet
+/// taken; the results in index order (so they do not depend on the thread count).
+pub(crate) fn on_workers<T: Send>(
+    jobs: usize,
+    n: usize,
+    f: &(dyn Fn(usize) -> T + Sync),
+) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::with_capacity(n));
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(n) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if i >= n {
+                    break;
+                }
+                let r = f(i);
+                results.lock().expect("no worker panics").push((i, r));
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("no worker panics");
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
 /// A fresh store of `spec.storage` on the device, and its logical capacity in bytes.
-fn build_store(spec: &Spec) -> anyhow::Result<(Box<dyn PageStore>, u64)> {
+pub(crate) fn build_store(spec: &Spec) -> anyhow::Result<(Box<dyn PageStore>, u64)> {
     let cfg = device(spec).load()?;
     let seed = cfg.seed;
     let nand = Nand::new(cfg)?;
@@ -513,46 +658,85 @@ pub fn run_one(
     } else {
         ("skipped", vec![])
     };
+    let iaa = diff(stats0, stats1);
+    let units_per_page = (spec.page_size / ftl::LOGICAL_PAGE_BYTES) as f64;
+    let aimed_units = iaa.hinted_writebacks as f64 * units_per_page / committed.max(1) as f64;
+    let mut row = base_row(
+        spec,
+        l.engine.store(),
+        (free, scheme),
+        committed,
+        secs,
+        &p,
+        aimed_units,
+        c,
+    );
+    row.rows = l.cfg.rows;
+    row.buffer_frames = l.frames;
+    row.iaa = iaa;
+    row.check = check;
+    row.check_problems = problems;
+    row.trace = trace;
+    row.steady_state = steady_state;
+    Ok(row)
+}
+
+/// A row's figures from a window's counters per query (`p`), the same for both models:
+/// `aimed_units_per_query` is the 4 KiB units per query written because a page took a record
+/// by IAA (the aimed share's numerator).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn base_row(
+    spec: &Spec,
+    store: &dyn PageStore,
+    (free, scheme): (f64, Scheme),
+    queries: u64,
+    secs: f64,
+    p: &crate::measure::PerTxn,
+    aimed_units_per_query: f64,
+    consistency: Consistency,
+) -> Row {
     let host_gib_per_query =
         p.host_page_writes * ftl::LOGICAL_PAGE_BYTES as f64 / f64::from(1u32 << 30);
-    Ok(Row {
+    let units_per_block = store.nand().map_or(0, |n| {
+        let g = n.geometry();
+        u64::from(g.pages_per_block) * u64::from(g.page_size_bytes) / ftl::LOGICAL_PAGE_BYTES as u64
+    });
+    let per = |x: f64, y: f64| if y > 0.0 { x / y } else { 0.0 };
+    Row {
+        model: spec.model.name(),
         free_space: free,
         scheme: scheme.name(),
         storage: spec.storage.clone(),
-        queries: committed,
+        queries,
         virtual_seconds: secs,
-        throughput_qps: if secs > 0.0 {
-            committed as f64 / secs
-        } else {
-            0.0
-        },
+        throughput_qps: per(queries as f64, secs),
         energy_joules_per_query: p.energy_joules,
-        gc_copies_per_host_write: if p.host_page_writes > 0.0 {
-            p.gc_migrations / p.host_page_writes
-        } else {
-            0.0
-        },
-        erases_per_host_gib: if host_gib_per_query > 0.0 {
-            p.flash_erases / host_gib_per_query
-        } else {
-            0.0
-        },
+        gc_copies_per_host_write: per(p.gc_migrations, p.host_page_writes),
+        erases_per_host_gib: per(p.flash_erases, host_gib_per_query),
         erases_per_kquery: p.flash_erases * 1000.0,
         host_writes_per_query: p.host_page_writes,
         flash_programs_per_query: p.flash_programs,
         flash_pad_programs_per_query: p.flash_pad_programs,
         gc_copies_per_query: p.gc_migrations,
         log_forces_per_query: p.log_forces,
+        gc_copies_per_erase: per(p.gc_migrations, p.flash_erases),
+        units_per_block,
+        aimed_share: per(aimed_units_per_query, p.host_page_writes),
+        bound_copies_per_erase: None,
         relative: Relative::default(),
-        rows: l.cfg.rows,
-        buffer_frames: l.frames,
-        iaa: diff(stats0, stats1),
-        consistency: c,
-        steady_state,
-        check,
-        check_problems: problems,
-        trace,
-    })
+        rows: 0,
+        buffer_frames: 0,
+        iaa: storage::iaa::IaaStats::default(),
+        paper: None,
+        consistency,
+        // The paper model and the engine's run warm up by device writes without rounds.
+        steady_state: crate::steady::SteadyState::skipped(
+            crate::steady::Writes::device_writes_of(store.nand()),
+        ),
+        check: "skipped",
+        check_problems: Vec::new(),
+        trace: None,
+    }
 }
 
 /// The table, its index and the engine's structures checked against the rows the terminals
@@ -594,6 +778,14 @@ pub fn relate(rows: &mut [Row]) {
     let ratio = |x: f64, y: f64| (y > 0.0).then(|| (x / y * 1000.0).round() / 1000.0);
     for r in rows.iter_mut() {
         if let Some((_, b)) = base.iter().find(|(f, _)| *f == r.free_space) {
+            // The aimed-share bound (docs/iaa.md): u from the conventional run's victims.
+            let blk = r.units_per_block as f64;
+            if blk > 0.0 && r.aimed_share < 1.0 {
+                let u = b.gc_copies_per_erase / blk;
+                let f = r.aimed_share;
+                r.bound_copies_per_erase =
+                    Some((blk * ((u - f) / (1.0 - f)).max(0.0) * 10.0).round() / 10.0);
+            }
             r.relative = Relative {
                 throughput: ratio(r.throughput_qps, b.throughput_qps),
                 energy: ratio(r.energy_joules_per_query, b.energy_joules_per_query),

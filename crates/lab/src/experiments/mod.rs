@@ -15,6 +15,7 @@ pub mod fs_bench;
 pub mod fs_mount;
 pub mod fs_waf;
 pub mod iaa;
+pub mod iaa_paper;
 pub mod io;
 pub mod ipa;
 pub mod reproduce;

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use kits::iaa::Scheme;
-use lab::experiments::iaa;
+use lab::experiments::{iaa, iaa_paper};
 
 use super::bench::print_consistency;
 use super::common::parse_percent;
@@ -22,10 +22,73 @@ pub enum IaaCommand {
     /// The free-space sweep of the IAA paper: throughput, energy, erases and GC copies per
     /// scheme, with the ratios to conventional.
     Compare(CompareArgs),
+    /// From the paper's model to the engine, one assumption at a time (Delete writes its page,
+    /// a log force per query, index maintenance, a buffer pool, 4 KiB pages): conventional and
+    /// IAA+U2DI per step, with the aimed share f and GC copies per erase.
+    Ablation(AblationArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AblationArgs {
+    /// The free-space level (the paper's headline: 20%).
+    #[arg(long, default_value = "20%", value_parser = parse_percent)]
+    pub free: f64,
+    /// The store: page (the page FTL's hint channel) | dftl | native (NoFTL).
+    #[arg(long = "store", visible_alias = "storage", default_value = "page")]
+    pub storage: String,
+    /// A preset from presets/ (default: the paper model's, mlc16k).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Override a device config field (default geometry: 64 blocks per plane of 32 pages).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Measured window per run, virtual time (default: the paper model's 20s).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Warm-up writes, in device capacities (default: the paper model's 2).
+    #[arg(long)]
+    pub warmup: Option<f64>,
+    /// Seed of the rows and of the queries (every run of the ablation takes the same).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Runs in parallel.
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Write the JSON result to this file ("-" or no value: standard output).
+    #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+}
+
+impl AblationArgs {
+    pub fn spec(&self) -> iaa_paper::AblationSpec {
+        let mut base = iaa::Spec::for_model(iaa::Model::Paper);
+        base.storage = self.storage.clone();
+        if let Some(p) = &self.preset {
+            base.device.preset = p.clone();
+        }
+        base.device.set = self.set.clone();
+        if let Some(d) = &self.duration {
+            base.duration = d.clone();
+        }
+        if let Some(w) = self.warmup {
+            base.warmup = w;
+        }
+        base.seed = self.seed;
+        base.jobs = self.jobs;
+        iaa_paper::AblationSpec {
+            base,
+            free: self.free,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
+    /// The storage engine: engine (this repo's: a WAL, a B+-tree index, a buffer pool) or paper
+    /// (IAA's, as the paper describes it: rows read-modify-written at their LPA, free deletes,
+    /// no log, no index, no buffer pool; its defaults: mlc16k, 16 KiB pages, one stream, 20s).
+    #[arg(long, default_value = "engine")]
+    pub model: iaa::Model,
     /// Device free-space levels (share of the store's logical capacity holding no live data).
     #[arg(long, value_delimiter = ',', default_value = "10%,20%,30%,40%,50%", value_parser = parse_percent)]
     pub free: Vec<f64>,
@@ -39,9 +102,10 @@ pub struct CompareArgs {
     /// The store: page (the page-mapped FTL behind the block interface) | dftl | native (NoFTL).
     #[arg(long = "store", visible_alias = "storage", default_value = "page")]
     pub storage: String,
-    /// A preset from presets/ (noftl13, mt29f16g08, mlc16k, tlc16k, tiny).
-    #[arg(long, default_value = nand::DEFAULT_PRESET)]
-    pub preset: String,
+    /// A preset from presets/ (noftl13, mt29f16g08, mlc16k, tlc16k, tiny; default: the
+    /// model's, noftl13 for the engine, mlc16k for the paper).
+    #[arg(long)]
+    pub preset: Option<String>,
     /// Override a device config field, e.g. --set geometry.blocks_per_plane=1024. Without an
     /// override of blocks_per_plane the sweep uses 256 blocks per plane (64 MiB on noftl13),
     /// so that the default sweep runs in about two minutes.
@@ -60,25 +124,28 @@ pub struct CompareArgs {
     /// and next fit reuse).
     #[arg(long, value_parser = parse_percent, default_value = "85%")]
     pub density: f64,
-    /// Terminals: concurrent streams of Insert/Delete/Update transactions (1 to 256).
-    #[arg(long, default_value_t = 4)]
-    pub terminals: u32,
-    /// Measured window, virtual time.
-    #[arg(long, default_value = "2s")]
-    pub duration: String,
-    /// Warm-up writes, in multiples of the device's logical capacity.
-    #[arg(long, default_value_t = 1.0)]
-    pub warmup: f64,
+    /// Terminals: concurrent streams of Insert/Delete/Update transactions (1 to 256; default:
+    /// 4 for the engine, 1 for the paper model, which takes no other).
+    #[arg(long)]
+    pub terminals: Option<u32>,
+    /// Measured window, virtual time (default: 2s for the engine, 20s for the paper model).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Warm-up writes, in multiples of the device's logical capacity (default: 1 for the
+    /// engine, 2 for the paper model).
+    #[arg(long)]
+    pub warmup: Option<f64>,
     /// Buffer pool frames (default: as `noftl bench`, 2% of the table's pages, at least 256).
     #[arg(long)]
     pub buffer_pages: Option<usize>,
-    /// DB page size in bytes (4096; 16384 needs 16 KiB flash pages for IAA to name DB pages).
-    #[arg(long, default_value_t = 4096)]
-    pub page_size: usize,
+    /// DB page size in bytes (default: 4096 for the engine, 16384 for the paper model, whose
+    /// LPA is the flash page; 16384 needs 16 KiB flash pages for IAA to name DB pages).
+    #[arg(long)]
+    pub page_size: Option<usize>,
     /// GC victims the engine has the flash commit to at first (it commits more, up to 8, when
-    /// every hinted page had its record).
-    #[arg(long, default_value_t = ftl::iaa::DEFAULT_COMMITTED_VICTIMS)]
-    pub victims: u32,
+    /// every hinted page had its record; default: 2 for the engine, 1 for the paper model).
+    #[arg(long)]
+    pub victims: Option<u32>,
     /// The most GC victims the engine has the flash commit to.
     #[arg(long, default_value_t = storage::iaa::MAX_COMMITTED_VICTIMS)]
     pub max_victims: u32,
@@ -107,12 +174,14 @@ pub struct CompareArgs {
 impl CompareArgs {
     /// The sweep these flags name, as the experiment library takes it.
     pub fn spec(&self) -> iaa::Spec {
+        let d = iaa::Spec::for_model(self.model);
         iaa::Spec {
+            model: self.model,
             free: self.free.clone(),
             schemes: self.schemes.clone(),
             storage: self.storage.clone(),
             device: lab::device::DeviceSpec {
-                preset: self.preset.clone(),
+                preset: self.preset.clone().unwrap_or(d.device.preset),
                 config: None,
                 set: self.set.clone(),
             },
@@ -120,12 +189,12 @@ impl CompareArgs {
             row_bytes: self.row_bytes,
             mix: self.mix.clone(),
             density: self.density,
-            terminals: self.terminals,
-            duration: self.duration.clone(),
-            warmup: self.warmup,
+            terminals: self.terminals.unwrap_or(d.terminals),
+            duration: self.duration.clone().unwrap_or(d.duration),
+            warmup: self.warmup.unwrap_or(d.warmup),
             buffer_pages: self.buffer_pages,
-            page_size: self.page_size,
-            victims: self.victims,
+            page_size: self.page_size.unwrap_or(d.page_size),
+            victims: self.victims.unwrap_or(d.victims),
             max_victims: self.max_victims,
             seed: self.seed,
             jobs: self.jobs,
@@ -137,6 +206,7 @@ impl CompareArgs {
 pub fn run(cmd: IaaCommand) -> anyhow::Result<()> {
     match cmd {
         IaaCommand::Compare(a) => compare(a),
+        IaaCommand::Ablation(a) => ablation(a),
     }
 }
 
@@ -192,11 +262,17 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
 
 fn print_table(o: &iaa::Sweep) {
     println!(
-        "iaa compare on {} ({}; {} B rows, mix I/D/U {:?}, {} terminals, {} virtual per run)",
-        o.storage, o.preset, o.row_bytes, o.mix, o.terminals, o.duration
+        "iaa compare, {} model, on {} ({}; {} B rows, mix I/D/U {:?}, {} terminals, {} virtual per run)",
+        o.model.name(),
+        o.storage,
+        o.preset,
+        o.row_bytes,
+        o.mix,
+        o.terminals,
+        o.duration
     );
     println!(
-        "{:>5} {:<13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7}",
+        "{:>5} {:<13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>5} {:>8}",
         "free",
         "scheme",
         "qps",
@@ -206,12 +282,14 @@ fn print_table(o: &iaa::Sweep) {
         "er/kq",
         "x qps",
         "x J",
-        "x erase"
+        "x erase",
+        "f",
+        "cp/erase"
     );
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
     for r in &o.rows {
         println!(
-            "{:>4.0}% {:<13} {:>9.0} {:>9.1} {:>9.3} {:>9.1} {:>9.2} {:>7} {:>7} {:>7}",
+            "{:>4.0}% {:<13} {:>9.0} {:>9.1} {:>9.3} {:>9.1} {:>9.2} {:>7} {:>7} {:>7} {:>5.2} {:>8.1}",
             r.free_space * 100.0,
             r.scheme,
             r.throughput_qps,
@@ -222,6 +300,8 @@ fn print_table(o: &iaa::Sweep) {
             f(r.relative.throughput),
             f(r.relative.energy),
             f(r.relative.erases),
+            r.aimed_share,
+            r.gc_copies_per_erase,
         );
         if r.check != "skipped" {
             println!("       check: {} {:?}", r.check, r.check_problems);
@@ -231,6 +311,73 @@ fn print_table(o: &iaa::Sweep) {
         }
         if let Some(w) = r.steady_state.warning() {
             println!("       WARNING: {w}");
+        }
+    }
+}
+
+fn ablation(a: AblationArgs) -> anyhow::Result<()> {
+    let spec = a.spec();
+    iaa_paper::check_ablation(&spec)?;
+    super::common::check_outputs(&[], &[a.json.as_deref()])?;
+    let bar = indicatif::ProgressBar::new(2 * iaa_paper::Step::ALL.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("iaa ablation {wide_bar} {pos}/{len} runs ({eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let res = iaa_paper::ablation(&spec, &|| bar.inc(1));
+    bar.finish_and_clear();
+    let out = res?;
+    if super::common::emit_json(a.json.as_deref(), &out)? {
+        print_ablation(&out);
+    }
+    Ok(())
+}
+
+fn print_ablation(o: &iaa_paper::Ablation) {
+    println!(
+        "iaa ablation on {} ({}; {}), {:.0}% free, conventional against IAA+U2DI, {} virtual per run",
+        o.storage,
+        o.preset,
+        o.set.join(" "),
+        o.free_space * 100.0,
+        o.duration
+    );
+    println!(
+        "{:<26} {:>8} {:>8} {:>6} {:>6} {:>7} {:>5} {:>8} {:>8} {:>6} {:>6}",
+        "step",
+        "qps conv",
+        "qps both",
+        "x qps",
+        "x J",
+        "x erase",
+        "f",
+        "cp/e conv",
+        "cp/e both",
+        "bound",
+        "B"
+    );
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    for s in &o.steps {
+        let (c, i) = (&s.conventional, &s.iaa_u2di);
+        println!(
+            "{:<26} {:>8.0} {:>8.0} {:>6} {:>6} {:>7} {:>5.2} {:>9.1} {:>9.1} {:>6} {:>6}",
+            s.label,
+            c.throughput_qps,
+            i.throughput_qps,
+            f(i.relative.throughput),
+            f(i.relative.energy),
+            f(i.relative.erases),
+            i.aimed_share,
+            c.gc_copies_per_erase,
+            i.gc_copies_per_erase,
+            i.bound_copies_per_erase
+                .map_or("-".to_string(), |b| format!("{b:.1}")),
+            i.units_per_block,
+        );
+        for r in [c, i] {
+            if !r.consistency.is_ok() {
+                print_consistency(&r.consistency);
+            }
         }
     }
 }
@@ -251,6 +398,7 @@ mod tests {
         v.extend_from_slice(extra);
         match T::try_parse_from(v).unwrap().c {
             IaaCommand::Compare(a) => a,
+            IaaCommand::Ablation(_) => unreachable!("parsed a compare"),
         }
     }
 
@@ -261,6 +409,30 @@ mod tests {
         assert!(checked(&args(&["--free", "95%"])).is_err());
         assert!(schemes(&args(&["--schemes", "lru"])).is_err());
         assert!(T::try_parse_from(["t", "compare", "--free", "abc"]).is_err());
+    }
+
+    /// A `--model` that names no model is refused at parsing, with the names it takes; the
+    /// paper model refuses what it has not (several terminals, a buffer pool, a DB page that
+    /// does not divide the flash page) before any run.
+    #[test]
+    fn bad_models_and_flags_the_paper_model_has_not_are_refused() {
+        let err = T::try_parse_from(["t", "compare", "--model", "papr"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--model is paper or engine, not 'papr'"),
+            "{err}"
+        );
+        let a = args(&["--model", "paper"]);
+        assert_eq!(a.spec().terminals, 1);
+        assert_eq!(a.spec().device.preset, "mlc16k");
+        checked(&a).unwrap();
+        iaa::check_device(&a.spec()).unwrap();
+        let err = checked(&args(&["--model", "paper", "--terminals", "4"])).unwrap_err();
+        assert!(format!("{err}").contains("--terminals 1"), "{err}");
+        assert!(checked(&args(&["--model", "paper", "--buffer-pages", "512"])).is_err());
+        let a = args(&["--model", "paper", "--page-size", "12288"]);
+        assert!(iaa::check_device(&a.spec()).is_err());
     }
 
     /// The flags' defaults are the library's (`Spec::default`, which programs and lab's tests

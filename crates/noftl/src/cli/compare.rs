@@ -135,13 +135,10 @@ pub struct CompareArgs {
     #[arg(long)]
     pub home_warehouse: Option<String>,
     /// Exit non-zero when any row's measured windows break a physical bound (consistency:
-    /// violated) or it did not reach steady state, after writing the results.
+    /// violated) or are not steady (SNIA SSS PTS over the last 5 windows: needs --repeat 5 or
+    /// more), after writing the results.
     #[arg(long)]
     pub strict: bool,
-    /// The cap on steady-state rounds after the warm-up (rounds as long as a window, until the
-    /// last 5 rounds' throughput and WAF lie within SNIA SSS PTS's band; 0: none).
-    #[arg(long, default_value_t = lab::steady::MAX_ROUNDS)]
-    pub max_rounds: u32,
     /// TPC-B and TPC-C: how the database is loaded (once, on a RAM disk, before it is copied to
     /// every store): bulk (dense heap pages, B+-trees built bottom-up; the default) or rows (one
     /// logged insert per row and index: every comparison published before 2026-11-27 was loaded
@@ -180,7 +177,6 @@ impl CompareArgs {
             paper: self.paper,
             home_warehouse: self.home_warehouse.clone(),
             strict: self.strict,
-            max_rounds: self.max_rounds,
             load: self.load,
             results: self.results.results.clone(),
             sample_window: self.results.sample_window.clone(),

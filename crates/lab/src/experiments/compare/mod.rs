@@ -184,8 +184,8 @@ pub struct Row {
     pub per_txn: PerTxn,
     /// The windows' self-check over all repeats (storage::measure).
     pub consistency: Consistency,
-    /// The steady-state rule's rounds after the warm-up, before the first window
-    /// (`crate::steady`; rounds as long as a window).
+    /// The steady-state rule over the measured windows (`steady_over_windows`; needs
+    /// `--repeat 5` or more).
     pub steady_state: crate::steady::SteadyState,
     /// Each window, in order (consecutive windows of one run: a trend across them shows).
     pub windows: Vec<WindowRow>,
@@ -300,8 +300,10 @@ pub struct RunOut {
     pub consistency: Consistency,
     /// With --results: the window's marks and transactions.
     pub trace: Option<crate::results::Trace>,
-    /// The row's steady-state verdict before its first window (the same for every window).
-    pub steady_state: crate::steady::SteadyState,
+    /// The window as a round of the steady-state rule (`crate::steady`): its throughput and
+    /// WAF; and how often the host had written the device over when it began.
+    pub round: crate::steady::Round,
+    pub device_writes: f64,
 }
 
 /// One row: the store is built, loaded and warmed up once, then measured `repeat` times in
@@ -328,21 +330,6 @@ fn run_row(
     let load_s = wall.elapsed().as_secs_f64();
     let copy_cpu_s = thread_cpu_s() - cpu0;
     let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, loaded, terminals)?;
-    // The warm-up preconditioned the device; rounds as long as a window until steady.
-    let steady_state = crate::workload::reach_steady_state(
-        w,
-        &mut e,
-        loaded,
-        terminals,
-        &crate::workload::SteadySpec {
-            precondition_device_writes: 0.0,
-            round_ns: until_ns,
-            max_rounds: rig.max_rounds,
-            whole_checkpoint_cycles: true,
-        },
-    )?;
-    // Windows start right after a checkpoint (window_options).
-    e.checkpoint()?;
     eprintln!(
         "{name}: copied in {load_s:.1} s wall ({copy_cpu_s:.1} s CPU), warmed up in {:.1} s wall ({:.1} s CPU; {:.1} s virtual, the device written over {warmup_writes:.2} times)",
         wall.elapsed().as_secs_f64() - load_s,
@@ -367,7 +354,6 @@ fn run_row(
             until_ns,
             (warmup_ns, warmup_writes),
             sample_ns,
-            &steady_state,
         )?;
         progress(k, &out);
         outs.push(out);
@@ -382,6 +368,20 @@ fn run_row(
     Ok(outs)
 }
 
+/// The steady-state rule over a row's measured windows: they are its rounds (consecutive
+/// windows of one run after the warm-up, which preconditioned the device), as SSS PTS's
+/// Measurement Window is its last five rounds; fewer than five windows (`--repeat`) cannot
+/// meet it. Extra rounds before the windows were not run: TPC-C's database grows with every
+/// transaction, and the device is sized for the database, the warm-up and the windows.
+fn steady_over_windows(runs: &[RunOut]) -> crate::steady::SteadyState {
+    let samples: Vec<crate::steady::Round> = runs.iter().map(|o| o.round).collect();
+    let rounds = crate::steady::Rounds {
+        met: crate::steady::is_steady(&samples),
+        samples,
+    };
+    crate::steady::SteadyState::of(&rounds, runs.first().map_or(0.0, |o| o.device_writes))
+}
+
 /// One measured window on a warmed-up engine.
 #[allow(clippy::too_many_arguments)]
 fn measure_window(
@@ -393,9 +393,10 @@ fn measure_window(
     until_ns: u64,
     (warmup_ns, warmup_writes): (u64, f64),
     sample_ns: Option<u64>,
-    steady_state: &crate::steady::SteadyState,
 ) -> anyhow::Result<RunOut> {
     let before = counters(e.store());
+    let writes0 = crate::steady::Writes::of(e.store().nand());
+    let device_writes = crate::steady::Writes::device_writes_of(e.store().nand());
     let cpu0 = e.cpu_counts();
     let busy0 = Busy::of(e.store());
     let start = e.now();
@@ -433,7 +434,13 @@ fn measure_window(
         checkpoints: ran.checkpoints,
         ended_on_checkpoint: ran.ended_on_checkpoint,
         trace: ran.trace,
-        steady_state: steady_state.clone(),
+        round: crate::steady::Round {
+            throughput: per_second(ran.counted),
+            waf: crate::steady::Writes::of(e.store().nand())
+                .since(&writes0)
+                .waf(),
+        },
+        device_writes,
         per: PerTxn {
             flash_reads: (after.reads - before.reads) as f64 / n,
             flash_programs: (after.programs - before.programs) as f64 / n,
@@ -754,10 +761,7 @@ fn row_of(name: &str, runs: &[RunOut], native_tps: f64, notpm: Option<f64>) -> R
                 .enumerate()
                 .map(|(k, o)| (format!("repeat {}", k + 1), &o.consistency)),
         ),
-        steady_state: runs.first().map_or_else(
-            || crate::steady::SteadyState::skipped(0.0),
-            |o| o.steady_state.clone(),
-        ),
+        steady_state: steady_over_windows(runs),
         per_txn: p.rounded(),
         windows: runs
             .iter()

@@ -75,8 +75,6 @@ pub struct Spec {
     /// Fail when a row's measured windows break a physical bound or it did not reach steady
     /// state.
     pub strict: bool,
-    /// The cap on the steady-state rounds after the warm-up (`crate::steady`; 0: none).
-    pub max_rounds: u32,
     pub load: Option<LoadMethod>,
     /// A result directory (with `paper`, one per scale inside it).
     pub results: Option<PathBuf>,
@@ -189,7 +187,6 @@ pub struct Rig {
     pub frames: usize,
     pub db_pages: u64,
     pub warmup: Warmup,
-    pub max_rounds: u32,
 }
 
 /// What runs before the measured run (module doc: warm-up).
@@ -498,7 +495,6 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
             frames,
             db_pages,
             warmup: parse_warmup(&args.warmup)?,
-            max_rounds: args.max_rounds,
         },
         Probe {
             engine: Mutex::new(e),

@@ -222,7 +222,6 @@ fn compare_spec(spec: &Spec, setup: &Setup, workload: &str, volume: u64) -> comp
         paper: false,
         home_warehouse: None,
         strict: false,
-        max_rounds: crate::steady::MAX_ROUNDS,
         load: None,
         results: None,
         sample_window: "1s".into(),

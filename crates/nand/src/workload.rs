@@ -40,13 +40,14 @@ impl LoopResult {
     }
 }
 
-/// Runs `ops` requests with `qd` outstanding. `submit(i, at_ns)` issues request `i` at `at_ns`
-/// and returns its completion time. `progress(done)` is called after every request.
+/// Runs `ops` requests with `qd` outstanding. `submit(i, slot, at_ns)` issues request `i` from
+/// queue slot `slot` (0..qd, the slot that freed first) at `at_ns` and returns its completion
+/// time. `progress(done)` is called after every request.
 pub fn run_closed_loop<E>(
     start_ns: Nanos,
     qd: u32,
     ops: u64,
-    mut submit: impl FnMut(u64, Nanos) -> Result<Nanos, E>,
+    mut submit: impl FnMut(u64, u32, Nanos) -> Result<Nanos, E>,
     mut progress: impl FnMut(u64),
 ) -> Result<LoopResult, E> {
     assert!(qd >= 1, "queue depth must be at least 1");
@@ -58,7 +59,7 @@ pub fn run_closed_loop<E>(
     let mut end_ns = start_ns;
     for i in 0..ops {
         let Reverse((at, slot)) = free.pop().expect("qd >= 1 slots");
-        let done = submit(i, at)?;
+        let done = submit(i, slot, at)?;
         debug_assert!(done >= at, "a request completes after it is submitted");
         let _ = latency_ns.record((done - at).clamp(1, 3_600_000_000_000));
         end_ns = end_ns.max(done);

@@ -18,6 +18,13 @@ fn main() {
     if std::env::var_os("NOFTL_PARSE_ONLY").is_some() {
         return;
     }
+    // Result files name the program and the command that wrote them (lab::results).
+    lab::results::set_version(cli::VERSION);
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    lab::results::set_command(&argv);
     if let Err(e) = cli::run(args) {
         eprintln!("error: {e:#}");
         std::process::exit(1);

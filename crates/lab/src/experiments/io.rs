@@ -265,8 +265,8 @@ pub fn run(spec: &Spec, progress: &mut dyn Progress) -> anyhow::Result<IoResult>
     Ok(result)
 }
 
-/// The result directory of `io` (crate::results): summary.json, fio.json, samples.csv and, with
-/// --raw, raw.csv.
+/// The result directory of `io` (crate::results): summary.json (with `iodepth`; BenchBase's
+/// workers are the queue slots), fio.json, the per-window files and, with --raw, raw.csv.
 fn write_results(
     p: &crate::results::Plan,
     spec: &Spec,
@@ -275,20 +275,9 @@ fn write_results(
 ) -> anyhow::Result<()> {
     use crate::results as r;
     use serde_json::json;
-    let mut extra = serde_json::Map::new();
-    extra.insert("Benchmark Type".into(), json!("io"));
-    extra.insert("iodepth".into(), json!(spec.qd));
-    extra.extend(r::benchbase(&trace.events, res.virtual_seconds));
-    extra.insert(
-        "results".into(),
-        json!({
-            "format": "noftl-results-1",
-            "sample_window_s": p.window_ns as f64 / 1e9,
-            "files": if p.raw { json!(["summary.json", "fio.json", "samples.csv", "raw.csv"]) } else { json!(["summary.json", "fio.json", "samples.csv"]) },
-        }),
-    );
-    r::write_summary(&p.dir, res, extra)?;
-    let elapsed_ns = trace.marks.last().map_or(0, |m| m.t_ns) - trace.start_ns();
+    let mut doc = serde_json::to_value(res)?;
+    doc["iodepth"] = json!(spec.qd);
+    let elapsed_ns = trace.end_ns() - trace.start_ns();
     let fio = r::fio_json(
         &trace.events,
         spec.bs_bytes,
@@ -302,32 +291,27 @@ fn write_results(
         }),
         serde_json::to_value(res)?,
     );
-    r::write(
-        &p.dir,
-        "fio.json",
-        &format!("{}\n", serde_json::to_string_pretty(&fio)?),
-    )?;
-    let unit = r::Unit::Io {
-        bytes_per_request: spec.bs_bytes,
+    let top = r::benchbase(&trace.events, (res.virtual_seconds * 1e9).round() as u64);
+    let c = r::Contents {
+        bench: "io",
+        scalefactor: None,
+        terminals: Some(spec.qd),
+        isolation: None,
+        traces: std::slice::from_ref(trace),
+        label_cols: &[],
+        types: &["read", "write", "trim"],
+        unit: r::Unit::Io {
+            bytes_per_request: spec.bs_bytes,
+        },
+        device: spec
+            .target
+            .device
+            .load()
+            .ok()
+            .and_then(|d| serde_json::to_value(d).ok()),
     };
-    r::write(
-        &p.dir,
-        "samples.csv",
-        &r::samples_csv(std::slice::from_ref(trace), &[], unit),
-    )?;
-    if p.raw {
-        r::write(
-            &p.dir,
-            "raw.csv",
-            &r::raw_csv(
-                std::slice::from_ref(trace),
-                &[],
-                &["read", "write", "trim"],
-                "ok",
-            ),
-        )?;
-    }
-    Ok(())
+    let fio = format!("{}\n", serde_json::to_string_pretty(&fio)?);
+    r::write_dir(p, &doc, &c, Some(top), &[("fio.json", fio)])
 }
 
 /// The raw target: requests straight to the flash (after an optional fill of every page).
@@ -361,7 +345,7 @@ fn run_raw(
             0,
             dies,
             pages,
-            |_, at| fill.submit(&mut nand, at),
+            |_, _, at| fill.submit(&mut nand, at),
             |d| progress.tick(d),
         )
         .context("precondition failed")?;
@@ -384,13 +368,13 @@ fn run_raw(
             start,
             spec.qd,
             ops,
-            |_, at| {
+            |_, slot, at| {
                 if let Some(r) = rec.as_mut() {
                     if r.due(at) {
                         r.mark_until(at, |t| crate::results::mark(t, Some(&nand), 0));
                     }
                     let done = w.submit(&mut nand, at)?;
-                    r.event(at, done, kind);
+                    r.event(at, done, kind, slot);
                     return Ok(done);
                 }
                 w.submit(&mut nand, at)
@@ -449,7 +433,7 @@ fn run_real_time(
         start,
         1,
         ops,
-        |_, _| -> anyhow::Result<Nanos> {
+        |_, _, _| -> anyhow::Result<Nanos> {
             let at = offset + clock.now_ns();
             let done = w.submit(nand, at)?;
             clock.wait_until(done - offset);
@@ -611,7 +595,7 @@ fn run_block(
         now,
         spec.qd,
         ops,
-        |_, at| -> Result<Nanos, ftl::FtlError> {
+        |_, slot, at| -> Result<Nanos, ftl::FtlError> {
             if let Some(r) = rec.as_mut() {
                 if r.due(at) {
                     r.mark_until(at, |t| {
@@ -625,7 +609,7 @@ fn run_block(
                 Req::Trim(lpn) => (dev.trim(at, lpn, pages_per_request)?, 2),
             };
             if let Some(r) = rec.as_mut() {
-                r.event(at, done, kind);
+                r.event(at, done, kind, slot);
             }
             Ok(done)
         },

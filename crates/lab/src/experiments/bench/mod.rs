@@ -210,10 +210,11 @@ pub fn run_tpcb(args: &Spec) -> anyhow::Result<TpcbRun> {
         slc_cache: slc_cache(&before.0, &after.0),
     };
     if let Some(p) = &plan {
-        let events = terms
-            .iter_mut()
-            .flat_map(|t| t.events.take().unwrap_or_default())
-            .collect();
+        let trace = crate::results::Trace::of_terminals(
+            Vec::new(),
+            marks,
+            terms.iter_mut().map(|t| t.events.take()),
+        );
         write_results(
             p,
             &res,
@@ -221,9 +222,9 @@ pub fn run_tpcb(args: &Spec) -> anyhow::Result<TpcbRun> {
             f64::from(res.scale),
             res.terminals,
             secs,
-            marks,
-            events,
+            trace,
             &["tpcb"],
+            &args.device,
         )?;
     }
     Ok(TpcbRun {

@@ -619,22 +619,17 @@ pub fn series_csv(
                     );
                 }
                 _ => {
-                    let ms = |us: f64| us / 1e3;
-                    let _ = write!(
-                        out,
-                        "{time},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
-                        rate(n),
-                        ms(d.mean),
-                        ms(at[0] as f64),
-                        ms(at[1] as f64),
-                        ms(at[2] as f64),
-                        ms(at[3] as f64),
-                        ms(at[4] as f64),
-                        ms(at[5] as f64),
-                        ms(at[6] as f64),
-                        ms(at[7] as f64),
-                        1e3 / d.mean,
-                    );
+                    let _ = write!(out, "{time},{:.3},{:.3}", rate(n), d.mean / 1e3);
+                    for v in at {
+                        let _ = write!(out, ",{:.3}", v as f64 / 1e3);
+                    }
+                    // Java's `%.3f` of 1e3 / 0: a window whose mean rounds to 0 us.
+                    let scaled = 1e3 / d.mean;
+                    if scaled.is_infinite() {
+                        out.push_str(",Infinity");
+                    } else {
+                        let _ = write!(out, ",{scaled:.3}");
+                    }
                 }
             }
             let _ = write!(out, ",{secs}");
@@ -904,8 +899,6 @@ pub fn write_dir(
         "params.json",
         &format!("{}\n", serde_json::to_string_pretty(&params)?),
     )?;
-    let summary_name = format!("{}.summary.json", f.base);
-    f.names.push(summary_name.clone());
     let figures = top.unwrap_or_else(|| {
         let events: Vec<TxnEvent> = c
             .traces
@@ -914,6 +907,10 @@ pub fn write_dir(
             .collect();
         benchbase(&events, elapsed_ns(c.traces))
     });
+    let elapsed = figures["Elapsed Time (nanoseconds)"].as_u64().unwrap_or(0);
+    f.write("config.xml", &config_xml(plan, c, elapsed))?;
+    let summary_name = format!("{}.summary.json", f.base);
+    f.names.push(summary_name.clone());
     let mut v = serde_json::to_value(doc)?;
     let Value::Object(o) = &mut v else {
         bail!("a result's JSON is an object");
@@ -936,6 +933,37 @@ pub fn write_dir(
         &summary_name,
         &format!("{}\n", serde_json::to_string_pretty(&v)?),
     )
+}
+
+/// The run's configuration as BenchBase records it (`<base>.config.xml`: its experiment file,
+/// which BenchBase's own checks read for `works/work/time`): the summary's `isolation`,
+/// `scalefactor` and `terminals`, one work phase of the measured time in whole seconds (run
+/// as fast as possible: `unlimited`), and the command line that stands for the rest.
+fn config_xml(plan: &Plan, c: &Contents, elapsed_ns: u64) -> String {
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut x = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n<parameters>\n",
+    );
+    let mut el = |name: &str, v: Option<String>| {
+        if let Some(v) = v {
+            let _ = writeln!(x, "    <{name}>{}</{name}>", esc(&v));
+        }
+    };
+    el("noftl_version", Some(plan.version.clone()));
+    el("noftl_command", plan.command.clone());
+    el("isolation", c.isolation.map(str::to_string));
+    el("scalefactor", c.scalefactor.map(str::to_string));
+    el("terminals", c.terminals.map(|t| t.to_string()));
+    let _ = write!(
+        x,
+        "    <works>\n        <work>\n            <time>{}</time>\n            <rate>unlimited</rate>\n        </work>\n    </works>\n</parameters>\n",
+        elapsed_ns / 1_000_000_000
+    );
+    x
 }
 
 /// BenchBase's summary keys (`ResultWriter.writeSummary`) with BenchBase's types: timestamps

@@ -61,7 +61,8 @@ pub struct Spec {
     pub ext4_target: String,
     /// Seed of the applications' data and access pattern (and fio's).
     pub seed: u64,
-    /// A result directory to write (summary.json and fio's JSON of every fio point).
+    /// A result directory to write (summary.json, params.json, config.xml and fio's JSON of
+    /// every fio point).
     pub results: Option<Plan>,
 }
 

@@ -49,7 +49,8 @@ pub struct Spec {
     /// Virtual or none: device time only. Real (raw target, QD 1): each request also takes its
     /// modelled time on the wall clock, and the clock's error is reported.
     pub clock: nand::ClockMode,
-    /// Write a result directory (summary.json, fio.json, samples.csv, raw.csv); virtual time only.
+    /// Write a result directory (crate::results: summary.json, fio.json, samples.csv, ...);
+    /// virtual time only.
     pub results: Option<crate::results::Plan>,
 }
 

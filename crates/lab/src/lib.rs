@@ -25,8 +25,10 @@
 
 pub mod cpu;
 pub mod device;
+pub mod distribution;
 pub mod experiments;
 pub mod filelock;
+pub mod fio_job;
 pub mod limits;
 pub mod measure;
 pub mod output;

@@ -1020,11 +1020,61 @@ const FIO_PERCENTILES: [f64; 17] = [
     99.99,
 ];
 
-/// One direction of a fio job (`read`, `write` or `trim`) from its requests' sorted latencies.
-fn fio_direction(sorted: &[u64], bytes_per_request: u64, elapsed_ns: u64) -> Value {
+/// fio's latency histogram (stat.h): values below 2^7 exactly, above in groups of 64 buckets per
+/// power of two, 29 groups; a bucket is named by the mean of its range (`plat_idx_to_val`).
+const FIO_PLAT_BITS: u32 = 6;
+const FIO_PLAT_VAL: u64 = 1 << FIO_PLAT_BITS;
+const FIO_PLAT_NR: u64 = 29 * FIO_PLAT_VAL;
+
+fn fio_plat_idx(ns: u64) -> u64 {
+    let msb = if ns == 0 {
+        0
+    } else {
+        63 - u64::from(ns.leading_zeros())
+    };
+    if msb <= u64::from(FIO_PLAT_BITS) {
+        return ns;
+    }
+    let error_bits = msb - u64::from(FIO_PLAT_BITS);
+    let base = (error_bits + 1) << FIO_PLAT_BITS;
+    let offset = (FIO_PLAT_VAL - 1) & (ns >> error_bits);
+    (base + offset).min(FIO_PLAT_NR - 1)
+}
+
+fn fio_plat_val(idx: u64) -> u64 {
+    if idx < (FIO_PLAT_VAL << 1) {
+        return idx;
+    }
+    let error_bits = (idx >> FIO_PLAT_BITS) - 1;
+    let base = 1u64 << (error_bits + u64::from(FIO_PLAT_BITS));
+    let k = idx % FIO_PLAT_VAL;
+    base + ((k as f64 + 0.5) * (1u64 << error_bits) as f64) as u64
+}
+
+/// fio's interval for bandwidth and IOPS samples (`bw_avg_time`, `iops_avg_time`: 500 ms).
+const FIO_AVG_NS: u64 = 500_000_000;
+
+/// `min`, `max`, `mean`, sample standard deviation and count of per-interval figures, as fio
+/// reports its bandwidth and IOPS samples (all 0 without a whole interval).
+fn fio_samples(per_interval: &[f64]) -> (u64, u64, f64, f64, usize) {
+    let n = per_interval.len();
+    if n == 0 {
+        return (0, 0, 0.0, 0.0, 0);
+    }
+    let mean = per_interval.iter().sum::<f64>() / n as f64;
+    let var = if n > 1 {
+        per_interval.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+    } else {
+        0.0
+    };
+    let min = per_interval.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = per_interval.iter().copied().fold(0.0, f64::max);
+    (min as u64, max as u64, r3(mean), r3(var.sqrt()), n)
+}
+
+/// `min`, `max`, `mean`, `stddev`, `N` of sorted latencies (ns).
+fn fio_lat(sorted: &[u64]) -> Value {
     let n = sorted.len() as u64;
-    let secs = elapsed_ns as f64 / 1e9;
-    let io_bytes = n * bytes_per_request;
     let mean = if n == 0 {
         0.0
     } else {
@@ -1039,68 +1089,252 @@ fn fio_direction(sorted: &[u64], bytes_per_request: u64, elapsed_ns: u64) -> Val
     } else {
         0.0
     };
-    let mut pcts = Map::new();
-    for p in FIO_PERCENTILES {
-        pcts.insert(format!("{p:.6}"), json!(pct(sorted, p / 100.0)));
-    }
-    let stats = |with_pcts: bool| {
-        let mut m = json!({
-            "min": sorted.first().copied().unwrap_or(0),
-            "max": sorted.last().copied().unwrap_or(0),
-            "mean": r3(mean),
-            "stddev": r3(var.sqrt()),
-            "N": n,
-        });
-        if with_pcts && n > 0 {
-            m["percentile"] = Value::Object(pcts.clone());
+    json!({
+        "min": sorted.first().copied().unwrap_or(0),
+        "max": sorted.last().copied().unwrap_or(0),
+        "mean": r3(mean),
+        "stddev": r3(var.sqrt()),
+        "N": n,
+    })
+}
+
+/// One direction of a fio job (`read`, `write` or `trim`) from its requests (`start_ns` the
+/// measured window's start).
+fn fio_direction(
+    events: &[&TxnEvent],
+    bytes_per_request: u64,
+    start_ns: u64,
+    elapsed_ns: u64,
+) -> Value {
+    let sorted = sorted_latencies(events.iter().copied());
+    let n = sorted.len() as u64;
+    let secs = elapsed_ns as f64 / 1e9;
+    let io_bytes = n * bytes_per_request;
+    let rate = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
+    let mut clat = fio_lat(&sorted);
+    if n > 0 {
+        let mut pcts = Map::new();
+        for p in FIO_PERCENTILES {
+            pcts.insert(format!("{p:.6}"), json!(pct(&sorted, p / 100.0)));
         }
-        m
-    };
-    let rate = |x: f64| if secs > 0.0 { r3(x / secs) } else { 0.0 };
+        clat["percentile"] = Value::Object(pcts);
+        // json+'s histogram: fio's bucket value -> requests (fio_jsonplus_clat2csv reads it).
+        let mut bins: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+        for &ns in &sorted {
+            *bins.entry(fio_plat_val(fio_plat_idx(ns))).or_default() += 1;
+        }
+        clat["bins"] = Value::Object(
+            bins.iter()
+                .map(|(v, c)| (v.to_string(), json!(c)))
+                .collect(),
+        );
+    }
+    // Bandwidth and IOPS per whole 500 ms interval of the measured window, by completion.
+    let intervals = (elapsed_ns / FIO_AVG_NS) as usize;
+    let mut ios = vec![0u64; intervals];
+    for e in events {
+        let k = (e.end_ns().saturating_sub(start_ns) / FIO_AVG_NS) as usize;
+        if k < intervals {
+            ios[k] += 1;
+        }
+    }
+    let per_s = 1e9 / FIO_AVG_NS as f64;
+    let bw: Vec<f64> = ios
+        .iter()
+        .map(|&k| (k * bytes_per_request) as f64 / 1024.0 * per_s)
+        .collect();
+    let iops: Vec<f64> = ios.iter().map(|&k| k as f64 * per_s).collect();
+    let (bmin, bmax, bmean, bdev, bn) = fio_samples(if n > 0 { &bw } else { &[] });
+    let (imin, imax, imean, idev, inn) = fio_samples(if n > 0 { &iops } else { &[] });
+    let bw_bytes = rate(io_bytes as f64).round() as u64;
     json!({
         "io_bytes": io_bytes,
         "io_kbytes": io_bytes / 1024,
-        "bw_bytes": rate(io_bytes as f64).round() as u64,
-        "bw": rate(io_bytes as f64 / 1024.0).round() as u64,
-        "iops": rate(n as f64),
+        "bw_bytes": bw_bytes,
+        "bw": bw_bytes / 1024,
+        "iops": r3(rate(n as f64)),
         "runtime": (elapsed_ns as f64 / 1e6).round() as u64,
         "total_ios": n,
         "short_ios": 0,
         "drop_ios": 0,
         // In this emulator a request is submitted when a queue slot frees: completion latency
         // and total latency are the same, submission latency is 0.
-        "slat_ns": { "min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": n },
-        "clat_ns": stats(true),
-        "lat_ns": stats(false),
+        "slat_ns": { "min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0 },
+        "clat_ns": clat,
+        "lat_ns": fio_lat(&sorted),
+        "bw_min": bmin,
+        "bw_max": bmax,
+        // One job: the whole group's bandwidth.
+        "bw_agg": if bn > 0 { 100.0 } else { 0.0 },
+        "bw_mean": bmean,
+        "bw_dev": bdev,
+        "bw_samples": bn,
+        "iops_min": imin,
+        "iops_max": imax,
+        "iops_mean": imean,
+        "iops_stddev": idev,
+        "iops_samples": inn,
     })
 }
 
-/// A fio-shaped JSON document (`fio --output-format=json`'s layout, one job) of the requests
-/// (`kind` 0 read, 1 write, 2 trim), with the verb's own JSON under `noftl`.
-pub fn fio_json(
-    events: &[TxnEvent],
-    bytes_per_request: u64,
-    elapsed_ns: u64,
-    options: Value,
-    noftl: Value,
-) -> Value {
+/// fio's distribution of a figure over its buckets, in percent of `total` (`stat_calc_dist`).
+fn fio_dist(names: &[&str], counts: &[u64], total: u64) -> Value {
+    Value::Object(
+        names
+            .iter()
+            .zip(counts)
+            .map(|(n, &c)| {
+                let p = if total == 0 {
+                    0.0
+                } else {
+                    (c as f64 * 1e8 / total as f64).round() / 1e6
+                };
+                ((*n).to_string(), json!(p))
+            })
+            .collect(),
+    )
+}
+
+/// The queue depth each request found when it was submitted, itself included (fio's
+/// `cur_depth` at submission), by fio's `iodepth_level` buckets 1, 2, 4, ... 32, >= 64.
+fn fio_depths(events: &[TxnEvent]) -> [u64; 7] {
+    let mut starts: Vec<u64> = events.iter().map(|e| e.start_ns).collect();
+    let mut ends: Vec<u64> = events.iter().map(TxnEvent::end_ns).collect();
+    starts.sort_unstable();
+    ends.sort_unstable();
+    let mut out = [0u64; 7];
+    for (i, &s) in starts.iter().enumerate() {
+        // Started at or before s (those at the same instant count in order) minus ended by s.
+        let depth = (i + 1).saturating_sub(ends.partition_point(|&e| e <= s)) as u64;
+        let k = match depth {
+            0 | 1 => 0,
+            2..=3 => 1,
+            4..=7 => 2,
+            8..=15 => 3,
+            16..=31 => 4,
+            32..=63 => 5,
+            _ => 6,
+        };
+        out[k] += 1;
+    }
+    out
+}
+
+/// fio's latency buckets (`io_u_mark_latency`): under 1 us by ns, under 1 ms by us, then by ms;
+/// each bucket named by its upper bound.
+fn fio_latency_buckets(events: &[TxnEvent]) -> ([u64; 10], [u64; 10], [u64; 12]) {
+    const EDGES: [u64; 10] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+    let (mut n, mut u, mut m) = ([0u64; 10], [0u64; 10], [0u64; 12]);
+    let bucket = |v: u64| EDGES.iter().position(|&e| v < e).unwrap_or(EDGES.len() - 1);
+    for e in events {
+        let ns = e.latency_ns;
+        if ns < 1_000 {
+            n[bucket(ns)] += 1;
+        } else if ns < 1_000_000 {
+            u[bucket(ns / 1_000)] += 1;
+        } else {
+            let ms = ns / 1_000_000;
+            m[if ms >= 2000 {
+                11
+            } else if ms >= 1000 {
+                10
+            } else {
+                bucket(ms)
+            }] += 1;
+        }
+    }
+    (n, u, m)
+}
+
+/// C's `ctime` of ms since 1970 (UTC), without the newline: fio's `time`.
+fn ctime(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let (y, mo, d, h, mi, s) = civil(ms);
+    let weekday = DAYS[ms.div_euclid(86_400_000).rem_euclid(7) as usize];
+    format!(
+        "{weekday} {} {d:2} {h:02}:{mi:02}:{s:02} {y}",
+        MONTHS[(mo - 1) as usize]
+    )
+}
+
+/// What fio.json says about the job besides its requests.
+#[derive(Clone, Debug)]
+pub struct FioJob {
+    /// The job's name (`noftl-io`, or a job file's section).
+    pub name: String,
+    /// `job options`, as strings like fio's.
+    pub options: Value,
+    pub bytes_per_request: u64,
+    /// The measured window: its start on the run's clock and its length.
+    pub start_ns: u64,
+    pub elapsed_ns: u64,
+    /// Requests kept outstanding (iodepth x numjobs).
+    pub depth: u32,
+}
+
+/// A fio-shaped JSON document (`fio --output-format=json+`'s layout, every key fio 3.33 writes
+/// for a job, its jobs reported as one group) of the requests (`kind` 0 read, 1 write, 2 trim),
+/// with the verb's own JSON under `noftl`; timestamps on the plan's clock (invariant 3).
+pub fn fio_json(plan: &Plan, events: &[TxnEvent], job: &FioJob, noftl: Value) -> Value {
     let dir = |k: u8| {
-        let sorted = sorted_latencies(events.iter().filter(|e| e.kind == k));
-        fio_direction(&sorted, bytes_per_request, elapsed_ns)
+        let evs: Vec<&TxnEvent> = events.iter().filter(|e| e.kind == k).collect();
+        fio_direction(&evs, job.bytes_per_request, job.start_ns, job.elapsed_ns)
     };
+    let total = events.len() as u64;
+    let (lat_n, lat_u, lat_m) = fio_latency_buckets(events);
+    let edges = [
+        "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000",
+    ];
+    let ms_edges = [
+        "2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000",
+    ];
+    // Requests go one per submission and complete one at a time: fio's bucket "4" (1 to 4).
+    let one_at_a_time = [0, total, 0, 0, 0, 0, 0];
+    let submit_names = ["0", "4", "8", "16", "32", "64", ">=64"];
+    let at_ms = plan.started_ms + i64::try_from(job.start_ns / 1_000_000).unwrap_or(0);
+    let runtime_ms = (job.elapsed_ns as f64 / 1e6).round() as u64;
     json!({
-        "fio version": concat!("noftl-", env!("CARGO_PKG_VERSION")),
+        "fio version": format!("noftl-{}", plan.version),
+        "timestamp": at_ms.div_euclid(1000),
+        "timestamp_ms": at_ms,
+        "time": ctime(at_ms),
         "global options": {},
         "jobs": [{
-            "jobname": "noftl-io",
+            "jobname": job.name,
             "groupid": 0,
             "error": 0,
-            "job options": options,
+            "eta": 0,
+            "elapsed": runtime_ms.div_ceil(1000),
+            "job options": job.options,
             "read": dir(0),
             "write": dir(1),
             "trim": dir(2),
-            "job_runtime": (elapsed_ns as f64 / 1e6).round() as u64,
+            "sync": {
+                "total_ios": 0,
+                "lat_ns": { "min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0 },
+            },
+            "job_runtime": runtime_ms,
+            // No host CPU is modelled for the submitting process.
+            "usr_cpu": 0.0,
+            "sys_cpu": 0.0,
+            "ctx": 0,
+            "majf": 0,
+            "minf": 0,
+            "iodepth_level": fio_dist(&["1", "2", "4", "8", "16", "32", ">=64"], &fio_depths(events), total),
+            "iodepth_submit": fio_dist(&submit_names, &one_at_a_time, total),
+            "iodepth_complete": fio_dist(&submit_names, &one_at_a_time, total),
+            "latency_ns": fio_dist(&edges, &lat_n, total),
+            "latency_us": fio_dist(&edges, &lat_u, total),
+            "latency_ms": fio_dist(&ms_edges, &lat_m, total),
+            "latency_depth": job.depth,
+            "latency_target": 0,
+            "latency_percentile": 100.0,
+            "latency_window": 0,
         }],
+        "disk_util": [],
         "noftl": noftl,
     })
 }
@@ -1214,6 +1448,32 @@ mod tests {
         assert_eq!(secs_field(100_000_000), "0.1");
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("--set=x.y=1"), "--set=x.y=1");
+    }
+
+    #[test]
+    fn fio_buckets_are_fios() {
+        // A bucket value of fio 3.33's json+ output (45824 ns) maps to itself.
+        assert_eq!(fio_plat_val(fio_plat_idx(45_824)), 45_824);
+        assert_eq!(fio_plat_idx(45_824), 665);
+        assert_eq!(fio_plat_val(fio_plat_idx(100)), 100, "exact below 128");
+        for ns in [1_000u64, 123_456, 9_876_543_210] {
+            let v = fio_plat_val(fio_plat_idx(ns));
+            assert!(
+                (v as f64 - ns as f64).abs() / ns as f64 <= 1.0 / 64.0,
+                "{ns}: {v}"
+            );
+        }
+        assert_eq!(ctime(0), "Thu Jan  1 00:00:00 1970");
+        assert_eq!(ctime(1_795_830_046_830), "Sat Nov 28 01:40:46 2026");
+        let ev = |s, l| TxnEvent {
+            start_ns: s,
+            latency_ns: l,
+            worker: 0,
+            kind: 1,
+            committed: true,
+        };
+        // Two in flight, then one alone.
+        assert_eq!(fio_depths(&[ev(0, 10), ev(0, 10), ev(20, 5)])[..2], [2, 1]);
     }
 
     #[test]

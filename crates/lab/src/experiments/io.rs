@@ -12,13 +12,14 @@
 
 use anyhow::{bail, Context};
 use ftl::{BlockDevice, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES};
-use nand::workload::{run_closed_loop, LoopResult, RawPattern, RawWorkload};
+use nand::workload::{run_closed_loop, run_closed_loop_until, LoopResult, RawPattern, RawWorkload};
 use nand::{FlashCounts, LatencySummary, Nand, Nanos};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
 
+use crate::distribution::{Distribution, Sampler};
 use crate::limits::{self, MemoryPlan};
 use crate::targets::TargetSpec;
 
@@ -52,6 +53,31 @@ pub struct Spec {
     /// Write a result directory (crate::results: summary.json, fio.json, samples.csv, ...);
     /// virtual time only.
     pub results: Option<crate::results::Plan>,
+    /// Block targets, random patterns: where the requests land (fio's `random_distribution`).
+    pub distribution: Distribution,
+    /// Block targets: the region the requests cover starts here (fio's `offset`; a multiple of
+    /// 4 KiB) ...
+    pub offset_bytes: u64,
+    /// ... and is this long (fio's `size`; None: to the device's end).
+    pub region_bytes: Option<u64>,
+    /// Block targets: independent request streams (fio's `numjobs`), each `qd` deep, job j
+    /// seeded with `seed + j`, all on the same region (fio's clones).
+    pub numjobs: u32,
+    /// Stop submitting after this much virtual time of the measured phase (fio's `runtime`);
+    /// with neither `ops` nor `io_bytes`, time alone ends the run (fio's `time_based`).
+    pub runtime_ns: Option<u64>,
+    /// Block targets: run the workload this long first, unmeasured (fio's `ramp_time`).
+    pub ramp_ns: u64,
+    /// A job file's name and options as written, for fio.json (None: the flags).
+    pub job: Option<JobInfo>,
+}
+
+/// A fio job file's identity in the fio-shaped output: its job's name and its options, each as
+/// the file gave it (`[global]` merged in).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobInfo {
+    pub name: String,
+    pub options: Vec<(String, String)>,
 }
 
 impl Default for Spec {
@@ -74,6 +100,13 @@ impl Default for Spec {
             rwmixread_percent: 50,
             clock: nand::ClockMode::Virtual,
             results: None,
+            distribution: Distribution::Uniform,
+            offset_bytes: 0,
+            region_bytes: None,
+            numjobs: 1,
+            runtime_ns: None,
+            ramp_ns: 0,
+            job: None,
         }
     }
 }
@@ -132,6 +165,12 @@ pub struct IoResult {
     pub rw: String,
     pub bs: u64,
     pub qd: u32,
+    /// Request streams, each `qd` deep (fio's numjobs; written when more than one).
+    #[serde(skip_serializing_if = "is_one")]
+    pub numjobs: u32,
+    /// Where random requests landed, when not uniformly (fio's random_distribution).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
     pub seed: u64,
     pub ops: u64,
     pub iops: f64,
@@ -178,6 +217,9 @@ impl IoResult {
             rw,
             bs: spec.bs_bytes,
             qd: spec.qd,
+            numjobs: spec.numjobs,
+            distribution: (spec.distribution != Distribution::Uniform)
+                .then(|| spec.distribution.to_string()),
             seed: spec.seed,
             ops: l.ops,
             iops: l.ops_per_second(),
@@ -196,6 +238,10 @@ impl IoResult {
             slc_cache: None,
         }
     }
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn summary(l: &LoopResult) -> LatencyUs {
@@ -217,13 +263,18 @@ impl Spec {
     /// The number of requests the run makes, checked against the limits (queue depth, request
     /// size, the memory of the device and the request buffers) before any work.
     pub fn requests(&self) -> anyhow::Result<u64> {
-        let ops = match (self.ops, self.io_bytes) {
-            (Some(n), _) => n,
-            (None, Some(bytes)) => bytes.div_ceil(self.bs_bytes),
-            (None, None) => 100_000,
+        let ops = match (self.ops, self.io_bytes, self.runtime_ns) {
+            (Some(n), _, _) => n,
+            (None, Some(bytes), _) => bytes.div_ceil(self.bs_bytes.max(1)),
+            // Time alone ends the run.
+            (None, None, Some(_)) => u64::MAX,
+            (None, None, None) => 100_000,
         };
         if ops == 0 {
             bail!("--ops (or --io-bytes) must ask for at least one request");
+        }
+        if self.runtime_ns == Some(0) {
+            bail!("runtime must be longer than 0");
         }
         limits::in_range(
             "--qd",
@@ -231,6 +282,13 @@ impl Spec {
             1,
             MAX_QD,
             "requests in flight at once (NVMe's deepest queue is 65,536)",
+        )?;
+        limits::in_range(
+            "numjobs x iodepth",
+            u64::from(self.qd) * u64::from(self.numjobs),
+            1,
+            MAX_QD,
+            "requests in flight at once over every job (NVMe's deepest queue is 65,536)",
         )?;
         limits::in_range(
             "--bs",
@@ -241,9 +299,10 @@ impl Spec {
         )?;
         // Each request in flight holds a buffer of --bs bytes.
         let mut plan = MemoryPlan::new();
+        let in_flight = u64::from(self.qd) * u64::from(self.numjobs);
         plan.device(&self.target.device.load()?).add(
-            format!("{} request buffers of {} bytes", self.qd, self.bs_bytes),
-            u64::from(self.qd).saturating_mul(self.bs_bytes),
+            format!("{in_flight} request buffers of {} bytes", self.bs_bytes),
+            in_flight.saturating_mul(self.bs_bytes),
         );
         plan.check("use a smaller --qd or --bs")?;
         Ok(ops)
@@ -278,25 +337,27 @@ fn write_results(
     use serde_json::json;
     let mut doc = serde_json::to_value(res)?;
     doc["iodepth"] = json!(spec.qd);
-    let elapsed_ns = trace.end_ns() - trace.start_ns();
     let fio = r::fio_json(
+        p,
         &trace.events,
-        spec.bs_bytes,
-        elapsed_ns,
-        json!({
-            "rw": res.rw,
-            "bs": spec.bs_bytes.to_string(),
-            "iodepth": spec.qd.to_string(),
-            "ioengine": format!("noftl-{}", res.target),
-            "randseed": spec.seed.to_string(),
-        }),
+        &r::FioJob {
+            name: spec
+                .job
+                .as_ref()
+                .map_or_else(|| "noftl-io".to_string(), |j| j.name.clone()),
+            options: fio_options(spec, res),
+            bytes_per_request: spec.bs_bytes,
+            start_ns: trace.start_ns(),
+            elapsed_ns: trace.end_ns() - trace.start_ns(),
+            depth: spec.qd * spec.numjobs,
+        },
         serde_json::to_value(res)?,
     );
     let top = r::benchbase(&trace.events, (res.virtual_seconds * 1e9).round() as u64);
     let c = r::Contents {
         bench: "io",
         scalefactor: None,
-        terminals: Some(spec.qd),
+        terminals: Some(spec.qd * spec.numjobs),
         isolation: None,
         traces: std::slice::from_ref(trace),
         label_cols: &[],
@@ -315,6 +376,33 @@ fn write_results(
     r::write_dir(p, &doc, &c, Some(top), &[("fio.json", fio)])
 }
 
+/// fio.json's `job options`, strings as fio writes them: a job file's own options, else the
+/// flags'; with `rw`, `iodepth` and `numjobs` always (fio-plot selects files by them) and
+/// `ioengine` naming the target.
+fn fio_options(spec: &Spec, res: &IoResult) -> serde_json::Value {
+    let mut o = serde_json::Map::new();
+    if let Some(j) = &spec.job {
+        for (k, v) in &j.options {
+            o.insert(k.clone(), v.clone().into());
+        }
+    } else {
+        o.insert("bs".into(), spec.bs_bytes.to_string().into());
+        o.insert("randseed".into(), spec.seed.to_string().into());
+        if spec.distribution != Distribution::Uniform {
+            o.insert(
+                "random_distribution".into(),
+                spec.distribution.to_string().into(),
+            );
+        }
+    }
+    // A job file's own spelling of its pattern (fio's `randtrim` is our `trim`) stays.
+    o.entry("rw").or_insert_with(|| res.rw.clone().into());
+    o.insert("iodepth".into(), spec.qd.to_string().into());
+    o.insert("numjobs".into(), spec.numjobs.to_string().into());
+    o.insert("ioengine".into(), format!("noftl-{}", res.target).into());
+    serde_json::Value::Object(o)
+}
+
 /// The raw target: requests straight to the flash (after an optional fill of every page).
 fn run_raw(
     spec: &Spec,
@@ -325,6 +413,19 @@ fn run_raw(
 ) -> anyhow::Result<IoResult> {
     if spec.target.image.is_some() {
         bail!("--image is for block targets; the raw target runs on a fresh device");
+    }
+    if spec.distribution != Distribution::Uniform
+        || spec.offset_bytes != 0
+        || spec.region_bytes.is_some()
+        || spec.numjobs != 1
+        || spec.runtime_ns.is_some()
+        || spec.ramp_ns != 0
+    {
+        bail!(
+            "the raw target runs one uniform request stream over the whole flash: \
+             --distribution and a job file's numjobs, offset, size, runtime and ramp_time are \
+             for block targets"
+        );
     }
     let rw = spec.rw.clone().unwrap_or_else(|| "randread".into());
     let pattern: RawPattern = rw.parse().map_err(anyhow::Error::msg)?;
@@ -488,13 +589,17 @@ impl BlockPattern {
     }
 }
 
-/// The request stream for a block target: what each request does, from the seed alone.
+/// The request stream of one job on a block target: what each request does, from the seed
+/// alone, over the job's region.
 struct BlockStream {
     pattern: BlockPattern,
     pages_per_request: u64,
+    /// The region's first logical page.
+    base_lpn: u64,
+    /// Request-sized slots in the region.
     slots: u64,
     cursor: u64,
-    rng: Xoshiro256PlusPlus,
+    sampler: Sampler,
     read_percent: u32,
 }
 
@@ -510,9 +615,9 @@ impl BlockStream {
         let seq = |s: &mut Self| {
             let slot = s.cursor % s.slots;
             s.cursor += 1;
-            slot * s.pages_per_request
+            s.base_lpn + slot * s.pages_per_request
         };
-        let rand = |s: &mut Self| (s.rng.next_u64() % s.slots) * s.pages_per_request;
+        let rand = |s: &mut Self| s.base_lpn + s.sampler.next() * s.pages_per_request;
         match self.pattern {
             BlockPattern::Read => Req::Read(seq(self)),
             BlockPattern::Write => Req::Write(seq(self)),
@@ -520,7 +625,7 @@ impl BlockStream {
             BlockPattern::Randwrite => Req::Write(rand(self)),
             BlockPattern::Trim => Req::Trim(rand(self)),
             BlockPattern::Randrw => {
-                let read = (self.rng.next_u64() % 100) < u64::from(self.read_percent);
+                let read = self.sampler.percent(self.read_percent);
                 let lpn = rand(self);
                 if read {
                     Req::Read(lpn)
@@ -530,6 +635,59 @@ impl BlockStream {
             }
         }
     }
+}
+
+/// The region of `spec` on a device of `capacity` logical pages: its first page and its pages.
+fn region(spec: &Spec, capacity: u64) -> anyhow::Result<(u64, u64)> {
+    let page = LOGICAL_PAGE_BYTES as u64;
+    if !spec.offset_bytes.is_multiple_of(page) {
+        bail!(
+            "offset {} is not a multiple of {page} bytes",
+            spec.offset_bytes
+        );
+    }
+    let base = spec.offset_bytes / page;
+    if base >= capacity {
+        bail!(
+            "offset {} is beyond the device ({} bytes)",
+            spec.offset_bytes,
+            capacity * page
+        );
+    }
+    let pages = match spec.region_bytes {
+        Some(b) => {
+            if b == 0 || !b.is_multiple_of(page) {
+                bail!("size {b} must be a positive multiple of {page} bytes");
+            }
+            if base + b / page > capacity {
+                bail!(
+                    "offset {} + size {b} runs past the device's end ({} bytes)",
+                    spec.offset_bytes,
+                    capacity * page
+                );
+            }
+            b / page
+        }
+        None => capacity - base,
+    };
+    Ok((base, pages))
+}
+
+/// Issues one request to a block device at `at`: its completion and its kind (0 read, 1 write,
+/// 2 trim).
+fn issue(
+    dev: &mut dyn BlockDevice,
+    req: Req,
+    at: Nanos,
+    buf: &mut [u8],
+    data: &[u8],
+    pages_per_request: u64,
+) -> Result<(Nanos, u8), ftl::FtlError> {
+    Ok(match req {
+        Req::Read(lpn) => (dev.read(at, lpn, buf)?, 0),
+        Req::Write(lpn) => (dev.write(at, lpn, data, false)?, 1),
+        Req::Trim(lpn) => (dev.trim(at, lpn, pages_per_request)?, 2),
+    })
 }
 
 /// A block target (an FTL or the memory disk, `crate::targets`): the request stream of the
@@ -555,11 +713,12 @@ fn run_block(
     let mut dev = crate::targets::build(&spec.target)?;
     let pages_per_request = spec.bs_bytes / LOGICAL_PAGE_BYTES as u64;
     let capacity = dev.capacity_pages();
-    if pages_per_request > capacity {
+    let (base_lpn, region_pages) = region(spec, capacity)?;
+    if pages_per_request > region_pages {
         bail!(
-            "--bs {} is larger than the device ({} pages)",
+            "--bs {} is larger than the region ({} pages)",
             spec.bs_bytes,
-            capacity
+            region_pages
         );
     }
     let mut data = vec![0u8; spec.bs_bytes as usize];
@@ -569,6 +728,41 @@ fn run_block(
     if spec.precondition {
         now = precondition(dev.as_mut(), &data, progress)?;
     }
+    let slots = region_pages / pages_per_request;
+    let mut streams: Vec<BlockStream> = (0..spec.numjobs)
+        .map(|j| BlockStream {
+            pattern,
+            pages_per_request,
+            base_lpn,
+            slots,
+            cursor: 0,
+            sampler: Sampler::new(
+                spec.distribution,
+                slots,
+                spec.seed.wrapping_add(u64::from(j)),
+            ),
+            read_percent: spec.rwmixread_percent,
+        })
+        .collect();
+    // Queue slot s belongs to job s / qd.
+    let depth = spec.qd * spec.numjobs;
+    let job_of = |slot: u32| (slot / spec.qd) as usize;
+    if spec.ramp_ns > 0 {
+        // fio's ramp_time: the workload runs, unmeasured, then drains before the measured phase.
+        let l = run_closed_loop_until(
+            now,
+            depth,
+            u64::MAX,
+            Some(now + spec.ramp_ns),
+            |_, slot, at| {
+                let req = streams[job_of(slot)].next();
+                issue(dev.as_mut(), req, at, &mut buf, &data, pages_per_request).map(|r| r.0)
+            },
+            |_| {},
+        )
+        .with_context(|| format!("request to {} failed during ramp_time", dev.name()))?;
+        now = l.end_ns;
+    }
     let before = (
         dev.report(),
         flash_counts(dev.as_ref()),
@@ -576,15 +770,8 @@ fn run_block(
         page_types(dev.as_ref()),
         Busy::of_nand(dev.nand()),
     );
-    let mut stream = BlockStream {
-        pattern,
-        pages_per_request,
-        slots: capacity / pages_per_request,
-        cursor: 0,
-        rng: Xoshiro256PlusPlus::seed_from_u64(spec.seed),
-        read_percent: spec.rwmixread_percent,
-    };
-    progress.begin(ops);
+    // Time alone ends the run (ops unbounded): no total to show.
+    progress.begin(if ops == u64::MAX { 0 } else { ops });
     let gc_of = |d: &dyn BlockDevice| d.report().gc.migrations;
     let mut rec = plan.map(|p| {
         crate::results::Recorder::new(
@@ -592,10 +779,11 @@ fn run_block(
             crate::results::mark(now, dev.nand(), gc_of(dev.as_ref())),
         )
     });
-    let l = run_closed_loop(
+    let l = run_closed_loop_until(
         now,
-        spec.qd,
+        depth,
         ops,
+        spec.runtime_ns.map(|r| now + r),
         |_, slot, at| -> Result<Nanos, ftl::FtlError> {
             if let Some(r) = rec.as_mut() {
                 if r.due(at) {
@@ -604,11 +792,8 @@ fn run_block(
                     });
                 }
             }
-            let (done, kind) = match stream.next() {
-                Req::Read(lpn) => (dev.read(at, lpn, &mut buf)?, 0),
-                Req::Write(lpn) => (dev.write(at, lpn, &data, false)?, 1),
-                Req::Trim(lpn) => (dev.trim(at, lpn, pages_per_request)?, 2),
-            };
+            let req = streams[job_of(slot)].next();
+            let (done, kind) = issue(dev.as_mut(), req, at, &mut buf, &data, pages_per_request)?;
             if let Some(r) = rec.as_mut() {
                 r.event(at, done, kind, slot);
             }
@@ -654,7 +839,7 @@ fn check(spec: &Spec, l: &LoopResult, before: &Busy, nand: Option<&Nand>) -> Con
         before,
         after: &Busy::of_nand(nand),
         elapsed_ns: end_ns - l.start_ns,
-        terminals: spec.qd,
+        terminals: spec.qd * spec.numjobs,
         terminals_run_throughout: false,
         txns: l.ops,
         latency_sum_ns: l.latency_ns.mean() * l.ops as f64,

@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::experiments::io::{IoResult, Spec};
@@ -43,6 +44,15 @@ pub struct IoArgs {
     /// randrw: percentage of reads.
     #[arg(long, default_value_t = 50)]
     pub rwmixread: u32,
+    /// Block targets, random patterns: where requests land, as fio's random_distribution:
+    /// random (uniform) | zipf:THETA | pareto:H | normal:DEV (percent).
+    #[arg(long, default_value = "random", value_parser = parse_distribution)]
+    pub distribution: lab::distribution::Distribution,
+    /// A fio job file: its one job's rw, bs, size, offset, iodepth, numjobs,
+    /// random_distribution, rwmixread, runtime, ramp_time (the workload flags then come from
+    /// it; examples/fio/). Unsupported options are refused by name.
+    #[arg(long, value_name = "FILE.fio", conflicts_with_all = ["rw", "bs", "qd", "ops", "io_bytes", "rwmixread", "distribution"])]
+    pub job: Option<std::path::PathBuf>,
     /// virtual (default): device time only; real: each request also takes its modelled time on
     /// the wall clock (QD 1), and the clock's error (actual minus modelled latency) is reported;
     /// none: no waiting, as virtual here.
@@ -72,8 +82,14 @@ impl IoArgs {
             rwmixread_percent: self.rwmixread,
             clock: self.clock,
             results: None,
+            distribution: self.distribution,
+            ..Spec::default()
         }
     }
+}
+
+fn parse_distribution(s: &str) -> Result<lab::distribution::Distribution, String> {
+    s.parse()
 }
 
 /// A progress bar for phases that last longer than a second of wall-clock time.
@@ -98,6 +114,15 @@ impl lab::experiments::io::Progress for Bar {
         let slow = self
             .started
             .is_some_and(|t| t.elapsed().as_secs_f64() > 1.0);
+        if self.bar.is_none() && slow && self.total == 0 {
+            // A run that time alone ends (a job file's time_based runtime): no total.
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos} requests")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            self.bar = Some(bar);
+        }
         if self.bar.is_none() && slow {
             let bar = ProgressBar::new(self.total);
             bar.set_style(
@@ -121,10 +146,18 @@ impl lab::experiments::io::Progress for Bar {
 
 pub fn run(args: IoArgs) -> anyhow::Result<()> {
     let mut spec = args.spec();
+    if let Some(path) = &args.job {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the job file {}", path.display()))?;
+        spec = lab::fio_job::parse(&text)
+            .and_then(|j| j.apply_to(&spec))
+            .with_context(|| format!("in the job file {}", path.display()))?;
+    }
     spec.requests()?;
     super::common::check_outputs(
         &[
             ("--image", args.target.image.as_deref()),
+            ("--job", args.job.as_deref()),
             args.target.device.input(),
         ],
         &[args.json.as_deref()],

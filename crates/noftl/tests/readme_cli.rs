@@ -116,6 +116,18 @@ const HOW: &[(&str, How)] = &[
         "noftl io --target page --preset tlc16k",
         small(&[("--ops 50000", "--ops 2000")]),
     ),
+    (
+        "noftl io --target page --precondition --rw randwrite --distribution",
+        How::Small {
+            replace: &[("--ops 100000", "--ops 2000")],
+            append: SHRINK,
+        },
+    ),
+    (
+        "noftl io --job",
+        // The job's 256 MiB region needs the default device; the fill of all of it is left out.
+        small(&[("--precondition", "")]),
+    ),
     ("noftl ftl memory", small(&[])),
     (
         "noftl serve",
@@ -245,7 +257,7 @@ const HOW: &[(&str, How)] = &[
         small(&[("--duration 10s", "--duration 300ms")]),
     ),
     (
-        "noftl io --target page --precondition",
+        "noftl io --target page --precondition --ops 100000 --results",
         How::Small {
             replace: &[("--ops 100000", "--ops 2000")],
             append: SHRINK,
@@ -749,8 +761,8 @@ fn http_get(url: &str) -> String {
     out
 }
 
-/// The scratch directory: the README's relative inputs (docs/results, the sweep plan, made
-/// small) where its lines expect them.
+/// The scratch directory: the README's relative inputs (docs/results, examples/fio, the sweep
+/// plan, made small) where its lines expect them.
 fn scratch() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let d = dir.path();
@@ -758,6 +770,8 @@ fn scratch() -> tempfile::TempDir {
     std::os::unix::fs::symlink(repo().join("docs/results"), d.join("docs/results"))
         .expect("docs/results");
     std::fs::create_dir_all(d.join("examples/sweeps")).expect("examples/sweeps");
+    std::os::unix::fs::symlink(repo().join("examples/fio"), d.join("examples/fio"))
+        .expect("examples/fio");
     let plan = std::fs::read_to_string(repo().join("examples/sweeps/waf.toml")).expect("waf.toml");
     std::fs::write(
         d.join("examples/sweeps/waf.toml"),

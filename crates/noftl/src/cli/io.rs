@@ -174,8 +174,23 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
 
 fn print_human(r: &IoResult, wall_s: f64) {
     println!(
-        "{} on {} ({}), {} x {} B at QD {}, seed {}",
-        r.rw, r.target, r.device, r.ops, r.bs, r.qd, r.seed
+        "{}{} on {} ({}), {} x {} B at QD {}{}, seed {}",
+        r.rw,
+        r.distribution
+            .as_ref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default(),
+        r.target,
+        r.device,
+        r.ops,
+        r.bs,
+        r.qd,
+        if r.numjobs > 1 {
+            format!(" x {} jobs", r.numjobs)
+        } else {
+            String::new()
+        },
+        r.seed
     );
     println!(
         "  throughput  {:.0} IOPS, {:.2} MiB/s over {:.6} s of device time",

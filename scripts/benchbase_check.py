@@ -57,22 +57,13 @@ DISTRIBUTION = [
 
 STATES = {"WARMUP", "MEASURE", "COLD_QUERY", "LATENCY_COMPLETE", "DONE", "EXIT", "ERROR"}
 
-# ResultWriter.writeSamples: header and printf "%d,%d,%.3f,%d,%d,%d,%d,%d,%d,%d,%d,%d".
+# ResultWriter.writeSamples: header and printf "%d,%d,%.3f,%d,%d,%d,%d,%d,%d,%d,%d,%d"; its nine
+# latency columns are the distribution's, in the same order.
 SAMPLES = [
     ("Time (seconds)", "number"),
     ("Requests", "int"),
     ("Throughput (requests/second)", "fixed3"),
-] + [(n, "int") for n in [
-    "Minimum Latency (microseconds)",
-    "25th Percentile Latency (microseconds)",
-    "Median Latency (microseconds)",
-    "Average Latency (microseconds)",
-    "75th Percentile Latency (microseconds)",
-    "90th Percentile Latency (microseconds)",
-    "95th Percentile Latency (microseconds)",
-    "99th Percentile Latency (microseconds)",
-    "Maximum Latency (microseconds)",
-]]
+] + [(n, "int") for n in DISTRIBUTION]
 
 # ResultWriter.writeResults: header and printf "%d" then eleven "%.3f".
 RESULTS = [("Time (seconds)", "number")] + [(n, "fixed3") for n in [

@@ -10,7 +10,7 @@
 //! shifted by a seeded offset. The generator and the hash are ours, so the sequence is not
 //! fio's: the shape is.
 //!
-//! Invariant: `next` returns a slot in `0..n`, a function of the seed and the calls before.
+//! Invariant: `next_slot` returns a slot in `0..n`, a function of the seed and the calls before.
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,9 +24,10 @@ const ZIPF_MAX_RANKS: u64 = 10_000_000;
 const NORMAL_DRAWS: u64 = 12;
 
 /// A `random_distribution`.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum Distribution {
     /// Every slot equally likely (fio's `random`, the default).
+    #[default]
     Uniform,
     /// Zipf with exponent theta (> 0, != 1): rank k drawn with probability ~ 1 / k^theta.
     Zipf { theta: f64 },
@@ -34,12 +35,6 @@ pub enum Distribution {
     Pareto { h: f64 },
     /// fio's approximately normal distribution, `dev` percent of the region wide.
     Normal { dev_percent: f64 },
-}
-
-impl Default for Distribution {
-    fn default() -> Self {
-        Distribution::Uniform
-    }
 }
 
 impl fmt::Display for Distribution {
@@ -182,7 +177,7 @@ impl Sampler {
     }
 
     /// The next slot, in `0..n`.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_slot(&mut self) -> u64 {
         let n = self.n;
         let rank = match self.d {
             Distribution::Uniform => return self.rng.next_u64() % n,
@@ -245,7 +240,7 @@ mod tests {
         let mut counts = vec![0u64; n as usize];
         let draws = 200_000;
         for _ in 0..draws {
-            let k = s.next();
+            let k = s.next_slot();
             assert!(k < n);
             counts[k as usize] += 1;
         }
@@ -293,7 +288,7 @@ mod tests {
     fn a_sampler_is_a_function_of_its_seed() {
         let draw = |seed| {
             let mut s = Sampler::new(Distribution::Zipf { theta: 1.1 }, 1000, seed);
-            (0..50).map(|_| s.next()).collect::<Vec<_>>()
+            (0..50).map(|_| s.next_slot()).collect::<Vec<_>>()
         };
         assert_eq!(draw(3), draw(3));
         assert_ne!(draw(3), draw(4));

@@ -112,26 +112,27 @@ fn bench_tpch_sf_0_01() {
     );
 }
 
+/// A small TPC-B run on NoFTL: the JSON case and the result directory's.
+const TPCB_NATIVE: &[&str] = &[
+    "bench",
+    "tpcb",
+    "--storage",
+    "native",
+    "--preset",
+    "noftl13",
+    "--scale",
+    "1",
+    "--accounts-per-branch",
+    "10000",
+    "--txns",
+    "2000",
+];
+
 #[test]
 fn bench_tpcb_on_native() {
     case(
         "bench-tpcb-native",
-        &[
-            "bench",
-            "tpcb",
-            "--storage",
-            "native",
-            "--preset",
-            "noftl13",
-            "--scale",
-            "1",
-            "--accounts-per-branch",
-            "10000",
-            "--txns",
-            "2000",
-            "--json",
-            "-",
-        ],
+        &[TPCB_NATIVE, &["--json", "-"]].concat(),
     );
 }
 
@@ -210,25 +211,8 @@ fn bench_result_directory() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
         .current_dir(dir.path())
-        .args([
-            "bench",
-            "tpcb",
-            "--storage",
-            "native",
-            "--preset",
-            "noftl13",
-            "--scale",
-            "1",
-            "--accounts-per-branch",
-            "10000",
-            "--txns",
-            "2000",
-            "--results",
-            "res",
-            "--raw",
-            "--sample-window",
-            "100ms",
-        ])
+        .args(TPCB_NATIVE)
+        .args(["--results", "res", "--raw", "--sample-window", "100ms"])
         .env_remove("SOURCE_DATE_EPOCH")
         .output()
         .expect("the noftl binary runs");

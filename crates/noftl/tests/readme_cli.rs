@@ -624,7 +624,7 @@ fn run_line(dir: &Path, text: &str) {
 }
 
 /// The client lines of a server entry, made small.
-fn clients<'a>(lines: &'a [Line], prefixes: &[&str], replace: &[(&str, &str)]) -> Vec<String> {
+fn clients(lines: &[Line], prefixes: &[&str], replace: &[(&str, &str)]) -> Vec<String> {
     prefixes
         .iter()
         .map(|p| {

@@ -82,9 +82,9 @@ fn run_with_results(args: &[&str], dir: &Path, window: &str) -> Written {
     assert!(ok, "{err}");
     Written {
         today: serde_json::from_str(&out).unwrap(),
-        s: json(&at(&dir, "summary.json")),
-        samples: csv(&at(&dir, "samples.csv")),
-        raw: csv(&at(&dir, "raw.csv")),
+        s: json(&at(dir, "summary.json")),
+        samples: csv(&at(dir, "samples.csv")),
+        raw: csv(&at(dir, "raw.csv")),
     }
 }
 

@@ -206,7 +206,12 @@ fn the_benchbase_check_refuses_a_decimal_latency() {
         dir.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
-    python_ok(Path::new("python3"), "benchbase_check.py", &[dir.clone()]).unwrap();
+    python_ok(
+        Path::new("python3"),
+        "benchbase_check.py",
+        std::slice::from_ref(&dir),
+    )
+    .unwrap();
     let summary = lab::results::find(&dir, "summary.json").unwrap();
     let text = std::fs::read_to_string(&summary).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -617,7 +617,7 @@ impl BlockStream {
             s.cursor += 1;
             s.base_lpn + slot * s.pages_per_request
         };
-        let rand = |s: &mut Self| s.base_lpn + s.sampler.next() * s.pages_per_request;
+        let rand = |s: &mut Self| s.base_lpn + s.sampler.next_slot() * s.pages_per_request;
         match self.pattern {
             BlockPattern::Read => Req::Read(seq(self)),
             BlockPattern::Write => Req::Write(seq(self)),

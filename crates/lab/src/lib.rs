@@ -36,6 +36,7 @@ pub mod results;
 pub mod runner;
 pub mod stores;
 pub mod targets;
+pub mod trace;
 pub mod units;
 pub mod workload;
 pub mod workloads;

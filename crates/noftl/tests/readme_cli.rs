@@ -128,6 +128,7 @@ const HOW: &[(&str, How)] = &[
         // The job's 256 MiB region needs the default device; the fill of all of it is left out.
         small(&[("--precondition", "")]),
     ),
+    ("noftl io --replay", small(&[])),
     ("noftl ftl memory", small(&[])),
     (
         "noftl serve",
@@ -761,8 +762,8 @@ fn http_get(url: &str) -> String {
     out
 }
 
-/// The scratch directory: the README's relative inputs (docs/results, examples/fio, the sweep
-/// plan, made small) where its lines expect them.
+/// The scratch directory: the README's relative inputs (docs/results, examples/fio and traces,
+/// the sweep plan, made small) where its lines expect them.
 fn scratch() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let d = dir.path();
@@ -770,8 +771,9 @@ fn scratch() -> tempfile::TempDir {
     std::os::unix::fs::symlink(repo().join("docs/results"), d.join("docs/results"))
         .expect("docs/results");
     std::fs::create_dir_all(d.join("examples/sweeps")).expect("examples/sweeps");
-    std::os::unix::fs::symlink(repo().join("examples/fio"), d.join("examples/fio"))
-        .expect("examples/fio");
+    for ex in ["examples/fio", "examples/traces"] {
+        std::os::unix::fs::symlink(repo().join(ex), d.join(ex)).expect(ex);
+    }
     let plan = std::fs::read_to_string(repo().join("examples/sweeps/waf.toml")).expect("waf.toml");
     std::fs::write(
         d.join("examples/sweeps/waf.toml"),

@@ -70,6 +70,8 @@ pub struct Spec {
     pub ramp_ns: u64,
     /// A job file's name and options as written, for fio.json (None: the flags).
     pub job: Option<JobInfo>,
+    /// Replay a block I/O trace instead of generating requests (`super::replay`).
+    pub replay: Option<super::replay::Replay>,
 }
 
 /// A fio job file's identity in the fio-shaped output: its job's name and its options, each as
@@ -107,6 +109,7 @@ impl Default for Spec {
             runtime_ns: None,
             ramp_ns: 0,
             job: None,
+            replay: None,
         }
     }
 }
@@ -196,6 +199,9 @@ pub struct IoResult {
     /// `--slc-cache`: the pSLC write cache over the measured window (`waf` includes its folds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
+    /// `--replay`: the trace and how it was replayed (`bs` is then the mean request size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<super::replay::ReplayInfo>,
 }
 
 impl IoResult {
@@ -236,6 +242,7 @@ impl IoResult {
             waf: None,
             ftl: None,
             slc_cache: None,
+            replay: None,
         }
     }
 }
@@ -263,6 +270,9 @@ impl Spec {
     /// The number of requests the run makes, checked against the limits (queue depth, request
     /// size, the memory of the device and the request buffers) before any work.
     pub fn requests(&self) -> anyhow::Result<u64> {
+        if let Some(r) = &self.replay {
+            return r.check(self);
+        }
         let ops = match (self.ops, self.io_bytes, self.runtime_ns) {
             (Some(n), _, _) => n,
             (None, Some(bytes), _) => bytes.div_ceil(self.bs_bytes.max(1)),
@@ -314,7 +324,9 @@ pub fn run(spec: &Spec, progress: &mut dyn Progress) -> anyhow::Result<IoResult>
     let ops = spec.requests()?;
     let plan = spec.results.as_ref();
     let mut rec = None;
-    let result = if spec.target.target == "raw" {
+    let result = if let Some(r) = &spec.replay {
+        super::replay::run(spec, r, progress)?
+    } else if spec.target.target == "raw" {
         run_raw(spec, ops, plan, &mut rec, progress)?
     } else {
         run_block(spec, ops, plan, &mut rec, progress)?
@@ -509,7 +521,7 @@ fn run_raw(
         &l,
         report.flash,
         report.energy.total_joules - energy_before,
-        check(spec, &l, &busy_before, Some(&nand)),
+        check(spec.qd, &l, &busy_before, Some(&nand)),
     );
     r.by_page_type = report.by_page_type;
     r.clock_error_us = clock_error_us;
@@ -820,7 +832,7 @@ fn run_block(
         &after,
         flash,
         energy(dev.as_ref()) - before.2,
-        check(spec, &l, &before.4, dev.nand()),
+        check(spec.qd * spec.numjobs, &l, &before.4, dev.nand()),
         dev.as_ref(),
     );
     r.by_page_type = nand::PageTypeCounts::between(&before.3, &page_types(dev.as_ref()));
@@ -828,32 +840,37 @@ fn run_block(
 }
 
 /// The run against the bounds of `storage::measure`: the dies and channels were busy at most
-/// the window's length, and at most `--qd` requests were in flight on average (Little's law;
+/// the window's length, and at most `in_flight` requests (`--qd`) were in flight on average (Little's law;
 /// only the upper bound, since a run of a fixed count drains its queue at the end). The window
 /// runs to the device's drain, not to the host's last completion: a write acknowledged from the
 /// controller's write buffer is programmed after the host saw it complete, and its die time
 /// belongs to the run.
-fn check(spec: &Spec, l: &LoopResult, before: &Busy, nand: Option<&Nand>) -> Consistency {
+pub(crate) fn check(
+    in_flight: u32,
+    l: &LoopResult,
+    before: &Busy,
+    nand: Option<&Nand>,
+) -> Consistency {
     let end_ns = nand.map_or(l.end_ns, |n| n.now_ns().max(l.end_ns));
     measure::check(measure::Window {
         before,
         after: &Busy::of_nand(nand),
         elapsed_ns: end_ns - l.start_ns,
-        terminals: spec.qd * spec.numjobs,
+        terminals: in_flight,
         terminals_run_throughout: false,
         txns: l.ops,
         latency_sum_ns: l.latency_ns.mean() * l.ops as f64,
     })
 }
 
-fn page_types(dev: &dyn BlockDevice) -> Vec<nand::PageTypeCounts> {
+pub(crate) fn page_types(dev: &dyn BlockDevice) -> Vec<nand::PageTypeCounts> {
     dev.nand()
         .map(|n| n.stats().page_type_counts())
         .unwrap_or_default()
 }
 
 /// Fills every logical page once, sequentially, in large requests.
-fn precondition(
+pub(crate) fn precondition(
     dev: &mut dyn BlockDevice,
     pattern: &[u8],
     progress: &mut dyn Progress,
@@ -881,18 +898,18 @@ fn precondition(
     Ok(dev.flush(now)?)
 }
 
-fn flash_counts(dev: &dyn BlockDevice) -> FlashCounts {
+pub(crate) fn flash_counts(dev: &dyn BlockDevice) -> FlashCounts {
     dev.nand()
         .map(|n| n.stats().flash_counts())
         .unwrap_or_default()
 }
 
-fn energy(dev: &dyn BlockDevice) -> f64 {
+pub(crate) fn energy(dev: &dyn BlockDevice) -> f64 {
     dev.nand().map_or(0.0, |n| n.report().energy.total_joules)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn block_result(
+pub(crate) fn block_result(
     spec: &Spec,
     rw: String,
     l: &LoopResult,

@@ -17,4 +17,5 @@ pub mod fs_waf;
 pub mod iaa;
 pub mod io;
 pub mod ipa;
+pub mod replay;
 pub mod reproduce;

@@ -53,6 +53,17 @@ pub struct IoArgs {
     /// it; examples/fio/). Unsupported options are refused by name.
     #[arg(long, value_name = "FILE.fio", conflicts_with_all = ["rw", "bs", "qd", "ops", "io_bytes", "rwmixread", "distribution"])]
     pub job: Option<std::path::PathBuf>,
+    /// Replay a block I/O trace on a block target instead of generating requests: each request
+    /// rounded out to 4 KiB pages, requests beyond the device folded onto it (counted).
+    #[arg(long, value_name = "FILE", requires = "format", conflicts_with_all = ["job", "rw", "bs", "ops", "io_bytes", "rwmixread", "distribution"])]
+    pub replay: Option<std::path::PathBuf>,
+    /// --replay's format: blktrace (blktrace's binary events) | msr (MSR Cambridge CSV, SNIA
+    /// IOTTA) | iolog (fio's iolog, version 2 or 3).
+    #[arg(long, requires = "replay", value_parser = |s: &str| s.parse::<lab::trace::Format>())]
+    pub format: Option<lab::trace::Format>,
+    /// --replay: submit each request at its trace time (trace) or as fast as --qd allows (afap).
+    #[arg(long, default_value = "trace", value_parser = |s: &str| s.parse::<lab::experiments::replay::Pace>())]
+    pub replay_pace: lab::experiments::replay::Pace,
     /// virtual (default): device time only; real: each request also takes its modelled time on
     /// the wall clock (QD 1), and the clock's error (actual minus modelled latency) is reported;
     /// none: no waiting, as virtual here.
@@ -153,11 +164,24 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
             .and_then(|j| j.apply_to(&spec))
             .with_context(|| format!("in the job file {}", path.display()))?;
     }
+    if let (Some(path), Some(format)) = (&args.replay, args.format) {
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read the trace {}", path.display()))?;
+        let trace = lab::trace::parse(format, &bytes)
+            .with_context(|| format!("in the {format} trace {}", path.display()))?;
+        spec.replay = Some(lab::experiments::replay::Replay {
+            file: path.display().to_string(),
+            format,
+            trace,
+            pace: args.replay_pace,
+        });
+    }
     spec.requests()?;
     super::common::check_outputs(
         &[
             ("--image", args.target.image.as_deref()),
             ("--job", args.job.as_deref()),
+            ("--replay", args.replay.as_deref()),
             args.target.device.input(),
         ],
         &[args.json.as_deref()],

@@ -21,6 +21,58 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// When the replayed requests are submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// At the trace's times (open loop).
+    Trace,
+    /// As fast as possible, `--qd` in flight (closed loop).
+    Afap,
+}
+
+impl std::str::FromStr for Pace {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "trace" => Ok(Pace::Trace),
+            "afap" => Ok(Pace::Afap),
+            other => Err(format!("unknown replay pace {other:?} (trace, afap)")),
+        }
+    }
+}
+
+/// A trace to replay.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    /// The file, as named on the command line (for the result).
+    pub file: String,
+    pub format: Format,
+    pub trace: Trace,
+    pub pace: Pace,
+}
+
+/// What the result says of a replay.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ReplayInfo {
+    pub file: String,
+    pub format: String,
+    pub pace: &'static str,
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub trims: u64,
+    /// Bytes the requests touched, rounded out to 4 KiB pages.
+    pub bytes: u64,
+    /// Requests beyond the device's end, folded onto it.
+    pub folded: u64,
+    /// Trace events or lines that were no request.
+    pub skipped: u64,
+    /// The trace's own span, first to last request (s).
+    pub trace_seconds: f64,
+    /// The most requests in flight at once.
+    pub peak_in_flight: u32,
+}
+
 /// A trace file's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {

@@ -70,8 +70,8 @@ pub struct Spec {
     pub ramp_ns: u64,
     /// A job file's name and options as written, for fio.json (None: the flags).
     pub job: Option<JobInfo>,
-    /// Replay a block I/O trace instead of generating requests (`super::replay`).
-    pub replay: Option<super::replay::Replay>,
+    /// Replay a block I/O trace instead of generating requests (run by `super::replay::run`).
+    pub replay: Option<crate::trace::Replay>,
 }
 
 /// A fio job file's identity in the fio-shaped output: its job's name and its options, each as
@@ -201,7 +201,7 @@ pub struct IoResult {
     pub slc_cache: Option<ftl::block_device::SlcCacheReport>,
     /// `--replay`: the trace and how it was replayed (`bs` is then the mean request size).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replay: Option<super::replay::ReplayInfo>,
+    pub replay: Option<crate::trace::ReplayInfo>,
 }
 
 impl IoResult {
@@ -271,7 +271,7 @@ impl Spec {
     /// size, the memory of the device and the request buffers) before any work.
     pub fn requests(&self) -> anyhow::Result<u64> {
         if let Some(r) = &self.replay {
-            return r.check(self);
+            return self.replay_requests(r);
         }
         let ops = match (self.ops, self.io_bytes, self.runtime_ns) {
             (Some(n), _, _) => n,
@@ -319,14 +319,41 @@ impl Spec {
     }
 }
 
+impl Spec {
+    /// The number of requests of a replay, after the checks it needs before any work.
+    fn replay_requests(&self, r: &crate::trace::Replay) -> anyhow::Result<u64> {
+        if self.target.target == "raw" {
+            bail!("--replay runs on block targets (an FTL or memdisk), not on the raw flash");
+        }
+        if self.results.is_some() {
+            bail!(
+                "--results with --replay is not supported yet: the result files assume one \
+                 request size"
+            );
+        }
+        if self.clock != nand::ClockMode::Virtual {
+            bail!("--replay runs in virtual time");
+        }
+        limits::in_range(
+            "--qd",
+            u64::from(self.qd),
+            1,
+            MAX_QD,
+            "requests in flight at once with --replay-pace afap",
+        )?;
+        Ok(r.trace.requests.len() as u64)
+    }
+}
+
 /// Runs the workload of `spec` and, with `spec.results`, writes its result directory.
 pub fn run(spec: &Spec, progress: &mut dyn Progress) -> anyhow::Result<IoResult> {
     let ops = spec.requests()?;
     let plan = spec.results.as_ref();
     let mut rec = None;
-    let result = if let Some(r) = &spec.replay {
-        super::replay::run(spec, r, progress)?
-    } else if spec.target.target == "raw" {
+    if spec.replay.is_some() {
+        bail!("a trace replays through experiments::replay::run");
+    }
+    let result = if spec.target.target == "raw" {
         run_raw(spec, ops, plan, &mut rec, progress)?
     } else {
         run_block(spec, ops, plan, &mut rec, progress)?

@@ -21,89 +21,10 @@ use nand::workload::{run_closed_loop, LoopResult};
 use nand::Nanos;
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::Serialize;
 use storage::measure::Busy;
 
 use super::io::{self, IoResult, Progress, Spec};
-use crate::trace::{Format, Op, Trace};
-
-/// When the replayed requests are submitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pace {
-    /// At the trace's times (open loop).
-    Trace,
-    /// As fast as possible, `--qd` in flight (closed loop).
-    Afap,
-}
-
-impl std::str::FromStr for Pace {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "trace" => Ok(Pace::Trace),
-            "afap" => Ok(Pace::Afap),
-            other => Err(format!("unknown replay pace {other:?} (trace, afap)")),
-        }
-    }
-}
-
-/// A trace to replay.
-#[derive(Clone, Debug)]
-pub struct Replay {
-    /// The file, as named on the command line (for the result).
-    pub file: String,
-    pub format: Format,
-    pub trace: Trace,
-    pub pace: Pace,
-}
-
-/// What the result says of a replay.
-#[derive(Clone, Debug, Serialize)]
-pub struct ReplayInfo {
-    pub file: String,
-    pub format: String,
-    pub pace: &'static str,
-    pub requests: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub trims: u64,
-    /// Bytes the requests touched, rounded out to 4 KiB pages.
-    pub bytes: u64,
-    /// Requests beyond the device's end, folded onto it.
-    pub folded: u64,
-    /// Trace events or lines that were no request.
-    pub skipped: u64,
-    /// The trace's own span, first to last request (s).
-    pub trace_seconds: f64,
-    /// The most requests in flight at once.
-    pub peak_in_flight: u32,
-}
-
-impl Replay {
-    /// The number of requests, after the checks a replay needs before any work.
-    pub fn check(&self, spec: &Spec) -> anyhow::Result<u64> {
-        if spec.target.target == "raw" {
-            bail!("--replay runs on block targets (an FTL or memdisk), not on the raw flash");
-        }
-        if spec.results.is_some() {
-            bail!(
-                "--results with --replay is not supported yet: the result files assume one \
-                 request size"
-            );
-        }
-        if spec.clock != nand::ClockMode::Virtual {
-            bail!("--replay runs in virtual time");
-        }
-        crate::limits::in_range(
-            "--qd",
-            u64::from(spec.qd),
-            1,
-            65_536,
-            "requests in flight at once with --replay-pace afap",
-        )?;
-        Ok(self.trace.requests.len() as u64)
-    }
-}
+use crate::trace::{Op, Pace, ReplayInfo, Trace};
 
 /// One request on the device: what, its first logical page, its pages, its time in the trace.
 #[derive(Clone, Copy)]
@@ -141,8 +62,13 @@ fn map(trace: &Trace, capacity: u64) -> (Vec<Mapped>, u64) {
     (out, folded)
 }
 
-/// Replays `r` per `spec` (target, device, precondition, qd, seed of the written data).
-pub fn run(spec: &Spec, r: &Replay, progress: &mut dyn Progress) -> anyhow::Result<IoResult> {
+/// Replays `spec.replay` per `spec` (target, device, precondition, qd, seed of the written
+/// data), after `Spec::requests`' checks.
+pub fn run(spec: &Spec, progress: &mut dyn Progress) -> anyhow::Result<IoResult> {
+    let Some(r) = &spec.replay else {
+        bail!("no trace to replay");
+    };
+    spec.requests()?;
     let mut dev = crate::targets::build(&spec.target)?;
     let page = LOGICAL_PAGE_BYTES;
     let (reqs, folded) = map(&r.trace, dev.capacity_pages());

@@ -62,8 +62,8 @@ pub struct IoArgs {
     #[arg(long, requires = "replay", value_parser = |s: &str| s.parse::<lab::trace::Format>())]
     pub format: Option<lab::trace::Format>,
     /// --replay: submit each request at its trace time (trace) or as fast as --qd allows (afap).
-    #[arg(long, default_value = "trace", value_parser = |s: &str| s.parse::<lab::experiments::replay::Pace>())]
-    pub replay_pace: lab::experiments::replay::Pace,
+    #[arg(long, default_value = "trace", value_parser = |s: &str| s.parse::<lab::trace::Pace>())]
+    pub replay_pace: lab::trace::Pace,
     /// virtual (default): device time only; real: each request also takes its modelled time on
     /// the wall clock (QD 1), and the clock's error (actual minus modelled latency) is reported;
     /// none: no waiting, as virtual here.
@@ -169,7 +169,7 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot read the trace {}", path.display()))?;
         let trace = lab::trace::parse(format, &bytes)
             .with_context(|| format!("in the {format} trace {}", path.display()))?;
-        spec.replay = Some(lab::experiments::replay::Replay {
+        spec.replay = Some(lab::trace::Replay {
             file: path.display().to_string(),
             format,
             trace,
@@ -188,7 +188,11 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
     )?;
     spec.results = args.results.plan()?;
     let wall = Instant::now();
-    let result = lab::experiments::io::run(&spec, &mut Bar::default())?;
+    let result = if spec.replay.is_some() {
+        lab::experiments::replay::run(&spec, &mut Bar::default())?
+    } else {
+        lab::experiments::io::run(&spec, &mut Bar::default())?
+    };
     let wall_s = wall.elapsed().as_secs_f64();
     if super::common::emit_json(args.json.as_deref(), &result)? {
         print_human(&result, wall_s);

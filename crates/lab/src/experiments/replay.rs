@@ -110,7 +110,6 @@ pub fn run(spec: &Spec, progress: &mut dyn Progress) -> anyhow::Result<IoResult>
         Pace::Trace => open_loop(now, &reqs, &mut submit, progress)?,
     };
     progress.end();
-    drop(submit);
     let after = dev.report();
     let flash = io::flash_counts(dev.as_ref()).saturating_sub(&before.1);
     let mut res = io::block_result(

@@ -20,8 +20,12 @@
 #                                over the DevTools protocol; the system browser, no download)
 #               fonts-liberation with chromium, when no Liberation fonts: text in the screenshot
 #
-# And the Python package `ray` (tests/sweep_cli.rs: `noftl sweep --executor ray`), with pip into
-# the repository's virtual environment .venv, when it is not importable there.
+# And Python packages, with pip into the repository's virtual environment .venv, each only when
+# it is not importable there:
+#   ray       tests/sweep_cli.rs (`noftl sweep --executor ray`)
+#   pandas    tests/results_python.rs (scripts/results_frames.py: every result CSV as a frame)
+#   duckdb    tests/results_python.rs (the same files through DuckDB's CSV reader)
+#   fio-plot  tests/fio_cli.rs (fio-plot reads `noftl io`'s fio.json)
 #
 # Installs as root (or with password-less sudo) on Debian/Ubuntu. Without apt-get or root it
 # says what it could not install and exits 0: the tests that need a missing tool skip with a
@@ -58,22 +62,34 @@ if ! [ -d /usr/share/fonts/truetype/liberation ]; then
   missing+=(fonts-liberation)
 fi
 
-install_ray() {
-  local root
+# pip package -> the module it installs.
+declare -A PY=(
+  [ray]=ray
+  [pandas]=pandas
+  [duckdb]=duckdb
+  [fio-plot]=fio_plot
+)
+
+install_python() {
+  local root want=()
   root="$(cd "$(dirname "$0")/.." && pwd)"
-  if [ -x "$root/.venv/bin/python" ] && "$root/.venv/bin/python" -c 'import ray' 2>/dev/null; then
-    return 0
-  fi
+  for pkg in $(printf '%s\n' "${!PY[@]}" | sort); do
+    if ! { [ -x "$root/.venv/bin/python" ] && "$root/.venv/bin/python" -c "import ${PY[$pkg]}" 2>/dev/null; }; then
+      want+=("$pkg")
+    fi
+  done
+  [ ${#want[@]} -eq 0 ] && return 0
   if ! command -v python3 >/dev/null 2>&1; then
-    echo "install-test-deps: no python3; the Ray executor test will skip" >&2
+    echo "install-test-deps: no python3; the tests that need ${want[*]} will skip" >&2
     return 0
   fi
-  echo "install-test-deps: installing the Python package ray into .venv"
-  if ! { python3 -m venv "$root/.venv" && "$root/.venv/bin/pip" install -q ray; }; then
-    echo "install-test-deps: could not install ray; the Ray executor test will skip" >&2
+  echo "install-test-deps: installing the Python packages ${want[*]} into .venv"
+  if ! { { [ -x "$root/.venv/bin/python" ] || python3 -m venv "$root/.venv"; } &&
+         "$root/.venv/bin/pip" install -q "${want[@]}"; }; then
+    echo "install-test-deps: could not install ${want[*]}; the tests that need them will skip" >&2
   fi
 }
-install_ray
+install_python
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-test-deps: all tools present"

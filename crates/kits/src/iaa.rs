@@ -530,6 +530,8 @@ impl Terminal for IaaTerminal {
                 start_ns: self.started_ns,
                 latency_ns,
                 kind: self.query as u8,
+                // The terminal's index, set when its events join the run's trace.
+                worker: 0,
                 committed: true,
             });
         }

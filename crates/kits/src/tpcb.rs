@@ -424,6 +424,8 @@ impl Terminal for TpcbTerminal {
                 start_ns: self.started_ns,
                 latency_ns: acked_ns.saturating_sub(self.started_ns).max(1),
                 kind: 0,
+                // The terminal's index, set when its events join the run's trace.
+                worker: 0,
                 committed: true,
             });
         }

@@ -26,8 +26,10 @@
 
 pub mod cpu;
 pub mod device;
+pub mod distribution;
 pub mod experiments;
 pub mod filelock;
+pub mod fio_job;
 pub mod limits;
 pub mod measure;
 pub mod output;
@@ -36,6 +38,7 @@ pub mod runner;
 pub mod steady;
 pub mod stores;
 pub mod targets;
+pub mod trace;
 pub mod units;
 pub mod workload;
 pub mod workloads;

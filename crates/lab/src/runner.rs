@@ -4,9 +4,7 @@
 
 use anyhow::bail;
 use serde::Serialize;
-use storage::sched::{
-    run_real, run_virtual_sampled, Sampler, SchedStats, TxnEvent, VirtualOptions,
-};
+use storage::sched::{run_real, run_virtual_sampled, Sampler, SchedStats, VirtualOptions};
 use storage::Engine;
 
 use crate::steady::{self, Round, Rounds, Writes};
@@ -166,8 +164,9 @@ pub fn run_virtual_marked<T: storage::sched::Terminal>(
     Ok((st, marks))
 }
 
-/// Writes a bench verb's result directory: `res` with BenchBase's names as summary.json, the
-/// samples and (with --raw) the raw rows of the one trace.
+/// Writes a bench verb's result directory (`results::write_dir`): `res` with BenchBase's names
+/// as summary.json, over `seconds` of measured time; the per-window files and (with --raw) the
+/// raw rows of the one trace, each terminal a worker.
 #[allow(clippy::too_many_arguments)]
 pub fn write_results(
     plan: &crate::results::Plan,
@@ -176,18 +175,26 @@ pub fn write_results(
     scale: f64,
     terminals: u32,
     seconds: f64,
-    marks: Vec<crate::results::Mark>,
-    events: Vec<TxnEvent>,
+    trace: crate::results::Trace,
     types: &[&str],
+    device: &crate::device::DeviceSpec,
 ) -> anyhow::Result<()> {
     use crate::results as r;
-    let mut extra = r::common_keys(workload, scale, terminals, plan);
-    extra.extend(r::benchbase(&events, seconds));
-    r::write_summary(&plan.dir, res, extra)?;
-    let trace = r::Trace {
-        labels: Vec::new(),
-        marks,
-        events,
+    let top = r::benchbase(&trace.events, (seconds * 1e9).round() as u64);
+    let scale = scale.to_string();
+    let c = r::Contents {
+        bench: workload,
+        scalefactor: Some(&scale),
+        terminals: Some(terminals),
+        isolation: Some(r::ENGINE_ISOLATION),
+        traces: std::slice::from_ref(&trace),
+        label_cols: &[],
+        types,
+        unit: r::Unit::Txn,
+        device: device
+            .load()
+            .ok()
+            .and_then(|d| serde_json::to_value(d).ok()),
     };
-    r::write_txn_series(plan, std::slice::from_ref(&trace), &[], types)
+    r::write_dir(plan, res, &c, Some(top), &[])
 }

@@ -51,6 +51,8 @@ impl Terminal for AppendTerminal {
                 start_ns: started_ns,
                 latency_ns,
                 kind: 0,
+                // The terminal's index, set when its events join the run's trace.
+                worker: 0,
                 committed: true,
             });
         }

@@ -40,13 +40,28 @@ impl LoopResult {
     }
 }
 
-/// Runs `ops` requests with `qd` outstanding. `submit(i, at_ns)` issues request `i` at `at_ns`
-/// and returns its completion time. `progress(done)` is called after every request.
+/// Runs `ops` requests with `qd` outstanding. `submit(i, slot, at_ns)` issues request `i` from
+/// queue slot `slot` (0..qd, the slot that freed first) at `at_ns` and returns its completion
+/// time. `progress(done)` is called after every request.
 pub fn run_closed_loop<E>(
     start_ns: Nanos,
     qd: u32,
     ops: u64,
-    mut submit: impl FnMut(u64, Nanos) -> Result<Nanos, E>,
+    submit: impl FnMut(u64, u32, Nanos) -> Result<Nanos, E>,
+    progress: impl FnMut(u64),
+) -> Result<LoopResult, E> {
+    run_closed_loop_until(start_ns, qd, ops, None, submit, progress)
+}
+
+/// `run_closed_loop` that also stops submitting at `until_ns` (fio's `runtime`): a slot that
+/// frees at or after it submits nothing more; the requests in flight complete. `ops` bounds the
+/// count (`u64::MAX`: time alone).
+pub fn run_closed_loop_until<E>(
+    start_ns: Nanos,
+    qd: u32,
+    ops: u64,
+    until_ns: Option<Nanos>,
+    mut submit: impl FnMut(u64, u32, Nanos) -> Result<Nanos, E>,
     mut progress: impl FnMut(u64),
 ) -> Result<LoopResult, E> {
     assert!(qd >= 1, "queue depth must be at least 1");
@@ -56,17 +71,22 @@ pub fn run_closed_loop<E>(
     let mut free: BinaryHeap<Reverse<(Nanos, u32)>> =
         (0..qd).map(|s| Reverse((start_ns, s))).collect();
     let mut end_ns = start_ns;
-    for i in 0..ops {
+    let mut done = 0;
+    while done < ops {
         let Reverse((at, slot)) = free.pop().expect("qd >= 1 slots");
-        let done = submit(i, at)?;
-        debug_assert!(done >= at, "a request completes after it is submitted");
-        let _ = latency_ns.record((done - at).clamp(1, 3_600_000_000_000));
-        end_ns = end_ns.max(done);
-        free.push(Reverse((done, slot)));
-        progress(i + 1);
+        if until_ns.is_some_and(|u| at >= u) {
+            break;
+        }
+        let t = submit(done, slot, at)?;
+        debug_assert!(t >= at, "a request completes after it is submitted");
+        let _ = latency_ns.record((t - at).clamp(1, 3_600_000_000_000));
+        end_ns = end_ns.max(t);
+        free.push(Reverse((t, slot)));
+        done += 1;
+        progress(done);
     }
     Ok(LoopResult {
-        ops,
+        ops: done,
         start_ns,
         end_ns,
         latency_ns,

@@ -10,7 +10,7 @@ use nand::Nand;
 fn run(n: &mut Nand, pattern: RawPattern, qd: u32, ops: u64) -> (f64, f64) {
     let mut w = RawWorkload::new(n, pattern, u64::from(n.geometry().page_size_bytes), 7).unwrap();
     let start = n.now_ns();
-    let r = run_closed_loop(start, qd, ops, |_, at| w.submit(n, at), |_| {}).unwrap();
+    let r = run_closed_loop(start, qd, ops, |_, _, at| w.submit(n, at), |_| {}).unwrap();
     (r.ops_per_second(), r.latency_ns.mean() / 1e9)
 }
 

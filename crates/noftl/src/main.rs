@@ -13,6 +13,18 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let args = cli::Cli::parse();
+    // The README's test (tests/readme_cli.rs) checks that every command line the README shows
+    // parses against this very definition, including lines it cannot afford to run.
+    if std::env::var_os("NOFTL_PARSE_ONLY").is_some() {
+        return;
+    }
+    // Result files name the program and the command that wrote them (lab::results).
+    lab::results::set_version(cli::VERSION);
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    lab::results::set_command(&argv);
     if let Err(e) = cli::run(args) {
         eprintln!("error: {e:#}");
         std::process::exit(1);

@@ -178,7 +178,10 @@ fn a_run_started_from_the_dashboard_streams_its_samples_and_result() {
     assert_eq!(name, "done", "{data}");
     let summary: serde_json::Value = serde_json::from_str(data).unwrap();
     let on_disk: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(d.path().join(format!("runs/run-{id}/summary.json"))).unwrap(),
+        &std::fs::read_to_string(
+            lab::results::find(&d.path().join(format!("runs/run-{id}")), "summary.json").unwrap(),
+        )
+        .unwrap(),
     )
     .unwrap();
     assert_eq!(summary, on_disk, "the result is the run's summary.json");
@@ -587,7 +590,10 @@ fn result_table(b: &mut cdp_support::Browser) -> Vec<Vec<String>> {
 
 fn summary_of(runs: &std::path::Path, id: u64) -> serde_json::Value {
     serde_json::from_str(
-        &std::fs::read_to_string(runs.join(format!("run-{id}/summary.json"))).unwrap(),
+        &std::fs::read_to_string(
+            lab::results::find(&runs.join(format!("run-{id}")), "summary.json").unwrap(),
+        )
+        .unwrap(),
     )
     .unwrap()
 }

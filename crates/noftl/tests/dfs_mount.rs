@@ -280,15 +280,17 @@ fn fs_bench_runs_both_file_systems() {
     // The result directory (docs/results.md): the JSON's rows as `rows`, each fio point with
     // BenchBase's names from fio's own JSON, kept beside it.
     let res = work.path().join("res");
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(res.join("summary.json")).unwrap()).unwrap();
+    let s: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(lab::results::find(&res, "summary.json").unwrap()).unwrap(),
+    )
+    .unwrap();
     assert_eq!(s["Benchmark Type"], "fs");
     assert_eq!(s["ratios"], v["ratios"]);
     let files = s["results"]["files"].as_array().unwrap();
     assert_eq!(
         files.len(),
-        1 + 2 * 2,
-        "summary.json and four fio points: {s}"
+        2 + 2 * 2,
+        "summary.json, params.json and four fio points: {s}"
     );
     for (r, today) in s["rows"].as_array().unwrap().iter().zip(rows) {
         assert_eq!(r["workload"], today["workload"]);

@@ -112,26 +112,27 @@ fn bench_tpch_sf_0_01() {
     );
 }
 
+/// A small TPC-B run on NoFTL: the JSON case and the result directory's.
+const TPCB_NATIVE: &[&str] = &[
+    "bench",
+    "tpcb",
+    "--storage",
+    "native",
+    "--preset",
+    "noftl13",
+    "--scale",
+    "1",
+    "--accounts-per-branch",
+    "10000",
+    "--txns",
+    "2000",
+];
+
 #[test]
 fn bench_tpcb_on_native() {
     case(
         "bench-tpcb-native",
-        &[
-            "bench",
-            "tpcb",
-            "--storage",
-            "native",
-            "--preset",
-            "noftl13",
-            "--scale",
-            "1",
-            "--accounts-per-branch",
-            "10000",
-            "--txns",
-            "2000",
-            "--json",
-            "-",
-        ],
+        &[TPCB_NATIVE, &["--json", "-"]].concat(),
     );
 }
 
@@ -201,33 +202,36 @@ fn crashtest_20_seeds() {
     case("crashtest", &["crashtest", "--seeds", "20", "--json"]);
 }
 
-/// A result directory: summary.json, samples.csv and raw.csv, every byte.
+/// A result directory: summary.json, samples.csv, results.csv and raw.csv, every byte but the
+/// program's version (which changes with every commit; it is written as `VERSION` here). The
+/// run is in a directory of its own, `--results` relative to it, since the command line is in
+/// summary.json.
 #[test]
 fn bench_result_directory() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let res = dir.path().join("res");
-    let res_s = res.to_str().expect("utf-8 path");
-    noftl(&[
-        "bench",
-        "tpcb",
-        "--storage",
-        "native",
-        "--preset",
-        "noftl13",
-        "--scale",
-        "1",
-        "--accounts-per-branch",
-        "10000",
-        "--txns",
-        "2000",
-        "--results",
-        res_s,
-        "--raw",
-        "--sample-window",
-        "100ms",
-    ]);
-    for f in ["summary.json", "samples.csv", "raw.csv"] {
-        let got = std::fs::read(res.join(f)).expect("result file written");
-        check(&format!("results-{f}"), &got);
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .current_dir(dir.path())
+        .args(TPCB_NATIVE)
+        .args(["--results", "res", "--raw", "--sample-window", "100ms"])
+        .env_remove("SOURCE_DATE_EPOCH")
+        .output()
+        .expect("the noftl binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = String::from_utf8(noftl(&["--version"])).expect("utf-8");
+    let version = version.trim().trim_start_matches("noftl ");
+    for f in ["summary.json", "samples.csv", "results.csv", "raw.csv"] {
+        let path = dir
+            .path()
+            .join("res")
+            .join(format!("tpcb_1970-01-01_00-00-00.{f}"));
+        let got = std::fs::read_to_string(path).expect("result file written");
+        check(
+            &format!("results-{f}"),
+            got.replace(version, "VERSION").as_bytes(),
+        );
     }
 }

@@ -34,6 +34,27 @@ fn sum_u64(rows: &[Vec<String>], i: usize) -> u64 {
     rows.iter().map(|r| r[i].parse::<u64>().unwrap()).sum()
 }
 
+/// The file of `kind` in a result directory: BenchBase's `<bench>_<timestamp>.<kind>`, the one
+/// such file there.
+fn at(dir: &Path, kind: &str) -> std::path::PathBuf {
+    let suffix = format!(".{kind}");
+    let found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().ends_with(&suffix))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one *{suffix} in {}: {found:?}",
+        dir.display()
+    );
+    found[0].clone()
+}
+
+/// The keys where summary.json holds BenchBase's value instead of the verb's (strings there).
+const BENCHBASE_OVERRIDES: [&str; 2] = ["terminals", "scalefactor"];
+
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -61,9 +82,9 @@ fn run_with_results(args: &[&str], dir: &Path, window: &str) -> Written {
     assert!(ok, "{err}");
     Written {
         today: serde_json::from_str(&out).unwrap(),
-        s: json(&dir.join("summary.json")),
-        samples: csv(&dir.join("samples.csv")),
-        raw: csv(&dir.join("raw.csv")),
+        s: json(&at(dir, "summary.json")),
+        samples: csv(&at(dir, "samples.csv")),
+        raw: csv(&at(dir, "raw.csv")),
     }
 }
 
@@ -94,15 +115,35 @@ fn bench_results_agree_with_the_json() {
         "--raw",
     ]);
     assert!(ok, "{err}");
-    let s = json(&dir.join("summary.json"));
+    let s = json(&at(&dir, "summary.json"));
     // Today's JSON, field for field, plus BenchBase's names.
     let today = json(&out);
     for (k, v) in today.as_object().unwrap() {
-        assert_eq!(&s[k], v, "summary.json keeps {k}");
+        if !BENCHBASE_OVERRIDES.contains(&k.as_str()) {
+            assert_eq!(&s[k], v, "summary.json keeps {k}");
+        }
     }
     assert_eq!(s["Benchmark Type"], "tpcb");
-    assert_eq!(s["terminals"], 2);
-    assert_eq!(s["scalefactor"], 1.0);
+    assert_eq!(s["terminals"], "2");
+    assert_eq!(s["scalefactor"], "1");
+    assert_eq!(s["isolation"], "TRANSACTION_SERIALIZABLE");
+    assert_eq!(s["Final State"], "EXIT");
+    assert_eq!(s["DBMS Type"], "NOFTL");
+    assert_eq!(s["DBMS Version"], s["version"]);
+    assert!(s["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("noftl bench tpcb --storage native"));
+    // Virtual time from the fixed epoch: the run's timestamps are its virtual clock.
+    assert_eq!(s["started_at"], "1970-01-01T00:00:00Z");
+    let elapsed = s["Elapsed Time (nanoseconds)"].as_u64().unwrap();
+    let start = s["Start timestamp (milliseconds)"].as_i64().unwrap();
+    let now = s["Current Timestamp (milliseconds)"].as_i64().unwrap();
+    assert_eq!(now - start, (elapsed / 1_000_000) as i64);
+    assert_eq!(
+        s["Measured Requests"].as_u64().unwrap(),
+        s["committed"].as_u64().unwrap() + s["aborted"].as_u64().unwrap()
+    );
     let committed = s["committed"].as_u64().unwrap();
     assert!(committed > 100, "{committed}");
     let goodput = s["Goodput (requests/second)"].as_f64().unwrap();
@@ -115,11 +156,15 @@ fn bench_results_agree_with_the_json() {
         .unwrap();
     let max = dist["Maximum Latency (microseconds)"].as_f64().unwrap();
     assert!(0.0 < p50 && p50 <= p99 && p99 <= max);
-    // The histogram's median (3 significant digits) and the exact one agree.
+    // The histogram's median (3 significant digits) and BenchBase's (whole microseconds) agree.
+    assert!(
+        dist.as_object().unwrap().values().all(|v| v.is_i64()),
+        "{dist}"
+    );
     let hist_p50 = s["latency_us"]["p50"].as_f64().unwrap();
     assert!((hist_p50 - p50).abs() / p50 < 0.01, "{hist_p50} vs {p50}");
 
-    let (h, rows) = csv(&dir.join("samples.csv"));
+    let (h, rows) = csv(&at(&dir, "samples.csv"));
     assert!(rows.len() >= 10, "1 s in 100 ms windows: {}", rows.len());
     assert_eq!(sum_u64(&rows, col(&h, "committed")), committed);
     let window_s: f64 = rows
@@ -138,9 +183,17 @@ fn bench_results_agree_with_the_json() {
     let free = col(&h, "free_blocks");
     assert!(rows.iter().all(|r| r[free].parse::<u64>().is_ok()));
 
-    let (h, raw) = csv(&dir.join("raw.csv"));
+    let (h, raw) = csv(&at(&dir, "raw.csv"));
     assert_eq!(raw.len() as u64, committed);
-    assert!(raw.iter().all(|r| r[col(&h, "type")] == "tpcb"));
+    assert!(raw.iter().all(|r| r[col(&h, "Transaction Name")] == "tpcb"));
+    assert!(raw
+        .iter()
+        .all(|r| r[col(&h, "Transaction Type Index")] == "1"));
+    let workers: std::collections::BTreeSet<&str> = raw
+        .iter()
+        .map(|r| r[col(&h, "Worker Id (start number)")].as_str())
+        .collect();
+    assert_eq!(workers, ["0", "1"].into(), "the two terminals");
     assert!(raw.iter().all(|r| r[col(&h, "outcome")] == "commit"));
     let mean: f64 = raw
         .iter()
@@ -148,7 +201,10 @@ fn bench_results_agree_with_the_json() {
         .sum::<f64>()
         / raw.len() as f64;
     let avg = dist["Average Latency (microseconds)"].as_f64().unwrap();
-    assert!((mean - avg).abs() < 0.01, "{mean} vs {avg}");
+    assert!(
+        (mean - avg).abs() < 1.0,
+        "{mean} vs {avg} (truncated, as BenchBase's)"
+    );
 }
 
 #[test]
@@ -177,9 +233,9 @@ fn tatp_and_tpcc_results_name_their_transaction_types() {
         args.extend(extra);
         let (ok, _, err) = noftl(&args);
         assert!(ok, "{workload}: {err}");
-        let s = json(&dir.join("summary.json"));
-        let (h, rows) = csv(&dir.join("samples.csv"));
-        let (rh, raw) = csv(&dir.join("raw.csv"));
+        let s = json(&at(&dir, "summary.json"));
+        let (h, rows) = csv(&at(&dir, "samples.csv"));
+        let (rh, raw) = csv(&at(&dir, "raw.csv"));
         let committed = if workload == "tatp" {
             s["succeeded"].as_u64().unwrap()
         } else {
@@ -196,12 +252,14 @@ fn tatp_and_tpcc_results_name_their_transaction_types() {
             .count() as u64;
         assert_eq!(commits, committed, "{workload}");
         assert_eq!(
-            sum_u64(&rows, col(&h, "transactions")),
+            sum_u64(&rows, col(&h, "Requests")),
             raw.len() as u64,
             "{workload}"
         );
-        let types: std::collections::BTreeSet<&str> =
-            raw.iter().map(|r| r[col(&rh, "type")].as_str()).collect();
+        let types: std::collections::BTreeSet<&str> = raw
+            .iter()
+            .map(|r| r[col(&rh, "Transaction Name")].as_str())
+            .collect();
         assert!(types.len() >= 3, "{workload}: {types:?}");
         assert!(!types.contains("?"), "{workload}: {types:?}");
     }
@@ -300,7 +358,7 @@ fn ipa_compare_results_have_a_series_per_row() {
         "100ms",
     );
     assert_eq!(s["Benchmark Type"], "tatp");
-    assert_eq!(s["scalefactor"], 1500.0);
+    assert_eq!(s["scalefactor"], "1500");
     for (i, row) in today["rows"].as_array().unwrap().iter().enumerate() {
         let name = row["config"].as_str().unwrap();
         assert_eq!(s["rows"][i]["throughput_tps"], row["throughput_tps"]);
@@ -316,7 +374,7 @@ fn ipa_compare_results_have_a_series_per_row() {
         assert!(mine.len() >= 10, "1 s in 100 ms windows: {}", mine.len());
         let txns: u64 = mine
             .iter()
-            .map(|r| r[col(&h, "transactions")].parse::<u64>().unwrap())
+            .map(|r| r[col(&h, "Requests")].parse::<u64>().unwrap())
             .sum();
         let raw_n = raw.iter().filter(|r| r[col(&rh, "config")] == name).count() as u64;
         assert_eq!(raw_n, txns, "{name}: every transaction in one window");
@@ -374,15 +432,15 @@ fn iaa_compare_results_have_a_series_per_run() {
         "50ms",
     );
     assert_eq!(s["Benchmark Type"], "iaa");
-    assert_eq!(s["terminals"], 2);
+    assert_eq!(s["terminals"], "2");
     assert!(
-        s.get("scalefactor").is_none(),
+        s["scalefactor"].is_null(),
         "the sweep's table size is per row"
     );
-    assert_eq!(&h[..2], ["free_percent", "scheme"]);
+    assert_eq!(&h[h.len() - 2..], ["free_percent", "scheme"]);
     for r in &raw {
         assert!(
-            ["insert", "delete", "update"].contains(&r[col(&rh, "type")].as_str()),
+            ["insert", "delete", "update"].contains(&r[col(&rh, "Transaction Name")].as_str()),
             "{r:?}"
         );
     }
@@ -392,7 +450,7 @@ fn iaa_compare_results_have_a_series_per_run() {
         for k in ["throughput_qps", "queries", "rows", "relative", "iaa"] {
             assert_eq!(sr[k], row[k], "{scheme}: summary.json keeps {k}");
         }
-        assert_eq!(sr["scalefactor"], row["rows"]);
+        assert_eq!(sr["scalefactor"], row["rows"].to_string());
         let goodput = sr["Goodput (requests/second)"].as_f64().unwrap();
         let qps = row["throughput_qps"].as_f64().unwrap();
         assert!((goodput - qps).abs() < 0.01, "{scheme}: {goodput} vs {qps}");
@@ -467,7 +525,7 @@ fn io_results_hold_a_fio_shaped_document() {
     ]);
     assert!(ok, "{err}");
     let today: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let fio = json(&dir.join("fio.json"));
+    let fio = json(&at(&dir, "fio.json"));
     let job = &fio["jobs"][0];
     let reads = job["read"]["total_ios"].as_u64().unwrap();
     let writes = job["write"]["total_ios"].as_u64().unwrap();
@@ -486,11 +544,11 @@ fn io_results_hold_a_fio_shaped_document() {
     assert!(p99 <= clat["max"].as_u64().unwrap());
     assert_eq!(fio["noftl"], today, "our JSON under noftl");
 
-    let s = json(&dir.join("summary.json"));
+    let s = json(&at(&dir, "summary.json"));
     assert_eq!(s["ops"], 5000);
-    let (h, rows) = csv(&dir.join("samples.csv"));
+    let (h, rows) = csv(&at(&dir, "samples.csv"));
     assert!(rows.len() > 3, "{}", rows.len());
-    assert_eq!(sum_u64(&rows, col(&h, "requests")), 5000);
+    assert_eq!(sum_u64(&rows, col(&h, "Requests")), 5000);
     assert_eq!(
         sum_u64(&rows, col(&h, "flash_programs")),
         today["flash"]["programs"].as_u64().unwrap()
@@ -500,10 +558,18 @@ fn io_results_hold_a_fio_shaped_document() {
         sum_u64(&rows, col(&h, "gc_migrations")),
         today["gc"]["migrations"].as_u64().unwrap()
     );
-    let (rh, raw) = csv(&dir.join("raw.csv"));
+    let (rh, raw) = csv(&at(&dir, "raw.csv"));
     assert_eq!(raw.len(), 5000);
-    let raw_reads = raw.iter().filter(|r| r[col(&rh, "type")] == "read").count() as u64;
+    let raw_reads = raw
+        .iter()
+        .filter(|r| r[col(&rh, "Transaction Name")] == "read")
+        .count() as u64;
     assert_eq!(raw_reads, reads);
+    let slots: std::collections::BTreeSet<&str> = raw
+        .iter()
+        .map(|r| r[col(&rh, "Worker Id (start number)")].as_str())
+        .collect();
+    assert_eq!(slots, ["0", "1", "2", "3"].into(), "the four queue slots");
 }
 
 #[test]
@@ -560,7 +626,7 @@ fn a_compare_result_directory_plots_as_figure_3() {
         dir.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
-    let s = json(&dir.join("summary.json"));
+    let s = json(&at(&dir, "summary.json"));
     let rows = s["rows"].as_array().unwrap();
     let out = d.path().join("fig3.svg");
     let (ok, _, err) = noftl(&[
@@ -719,7 +785,7 @@ fn a_results_directory_that_holds_files_is_refused_unless_forced() {
     );
     let (ok, _, err) = noftl(&args(true));
     assert!(ok, "{err}");
-    assert!(json(&dir.join("summary.json")).get("mine").is_none());
+    assert!(json(&at(&dir, "summary.json")).get("mine").is_none());
     // bench takes the same --force.
     let (ok, _, err) = noftl(&[
         "bench",

@@ -28,7 +28,7 @@ pub(crate) fn load_compares(inputs: &[PathBuf]) -> anyhow::Result<Vec<Bar>> {
     for input in inputs {
         // A result directory of `noftl compare --results` holds the JSON as summary.json.
         let path = &if input.is_dir() {
-            input.join("summary.json")
+            lab::results::find(input, "summary.json").unwrap_or_else(|| input.join("summary.json"))
         } else {
             input.clone()
         };

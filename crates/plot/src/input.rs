@@ -13,8 +13,8 @@ pub(crate) fn series_name(input: &Path) -> String {
     } else {
         input.parent().map(Path::to_path_buf).unwrap_or_default()
     };
-    let from_summary = std::fs::read(dir.join("summary.json"))
-        .ok()
+    let from_summary = lab::results::find(&dir, "summary.json")
+        .and_then(|p| std::fs::read(p).ok())
         .and_then(|t| serde_json::from_slice::<Json>(&t).ok())
         .and_then(|v| {
             v["storage"].as_str().or(v["target"].as_str()).map(|s| {
@@ -34,7 +34,7 @@ pub(crate) fn series_name(input: &Path) -> String {
 /// `file` of a result directory, or the input itself when it is that file.
 pub(crate) fn result_file(input: &Path, file: &str, hint: &str) -> anyhow::Result<PathBuf> {
     let path = if input.is_dir() {
-        input.join(file)
+        lab::results::find(input, file).unwrap_or_else(|| input.join(file))
     } else {
         input.to_path_buf()
     };
@@ -98,7 +98,8 @@ pub(crate) fn keyed<'a>(
 /// Reads and parses a JSON file, naming the file in the error.
 /// A JSON file, or a result directory's summary.json.
 pub(crate) fn read_json(path: &Path) -> anyhow::Result<Json> {
-    let summary = path.join("summary.json");
+    let summary =
+        lab::results::find(path, "summary.json").unwrap_or_else(|| path.join("summary.json"));
     let path = if path.is_dir() { &summary } else { path };
     let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_slice(&text).with_context(|| format!("{} is not JSON", path.display()))

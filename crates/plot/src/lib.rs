@@ -152,8 +152,8 @@ fn encode<F: Draw + ?Sized>(fig: &F, format: Format, command: &str) -> anyhow::R
 
 /// The kind `auto` picks for `input` (module doc).
 fn auto_kind(input: &Path) -> &'static str {
-    let summary = input.join("summary.json");
-    if input.is_dir() && summary.is_file() {
+    let summary = lab::results::find(input, "summary.json");
+    if let Some(summary) = summary.filter(|_| input.is_dir()) {
         // A result directory: its summary.json tells the verb (an `ipa compare` directory is
         // IPA Table I, a `compare` directory NoFTL Fig. 3, a bench's or io's a time series).
         return match json_kind(&summary) {
@@ -163,8 +163,8 @@ fn auto_kind(input: &Path) -> &'static str {
     }
     let name = input.file_name().and_then(|n| n.to_str()).unwrap_or("");
     match name {
-        "raw.csv" => "cdf",
-        "samples.csv" => "timeseries",
+        _ if name.ends_with("raw.csv") => "cdf",
+        _ if name.ends_with("samples.csv") => "timeseries",
         _ if input.is_dir() || name.ends_with(".csv") => "waf",
         _ => json_kind(input),
     }

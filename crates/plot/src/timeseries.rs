@@ -27,15 +27,29 @@ pub(crate) fn load_timeseries(inputs: &[PathBuf]) -> anyhow::Result<Vec<TimeSeri
         let path = result_file(input, "samples.csv", "run with --results DIR")?;
         let (h, rows) = read_csv(&path)?;
         let col = |name: &str| h.iter().position(|c| c == name);
-        let (rate, unit) = match (col("goodput_tps"), col("iops")) {
+        // Transactions: goodput; io: every request (BenchBase's throughput; before format 2
+        // `iops`).
+        let (rate, unit) = match (
+            col("goodput_tps"),
+            col("Throughput (requests/second)").or(col("iops")),
+        ) {
             (Some(c), _) => (c, "transactions/s"),
             (None, Some(c)) => (c, "IOPS"),
-            _ => bail!("{}: no goodput_tps or iops column", path.display()),
+            _ => bail!(
+                "{}: no goodput_tps or Throughput (requests/second) column",
+                path.display()
+            ),
         };
         let need =
             |name: &str| col(name).with_context(|| format!("{}: no {name} column", path.display()));
-        let (t, w, gc, free) = (
-            need("time_s")?,
+        // A window's end: BenchBase's `Time (seconds)` is its start (before format 2, `time_s`
+        // was its end).
+        let (t, t_is_start) = match (col("Time (seconds)"), col("time_s")) {
+            (Some(c), _) => (c, true),
+            (None, Some(c)) => (c, false),
+            _ => bail!("{}: no Time (seconds) column", path.display()),
+        };
+        let (w, gc, free) = (
             need("window_s")?,
             need("gc_migrations")?,
             need("free_blocks")?,
@@ -52,7 +66,8 @@ pub(crate) fn load_timeseries(inputs: &[PathBuf]) -> anyhow::Result<Vec<TimeSeri
                     offset = last_t;
                     last_repeat = rep;
                 }
-                let (time, len) = (offset + num(r, t)?, num(r, w)?);
+                let len = num(r, w)?;
+                let time = offset + num(r, t)? + if t_is_start { len } else { 0.0 };
                 last_t = time;
                 let free_blocks = if r[free].is_empty() {
                     None

@@ -118,12 +118,15 @@ impl Default for VirtualOptions {
 
 /// One transaction as the result files record it (`noftl ... --results`, docs/results.md):
 /// when it began, how long it took to its end (commit acknowledged or rolled back), its type
-/// (the kit's index) and whether it committed. Terminals append one per finished transaction to
-/// a `Vec` they are given, and only then: 24 bytes, no other work on the hot path.
+/// (the kit's index), whether it committed and which worker ran it (terminal or queue slot).
+/// Terminals append one per finished transaction to a `Vec` they are given, and only then: 24
+/// bytes, no other work on the hot path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxnEvent {
     pub start_ns: Nanos,
     pub latency_ns: Nanos,
+    /// The terminal (from 0) or `io`'s queue slot: BenchBase's worker id.
+    pub worker: u32,
     pub kind: u8,
     pub committed: bool,
 }

@@ -279,6 +279,8 @@ impl TatpTerminal {
                 start_ns: self.started_ns,
                 latency_ns: (e.now() - self.started_ns).max(1),
                 kind: inp.kind.index() as u8,
+                // The terminal's index, set when its events join the run's trace.
+                worker: 0,
                 committed: self.stage == Stage::Committing,
             });
         }

@@ -592,6 +592,8 @@ impl TpccTerminal {
                 start_ns: self.started_ns,
                 latency_ns: (e.now() - self.started_ns).max(1),
                 kind: kind.index() as u8,
+                // The terminal's index, set when its events join the run's trace.
+                worker: 0,
                 committed,
             });
         }

@@ -66,7 +66,8 @@ pub struct Spec {
     /// counters are read only when it ends, so WAF is not tracked), at most this many (0: none,
     /// and the row says it was not checked).
     pub max_rounds: u32,
-    /// A result directory to write (summary.json and fio's JSON of every fio point).
+    /// A result directory to write (summary.json, params.json, config.xml and fio's JSON of
+    /// every fio point).
     pub results: Option<Plan>,
 }
 
@@ -371,6 +372,8 @@ fn app_points(a: &Spec, fs: &str, rows: &mut Vec<Row>) -> anyhow::Result<()> {
 /// directory, if any.
 pub fn run(spec: &Spec) -> anyhow::Result<BenchResult> {
     spec.check()?;
+    // The points run on the wall clock: the directory's timestamps are real, from the start.
+    let plan = spec.results.clone().map(Plan::on_wall_clock);
     let mut rows = Vec::new();
     // With a result directory: per fio point, its row's index and fio's JSON.
     let mut fio_docs: Vec<(usize, Value)> = Vec::new();
@@ -383,17 +386,19 @@ pub fn run(spec: &Spec) -> anyhow::Result<BenchResult> {
         results: rows,
         ratios,
     };
-    if let Some(p) = &spec.results {
+    if let Some(p) = &plan {
         write_results(p, &serde_json::to_value(&res)?, &fio_docs)?;
     }
     Ok(res)
 }
 
-/// The result directory of `fs bench` (docs/results.md): `fio-FS-RW-4k-THREADS.json` (fio's
-/// output of each fio point, as fio wrote it) and summary.json: the JSON result, its
-/// `results` array as `rows` (in every summary.json `results` describes the directory), each
-/// fio point's row with BenchBase's names (from fio's figures), `terminals` (its threads) and
-/// `fio_json` (its file).
+/// The result directory of `fs bench` (docs/results.md): `<base>.fio-FS-RW-4k-THREADS.json`
+/// (fio's output of each fio point, as fio wrote it), params.json and summary.json: the JSON
+/// result, its `results` array as `rows` (in every summary.json `results` describes the
+/// directory), each fio point's row with BenchBase's names (from fio's figures), `terminals`
+/// (its threads) and `fio_json` (its file). At the top, BenchBase's figures over the fio points
+/// one after another; fio's percentiles of different points cannot be pooled, so the top
+/// `Latency Distribution` is BenchBase's empty one (-1).
 fn write_results(plan: &Plan, doc: &Value, fio_docs: &[(usize, Value)]) -> anyhow::Result<()> {
     use crate::results as r;
     let mut doc = doc.clone();
@@ -401,7 +406,8 @@ fn write_results(plan: &Plan, doc: &Value, fio_docs: &[(usize, Value)]) -> anyho
         let rows = obj.remove("results").unwrap_or_default();
         obj.insert("rows".into(), rows);
     }
-    let mut files = vec![json!("summary.json")];
+    let mut files = Vec::new();
+    let (mut ios, mut elapsed_ns) = (0u64, 0u64);
     for (i, fio) in fio_docs {
         let row = &mut doc["rows"][*i];
         let (fs, workload) = (
@@ -413,34 +419,49 @@ fn write_results(plan: &Plan, doc: &Value, fio_docs: &[(usize, Value)]) -> anyho
         } else {
             "write"
         };
-        let name = format!(
+        let kind = format!(
             "fio-{fs}-{}-{}.json",
             workload.trim_start_matches("fio-"),
             row["threads"]
         );
-        r::write(
-            &plan.dir,
-            &name,
-            &format!("{}\n", serde_json::to_string_pretty(fio)?),
-        )?;
         if let Some(obj) = row.as_object_mut() {
             if let Some(bb) = r::benchbase_of_fio(&fio["jobs"][0][side]) {
+                ios += bb["Measured Requests"].as_u64().unwrap_or(0);
+                elapsed_ns += bb["Elapsed Time (nanoseconds)"].as_u64().unwrap_or(0);
                 obj.extend(bb);
             }
             obj.insert("terminals".into(), obj["threads"].clone());
-            obj.insert("fio_json".into(), json!(name));
+            obj.insert(
+                "fio_json".into(),
+                json!(format!("{}.{kind}", plan.base("fs"))),
+            );
         }
-        files.push(json!(name));
+        files.push((kind, format!("{}\n", serde_json::to_string_pretty(fio)?)));
     }
-    let mut keys = r::common_keys("fs", 0.0, 0, plan);
-    // A file-system comparison has no scale factor, and each point its own thread count.
-    keys.remove("scalefactor");
-    keys.remove("terminals");
-    keys.insert(
-        "results".into(),
-        json!({ "format": "noftl-results-1", "files": files }),
-    );
-    r::write_summary(&plan.dir, &doc, keys)
+    let mut top = r::benchbase(&[], elapsed_ns);
+    let rate = if elapsed_ns > 0 {
+        (ios as f64 * 1e12 / elapsed_ns as f64).round() / 1e3
+    } else {
+        0.0
+    };
+    top.insert("Measured Requests".into(), json!(ios));
+    top.insert("Throughput (requests/second)".into(), json!(rate));
+    top.insert("Goodput (requests/second)".into(), json!(rate));
+    let c = r::Contents {
+        bench: "fs",
+        scalefactor: None,
+        terminals: None,
+        isolation: None,
+        traces: &[],
+        label_cols: &[],
+        types: &[],
+        unit: r::Unit::Io {
+            bytes_per_request: 4096,
+        },
+        device: None,
+    };
+    let extra: Vec<(&str, String)> = files.iter().map(|(k, t)| (k.as_str(), t.clone())).collect();
+    r::write_dir(plan, &doc, &c, Some(top), &extra)
 }
 
 /// DFS / ext4 per workload and thread count: IOPS ratio, or time ratio ext4 / DFS (speedup).

@@ -801,9 +801,9 @@ pub fn series_name(free: f64, scheme: Scheme) -> String {
 }
 
 /// The result directory of the sweep (docs/results.md): summary.json (the JSON result with
-/// BenchBase's names per row; the table's rows are each row's `scalefactor`, as the sweep's
-/// table size follows its free space), samples.csv and raw.csv with a row per window or query
-/// of every run (`free_percent`, `scheme`).
+/// BenchBase's names at the top, over every run, and per row; the table's rows are each row's
+/// `scalefactor`, as the sweep's table size follows its free space), the per-window files and
+/// raw.csv with a row per window or query of every run (`free_percent`, `scheme`).
 fn write_results(
     plan: &Plan,
     spec: &Spec,
@@ -814,23 +814,28 @@ fn write_results(
     let mut v = serde_json::to_value(out)?;
     for (i, t) in traces.iter().enumerate() {
         let Some(t) = t else { continue };
-        let secs = t.end_ns().saturating_sub(t.start_ns()) as f64 / 1e9;
         if let Some(obj) = v["rows"].get_mut(i).and_then(|x| x.as_object_mut()) {
-            obj.extend(r::benchbase(&t.events, secs));
-            let rows = obj["rows"].clone();
-            obj.insert("scalefactor".into(), rows);
+            obj.extend(r::benchbase(
+                &t.events,
+                r::elapsed_ns(std::slice::from_ref(t)),
+            ));
+            let rows = obj["rows"].to_string();
+            obj.insert("scalefactor".into(), rows.into());
         }
     }
-    let mut keys = r::common_keys("iaa", 0.0, spec.terminals, plan);
-    keys.remove("scalefactor");
-    r::write_summary(&plan.dir, &v, keys)?;
     let all: Vec<Trace> = traces.iter().flatten().cloned().collect();
-    r::write_txn_series(
-        plan,
-        &all,
-        &["free_percent", "scheme"],
-        &kits::iaa::QUERY_TYPES,
-    )
+    let c = r::Contents {
+        bench: "iaa",
+        scalefactor: None,
+        terminals: Some(spec.terminals),
+        isolation: Some(r::ENGINE_ISOLATION),
+        traces: &all,
+        label_cols: &["free_percent", "scheme"],
+        types: &kits::iaa::QUERY_TYPES,
+        unit: r::Unit::Txn,
+        device: None,
+    };
+    r::write_dir(plan, &v, &c, None, &[])
 }
 
 #[cfg(test)]

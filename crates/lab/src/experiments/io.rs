@@ -14,13 +14,14 @@
 
 use anyhow::{bail, Context};
 use ftl::{BlockDevice, FtlReport, GcCounts, HostCounts, LOGICAL_PAGE_BYTES};
-use nand::workload::{run_closed_loop, LoopResult, RawPattern, RawWorkload};
+use nand::workload::{run_closed_loop, run_closed_loop_until, LoopResult, RawPattern, RawWorkload};
 use nand::{FlashCounts, LatencySummary, Nand, Nanos};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use storage::measure::{self, Busy, Consistency};
 
+use crate::distribution::{Distribution, Sampler};
 use crate::limits::{self, MemoryPlan};
 use crate::steady::{self, Round, SteadyState, Writes};
 use crate::targets::TargetSpec;
@@ -53,8 +54,36 @@ pub struct Spec {
     /// Virtual or none: device time only. Real (raw target, QD 1): each request also takes its
     /// modelled time on the wall clock, and the clock's error is reported.
     pub clock: nand::ClockMode,
-    /// Write a result directory (summary.json, fio.json, samples.csv, raw.csv); virtual time only.
+    /// Write a result directory (crate::results: summary.json, fio.json, samples.csv, ...);
+    /// virtual time only.
     pub results: Option<crate::results::Plan>,
+    /// Block targets, random patterns: where the requests land (fio's `random_distribution`).
+    pub distribution: Distribution,
+    /// Block targets: the region the requests cover starts here (fio's `offset`; a multiple of
+    /// 4 KiB) ...
+    pub offset_bytes: u64,
+    /// ... and is this long (fio's `size`; None: to the device's end).
+    pub region_bytes: Option<u64>,
+    /// Block targets: independent request streams (fio's `numjobs`), each `qd` deep, job j
+    /// seeded with `seed + j`, all on the same region (fio's clones).
+    pub numjobs: u32,
+    /// Stop submitting after this much virtual time of the measured phase (fio's `runtime`);
+    /// with neither `ops` nor `io_bytes`, time alone ends the run (fio's `time_based`).
+    pub runtime_ns: Option<u64>,
+    /// Block targets: run the workload this long first, unmeasured (fio's `ramp_time`).
+    pub ramp_ns: u64,
+    /// A job file's name and options as written, for fio.json (None: the flags).
+    pub job: Option<JobInfo>,
+    /// Replay a block I/O trace instead of generating requests (run by `super::replay::run`).
+    pub replay: Option<crate::trace::Replay>,
+}
+
+/// A fio job file's identity in the fio-shaped output: its job's name and its options, each as
+/// the file gave it (`[global]` merged in).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobInfo {
+    pub name: String,
+    pub options: Vec<(String, String)>,
 }
 
 impl Default for Spec {
@@ -77,6 +106,14 @@ impl Default for Spec {
             rwmixread_percent: 50,
             clock: nand::ClockMode::Virtual,
             results: None,
+            distribution: Distribution::Uniform,
+            offset_bytes: 0,
+            region_bytes: None,
+            numjobs: 1,
+            runtime_ns: None,
+            ramp_ns: 0,
+            job: None,
+            replay: None,
         }
     }
 }
@@ -135,6 +172,12 @@ pub struct IoResult {
     pub rw: String,
     pub bs: u64,
     pub qd: u32,
+    /// Request streams, each `qd` deep (fio's numjobs; written when more than one).
+    #[serde(skip_serializing_if = "is_one")]
+    pub numjobs: u32,
+    /// Where random requests landed, when not uniformly (fio's random_distribution).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
     pub seed: u64,
     pub ops: u64,
     pub iops: f64,
@@ -165,6 +208,9 @@ pub struct IoResult {
     /// Block targets with `precondition`: what the preconditioning did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precondition: Option<Preconditioned>,
+    /// `--replay`: the trace and how it was replayed (`bs` is then the mean request size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::trace::ReplayInfo>,
 }
 
 /// The preconditioning of a block target (SSS PTS): the sequential fill, then the rounds.
@@ -198,6 +244,9 @@ impl IoResult {
             rw,
             bs: spec.bs_bytes,
             qd: spec.qd,
+            numjobs: spec.numjobs,
+            distribution: (spec.distribution != Distribution::Uniform)
+                .then(|| spec.distribution.to_string()),
             seed: spec.seed,
             ops: l.ops,
             iops: l.ops_per_second(),
@@ -216,8 +265,13 @@ impl IoResult {
             slc_cache: None,
             steady_state: SteadyState::skipped(0.0),
             precondition: None,
+            replay: None,
         }
     }
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn summary(l: &LoopResult) -> LatencyUs {
@@ -239,13 +293,21 @@ impl Spec {
     /// The number of requests the run makes, checked against the limits (queue depth, request
     /// size, the memory of the device and the request buffers) before any work.
     pub fn requests(&self) -> anyhow::Result<u64> {
-        let ops = match (self.ops, self.io_bytes) {
-            (Some(n), _) => n,
-            (None, Some(bytes)) => bytes.div_ceil(self.bs_bytes),
-            (None, None) => 100_000,
+        if let Some(r) = &self.replay {
+            return self.replay_requests(r);
+        }
+        let ops = match (self.ops, self.io_bytes, self.runtime_ns) {
+            (Some(n), _, _) => n,
+            (None, Some(bytes), _) => bytes.div_ceil(self.bs_bytes.max(1)),
+            // Time alone ends the run.
+            (None, None, Some(_)) => u64::MAX,
+            (None, None, None) => 100_000,
         };
         if ops == 0 {
             bail!("--ops (or --io-bytes) must ask for at least one request");
+        }
+        if self.runtime_ns == Some(0) {
+            bail!("runtime must be longer than 0");
         }
         limits::in_range(
             "--qd",
@@ -253,6 +315,13 @@ impl Spec {
             1,
             MAX_QD,
             "requests in flight at once (NVMe's deepest queue is 65,536)",
+        )?;
+        limits::in_range(
+            "numjobs x iodepth",
+            u64::from(self.qd) * u64::from(self.numjobs),
+            1,
+            MAX_QD,
+            "requests in flight at once over every job (NVMe's deepest queue is 65,536)",
         )?;
         limits::in_range(
             "--bs",
@@ -263,12 +332,39 @@ impl Spec {
         )?;
         // Each request in flight holds a buffer of --bs bytes.
         let mut plan = MemoryPlan::new();
+        let in_flight = u64::from(self.qd) * u64::from(self.numjobs);
         plan.device(&self.target.device.load()?).add(
-            format!("{} request buffers of {} bytes", self.qd, self.bs_bytes),
-            u64::from(self.qd).saturating_mul(self.bs_bytes),
+            format!("{in_flight} request buffers of {} bytes", self.bs_bytes),
+            in_flight.saturating_mul(self.bs_bytes),
         );
         plan.check("use a smaller --qd or --bs")?;
         Ok(ops)
+    }
+}
+
+impl Spec {
+    /// The number of requests of a replay, after the checks it needs before any work.
+    fn replay_requests(&self, r: &crate::trace::Replay) -> anyhow::Result<u64> {
+        if self.target.target == "raw" {
+            bail!("--replay runs on block targets (an FTL or memdisk), not on the raw flash");
+        }
+        if self.results.is_some() {
+            bail!(
+                "--results with --replay is not supported yet: the result files assume one \
+                 request size"
+            );
+        }
+        if self.clock != nand::ClockMode::Virtual {
+            bail!("--replay runs in virtual time");
+        }
+        limits::in_range(
+            "--qd",
+            u64::from(self.qd),
+            1,
+            MAX_QD,
+            "requests in flight at once with --replay-pace afap",
+        )?;
+        Ok(r.trace.requests.len() as u64)
     }
 }
 
@@ -277,6 +373,9 @@ pub fn run(spec: &Spec, progress: &mut dyn Progress) -> anyhow::Result<IoResult>
     let ops = spec.requests()?;
     let plan = spec.results.as_ref();
     let mut rec = None;
+    if spec.replay.is_some() {
+        bail!("a trace replays through experiments::replay::run");
+    }
     let result = if spec.target.target == "raw" {
         run_raw(spec, ops, plan, &mut rec, progress)?
     } else {
@@ -288,8 +387,8 @@ pub fn run(spec: &Spec, progress: &mut dyn Progress) -> anyhow::Result<IoResult>
     Ok(result)
 }
 
-/// The result directory of `io` (crate::results): summary.json, fio.json, samples.csv and, with
-/// --raw, raw.csv.
+/// The result directory of `io` (crate::results): summary.json (with `iodepth`; BenchBase's
+/// workers are the queue slots), fio.json, the per-window files and, with --raw, raw.csv.
 fn write_results(
     p: &crate::results::Plan,
     spec: &Spec,
@@ -298,59 +397,72 @@ fn write_results(
 ) -> anyhow::Result<()> {
     use crate::results as r;
     use serde_json::json;
-    let mut extra = serde_json::Map::new();
-    extra.insert("Benchmark Type".into(), json!("io"));
-    extra.insert("iodepth".into(), json!(spec.qd));
-    extra.extend(r::benchbase(&trace.events, res.virtual_seconds));
-    extra.insert(
-        "results".into(),
-        json!({
-            "format": "noftl-results-1",
-            "sample_window_s": p.window_ns as f64 / 1e9,
-            "files": if p.raw { json!(["summary.json", "fio.json", "samples.csv", "raw.csv"]) } else { json!(["summary.json", "fio.json", "samples.csv"]) },
-        }),
-    );
-    r::write_summary(&p.dir, res, extra)?;
-    let elapsed_ns = trace.marks.last().map_or(0, |m| m.t_ns) - trace.start_ns();
+    let mut doc = serde_json::to_value(res)?;
+    doc["iodepth"] = json!(spec.qd);
     let fio = r::fio_json(
+        p,
         &trace.events,
-        spec.bs_bytes,
-        elapsed_ns,
-        json!({
-            "rw": res.rw,
-            "bs": spec.bs_bytes.to_string(),
-            "iodepth": spec.qd.to_string(),
-            "ioengine": format!("noftl-{}", res.target),
-            "randseed": spec.seed.to_string(),
-        }),
+        &r::FioJob {
+            name: spec
+                .job
+                .as_ref()
+                .map_or_else(|| "noftl-io".to_string(), |j| j.name.clone()),
+            options: fio_options(spec, res),
+            bytes_per_request: spec.bs_bytes,
+            start_ns: trace.start_ns(),
+            elapsed_ns: trace.end_ns() - trace.start_ns(),
+            depth: spec.qd * spec.numjobs,
+        },
         serde_json::to_value(res)?,
     );
-    r::write(
-        &p.dir,
-        "fio.json",
-        &format!("{}\n", serde_json::to_string_pretty(&fio)?),
-    )?;
-    let unit = r::Unit::Io {
-        bytes_per_request: spec.bs_bytes,
+    let top = r::benchbase(&trace.events, (res.virtual_seconds * 1e9).round() as u64);
+    let c = r::Contents {
+        bench: "io",
+        scalefactor: None,
+        terminals: Some(spec.qd * spec.numjobs),
+        isolation: None,
+        traces: std::slice::from_ref(trace),
+        label_cols: &[],
+        types: &["read", "write", "trim"],
+        unit: r::Unit::Io {
+            bytes_per_request: spec.bs_bytes,
+        },
+        device: spec
+            .target
+            .device
+            .load()
+            .ok()
+            .and_then(|d| serde_json::to_value(d).ok()),
     };
-    r::write(
-        &p.dir,
-        "samples.csv",
-        &r::samples_csv(std::slice::from_ref(trace), &[], unit),
-    )?;
-    if p.raw {
-        r::write(
-            &p.dir,
-            "raw.csv",
-            &r::raw_csv(
-                std::slice::from_ref(trace),
-                &[],
-                &["read", "write", "trim"],
-                "ok",
-            ),
-        )?;
+    let fio = format!("{}\n", serde_json::to_string_pretty(&fio)?);
+    r::write_dir(p, &doc, &c, Some(top), &[("fio.json", fio)])
+}
+
+/// fio.json's `job options`, strings as fio writes them: a job file's own options, else the
+/// flags'; with `rw`, `iodepth` and `numjobs` always (fio-plot selects files by them) and
+/// `ioengine` naming the target.
+fn fio_options(spec: &Spec, res: &IoResult) -> serde_json::Value {
+    let mut o = serde_json::Map::new();
+    if let Some(j) = &spec.job {
+        for (k, v) in &j.options {
+            o.insert(k.clone(), v.clone().into());
+        }
+    } else {
+        o.insert("bs".into(), spec.bs_bytes.to_string().into());
+        o.insert("randseed".into(), spec.seed.to_string().into());
+        if spec.distribution != Distribution::Uniform {
+            o.insert(
+                "random_distribution".into(),
+                spec.distribution.to_string().into(),
+            );
+        }
     }
-    Ok(())
+    // A job file's own spelling of its pattern (fio's `randtrim` is our `trim`) stays.
+    o.entry("rw").or_insert_with(|| res.rw.clone().into());
+    o.insert("iodepth".into(), spec.qd.to_string().into());
+    o.insert("numjobs".into(), spec.numjobs.to_string().into());
+    o.insert("ioengine".into(), format!("noftl-{}", res.target).into());
+    serde_json::Value::Object(o)
 }
 
 /// The raw target: requests straight to the flash (after an optional fill of every page).
@@ -363,6 +475,19 @@ fn run_raw(
 ) -> anyhow::Result<IoResult> {
     if spec.target.image.is_some() {
         bail!("--image is for block targets; the raw target runs on a fresh device");
+    }
+    if spec.distribution != Distribution::Uniform
+        || spec.offset_bytes != 0
+        || spec.region_bytes.is_some()
+        || spec.numjobs != 1
+        || spec.runtime_ns.is_some()
+        || spec.ramp_ns != 0
+    {
+        bail!(
+            "the raw target runs one uniform request stream over the whole flash: \
+             --distribution and a job file's numjobs, offset, size, runtime and ramp_time are \
+             for block targets"
+        );
     }
     let rw = spec.rw.clone().unwrap_or_else(|| "randread".into());
     let pattern: RawPattern = rw.parse().map_err(anyhow::Error::msg)?;
@@ -384,7 +509,7 @@ fn run_raw(
             0,
             dies,
             pages,
-            |_, at| fill.submit(&mut nand, at),
+            |_, _, at| fill.submit(&mut nand, at),
             |d| progress.tick(d),
         )
         .context("precondition failed")?;
@@ -407,13 +532,13 @@ fn run_raw(
             start,
             spec.qd,
             ops,
-            |_, at| {
+            |_, slot, at| {
                 if let Some(r) = rec.as_mut() {
                     if r.due(at) {
                         r.mark_until(at, |t| crate::results::mark(t, Some(&nand), 0));
                     }
                     let done = w.submit(&mut nand, at)?;
-                    r.event(at, done, kind);
+                    r.event(at, done, kind, slot);
                     return Ok(done);
                 }
                 w.submit(&mut nand, at)
@@ -446,7 +571,7 @@ fn run_raw(
         &l,
         report.flash,
         report.energy.total_joules - energy_before,
-        check(spec, &l, &busy_before, Some(&nand)),
+        check(spec.qd, &l, &busy_before, Some(&nand)),
     );
     r.by_page_type = report.by_page_type;
     r.clock_error_us = clock_error_us;
@@ -476,7 +601,7 @@ fn run_real_time(
         start,
         1,
         ops,
-        |_, _| -> anyhow::Result<Nanos> {
+        |_, _, _| -> anyhow::Result<Nanos> {
             let at = offset + clock.now_ns();
             let done = w.submit(nand, at)?;
             clock.wait_until(done - offset);
@@ -530,13 +655,17 @@ impl BlockPattern {
     }
 }
 
-/// The request stream for a block target: what each request does, from the seed alone.
+/// The request stream of one job on a block target: what each request does, from the seed
+/// alone, over the job's region.
 struct BlockStream {
     pattern: BlockPattern,
     pages_per_request: u64,
+    /// The region's first logical page.
+    base_lpn: u64,
+    /// Request-sized slots in the region.
     slots: u64,
     cursor: u64,
-    rng: Xoshiro256PlusPlus,
+    sampler: Sampler,
     read_percent: u32,
 }
 
@@ -552,9 +681,9 @@ impl BlockStream {
         let seq = |s: &mut Self| {
             let slot = s.cursor % s.slots;
             s.cursor += 1;
-            slot * s.pages_per_request
+            s.base_lpn + slot * s.pages_per_request
         };
-        let rand = |s: &mut Self| (s.rng.next_u64() % s.slots) * s.pages_per_request;
+        let rand = |s: &mut Self| s.base_lpn + s.sampler.next_slot() * s.pages_per_request;
         match self.pattern {
             BlockPattern::Read => Req::Read(seq(self)),
             BlockPattern::Write => Req::Write(seq(self)),
@@ -562,7 +691,7 @@ impl BlockStream {
             BlockPattern::Randwrite => Req::Write(rand(self)),
             BlockPattern::Trim => Req::Trim(rand(self)),
             BlockPattern::Randrw => {
-                let read = (self.rng.next_u64() % 100) < u64::from(self.read_percent);
+                let read = self.sampler.percent(self.read_percent);
                 let lpn = rand(self);
                 if read {
                     Req::Read(lpn)
@@ -572,6 +701,59 @@ impl BlockStream {
             }
         }
     }
+}
+
+/// The region of `spec` on a device of `capacity` logical pages: its first page and its pages.
+fn region(spec: &Spec, capacity: u64) -> anyhow::Result<(u64, u64)> {
+    let page = LOGICAL_PAGE_BYTES as u64;
+    if !spec.offset_bytes.is_multiple_of(page) {
+        bail!(
+            "offset {} is not a multiple of {page} bytes",
+            spec.offset_bytes
+        );
+    }
+    let base = spec.offset_bytes / page;
+    if base >= capacity {
+        bail!(
+            "offset {} is beyond the device ({} bytes)",
+            spec.offset_bytes,
+            capacity * page
+        );
+    }
+    let pages = match spec.region_bytes {
+        Some(b) => {
+            if b == 0 || !b.is_multiple_of(page) {
+                bail!("size {b} must be a positive multiple of {page} bytes");
+            }
+            if base + b / page > capacity {
+                bail!(
+                    "offset {} + size {b} runs past the device's end ({} bytes)",
+                    spec.offset_bytes,
+                    capacity * page
+                );
+            }
+            b / page
+        }
+        None => capacity - base,
+    };
+    Ok((base, pages))
+}
+
+/// Issues one request to a block device at `at`: its completion and its kind (0 read, 1 write,
+/// 2 trim).
+fn issue(
+    dev: &mut dyn BlockDevice,
+    req: Req,
+    at: Nanos,
+    buf: &mut [u8],
+    data: &[u8],
+    pages_per_request: u64,
+) -> Result<(Nanos, u8), ftl::FtlError> {
+    Ok(match req {
+        Req::Read(lpn) => (dev.read(at, lpn, buf)?, 0),
+        Req::Write(lpn) => (dev.write(at, lpn, data, false)?, 1),
+        Req::Trim(lpn) => (dev.trim(at, lpn, pages_per_request)?, 2),
+    })
 }
 
 /// A block target (an FTL or the memory disk, `crate::targets`): the request stream of the
@@ -597,11 +779,12 @@ fn run_block(
     let mut dev = crate::targets::build(&spec.target)?;
     let pages_per_request = spec.bs_bytes / LOGICAL_PAGE_BYTES as u64;
     let capacity = dev.capacity_pages();
-    if pages_per_request > capacity {
+    let (base_lpn, region_pages) = region(spec, capacity)?;
+    if pages_per_request > region_pages {
         bail!(
-            "--bs {} is larger than the device ({} pages)",
+            "--bs {} is larger than the region ({} pages)",
             spec.bs_bytes,
-            capacity
+            region_pages
         );
     }
     let mut data = vec![0u8; spec.bs_bytes as usize];
@@ -614,6 +797,41 @@ fn run_block(
         let (end, p, s) = precondition(dev.as_mut(), spec, &data, progress)?;
         (now, preconditioned, steady_state) = (end, Some(p), s);
     }
+    let slots = region_pages / pages_per_request;
+    let mut streams: Vec<BlockStream> = (0..spec.numjobs)
+        .map(|j| BlockStream {
+            pattern,
+            pages_per_request,
+            base_lpn,
+            slots,
+            cursor: 0,
+            sampler: Sampler::new(
+                spec.distribution,
+                slots,
+                spec.seed.wrapping_add(u64::from(j)),
+            ),
+            read_percent: spec.rwmixread_percent,
+        })
+        .collect();
+    // Queue slot s belongs to job s / qd.
+    let depth = spec.qd * spec.numjobs;
+    let job_of = |slot: u32| (slot / spec.qd) as usize;
+    if spec.ramp_ns > 0 {
+        // fio's ramp_time: the workload runs, unmeasured, then drains before the measured phase.
+        let l = run_closed_loop_until(
+            now,
+            depth,
+            u64::MAX,
+            Some(now + spec.ramp_ns),
+            |_, slot, at| {
+                let req = streams[job_of(slot)].next();
+                issue(dev.as_mut(), req, at, &mut buf, &data, pages_per_request).map(|r| r.0)
+            },
+            |_| {},
+        )
+        .with_context(|| format!("request to {} failed during ramp_time", dev.name()))?;
+        now = l.end_ns;
+    }
     let before = (
         dev.report(),
         flash_counts(dev.as_ref()),
@@ -621,15 +839,8 @@ fn run_block(
         page_types(dev.as_ref()),
         Busy::of_nand(dev.nand()),
     );
-    let mut stream = BlockStream {
-        pattern,
-        pages_per_request,
-        slots: capacity / pages_per_request,
-        cursor: 0,
-        rng: Xoshiro256PlusPlus::seed_from_u64(spec.seed),
-        read_percent: spec.rwmixread_percent,
-    };
-    progress.begin(ops);
+    // Time alone ends the run (ops unbounded): no total to show.
+    progress.begin(if ops == u64::MAX { 0 } else { ops });
     let gc_of = |d: &dyn BlockDevice| d.report().gc.migrations;
     let mut rec = plan.map(|p| {
         crate::results::Recorder::new(
@@ -637,11 +848,12 @@ fn run_block(
             crate::results::mark(now, dev.nand(), gc_of(dev.as_ref())),
         )
     });
-    let l = run_closed_loop(
+    let l = run_closed_loop_until(
         now,
-        spec.qd,
+        depth,
         ops,
-        |_, at| -> Result<Nanos, ftl::FtlError> {
+        spec.runtime_ns.map(|r| now + r),
+        |_, slot, at| -> Result<Nanos, ftl::FtlError> {
             if let Some(r) = rec.as_mut() {
                 if r.due(at) {
                     r.mark_until(at, |t| {
@@ -649,13 +861,10 @@ fn run_block(
                     });
                 }
             }
-            let (done, kind) = match stream.next() {
-                Req::Read(lpn) => (dev.read(at, lpn, &mut buf)?, 0),
-                Req::Write(lpn) => (dev.write(at, lpn, &data, false)?, 1),
-                Req::Trim(lpn) => (dev.trim(at, lpn, pages_per_request)?, 2),
-            };
+            let req = streams[job_of(slot)].next();
+            let (done, kind) = issue(dev.as_mut(), req, at, &mut buf, &data, pages_per_request)?;
             if let Some(r) = rec.as_mut() {
-                r.event(at, done, kind);
+                r.event(at, done, kind, slot);
             }
             Ok(done)
         },
@@ -680,7 +889,7 @@ fn run_block(
         &after,
         flash,
         energy(dev.as_ref()) - before.2,
-        check(spec, &l, &before.4, dev.nand()),
+        check(spec.qd * spec.numjobs, &l, &before.4, dev.nand()),
         dev.as_ref(),
     );
     r.by_page_type = nand::PageTypeCounts::between(&before.3, &page_types(dev.as_ref()));
@@ -690,25 +899,30 @@ fn run_block(
 }
 
 /// The run against the bounds of `storage::measure`: the dies and channels were busy at most
-/// the window's length, and at most `--qd` requests were in flight on average (Little's law;
+/// the window's length, and at most `in_flight` requests (`--qd`) were in flight on average (Little's law;
 /// only the upper bound, since a run of a fixed count drains its queue at the end). The window
 /// runs to the device's drain, not to the host's last completion: a write acknowledged from the
 /// controller's write buffer is programmed after the host saw it complete, and its die time
 /// belongs to the run.
-fn check(spec: &Spec, l: &LoopResult, before: &Busy, nand: Option<&Nand>) -> Consistency {
+pub(crate) fn check(
+    in_flight: u32,
+    l: &LoopResult,
+    before: &Busy,
+    nand: Option<&Nand>,
+) -> Consistency {
     let end_ns = nand.map_or(l.end_ns, |n| n.now_ns().max(l.end_ns));
     measure::check(measure::Window {
         before,
         after: &Busy::of_nand(nand),
         elapsed_ns: end_ns - l.start_ns,
-        terminals: spec.qd,
+        terminals: in_flight,
         terminals_run_throughout: false,
         txns: l.ops,
         latency_sum_ns: l.latency_ns.mean() * l.ops as f64,
     })
 }
 
-fn page_types(dev: &dyn BlockDevice) -> Vec<nand::PageTypeCounts> {
+pub(crate) fn page_types(dev: &dyn BlockDevice) -> Vec<nand::PageTypeCounts> {
     dev.nand()
         .map(|n| n.stats().page_type_counts())
         .unwrap_or_default()
@@ -731,9 +945,16 @@ fn precondition(
     let mut stream = BlockStream {
         pattern: BlockPattern::Randwrite,
         pages_per_request,
+        base_lpn: 0,
         slots,
         cursor: 0,
-        rng: Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ PRECONDITION_SEED),
+        // SSS PTS preconditions with uniform random writes over the whole user capacity,
+        // whatever the measured run's distribution and region.
+        sampler: Sampler::new(
+            crate::distribution::Distribution::Uniform,
+            slots,
+            spec.seed ^ PRECONDITION_SEED,
+        ),
         read_percent: 0,
     };
     let gc0 = dev.report().gc.migrations;
@@ -744,7 +965,7 @@ fn precondition(
             now,
             spec.qd,
             round_requests,
-            |_, at| -> Result<Nanos, ftl::FtlError> {
+            |_, _, at| -> Result<Nanos, ftl::FtlError> {
                 match stream.next() {
                     Req::Write(lpn) => dev.write(at, lpn, data, false),
                     _ => unreachable!("the preconditioning stream only writes"),
@@ -780,8 +1001,9 @@ const PRECONDITION_ROUNDS_PER_CAPACITY: u64 = 8;
 /// The preconditioning's requests draw other addresses than the measured run's.
 const PRECONDITION_SEED: u64 = 0x5052_4543_4f4e_44;
 
-/// Fills every logical page once, sequentially, in large requests.
-fn fill(
+/// Fills every logical page once, sequentially, in large requests (the first half of the
+/// preconditioning; `--replay` uses it alone).
+pub(crate) fn fill(
     dev: &mut dyn BlockDevice,
     pattern: &[u8],
     progress: &mut dyn Progress,
@@ -809,18 +1031,18 @@ fn fill(
     Ok(dev.flush(now)?)
 }
 
-fn flash_counts(dev: &dyn BlockDevice) -> FlashCounts {
+pub(crate) fn flash_counts(dev: &dyn BlockDevice) -> FlashCounts {
     dev.nand()
         .map(|n| n.stats().flash_counts())
         .unwrap_or_default()
 }
 
-fn energy(dev: &dyn BlockDevice) -> f64 {
+pub(crate) fn energy(dev: &dyn BlockDevice) -> f64 {
     dev.nand().map_or(0.0, |n| n.report().energy.total_joules)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn block_result(
+pub(crate) fn block_result(
     spec: &Spec,
     rw: String,
     l: &LoopResult,

@@ -18,4 +18,5 @@ pub mod iaa;
 pub mod iaa_paper;
 pub mod io;
 pub mod ipa;
+pub mod replay;
 pub mod reproduce;

@@ -89,11 +89,13 @@ pub fn emit_json(
 /// The flags every verb with a result directory takes.
 #[derive(Clone, Debug, Args)]
 pub struct ResultsArgs {
-    /// Write a result directory (created if missing): summary.json, samples.csv (and raw.csv
-    /// with --raw; fio.json for io). Names and units: docs/results.md.
+    /// Write a result directory (created if missing) in BenchBase's layout: BENCH_TIMESTAMP.
+    /// summary.json, .samples.csv, .results.csv, .params.json, .config.xml (and .raw.csv with
+    /// --raw; .fio.json for io). Names and units: docs/results.md.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
-    /// The length of one samples.csv row, in the run's (virtual) time, e.g. 100ms, 1s.
+    /// The length of one samples.csv (and results.csv) row, in the run's (virtual) time, e.g.
+    /// 100ms, 1s.
     #[arg(long, default_value = "1s", value_name = "DURATION")]
     pub sample_window: String,
     /// With --results: also write raw.csv, one row per transaction or request.

@@ -288,8 +288,8 @@ fn past_runs(dir: &Path) -> Vec<Run> {
         .collect();
     found.sort();
     for (id, path) in found {
-        let Some(summary) = std::fs::read(path.join("summary.json"))
-            .ok()
+        let Some(summary) = lab::results::find(&path, "summary.json")
+            .and_then(|p| std::fs::read(p).ok())
             .and_then(|t| serde_json::from_slice::<Value>(&t).ok())
         else {
             continue;
@@ -580,8 +580,8 @@ fn run_one(app: &Shared, p: Pending) {
     lab::results::set_live(None);
     match r {
         Ok(Ok(())) => {
-            let summary = std::fs::read(dir.join("summary.json"))
-                .ok()
+            let summary = lab::results::find(&dir, "summary.json")
+                .and_then(|p| std::fs::read(p).ok())
                 .and_then(|t| serde_json::from_slice::<Value>(&t).ok());
             // The status first: whoever sees `done` finds the run done in the list too.
             let data = summary.clone().unwrap_or(Value::Null).to_string();

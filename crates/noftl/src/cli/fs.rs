@@ -63,9 +63,10 @@ pub struct FsBenchArgs {
     /// Seed of the applications' data and access pattern.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write a result directory (created if missing): summary.json (the JSON result with
-    /// BenchBase's names per fio point) and fio's own JSON of every fio point. No samples.csv:
-    /// the points run on the wall clock in external programs. docs/results.md.
+    /// Write a result directory (created if missing): BENCH_TIMESTAMP.summary.json (the JSON
+    /// result with BenchBase's names per fio point), .params.json, .config.xml and fio's own
+    /// JSON of every fio point. No samples.csv: the points run on the wall clock in external
+    /// programs. docs/results.md.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
     /// Write into a --results directory that is not empty (its files of the same names are

@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::experiments::io::{IoResult, Spec};
@@ -48,6 +49,26 @@ pub struct IoArgs {
     /// randrw: percentage of reads.
     #[arg(long, default_value_t = 50)]
     pub rwmixread: u32,
+    /// Block targets, random patterns: where requests land, as fio's random_distribution:
+    /// random (uniform) | zipf:THETA | pareto:H | normal:DEV (percent).
+    #[arg(long, default_value = "random", value_parser = parse_distribution)]
+    pub distribution: lab::distribution::Distribution,
+    /// A fio job file: its one job's rw, bs, size, offset, iodepth, numjobs,
+    /// random_distribution, rwmixread, runtime, ramp_time (the workload flags then come from
+    /// it; examples/fio/). Unsupported options are refused by name.
+    #[arg(long, value_name = "FILE.fio", conflicts_with_all = ["rw", "bs", "qd", "ops", "io_bytes", "rwmixread", "distribution"])]
+    pub job: Option<std::path::PathBuf>,
+    /// Replay a block I/O trace on a block target instead of generating requests: each request
+    /// rounded out to 4 KiB pages, requests beyond the device folded onto it (counted).
+    #[arg(long, value_name = "FILE", requires = "format", conflicts_with_all = ["job", "rw", "bs", "ops", "io_bytes", "rwmixread", "distribution"])]
+    pub replay: Option<std::path::PathBuf>,
+    /// --replay's format: blktrace (blktrace's binary events) | msr (MSR Cambridge CSV, SNIA
+    /// IOTTA) | iolog (fio's iolog, version 2 or 3).
+    #[arg(long, requires = "replay", value_parser = |s: &str| s.parse::<lab::trace::Format>())]
+    pub format: Option<lab::trace::Format>,
+    /// --replay: submit each request at its trace time (trace) or as fast as --qd allows (afap).
+    #[arg(long, default_value = "trace", value_parser = |s: &str| s.parse::<lab::trace::Pace>())]
+    pub replay_pace: lab::trace::Pace,
     /// virtual (default): device time only; real: each request also takes its modelled time on
     /// the wall clock (QD 1), and the clock's error (actual minus modelled latency) is reported;
     /// none: no waiting, as virtual here.
@@ -77,8 +98,14 @@ impl IoArgs {
             rwmixread_percent: self.rwmixread,
             clock: self.clock,
             results: None,
+            distribution: self.distribution,
+            ..Spec::default()
         }
     }
+}
+
+fn parse_distribution(s: &str) -> Result<lab::distribution::Distribution, String> {
+    s.parse()
 }
 
 /// A progress bar for phases that last longer than a second of wall-clock time.
@@ -103,6 +130,15 @@ impl lab::experiments::io::Progress for Bar {
         let slow = self
             .started
             .is_some_and(|t| t.elapsed().as_secs_f64() > 1.0);
+        if self.bar.is_none() && slow && self.total == 0 {
+            // A run that time alone ends (a job file's time_based runtime): no total.
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos} requests")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            self.bar = Some(bar);
+        }
         if self.bar.is_none() && slow {
             let bar = ProgressBar::new(self.total);
             bar.set_style(
@@ -126,17 +162,42 @@ impl lab::experiments::io::Progress for Bar {
 
 pub fn run(args: IoArgs) -> anyhow::Result<()> {
     let mut spec = args.spec();
+    if let Some(path) = &args.job {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the job file {}", path.display()))?;
+        spec = lab::fio_job::parse(&text)
+            .and_then(|j| j.apply_to(&spec))
+            .with_context(|| format!("in the job file {}", path.display()))?;
+    }
+    if let (Some(path), Some(format)) = (&args.replay, args.format) {
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read the trace {}", path.display()))?;
+        let trace = lab::trace::parse(format, &bytes)
+            .with_context(|| format!("in the {format} trace {}", path.display()))?;
+        spec.replay = Some(lab::trace::Replay {
+            file: path.display().to_string(),
+            format,
+            trace,
+            pace: args.replay_pace,
+        });
+    }
     spec.requests()?;
     super::common::check_outputs(
         &[
             ("--image", args.target.image.as_deref()),
+            ("--job", args.job.as_deref()),
+            ("--replay", args.replay.as_deref()),
             args.target.device.input(),
         ],
         &[args.json.as_deref()],
     )?;
     spec.results = args.results.plan()?;
     let wall = Instant::now();
-    let result = lab::experiments::io::run(&spec, &mut Bar::default())?;
+    let result = if spec.replay.is_some() {
+        lab::experiments::replay::run(&spec, &mut Bar::default())?
+    } else {
+        lab::experiments::io::run(&spec, &mut Bar::default())?
+    };
     let wall_s = wall.elapsed().as_secs_f64();
     if super::common::emit_json(args.json.as_deref(), &result)? {
         print_human(&result, wall_s);
@@ -146,8 +207,23 @@ pub fn run(args: IoArgs) -> anyhow::Result<()> {
 
 fn print_human(r: &IoResult, wall_s: f64) {
     println!(
-        "{} on {} ({}), {} x {} B at QD {}, seed {}",
-        r.rw, r.target, r.device, r.ops, r.bs, r.qd, r.seed
+        "{}{} on {} ({}), {} x {} B at QD {}{}, seed {}",
+        r.rw,
+        r.distribution
+            .as_ref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default(),
+        r.target,
+        r.device,
+        r.ops,
+        r.bs,
+        r.qd,
+        if r.numjobs > 1 {
+            format!(" x {} jobs", r.numjobs)
+        } else {
+            String::new()
+        },
+        r.seed
     );
     println!(
         "  throughput  {:.0} IOPS, {:.2} MiB/s over {:.6} s of device time",

@@ -128,22 +128,38 @@ pub fn launcher() -> launch::Launcher {
     }
 }
 
-/// A command line (without the program name) through this parser.
-fn parse_job(argv: &[String]) -> Result<launch::Job, clap::Error> {
-    Cli::try_parse_from(std::iter::once("noftl").chain(argv.iter().map(String::as_str)))
-        .map(launch::Job::new)
+/// A command line as parsed, with its words (the command its result files record).
+struct Parsed {
+    argv: Vec<String>,
+    cli: Cli,
 }
 
-/// A job from `parse_job` through this dispatch.
+/// A command line (without the program name) through this parser.
+fn parse_job(argv: &[String]) -> Result<launch::Job, clap::Error> {
+    Cli::try_parse_from(std::iter::once("noftl").chain(argv.iter().map(String::as_str))).map(
+        |cli| {
+            launch::Job::new(Parsed {
+                argv: argv.to_vec(),
+                cli,
+            })
+        },
+    )
+}
+
+/// A job from `parse_job` through this dispatch, on this thread, its command line recorded for
+/// the result files it writes.
 fn run_job(job: launch::Job) -> anyhow::Result<()> {
-    match job.take::<Cli>() {
-        Ok(cli) => run(cli),
+    match job.take::<Parsed>() {
+        Ok(p) => {
+            lab::results::set_command(&p.argv);
+            run(p.cli)
+        }
         Err(_) => anyhow::bail!("not a command line parsed by noftl's parser"),
     }
 }
 
 fn job_cli(job: &launch::Job) -> Option<&Cli> {
-    job.get::<Cli>()
+    job.get::<Parsed>().map(|p| &p.cli)
 }
 
 /// The device arguments of io, bench tpcb, tatp and tpcc (what a sweep sizes a job by).

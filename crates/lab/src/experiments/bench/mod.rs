@@ -221,10 +221,11 @@ pub fn run_tpcb(args: &Spec) -> anyhow::Result<TpcbRun> {
         steady_state,
     };
     if let Some(p) = &plan {
-        let events = terms
-            .iter_mut()
-            .flat_map(|t| t.events.take().unwrap_or_default())
-            .collect();
+        let trace = crate::results::Trace::of_terminals(
+            Vec::new(),
+            marks,
+            terms.iter_mut().map(|t| t.events.take()),
+        );
         write_results(
             p,
             &res,
@@ -232,9 +233,9 @@ pub fn run_tpcb(args: &Spec) -> anyhow::Result<TpcbRun> {
             f64::from(res.scale),
             res.terminals,
             secs,
-            marks,
-            events,
+            trace,
             &["tpcb"],
+            &args.device,
         )?;
     }
     Ok(TpcbRun {

@@ -195,10 +195,11 @@ pub fn run(args: &Spec) -> anyhow::Result<TatpRun> {
         steady_state,
     };
     if let Some(p) = &plan {
-        let events = terms
-            .iter_mut()
-            .flat_map(|t| t.events.take().unwrap_or_default())
-            .collect();
+        let trace = crate::results::Trace::of_terminals(
+            Vec::new(),
+            marks,
+            terms.iter_mut().map(|t| t.events.take()),
+        );
         let types: Vec<&str> = TXN_TYPES.iter().map(|t| t.name()).collect();
         crate::runner::write_results(
             p,
@@ -207,9 +208,9 @@ pub fn run(args: &Spec) -> anyhow::Result<TatpRun> {
             f64::from(res.subscribers),
             res.terminals,
             secs,
-            marks,
-            events,
+            trace,
             &types,
+            &args.device,
         )?;
     }
     Ok(TatpRun {

@@ -213,10 +213,8 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
         },
         plan.as_ref().map(|p| p.window_ns),
     )?;
-    let events: Vec<storage::sched::TxnEvent> = terms
-        .iter_mut()
-        .flat_map(|t| t.events.take().unwrap_or_default())
-        .collect();
+    let events: Vec<Option<Vec<storage::sched::TxnEvent>>> =
+        terms.iter_mut().map(|t| t.events.take()).collect();
     let run_wall_s = cpu0.elapsed().as_secs_f64();
     let virtual_ns = sched.elapsed_ns();
     let (by, rb, retries, skipped, hist) = totals(&terms)?;
@@ -293,9 +291,9 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
             f64::from(res.scale),
             res.terminals,
             secs,
-            marks,
-            events,
+            crate::results::Trace::of_terminals(Vec::new(), marks, events),
             &types,
+            &args.device,
         )?;
     }
     Ok(TpccRun {

@@ -454,8 +454,7 @@ fn measure_window(
             host_cpu_us: cpu.charged_ns as f64 / n / 1000.0,
             host_work: HostWork::per_txn(&cpu, n),
             scanned_entries: (after.scanned - before.scanned) as f64 / n,
-            scanned_entries_beyond_l3: (after.scanned_beyond_l3 - before.scanned_beyond_l3)
-                as f64
+            scanned_entries_beyond_l3: (after.scanned_beyond_l3 - before.scanned_beyond_l3) as f64
                 / n,
         },
         consistency,
@@ -955,8 +954,9 @@ fn refuse_violations(res: &CompareResult, label: &str, strict: bool) -> anyhow::
 }
 
 /// The result directory of a comparison (crate::results): summary.json is the JSON with
-/// BenchBase's names added at the top and per row (over the row's measured windows); samples.csv
-/// and raw.csv have a row per window or transaction of every store and repeat.
+/// BenchBase's names added at the top (over every row's measured windows, one after another)
+/// and per row (over the row's measured windows); the per-window files and raw.csv have a row
+/// per window or transaction of every store and repeat.
 fn write_results(
     plan: &crate::results::Plan,
     res: &CompareResult,
@@ -983,15 +983,21 @@ fn write_results(
             }
         }
         if let Some(obj) = v["rows"].get_mut(i).and_then(|x| x.as_object_mut()) {
-            obj.extend(r::benchbase(&events, secs));
+            obj.extend(r::benchbase(&events, (secs * 1e9).round() as u64));
         }
     }
-    let workload = w.name();
-    r::write_summary(
-        &plan.dir,
-        &v,
-        r::common_keys(workload, f64::from(scale), terminals, plan),
-    )?;
     let types = w.txn_types();
-    r::write_txn_series(plan, &traces, &["storage", "repeat"], &types)
+    let scale = scale.to_string();
+    let c = r::Contents {
+        bench: w.name(),
+        scalefactor: Some(&scale),
+        terminals: Some(terminals),
+        isolation: Some(r::ENGINE_ISOLATION),
+        traces: &traces,
+        label_cols: &["storage", "repeat"],
+        types: &types,
+        unit: r::Unit::Txn,
+        device: None,
+    };
+    r::write_dir(plan, &v, &c, None, &[])
 }

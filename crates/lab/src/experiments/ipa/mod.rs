@@ -247,8 +247,8 @@ fn report(a: &Spec, st: &Setup, rows: Vec<Row>, not_run: Vec<NotRun>) -> Report 
 }
 
 /// The result directory of `ipa compare` (docs/results.md): summary.json (the JSON result with
-/// BenchBase's names per row), samples.csv and raw.csv with a row per window or transaction of
-/// every row (`config`) and run (`repeat`).
+/// BenchBase's names at the top, over every run, and per row), the per-window files and raw.csv
+/// with a row per window or transaction of every row (`config`) and run (`repeat`).
 fn write_results(
     plan: &crate::results::Plan,
     a: &Spec,
@@ -260,26 +260,29 @@ fn write_results(
     for (i, runs) in traces.iter().enumerate() {
         let events: Vec<storage::sched::TxnEvent> =
             runs.iter().flat_map(|t| t.events.iter().copied()).collect();
-        let secs: f64 = runs
-            .iter()
-            .map(|t| t.end_ns().saturating_sub(t.start_ns()) as f64 / 1e9)
-            .sum();
         if let Some(obj) = v["rows"].get_mut(i).and_then(|x| x.as_object_mut()) {
-            obj.extend(r::benchbase(&events, secs));
+            obj.extend(r::benchbase(&events, r::elapsed_ns(runs)));
         }
     }
-    r::write_summary(
-        &plan.dir,
-        &v,
-        r::common_keys(&a.workload, f64::from(report.scale), a.terminals, plan),
-    )?;
     let all: Vec<r::Trace> = traces.iter().flatten().cloned().collect();
     let types: Vec<&str> = match a.workload.as_str() {
         "tatp" => tatp::TXN_TYPES.iter().map(|t| t.name()).collect(),
         "tpcc" => tpcc::input::Kind::ALL.iter().map(|k| k.name()).collect(),
         _ => vec!["tpcb"],
     };
-    r::write_txn_series(plan, &all, &["config", "repeat"], &types)
+    let scale = report.scale.to_string();
+    let c = r::Contents {
+        bench: &a.workload,
+        scalefactor: Some(&scale),
+        terminals: Some(a.terminals),
+        isolation: Some(r::ENGINE_ISOLATION),
+        traces: &all,
+        label_cols: &["config", "repeat"],
+        types: &types,
+        unit: r::Unit::Txn,
+        device: None,
+    };
+    r::write_dir(plan, &v, &c, None, &[])
 }
 
 /// The advisor's recommendation: the baseline's objects, the scheme, the expected appends and

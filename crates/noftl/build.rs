@@ -15,7 +15,11 @@ fn main() {
     // A tree with uncommitted changes says so: its figures are not the commit's.
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some();
     let date = git(&["log", "-1", "--format=%cs"]).unwrap_or_else(|| "unknown".into());
-    let commit = if dirty { format!("{commit}-modified") } else { commit };
+    let commit = if dirty {
+        format!("{commit}-modified")
+    } else {
+        commit
+    };
     println!("cargo:rustc-env=NOFTL_COMMIT={commit}");
     println!("cargo:rustc-env=NOFTL_COMMIT_DATE={date}");
     // Rebuild when HEAD moves or the index changes (a commit, a checkout, a staged edit).

@@ -919,7 +919,10 @@ mod tests {
         assert!(packed.scan_footprint_bytes_max < 5 << 20, "{packed:?}");
         let (spread, b) = scan_after_filling(pages, 0.03, 4);
         // 251,658 lines, 15.4 MiB and the arrays.
-        assert!(spread.scan_footprint_bytes_max > host::L3_BYTES, "{spread:?}");
+        assert!(
+            spread.scan_footprint_bytes_max > host::L3_BYTES,
+            "{spread:?}"
+        );
         assert!(spread.scanned_entries_beyond_l3 > 0, "{spread:?}");
         // The last miss scanned both full arrays: 8 + 40 against 8 + 210 cycles an entry at one
         // load in flight, beside the same bookkeeping.

@@ -31,7 +31,7 @@ use crate::units::parse_duration_ns;
 /// Which storage engine runs the queries: the repo's engine (`kits::iaa` on `storage::Engine`:
 /// a WAL, a B+-tree index, a buffer pool) or the paper's (`kits::iaa_paper`: rows
 /// read-modify-written at their LPA, free deletes, no log, no index, no buffer pool;
-/// `experiments::iaa_paper`).
+/// `experiments::iaa_paper`, whose `run` is the entry point for both models).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Model {
@@ -382,10 +382,16 @@ pub fn check_device(spec: &Spec) -> anyhow::Result<()> {
 /// The whole sweep: every run of [`runs`] over `spec.jobs` threads, the ratios to
 /// conventional filled in and, with `plan`, its result directory written. `on_run_done` is
 /// called (from the worker threads) after each run, for a progress bar.
+/// One run of the paper's model (`--model paper`) at a free-space level and scheme: the seam
+/// through which `experiments::iaa_paper`, which builds on this module, supplies it
+/// (`iaa_paper::run` is the entry point that passes it).
+pub type PaperRun<'a> = &'a (dyn Fn(&Spec, f64, Scheme) -> anyhow::Result<Row> + Sync);
+
 pub fn run(
     spec: &Spec,
     plan: Option<&Plan>,
     on_run_done: &(dyn Fn() + Sync),
+    paper: PaperRun<'_>,
 ) -> anyhow::Result<Sweep> {
     let runs = runs(spec)?;
     check_device(spec)?;
@@ -393,7 +399,7 @@ pub fn run(
         bail!("a result directory (--results) needs --model engine: the paper model records no per-query trace");
     }
     let sample_ns = plan.map(|p| p.window_ns);
-    let mut rows = run_all(spec, &runs, sample_ns, on_run_done)?;
+    let mut rows = run_all(spec, &runs, sample_ns, on_run_done, paper)?;
     relate(&mut rows);
     let traces: Vec<Option<Trace>> = rows.iter_mut().map(|r| r.trace.take()).collect();
     let out = Sweep {
@@ -423,6 +429,7 @@ fn run_all(
     runs: &[(f64, Scheme)],
     sample_ns: Option<u64>,
     on_run_done: &(dyn Fn() + Sync),
+    paper: PaperRun<'_>,
 ) -> anyhow::Result<Vec<Row>> {
     // The dashboard's live points (if it runs this sweep): one series per run, from the
     // worker threads.
@@ -433,12 +440,7 @@ fn run_all(
         crate::results::set_live_series(&series_name(f, sc));
         let r = match spec.model {
             Model::Engine => run_one(spec, f, sc, sample_ns),
-            Model::Paper => crate::experiments::iaa_paper::run_one(
-                spec,
-                f,
-                sc,
-                kits::iaa_paper::Assumptions::default(),
-            ),
+            Model::Paper => paper(spec, f, sc),
         };
         on_run_done();
         r
@@ -730,9 +732,9 @@ pub(crate) fn base_row(
         paper: None,
         consistency,
         // The paper model and the engine's run warm up by device writes without rounds.
-        steady_state: crate::steady::SteadyState::skipped(
-            crate::steady::Writes::device_writes_of(store.nand()),
-        ),
+        steady_state: crate::steady::SteadyState::skipped(crate::steady::Writes::device_writes_of(
+            store.nand(),
+        )),
         check: "skipped",
         check_problems: Vec::new(),
         trace: None,

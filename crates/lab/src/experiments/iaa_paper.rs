@@ -53,6 +53,18 @@ fn table_pages(
     pages
 }
 
+/// `iaa compare` for either model (`spec.model`): `iaa::run` with this module's run of the
+/// paper's model (the seam `iaa::PaperRun`; this module builds on `iaa`, not the reverse).
+pub fn run(
+    spec: &Spec,
+    plan: Option<&crate::results::Plan>,
+    on_run_done: &(dyn Fn() + Sync),
+) -> anyhow::Result<super::iaa::Sweep> {
+    super::iaa::run(spec, plan, on_run_done, &|s, free, scheme| {
+        run_one(s, free, scheme, Assumptions::default())
+    })
+}
+
 /// One run of the paper model under `assume`.
 pub fn run_one(spec: &Spec, free: f64, scheme: Scheme, assume: Assumptions) -> anyhow::Result<Row> {
     let (mut store, capacity_bytes) = build_store(spec)?;

@@ -999,7 +999,7 @@ fn precondition(
 /// sequential fill, are judged over more than half a write over.
 const PRECONDITION_ROUNDS_PER_CAPACITY: u64 = 8;
 /// The preconditioning's requests draw other addresses than the measured run's.
-const PRECONDITION_SEED: u64 = 0x5052_4543_4f4e_44;
+const PRECONDITION_SEED: u64 = 0x0050_5245_434f_4e44;
 
 /// Fills every logical page once, sequentially, in large requests (the first half of the
 /// preconditioning; `--replay` uses it alone).

@@ -242,7 +242,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
         indicatif::ProgressStyle::with_template("iaa compare {wide_bar} {pos}/{len} runs ({eta})")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let res = iaa::run(&spec, plan.as_ref(), &|| bar.inc(1));
+    let res = iaa_paper::run(&spec, plan.as_ref(), &|| bar.inc(1));
     bar.finish_and_clear();
     let out = res?;
     if super::common::emit_json(a.json.as_deref(), &out)? {

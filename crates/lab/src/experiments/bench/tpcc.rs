@@ -148,6 +148,34 @@ fn totals(terms: &[TpccTerminal]) -> anyhow::Result<([u64; 5], u64, u64, u64, Hi
 }
 
 /// Runs TPC-C as `a` says (`run.scale`: warehouses).
+/// Loads the database (with a progress bar) and checkpoints it; with `--check`, checks it
+/// before any transaction. Returns what the load gave and its wall time, seconds.
+fn load_checked(
+    e: &mut storage::Engine,
+    cfg: TpccConfig,
+    args: &Spec,
+    method: kits::LoadMethod,
+) -> anyhow::Result<(tpcc::load::Loaded, f64)> {
+    let wall = Instant::now();
+    let bar = super::shared::load_bar(cfg.rows_estimate(), false);
+    let loaded = tpcc::load_using(e, cfg, tpcc::DDL, args.seed, method, |n| {
+        bar.set_position(n)
+    })?;
+    bar.finish_and_clear();
+    e.checkpoint()?;
+    let load_s = wall.elapsed().as_secs_f64();
+    if args.check {
+        let rep = tpcc::check(e, cfg, true)?;
+        if !rep.passed() {
+            bail!(
+                "the TPC-C check failed right after loading: {:?}",
+                rep.problems
+            );
+        }
+    }
+    Ok((loaded, load_s))
+}
+
 pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
     let args = &a.run;
     refuse_what_tpcc_does_not_run(args)?;
@@ -159,25 +187,8 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
         cfg.db_pages_estimate(args.page_size),
         &format!("TPC-C scale {}", args.scale),
     )?;
-    let wall = Instant::now();
-    let bar = super::shared::load_bar(cfg.rows_estimate(), false);
     let method = args.load.unwrap_or_default();
-    let loaded = tpcc::load_using(&mut e, cfg, tpcc::DDL, args.seed, method, |n| {
-        bar.set_position(n)
-    })?;
-    bar.finish_and_clear();
-    e.checkpoint()?;
-    let load_s = wall.elapsed().as_secs_f64();
-    if args.check {
-        let rep = tpcc::check(&mut e, cfg, true)?;
-        if !rep.passed() {
-            bail!(
-                "the TPC-C check failed right after loading: {:?}",
-                rep.problems
-            );
-        }
-    }
-
+    let (loaded, load_s) = load_checked(&mut e, cfg, args, method)?;
     let params = crate::workload::Params {
         scale: Some(args.scale),
         seed: args.seed,

@@ -774,6 +774,24 @@ fn row_of(name: &str, runs: &[RunOut], native_tps: f64, notpm: Option<f64>) -> R
     }
 }
 
+/// The device's flash pages must hold whole 4 KiB DB pages, and `dftl-orig` (published for 4 KiB
+/// pages) runs only on 4 KiB pages: refused before the long load.
+fn refuse_page_size(args: &Spec, selected: &[usize]) -> anyhow::Result<()> {
+    let page_size = args.device.load()?.geometry.page_size_bytes as usize;
+    if page_size != 4096 {
+        if !page_size.is_multiple_of(4096) {
+            bail!("compare maps 4 KiB DB pages onto flash pages of a whole number of them; the device has {page_size}-byte pages");
+        }
+        if let Some(&i) = selected.iter().find(|&&i| ROWS[i].1 == Some("dftl-orig")) {
+            bail!(
+                "{} maps 4 KiB pages one to one onto flash pages, as published; on {page_size}-byte pages leave it out of --stores (native, dftl-N% and page map 4 KiB units inside larger pages)",
+                ROWS[i].0
+            );
+        }
+    }
+    Ok(())
+}
+
 fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
     if !matches!(args.workload.as_str(), "tpcb" | "tatp" | "tpcc") {
         bail!(
@@ -815,18 +833,7 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         None => DEFAULT_STORES.split(',').map(String::from).collect(),
     };
     let selected = parse_stores(&stores)?;
-    let page_size = args.device.load()?.geometry.page_size_bytes as usize;
-    if page_size != 4096 {
-        if !page_size.is_multiple_of(4096) {
-            bail!("compare maps 4 KiB DB pages onto flash pages of a whole number of them; the device has {page_size}-byte pages");
-        }
-        if let Some(&i) = selected.iter().find(|&&i| ROWS[i].1 == Some("dftl-orig")) {
-            bail!(
-                "{} maps 4 KiB pages one to one onto flash pages, as published; on {page_size}-byte pages leave it out of --stores (native, dftl-N% and page map 4 KiB units inside larger pages)",
-                ROWS[i].0
-            );
-        }
-    }
+    refuse_page_size(args, &selected)?;
     // Refused before the long load, from the kit's estimate of the database's size.
     let est_pages = w.db_pages_estimate();
     jobs_that_fit(

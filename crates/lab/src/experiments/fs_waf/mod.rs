@@ -663,7 +663,7 @@ mod tests {
 
     /// A row as the JSON has it.
     fn row(fs: &str, target: &str, workload: &str, run: &Run, base: &Run) -> Value {
-        serde_json::to_value(super::row(fs, target, workload, run, base)).unwrap()
+        serde_json::to_value(super::row(fs, target, workload, (run, base), 1 << 30)).unwrap()
     }
 
     /// A run's statistics as `noftl mount` writes them for lfs.

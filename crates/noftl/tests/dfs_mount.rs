@@ -289,8 +289,8 @@ fn fs_bench_runs_both_file_systems() {
     let files = s["results"]["files"].as_array().unwrap();
     assert_eq!(
         files.len(),
-        2 + 2 * 2,
-        "summary.json, params.json and four fio points: {s}"
+        3 + 2 * 2,
+        "summary.json, params.json, config.xml and four fio points: {s}"
     );
     for (r, today) in s["rows"].as_array().unwrap().iter().zip(rows) {
         assert_eq!(r["workload"], today["workload"]);

@@ -1,6 +1,6 @@
 //! `dftl-orig`: a model of the DFTL implementation that NoFTL (VLDB 2013) measured as its
 //! block-device baseline (NoFTL Fig. 5: "DFTL" with 2% of the mappings cached), a kernel module
-//! of the authors' FlashSim emulator published with NoFTL (`dftl_original.c`). We model the
+//! of the authors' FlashSim emulator published with NoFTL (its DFTL module). We model the
 //! facts of that code, not its text; the flash side is our DFTL core (`dftl.rs`): translation
 //! pages, GTD, lazy batched GC fixes, trims, recovery.
 //!

@@ -204,13 +204,11 @@ fn block_ftl_keeps_acknowledged_data_when_an_upper_page_program_fails_on_an_aged
 }
 
 #[test]
-#[ignore = "known failure: FAST's block layer reads the torn lower page when it moves data off the failed block (Torn)"]
 fn fast_keeps_acknowledged_data_when_an_upper_page_program_fails_on_an_aged_device() {
     paired_failures("fast", points());
 }
 
 #[test]
-#[ignore = "known failure: AMF's replacement of a failed home programs the new block out of order"]
 fn amf_keeps_acknowledged_data_when_an_upper_page_program_fails_on_an_aged_device() {
     paired_failures("amf", points());
 }

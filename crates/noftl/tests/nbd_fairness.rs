@@ -314,7 +314,8 @@ fn connect_flood_from_one_peer_does_not_fail_real_clients() {
 /// handshake. Now a unix socket's peer is its client process (`SO_PEERCRED`): the flooding
 /// process (a child here: a python3 loop that connects as fast as it can and keeps its last
 /// 1,000 sockets) displaces only its own sockets, and 10 real clients with a 200 ms round trip
-/// between greeting and GO all get their read. Skipped without python3.
+/// between greeting and GO all get their read. With the unix peer unknown (the code before),
+/// 10 of 10 failed ("send GO: Broken pipe") during 2,250 connects. Skipped without python3.
 #[test]
 fn unix_connect_flood_from_one_process_does_not_fail_real_clients() {
     if std::process::Command::new("python3")

@@ -1886,15 +1886,7 @@ impl FlashSpace {
             if key == NO_KEY {
                 continue;
             }
-            let r = lower_pages::read(
-                &mut self.nand,
-                &self.lower,
-                issue,
-                from,
-                &mut self.mig_data,
-                &mut self.mig_oob,
-                purpose,
-            )?;
+            let r = self.read_for_move(issue, from, purpose)?;
             let to = loop {
                 let (to, t) = self.alloc_page(r.done_ns, stream, true)?;
                 let inc = self.stamp_of(self.geo.block_of(to).0);
@@ -1967,15 +1959,7 @@ impl FlashSpace {
             {
                 continue;
             }
-            let r = lower_pages::read(
-                &mut self.nand,
-                &self.lower,
-                issue,
-                from,
-                &mut self.mig_data,
-                &mut self.mig_oob,
-                purpose,
-            )?;
+            let r = self.read_for_move(issue, from, purpose)?;
             for loc in locs {
                 let key = self.rmap[loc as usize];
                 if key == NO_KEY {
@@ -2064,6 +2048,25 @@ impl FlashSpace {
         Ok(done)
     }
 
+    /// Reads page `from` (data and OOB) into the migration buffers for a move; a page a failed
+    /// paired program tore comes from its copy (invariant 11).
+    fn read_for_move(
+        &mut self,
+        at_ns: Nanos,
+        from: Ppn,
+        purpose: Purpose,
+    ) -> Result<nand::Done, NandError> {
+        lower_pages::read(
+            &mut self.nand,
+            &self.lower,
+            at_ns,
+            from,
+            &mut self.mig_data,
+            &mut self.mig_oob,
+            purpose,
+        )
+    }
+
     /// The OOB-only read of a GC victim's page (`SpaceConfig::gc_reads_oob`); returns when it is
     /// done. A media error (a torn page) is no error here: the reverse map decides what moves.
     fn read_status(&mut self, at_ns: Nanos, ppn: Ppn, purpose: Purpose) -> Result<Nanos, FtlError> {
@@ -2103,15 +2106,7 @@ impl FlashSpace {
             if key == NO_KEY {
                 continue;
             }
-            let r = lower_pages::read(
-                &mut self.nand,
-                &self.lower,
-                at_ns,
-                from,
-                &mut self.mig_data,
-                &mut self.mig_oob,
-                Purpose::WearLevel,
-            )?;
+            let r = self.read_for_move(at_ns, from, Purpose::WearLevel)?;
             let inc = self.stamp_of(dest);
             restamp(self.cfg.stamp_incarnation, inc, &mut self.mig_oob);
             let written = self.blocks[dest as usize].written;

@@ -8,9 +8,9 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use ftl::testkit::{compare_all, count_from_env, fill_pages, Pattern, Request, Workload};
+use ftl::testkit::{compare_all, count_from_env, drive_vs_model, fill_pages, Pattern, Workload};
 use ftl::{BlockDevice, FtlOptions, MemDisk, LOGICAL_PAGE_BYTES as PAGE};
-use nand::{DeviceConfig, FaultPlan, Nand};
+use nand::{FaultPlan, Nand};
 
 const OPS: usize = 600;
 
@@ -26,24 +26,7 @@ fn opts() -> FtlOptions {
 /// power-loss protection (a cut could tear a flushed page it cannot pad), so its device has it:
 /// the capacitors do nothing against a media failure.
 fn paired_device(cells: &str, plp: bool) -> Nand {
-    let (preset, ppb) = if cells == "mlc" {
-        ("mlc16k", 64)
-    } else {
-        ("tlc16k", 96)
-    };
-    let sets: Vec<String> = [
-        "geometry.page_size_bytes=4096".to_string(),
-        "geometry.oob_size_bytes=128".into(),
-        "geometry.channels=2".into(),
-        "geometry.chips_per_channel=2".into(),
-        "geometry.blocks_per_plane=10".into(),
-        format!("geometry.pages_per_block={ppb}"),
-        "reliability.factory_bad_block_ratio=0".into(),
-        "reliability.ecc_codeword_bytes=512".into(),
-        format!("plp={plp}"),
-    ]
-    .into();
-    Nand::new(DeviceConfig::preset(preset, &sets).unwrap()).unwrap()
+    Nand::new(ftl::testkit::paired_device_config(cells, &[format!("plp={plp}")])).unwrap()
 }
 
 fn pattern_for(kind: &str, cells: &str) -> Pattern {
@@ -88,51 +71,6 @@ fn age(dev: &mut dyn BlockDevice, model: &mut MemDisk, kind: &str, seed: u64) ->
     dev.flush(t).unwrap()
 }
 
-/// Runs `ops` requests of `w` on `dev` and the model; every request must succeed and every read
-/// match the model. Returns the time.
-fn drive(
-    dev: &mut dyn BlockDevice,
-    model: &mut MemDisk,
-    w: &mut Workload,
-    ops: usize,
-    mut t: u64,
-) -> Result<u64, String> {
-    let cap = dev.capacity_pages();
-    let mut buf = vec![0u8; 8 * PAGE];
-    let mut want = vec![0u8; 8 * PAGE];
-    for op in 0..ops {
-        let req = w.next(cap);
-        let fail = |e: ftl::FtlError| format!("op {op} {req:?}: {e}");
-        match req {
-            Request::Write {
-                lpn,
-                pages,
-                version,
-                fua,
-            } => {
-                let n = pages as usize * PAGE;
-                fill_pages(&mut buf, lpn, pages, 1000 + version);
-                t = dev.write(t, lpn, &buf[..n], fua).map_err(fail)?;
-                model.write(t, lpn, &buf[..n], fua).unwrap();
-            }
-            Request::Read { lpn, pages } => {
-                let n = pages as usize * PAGE;
-                t = dev.read(t, lpn, &mut buf[..n]).map_err(fail)?;
-                model.read(t, lpn, &mut want[..n]).unwrap();
-                if buf[..n] != want[..n] {
-                    return Err(format!("op {op} {req:?}: data differs from the model"));
-                }
-            }
-            Request::Trim { lpn, pages } => {
-                t = dev.trim(t, lpn, pages).map_err(fail)?;
-                model.trim(t, lpn, pages).unwrap();
-            }
-            Request::Flush => t = dev.flush(t).map_err(fail)?,
-        }
-    }
-    Ok(t)
-}
-
 /// One run: age, arm the failure of the first paired program `after` operations into the
 /// workload, run it, check everything, flush, cut the power, recover, check again and run on.
 /// Returns whether the failure fired.
@@ -148,7 +86,7 @@ fn run(kind: &'static str, cells: &str, seed: u64, after: u64) -> Result<bool, S
     });
     let pattern = pattern_for(kind, cells);
     let mut w = Workload::with_pattern(seed, 0, pattern, kind != "amf");
-    let t = drive(dev.as_mut(), &mut model, &mut w, OPS, t)?;
+    let t = drive_vs_model(dev.as_mut(), &mut model, &mut w, OPS, t, 1000)?;
     let fired = dev.nand().unwrap().stats().failed_programs > 0;
     compare_all(dev.as_mut(), &mut model, t).map_err(|e| format!("after the failure: {e}"))?;
     let t = dev.flush(t).map_err(|e| e.to_string())?;
@@ -160,7 +98,7 @@ fn run(kind: &'static str, cells: &str, seed: u64, after: u64) -> Result<bool, S
     let t = dev.nand().unwrap().now_ns();
     compare_all(dev.as_mut(), &mut model, t).map_err(|e| format!("after recovery: {e}"))?;
     let mut w2 = Workload::with_pattern(seed ^ 0x5EED, 0, pattern, false);
-    let t = drive(dev.as_mut(), &mut model, &mut w2, OPS / 3, t)
+    let t = drive_vs_model(dev.as_mut(), &mut model, &mut w2, OPS / 3, t, 1000)
         .map_err(|e| format!("after recovery: {e}"))?;
     compare_all(dev.as_mut(), &mut model, t).map_err(|e| format!("at the end: {e}"))?;
     Ok(fired)

@@ -232,19 +232,7 @@ fn with_power_loss_protection_the_workload_stops_at_the_cut_and_keeps_every_comm
 /// The MLC device of the crash campaigns (`MLC4K` in docs/PERFORMANCE.md section 7): the
 /// 16 KiB-page MLC chips with 4 KiB pages and 64-page blocks on four dies.
 fn mlc4k() -> nand::DeviceConfig {
-    let sets: Vec<String> = [
-        "geometry.page_size_bytes=4096",
-        "geometry.oob_size_bytes=128",
-        "geometry.channels=2",
-        "geometry.chips_per_channel=2",
-        "geometry.blocks_per_plane=10",
-        "geometry.pages_per_block=64",
-        "reliability.factory_bad_block_ratio=0",
-        "reliability.ecc_codeword_bytes=512",
-    ]
-    .map(String::from)
-    .into();
-    nand::DeviceConfig::preset("mlc16k", &sets).unwrap()
+    ftl::testkit::paired_device_config("mlc", &[])
 }
 
 /// A media failure of an upper-page program (`Fault::PairedProgram`, `crashtest --fault

@@ -220,19 +220,7 @@ fn aged_native_store_1000_seeds_recover_after_failed_flash_operations() {
 /// stale page ("page LSN only grows") within 30 seeds.
 #[test]
 fn aged_native_store_on_mlc_loses_no_commit_when_an_upper_page_program_fails() {
-    let sets: Vec<String> = [
-        "geometry.page_size_bytes=4096",
-        "geometry.oob_size_bytes=128",
-        "geometry.channels=2",
-        "geometry.chips_per_channel=2",
-        "geometry.blocks_per_plane=10",
-        "geometry.pages_per_block=64",
-        "reliability.factory_bad_block_ratio=0",
-        "reliability.ecc_codeword_bytes=512",
-    ]
-    .map(String::from)
-    .into();
-    let device = nand::DeviceConfig::preset("mlc16k", &sets).unwrap();
+    let device = ftl::testkit::paired_device_config("mlc", &[]);
     let o = CrashOptions {
         fault: Fault::PairedProgram,
         medium: kits::crash::Medium::Native(kits::crash::NativeDevice {

@@ -112,7 +112,9 @@ pub fn nbd_options(data: &[u8]) {
             let _ = r.payload_bytes();
         }
     }
-    let rest = data.get(REQUEST_HEADER_BYTES.min(data.len())..).unwrap_or(&[]);
+    let rest = data
+        .get(REQUEST_HEADER_BYTES.min(data.len())..)
+        .unwrap_or(&[]);
     for d in [data, rest] {
         if let Some(i) = InfoRequest::parse(d) {
             let _ = i.infos().count();
@@ -183,7 +185,11 @@ pub fn oob_record(data: &[u8]) {
         if let Some(r) = OobRecord::decode(&b) {
             let mut again = vec![0xFF; b.len()];
             r.encode_into(&mut again);
-            assert_eq!(OobRecord::decode(&again), Some(r), "a record decodes as encoded");
+            assert_eq!(
+                OobRecord::decode(&again),
+                Some(r),
+                "a record decodes as encoded"
+            );
         }
     }
 }

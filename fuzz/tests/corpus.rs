@@ -139,7 +139,10 @@ fn seeded_mutations_of_every_corpus_input_neither_panic_nor_hang() {
                 if let Err(e) = run_bounded(f, m.clone()) {
                     let path = std::env::temp_dir().join(format!("noftl-fuzz-{name}-{i}-{k}"));
                     std::fs::write(&path, &m).unwrap();
-                    bad.push(format!("{name}: mutant {k} of input {i}: {e} (saved to {})", path.display()));
+                    bad.push(format!(
+                        "{name}: mutant {k} of input {i}: {e} (saved to {})",
+                        path.display()
+                    ));
                 }
             }
         }
@@ -196,13 +199,22 @@ fn write_seed_corpus() {
     }
     // A region table of two regions.
     let spec = |name: &str, o: &[(&str, &str)]| {
-        let o: Vec<(String, String)> = o.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let o: Vec<(String, String)> = o
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         storage::region::RegionSpec::parse(name, &o).unwrap()
     };
     let mut table = vec![0u8; 512];
     storage::region::encode_table(
         &[
-            (spec("hot", &[("MAX_SIZE", "64K"), ("MAX_CHIPS", "1"), ("GC", "fifo")]), vec![0, 1]),
+            (
+                spec(
+                    "hot",
+                    &[("MAX_SIZE", "64K"), ("MAX_CHIPS", "1"), ("GC", "fifo")],
+                ),
+                vec![0, 1],
+            ),
             (spec("log", &[("LOG", "on"), ("MAX_CHIPS", "1")]), vec![2]),
         ],
         &mut table,
@@ -234,7 +246,15 @@ fn write_seed_corpus() {
     };
     let mut fs = dfs::Dfs::format(nand, &noftl_fuzz::dfs_config(), params, 0).unwrap();
     let (ino, _) = fs
-        .create(dfs::fs::ROOT_INO, b"f", dfs::fs::S_IFREG | 0o644, 0, 0, 0, None)
+        .create(
+            dfs::fs::ROOT_INO,
+            b"f",
+            dfs::fs::S_IFREG | 0o644,
+            0,
+            0,
+            0,
+            None,
+        )
         .unwrap();
     fs.write(ino, 0, b"hello fuzz", 0).unwrap();
     let mut nand = fs.unmount().unwrap();

@@ -1006,7 +1006,8 @@ impl<C: MapCache> DftlCore<C> {
             c.gc_migrations - self.credit_seen.1,
         );
         self.credit_seen = (c.gc_victims, c.gc_migrations);
-        let units = u64::from(self.space.pages_per_block()) * u64::from(self.space.units_per_page());
+        let units =
+            u64::from(self.space.pages_per_block()) * u64::from(self.space.units_per_page());
         let freed = (victims * units).saturating_sub(moved);
         self.credit_rest += freed * FIX_SHARE_OF_FREED.0;
         let whole = self.credit_rest / FIX_SHARE_OF_FREED.1;

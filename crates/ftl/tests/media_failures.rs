@@ -26,7 +26,11 @@ fn opts() -> FtlOptions {
 /// power-loss protection (a cut could tear a flushed page it cannot pad), so its device has it:
 /// the capacitors do nothing against a media failure.
 fn paired_device(cells: &str, plp: bool) -> Nand {
-    Nand::new(ftl::testkit::paired_device_config(cells, &[format!("plp={plp}")])).unwrap()
+    Nand::new(ftl::testkit::paired_device_config(
+        cells,
+        &[format!("plp={plp}")],
+    ))
+    .unwrap()
 }
 
 fn pattern_for(kind: &str, cells: &str) -> Pattern {
@@ -53,7 +57,9 @@ fn age(dev: &mut dyn BlockDevice, model: &mut MemDisk, kind: &str, seed: u64) ->
         let n = 8.min(cap - lpn);
         fill_pages(&mut buf, lpn, n, 1);
         t = dev.write(t, lpn, &buf[..n as usize * PAGE], false).unwrap();
-        model.write(t, lpn, &buf[..n as usize * PAGE], false).unwrap();
+        model
+            .write(t, lpn, &buf[..n as usize * PAGE], false)
+            .unwrap();
         lpn += n;
     }
     if kind != "amf" {
@@ -76,7 +82,8 @@ fn age(dev: &mut dyn BlockDevice, model: &mut MemDisk, kind: &str, seed: u64) ->
 /// Returns whether the failure fired.
 fn run(kind: &'static str, cells: &str, seed: u64, after: u64) -> Result<bool, String> {
     let plp = kind == "amf";
-    let mut dev = ftl::build(kind, paired_device(cells, plp), &opts()).map_err(|e| e.to_string())?;
+    let mut dev =
+        ftl::build(kind, paired_device(cells, plp), &opts()).map_err(|e| e.to_string())?;
     let mut model = MemDisk::new(dev.capacity_pages());
     let t = age(dev.as_mut(), &mut model, kind, seed);
     let from = dev.nand().unwrap().ops_issued() + after;
@@ -110,10 +117,10 @@ fn paired_failures(kind: &'static str, points: u64) {
         let mut fired = 0;
         for i in 0..points {
             let after = 1 + i * 37;
-            fired += u64::from(
-                run(kind, cells, 7 + i, after)
-                    .unwrap_or_else(|e| panic!("{kind} on {cells}, failure from op +{after}: {e}")),
-            );
+            fired +=
+                u64::from(run(kind, cells, 7 + i, after).unwrap_or_else(|e| {
+                    panic!("{kind} on {cells}, failure from op +{after}: {e}")
+                }));
         }
         assert!(
             fired * 4 >= points * 3,

@@ -50,10 +50,10 @@ use storage::crashdisk::{CrashDisk, CrashPlan, SharedCrashDisk};
 use storage::shared::SharedDevice;
 use storage::{BlockPageStore, Engine, Error, Result};
 
+use crate::crash_common::{paired_fault_fired, CrashWorkload, OpCount, PAIRED_PROGRAM};
 pub use crate::crash_common::{
     CrashOptions, CrashOutcome, Fault, FlashMedium, Medium, NativeDevice,
 };
-use crate::crash_common::{paired_fault_fired, CrashWorkload, OpCount, PAIRED_PROGRAM};
 use crate::crash_native::{native_round, tpcb_native_setup};
 use crate::crash_tpcb::Tpcb;
 

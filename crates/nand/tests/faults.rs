@@ -147,8 +147,8 @@ fn power_loss_during_a_tlc_upper_page_corrupts_both_lower_pages_of_its_word_line
 /// line are torn with it, as a real MLC/TLC program failure leaves them; lower-page programs
 /// before it pass.
 #[test]
-fn an_injected_paired_program_failure_tears_the_lower_pages_of_its_word_line_without_a_power_loss(
-) {
+fn an_injected_paired_program_failure_tears_the_lower_pages_of_its_word_line_without_a_power_loss()
+{
     for (preset, bits) in [("mlc16k", 2u32), ("tlc16k", 3)] {
         let mut n = small_exact(preset, &[]);
         let p = page(&n, 1);

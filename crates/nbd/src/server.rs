@@ -579,8 +579,12 @@ mod tests {
     use super::*;
     use nand::ClockMode;
 
-    const A: Peer = Some(PeerKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1))));
-    const B: Peer = Some(PeerKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2))));
+    const A: Peer = Some(PeerKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(
+        10, 0, 0, 1,
+    ))));
+    const B: Peer = Some(PeerKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(
+        10, 0, 0, 2,
+    ))));
 
     struct Fixture {
         export: Export,

@@ -292,7 +292,15 @@ impl Flash {
         buf: &mut [u8],
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
-        let r = lower_pages::read(&mut self.nand, &self.lower, at_ns, ppn, buf, &mut [], purpose);
+        let r = lower_pages::read(
+            &mut self.nand,
+            &self.lower,
+            at_ns,
+            ppn,
+            buf,
+            &mut [],
+            purpose,
+        );
         Ok(r?.done_ns)
     }
 

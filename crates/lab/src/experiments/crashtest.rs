@@ -218,10 +218,12 @@ fn check_paired(medium: &Medium) -> anyhow::Result<()> {
         Medium::Flash(m) => Some(m.device.cell.native),
         Medium::Native(n) => Some(match &n.device {
             Some(d) => d.cell.native,
-            None => kits::crash_native::tiny_device(0, 2, &n.overrides)?
-                .config()
-                .cell
-                .native,
+            None => {
+                kits::crash_native::tiny_device(0, 2, &n.overrides)?
+                    .config()
+                    .cell
+                    .native
+            }
         }),
     };
     match cell {

@@ -53,7 +53,7 @@ pub struct Spec {
     pub seeds: u64,
     /// The first seed; the runs use `first_seed .. first_seed + seeds - 1`.
     pub first_seed: u64,
-    /// power | io (native: on the aged device either way, kits::crash_native)
+    /// power | io | paired (native: on the aged device either way, kits::crash_native)
     pub fault: String,
     /// DB page size in bytes: 4096, 8192 or 16384 (the larger make torn pages possible).
     pub page_size: usize,

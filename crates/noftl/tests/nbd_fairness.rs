@@ -204,7 +204,14 @@ fn busy_connections_from_one_peer_do_not_lock_out_another_peer() {
 /// A real client over a slow link: connect from `from`, wait `rtt` after the greeting (the
 /// round trip), then GO and one 4 KiB read.
 fn slow_client(from: IpAddr, addr: std::net::SocketAddr, rtt: Duration) -> Result<(), String> {
-    let mut s = tcp_from(from, addr).map_err(|e| format!("connect: {e}"))?;
+    slow_session(
+        tcp_from(from, addr).map_err(|e| format!("connect: {e}"))?,
+        rtt,
+    )
+}
+
+/// A real client `rtt` away on stream `s`: greeting, `rtt`, handshake, one 4 KiB read.
+fn slow_session<S: Read + Write>(mut s: S, rtt: Duration) -> Result<(), String> {
     let mut greeting = [0u8; 18];
     s.read_exact(&mut greeting)
         .map_err(|e| format!("greeting: {e}"))?;
@@ -369,22 +376,10 @@ while time.time() < end:
         .map(|_| {
             let socket = socket.clone();
             std::thread::spawn(move || -> Result<(), String> {
-                let mut s = UnixStream::connect(&socket).map_err(|e| format!("connect: {e}"))?;
+                let s = UnixStream::connect(&socket).map_err(|e| format!("connect: {e}"))?;
                 s.set_read_timeout(Some(Duration::from_secs(30)))
                     .map_err(|e| e.to_string())?;
-                let mut greeting = [0u8; 18];
-                s.read_exact(&mut greeting)
-                    .map_err(|e| format!("greeting: {e}"))?;
-                std::thread::sleep(Duration::from_millis(200));
-                let mut s = Prefixed {
-                    head: std::io::Cursor::new(greeting.to_vec()),
-                    s,
-                };
-                try_handshake(&mut s)?;
-                send_request(&mut s.s, CMD_READ, 0, 1, 0, 4096, &[]).map_err(|e| e.to_string())?;
-                read_reply(&mut s.s, 4096)
-                    .map(|_| ())
-                    .map_err(|e| format!("READ: {e}"))
+                slow_session(s, Duration::from_millis(200))
             })
         })
         .collect();

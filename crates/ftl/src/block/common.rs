@@ -311,16 +311,10 @@ impl Flash {
         ppn: Ppn,
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
-        let r = lower_pages::read(
-            &mut self.nand,
-            &self.lower,
-            at_ns,
-            ppn,
-            &mut self.buf,
-            &mut [],
-            purpose,
-        );
-        Ok(r?.done_ns)
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = self.read(at_ns, ppn, &mut buf, purpose);
+        self.buf = buf;
+        r
     }
 
     /// Reads data and OOB; returns the record too (`None` for erased or unreadable pages,

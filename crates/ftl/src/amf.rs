@@ -35,7 +35,13 @@
 //! 5. Every write is on flash when it returns (no write cache), so `flush` only counts.
 //! 6. Paired pages: AMF runs only where a cut program destroys nothing but its own page (SLC
 //!    chips, or MLC/TLC with power-loss protection): its fixed placement leaves no page to pad
-//!    an open word line with (`check_paired_pages`).
+//!    an open word line with (`check_paired_pages`). A failed upper-page program (a media
+//!    failure, which the capacitors do not prevent) tears the pages below it too: the remap
+//!    copies them from the controller's copies (`Flash`, block/common.rs invariant 5).
+//! 7. A bad home block is never erased, so its pages outlive a trim of its segment. Recovery
+//!    reads them only while a good spare naming its logical block is a copy of it (the spare's
+//!    oldest record no newer than the home's newest: an interrupted remap is finished from
+//!    it); otherwise they are stale (trimmed since) and a clean spare stands in.
 
 use nand::{Nand, NandError, Nanos, Purpose};
 use serde::{Deserialize, Serialize};
@@ -216,19 +222,34 @@ impl Amf {
         for d in 0..me.dies {
             me.spares[d as usize].clear();
         }
+        let seqs = |b: u32| {
+            let r = &scan[b as usize].records;
+            (
+                r.iter().map(|(_, r)| r.seq).min(),
+                r.iter().map(|(_, r)| r.seq).max(),
+            )
+        };
+        // Logical blocks whose bad home holds only pages a trim dropped (invariant 7).
+        let mut stale_home = Vec::new();
         for s in 0..me.segments {
             for d in 0..me.dies {
                 let lb = s * me.dies + d;
                 let home = me.home(s, d);
                 let mut cur = home;
+                let mut home_live = true;
                 if me.f.is_bad(home) {
-                    // The newest good spare that names this block. With none, the bad block
-                    // itself stays mapped: it is still readable, and the next write to it
-                    // remaps it (`program`).
+                    // The newest good spare that names this block.
                     let spare = (me.segments..bpd)
                         .map(|i| d * bpd + i)
                         .filter(|&p| claimed[p as usize] == Some(lb) && !me.f.is_bad(p))
-                        .max_by_key(|&p| scan[p as usize].records.iter().map(|(_, r)| r.seq).max());
+                        .max_by_key(|&p| seqs(p).1);
+                    // The bad home is live only while a spare is a (maybe partial) copy of it:
+                    // the spare's oldest page is no newer than the home's newest. A spare
+                    // written only after a trim, or none at all, leaves the home stale.
+                    home_live = spare.is_some_and(|p| seqs(p).0 <= seqs(home).1);
+                    if spare.is_none() && !scan[home as usize].records.is_empty() {
+                        stale_home.push(lb);
+                    }
                     cur = spare.unwrap_or(home);
                 }
                 me.map[lb as usize] = cur;
@@ -239,7 +260,11 @@ impl Amf {
                         (b.next_free - 1) * me.dies + d + 1
                     }
                 };
-                let w = used(&scan[home as usize]).max(used(&scan[cur as usize]));
+                let w = if home_live {
+                    used(&scan[home as usize]).max(used(&scan[cur as usize]))
+                } else {
+                    used(&scan[cur as usize])
+                };
                 dirty_segments[s as usize] |= scan[cur as usize].needs_erase;
                 me.wp[s as usize] = me.wp[s as usize].max(w);
             }
@@ -257,11 +282,18 @@ impl Amf {
                 }
             }
         }
+        for &lb in &stale_home {
+            // Its stale pages must not be read again: a clean spare stands in for it.
+            me.map[lb as usize] = me.take_spare(lb % me.dies)?;
+            me.remaps += 1;
+        }
         for s in 0..me.segments {
             for d in 0..me.dies {
                 let lb = (s * me.dies + d) as usize;
                 let home = me.home(s, d);
-                if me.map[lb] != home {
+                let (lo, _) = seqs(me.map[lb]);
+                let live = lo.is_some_and(|lo| Some(lo) <= seqs(home).1);
+                if me.map[lb] != home && live {
                     // Finish moving what the bad block still holds (an interrupted remap).
                     let (cur, from) = (me.map[lb], scan[me.map[lb] as usize].next_free);
                     me.copy_block(t, home, cur, from, scan[home as usize].next_free)?;

@@ -47,6 +47,16 @@
 //!    `pending` is not empty.
 //! 4. The CMT never holds more than its capacity; each entry is in the LRU list once and in its
 //!    translation page's list once.
+//! 6. Bounded GC mapping fixes: the translation pages `settle` writes for GC's fixes take at
+//!    most three quarters of the units GC freed (`FIX_SHARE_OF_FREED`, a credit topped up from the space's
+//!    GC counts), plus `SETTLE_DRAIN_TPAGES` per call that each retire at least
+//!    `DEFERRED_PER_TPAGE` fixes; fixes left then wait in `deferred` (RAM, like dirty CMT entries: nothing durable depends on translation
+//!    pages), which holds the current mapping of uncached pages it names. Any write of a
+//!    translation page takes its deferred fixes with it; a lookup that misses takes the fix
+//!    into the CMT as a dirty entry. No logical page is in both `deferred` and the CMT. Without
+//!    the bound, GC with FIFO or random victims at low spare fed itself: each translation page
+//!    written for the fixes of one GC made the next GC, which moved nearly full blocks of pages
+//!    on other translation pages (5% spare: WAF 180-275 on a 16k-page device).
 //!
 //! Controller costs (cycles; DRAM_ACCESS = 40, see `options.rs`):
 //!
@@ -64,7 +74,7 @@
 //! with the CMT above; `dftl_orig.rs` plugs in the two-level cache of the DFTL that NoFTL
 //! (VLDB 2013) measured, with its own costs and flash habits ([`Variant`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use nand::{Nand, NandError, Nanos, Ppn, Purpose};
@@ -97,6 +107,17 @@ pub(crate) const ENTRY_BYTES: u64 = 4;
 /// Bytes per cached entry as DFTL counts them: logical and physical page number.
 const CMT_ENTRY_BYTES: u64 = 8;
 const NIL: u32 = u32::MAX;
+/// Of the units GC frees, the share (numerator, denominator) that translation-page writes for
+/// its mapping fixes may take (invariant 6): the rest is left for the host, so the fixes cannot
+/// feed GC without end; GC's work per host write is at most 1 / (1 - share) times what the
+/// data alone would cost. Three quarters binds only where the fixes ran away: greedy GC at 15%
+/// spare with a 2% cache gives them about half (`dftl_sanity.rs`), FIFO at 5% gave them 95%.
+const FIX_SHARE_OF_FREED: (u64, u64) = (3, 4);
+/// Translation pages `settle` writes, beyond its passes, to bring `deferred` back under its cap.
+const SETTLE_DRAIN_TPAGES: u64 = 2;
+/// The cap of `deferred` per translation page of the device: the one with the most deferred
+/// fixes then holds at least this many, so each drain write retires at least this many.
+const DEFERRED_PER_TPAGE: u64 = 8;
 
 /// A multiplicative hasher for logical page numbers (SipHash is needlessly slow here).
 #[derive(Default, Clone, Copy)]
@@ -512,6 +533,18 @@ pub struct DftlCore<C: MapCache> {
     cache: C,
     variant: Variant,
     pending: Vec<(u64, u32)>,
+    /// GC mapping fixes put off by a `settle` that spent its budget (invariant 6): the
+    /// current mapping of these uncached logical pages, newer than `flash_map`.
+    deferred: BTreeMap<u64, u32>,
+    /// How many fixes `deferred` holds before `settle` writes the translation pages with the
+    /// most of them back.
+    deferred_cap: usize,
+    /// Translation-page writes the fixes may still take (invariant 6), and the space's GC
+    /// counts (victims, units moved) it was last topped up from.
+    fix_credit: u64,
+    /// Freed units times the share's numerator not yet a whole write.
+    credit_rest: u64,
+    credit_seen: (u64, u64),
     ctrl: Controller,
     journal: Journal,
     c: Counters,
@@ -562,6 +595,7 @@ impl<C: MapCache> DftlCore<C> {
     ) -> Self {
         let per_tpage = space.unit_bytes() as u64 / ENTRY_BYTES;
         let tpages = capacity.div_ceil(per_tpage);
+        let counts = space.counts();
         DftlCore {
             wbuf: crate::wbuf::write_buffer(&space, opts),
             fresh: Vec::new(),
@@ -581,6 +615,11 @@ impl<C: MapCache> DftlCore<C> {
             flash_map,
             cache: C::build(opts, capacity, tpages, per_tpage),
             pending: Vec::new(),
+            deferred: BTreeMap::new(),
+            deferred_cap: (DEFERRED_PER_TPAGE * tpages).max(per_tpage) as usize,
+            fix_credit: 0,
+            credit_rest: 0,
+            credit_seen: (counts.gc_victims, counts.gc_migrations),
             ctrl: Controller::new(&variant.clock),
             variant,
             journal,
@@ -822,6 +861,9 @@ impl<C: MapCache> DftlCore<C> {
     /// copy first, as a read-modify-write of a partly cached page must (not when it waits in
     /// the DRAM of invariant 5). On pages of several units the write joins `tbuf`.
     fn write_tpage(&mut self, at_ns: Nanos, v: u64, read_first: bool) -> Result<Nanos, FtlError> {
+        // Its deferred fixes go out with it (invariant 6; none is cached, so no newer cached
+        // entry is overwritten).
+        self.apply_deferred(v);
         let mut t = at_ns;
         let old = self.gtd[v as usize];
         let waiting = self.tbuf.contains(&v);
@@ -918,10 +960,18 @@ impl<C: MapCache> DftlCore<C> {
     /// pages that GC moved (invariant 3 holds again when this returns).
     fn settle(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
         let mut end = at_ns;
+        // Invariant 6: the fixes take at most their share of what GC freed; GC during their
+        // own writes tops the credit up, by what it freed.
         while let Some(&(first, _)) = self.pending.first() {
+            self.top_up_fix_credit();
+            if self.fix_credit == 0 {
+                self.defer_pending();
+                break;
+            }
+            self.fix_credit -= 1;
             let v = first / self.per_tpage;
             let per = self.per_tpage;
-            let mut n = 0;
+            let mut n = self.apply_deferred(v);
             let (flash_map, cache) = (&mut self.flash_map, &self.cache);
             // In order, so that a page moved twice ends where it was moved last.
             self.pending.retain(|&(l, to)| {
@@ -939,7 +989,81 @@ impl<C: MapCache> DftlCore<C> {
             self.gc_fix_writes += 1;
             end = end.max(self.write_tpage(t, v, true)?);
         }
+        // Deferred fixes past their cap: the translation pages holding the most go out (a
+        // bounded number per call; their own GC's fixes are deferred in turn).
+        let mut drain = SETTLE_DRAIN_TPAGES;
+        while self.deferred.len() > self.deferred_cap && drain > 0 {
+            drain -= 1;
+            let v = self.densest_deferred_tpage();
+            let n = self.apply_deferred(v);
+            let t = self
+                .ctrl
+                .charge(end, n * self.variant.writeback_entry_cycles);
+            self.gc_fix_writes += 1;
+            end = end.max(self.write_tpage(t, v, true)?);
+            self.absorb();
+            self.defer_pending();
+        }
         Ok(end)
+    }
+
+    /// Adds to the fix credit its share of the units GC freed since the last top-up (a victim
+    /// frees its units less those it moved). The credit is capped at one write per translation
+    /// page, so a long quiet spell cannot bank a burst.
+    fn top_up_fix_credit(&mut self) {
+        let c = self.space.counts();
+        let (victims, moved) = (
+            c.gc_victims - self.credit_seen.0,
+            c.gc_migrations - self.credit_seen.1,
+        );
+        self.credit_seen = (c.gc_victims, c.gc_migrations);
+        let units =
+            u64::from(self.space.pages_per_block()) * u64::from(self.space.units_per_page());
+        let freed = (victims * units).saturating_sub(moved);
+        self.credit_rest += freed * FIX_SHARE_OF_FREED.0;
+        let whole = self.credit_rest / FIX_SHARE_OF_FREED.1;
+        self.credit_rest %= FIX_SHARE_OF_FREED.1;
+        self.fix_credit = (self.fix_credit + whole).min(self.gtd.len() as u64);
+    }
+
+    /// Moves every pending fix into `deferred`, in order (a page moved twice keeps its last).
+    fn defer_pending(&mut self) {
+        for (l, to) in self.pending.drain(..) {
+            self.deferred.insert(l, to);
+        }
+    }
+
+    /// Applies the deferred fixes of translation page `v` to `flash_map` (it is about to be
+    /// written); returns how many.
+    fn apply_deferred(&mut self, v: u64) -> u64 {
+        if self.deferred.is_empty() {
+            return 0;
+        }
+        let range = v * self.per_tpage..(v + 1) * self.per_tpage;
+        let fixes: Vec<(u64, u32)> = self.deferred.range(range).map(|(&l, &p)| (l, p)).collect();
+        for &(l, p) in &fixes {
+            self.flash_map[l as usize] = p;
+            self.deferred.remove(&l);
+        }
+        fixes.len() as u64
+    }
+
+    /// The translation page with the most deferred fixes (the lowest on ties).
+    fn densest_deferred_tpage(&self) -> u64 {
+        let mut best = (0u64, 0u64);
+        let mut cur = (u64::MAX, 0u64);
+        for &l in self.deferred.keys() {
+            let v = l / self.per_tpage;
+            if v == cur.0 {
+                cur.1 += 1;
+            } else {
+                cur = (v, 1);
+            }
+            if cur.1 > best.1 {
+                best = cur;
+            }
+        }
+        best.0
     }
 
     /// The cache slot of `lpn`, loading it on a miss (after making room).
@@ -972,6 +1096,11 @@ impl<C: MapCache> DftlCore<C> {
             self.translation_reads += 1;
         }
         let s = self.cache.insert(lpn, self.flash_map[lpn as usize]);
+        if let Some(p) = self.deferred.remove(&lpn) {
+            // A deferred fix (invariant 6) is newer than the translation page: the entry is
+            // cached dirty, so that its eviction writes it back.
+            self.cache.remap(s, p);
+        }
         Ok((s, t))
     }
 
@@ -1003,7 +1132,11 @@ impl<C: MapCache> DftlCore<C> {
     fn current(&self, lpn: u64) -> u32 {
         match self.cache.get(lpn) {
             Some(s) => self.cache.ppn(s),
-            None => self.flash_map[lpn as usize],
+            None => self
+                .deferred
+                .get(&lpn)
+                .copied()
+                .unwrap_or(self.flash_map[lpn as usize]),
         }
     }
 
@@ -1223,7 +1356,10 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
                         }
                     }
                     None if held => {
-                        let p = std::mem::replace(&mut self.flash_map[l as usize], UNMAPPED);
+                        let mut p = std::mem::replace(&mut self.flash_map[l as usize], UNMAPPED);
+                        if let Some(d) = self.deferred.remove(&l) {
+                            p = d;
+                        }
                         if p != UNMAPPED {
                             self.space.invalidate(Ppn(u64::from(p)));
                             changed = true;

@@ -42,6 +42,7 @@ pub mod fast;
 pub mod host;
 pub mod iaa;
 pub mod journal;
+pub mod lower_pages;
 pub mod memdisk;
 pub mod memory;
 pub mod oob;

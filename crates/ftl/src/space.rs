@@ -88,6 +88,14 @@
 //!     order, until the planes meet again: correct by construction. `check` verifies that every
 //!     free block is in its own lane's list and every open block sits in one lane of its stream.
 //!
+//! 11. Program failures on paired pages (MLC, TLC): a program of an upper or middle page that
+//!     fails on the media tears the pages below it on its word line, which may hold acknowledged
+//!     or moved data. The space keeps a copy of every page of a word line whose last page is not
+//!     programmed yet (`lower_pages`, the controller's buffer); the failed block is retired and
+//!     its valid pages moved off as after any failed program, a torn one from its copy. So a
+//!     media failure loses nothing that the space holds valid. (Reads of such a page by the
+//!     caller are served from the copy too, until it is moved.)
+//!
 //! Units: on flash pages larger than 4 KiB ([`UNIT_BYTES`]) a page holds `units_per_page`
 //! units of 4 KiB, each a key of its own with its own OOB record (record `i` at OOB bytes
 //! `32 i..32 i + 32`; an erased record is an empty slot). The space's locations (the `Ppn`
@@ -112,6 +120,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 use crate::error::FtlError;
+use crate::lower_pages::{self, LowerPageCopies};
 use crate::oob::{check_oob_size, OobRecord, PageKind, OOB_RECORD_BYTES};
 // The unit arithmetic sits below `oob` (`units.rs`); these are its old paths, which other
 // crates name.
@@ -389,6 +398,8 @@ pub struct FlashSpace {
     last_unpaired: Option<Pin>,
     /// Insert Address Assist: the GC victims committed to ahead of time ("Victim commitment" below).
     victims: VictimCommit,
+    /// The copies of the pages of incomplete word lines (invariant 11, `lower_pages`).
+    lower: LowerPageCopies,
 }
 
 /// Re-stamps the data record in `oob` (a page being copied) with its new block's incarnation
@@ -782,6 +793,7 @@ impl FlashSpace {
             },
             last_unpaired: None,
             victims: VictimCommit::default(),
+            lower: LowerPageCopies::new(mode.bits_per_cell(), geo.pages_per_block),
             reserve,
             bg_target,
             mode,
@@ -976,6 +988,7 @@ impl FlashSpace {
             let data: &[u8] = if whole { units[0].1 } else { &self.host_page };
             match self.nand.program(t, ppn, data, &self.write_oob, purpose) {
                 Ok(done) => {
+                    self.lower.programmed(ppn, data, &self.write_oob);
                     let first = Ppn(ppn.0 * u64::from(self.upp));
                     for (i, (rec, _)) in units.iter().enumerate() {
                         self.note_written(Ppn(first.0 + i as u64), rec.key);
@@ -1129,12 +1142,18 @@ impl FlashSpace {
             Err(NandError::ProgramFailed(f)) => (Some(f), at_ns),
             Err(e) => return Err(e.into()),
         };
+        drop(list);
         self.counts.multi_plane_programs += 1;
         let from = locs.len();
         for (p, units) in pages.iter().enumerate() {
             let first = Ppn(ppns[p].0 * u64::from(self.upp));
             locs.push(first);
             if Some(ppns[p]) != failed {
+                self.lower.programmed(
+                    ppns[p],
+                    &self.mp_data[p * page_bytes..(p + 1) * page_bytes],
+                    &self.mp_oob[p * oob_len..(p + 1) * oob_len],
+                );
                 for (i, (rec, _)) in units.iter().enumerate() {
                     self.note_written(Ppn(first.0 + i as u64), rec.key);
                 }
@@ -1203,22 +1222,23 @@ impl FlashSpace {
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
         if self.upp == 1 {
-            return Ok(self.nand.read(at_ns, ppn, data, oob, purpose)?.done_ns);
+            let r = lower_pages::read(&mut self.nand, &self.lower, at_ns, ppn, data, oob, purpose);
+            return Ok(r?.done_ns);
         }
         // A unit: its bytes and, if asked, its OOB record (a column read of part of the page).
         let slot = (ppn.0 % u64::from(self.upp)) as usize;
         let page = Ppn(ppn.0 / u64::from(self.upp));
         let oob_len = oob.len().min(OOB_RECORD_BYTES);
-        Ok(self
-            .nand
-            .read_range(
-                at_ns,
-                page,
-                (slot * self.unit_bytes, data),
-                (slot * OOB_RECORD_BYTES, &mut oob[..oob_len]),
-                purpose,
-            )?
-            .done_ns)
+        Ok(lower_pages::read_range(
+            &mut self.nand,
+            &self.lower,
+            at_ns,
+            page,
+            (slot * self.unit_bytes, data),
+            (slot * OOB_RECORD_BYTES, &mut oob[..oob_len]),
+            purpose,
+        )?
+        .done_ns)
     }
 
     /// The next `invalidate` drops a copy replaced by the one at `new_loc` (invariant 9a: its
@@ -1784,7 +1804,10 @@ impl FlashSpace {
                 .nand
                 .program(at_ns, ppn, &self.pad_data, &self.pad_oob, Purpose::Pad)
             {
-                Ok(d) => done = done.max(d.done_ns),
+                Ok(d) => {
+                    self.lower.programmed(ppn, &self.pad_data, &self.pad_oob);
+                    done = done.max(d.done_ns)
+                }
                 Err(NandError::ProgramFailed(_)) => {
                     self.retire(Pbn(b));
                     done = done.max(self.evacuate(at_ns)?);
@@ -1863,9 +1886,7 @@ impl FlashSpace {
             if key == NO_KEY {
                 continue;
             }
-            let r = self
-                .nand
-                .read(issue, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
+            let r = self.read_for_move(issue, from, purpose)?;
             let to = loop {
                 let (to, t) = self.alloc_page(r.done_ns, stream, true)?;
                 let inc = self.stamp_of(self.geo.block_of(to).0);
@@ -1875,6 +1896,7 @@ impl FlashSpace {
                     .program(t, to, &self.mig_data, &self.mig_oob, purpose)
                 {
                     Ok(d) => {
+                        self.lower.programmed(to, &self.mig_data, &self.mig_oob);
                         done = done.max(d.done_ns);
                         break to;
                     }
@@ -1937,9 +1959,7 @@ impl FlashSpace {
             {
                 continue;
             }
-            let r = self
-                .nand
-                .read(issue, from, &mut self.mig_data, &mut self.mig_oob, purpose)?;
+            let r = self.read_for_move(issue, from, purpose)?;
             for loc in locs {
                 let key = self.rmap[loc as usize];
                 if key == NO_KEY {
@@ -1988,7 +2008,10 @@ impl FlashSpace {
                 .nand
                 .program(t, to, &self.pack_data, &self.pack_oob, purpose)
             {
-                Ok(d) => break (to, d.done_ns),
+                Ok(d) => {
+                    self.lower.programmed(to, &self.pack_data, &self.pack_oob);
+                    break (to, d.done_ns);
+                }
                 Err(NandError::ProgramFailed(_)) => self.retire(self.geo.block_of(to)),
                 Err(e) => return Err(e.into()),
             }
@@ -2023,6 +2046,25 @@ impl FlashSpace {
         self.pack_data.fill(0xFF);
         self.pack_oob.fill(0xFF);
         Ok(done)
+    }
+
+    /// Reads page `from` (data and OOB) into the migration buffers for a move; a page a failed
+    /// paired program tore comes from its copy (invariant 11).
+    fn read_for_move(
+        &mut self,
+        at_ns: Nanos,
+        from: Ppn,
+        purpose: Purpose,
+    ) -> Result<nand::Done, NandError> {
+        lower_pages::read(
+            &mut self.nand,
+            &self.lower,
+            at_ns,
+            from,
+            &mut self.mig_data,
+            &mut self.mig_oob,
+            purpose,
+        )
     }
 
     /// The OOB-only read of a GC victim's page (`SpaceConfig::gc_reads_oob`); returns when it is
@@ -2064,13 +2106,7 @@ impl FlashSpace {
             if key == NO_KEY {
                 continue;
             }
-            let r = self.nand.read(
-                at_ns,
-                from,
-                &mut self.mig_data,
-                &mut self.mig_oob,
-                Purpose::WearLevel,
-            )?;
+            let r = self.read_for_move(at_ns, from, Purpose::WearLevel)?;
             let inc = self.stamp_of(dest);
             restamp(self.cfg.stamp_incarnation, inc, &mut self.mig_oob);
             let written = self.blocks[dest as usize].written;
@@ -2083,7 +2119,10 @@ impl FlashSpace {
                 &self.mig_oob,
                 Purpose::WearLevel,
             ) {
-                Ok(d) => done = done.max(d.done_ns),
+                Ok(d) => {
+                    self.lower.programmed(to, &self.mig_data, &self.mig_oob);
+                    done = done.max(d.done_ns)
+                }
                 Err(NandError::ProgramFailed(_)) => {
                     // Rare: give up on the cold destination and finish through the frontier.
                     self.retire(Pbn(dest));
@@ -2136,6 +2175,7 @@ impl FlashSpace {
     ) -> Result<Nanos, FtlError> {
         match self.nand.erase(at_ns, pbn, self.mode, purpose) {
             Ok(d) => {
+                self.lower.erased(pbn);
                 let blk = &mut self.blocks[pbn.0 as usize];
                 blk.erase_count += 1;
                 self.max_erase = self.max_erase.max(blk.erase_count);

@@ -17,6 +17,37 @@ use crate::memdisk::MemDisk;
 
 const PAGE: usize = LOGICAL_PAGE_BYTES;
 
+/// The `--set` overrides of the small paired-page devices of the tests and campaigns (`MLC4K`
+/// and `TLC4K` in docs/PERFORMANCE.md section 7): the chips of the 16 KiB presets with 4 KiB
+/// pages on four dies, ten blocks per plane of 64 (MLC) or 96 (TLC) pages, no factory-bad
+/// blocks. `cells`: "mlc" (on `mlc16k`) or "tlc" (on `tlc16k`); returns (preset, overrides).
+pub fn paired_device_sets(cells: &str) -> (&'static str, Vec<String>) {
+    let (preset, ppb) = if cells == "mlc" {
+        ("mlc16k", 64)
+    } else {
+        ("tlc16k", 96)
+    };
+    let sets = [
+        "geometry.page_size_bytes=4096".to_string(),
+        "geometry.oob_size_bytes=128".into(),
+        "geometry.channels=2".into(),
+        "geometry.chips_per_channel=2".into(),
+        "geometry.blocks_per_plane=10".into(),
+        format!("geometry.pages_per_block={ppb}"),
+        "reliability.factory_bad_block_ratio=0".into(),
+        "reliability.ecc_codeword_bytes=512".into(),
+    ]
+    .into();
+    (preset, sets)
+}
+
+/// The config of [`paired_device_sets`], with `extra` overrides after them.
+pub fn paired_device_config(cells: &str, extra: &[String]) -> nand::DeviceConfig {
+    let (preset, mut sets) = paired_device_sets(cells);
+    sets.extend_from_slice(extra);
+    nand::DeviceConfig::preset(preset, &sets).expect("the paired-page test device")
+}
+
 /// Fills `buf` (one page) with the self-checking contents of version `version` of `lpn`.
 pub fn fill_page(buf: &mut [u8], lpn: u64, version: u64) {
     let mut x = lpn.wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -365,14 +396,30 @@ pub fn random_vs_model(
     ops: usize,
     span: u64,
 ) -> Result<(), String> {
-    let cap = dev.capacity_pages();
-    let mut model = MemDisk::new(cap);
+    let mut model = MemDisk::new(dev.capacity_pages());
     let mut w = Workload::new(seed, span);
+    let t = drive_vs_model(dev, &mut model, &mut w, ops, 0, 0)?;
+    compare_all(dev, &mut model, t)
+}
+
+/// Runs `ops` requests of `w` from `at_ns` on `dev` and on `model`; every request must
+/// succeed and every read match the model. Written pages carry version `stamp + version`.
+/// Returns the time after the last request.
+pub fn drive_vs_model(
+    dev: &mut dyn BlockDevice,
+    model: &mut MemDisk,
+    w: &mut Workload,
+    ops: usize,
+    at_ns: Nanos,
+    stamp: u64,
+) -> Result<Nanos, String> {
+    let cap = dev.capacity_pages();
     let mut buf = vec![0u8; 8 * PAGE];
     let mut want = vec![0u8; 8 * PAGE];
-    let mut t: Nanos = 0;
+    let mut t = at_ns;
     for op in 0..ops {
         let req = w.next(cap);
+        let fail = |e: FtlError| format!("op {op} {req:?}: {e}");
         match req {
             Request::Write {
                 lpn,
@@ -381,19 +428,15 @@ pub fn random_vs_model(
                 fua,
             } => {
                 let n = pages as usize * PAGE;
-                fill_pages(&mut buf, lpn, pages, version);
-                t = dev
-                    .write(t, lpn, &buf[..n], fua)
-                    .map_err(|e| format!("op {op} {req:?}: {e}"))?;
+                fill_pages(&mut buf, lpn, pages, stamp + version);
+                t = dev.write(t, lpn, &buf[..n], fua).map_err(fail)?;
                 model
                     .write(t, lpn, &buf[..n], fua)
                     .map_err(|e| e.to_string())?;
             }
             Request::Read { lpn, pages } => {
                 let n = pages as usize * PAGE;
-                t = dev
-                    .read(t, lpn, &mut buf[..n])
-                    .map_err(|e| format!("op {op} {req:?}: {e}"))?;
+                t = dev.read(t, lpn, &mut buf[..n]).map_err(fail)?;
                 model
                     .read(t, lpn, &mut want[..n])
                     .map_err(|e| e.to_string())?;
@@ -402,17 +445,13 @@ pub fn random_vs_model(
                 }
             }
             Request::Trim { lpn, pages } => {
-                t = dev
-                    .trim(t, lpn, pages)
-                    .map_err(|e| format!("op {op} {req:?}: {e}"))?;
+                t = dev.trim(t, lpn, pages).map_err(fail)?;
                 model.trim(t, lpn, pages).map_err(|e| e.to_string())?;
             }
-            Request::Flush => {
-                t = dev.flush(t).map_err(|e| format!("op {op} flush: {e}"))?;
-            }
+            Request::Flush => t = dev.flush(t).map_err(fail)?,
         }
     }
-    compare_all(dev, &mut model, t)
+    Ok(t)
 }
 
 /// Every page of `dev` equals the model's.

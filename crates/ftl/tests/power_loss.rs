@@ -30,23 +30,7 @@ fn device() -> Nand {
 /// 4 KiB pages: the chips of the 16 KiB presets on the tiny device's four dies. An interrupted
 /// upper-page program destroys the lower pages of its word line (nand invariant 6).
 fn paired_device(cells: &str) -> Nand {
-    let (preset, ppb) = if cells == "mlc" {
-        ("mlc16k", 64)
-    } else {
-        ("tlc16k", 96)
-    };
-    let sets: Vec<String> = [
-        "geometry.page_size_bytes=4096".to_string(),
-        "geometry.oob_size_bytes=128".into(),
-        "geometry.channels=2".into(),
-        "geometry.chips_per_channel=2".into(),
-        "geometry.blocks_per_plane=10".into(),
-        format!("geometry.pages_per_block={ppb}"),
-        "reliability.factory_bad_block_ratio=0".into(),
-        "reliability.ecc_codeword_bytes=512".into(),
-    ]
-    .into();
-    Nand::new(DeviceConfig::preset(preset, &sets).unwrap()).unwrap()
+    Nand::new(ftl::testkit::paired_device_config(cells, &[])).unwrap()
 }
 
 /// `cuts` power cuts spread over a run of `OPS` random requests of seed 7.

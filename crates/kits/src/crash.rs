@@ -50,10 +50,10 @@ use storage::crashdisk::{CrashDisk, CrashPlan, SharedCrashDisk};
 use storage::shared::SharedDevice;
 use storage::{BlockPageStore, Engine, Error, Result};
 
+use crate::crash_common::{paired_fault_fired, CrashWorkload, OpCount, PAIRED_PROGRAM};
 pub use crate::crash_common::{
     CrashOptions, CrashOutcome, Fault, FlashMedium, Medium, NativeDevice,
 };
-use crate::crash_common::{CrashWorkload, OpCount};
 use crate::crash_native::{native_round, tpcb_native_setup};
 use crate::crash_tpcb::Tpcb;
 
@@ -170,7 +170,9 @@ impl Rig {
                     fail_op: None,
                     tear_sectors,
                 },
-                Fault::IoError => CrashPlan {
+                // The crash disk has no paired pages (the lab refuses the pair up front); a
+                // failed write is its nearest media error.
+                Fault::IoError | Fault::PairedProgram => CrashPlan {
                     cut_at_op: None,
                     fail_op: Some(at),
                     tear_sectors,
@@ -372,7 +374,10 @@ pub(crate) fn block_round<W: CrashWorkload>(
     };
     let (rig, l, seen) = faulted_run(w, s, seed, nth, &mut out)?;
     if out.fault_hit {
-        out.fault_landed_on = count.name(nth);
+        out.fault_landed_on = match w.fault() {
+            Fault::PairedProgram => Some(PAIRED_PROGRAM.into()),
+            _ => count.name(nth),
+        };
     }
     // Restart from the device alone (optionally crashing once more during recovery).
     let mut rig = match rig {
@@ -443,8 +448,14 @@ fn faulted_run<W: CrashWorkload>(
     out.fault_at_op = at;
     let seen = w.run(&mut e, &l, seed, out);
     // A media error the FTL absorbed (a failed program it rewrote elsewhere) reaches no one, so
-    // "hit" is judged by the operation count.
-    out.fault_hit = out.error_reported.is_some() || rig.ops() >= at;
+    // "hit" is judged by the operation count; a paired-program fault by whether it fired (it
+    // waits for an upper-page program, which may never come).
+    out.fault_hit = match (w.fault(), &rig) {
+        (Fault::PairedProgram, Rig::Flash(d, _)) => {
+            d.with(|d| d.nand().is_some_and(paired_fault_fired))
+        }
+        _ => out.error_reported.is_some() || rig.ops() >= at,
+    };
     drop(e);
     Ok((rig.power_cycle(seed)?, l, seen))
 }

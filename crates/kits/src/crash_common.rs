@@ -21,6 +21,11 @@ use crate::tpcb::TpcbConfig;
 pub enum Fault {
     PowerCut,
     IoError,
+    /// A media failure of the first upper- or middle-page program from the drawn operation on
+    /// (MLC, TLC): it tears the lower pages of its word line without a power loss
+    /// (`FaultPlan::fail_paired_program_from`), so the controller must keep what they held.
+    /// Flash only; on SLC and pSLC there is no such program and nothing fails.
+    PairedProgram,
 }
 
 impl Fault {
@@ -35,8 +40,22 @@ impl Fault {
                 fail_op: Some(at),
                 ..nand::FaultPlan::default()
             },
+            Fault::PairedProgram => nand::FaultPlan {
+                fail_paired_program_from: Some(at),
+                ..nand::FaultPlan::default()
+            },
         }
     }
+}
+
+/// What the reports name a fired [`Fault::PairedProgram`] ("landed on"): the failed program is
+/// the first upper- or middle-page one from the drawn operation on, whatever its purpose.
+pub(crate) const PAIRED_PROGRAM: &str = "upper-page program";
+
+/// Whether an armed [`Fault::PairedProgram`] fired: no program fails on this device otherwise
+/// (aging and the workload run without faults until it is armed).
+pub(crate) fn paired_fault_fired(nand: &Nand) -> bool {
+    nand.stats().failed_programs > 0
 }
 
 /// Where the database lives.

@@ -49,7 +49,8 @@ use storage::pagestore::{PageKind, WriteHint};
 use storage::{Engine, Error, NativeConfig, NativeStore, PageStore, Result};
 
 use crate::crash_common::{
-    CrashOptions, CrashOutcome, CrashWorkload, Fault, Medium, NativeDevice, OpCount, TRACE_ENTRIES,
+    paired_fault_fired, CrashOptions, CrashOutcome, CrashWorkload, Fault, Medium, NativeDevice,
+    OpCount, PAIRED_PROGRAM, TRACE_ENTRIES,
 };
 use crate::crash_tpcb::Tpcb;
 
@@ -253,8 +254,12 @@ fn faulted_run<W: CrashWorkload>(
     let seen = w.run(&mut e, &l, seed, out);
     let mut nand = native_flash_back(e)?;
     // A media error the store absorbed (GC retiring a block whose erase failed) reaches no one,
-    // so "hit" is judged by the operation count.
-    out.fault_hit = out.error_reported.is_some() || nand.ops_issued() >= at;
+    // so "hit" is judged by the operation count; a paired-program fault by whether it fired.
+    out.fault_hit = if w.fault() == Fault::PairedProgram {
+        paired_fault_fired(&nand)
+    } else {
+        out.error_reported.is_some() || nand.ops_issued() >= at
+    };
     power_cycle(&mut nand);
     Ok((nand, l, seen))
 }
@@ -363,7 +368,10 @@ pub(crate) fn native_round<W: CrashWorkload>(
     };
     let (mut nand, l, seen) = faulted_run(w, s, seed, nth, &mut out)?;
     if out.fault_hit {
-        out.fault_landed_on = work.name(nth);
+        out.fault_landed_on = match w.fault() {
+            Fault::PairedProgram => Some(PAIRED_PROGRAM.into()),
+            _ => work.name(nth),
+        };
     }
     if let Some((cut, name)) = second_cut {
         nand = cut_restart(w, s, nand, cut, name, &mut out)?;

@@ -212,3 +212,25 @@ fn aged_native_store_1000_seeds_recover_after_failed_flash_operations() {
         "no fault of 1,000 landed on GC: is the device aged?"
     );
 }
+
+/// A failed upper-page program (`Fault::PairedProgram`) on the aged native store on MLC chips
+/// (`MLC4K`, docs/PERFORMANCE.md section 7): the flash space rewrites the torn lower pages from
+/// its copies of incomplete word lines; the engine sees no error, and every acknowledged commit
+/// survives the power cycle after. Before that rule the restart of a debug build panicked on a
+/// stale page ("page LSN only grows") within 30 seeds.
+#[test]
+fn aged_native_store_on_mlc_loses_no_commit_when_an_upper_page_program_fails() {
+    let device = ftl::testkit::paired_device_config("mlc", &[]);
+    let o = CrashOptions {
+        fault: Fault::PairedProgram,
+        medium: kits::crash::Medium::Native(kits::crash::NativeDevice {
+            device: Some(device),
+            ..Default::default()
+        }),
+        ..CrashOptions::default()
+    };
+    let s = sweep(7000..7030, &o);
+    assert!(s.bad.is_empty(), "{:#?}", s.bad);
+    assert_eq!(s.verified, 30);
+    assert!(s.fault_hits >= 27, "only {} of 30 fired", s.fault_hits);
+}

@@ -62,6 +62,12 @@ pub struct FaultPlan {
     /// The N-th operation that reaches the chips fails on the media (program or erase status
     /// fail, uncorrectable read) without a power loss.
     pub fail_op: Option<u64>,
+    /// The first full-page program of an upper or middle page (MLC, TLC: a page with pages
+    /// below it on its word line) among the operations from the N-th on fails on the media, as
+    /// `fail_op` does: it tears that page and the pages below it on its word line (invariant 6's
+    /// paired-page corruption, here without a power loss) and retires the block. The media
+    /// failure an MLC/TLC controller must survive without losing acknowledged data.
+    pub fail_paired_program_from: Option<u64>,
 }
 
 /// A block's state as reported to callers.
@@ -542,6 +548,18 @@ impl Nand {
 
     /// Schedules an operation that passed the rules and decides its fate (invariants 2 and 6).
     fn begin(&mut self, at_ns: Nanos, die: DieId, p: Phases) -> Result<(Slot, Fate), NandError> {
+        self.begin_op(at_ns, die, p, false)
+    }
+
+    /// `begin` for an operation that may be a paired program: `paired` is a full-page program
+    /// of an upper or middle page (`FaultPlan::fail_paired_program_from` aims at those).
+    fn begin_op(
+        &mut self,
+        at_ns: Nanos,
+        die: DieId,
+        p: Phases,
+        paired: bool,
+    ) -> Result<(Slot, Fate), NandError> {
         let channel = self.geo.channel_of_die(die);
         let slot = self.timeline.plan(channel, die.0, at_ns, p);
         if let Some(cut) = self.plan.cut_at_ns {
@@ -572,6 +590,14 @@ impl Nand {
         let fate = if interrupted {
             Fate::Interrupted
         } else if self.plan.fail_op == Some(self.op_seq) {
+            Fate::MediaFail
+        } else if paired
+            && self
+                .plan
+                .fail_paired_program_from
+                .is_some_and(|n| self.op_seq >= n)
+        {
+            self.plan.fail_paired_program_from = None;
             Fate::MediaFail
         } else {
             Fate::Completes
@@ -1047,7 +1073,12 @@ impl Nand {
             bus_out_ns: 0,
         };
         let die = self.geo.die_of_block(pbn);
-        let (slot, fate) = self.begin(at_ns, die, p)?;
+        let paired = op == OpKind::Program
+            && matches!(
+                self.cfg.page_type(mode, page),
+                PageType::Upper | PageType::Middle
+            );
+        let (slot, fate) = self.begin_op(at_ns, die, p, paired)?;
         let result = match fate {
             Fate::Interrupted => {
                 if fresh {
@@ -1232,6 +1263,7 @@ impl Nand {
         let mut array_ns = 0;
         let mut bus_ns = 0;
         let mut cmd_ns = 0;
+        let mut paired = false;
         for &(ppn, data, oob) in pages {
             let (pbn, page) = self.locate(ppn)?;
             if page != page_index {
@@ -1247,7 +1279,9 @@ impl Nand {
             // Before `begin` changes the device's state (store.rs, `Store::reserve`).
             self.store.reserve(ppn)?;
             let mode = self.blocks[pbn.0 as usize].mode;
-            array_ns = array_ns.max(self.times.program(mode, self.cfg.page_type(mode, page)));
+            let ty = self.cfg.page_type(mode, page);
+            paired |= matches!(ty, PageType::Upper | PageType::Middle);
+            array_ns = array_ns.max(self.times.program(mode, ty));
             cmd_ns += self.times.cmd_ns;
             bus_ns += self.times.bus_ns(data.len() + oob.len());
         }
@@ -1257,7 +1291,7 @@ impl Nand {
             array_ns,
             bus_out_ns: 0,
         };
-        let (slot, fate) = self.begin(at_ns, die, p)?;
+        let (slot, fate) = self.begin_op(at_ns, die, p, paired)?;
         if fate == Fate::Interrupted {
             for &(ppn, _, _) in pages {
                 let (pbn, page) = self.locate(ppn)?;

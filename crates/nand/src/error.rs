@@ -90,7 +90,7 @@ pub enum NandError {
         bit_errors: u32,
         correctable: u32,
     },
-    #[error("page {0:?} was torn by a power loss during its program and is uncorrectable")]
+    #[error("page {0:?} is torn (its program, or a program above it on its word line, was interrupted by a power loss or failed on the media) and is uncorrectable")]
     Torn(Ppn),
     #[error("program of page {0:?} failed (status fail); its block is now bad")]
     ProgramFailed(Ppn),

@@ -142,6 +142,48 @@ fn power_loss_during_a_tlc_upper_page_corrupts_both_lower_pages_of_its_word_line
     }
 }
 
+/// `fail_paired_program_from`: the first upper- or middle-page program from that operation on
+/// fails on the media (no power loss): the block goes bad and the pages below it on its word
+/// line are torn with it, as a real MLC/TLC program failure leaves them; lower-page programs
+/// before it pass.
+#[test]
+fn an_injected_paired_program_failure_tears_the_lower_pages_of_its_word_line_without_a_power_loss()
+{
+    for (preset, bits) in [("mlc16k", 2u32), ("tlc16k", 3)] {
+        let mut n = small_exact(preset, &[]);
+        let p = page(&n, 1);
+        n.set_fault_plan(FaultPlan {
+            fail_paired_program_from: Some(1),
+            ..Default::default()
+        });
+        // The lower page (and on TLC the middle page, the first paired one) come first.
+        n.program(0, ppn(&n, 0, 0), &p, &[], H).unwrap();
+        let failed = ppn(&n, 0, 1);
+        assert_eq!(
+            n.program(0, failed, &p, &[], H),
+            Err(NandError::ProgramFailed(failed)),
+            "{preset}"
+        );
+        assert!(n.is_powered(), "{preset}: a media failure is no power loss");
+        assert_eq!(n.block_info(Pbn(0)).unwrap().state, BlockState::GrownBad);
+        for i in 0..2 {
+            let mut d = page(&n, 0);
+            assert!(
+                matches!(
+                    n.read(n.now_ns(), ppn(&n, 0, i), &mut d, &mut [], H),
+                    Err(NandError::Torn(_))
+                ),
+                "{preset}: page {i}"
+            );
+        }
+        // One shot: the next block's paired programs pass.
+        for i in 0..bits {
+            n.program(0, ppn(&n, 1, i), &p, &[], H).unwrap();
+        }
+        assert_eq!(n.stats().failed_programs, 1);
+    }
+}
+
 #[test]
 fn power_loss_during_an_erase_leaves_the_block_needing_an_erase() {
     let mut n = dev("tiny", &[]);

@@ -4,8 +4,9 @@
 //! 1. Each connection runs on its own thread (plus its reply writer); a failing connection is
 //!    logged and closed and never affects the others or the listener.
 //! 2. At most `max_connections` connections are in the transmission phase at once, and at
-//!    most `max_peer_connections` of them from one peer (a TCP source address; a unix socket's
-//!    clients cannot be told apart, so there only the global limit applies). The limits count
+//!    most `max_peer_connections` of them from one peer (a TCP source address; on a unix socket
+//!    the client process, from `SO_PEERCRED`, or only the global limit where the kernel does not
+//!    say). The limits count
 //!    established connections only: idle or slow clients cannot exhaust them by connecting and
 //!    sending nothing.
 //!    - A connection in its handshake (half-open) is closed when the handshake has not ended
@@ -66,9 +67,42 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
 }
 
-/// Who a connection comes from, for the per-peer limits: its TCP source address, or `None` for
-/// a unix socket (all its clients are one peer, and only the global limits apply).
-type Peer = Option<IpAddr>;
+/// Who a connection comes from, for the per-peer limits: its TCP source address, or the
+/// process at the other end of a unix socket (`SO_PEERCRED`); `None` when the kernel does not
+/// say (then only the global limits apply).
+type Peer = Option<PeerKey>;
+
+/// A peer of the per-peer limits (invariant 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum PeerKey {
+    Ip(IpAddr),
+    /// A unix socket's client process: a local connect flood is one process (or a few), and
+    /// its sockets then displace only each other, as a TCP peer's do.
+    Process(u32),
+}
+
+/// The process at the other end of unix socket `s` (Linux `SO_PEERCRED`).
+fn unix_peer(s: &UnixStream) -> Peer {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of a `ucred` and its size; the descriptor
+    // is the stream's own, open for the duration of the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && cred.pid > 0).then_some(PeerKey::Process(cred.pid as u32))
+}
 
 /// One connection as the slots see it.
 struct Entry {
@@ -315,10 +349,13 @@ pub fn run(export: Export, cfg: ServerConfig) -> anyhow::Result<()> {
     let mut next_id = 0u64;
     loop {
         let accepted = match &listener {
-            Listener::Unix(l) => l.accept().and_then(|(s, _)| prepare(s, None, &cfg)),
+            Listener::Unix(l) => l.accept().and_then(|(s, _)| {
+                let peer = unix_peer(&s);
+                prepare(s, peer, &cfg)
+            }),
             Listener::Tcp(l) => l
                 .accept()
-                .and_then(|(s, a)| prepare(s, Some(a.ip().to_canonical()), &cfg)),
+                .and_then(|(s, a)| prepare(s, Some(PeerKey::Ip(a.ip().to_canonical())), &cfg)),
         };
         let (job, closer, peer) = match accepted {
             Ok(j) => j,
@@ -542,8 +579,12 @@ mod tests {
     use super::*;
     use nand::ClockMode;
 
-    const A: Peer = Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)));
-    const B: Peer = Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)));
+    const A: Peer = Some(PeerKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(
+        10, 0, 0, 1,
+    ))));
+    const B: Peer = Some(PeerKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(
+        10, 0, 0, 2,
+    ))));
 
     struct Fixture {
         export: Export,
@@ -610,7 +651,9 @@ mod tests {
         for id in 200..203 {
             f.add(
                 id,
-                Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, id as u8))),
+                Some(PeerKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(
+                    10, 0, 1, id as u8,
+                )))),
             );
         }
         assert!(
@@ -620,8 +663,8 @@ mod tests {
         assert!(!f.slots.lock().contains_key(&96));
     }
 
-    /// On a unix socket (no peer address) only the global limit applies: the oldest half-open
-    /// connection gives way.
+    /// A unix socket whose peer process is unknown: only the global limit applies, the oldest
+    /// half-open connection gives way.
     #[test]
     fn unix_clients_share_the_global_limits() {
         let f = Fixture::new(3, 1, u64::MAX);
@@ -632,6 +675,30 @@ mod tests {
         for id in 3..=5 {
             assert_eq!(f.slots.admit(&f.export, id), Ok(()));
         }
+    }
+
+    /// Finding (issue 32): a connect flood on the unix socket made real clients fail, since
+    /// every unix client was one peer and each new silent socket closed the oldest half-open
+    /// one, often a real client in its handshake. Now a unix socket's peer is its process:
+    /// the flooding process displaces only its own sockets.
+    #[test]
+    fn a_unix_connect_flood_from_one_process_closes_only_its_own() {
+        let (real, flood) = (Some(PeerKey::Process(100)), Some(PeerKey::Process(200)));
+        let f = Fixture::new(8, 4, u64::MAX);
+        f.add(1, real);
+        for id in 10..500 {
+            f.add(id, flood);
+        }
+        assert!(f.slots.lock().contains_key(&1), "{:?}", f.closed());
+        assert!(f.closed().iter().all(|&id| id >= 10));
+        assert_eq!(f.slots.admit(&f.export, 1), Ok(()));
+    }
+
+    /// `unix_peer` names the process at the other end of a unix socket: this one.
+    #[test]
+    fn a_unix_socket_peer_is_its_process() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        assert_eq!(unix_peer(&a), Some(PeerKey::Process(std::process::id())));
     }
 
     /// A peer at its limit is refused with the reason, while another peer still gets in; an

@@ -128,3 +128,46 @@ fn device_flags_are_refused_on_the_crash_disk_and_bad_overrides_before_any_seed(
     assert!(!ok);
     assert!(err.contains("the native store's log"), "{err}");
 }
+
+/// `--fault paired` (a media failure of an upper-page program) runs on MLC flash and is refused
+/// with the reason where there is no upper page: the crash disk and SLC chips.
+#[test]
+fn fault_paired_runs_on_mlc_and_is_refused_on_the_crash_disk_and_slc() {
+    let mut args = vec![
+        "crashtest",
+        "--storage",
+        "page",
+        "--fault",
+        "paired",
+        "--seeds",
+        "3",
+    ];
+    let dev = shrunk("mlc16k", 4096);
+    args.extend(dev.iter().map(String::as_str));
+    let (ok, text, err) = noftl(&args);
+    assert!(ok, "{err}");
+    assert!(text.contains("3 of 3 recoveries verified"), "{text}");
+    assert!(text.contains("upper-page program"), "{text}");
+    for (args, why) in [
+        (
+            &["crashtest", "--fault", "paired", "--seeds", "1"][..],
+            "crash disk has none",
+        ),
+        (
+            &[
+                "crashtest",
+                "--storage",
+                "page",
+                "--fault",
+                "paired",
+                "--seeds",
+                "1",
+            ][..],
+            "slc chips have none",
+        ),
+    ] {
+        let (ok, _, err) = noftl(args);
+        assert!(!ok);
+        assert!(err.contains(why), "{err}");
+    }
+}

@@ -17,6 +17,11 @@
 //!    ([`Flash::complete_word_line`]) at FLUSH and before they erase a block whose pages were
 //!    copied onto such a word line, so that data a host was told is durable never sits alone on
 //!    an unpaired lower page (docs/ftl.md, "Paired pages in the block-mapped FTLs").
+//! 5. Program failures on paired pages (MLC, TLC, with or without power-loss protection): a
+//!    failed upper- or middle-page program tears the pages below it on its word line. `Flash`
+//!    keeps a copy of every page of an incomplete word line (`crate::lower_pages`) and serves a
+//!    read of such a torn page from it, so the FTL that moves the failed block's data off (as
+//!    after any failed program) moves what was acknowledged there, not a torn page.
 
 use std::collections::VecDeque;
 
@@ -24,6 +29,7 @@ use nand::{BlockState, CellMode, Geometry, Nand, NandError, Nanos, Pbn, Ppn, Pur
 
 use crate::block_device::{FtlError, LOGICAL_PAGE_BYTES};
 use crate::controller::{Controller, DRAM_ACCESS_CYCLES};
+use crate::lower_pages::{self, LowerPageCopies};
 use crate::oob::{check_oob_size, scan_blocks_of, BlockScan, OobRecord, PageKind, ScanExtent};
 use crate::options::{check_page_size, check_spare_factor};
 
@@ -121,6 +127,9 @@ pub(crate) struct Flash {
     /// Blocks whose last program left a word line incomplete (invariant 4); a handful at most
     /// (the FTLs' open blocks), so a vector searched linearly.
     open_lines: Vec<u32>,
+    /// Copies of the pages of incomplete word lines (invariant 5, `crate::lower_pages`): kept
+    /// with power-loss protection too, which does nothing against a media failure.
+    lower: LowerPageCopies,
     oob: Vec<u8>,
     pub zeros: Vec<u8>,
     /// Scratch page for merge copies.
@@ -161,6 +170,7 @@ impl Flash {
                 _ => 1,
             },
             open_lines: Vec::new(),
+            lower: LowerPageCopies::new(mode.bits_per_cell(), geo.pages_per_block),
             mode,
             oob: vec![0xFF; geo.oob_size_bytes as usize],
             zeros: vec![0; geo.page_size_bytes as usize],
@@ -189,6 +199,9 @@ impl Flash {
     ) -> Result<Nanos, FtlError> {
         rec.encode_into(&mut self.oob);
         let r = self.nand.program(at_ns, ppn, data, &self.oob, purpose);
+        if r.is_ok() {
+            self.lower.programmed(ppn, data, &self.oob);
+        }
         self.note_program(ppn, r.is_ok());
         Ok(r?.done_ns)
     }
@@ -203,6 +216,9 @@ impl Flash {
     ) -> Result<Nanos, FtlError> {
         rec.encode_into(&mut self.oob);
         let r = self.nand.program(at_ns, ppn, &self.buf, &self.oob, purpose);
+        if r.is_ok() {
+            self.lower.programmed(ppn, &self.buf, &self.oob);
+        }
         self.note_program(ppn, r.is_ok());
         Ok(r?.done_ns)
     }
@@ -276,7 +292,16 @@ impl Flash {
         buf: &mut [u8],
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
-        Ok(self.nand.read(at_ns, ppn, buf, &mut [], purpose)?.done_ns)
+        let r = lower_pages::read(
+            &mut self.nand,
+            &self.lower,
+            at_ns,
+            ppn,
+            buf,
+            &mut [],
+            purpose,
+        );
+        Ok(r?.done_ns)
     }
 
     /// Reads a page into the scratch buffer.
@@ -286,10 +311,10 @@ impl Flash {
         ppn: Ppn,
         purpose: Purpose,
     ) -> Result<Nanos, FtlError> {
-        Ok(self
-            .nand
-            .read(at_ns, ppn, &mut self.buf, &mut [], purpose)?
-            .done_ns)
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = self.read(at_ns, ppn, &mut buf, purpose);
+        self.buf = buf;
+        r
     }
 
     /// Reads data and OOB; returns the record too (`None` for erased or unreadable pages,
@@ -301,7 +326,16 @@ impl Flash {
         buf: &mut [u8],
         purpose: Purpose,
     ) -> Result<(Nanos, Option<OobRecord>), FtlError> {
-        match self.nand.read(at_ns, ppn, buf, &mut self.oob, purpose) {
+        let r = lower_pages::read(
+            &mut self.nand,
+            &self.lower,
+            at_ns,
+            ppn,
+            buf,
+            &mut self.oob,
+            purpose,
+        );
+        match r {
             Ok(d) => Ok((d.done_ns, OobRecord::decode(&self.oob))),
             Err(NandError::Torn(_)) => Ok((self.nand.now_ns().max(at_ns), None)),
             Err(e) => Err(e.into()),
@@ -311,6 +345,7 @@ impl Flash {
     pub fn erase(&mut self, at_ns: Nanos, pbn: u32, purpose: Purpose) -> Result<Nanos, FtlError> {
         // Whatever happens to the erase, the block's pages are gone or never used again.
         self.forget_open_line(pbn);
+        self.lower.erased(Pbn(pbn));
         Ok(self
             .nand
             .erase(at_ns, Pbn(pbn), self.mode, purpose)?
@@ -389,6 +424,9 @@ impl Flash {
             let r = self
                 .nand
                 .program(at_ns, ppn, &self.zeros, &self.oob, purpose);
+            if r.is_ok() {
+                self.lower.programmed(ppn, &self.zeros, &self.oob);
+            }
             self.note_program(ppn, r.is_ok());
             done = done.max(r?.done_ns);
             *next_free += 1;

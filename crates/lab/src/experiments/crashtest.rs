@@ -53,7 +53,7 @@ pub struct Spec {
     pub seeds: u64,
     /// The first seed; the runs use `first_seed .. first_seed + seeds - 1`.
     pub first_seed: u64,
-    /// power | io (native: on the aged device either way, kits::crash_native)
+    /// power | io | paired (native: on the aged device either way, kits::crash_native)
     pub fault: String,
     /// DB page size in bytes: 4096, 8192 or 16384 (the larger make torn pages possible).
     pub page_size: usize,
@@ -194,6 +194,9 @@ pub struct Job {
 pub fn prepare(spec: &Spec) -> anyhow::Result<Job> {
     let fault = checked(spec)?;
     let medium = medium(spec)?;
+    if fault == Fault::PairedProgram {
+        check_paired(&medium)?;
+    }
     let options = options(spec, medium, fault)?;
     let job = Job {
         spec: spec.clone(),
@@ -208,13 +211,37 @@ pub fn run(spec: &Spec, on_seed_done: &mut dyn FnMut()) -> anyhow::Result<CrashR
     prepare(spec)?.run(on_seed_done)
 }
 
+/// `--fault paired` needs upper pages to fail: flash whose chips store 2 or 3 bits per cell.
+fn check_paired(medium: &Medium) -> anyhow::Result<()> {
+    let cell = match medium {
+        Medium::CrashDisk => None,
+        Medium::Flash(m) => Some(m.device.cell.native),
+        Medium::Native(n) => Some(match &n.device {
+            Some(d) => d.cell.native,
+            None => {
+                kits::crash_native::tiny_device(0, 2, &n.overrides)?
+                    .config()
+                    .cell
+                    .native
+            }
+        }),
+    };
+    match cell {
+        Some(nand::CellMode::Mlc | nand::CellMode::Tlc) => Ok(()),
+        Some(c) => bail!("--fault paired fails an upper-page program, and {c} chips have none: choose an MLC or TLC device (--preset mlc16k or tlc16k)"),
+        None => bail!("--fault paired fails an upper-page program on MLC/TLC flash; the crash disk has none: use an FTL or --storage native with --preset mlc16k or tlc16k"),
+    }
+}
+
 /// The fault, seeds, terminals, transactions and page size checked; the fault parsed.
 fn checked(spec: &Spec) -> anyhow::Result<Fault> {
     let fault = match spec.fault.as_str() {
         "power" => Fault::PowerCut,
         "io" => Fault::IoError,
-        other => bail!("--fault is power or io, not '{other}'"),
+        "paired" => Fault::PairedProgram,
+        other => bail!("--fault is power, io or paired, not '{other}'"),
     };
+
     limits::at_least_one(
         "--seeds",
         spec.seeds,

@@ -29,8 +29,10 @@ pub struct CrashtestArgs {
     /// The first seed; the runs use --first-seed .. --first-seed + --seeds - 1.
     #[arg(long, default_value_t = 0)]
     pub first_seed: u64,
-    /// power | io (a program, erase or read fails on the media). Native: the device is aged
-    /// first for both, as the FTLs' devices are.
+    /// power | io (a program, erase or read fails on the media) | paired (the first upper- or
+    /// middle-page program from the drawn operation on fails on the media, tearing its word
+    /// line's lower pages: MLC/TLC devices). Native: the device is aged first for all, as the
+    /// FTLs' devices are.
     #[arg(long, default_value = "power")]
     pub fault: String,
     /// DB page size: 4096, 8192 or 16384 (the larger make torn pages possible).

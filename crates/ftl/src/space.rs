@@ -94,7 +94,12 @@
 //!     programmed yet (`lower_pages`, the controller's buffer); the failed block is retired and
 //!     its valid pages moved off as after any failed program, a torn one from its copy. So a
 //!     media failure loses nothing that the space holds valid. (Reads of such a page by the
-//!     caller are served from the copy too, until it is moved.)
+//!     caller are served from the copy too, until it is moved.) The copies are RAM, so the
+//!     move is made durable at once: the word lines it wrote to are completed with pads
+//!     (`evacuate`), and a victim pinned to a retired block is not erased before that block is
+//!     evacuated (`satisfy_pins`). A power cut after the failure then finds every valid page
+//!     intact on flash; one that falls inside the move itself can still take a torn page's only
+//!     copy, as on a controller without power-loss protection.
 //!
 //! Units: on flash pages larger than 4 KiB ([`UNIT_BYTES`]) a page holds `units_per_page`
 //! units of 4 KiB, each a key of its own with its own OOB record (record `i` at OOB bytes
@@ -1775,6 +1780,18 @@ impl FlashSpace {
         }
         let pins = std::mem::take(&mut self.pins[b as usize]);
         let mut done = at_ns;
+        // A destination retired since by a failed program (invariant 11) holds the copies
+        // only in the controller's RAM (torn lower pages) until it is evacuated, and a
+        // collection spree can run on long before that: move it off, durably, before `b`, the
+        // other intact copy, is erased. Found by `crashtest --fault mixed` (a cut 250
+        // operations after a failed GC program lost a commit that way).
+        if !self.to_evacuate.is_empty()
+            && pins
+                .iter()
+                .any(|p| self.blocks[p.block as usize].usage == BlockUse::Bad)
+        {
+            done = done.max(self.evacuate(at_ns)?);
+        }
         for p in &pins {
             let blk = &self.blocks[p.block as usize];
             // Erased since (its data moved, pinned in turn), or retired: nothing to complete.
@@ -2218,11 +2235,17 @@ impl FlashSpace {
         }
     }
 
-    /// Moves valid pages off retired blocks (their pages stay readable).
+    /// Moves valid pages off retired blocks (their pages stay readable, a torn lower page from
+    /// its copy), then completes the word lines the copies went to (invariant 11): a retired
+    /// block is never erased, so its pins would never be satisfied, and after a failed paired
+    /// program the copies are the only intact version of the torn pages. Until their word lines
+    /// are complete a power cut can take them (the controller's DRAM copies go with the power),
+    /// so the rescue is made durable at once, not at the next durability point.
     fn evacuate(&mut self, at_ns: Nanos) -> Result<Nanos, FtlError> {
         let mut t = at_ns;
         while let Some(b) = self.to_evacuate.pop() {
-            t = t.max(self.migrate_block(at_ns, b, Purpose::Gc)?);
+            let moved = self.migrate_block(at_ns, b, Purpose::Gc)?;
+            t = t.max(self.satisfy_pins(moved, b)?);
         }
         Ok(t)
     }

@@ -50,7 +50,7 @@ use storage::crashdisk::{CrashDisk, CrashPlan, SharedCrashDisk};
 use storage::shared::SharedDevice;
 use storage::{BlockPageStore, Engine, Error, Result};
 
-use crate::crash_common::{paired_fault_fired, CrashWorkload, OpCount, PAIRED_PROGRAM};
+use crate::crash_common::{paired_fault_fired, CrashWorkload, OpCount, Shot};
 pub use crate::crash_common::{
     CrashOptions, CrashOutcome, Fault, FlashMedium, Medium, NativeDevice,
 };
@@ -162,7 +162,9 @@ impl Rig {
             Rig::Flash(..) => 80,
         }
     }
-    fn arm(&self, fault: Fault, at: u64, tear_sectors: bool) {
+    /// Arms `fault` at `shot`, operations counted from `base` (`rig.ops()` before the workload).
+    fn arm(&self, fault: Fault, shot: Shot, base: u64, tear_sectors: bool) {
+        let at = base + shot.nth;
         match self {
             Rig::Disk(d) => d.set_plan(match fault {
                 Fault::PowerCut => CrashPlan {
@@ -170,17 +172,17 @@ impl Rig {
                     fail_op: None,
                     tear_sectors,
                 },
-                // The crash disk has no paired pages (the lab refuses the pair up front); a
-                // failed write is its nearest media error.
-                Fault::IoError | Fault::PairedProgram => CrashPlan {
-                    cut_at_op: None,
+                // The crash disk has no paired pages (the lab refuses them up front); a failed
+                // write is its nearest media error.
+                Fault::IoError | Fault::PairedProgram | Fault::Mixed => CrashPlan {
+                    cut_at_op: shot.cut_nth.map(|c| base + c),
                     fail_op: Some(at),
                     tear_sectors,
                 },
             }),
             Rig::Flash(d, _) => d.with(|d| {
                 if let Some(n) = d.nand_mut() {
-                    n.set_fault_plan(fault.plan_at(at));
+                    n.set_fault_plan(shot.plan(fault, base));
                 }
             }),
         }
@@ -367,17 +369,14 @@ pub(crate) fn block_round<W: CrashWorkload>(
             (count.budget(), count)
         }
     };
-    let nth = rng.random_range(1..=budget);
+    let shot = Shot::draw(w.fault(), &mut rng, budget);
     let mut out = CrashOutcome {
         seed,
         ..CrashOutcome::default()
     };
-    let (rig, l, seen) = faulted_run(w, s, seed, nth, &mut out)?;
+    let (rig, l, seen, paired_fired) = faulted_run(w, s, seed, shot, &mut out)?;
     if out.fault_hit {
-        out.fault_landed_on = match w.fault() {
-            Fault::PairedProgram => Some(PAIRED_PROGRAM.into()),
-            _ => count.name(nth),
-        };
+        out.fault_landed_on = shot.landed_on(w.fault(), paired_fired, |n| count.name(n));
     }
     // Restart from the device alone (optionally crashing once more during recovery).
     let mut rig = match rig {
@@ -390,7 +389,7 @@ pub(crate) fn block_round<W: CrashWorkload>(
     if w.crash_during_recovery() {
         let second = if s.count_restart {
             // A cut-free restart of the same device, reached by the same faulted run again.
-            let (again, _, _) = faulted_run(w, s, seed, nth, &mut CrashOutcome::default())?;
+            let (again, ..) = faulted_run(w, s, seed, shot, &mut CrashOutcome::default())?;
             match again {
                 Ok(r) => {
                     let start = r.start_count()?;
@@ -408,7 +407,12 @@ pub(crate) fn block_round<W: CrashWorkload>(
             Some((rng.random_range(1..=rig.restart_ops()), None))
         };
         if let Some((nth, name)) = second {
-            rig.arm(Fault::PowerCut, rig.ops() + nth, s.tear_sectors);
+            rig.arm(
+                Fault::PowerCut,
+                Shot { nth, cut_nth: None },
+                rig.ops(),
+                s.tear_sectors,
+            );
             let r = Engine::open(rig.store(s)?, w.engine_config());
             out.recovery_cut_hit = r.is_err();
             if out.recovery_cut_hit {
@@ -432,30 +436,34 @@ pub(crate) fn block_round<W: CrashWorkload>(
     )
 }
 
-/// The workload with the fault armed at its `nth` operation, then a power cycle: the device as
-/// the restart finds it (`Err(why)`: it did not come back).
-#[allow(clippy::type_complexity)] // the round's three results, named in the caller
+/// The workload with the fault armed at `shot`, then a power cycle: the device as the restart
+/// finds it (`Err(why)`: it did not come back), and whether a paired-program failure fired.
+#[allow(clippy::type_complexity)] // the round's four results, named in the caller
 fn faulted_run<W: CrashWorkload>(
     w: &W,
     s: &BlockSetup,
     seed: u64,
-    nth: u64,
+    shot: Shot,
     out: &mut CrashOutcome,
-) -> Result<(std::result::Result<Rig, String>, W::Loaded, W::Seen)> {
+) -> Result<(std::result::Result<Rig, String>, W::Loaded, W::Seen, bool)> {
     let (rig, mut e, l) = prepare(w, s, seed)?;
-    let at = rig.ops() + nth;
-    rig.arm(w.fault(), at, s.tear_sectors);
-    out.fault_at_op = at;
+    let base = rig.ops();
+    rig.arm(w.fault(), shot, base, s.tear_sectors);
+    out.fault_at_op = base + shot.nth;
     let seen = w.run(&mut e, &l, seed, out);
-    // A media error the FTL absorbed (a failed program it rewrote elsewhere) reaches no one, so
-    // "hit" is judged by the operation count; a paired-program fault by whether it fired (it
-    // waits for an upper-page program, which may never come).
-    out.fault_hit = match (w.fault(), &rig) {
-        (Fault::PairedProgram, Rig::Flash(d, _)) => {
-            d.with(|d| d.nand().is_some_and(paired_fault_fired))
-        }
-        _ => out.error_reported.is_some() || rig.ops() >= at,
+    let reported = out.error_reported.is_some();
+    let ops = rig.ops();
+    let (hit, paired_fired) = match &rig {
+        Rig::Flash(d, _) => d.with(|d| {
+            let nand = d.nand();
+            (
+                shot.hit(w.fault(), nand, ops, base, reported),
+                nand.is_some_and(paired_fault_fired),
+            )
+        }),
+        Rig::Disk(_) => (shot.hit(w.fault(), None, ops, base, reported), false),
     };
+    out.fault_hit = hit;
     drop(e);
-    Ok((rig.power_cycle(seed)?, l, seen))
+    Ok((rig.power_cycle(seed)?, l, seen, paired_fired))
 }

@@ -26,6 +26,11 @@ pub enum Fault {
     /// (`FaultPlan::fail_paired_program_from`), so the controller must keep what they held.
     /// Flash only; on SLC and pSLC there is no such program and nothing fails.
     PairedProgram,
+    /// Both together: the media failure of [`Fault::PairedProgram`] armed from the drawn
+    /// operation on, and a power cut at a second operation drawn after it ([`Shot`]), so a
+    /// controller that has just absorbed a failed upper-page program loses power with its
+    /// recovery state (a kept lower-page copy, a retired block) in flight. MLC/TLC flash only.
+    Mixed,
 }
 
 impl Fault {
@@ -40,10 +45,77 @@ impl Fault {
                 fail_op: Some(at),
                 ..nand::FaultPlan::default()
             },
-            Fault::PairedProgram => nand::FaultPlan {
+            // The cut of `Mixed` is placed by its `Shot`.
+            Fault::PairedProgram | Fault::Mixed => nand::FaultPlan {
                 fail_paired_program_from: Some(at),
                 ..nand::FaultPlan::default()
             },
+        }
+    }
+
+    /// Whether the fault fails an upper- or middle-page program (MLC/TLC flash only).
+    pub fn fails_paired_program(self) -> bool {
+        matches!(self, Fault::PairedProgram | Fault::Mixed)
+    }
+}
+
+/// Where one round's faults land, counted in the workload's flash operations from 1: the
+/// fault's operation, and with [`Fault::Mixed`] the power cut's, drawn second from the same
+/// seed's stream (so every other fault draws exactly as before `Mixed` existed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shot {
+    pub(crate) nth: u64,
+    pub(crate) cut_nth: Option<u64>,
+}
+
+impl Shot {
+    /// Draws from `budget` operations (the dry run's count plus 5%: power lost while idle). The
+    /// cut falls at or after the media failure's first chance, so it cuts either the
+    /// controller's handling of the failure or work after it (or the failure never comes first,
+    /// and the round is a plain power cut).
+    pub(crate) fn draw(fault: Fault, rng: &mut impl rand::Rng, budget: u64) -> Shot {
+        debug_assert!(budget >= 1);
+        let nth = rng.random_range(1..=budget);
+        let cut_nth = (fault == Fault::Mixed).then(|| rng.random_range(nth..=budget));
+        Shot { nth, cut_nth }
+    }
+
+    /// The emulator's plan for `fault`, with operations counted from `base` (the count before
+    /// the workload's first operation).
+    pub(crate) fn plan(self, fault: Fault, base: u64) -> nand::FaultPlan {
+        let mut plan = fault.plan_at(base + self.nth);
+        if let Some(cut) = self.cut_nth {
+            plan.cut_at_op = Some(base + cut);
+        }
+        plan
+    }
+
+    /// Whether the round's fault fired, from the device after the faulted run (`ops` the
+    /// operations issued by then, `base` as for [`Shot::plan`]; `reported`: the workload saw
+    /// an error). A media error the store absorbed reaches no one, so the operation count
+    /// judges it; a paired-program failure whether it fired (it waits for an upper-page
+    /// program, which may never come); `Mixed` either.
+    pub(crate) fn hit(self, fault: Fault, nand: Option<&Nand>, ops: u64, base: u64, reported: bool) -> bool {
+        let fired = nand.is_some_and(paired_fault_fired);
+        match fault {
+            Fault::PairedProgram => fired,
+            Fault::Mixed => fired || self.cut_nth.is_some_and(|c| ops >= base + c),
+            Fault::PowerCut | Fault::IoError => reported || ops >= base + self.nth,
+        }
+    }
+
+    /// What the report names the fault that landed: `name` names a workload operation.
+    pub(crate) fn landed_on(
+        self,
+        fault: Fault,
+        paired_fired: bool,
+        name: impl Fn(u64) -> Option<String>,
+    ) -> Option<String> {
+        match fault {
+            Fault::PairedProgram => Some(PAIRED_PROGRAM.into()),
+            Fault::Mixed if paired_fired => Some(PAIRED_THEN_CUT.into()),
+            Fault::Mixed => self.cut_nth.and_then(name),
+            Fault::PowerCut | Fault::IoError => name(self.nth),
         }
     }
 }
@@ -51,6 +123,10 @@ impl Fault {
 /// What the reports name a fired [`Fault::PairedProgram`] ("landed on"): the failed program is
 /// the first upper- or middle-page one from the drawn operation on, whatever its purpose.
 pub(crate) const PAIRED_PROGRAM: &str = "upper-page program";
+
+/// What the reports name a [`Fault::Mixed`] round whose media failure fired before its cut (the
+/// cut then lands on whatever the controller did next).
+pub(crate) const PAIRED_THEN_CUT: &str = "upper-page program, then power cut";
 
 /// Whether an armed [`Fault::PairedProgram`] fired: no program fails on this device otherwise
 /// (aging and the workload run without faults until it is armed).

@@ -50,7 +50,7 @@ use storage::{Engine, Error, NativeConfig, NativeStore, PageStore, Result};
 
 use crate::crash_common::{
     paired_fault_fired, CrashOptions, CrashOutcome, CrashWorkload, Fault, Medium, NativeDevice,
-    OpCount, PAIRED_PROGRAM, TRACE_ENTRIES,
+    OpCount, Shot, TRACE_ENTRIES,
 };
 use crate::crash_tpcb::Tpcb;
 
@@ -237,31 +237,29 @@ fn prepare<W: CrashWorkload>(w: &W, s: &NativeSetup, seed: u64) -> Result<(Engin
     Ok((e, l))
 }
 
-/// The workload with the fault armed at its `nth` flash operation, then a power cycle: the flash
-/// as the restart finds it.
+/// The workload with the fault armed at `shot`, then a power cycle: the flash as the restart
+/// finds it, and whether a paired-program failure fired.
 fn faulted_run<W: CrashWorkload>(
     w: &W,
     s: &NativeSetup,
     seed: u64,
-    nth: u64,
+    shot: Shot,
     out: &mut CrashOutcome,
-) -> Result<(Nand, W::Loaded, W::Seen)> {
+) -> Result<(Nand, W::Loaded, W::Seen, bool)> {
     let (mut e, l) = prepare(w, s, seed)?;
     let nand = flash(&mut e)?;
-    let at = nand.ops_issued() + nth;
-    nand.set_fault_plan(w.fault().plan_at(at));
-    out.fault_at_op = at;
+    let base = nand.ops_issued();
+    nand.set_fault_plan(shot.plan(w.fault(), base));
+    out.fault_at_op = base + shot.nth;
     let seen = w.run(&mut e, &l, seed, out);
     let mut nand = native_flash_back(e)?;
-    // A media error the store absorbed (GC retiring a block whose erase failed) reaches no one,
-    // so "hit" is judged by the operation count; a paired-program fault by whether it fired.
-    out.fault_hit = if w.fault() == Fault::PairedProgram {
-        paired_fault_fired(&nand)
-    } else {
-        out.error_reported.is_some() || nand.ops_issued() >= at
-    };
+    // A media error the store absorbed (GC retiring a block whose erase failed) reaches no one
+    // (`Shot::hit` says how each fault is judged).
+    let reported = out.error_reported.is_some();
+    out.fault_hit = shot.hit(w.fault(), Some(&nand), nand.ops_issued(), base, reported);
+    let paired_fired = paired_fault_fired(&nand);
     power_cycle(&mut nand);
-    Ok((nand, l, seen))
+    Ok((nand, l, seen, paired_fired))
 }
 
 /// A restart's flash operations: `NativeStore::open`'s, then `Engine::open`'s.
@@ -354,24 +352,21 @@ pub(crate) fn native_round<W: CrashWorkload>(
     w.run(&mut e, &l, seed, &mut dry);
     let work = OpCount::of_dry_run(flash(&mut e)?, start, seed, &dry)?;
     drop(e);
-    let nth = rng.random_range(1..=work.budget());
+    let shot = Shot::draw(w.fault(), &mut rng, work.budget());
     let mut out = CrashOutcome {
         seed,
         ..CrashOutcome::default()
     };
     let second_cut = if w.crash_during_recovery() {
         let mut scratch = out.clone();
-        let (nand, _, _) = faulted_run(w, s, seed, nth, &mut scratch)?;
+        let (nand, ..) = faulted_run(w, s, seed, shot, &mut scratch)?;
         RestartCount::measure(w, s, nand)?.map(|c| c.draw(&mut rng))
     } else {
         None
     };
-    let (mut nand, l, seen) = faulted_run(w, s, seed, nth, &mut out)?;
+    let (mut nand, l, seen, paired_fired) = faulted_run(w, s, seed, shot, &mut out)?;
     if out.fault_hit {
-        out.fault_landed_on = match w.fault() {
-            Fault::PairedProgram => Some(PAIRED_PROGRAM.into()),
-            _ => work.name(nth),
-        };
+        out.fault_landed_on = shot.landed_on(w.fault(), paired_fired, |n| work.name(n));
     }
     if let Some((cut, name)) = second_cut {
         nand = cut_restart(w, s, nand, cut, name, &mut out)?;

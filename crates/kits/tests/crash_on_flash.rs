@@ -258,3 +258,28 @@ fn a_failed_upper_page_program_on_an_aged_mlc_device_loses_no_commit_and_reaches
         assert_eq!(s.errors, 0, "{kind}: a media failure reached the engine");
     }
 }
+
+/// Both faults in one round (`Fault::Mixed`, `crashtest --fault mixed`): a failed upper-page
+/// program on an aged MLC device, then a power cut drawn at or after it, which cuts the FTL
+/// while it rewrites the torn lower pages or later. Every acknowledged commit survives; the cut
+/// inside the workload is always reported.
+#[test]
+fn a_power_cut_after_a_failed_upper_page_program_loses_no_commit() {
+    for kind in ["page", "dftl", "fast", "block"] {
+        let m = FlashMedium::on_device(kind, mlc4k()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let o = CrashOptions {
+            medium: Medium::Flash(m),
+            fault: Fault::Mixed,
+            ..CrashOptions::default()
+        };
+        let n = 10;
+        let s = sweep(6100..6100 + n, &o);
+        assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
+        assert!(s.hit * 10 >= n * 9, "{kind}: only {} of {n} fired", s.hit);
+        assert!(
+            s.landed.contains_key("upper-page program, then power cut"),
+            "{kind}: no media failure came before its cut: {:?}",
+            s.landed
+        );
+    }
+}

@@ -234,3 +234,23 @@ fn aged_native_store_on_mlc_loses_no_commit_when_an_upper_page_program_fails() {
     assert_eq!(s.verified, 30);
     assert!(s.fault_hits >= 27, "only {} of 30 fired", s.fault_hits);
 }
+
+/// A failed upper-page program and then a power cut (`Fault::Mixed`) on the aged native store on
+/// MLC chips: the cut lands while the flash space rewrites the torn lower pages or after;
+/// recovery brings back every acknowledged commit.
+#[test]
+fn aged_native_store_on_mlc_loses_no_commit_when_power_fails_after_an_upper_page_program_fails() {
+    let device = ftl::testkit::paired_device_config("mlc", &[]);
+    let o = CrashOptions {
+        fault: Fault::Mixed,
+        medium: kits::crash::Medium::Native(kits::crash::NativeDevice {
+            device: Some(device),
+            ..Default::default()
+        }),
+        ..CrashOptions::default()
+    };
+    let s = sweep(7100..7120, &o);
+    assert!(s.bad.is_empty(), "{:#?}", s.bad);
+    assert_eq!(s.verified, 20);
+    assert!(s.fault_hits >= 18, "only {} of 20 fired", s.fault_hits);
+}

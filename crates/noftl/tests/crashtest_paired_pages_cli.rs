@@ -165,6 +165,18 @@ fn fault_paired_runs_on_mlc_and_is_refused_on_the_crash_disk_and_slc() {
             ][..],
             "slc chips have none",
         ),
+        (
+            &[
+                "crashtest",
+                "--storage",
+                "native",
+                "--fault",
+                "mixed",
+                "--seeds",
+                "1",
+            ][..],
+            "--fault mixed fails an upper-page program, and slc chips have none",
+        ),
     ] {
         let (ok, _, err) = noftl(args);
         assert!(!ok);

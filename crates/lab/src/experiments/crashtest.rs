@@ -53,7 +53,7 @@ pub struct Spec {
     pub seeds: u64,
     /// The first seed; the runs use `first_seed .. first_seed + seeds - 1`.
     pub first_seed: u64,
-    /// power | io | paired (native: on the aged device either way, kits::crash_native)
+    /// power | io | paired | mixed (native: on the aged device either way, kits::crash_native)
     pub fault: String,
     /// DB page size in bytes: 4096, 8192 or 16384 (the larger make torn pages possible).
     pub page_size: usize,
@@ -194,8 +194,8 @@ pub struct Job {
 pub fn prepare(spec: &Spec) -> anyhow::Result<Job> {
     let fault = checked(spec)?;
     let medium = medium(spec)?;
-    if fault == Fault::PairedProgram {
-        check_paired(&medium)?;
+    if fault.fails_paired_program() {
+        check_paired(&medium, fault)?;
     }
     let options = options(spec, medium, fault)?;
     let job = Job {
@@ -211,8 +211,10 @@ pub fn run(spec: &Spec, on_seed_done: &mut dyn FnMut()) -> anyhow::Result<CrashR
     prepare(spec)?.run(on_seed_done)
 }
 
-/// `--fault paired` needs upper pages to fail: flash whose chips store 2 or 3 bits per cell.
-fn check_paired(medium: &Medium) -> anyhow::Result<()> {
+/// `--fault paired` and `mixed` need upper pages to fail: flash whose chips store 2 or 3 bits
+/// per cell.
+fn check_paired(medium: &Medium, fault: Fault) -> anyhow::Result<()> {
+    let flag = if fault == Fault::Mixed { "mixed" } else { "paired" };
     let cell = match medium {
         Medium::CrashDisk => None,
         Medium::Flash(m) => Some(m.device.cell.native),
@@ -228,8 +230,8 @@ fn check_paired(medium: &Medium) -> anyhow::Result<()> {
     };
     match cell {
         Some(nand::CellMode::Mlc | nand::CellMode::Tlc) => Ok(()),
-        Some(c) => bail!("--fault paired fails an upper-page program, and {c} chips have none: choose an MLC or TLC device (--preset mlc16k or tlc16k)"),
-        None => bail!("--fault paired fails an upper-page program on MLC/TLC flash; the crash disk has none: use an FTL or --storage native with --preset mlc16k or tlc16k"),
+        Some(c) => bail!("--fault {flag} fails an upper-page program, and {c} chips have none: choose an MLC or TLC device (--preset mlc16k or tlc16k)"),
+        None => bail!("--fault {flag} fails an upper-page program on MLC/TLC flash; the crash disk has none: use an FTL or --storage native with --preset mlc16k or tlc16k"),
     }
 }
 
@@ -239,7 +241,8 @@ fn checked(spec: &Spec) -> anyhow::Result<Fault> {
         "power" => Fault::PowerCut,
         "io" => Fault::IoError,
         "paired" => Fault::PairedProgram,
-        other => bail!("--fault is power, io or paired, not '{other}'"),
+        "mixed" => Fault::Mixed,
+        other => bail!("--fault is power, io, paired or mixed, not '{other}'"),
     };
 
     limits::at_least_one(

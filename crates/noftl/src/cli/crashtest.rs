@@ -31,7 +31,8 @@ pub struct CrashtestArgs {
     pub first_seed: u64,
     /// power | io (a program, erase or read fails on the media) | paired (the first upper- or
     /// middle-page program from the drawn operation on fails on the media, tearing its word
-    /// line's lower pages: MLC/TLC devices). Native: the device is aged first for all, as the
+    /// line's lower pages: MLC/TLC devices) | mixed (that media failure, then a power cut drawn
+    /// at or after it: MLC/TLC devices). Native: the device is aged first for all, as the
     /// FTLs' devices are.
     #[arg(long, default_value = "power")]
     pub fault: String,

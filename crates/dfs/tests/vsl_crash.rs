@@ -3,7 +3,10 @@
 //! at a seeded flash operation. After recovery every block reads what the oracle of
 //! acknowledged operations says, except that the one operation in flight at the cut is visible
 //! either whole or not at all (VSL invariants 3 and 4). The recovered VSL then serves more
-//! operations and is checked again.
+//! operations and is checked again. The aged variants first fill three quarters of the
+//! device's capacity with blocks of their own (in a fifth part of the virtual space) and rewrite
+//! them until the space has collected garbage, so that the workload's writes make it collect
+//! and the cut can land on a GC copy or erase; those blocks must read back intact too.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
@@ -159,11 +162,55 @@ fn overlaps(ex: &[(u64, u64)]) -> bool {
 
 /// Reads every block of the regions; the state as a model.
 fn read_all(vsl: &mut Vsl) -> Result<Model, String> {
+    read_ranges(vsl, REGIONS.iter().map(|&r| (r, (r + SPAN + 32).min(VIRTUAL_BLOCKS))))
+}
+
+/// Where the aged variants keep their own blocks: apart from every workload region.
+const AGE_BASE: u64 = 1 << 30;
+/// Their versions, apart from the workload's (operation numbers) and the second workload's.
+const AGE_VERSION: u64 = 1 << 40;
+
+/// Ages the VSL: writes three quarters of its capacity at [`AGE_BASE`], then rewrites seeded
+/// random 8-block runs of it until the space has erased a GC victim, and syncs. Returns the
+/// time and the model of those blocks.
+fn age(vsl: &mut Vsl, seed: u64) -> Result<(u64, Model), String> {
+    let n = vsl.capacity_blocks() * 3 / 4;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xA6E);
+    let mut model = Model::new();
+    let mut t = 0;
+    let mut k = 0;
+    let mut write = |vsl: &mut Vsl, s: u64, t: u64, model: &mut Model| {
+        let len = 8.min(n - s);
+        k += 1;
+        let op = Op::Write(vec![(AGE_BASE + s, len)]);
+        apply(model, &op, AGE_VERSION + k);
+        run_op(vsl, t, &op, AGE_VERSION + k).map_err(|e| format!("ageing: {e}"))
+    };
+    for s in (0..n).step_by(8) {
+        t = write(vsl, s, t, &mut model)?;
+    }
+    let mut rounds = 0;
+    while vsl.space_counts().gc_erases == 0 {
+        rounds += 1;
+        if rounds > 4 * n {
+            return Err(format!("ageing: no GC after {rounds} rewrites of {n} blocks"));
+        }
+        t = write(vsl, rng.next_u64() % n / 8 * 8, t, &mut model)?;
+    }
+    t = vsl.sync(t).map_err(|e| format!("ageing: {e}"))?;
+    Ok((t, model))
+}
+
+/// Reads the blocks of `ranges` (start, end); the state as a model.
+fn read_ranges(
+    vsl: &mut Vsl,
+    ranges: impl Iterator<Item = (u64, u64)>,
+) -> Result<Model, String> {
     let mut m = Model::new();
     let mut buf = vec![0u8; BLOCK_BYTES];
     let t = vsl.now_ns();
-    for r in REGIONS {
-        for v in r..(r + SPAN + 32).min(VIRTUAL_BLOCKS) {
+    for (start, end) in ranges {
+        for v in start..end {
             vsl.read(t, v, &mut buf).map_err(|e| e.to_string())?;
             if let Some(ver) = decode(&buf, v)? {
                 m.insert(v, ver);
@@ -174,10 +221,16 @@ fn read_all(vsl: &mut Vsl) -> Result<Model, String> {
 }
 
 /// Runs `ops` operations of `seed`, cutting power at flash operation `cut` (0: no cut). Returns
-/// the flash operations issued.
-fn run(cells: &str, seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
+/// the flash operations issued and the GC erases among them.
+fn run(cells: &str, aged: bool, seed: u64, ops: usize, cut: u64) -> Result<(u64, u64), String> {
     let mut vsl = Vsl::format(device(cells), &cfg()).map_err(|e| e.to_string())?;
+    let (mut t, aged_model) = if aged {
+        age(&mut vsl, seed)?
+    } else {
+        (0, Model::new())
+    };
     let base = vsl.nand().ops_issued();
+    let gc_base = vsl.space_counts().gc_erases;
     if cut > 0 {
         vsl.nand_mut().set_fault_plan(FaultPlan {
             cut_at_op: Some(base + cut),
@@ -187,7 +240,6 @@ fn run(cells: &str, seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut acked = Model::new();
     let mut inflight: Option<(Op, u64)> = None;
-    let mut t = 0;
     for i in 0..ops {
         let mut op = gen(&mut rng);
         if let Op::Write(ex) = &op {
@@ -217,8 +269,9 @@ fn run(cells: &str, seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
         }
     }
     let issued = vsl.nand().ops_issued() - base;
+    let gc_erases = vsl.space_counts().gc_erases - gc_base;
     if cut == 0 {
-        return Ok(issued);
+        return Ok((issued, gc_erases));
     }
     let mut nand = vsl.into_nand();
     nand.set_fault_plan(FaultPlan::default());
@@ -242,6 +295,12 @@ fn run(cells: &str, seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
         return Err(format!(
             "blocks failing their checksum after a cut: {bad:?}"
         ));
+    }
+    if aged {
+        let n = vsl.capacity_blocks() * 3 / 4;
+        if read_ranges(&mut vsl, std::iter::once((AGE_BASE, AGE_BASE + n)))? != aged_model {
+            return Err(format!("cut at op {cut}: the aged blocks read back wrong"));
+        }
     }
     let got = read_all(&mut vsl)?;
     let ok = got == acked
@@ -295,16 +354,18 @@ fn run(cells: &str, seed: u64, ops: usize, cut: u64) -> Result<u64, String> {
     if read_all(&mut vsl)? != model {
         return Err("after recovery, the second workload reads wrong".into());
     }
-    Ok(issued)
+    Ok((issued, gc_erases))
 }
 
-fn seeds(cells: &str, n: u64, ops: usize) {
+fn seeds(cells: &str, aged: bool, n: u64, ops: usize) {
     let mut failures = Vec::new();
+    let mut collected = 0;
     for seed in 0..n {
-        let total = run(cells, seed, ops, 0).unwrap();
+        let (total, gc_erases) = run(cells, aged, seed, ops, 0).unwrap();
+        collected += u64::from(gc_erases > 0);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xC0FFEE);
         let cut = 1 + rng.next_u64() % total.max(1);
-        if let Err(e) = run(cells, seed, ops, cut) {
+        if let Err(e) = run(cells, aged, seed, ops, cut) {
             failures.push(format!("{cells} seed {seed}: {e}"));
         }
     }
@@ -314,6 +375,13 @@ fn seeds(cells: &str, n: u64, ops: usize) {
         failures.len(),
         failures.join("\n")
     );
+    // Ageing is what makes the workload collect garbage (so cuts can land on GC).
+    if aged {
+        assert!(
+            collected * 10 >= n * 9,
+            "{cells}: GC ran in only {collected} of {n} aged workloads"
+        );
+    }
 }
 
 #[test]
@@ -322,7 +390,7 @@ fn vsl_power_cuts_slc_many_seeds() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
-    seeds("slc", n, 300);
+    seeds("slc", false, n, 300);
 }
 
 #[test]
@@ -331,7 +399,19 @@ fn vsl_power_cuts_mlc_16k_pages() {
         .ok()
         .and_then(|s| s.parse().ok())
         .map_or(60, |s: u64| s / 5);
-    seeds("mlc", n, 200);
+    seeds("mlc", false, n, 200);
+}
+
+/// The same cuts on aged devices (three quarters written and rewritten until GC ran): the
+/// workload makes the space collect garbage, so cuts land on GC copies and erases too.
+#[test]
+fn vsl_power_cuts_on_aged_devices() {
+    let n = std::env::var("VSL_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(60, |s: u64| s / 5);
+    seeds("slc", true, n, 300);
+    seeds("mlc", true, n / 2, 200);
 }
 
 #[test]

@@ -461,8 +461,9 @@ fn timed_reads(s: &mut UnixStream, span: u64, length: Duration) -> Vec<Duration>
 /// writer stays connected only until `--request-timeout`.
 #[test]
 fn client_reads_keep_their_p99_while_64_connections_flush_in_a_loop() {
-    // 80 slots: 64 flushers, the trickler and the client (the global limit is not what is
-    // tested here; `busy_connections_from_one_peer_do_not_lock_out_another_peer` is).
+    // 80 slots: 64 flushers, the trickler and the client, all from this one process, which
+    // the unix socket's peer credentials make one peer (neither limit is what is tested here;
+    // `busy_connections_from_one_peer_do_not_lock_out_another_peer` is).
     let server = Server::start(&[
         "--target",
         "page",
@@ -471,6 +472,8 @@ fn client_reads_keep_their_p99_while_64_connections_flush_in_a_loop() {
         "--clock",
         "real",
         "--max-connections",
+        "80",
+        "--max-peer-connections",
         "80",
         "--request-timeout",
         "2s",

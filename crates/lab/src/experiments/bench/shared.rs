@@ -72,6 +72,39 @@ pub struct Spec {
     pub raw: bool,
 }
 
+impl Default for Spec {
+    /// The CLI's defaults (`noftl bench tpcb` without flags): TPC-B scale 1 on the RAM disk in
+    /// virtual time, one terminal, seed 1; a run still needs `txns` or `duration`.
+    fn default() -> Self {
+        Spec {
+            storage: "memdisk".into(),
+            device: DeviceSpec::default(),
+            knobs: FtlKnobs::default(),
+            log_region: None,
+            path: None,
+            force: false,
+            scale: 1,
+            accounts_per_branch: 100_000,
+            terminals: 1,
+            txns: None,
+            duration: None,
+            buffer_pages: None,
+            page_size: 4096,
+            clock: "virtual".into(),
+            seed: 1,
+            check: false,
+            regions: None,
+            load: None,
+            precondition_device_writes: 0.0,
+            round: "10s".into(),
+            max_rounds: 0,
+            results: None,
+            sample_window: "1s".into(),
+            raw: false,
+        }
+    }
+}
+
 pub fn device(args: &Spec) -> anyhow::Result<Box<dyn BlockDevice>> {
     if args.storage == "file" {
         let path = args

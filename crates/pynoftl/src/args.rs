@@ -290,3 +290,51 @@ pub fn crashtest_spec(kwargs: &Kwargs) -> Result<crashtest::Spec, BadInput> {
     }
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kw(pairs: &[(&str, Value)]) -> Kwargs {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    #[test]
+    fn quick_is_the_lab_preset_and_keywords_override_it() {
+        let s = compare_spec(&kw(&[
+            ("quick", Value::Bool(true)),
+            ("repeat", Value::from(1)),
+            ("stores", Value::from("native,page")),
+            ("op", Value::from("5%")),
+            ("page_size", Value::from("8KiB")),
+        ]))
+        .unwrap();
+        let q = compare::Spec::quick("tpcb");
+        assert_eq!(s.accounts_per_branch, q.accounts_per_branch);
+        assert_eq!(s.duration, q.duration);
+        assert_eq!(s.repeat, 1);
+        assert_eq!(s.stores, Some(vec!["native".into(), "page".into()]));
+        assert!((s.op - 0.05).abs() < 1e-12);
+        assert_eq!(s.page_bytes, 8192);
+    }
+
+    #[test]
+    fn no_keywords_give_the_lab_defaults() {
+        let s = compare_spec(&Vec::new()).unwrap();
+        assert_eq!(format!("{s:?}"), format!("{:?}", compare::Spec::default()));
+        let c = crashtest_spec(&Vec::new()).unwrap();
+        assert_eq!(format!("{c:?}"), format!("{:?}", crashtest::Spec::default()));
+    }
+
+    #[test]
+    fn bad_keywords_are_refused_with_a_message() {
+        let e = compare_spec(&kw(&[("colour", Value::from("red"))])).unwrap_err();
+        assert!(e.0.contains("unknown argument 'colour'"), "{e}");
+        let e = compare_spec(&kw(&[("duration", Value::from("soon"))])).unwrap_err();
+        assert!(e.0.starts_with("duration:"), "{e}");
+        let e = bench_spec(&kw(&[("workload", Value::from("ycsb"))])).unwrap_err();
+        assert!(e.0.contains("'tpcb' or 'tatp'"), "{e}");
+        let e = io_spec(&kw(&[("bs", Value::from(-1))])).unwrap_err();
+        assert!(e.0.contains("bs takes a whole number"), "{e}");
+    }
+}

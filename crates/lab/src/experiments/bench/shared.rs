@@ -380,20 +380,10 @@ pub fn plan(args: &Spec) -> anyhow::Result<Option<crate::results::Plan>> {
         .transpose()
 }
 
-/// The progress bar of a database load of about `rows` rows (`~` when the count is an
-/// estimate); hidden when standard error is not a terminal (indicatif's default).
-pub fn load_bar(rows: u64, estimate: bool) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(rows);
-    let template = if estimate {
-        "loading {wide_bar} {pos}/~{len} rows ({eta})"
-    } else {
-        "loading {wide_bar} {pos}/{len} rows ({eta})"
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(template)
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
+/// The progress of a database load of about `rows` rows (an estimate when `estimate`), told
+/// to the installed observer (`crate::progress`).
+pub fn load_bar(rows: u64, estimate: bool) -> crate::progress::Phase {
+    crate::progress::phase("loading", rows, if estimate { "rows (estimated)" } else { "rows" })
 }
 
 /// Runs a bench's terminals from the engine's clock on (`runner::run_terminals`), each

@@ -330,12 +330,12 @@ fn run_row(
     let load_s = wall.elapsed().as_secs_f64();
     let copy_cpu_s = thread_cpu_s() - cpu0;
     let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, loaded, terminals)?;
-    eprintln!(
+    crate::progress::note(&format!(
         "{name}: copied in {load_s:.1} s wall ({copy_cpu_s:.1} s CPU), warmed up in {:.1} s wall ({:.1} s CPU; {:.1} s virtual, the device written over {warmup_writes:.2} times)",
         wall.elapsed().as_secs_f64() - load_s,
         thread_cpu_s() - cpu0 - copy_cpu_s,
         warmup_ns as f64 / 1e9
-    );
+    ));
     let (wall1, cpu1) = (std::time::Instant::now(), thread_cpu_s());
     let mut outs = Vec::new();
     for k in 0..repeat {
@@ -360,11 +360,11 @@ fn run_row(
         // A window stops at a time: end what it left open before the next one starts.
         e.quiesce()?;
     }
-    eprintln!(
+    crate::progress::note(&format!(
         "{name}: {repeat} window(s) in {:.1} s wall ({:.1} s CPU)",
         wall1.elapsed().as_secs_f64(),
         thread_cpu_s() - cpu1
-    );
+    ));
     Ok(outs)
 }
 
@@ -706,6 +706,8 @@ fn run_rows(
     let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let done = AtomicUsize::new(0);
     let windows = selected.len() * args.repeat as usize;
+    // One phase for every row's windows (progress invariant 2): the threads count into it.
+    let bar = crate::progress::phase("compare", windows as u64, "windows");
     let live = crate::results::live_hook();
     std::thread::scope(|s| {
         for _ in 0..jobs {
@@ -718,7 +720,8 @@ fn run_rows(
                 let row = selected[i];
                 let progress = |k: u32, out: &RunOut| {
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    eprintln!(
+                    bar.inc(1);
+                    crate::progress::note(&format!(
                         "[{n}/{windows}] {} repeat {}: {:.1} tx/s{}",
                         ROWS[row].0,
                         k + 1,
@@ -728,7 +731,7 @@ fn run_rows(
                         } else {
                             " (consistency: violated)"
                         }
-                    );
+                    ));
                 };
                 match run_row(
                     rig,

@@ -8,7 +8,6 @@ use std::sync::Mutex;
 
 use anyhow::bail;
 use ftl::{FtlOptions, MemDisk};
-use indicatif::{ProgressBar, ProgressStyle};
 use kits::LoadMethod;
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
@@ -466,11 +465,7 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
             ..EngineConfig::default()
         },
     )?;
-    let bar = ProgressBar::new(w.rows_estimate());
-    bar.set_style(
-        ProgressStyle::with_template("loading {wide_bar} {pos}/~{len} rows ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = crate::progress::phase("loading", w.rows_estimate(), "rows (estimated)");
     let wall = std::time::Instant::now();
     let cpu = thread_cpu_s();
     let method = w.load_method(args.load)?;

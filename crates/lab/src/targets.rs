@@ -86,6 +86,17 @@ impl TargetSpec {
     }
 }
 
+/// A target's name, checked before any work: the raw flash (`io` only), an FTL or memdisk.
+pub fn check_name(target: &str) -> anyhow::Result<()> {
+    if target == "raw" || target == "memdisk" || ftl::options::KINDS.contains(&target) {
+        return Ok(());
+    }
+    bail!(
+        "unknown target '{target}' (raw, {}, memdisk)",
+        ftl::options::KINDS.join(", ")
+    )
+}
+
 pub fn build(t: &TargetSpec) -> anyhow::Result<Box<dyn BlockDevice>> {
     refuse_flush_writeback_off_dftl(t.knobs.dftl_flush_writeback, &t.target)?;
     match t.target.as_str() {

@@ -16,6 +16,7 @@ pub mod ipa;
 pub mod launch;
 pub mod mount;
 pub mod plot;
+pub mod progress;
 pub mod reproduce;
 pub mod serve;
 pub mod shell;
@@ -41,6 +42,10 @@ pub const VERSION: &str = concat!(
     about = "NAND flash emulator, FTLs and a flash-aware storage engine, with the benchmarks to compare them"
 )]
 pub struct Cli {
+    /// No progress bars or progress lines on standard error (bars are drawn only when it is a
+    /// terminal anyway); results, warnings and errors are unchanged.
+    #[arg(long, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }

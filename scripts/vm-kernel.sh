@@ -39,9 +39,10 @@ for tool in apt-get apt-cache dpkg-deb gzip sha256sum; do
 done
 
 # The modules the guest loads at boot (their dependencies come along): the virtio disk and the
-# 9p shares, the file systems under test, and the checksums their metadata needs (crc32c is
-# asked for through the crypto API, which would otherwise call modprobe at mount time).
-MODULES=(virtio_pci virtio_blk 9pnet_virtio 9p crc32c_generic ext4 f2fs xfs)
+# 9p shares, the file systems under test, and the checksums their metadata needs (crc32c for
+# ext4 and xfs, crc32 for f2fs; asked for through the crypto API, which would otherwise call
+# modprobe at mount time; the generic ones: TCG's default CPU has no SSE4.2 for crc32c-intel).
+MODULES=(virtio_pci virtio_blk 9pnet_virtio 9p crc32c_generic crc32_generic ext4 f2fs xfs)
 
 mkdir -p "$CACHE"
 WORK="$(mktemp -d "$CACHE/build.XXXXXX")"

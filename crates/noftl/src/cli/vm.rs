@@ -112,13 +112,15 @@ fn print_report(r: &VmResult) {
     );
     println!("  guest command: {} -> exit status {}", r.command.join(" "), r.guest_exit_status);
     println!(
-        "  device: host wrote {:.1} MiB, read {:.1} MiB ({} writes, {} reads, {} flushes, {} trims)",
+        "  device: host wrote {:.1} MiB, read {:.1} MiB ({} writes, {} zeroings, {} reads, {} flushes, {} trims); FTL host page writes {}",
         mib(d.host_write_bytes),
         mib(d.host_read_bytes),
         d.write_requests,
+        d.write_zeroes_requests,
         d.read_requests,
         d.flush_requests,
-        d.trim_requests
+        d.trim_requests,
+        d.host_write_pages
     );
     println!(
         "  flash: {} programs, {} reads, {} erases, {} GC migrations, WAF {}",

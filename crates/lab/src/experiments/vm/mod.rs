@@ -38,6 +38,11 @@ pub struct DeviceCounters {
     pub read_requests: u64,
     pub flush_requests: u64,
     pub trim_requests: u64,
+    /// Zeroing requests (mkfs.ext4 zeroes its journal this way): host writes at the FTL that
+    /// carry no payload, so not in `host_write_bytes`.
+    pub write_zeroes_requests: u64,
+    /// Logical pages the FTL was asked to write (payload and zeroing requests).
+    pub host_write_pages: u64,
     /// Flash operations of the whole run (mkfs, mount, the command, unmount).
     pub flash_programs: u64,
     pub flash_reads: u64,
@@ -124,6 +129,8 @@ fn counters(stats: &Value, dies: u32) -> DeviceCounters {
         read_requests: n(&req["read"]),
         flush_requests: n(&req["flush"]),
         trim_requests: n(&req["trim"]),
+        write_zeroes_requests: n(&req["write_zeroes"]),
+        host_write_pages: n(&ftl["host"]["writes"]),
         flash_programs: n(&nand["flash"]["programs"]),
         flash_reads: n(&nand["flash"]["reads"]),
         flash_erases: n(&nand["flash"]["erases"]),

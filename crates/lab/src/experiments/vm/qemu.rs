@@ -186,8 +186,17 @@ impl Boot<'_> {
                 _ => {
                     let _ = child.kill();
                     let _ = child.wait();
+                    let steps = std::fs::read_to_string(self.job_dir.join("phases"))
+                        .unwrap_or_default()
+                        .lines()
+                        .map(|l| l.split(' ').next().unwrap_or(""))
+                        .collect::<Vec<_>>()
+                        .join(", ");
                     return Err(VmError::GuestHung {
                         timeout_s: self.timeout_s,
+                        // The job writes a step's line when it ends: after "mount" the
+                        // command was running.
+                        steps_done: if steps.is_empty() { "nothing".into() } else { steps },
                         console_tail: tail(self.console, 15),
                     });
                 }

@@ -144,9 +144,10 @@ pub enum VmError {
     NoKernel { cache: PathBuf },
     #[error("--accel kvm: KVM did not run the guest ({0}); use --accel tcg or auto")]
     KvmUnusable(String),
-    #[error("the guest did not power off within {timeout_s} s and was killed (raise --timeout if its command needs longer; TCG is slow). Console's last lines:\n{console_tail}")]
+    #[error("the guest did not power off within {timeout_s} s and was killed (raise --timeout if its command needs longer; TCG is slow); its job had done: {steps_done}. Console's last lines:\n{console_tail}")]
     GuestHung {
         timeout_s: u64,
+        steps_done: String,
         console_tail: String,
     },
     #[error("qemu-system-x86_64 failed ({status}); its last lines:\n{stderr}")]

@@ -68,10 +68,19 @@ fn check_result(r: &Value, fs: &str) {
     let accel = r["accelerator"].as_str().expect("accelerator");
     assert!(accel == "kvm" || accel == "tcg", "{r}");
     assert_eq!(r["guest_timing"]["accelerator"], accel);
-    assert!(r["guest_timing"]["note"].as_str().unwrap_or("").contains("not a result"));
-    assert!(!r["kernel_version"].as_str().unwrap_or("").is_empty(), "{r}");
+    assert!(r["guest_timing"]["note"]
+        .as_str()
+        .unwrap_or("")
+        .contains("not a result"));
+    assert!(
+        !r["kernel_version"].as_str().unwrap_or("").is_empty(),
+        "{r}"
+    );
     let d = &r["device"];
-    assert!(d["flash_programs"].as_u64() >= d["host_write_pages"].as_u64(), "{d}");
+    assert!(
+        d["flash_programs"].as_u64() >= d["host_write_pages"].as_u64(),
+        "{d}"
+    );
     assert!(d["die_busy_us"].as_f64().unwrap_or(0.0) > 0.0, "{d}");
     assert_eq!(r["server"]["requests"]["errors"], 0, "{r}");
 }
@@ -87,20 +96,38 @@ fn ext4_data_survives_a_second_guest_on_the_same_image() {
     let (image_s, out_s) = (image.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
     let t = Instant::now();
     let write = "dd if=/dev/urandom of=data bs=1M count=4 conv=fsync 2>/dev/null && sha256sum data >$NOFTL_OUT/sum";
-    let base = [SMALL, &["--image", image_s, "--timeout", "3m", "--json", "-"]].concat();
-    let (ok, r, err) = vm(&[&base[..], &["--fs", "ext4", "--out", out_s, "--", "sh", "-c", write]].concat());
+    let base = [
+        SMALL,
+        &["--image", image_s, "--timeout", "3m", "--json", "-"],
+    ]
+    .concat();
+    let (ok, r, err) = vm(&[
+        &base[..],
+        &["--fs", "ext4", "--out", out_s, "--", "sh", "-c", write],
+    ]
+    .concat());
     assert!(ok, "{err}");
     check_result(&r, "ext4");
-    assert!(r["device"]["host_write_bytes"].as_u64() >= Some(4 << 20), "{r}");
+    assert!(
+        r["device"]["host_write_bytes"].as_u64() >= Some(4 << 20),
+        "{r}"
+    );
     let sum = std::fs::read_to_string(out.join("sum")).expect("the guest's $NOFTL_OUT/sum");
     assert!(out.join("console.log").is_file());
     eprintln!("ext4, first guest: {:.1} s", t.elapsed().as_secs_f64());
 
-    let (ok, r2, err) = vm(&[&base[..], &["--fs", "ext4", "--no-mkfs", "--", "sha256sum", "data"]].concat());
+    let (ok, r2, err) = vm(&[
+        &base[..],
+        &["--fs", "ext4", "--no-mkfs", "--", "sha256sum", "data"],
+    ]
+    .concat());
     assert!(ok, "{err}");
     check_result(&r2, "ext4");
     assert_eq!(r2["guest_stdout"].as_str(), Some(sum.as_str()), "{r2}");
-    assert!(r2["device"]["host_read_bytes"].as_u64() >= Some(4 << 20), "{r2}");
+    assert!(
+        r2["device"]["host_read_bytes"].as_u64() >= Some(4 << 20),
+        "{r2}"
+    );
     eprintln!("ext4, both guests: {:.1} s", t.elapsed().as_secs_f64());
 }
 
@@ -113,7 +140,22 @@ fn smoke(fs: &str, device: &[&str]) {
     let write = format!(
         "dd if=/dev/zero of=data bs=1M count=2 conv=fsync 2>/dev/null && grep -c ' /tmp/noftl-fs {fs} ' /proc/mounts"
     );
-    let (ok, r, err) = vm(&[device, &["--fs", fs, "--timeout", "3m", "--json", "-", "--", "sh", "-c", &write]].concat());
+    let (ok, r, err) = vm(&[
+        device,
+        &[
+            "--fs",
+            fs,
+            "--timeout",
+            "3m",
+            "--json",
+            "-",
+            "--",
+            "sh",
+            "-c",
+            &write,
+        ],
+    ]
+    .concat());
     assert!(ok, "{err}");
     check_result(&r, fs);
     assert_eq!(r["guest_stdout"].as_str().map(str::trim), Some("1"), "{r}");
@@ -128,7 +170,11 @@ fn f2fs_smoke() {
 #[test]
 fn xfs_smoke() {
     // 384 MiB of flash, 357 MiB exported: over XFS's 300 MiB.
-    let big = [&SMALL[..4], &["--set", "geometry.blocks_per_plane=768", "--clock", "none"]].concat();
+    let big = [
+        &SMALL[..4],
+        &["--set", "geometry.blocks_per_plane=768", "--clock", "none"],
+    ]
+    .concat();
     smoke("xfs", &big);
 }
 
@@ -136,17 +182,33 @@ fn xfs_smoke() {
 fn bad_input_is_refused_before_anything_starts() {
     let cases: &[(&[&str], &str)] = &[
         (&["--fs", "zfs", "--", "true"], "unknown file system 'zfs'"),
-        (&["--fs", "xfs", "--", "true"], "xfs needs an export over 300 MiB"),
-        (&["--no-mkfs", "--", "true"], "--no-mkfs mounts the file system already on --image"),
+        (
+            &["--fs", "xfs", "--", "true"],
+            "xfs needs an export over 300 MiB",
+        ),
+        (
+            &["--no-mkfs", "--", "true"],
+            "--no-mkfs mounts the file system already on --image",
+        ),
         (&["--fs", "ext4"], "no command for the guest"),
-        (&["--accel", "hvf", "--", "true"], "unknown accelerator 'hvf'"),
-        (&["--timeout", "0s", "--", "true"], "--timeout: duration '0s' is out of range"),
+        (
+            &["--accel", "hvf", "--", "true"],
+            "unknown accelerator 'hvf'",
+        ),
+        (
+            &["--timeout", "0s", "--", "true"],
+            "--timeout: duration '0s' is out of range",
+        ),
     ];
     for (args, want) in cases {
         let t = Instant::now();
         let (ok, _, err) = vm(&[SMALL, args].concat());
         assert!(!ok && err.contains(want), "{args:?}: {err}");
-        assert!(t.elapsed() < Duration::from_secs(20), "{args:?} took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{args:?} took {:?}",
+            t.elapsed()
+        );
     }
     // A missing kernel is named with the script that fetches it (QEMU, when missing, first).
     let empty = tempfile::tempdir().expect("temp dir");
@@ -169,7 +231,14 @@ fn a_hung_guest_is_killed_at_its_timeout() {
         return;
     };
     let t = Instant::now();
-    let (ok, _, err) = vm(&[SMALL, &["--accel", "tcg", "--timeout", "8s", "--", "sleep", "600"]].concat());
-    assert!(!ok && err.contains("did not power off within 8 s and was killed"), "{err}");
+    let (ok, _, err) = vm(&[
+        SMALL,
+        &["--accel", "tcg", "--timeout", "8s", "--", "sleep", "600"],
+    ]
+    .concat());
+    assert!(
+        !ok && err.contains("did not power off within 8 s and was killed"),
+        "{err}"
+    );
     assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
 }

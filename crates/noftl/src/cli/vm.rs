@@ -110,7 +110,11 @@ fn print_report(r: &VmResult) {
         r.accelerator.to_uppercase(),
         r.accelerator_note
     );
-    println!("  guest command: {} -> exit status {}", r.command.join(" "), r.guest_exit_status);
+    println!(
+        "  guest command: {} -> exit status {}",
+        r.command.join(" "),
+        r.guest_exit_status
+    );
     println!(
         "  device: host wrote {:.1} MiB, read {:.1} MiB ({} writes, {} zeroings, {} reads, {} flushes, {} trims); FTL host page writes {}",
         mib(d.host_write_bytes),

@@ -24,7 +24,11 @@ pub struct Kernel {
 /// The cache directory of `scripts/vm-kernel.sh`: $NOFTL_VM_CACHE, else
 /// $XDG_CACHE_HOME/noftl/vm, else ~/.cache/noftl/vm (the script's own rule).
 pub fn cache_dir() -> PathBuf {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(d) = var("NOFTL_VM_CACHE") {
         return d;
     }
@@ -67,7 +71,10 @@ pub fn run_script(fs: Fs, mkfs: bool, command: &[String]) -> String {
     let (fstype, opts) = fs.mount();
     let args: Vec<String> = command.iter().map(|a| quote(a)).collect();
     let mkfs_line = if mkfs {
-        format!("phase mkfs chroot /host /bin/sh -c {}", quote(&format!("{} >/dev/null", fs.mkfs())))
+        format!(
+            "phase mkfs chroot /host /bin/sh -c {}",
+            quote(&format!("{} >/dev/null", fs.mkfs()))
+        )
     } else {
         "echo 'mkfs skipped' >>/job/phases".to_string()
     };
@@ -140,7 +147,10 @@ pub fn outcome(job: &Path, console_tail: impl Fn() -> String) -> Result<Outcome,
         failed(if phases.is_empty() {
             "the job script never ran: no 9p shares or no /job/run.sh".to_string()
         } else {
-            format!("the command left no exit status (phases: {})", phases.replace('\n', ", "))
+            format!(
+                "the command left no exit status (phases: {})",
+                phases.replace('\n', ", ")
+            )
         })
     })?;
     if !phases.lines().any(|l| l == "umount 0") {
@@ -165,7 +175,11 @@ mod tests {
     fn arguments_are_quoted_for_the_guest_shell() {
         assert_eq!(quote("a b"), "'a b'");
         assert_eq!(quote("it's"), r"'it'\''s'");
-        let s = run_script(Fs::Ext4, true, &["sh".into(), "-c".into(), "echo 'x' > y".into()]);
+        let s = run_script(
+            Fs::Ext4,
+            true,
+            &["sh".into(), "-c".into(), "echo 'x' > y".into()],
+        );
         assert!(s.contains(r#"'sh' '-c' 'echo '\''x'\'' > y'"#), "{s}");
         assert!(s.contains("mkfs.ext4"));
         assert!(!run_script(Fs::Xfs, false, &["true".into()]).contains("mkfs.xfs"));
@@ -175,13 +189,19 @@ mod tests {
     fn a_failed_phase_or_a_missing_status_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         let tail = || "console".to_string();
-        assert!(matches!(outcome(dir.path(), tail), Err(VmError::GuestFailed { .. })));
+        assert!(matches!(
+            outcome(dir.path(), tail),
+            Err(VmError::GuestFailed { .. })
+        ));
         std::fs::write(dir.path().join("phases"), "mounts 0\nmkfs 1\n").expect("write");
         std::fs::write(dir.path().join("log"), "mkfs.ext4: no such device\n").expect("write");
         let e = outcome(dir.path(), tail).expect_err("mkfs failed");
         assert!(e.to_string().contains("mkfs step failed"), "{e}");
-        std::fs::write(dir.path().join("phases"), "mounts 0\nmkfs 0\nmount 0\numount 0\nsync 0\n")
-            .expect("write");
+        std::fs::write(
+            dir.path().join("phases"),
+            "mounts 0\nmkfs 0\nmount 0\numount 0\nsync 0\n",
+        )
+        .expect("write");
         std::fs::write(dir.path().join("status"), "3\n").expect("write");
         assert_eq!(outcome(dir.path(), tail).expect("ran").status, 3);
     }

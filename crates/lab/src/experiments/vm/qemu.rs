@@ -63,7 +63,16 @@ pub fn choose(qemu: &Path, kernel: &Kernel, want: Accel) -> Result<Chosen, VmErr
 /// "Linux version" line arrives, within `PROBE_S`. The probe is killed either way.
 fn probe_kvm(qemu: &Path, kernel: &Kernel) -> Result<(), String> {
     let mut child = Command::new(qemu)
-        .args(["-accel", "kvm", "-cpu", "host", "-m", "128", "-nodefaults", "-display"])
+        .args([
+            "-accel",
+            "kvm",
+            "-cpu",
+            "host",
+            "-m",
+            "128",
+            "-nodefaults",
+            "-display",
+        ])
         .args(["none", "-no-reboot", "-serial", "stdio", "-kernel"])
         .arg(&kernel.vmlinuz)
         .args(["-append", "console=ttyS0 earlyprintk=serial,ttyS0 panic=-1"])
@@ -126,28 +135,37 @@ impl Boot<'_> {
         if self.accel.accel == "kvm" {
             c.args(["-cpu", "host"]);
         }
-        c.args(["-m", &self.memory_mib.to_string(), "-smp", "1", "-nodefaults"])
-            .args(["-display", "none", "-no-reboot", "-serial"])
-            .arg(format!("file:{}", self.console.display()))
-            .arg("-kernel")
-            .arg(&self.kernel.vmlinuz)
-            .arg("-initrd")
-            .arg(&self.kernel.initramfs)
-            // panic=-1: a panicking guest reboots at once, which -no-reboot turns into an exit.
-            .args(["-append", "console=ttyS0 quiet panic=-1"])
-            .arg("-drive")
-            .arg(format!(
-                "file=nbd:unix:{},format=raw,if=virtio,cache=none,discard=unmap",
-                self.socket.display()
-            ))
-            // multidevs=remap: the host's root spans several file systems, whose inode numbers
-            // would otherwise collide in the guest.
-            .args(["-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"])
-            .arg("-virtfs")
-            .arg(format!(
-                "local,path={},mount_tag=job,security_model=none",
-                self.job_dir.display()
-            ));
+        c.args([
+            "-m",
+            &self.memory_mib.to_string(),
+            "-smp",
+            "1",
+            "-nodefaults",
+        ])
+        .args(["-display", "none", "-no-reboot", "-serial"])
+        .arg(format!("file:{}", self.console.display()))
+        .arg("-kernel")
+        .arg(&self.kernel.vmlinuz)
+        .arg("-initrd")
+        .arg(&self.kernel.initramfs)
+        // panic=-1: a panicking guest reboots at once, which -no-reboot turns into an exit.
+        .args(["-append", "console=ttyS0 quiet panic=-1"])
+        .arg("-drive")
+        .arg(format!(
+            "file=nbd:unix:{},format=raw,if=virtio,cache=none,discard=unmap",
+            self.socket.display()
+        ))
+        // multidevs=remap: the host's root spans several file systems, whose inode numbers
+        // would otherwise collide in the guest.
+        .args([
+            "-virtfs",
+            "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        ])
+        .arg("-virtfs")
+        .arg(format!(
+            "local,path={},mount_tag=job,security_model=none",
+            self.job_dir.display()
+        ));
         c
     }
 
@@ -196,7 +214,11 @@ impl Boot<'_> {
                         timeout_s: self.timeout_s,
                         // The job writes a step's line when it ends: after "mount" the
                         // command was running.
-                        steps_done: if steps.is_empty() { "nothing".into() } else { steps },
+                        steps_done: if steps.is_empty() {
+                            "nothing".into()
+                        } else {
+                            steps
+                        },
                         console_tail: tail(self.console, 15),
                     });
                 }

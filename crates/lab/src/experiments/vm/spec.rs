@@ -174,7 +174,13 @@ impl Spec {
         }
         range("--timeout", self.timeout_s, 1, MAX_TIMEOUT_S, "seconds")?;
         // The guest runs host programs (mkfs, fio) from a busybox initramfs in this memory.
-        range("--memory-mib", u64::from(self.memory_mib), 128, 65_536, "MiB")?;
+        range(
+            "--memory-mib",
+            u64::from(self.memory_mib),
+            128,
+            65_536,
+            "MiB",
+        )?;
         if self.fs == Fs::Xfs && export_bytes <= XFS_MIN_BYTES {
             return Err(VmError::TooSmallForXfs {
                 export_bytes,
@@ -185,7 +191,13 @@ impl Spec {
     }
 }
 
-fn range(what: &'static str, got: u64, min: u64, max: u64, unit: &'static str) -> Result<(), VmError> {
+fn range(
+    what: &'static str,
+    got: u64,
+    min: u64,
+    max: u64,
+    unit: &'static str,
+) -> Result<(), VmError> {
     if (min..=max).contains(&got) {
         Ok(())
     } else {

@@ -143,3 +143,41 @@ fn print_report(r: &VmResult) {
         r.guest_timing.command_s
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    /// The server `vm` starts gets the target the user named: its flags, rendered back
+    /// (`TargetSpec::cli_args`), parse as `serve` to the same target.
+    #[test]
+    fn the_served_target_is_the_one_named() {
+        let argv = "noftl vm --store dftl --cache 5% --op 10% --gc fifo --preset tiny \
+                    --set geometry.blocks_per_plane=64 --write-buffer 4 --image a.img -- true";
+        let Ok(Cli {
+            command: Command::Vm(vm),
+        }) = Cli::try_parse_from(argv.split_whitespace())
+        else {
+            panic!("{argv} does not parse");
+        };
+        let want = vm.target.spec();
+        let serve_argv = ["noftl", "serve", "--socket", "s"]
+            .into_iter()
+            .map(String::from)
+            .chain(want.cli_args());
+        let Ok(Cli {
+            command: Command::Serve(serve),
+        }) = Cli::try_parse_from(serve_argv)
+        else {
+            panic!("{:?} does not parse as serve", want.cli_args());
+        };
+        let got = serve.target.spec();
+        assert_eq!(got.target, want.target);
+        assert_eq!(got.device, want.device);
+        assert_eq!(got.knobs, want.knobs);
+        assert_eq!(got.image, want.image);
+        assert_eq!(vm.command, ["true"]);
+    }
+}

@@ -138,6 +138,8 @@ pub enum VmError {
         max: u64,
         unit: &'static str,
     },
+    #[error("--out {0} exists and is not a directory")]
+    OutNotDir(PathBuf),
     #[error("no qemu-system-x86_64 on PATH: install Debian's qemu-system-x86 (scripts/install-test-deps.sh does)")]
     NoQemu,
     #[error("no guest kernel in {cache}: run scripts/vm-kernel.sh (scripts/install-test-deps.sh calls it) to fetch Debian's kernel and build the initramfs there")]
@@ -181,6 +183,9 @@ impl Spec {
             65_536,
             "MiB",
         )?;
+        if let Some(out) = self.out.as_deref().filter(|o| o.exists() && !o.is_dir()) {
+            return Err(VmError::OutNotDir(out.to_path_buf()));
+        }
         if self.fs == Fs::Xfs && export_bytes <= XFS_MIN_BYTES {
             return Err(VmError::TooSmallForXfs {
                 export_bytes,

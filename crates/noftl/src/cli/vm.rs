@@ -39,7 +39,8 @@ pub struct VmArgs {
     #[arg(long, default_value_t = 512)]
     pub memory_mib: u32,
     /// Copy the guest's output here (created if missing): the files the command writes to
-    /// $NOFTL_OUT, its stdout.txt and stderr.txt, the guest's console.log and job.log.
+    /// $NOFTL_OUT, its stdout.txt and stderr.txt, the guest's console.log, job.log and
+    /// steps.txt (each job step, its status and the guest's clock when it ended).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Write the result as JSON to this file ("-" or no value: standard output, instead of the
@@ -137,9 +138,10 @@ fn print_report(r: &VmResult) {
         d.die_utilization
     );
     println!(
-        "  guest wall time ({} time, not a result): {:.1} s boot to power-off, {:.1} s the command",
+        "  guest wall time ({} time, not a result): {:.1} s QEMU start to power-off, {:.1} s kernel boot to the job, {:.1} s the command",
         r.guest_timing.accelerator.to_uppercase(),
         r.guest_timing.boot_to_poweroff_s,
+        r.guest_timing.boot_s,
         r.guest_timing.command_s
     );
 }

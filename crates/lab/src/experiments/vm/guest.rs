@@ -65,7 +65,8 @@ pub const FS_DIR: &str = "/tmp/noftl-fs";
 pub const OUT_DIR: &str = "/tmp/noftl-out";
 
 /// The job script the guest's /init runs with busybox's sh. Each phase appends to /job/phases
-/// (`name status`), the command's exit status goes to /job/status, its stdout and stderr to
+/// (`name status uptime_s`, the first line `boot 0 uptime_s`: the guest's clock when the job
+/// started), the command's exit status goes to /job/status, its stdout and stderr to
 /// /job/stdout and /job/stderr, the guest's uptime around the command to /job/command_s.
 pub fn run_script(fs: Fs, mkfs: bool, command: &[String]) -> String {
     let (fstype, opts) = fs.mount();
@@ -81,12 +82,13 @@ pub fn run_script(fs: Fs, mkfs: bool, command: &[String]) -> String {
     format!(
         r#"# Written by noftl vm (crates/lab/src/experiments/vm/guest.rs); run by the guest's /init.
 export H=/host
+echo "boot 0 $(cut -d' ' -f1 /proc/uptime)" >>/job/phases
 # Each phase's status is kept; the first failure ends the job (the host reads /job/phases).
 phase() {{
   name=$1; shift
   "$@" >>/job/log 2>&1
   st=$?
-  echo "$name $st" >>/job/phases
+  echo "$name $st $(cut -d' ' -f1 /proc/uptime)" >>/job/phases
   [ $st -eq 0 ] || {{ echo "noftl-job: $name failed ($st); /job/log has its output"; exit 1; }}
 }}
 phase mounts sh -c 'mount -t devtmpfs devtmpfs $H/dev && mount -t proc proc $H/proc &&
@@ -117,6 +119,8 @@ pub struct Outcome {
     pub status: i32,
     /// Guest seconds around the command (TCG's or KVM's time, not a result).
     pub command_s: f64,
+    /// The guest's clock when the job started: kernel boot, modules, 9p mounts (likewise).
+    pub boot_s: f64,
     pub stdout: String,
     pub stderr: String,
 }
@@ -131,7 +135,8 @@ pub fn outcome(job: &Path, console_tail: impl Fn() -> String) -> Result<Outcome,
     };
     let phases = read("phases");
     for line in phases.lines() {
-        if let Some((name, st)) = line.split_once(' ') {
+        let mut words = line.split_whitespace();
+        if let (Some(name), Some(st)) = (words.next(), words.next()) {
             if st != "0" && st != "skipped" {
                 let log = read("log");
                 let tail: Vec<&str> = log.lines().rev().take(10).collect();
@@ -153,7 +158,7 @@ pub fn outcome(job: &Path, console_tail: impl Fn() -> String) -> Result<Outcome,
             )
         })
     })?;
-    if !phases.lines().any(|l| l == "umount 0") {
+    if !phases.lines().any(|l| l.starts_with("umount 0")) {
         return Err(failed(
             "the file system was not unmounted: its last writes may not have reached the export"
                 .to_string(),
@@ -162,6 +167,10 @@ pub fn outcome(job: &Path, console_tail: impl Fn() -> String) -> Result<Outcome,
     Ok(Outcome {
         status,
         command_s: read("command_s").trim().parse().unwrap_or(f64::NAN),
+        boot_s: phases
+            .lines()
+            .find_map(|l| l.strip_prefix("boot 0 ")?.trim().parse().ok())
+            .unwrap_or(f64::NAN),
         stdout: read("stdout"),
         stderr: read("stderr"),
     })
@@ -199,10 +208,11 @@ mod tests {
         assert!(e.to_string().contains("mkfs step failed"), "{e}");
         std::fs::write(
             dir.path().join("phases"),
-            "mounts 0\nmkfs 0\nmount 0\numount 0\nsync 0\n",
+            "boot 0 4.5\nmounts 0 4.6\nmkfs 0 5\nmount 0 6\numount 0 7\nsync 0 7\n",
         )
         .expect("write");
         std::fs::write(dir.path().join("status"), "3\n").expect("write");
-        assert_eq!(outcome(dir.path(), tail).expect("ran").status, 3);
+        let o = outcome(dir.path(), tail).expect("ran");
+        assert_eq!((o.status, o.boot_s), (3, 4.5));
     }
 }

@@ -65,6 +65,8 @@ pub struct GuestTiming {
     pub accelerator: String,
     /// QEMU's start to the guest's power-off, wall-clock seconds.
     pub boot_to_poweroff_s: f64,
+    /// The guest's clock when its job started (kernel boot, modules, 9p mounts).
+    pub boot_s: f64,
     /// The command alone, in the guest's clock.
     pub command_s: f64,
     pub note: &'static str,
@@ -145,7 +147,7 @@ fn counters(stats: &Value, dies: u32) -> DeviceCounters {
 }
 
 /// Copies the job's output (the guest's $NOFTL_OUT files, stdout, stderr, console and job
-/// logs) into `out`, created if missing; files of the same names are replaced.
+/// logs, the job's steps with their status and guest clock) into `out`, created if missing; files of the same names are replaced.
 fn copy_out(work: &Path, out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("--out {}", out.display()))?;
     let job = work.join("job");
@@ -153,6 +155,7 @@ fn copy_out(work: &Path, out: &Path) -> anyhow::Result<()> {
         (job.join("stdout"), "stdout.txt"),
         (job.join("stderr"), "stderr.txt"),
         (job.join("log"), "job.log"),
+        (job.join("phases"), "steps.txt"),
         (work.join("console.log"), "console.log"),
     ] {
         if from.is_file() {
@@ -235,6 +238,7 @@ pub fn run(spec: &Spec) -> anyhow::Result<VmResult> {
         guest_timing: GuestTiming {
             accelerator: chosen.accel.to_string(),
             boot_to_poweroff_s: boot_s,
+            boot_s: outcome.boot_s,
             command_s: outcome.command_s,
             note: TIMING_NOTE,
         },

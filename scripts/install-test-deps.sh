@@ -19,6 +19,12 @@
 #   chromium    chromium         tests/dashboard_cli.rs (the dashboard in headless Chromium,
 #                                over the DevTools protocol; the system browser, no download)
 #               fonts-liberation with chromium, when no Liberation fonts: text in the screenshot
+#   qemu-system-x86_64 qemu-system-x86  tests/vm_cli.rs (`noftl vm`: kernel file systems in a guest)
+#   mkfs.f2fs   f2fs-tools       tests/vm_cli.rs (run by the guest from the host's root)
+#   mkfs.xfs    xfsprogs         tests/vm_cli.rs (likewise)
+#
+# And the guest kernel of `noftl vm`: scripts/vm-kernel.sh downloads Debian's kernel package
+# (not installed) and builds an initramfs into a cache directory, once.
 #
 # And Python packages, with pip into the repository's virtual environment .venv, each only when
 # it is not importable there:
@@ -53,6 +59,9 @@ declare -A PKG=(
   [git]=git
   [postmark]=postmark
   [chromium]=chromium
+  [qemu-system-x86_64]=qemu-system-x86
+  [mkfs.f2fs]=f2fs-tools
+  [mkfs.xfs]=xfsprogs
 )
 
 missing=()
@@ -129,6 +138,11 @@ install_pynoftl() {
   fi
 }
 install_pynoftl
+
+# The guest kernel of `noftl vm` (idempotent: nothing to do once cached; says so and goes on
+# when it cannot fetch).
+"$(dirname "$0")/vm-kernel.sh" ||
+  echo "install-test-deps: scripts/vm-kernel.sh failed; the noftl vm tests will skip" >&2
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-test-deps: all tools present"

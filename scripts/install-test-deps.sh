@@ -19,6 +19,12 @@
 #   chromium    chromium         tests/dashboard_cli.rs (the dashboard in headless Chromium,
 #                                over the DevTools protocol; the system browser, no download)
 #               fonts-liberation with chromium, when no Liberation fonts: text in the screenshot
+#   qemu-system-x86_64 qemu-system-x86  tests/vm_cli.rs (`noftl vm`: kernel file systems in a guest)
+#   mkfs.f2fs   f2fs-tools       tests/vm_cli.rs (run by the guest from the host's root)
+#   mkfs.xfs    xfsprogs         tests/vm_cli.rs (likewise)
+#
+# And the guest kernel of `noftl vm`: scripts/vm-kernel.sh downloads Debian's kernel package
+# (not installed) and builds an initramfs into a cache directory, once.
 #
 # And Python packages, with pip into the repository's virtual environment .venv, each only when
 # it is not importable there:
@@ -26,6 +32,12 @@
 #   pandas    tests/results_python.rs (scripts/results_frames.py: every result CSV as a frame)
 #   duckdb    tests/results_python.rs (the same files through DuckDB's CSV reader)
 #   fio-plot  tests/fio_cli.rs (fio-plot reads `noftl io`'s fio.json)
+#   pytest    crates/pynoftl/tests (the Python package's tests)
+#   maturin   builds the Python package noftl (crates/pynoftl) into .venv
+#
+# Then the Python package noftl itself (crates/pynoftl: `maturin develop --profile pyext`),
+# when it is not importable in .venv or a source file of the workspace changed since it was
+# built (a stamp in .venv); the time it took is printed.
 #
 # Installs as root (or with password-less sudo) on Debian/Ubuntu. Without apt-get or root it
 # says what it could not install and exits 0: the tests that need a missing tool skip with a
@@ -47,6 +59,9 @@ declare -A PKG=(
   [git]=git
   [postmark]=postmark
   [chromium]=chromium
+  [qemu-system-x86_64]=qemu-system-x86
+  [mkfs.f2fs]=f2fs-tools
+  [mkfs.xfs]=xfsprogs
 )
 
 missing=()
@@ -68,6 +83,8 @@ declare -A PY=(
   [pandas]=pandas
   [duckdb]=duckdb
   [fio-plot]=fio_plot
+  [pytest]=pytest
+  [maturin]=maturin
 )
 
 install_python() {
@@ -90,6 +107,42 @@ install_python() {
   fi
 }
 install_python
+
+# The Python package noftl (crates/pynoftl) into .venv, when missing or stale: stale when any
+# file of the workspace's sources (crates/, Cargo.toml, Cargo.lock) is newer than the stamp
+# written after the last build.
+install_pynoftl() {
+  local root stamp start
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  stamp="$root/.venv/.noftl-python-stamp"
+  if ! [ -x "$root/.venv/bin/maturin" ] || ! command -v cargo >/dev/null 2>&1; then
+    echo "install-test-deps: no maturin in .venv or no cargo: the Python package noftl is not built; its tests will skip" >&2
+    return 0
+  fi
+  if [ -f "$stamp" ] && "$root/.venv/bin/python" -c "import noftl" 2>/dev/null &&
+     [ -z "$(find "$root/crates" "$root/Cargo.toml" "$root/Cargo.lock" -newer "$stamp" \
+             \( -name '*.rs' -o -name '*.toml' -o -name '*.py' -o -name Cargo.lock \) \
+             -not -path '*/__pycache__/*' -print -quit)" ]; then
+    return 0
+  fi
+  echo "install-test-deps: building the Python package noftl into .venv (maturin develop --profile pyext)"
+  start=$(date +%s)
+  if (cd "$root/crates/pynoftl" &&
+      VIRTUAL_ENV="$root/.venv" PATH="$root/.venv/bin:$PATH" \
+        maturin develop --quiet --profile pyext --locked); then
+    touch "$stamp"
+    echo "install-test-deps: built the Python package noftl in $(( $(date +%s) - start )) s"
+  else
+    echo "install-test-deps: could not build the Python package noftl (crates/pynoftl)" >&2
+    return 1
+  fi
+}
+install_pynoftl
+
+# The guest kernel of `noftl vm` (idempotent: nothing to do once cached; says so and goes on
+# when it cannot fetch).
+"$(dirname "$0")/vm-kernel.sh" ||
+  echo "install-test-deps: scripts/vm-kernel.sh failed; the noftl vm tests will skip" >&2
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-test-deps: all tools present"

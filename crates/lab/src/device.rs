@@ -33,6 +33,20 @@ impl DeviceSpec {
         }
     }
 
+    /// The CLI flags naming this device (`--config` or `--preset`, then every `--set`), for
+    /// the verbs an experiment runs as child processes (`noftl serve`, `noftl mount`).
+    pub fn cli_args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        match &self.config {
+            Some(c) => v.extend(["--config".into(), c.display().to_string()]),
+            None => v.extend(["--preset".into(), self.preset.clone()]),
+        }
+        for s in &self.set {
+            v.extend(["--set".into(), s.clone()]);
+        }
+        v
+    }
+
     /// The device configuration, checked (nand's `validate`) and refused when the machine cannot
     /// hold the device's metadata (crate::limits), so that no experiment allocates from an absurd
     /// geometry.

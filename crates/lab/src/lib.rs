@@ -9,6 +9,8 @@
 //! - [`cpu`]: host CPU profiles (measured, paper-noftl, none, a file) in virtual time.
 //! - [`filelock`], [`output`]: locks on the files a run owns; every file the tool writes,
 //!   through one rule (never over an input, an image or a file another process holds).
+//! - [`progress`]: what a long run tells while it goes (phases, steps, lines), to the observer
+//!   its caller installs (the CLI draws bars); no drawing here.
 //! - [`device`]: `DeviceSpec`, a preset or TOML file with overrides.
 //! - [`targets`]: `TargetSpec`, a block device (an FTL or a RAM disk) on a device.
 //! - [`results`]: result directories (summary, samples, raw rows, fio-shaped JSON).
@@ -33,6 +35,7 @@ pub mod fio_job;
 pub mod limits;
 pub mod measure;
 pub mod output;
+pub mod progress;
 pub mod results;
 pub mod runner;
 pub mod steady;

@@ -60,6 +60,79 @@ impl Default for FtlKnobs {
 }
 
 impl TargetSpec {
+    /// The flags of `noftl serve` naming this target, device, knobs and image (fractions as
+    /// fractions, which `--cache`/`--op`/`--slc-cache` take as they take percentages).
+    /// `dftl_orig_scan_overlap` has no flag: the CLI always runs its default.
+    pub fn cli_args(&self) -> Vec<String> {
+        let k = &self.knobs;
+        let mut v: Vec<String> = vec!["--store".into(), self.target.clone()];
+        v.extend(self.device.cli_args());
+        v.extend([
+            "--cache".into(),
+            k.cache.to_string(),
+            "--op".into(),
+            k.op.to_string(),
+            "--gc".into(),
+            k.gc.clone(),
+            "--controller-mhz".into(),
+            k.controller_mhz.to_string(),
+        ]);
+        if let Some(w) = k.write_buffer {
+            v.extend(["--write-buffer".into(), w.to_string()]);
+        }
+        if let Some(c) = k.slc_cache {
+            v.extend(["--slc-cache".into(), c.to_string()]);
+        }
+        if k.dftl_flush_writeback {
+            v.push("--dftl-flush-writeback".into());
+        }
+        if let Some(p) = &self.image {
+            v.extend(["--image".into(), p.display().to_string()]);
+        }
+        v
+    }
+
+    /// The device configuration this target runs: an existing image's own (read without
+    /// changing it or locking it), else the flags'.
+    pub fn run_config(&self) -> anyhow::Result<nand::DeviceConfig> {
+        match &self.image {
+            Some(p) if std::fs::metadata(p).is_ok_and(|m| m.len() > 0) => {
+                Ok(Nand::open_image_private(p)
+                    .with_context(|| format!("cannot read {}", p.display()))?
+                    .config()
+                    .clone())
+            }
+            _ => self.device.load(),
+        }
+    }
+
+    /// The bytes this target exports on `cfg` (the configuration it runs, `run_config`), found
+    /// before anything is served: its FTL built on a fresh in-memory device of that
+    /// configuration, nothing locked or written.
+    pub fn export_bytes(&self, cfg: &nand::DeviceConfig) -> anyhow::Result<u64> {
+        // The probe: the same target on the configuration above, without the image.
+        let probe = TargetSpec {
+            image: None,
+            ..self.clone()
+        };
+        let opts = probe.ftl_options(cfg.seed)?;
+        refuse_flush_writeback_off_dftl(probe.knobs.dftl_flush_writeback, &probe.target)?;
+        let pages = match probe.target.as_str() {
+            "memdisk" if self.image.is_some() => {
+                bail!("--image needs a flash target (memdisk keeps nothing)")
+            }
+            "memdisk" => cfg.geometry.capacity_bytes() / ftl::LOGICAL_PAGE_BYTES as u64,
+            kind if ftl::options::KINDS.contains(&kind) => {
+                ftl::build(kind, Nand::new(cfg.clone())?, &opts)?.capacity_pages()
+            }
+            other => bail!(
+                "unknown target '{other}' ({}, memdisk)",
+                ftl::options::KINDS.join(", ")
+            ),
+        };
+        Ok(pages * ftl::LOGICAL_PAGE_BYTES as u64)
+    }
+
     /// The FTL knobs these arguments set; the FTL's seed is the device's.
     pub fn ftl_options(&self, device_seed: u64) -> anyhow::Result<FtlOptions> {
         let opts = FtlOptions {
@@ -84,6 +157,17 @@ impl TargetSpec {
         opts.validate()?;
         Ok(opts)
     }
+}
+
+/// A target's name, checked before any work: the raw flash (`io` only), an FTL or memdisk.
+pub fn check_name(target: &str) -> anyhow::Result<()> {
+    if target == "raw" || target == "memdisk" || ftl::options::KINDS.contains(&target) {
+        return Ok(());
+    }
+    bail!(
+        "unknown target '{target}' (raw, {}, memdisk)",
+        ftl::options::KINDS.join(", ")
+    )
 }
 
 pub fn build(t: &TargetSpec) -> anyhow::Result<Box<dyn BlockDevice>> {

@@ -204,3 +204,28 @@ fn a_load_the_workload_has_no_loader_for_is_refused_before_loading() {
         assert!(!err.contains("measuring"), "refused before the load: {err}");
     }
 }
+
+#[test]
+fn progress_never_changes_the_json_and_quiet_leaves_out_the_progress_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let run = |out: &std::path::Path, quiet: bool| {
+        let mut args: Vec<&str> = COMPARE[..COMPARE.len() - 4].to_vec();
+        args.extend(["--seed", "3", "--json", out.to_str().unwrap()]);
+        if quiet {
+            args.push("--quiet");
+        }
+        let (ok, _, err) = noftl(&args);
+        assert!(ok, "{err}");
+        err
+    };
+    let loud = run(&a, false);
+    let quiet = run(&b, true);
+    assert!(loud.contains("[10/10]"), "progress lines without --quiet: {loud}");
+    assert!(!quiet.contains("[10/10]"), "no progress lines with --quiet: {quiet}");
+    assert_eq!(
+        std::fs::read(&a).unwrap(),
+        std::fs::read(&b).unwrap(),
+        "the JSON is the same bytes with and without progress"
+    );
+}

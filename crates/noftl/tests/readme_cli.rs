@@ -41,6 +41,12 @@ enum How {
     },
     /// Run by a `Server` entry (its client line).
     ClientOf(&'static str),
+    /// `noftl vm`: run like `Small` when QEMU and the guest kernel (scripts/vm-kernel.sh) are
+    /// there, else skipped with the reason printed.
+    Guest {
+        replace: &'static [(&'static str, &'static str)],
+        append: &'static str,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -158,6 +164,21 @@ const HOW: &[(&str, How)] = &[
         },
     ),
     ("noftl fsck --fs dfs", How::ClientOf("noftl mount --fs dfs")),
+    (
+        "noftl vm --fs ext4",
+        How::Guest {
+            // Flags before `--`: what follows is the guest's command.
+            replace: &[
+                (
+                    "--store page",
+                    "--store page --preset tiny --set geometry.blocks_per_plane=128 --clock none \
+                     --timeout 5m",
+                ),
+                ("--size=16m", "--size=4m"),
+            ],
+            append: "",
+        },
+    ),
     (
         "noftl fs bench",
         How::ParseOnly(
@@ -799,6 +820,15 @@ fn scratch() -> tempfile::TempDir {
     dir
 }
 
+/// QEMU and the guest kernel of `noftl vm` (the kernel cache is filled by
+/// scripts/install-test-deps.sh, which `require` runs when a tool is missing).
+fn guest_available() -> Result<(), String> {
+    require(&["qemu-system-x86_64", "fio"])?;
+    lab::experiments::vm::guest::find_kernel()
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 #[test]
 fn every_readme_command_line_parses() {
     let lines = readme_lines();
@@ -851,6 +881,10 @@ fn every_readme_command_line_runs_at_a_small_scale() {
             }
             How::ParseOnly(why) => eprintln!("parsed only  {}: {why}", l.text),
             How::ClientOf(_) => {}
+            How::Guest { replace, append } => match guest_available() {
+                Ok(()) => run_line(dir.path(), &shrink(&l.text, replace, append)),
+                Err(why) => eprintln!("SKIPPED      {}: {why}", l.text),
+            },
             How::Server {
                 kind,
                 replace,

@@ -76,6 +76,30 @@ pub struct Spec {
     pub canary: bool,
 }
 
+impl Default for Spec {
+    /// The CLI's defaults (`noftl crashtest` without flags): TPC-B on the crash disk, 100 power
+    /// cuts from seed 0, 4 KiB pages.
+    fn default() -> Self {
+        Spec {
+            workload: "tpcb".into(),
+            storage: "memdisk".into(),
+            cache: 0.02,
+            seeds: 100,
+            first_seed: 0,
+            fault: "power".into(),
+            page_size: 4096,
+            torn: false,
+            recovery_crash: false,
+            terminals: None,
+            txns: None,
+            device: Device::Own(Vec::new()),
+            log_region: None,
+            ipa: None,
+            canary: false,
+        }
+    }
+}
+
 /// A seed whose recovery failed verification.
 #[derive(Debug, Serialize)]
 pub struct Failure {

@@ -50,7 +50,8 @@ fn cpu_s(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / hz
 }
 
-fn stop(child: &mut Child, secs: u64) {
+/// SIGTERM, then SIGKILL after `secs` seconds.
+pub fn stop(child: &mut Child, secs: u64) {
     // SAFETY: kill(2) on our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
@@ -121,17 +122,60 @@ impl Mounted {
     }
 }
 
-/// The device flags of `noftl serve`/`noftl mount` naming `d`.
-fn device_args(d: &DeviceSpec) -> Vec<String> {
-    let mut v = Vec::new();
-    match &d.config {
-        Some(c) => v.extend(["--config".into(), c.display().to_string()]),
-        None => v.extend(["--preset".into(), d.preset.clone()]),
+/// Starts `noftl serve` (the program `noftl`) with `args` (the target and device flags) on the
+/// unix socket `sock`, writing its statistics to `stats` at shutdown, and waits until it is
+/// ready (its "; ready" line). A server that does not become ready within 30 s is stopped.
+pub fn start_serve(
+    noftl: &Path,
+    args: &[String],
+    sock: &Path,
+    stats: &Path,
+    clock: &str,
+) -> anyhow::Result<Child> {
+    let mut serve = Command::new(noftl)
+        .arg("serve")
+        .args(args)
+        .arg("--socket")
+        .arg(sock)
+        .args(["--clock", clock, "--stats-file"])
+        .arg(stats)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("noftl serve")?;
+    let err = serve.stderr.take().context("serve's stderr")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Its other lines (a refusal, say) are kept for the error when it never gets ready.
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if line.contains("; ready") {
+                let _ = tx.send(Ok(()));
+            } else if !line.starts_with("noftl serve: exporting") {
+                let _ = tx.send(Err(line));
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut said = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Ok(())) => return Ok(serve),
+            Ok(Err(line)) => said.push(line),
+            Err(_) => {
+                stop(&mut serve, 10);
+                bail!(
+                    "noftl serve did not become ready{}",
+                    if said.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", said.join("; "))
+                    }
+                );
+            }
+        }
     }
-    for s in &d.set {
-        v.extend(["--set".into(), s.clone()]);
-    }
-    v
 }
 
 /// A fresh mount of `fs` (dfs, ext4, f2fs, alfs) on `target` (ext4, f2fs and alfs: the block
@@ -149,7 +193,7 @@ pub fn mount_on(
     let root = work.path().join("mnt");
     std::fs::create_dir(&root)?;
     let stats = work.path().join("stats.json");
-    let dev = device_args(device);
+    let dev = device.cli_args();
     let work_path = work.path().to_path_buf();
     // Built first, so that a failure below stops whatever was started (Drop).
     let mut m = Mounted {
@@ -179,29 +223,10 @@ pub fn mount_on(
         }
         "ext4" => {
             let sock = work_path.join("nbd.sock");
-            let mut serve = Command::new(exe)
-                .args(["serve", "--target", target, "--socket"])
-                .arg(&sock)
-                .args(&dev)
-                .args(["--clock", clock, "--stats-file"])
-                .arg(&stats)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .context("noftl serve")?;
-            let err = serve.stderr.take().context("serve's stderr")?;
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    if line.contains("; ready") {
-                        let _ = tx.send(());
-                    }
-                }
-            });
+            let mut args: Vec<String> = vec!["--target".into(), target.into()];
+            args.extend(dev.iter().cloned());
+            let serve = start_serve(exe, &args, &sock, &stats, clock)?;
             children.push((serve, None));
-            rx.recv_timeout(Duration::from_secs(30))
-                .map_err(|_| anyhow::anyhow!("noftl serve did not become ready"))?;
             let nbd_dir = work_path.join("nbd");
             std::fs::create_dir(&nbd_dir)?;
             let pidfile = work_path.join("nbdfuse.pid");

@@ -20,3 +20,4 @@ pub mod io;
 pub mod ipa;
 pub mod replay;
 pub mod reproduce;
+pub mod vm;

@@ -455,6 +455,33 @@ fn print_tpch_table(res: &TpchCompareResult) {
 mod paper_tests {
     use super::*;
 
+    /// The lab's defaults (which the Python package starts from) are the CLI's.
+    #[test]
+    fn the_lab_defaults_are_the_flags_defaults() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["noftl", "compare"]).unwrap();
+        let crate::cli::Command::Compare(a) = cli.command else {
+            panic!("not compare")
+        };
+        assert_eq!(format!("{:?}", a.spec()), format!("{:?}", experiment::Spec::default()));
+        let cli = crate::cli::Cli::try_parse_from(["noftl", "crashtest"]).unwrap();
+        let crate::cli::Command::Crashtest(c) = cli.command else {
+            panic!("not crashtest")
+        };
+        assert_eq!(
+            format!("{:?}", c.spec()),
+            format!("{:?}", lab::experiments::crashtest::Spec::default())
+        );
+        let cli = crate::cli::Cli::try_parse_from(["noftl", "bench", "tpcb"]).unwrap();
+        let crate::cli::Command::Bench(super::super::bench::BenchCommand::Tpcb(b)) = cli.command else {
+            panic!("not bench tpcb")
+        };
+        assert_eq!(
+            format!("{:?}", b.spec()),
+            format!("{:?}", lab::experiments::bench::Spec::default())
+        );
+    }
+
     #[test]
     fn paper_json_files_carry_the_scale() {
         assert_eq!(

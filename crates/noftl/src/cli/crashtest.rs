@@ -6,7 +6,6 @@
 
 use anyhow::bail;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use lab::experiments::crashtest;
 
 use super::common::parse_percent;
@@ -121,11 +120,7 @@ pub fn run(args: CrashtestArgs) -> anyhow::Result<()> {
         &[args.json.as_deref()],
     )?;
     let job = crashtest::prepare(&args.spec())?;
-    let bar = ProgressBar::new(args.seeds);
-    bar.set_style(
-        ProgressStyle::with_template("crashtest {wide_bar} {pos}/{len} seeds ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = lab::progress::phase("crashtest", args.seeds, "seeds");
     let rep = job.run(&mut || bar.inc(1))?;
     bar.finish_and_clear();
     if super::common::emit_json(args.json.as_deref(), &rep)? {

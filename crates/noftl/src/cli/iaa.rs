@@ -237,11 +237,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<()> {
     let plan = a.results.plan()?;
     // Refuse a bad device before the progress bar shows.
     iaa::check_device(&spec)?;
-    let bar = indicatif::ProgressBar::new(runs.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("iaa compare {wide_bar} {pos}/{len} runs ({eta})")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = lab::progress::phase("iaa compare", runs.len() as u64, "runs");
     let res = iaa_paper::run(&spec, plan.as_ref(), &|| bar.inc(1));
     bar.finish_and_clear();
     let out = res?;
@@ -319,11 +315,7 @@ fn ablation(a: AblationArgs) -> anyhow::Result<()> {
     let spec = a.spec();
     iaa_paper::check_ablation(&spec)?;
     super::common::check_outputs(&[], &[a.json.as_deref()])?;
-    let bar = indicatif::ProgressBar::new(2 * iaa_paper::Step::ALL.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("iaa ablation {wide_bar} {pos}/{len} runs ({eta})")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = lab::progress::phase("iaa ablation", 2 * iaa_paper::Step::ALL.len() as u64, "runs");
     let res = iaa_paper::ablation(&spec, &|| bar.inc(1));
     bar.finish_and_clear();
     let out = res?;

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use lab::experiments::io::{IoResult, Spec};
 
 use super::common::parse_size;
@@ -108,55 +107,30 @@ fn parse_distribution(s: &str) -> Result<lab::distribution::Distribution, String
     s.parse()
 }
 
-/// A progress bar for phases that last longer than a second of wall-clock time.
+/// io's phases (a precondition, then the measured requests) as `lab::progress` phases, which
+/// the CLI's drawer shows (`super::progress`).
 #[derive(Default)]
 struct Bar {
     total: u64,
-    started: Option<Instant>,
-    bar: Option<ProgressBar>,
+    phase: Option<lab::progress::Phase>,
 }
 
 impl lab::experiments::io::Progress for Bar {
     fn begin(&mut self, total: u64) {
         self.total = total;
-        self.started = Some(Instant::now());
-        self.bar = None;
+        self.phase = Some(lab::progress::phase("io", total, "requests"));
     }
     fn tick(&mut self, done: u64) {
-        // Looked at every 4096 steps only: a step is one request, the clock is not free.
+        // Told every 4096 steps only: a step is one request, and a report takes a lock.
         if !done.is_multiple_of(4096) && done != self.total {
             return;
         }
-        let slow = self
-            .started
-            .is_some_and(|t| t.elapsed().as_secs_f64() > 1.0);
-        if self.bar.is_none() && slow && self.total == 0 {
-            // A run that time alone ends (a job file's time_based runtime): no total.
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos} requests")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            self.bar = Some(bar);
-        }
-        if self.bar.is_none() && slow {
-            let bar = ProgressBar::new(self.total);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} requests ({eta})",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            self.bar = Some(bar);
-        }
-        if let Some(bar) = &self.bar {
-            bar.set_position(done);
+        if let Some(p) = &self.phase {
+            p.set_position(done);
         }
     }
     fn end(&mut self) {
-        if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
-        }
+        self.phase = None;
     }
 }
 

@@ -16,10 +16,12 @@ pub mod ipa;
 pub mod launch;
 pub mod mount;
 pub mod plot;
+pub mod progress;
 pub mod reproduce;
 pub mod serve;
 pub mod shell;
 pub mod sweep;
+pub mod vm;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -41,6 +43,10 @@ pub const VERSION: &str = concat!(
     about = "NAND flash emulator, FTLs and a flash-aware storage engine, with the benchmarks to compare them"
 )]
 pub struct Cli {
+    /// No progress bars or progress lines on standard error (bars are drawn only when it is a
+    /// terminal anyway); results, warnings and errors are unchanged.
+    #[arg(long, global = true)]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -83,6 +89,9 @@ pub enum Command {
     /// File systems on the emulated device: benchmarks (DFS against ext4).
     #[command(subcommand)]
     Fs(fs::FsCommand),
+    /// A kernel file system (ext4, ext3, f2fs, xfs) in a QEMU guest on the exported device: runs
+    /// a command in it and reports the device's counters.
+    Vm(vm::VmArgs),
     /// Figures (SVG or PNG) from result files: NoFTL Fig. 3 from `compare`, WAF curves from a sweep, latency CDFs and time series from result directories.
     Plot(plot::PlotArgs),
     /// A web page (loopback) to start bench, compare and ipa compare runs and watch them live (server-sent events).
@@ -111,6 +120,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mount(a) => mount::run_mount(a),
         Command::Fsck(a) => mount::run_fsck(a),
         Command::Fs(c) => fs::run(c),
+        Command::Vm(a) => vm::run(a),
         Command::Completions(a) => shell::completions(a, Cli::command()),
         Command::Man(a) => shell::man(a, Cli::command()),
     }

@@ -66,7 +66,7 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         &[args.json.as_deref()],
     )?;
     let spec = args.spec();
-    let mut progress = |s: &str| eprintln!("reproduce {}: {s}", args.paper);
+    let mut progress = |s: &str| lab::progress::note(&format!("reproduce {}: {s}", args.paper));
     if args.calibrate {
         let rounds = experiment::calibrate(&spec, &mut progress)?;
         if emit_json(args.json.as_deref(), &rounds)? {

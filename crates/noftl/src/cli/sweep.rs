@@ -45,7 +45,6 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
@@ -568,13 +567,9 @@ fn run_local(
     let queue = Mutex::new(todo.iter().collect::<VecDeque<&Job>>());
     // (memory of the running jobs, number running)
     let running = (Mutex::new((0u64, 0usize)), Condvar::new());
-    let pb = ProgressBar::new(todo.len() as u64);
-    pb.set_style(
-        ProgressStyle::with_template(
-            "{bar:30} {pos}/{len} jobs, {elapsed} elapsed, ETA {eta} {msg}",
-        )
-        .expect("static template"),
-    );
+    let pb = lab::progress::phase("sweep", todo.len() as u64, "jobs");
+    let started = std::time::Instant::now();
+    let done = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
         for _ in 0..jobs.min(todo.len()).max(1) {
             s.spawn(|| loop {
@@ -603,17 +598,17 @@ fn run_local(
                     Some(e) => format!("job {} failed: {e}", job.id),
                 };
                 pb.inc(1);
-                if pb.is_hidden() {
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if !super::progress::drawing(false) {
                     // Not a terminal (a log file, CI): one line per job instead of the bar.
-                    let elapsed = pb.elapsed().as_secs_f64();
-                    let done = pb.position();
-                    let eta = elapsed / done as f64 * (todo.len() as u64 - done) as f64;
-                    eprintln!(
-                        "[{done}/{}] {line} ({elapsed:.0} s elapsed, ETA {eta:.0} s)",
+                    let elapsed = started.elapsed().as_secs_f64();
+                    let eta = elapsed / n as f64 * (todo.len() as u64 - n) as f64;
+                    lab::progress::note(&format!(
+                        "[{n}/{}] {line} ({elapsed:.0} s elapsed, ETA {eta:.0} s)",
                         todo.len()
-                    );
+                    ));
                 } else if status.status != "ok" {
-                    pb.println(line);
+                    lab::progress::note(&line);
                 }
             });
         }

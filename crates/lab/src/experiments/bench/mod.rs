@@ -108,6 +108,32 @@ fn load_or_reuse(
     })
 }
 
+/// Every check of `args` that needs no work (no store built, no file opened): the counts, the
+/// run's end and clock, the store's name and the device; what `run_tpcb` and `run_tatp` refuse
+/// before they load, so that a caller (the Python package) can tell bad input from a run that
+/// failed.
+pub fn check(args: &Spec) -> anyhow::Result<()> {
+    if args.accounts_per_branch == 0 {
+        bail!("--scale, --terminals and --accounts-per-branch must be at least 1");
+    }
+    run_plan(args)?;
+    const STORES: [&str; 9] = [
+        "native", "page", "dftl", "dftl-orig", "fast", "block", "amf", "file", "memdisk",
+    ];
+    if !STORES.contains(&args.storage.as_str()) {
+        bail!(
+            "--store: no store '{}' (the stores are {})",
+            args.storage,
+            STORES.join(", ")
+        );
+    }
+    storage::pagestore::engine_runs_on(&args.storage)?;
+    args.device.load()?;
+    crate::units::parse_duration_ns(&args.sample_window)
+        .map_err(|e| anyhow::anyhow!("--sample-window: {e}"))?;
+    Ok(())
+}
+
 /// Runs TPC-B as `args` says: loads (or reuses a file's database), runs the terminals, checks.
 pub fn run_tpcb(args: &Spec) -> anyhow::Result<TpcbRun> {
     if args.scale == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {

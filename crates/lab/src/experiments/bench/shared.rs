@@ -72,6 +72,39 @@ pub struct Spec {
     pub raw: bool,
 }
 
+impl Default for Spec {
+    /// The CLI's defaults (`noftl bench tpcb` without flags): TPC-B scale 1 on the RAM disk in
+    /// virtual time, one terminal, seed 1; a run still needs `txns` or `duration`.
+    fn default() -> Self {
+        Spec {
+            storage: "memdisk".into(),
+            device: DeviceSpec::default(),
+            knobs: FtlKnobs::default(),
+            log_region: None,
+            path: None,
+            force: false,
+            scale: 1,
+            accounts_per_branch: 100_000,
+            terminals: 1,
+            txns: None,
+            duration: None,
+            buffer_pages: None,
+            page_size: 4096,
+            clock: "virtual".into(),
+            seed: 1,
+            check: false,
+            regions: None,
+            load: None,
+            precondition_device_writes: 0.0,
+            round: "10s".into(),
+            max_rounds: 0,
+            results: None,
+            sample_window: "1s".into(),
+            raw: false,
+        }
+    }
+}
+
 pub fn device(args: &Spec) -> anyhow::Result<Box<dyn BlockDevice>> {
     if args.storage == "file" {
         let path = args
@@ -347,20 +380,10 @@ pub fn plan(args: &Spec) -> anyhow::Result<Option<crate::results::Plan>> {
         .transpose()
 }
 
-/// The progress bar of a database load of about `rows` rows (`~` when the count is an
-/// estimate); hidden when standard error is not a terminal (indicatif's default).
-pub fn load_bar(rows: u64, estimate: bool) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(rows);
-    let template = if estimate {
-        "loading {wide_bar} {pos}/~{len} rows ({eta})"
-    } else {
-        "loading {wide_bar} {pos}/{len} rows ({eta})"
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(template)
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
+/// The progress of a database load of about `rows` rows (an estimate when `estimate`), told
+/// to the installed observer (`crate::progress`).
+pub fn load_bar(rows: u64, estimate: bool) -> crate::progress::Phase {
+    crate::progress::phase("loading", rows, if estimate { "rows (estimated)" } else { "rows" })
 }
 
 /// Runs a bench's terminals from the engine's clock on (`runner::run_terminals`), each

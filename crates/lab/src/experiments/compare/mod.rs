@@ -330,12 +330,12 @@ fn run_row(
     let load_s = wall.elapsed().as_secs_f64();
     let copy_cpu_s = thread_cpu_s() - cpu0;
     let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, loaded, terminals)?;
-    eprintln!(
+    crate::progress::note(&format!(
         "{name}: copied in {load_s:.1} s wall ({copy_cpu_s:.1} s CPU), warmed up in {:.1} s wall ({:.1} s CPU; {:.1} s virtual, the device written over {warmup_writes:.2} times)",
         wall.elapsed().as_secs_f64() - load_s,
         thread_cpu_s() - cpu0 - copy_cpu_s,
         warmup_ns as f64 / 1e9
-    );
+    ));
     let (wall1, cpu1) = (std::time::Instant::now(), thread_cpu_s());
     let mut outs = Vec::new();
     for k in 0..repeat {
@@ -360,11 +360,11 @@ fn run_row(
         // A window stops at a time: end what it left open before the next one starts.
         e.quiesce()?;
     }
-    eprintln!(
+    crate::progress::note(&format!(
         "{name}: {repeat} window(s) in {:.1} s wall ({:.1} s CPU)",
         wall1.elapsed().as_secs_f64(),
         thread_cpu_s() - cpu1
-    );
+    ));
     Ok(outs)
 }
 
@@ -563,12 +563,10 @@ pub enum Outcome<'a> {
 /// `paper`; None otherwise) and its result: the CLI writes the JSON and prints the table.
 pub type OnScale<'a> = dyn FnMut(Option<&str>, Outcome<'_>) -> anyhow::Result<()> + 'a;
 
-/// Runs the comparison `args` describes, one scale at a time (the paper's scales with
-/// `paper`), calling `on_scale` with each scale's result.
-pub fn run(args: &Spec, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
-    if args.workload == "tpch" {
-        return tpch::run(args, &mut |r| on_scale(None, Outcome::Tpch(r)));
-    }
+/// The scales `args` asks for, each as a spec of its own with its label (`sf48`, or
+/// `tpcc-sf5` with `--workload all`, under `paper`; None otherwise). TPC-H is not planned here
+/// (`tpch::run`).
+fn scales(args: &Spec) -> anyhow::Result<Vec<(Option<String>, Spec)>> {
     if args.sf.is_some() {
         bail!("--sf is TPC-H's scale factor (--workload tpch)");
     }
@@ -576,7 +574,7 @@ pub fn run(args: &Spec, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
         if args.workload == "all" {
             bail!("--workload all is for --paper (the paper's six scales, TPC-B and TPC-C)");
         }
-        return run_scale(args, None, on_scale);
+        return Ok(vec![(None, args.clone())]);
     }
     let plan: Vec<(&str, u32)> = match args.workload.as_str() {
         "tpcb" => PAPER_SCALES_TPCB.iter().map(|&s| ("tpcb", s)).collect(),
@@ -590,33 +588,66 @@ pub fn run(args: &Spec, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
             "--paper runs the NoFTL paper's scales, which it gives for tpcb and tpcc (or all: both), not '{other}'"
         ),
     };
+    Ok(plan
+        .into_iter()
+        .map(|(workload, scale)| {
+            let mut one = args.clone();
+            one.workload = workload.into();
+            if workload != "tpcc" {
+                // --workload all: --home-warehouse is for its TPC-C scales.
+                one.home_warehouse = None;
+            }
+            one.scale = Some(scale);
+            one.paper = false;
+            if one.stores.is_none() {
+                one.stores = Some(PAPER_STORES.split(',').map(String::from).collect());
+            }
+            one.duration = one.duration.or(Some(PAPER_WINDOW.into()));
+            let label = if args.workload == "all" {
+                format!("{workload}-sf{scale}")
+            } else {
+                format!("sf{scale}")
+            };
+            one.results = args.results.as_ref().map(|d| d.join(&label));
+            (Some(label), one)
+        })
+        .collect())
+}
+
+/// Every check of `args` that needs no work (no load, no device, no file written): what
+/// [`run`] refuses before its first load, so that a caller (the Python package) can tell bad
+/// input from a run that failed. TPC-H's are in its run.
+pub fn check(args: &Spec) -> anyhow::Result<()> {
+    if args.workload == "tpch" {
+        return Ok(());
+    }
+    crate::units::parse_duration_ns(&args.sample_window).map_err(|e| anyhow::anyhow!("--sample-window: {e}"))?;
+    for (_, one) in scales(args)? {
+        checked_scale(&one)?;
+    }
+    Ok(())
+}
+
+/// Runs the comparison `args` describes, one scale at a time (the paper's scales with
+/// `paper`), calling `on_scale` with each scale's result.
+pub fn run(args: &Spec, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
+    if args.workload == "tpch" {
+        return tpch::run(args, &mut |r| on_scale(None, Outcome::Tpch(r)));
+    }
+    let scales = scales(args)?;
     let wall = std::time::Instant::now();
-    for (workload, scale) in plan {
-        let mut one = args.clone();
-        one.workload = workload.into();
-        if workload != "tpcc" {
-            // --workload all: --home-warehouse is for its TPC-C scales.
-            one.home_warehouse = None;
-        }
-        one.scale = Some(scale);
-        one.paper = false;
-        if one.stores.is_none() {
-            one.stores = Some(PAPER_STORES.split(',').map(String::from).collect());
-        }
-        one.duration = one.duration.or(Some(PAPER_WINDOW.into()));
-        let label = if args.workload == "all" {
-            format!("{workload}-sf{scale}")
-        } else {
-            format!("sf{scale}")
-        };
-        one.results = args.results.as_ref().map(|d| d.join(&label));
+    for (label, one) in &scales {
         let t = std::time::Instant::now();
-        run_scale(&one, Some(&label), on_scale)?;
-        eprintln!(
-            "{workload} scale {scale}: {:.1} min wall ({:.1} min so far)",
-            t.elapsed().as_secs_f64() / 60.0,
-            wall.elapsed().as_secs_f64() / 60.0
-        );
+        run_scale(one, label.as_deref(), on_scale)?;
+        if label.is_some() {
+            eprintln!(
+                "{} scale {}: {:.1} min wall ({:.1} min so far)",
+                one.workload,
+                one.scale.unwrap_or_default(),
+                t.elapsed().as_secs_f64() / 60.0,
+                wall.elapsed().as_secs_f64() / 60.0
+            );
+        }
     }
     Ok(())
 }
@@ -675,6 +706,8 @@ fn run_rows(
     let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let done = AtomicUsize::new(0);
     let windows = selected.len() * args.repeat as usize;
+    // One phase for every row's windows (progress invariant 2): the threads count into it.
+    let bar = crate::progress::phase("compare", windows as u64, "windows");
     let live = crate::results::live_hook();
     std::thread::scope(|s| {
         for _ in 0..jobs {
@@ -687,7 +720,8 @@ fn run_rows(
                 let row = selected[i];
                 let progress = |k: u32, out: &RunOut| {
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    eprintln!(
+                    bar.inc(1);
+                    crate::progress::note(&format!(
                         "[{n}/{windows}] {} repeat {}: {:.1} tx/s{}",
                         ROWS[row].0,
                         k + 1,
@@ -697,7 +731,7 @@ fn run_rows(
                         } else {
                             " (consistency: violated)"
                         }
-                    );
+                    ));
                 };
                 match run_row(
                     rig,
@@ -792,7 +826,16 @@ fn refuse_page_size(args: &Spec, selected: &[usize]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
+/// A scale's spec, checked before any work: its workload, the counts, durations, stores and
+/// page size, and whether the loaded database would fit in memory (from the kit's estimate).
+struct Checked {
+    w: Box<dyn Workload>,
+    scale: u32,
+    until_ns: u64,
+    selected: Vec<usize>,
+}
+
+fn checked_scale(args: &Spec) -> anyhow::Result<Checked> {
     if !matches!(args.workload.as_str(), "tpcb" | "tatp" | "tpcc") {
         bail!(
             "compare runs --workload tpcb, tatp or tpcc, not '{}'",
@@ -801,11 +844,12 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
     }
     let tpcc_reduced = match args.tpcc_reduced.as_deref() {
         Some(&[items, customers]) => Some((items, customers)),
-        _ => None,
+        Some(other) => bail!(
+            "--tpcc-reduced takes two numbers (items, customers per district), not {}",
+            other.len()
+        ),
+        None => None,
     };
-    if let (Some((items, customers)), "tpcc") = (tpcc_reduced, args.workload.as_str()) {
-        eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
-    }
     let (w, scale) = crate::workloads::make(
         &args.workload,
         &crate::workload::Params {
@@ -816,17 +860,11 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
             home_warehouse: args.home_warehouse.clone(),
         },
     )?;
-    let w = &*w;
-    let load = w.load_method(args.load)?;
+    w.load_method(args.load)?;
     if scale == 0 || args.repeat == 0 || args.terminals == 0 || args.accounts_per_branch == 0 {
         bail!("--scale, --repeat, --terminals and --accounts-per-branch must be at least 1");
     }
     let until_ns = crate::units::parse_duration_ns(args.duration.as_deref().unwrap_or("10s"))?;
-    let plan = args
-        .results
-        .as_deref()
-        .map(|dir| crate::results::Plan::new(dir, &args.sample_window, args.raw))
-        .transpose()?;
     parse_warmup(&args.warmup)?; // refused before the long load, not after it
     let stores: Vec<String> = match &args.stores {
         Some(s) => s.clone(),
@@ -842,6 +880,31 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         est_pages * 4096,
         1,
     )?;
+    Ok(Checked {
+        w,
+        scale,
+        until_ns,
+        selected,
+    })
+}
+
+fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
+    let Checked {
+        w,
+        scale,
+        until_ns,
+        selected,
+    } = checked_scale(args)?;
+    let w = &*w;
+    if let (Some([items, customers]), "tpcc") = (args.tpcc_reduced.as_deref(), args.workload.as_str()) {
+        eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
+    }
+    let load = w.load_method(args.load)?;
+    let plan = args
+        .results
+        .as_deref()
+        .map(|dir| crate::results::Plan::new(dir, &args.sample_window, args.raw))
+        .transpose()?;
     eprintln!("measuring the database of {} scale {scale} ...", w.label());
     let (rig, probe) = size_rig(args, w)?;
     if selected.contains(&0) && rig.log_region.is_some() {

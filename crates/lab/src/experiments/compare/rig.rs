@@ -8,7 +8,6 @@ use std::sync::Mutex;
 
 use anyhow::bail;
 use ftl::{FtlOptions, MemDisk};
-use indicatif::{ProgressBar, ProgressStyle};
 use kits::LoadMethod;
 use nand::{DeviceConfig, Nand};
 use serde::Serialize;
@@ -82,6 +81,63 @@ pub struct Spec {
     pub sample_window: String,
     /// Also raw.csv, one row per transaction.
     pub raw: bool,
+}
+
+impl Default for Spec {
+    /// The CLI's defaults (`noftl compare` without flags: TPC-B scale 12, three 10 s windows
+    /// per store after an auto warm-up, the five default stores); a test in the CLI holds the
+    /// two to each other.
+    fn default() -> Self {
+        Spec {
+            workload: "tpcb".into(),
+            scale: None,
+            sf: None,
+            repeat: 3,
+            duration: None,
+            warmup: "auto".into(),
+            terminals: 1,
+            op: 0.0275,
+            log_region: None,
+            buffer: BufferSize::Share(0.02),
+            read_ahead_pages: None,
+            page_bytes: 4096,
+            flash_bytes: None,
+            cpu: "measured".into(),
+            log_device: LogDevice::Flash,
+            device: DeviceSpec::default(),
+            accounts_per_branch: 100_000,
+            tpcc_reduced: None,
+            seed: 1,
+            stores: None,
+            jobs: 2,
+            paper: false,
+            home_warehouse: None,
+            strict: false,
+            load: None,
+            results: None,
+            sample_window: "1s".into(),
+            raw: false,
+        }
+    }
+}
+
+impl Spec {
+    /// A comparison small enough to try in seconds (a notebook's or a test's): scale 1 with
+    /// 5,000 accounts per branch (TPC-B; TATP 2,000 subscribers, TPC-C a REDUCED population of
+    /// 1,000 items and 30 customers per district), two windows of 300 ms virtual per store.
+    /// Its numbers show the method, not the paper's: the database is tiny and the windows hold
+    /// a few hundred transactions. Fields set afterwards win.
+    pub fn quick(workload: &str) -> Spec {
+        Spec {
+            workload: workload.into(),
+            scale: Some(if workload == "tatp" { 2_000 } else { 1 }),
+            repeat: 2,
+            duration: Some("300ms".into()),
+            accounts_per_branch: 5_000,
+            tpcc_reduced: (workload == "tpcc").then(|| vec![1_000, 30]),
+            ..Spec::default()
+        }
+    }
 }
 
 /// `--buffer`: a share of the database's pages (at least 256 frames) or a size in bytes.
@@ -409,11 +465,7 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
             ..EngineConfig::default()
         },
     )?;
-    let bar = ProgressBar::new(w.rows_estimate());
-    bar.set_style(
-        ProgressStyle::with_template("loading {wide_bar} {pos}/~{len} rows ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = crate::progress::phase("loading", w.rows_estimate(), "rows (estimated)");
     let wall = std::time::Instant::now();
     let cpu = thread_cpu_s();
     let method = w.load_method(args.load)?;

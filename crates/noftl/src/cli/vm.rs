@@ -160,6 +160,7 @@ mod tests {
                     --set geometry.blocks_per_plane=64 --write-buffer 4 --image a.img -- true";
         let Ok(Cli {
             command: Command::Vm(vm),
+            ..
         }) = Cli::try_parse_from(argv.split_whitespace())
         else {
             panic!("{argv} does not parse");
@@ -171,6 +172,7 @@ mod tests {
             .chain(want.cli_args());
         let Ok(Cli {
             command: Command::Serve(serve),
+            ..
         }) = Cli::try_parse_from(serve_argv)
         else {
             panic!("{:?} does not parse as serve", want.cli_args());

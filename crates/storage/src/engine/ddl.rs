@@ -132,10 +132,12 @@ impl Engine {
                     });
                 }
                 if let Some(t) = &tablespace {
-                    self.catalog.tablespace_by_name(t).ok_or_else(|| Error::NotFound {
-                        kind: "tablespace",
-                        name: t.clone(),
-                    })?;
+                    self.catalog
+                        .tablespace_by_name(t)
+                        .ok_or_else(|| Error::NotFound {
+                            kind: "tablespace",
+                            name: t.clone(),
+                        })?;
                 }
                 let t = self
                     .catalog

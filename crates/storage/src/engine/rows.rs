@@ -16,16 +16,20 @@ use super::{CpuKind, Engine};
 
 impl Engine {
     pub fn table(&self, name: &str) -> Result<&Table> {
-        self.catalog.table_by_name(name).ok_or_else(|| Error::NotFound {
-            kind: "table",
-            name: name.into(),
-        })
+        self.catalog
+            .table_by_name(name)
+            .ok_or_else(|| Error::NotFound {
+                kind: "table",
+                name: name.into(),
+            })
     }
     pub fn index(&self, name: &str) -> Result<&Index> {
-        self.catalog.index_by_name(name).ok_or_else(|| Error::NotFound {
-            kind: "index",
-            name: name.into(),
-        })
+        self.catalog
+            .index_by_name(name)
+            .ok_or_else(|| Error::NotFound {
+                kind: "index",
+                name: name.into(),
+            })
     }
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
@@ -42,10 +46,13 @@ impl Engine {
         })
     }
     fn index_by_id(&self, id: ObjectId) -> Result<&Index> {
-        self.catalog.indexes.get(&id).ok_or_else(|| Error::NotFound {
-            kind: "index",
-            name: format!("#{id}"),
-        })
+        self.catalog
+            .indexes
+            .get(&id)
+            .ok_or_else(|| Error::NotFound {
+                kind: "index",
+                name: format!("#{id}"),
+            })
     }
 
     /// The index key of a row: the encoded columns, plus the record id for non-unique indexes.
@@ -70,10 +77,14 @@ impl Engine {
     /// Encodes a key prefix from values of the index's leading columns.
     pub fn key_of(&self, index: ObjectId, vals: &[Value]) -> Result<Vec<u8>> {
         let idx = self.index_by_id(index)?;
-        let t = self.catalog.tables.get(&idx.table).ok_or_else(|| Error::NotFound {
-            kind: "table",
-            name: format!("#{}", idx.table),
-        })?;
+        let t = self
+            .catalog
+            .tables
+            .get(&idx.table)
+            .ok_or_else(|| Error::NotFound {
+                kind: "table",
+                name: format!("#{}", idx.table),
+            })?;
         if vals.len() > idx.columns.len() {
             return Err(Error::Schema(format!(
                 "{} key values for an index of {} columns",
@@ -105,7 +116,8 @@ impl Engine {
             t.head
         };
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
-        let idxs: Vec<Index> = self.table_ref(table)?
+        let idxs: Vec<Index> = self
+            .table_ref(table)?
             .indexes
             .iter()
             .filter_map(|i| self.catalog.indexes.get(i).cloned())

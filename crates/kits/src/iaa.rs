@@ -273,13 +273,13 @@ pub fn load(e: &mut Engine, cfg: &IaaConfig, mut progress: impl FnMut(u64)) -> R
             .filter(|id| id % k == k - 1)
             .enumerate()
         {
-            let rid =
-                *e.lookup(t, h.pk, &[Value::Int(id)], true)?
-                    .first()
-                    .ok_or_else(|| Error::NotFound {
-                        kind: "row",
-                        name: format!("loaded key {id}"),
-                    })?;
+            let rid = *e
+                .lookup(t, h.pk, &[Value::Int(id)], true)?
+                .first()
+                .ok_or_else(|| Error::NotFound {
+                    kind: "row",
+                    name: format!("loaded key {id}"),
+                })?;
             e.delete(t, h.table, rid)?;
             if n % 500 == 499 {
                 e.commit(t)?;

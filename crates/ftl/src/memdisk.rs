@@ -49,7 +49,12 @@ impl BlockDevice for MemDisk {
     ) -> Result<Nanos, FtlError> {
         check_request(lpn, data.len(), self.capacity_pages())?;
         for (i, chunk) in data.chunks(LOGICAL_PAGE_BYTES).enumerate() {
-            self.pages[lpn as usize + i] = Some(chunk.into());
+            // A rewrite copies into the page's buffer: a fresh box per write was a malloc and
+            // a free per page on the engine's hot path.
+            match &mut self.pages[lpn as usize + i] {
+                Some(p) if p.len() == chunk.len() => p.copy_from_slice(chunk),
+                slot => *slot = Some(chunk.into()),
+            }
             self.host.writes += 1;
         }
         Ok(at_ns)

@@ -273,13 +273,13 @@ pub fn load(e: &mut Engine, cfg: &IaaConfig, mut progress: impl FnMut(u64)) -> R
             .filter(|id| id % k == k - 1)
             .enumerate()
         {
-            let rid =
-                *e.lookup(t, h.pk, &[Value::Int(id)], true)?
-                    .first()
-                    .ok_or(Error::NotFound {
-                        kind: "row",
-                        name: format!("loaded key {id}"),
-                    })?;
+            let rid = *e
+                .lookup(t, h.pk, &[Value::Int(id)], true)?
+                .first()
+                .ok_or_else(|| Error::NotFound {
+                    kind: "row",
+                    name: format!("loaded key {id}"),
+                })?;
             e.delete(t, h.table, rid)?;
             if n % 500 == 499 {
                 e.commit(t)?;
@@ -429,7 +429,7 @@ impl IaaTerminal {
 
     fn rid_of(&mut self, e: &mut Engine, key: i64) -> Result<storage::Rid> {
         let rids = e.lookup(self.txn, self.h.pk, &[Value::Int(key)], true)?;
-        rids.first().copied().ok_or(Error::NotFound {
+        rids.first().copied().ok_or_else(|| Error::NotFound {
             kind: "row",
             name: format!("key {key} of iaa_rows"),
         })

@@ -313,7 +313,7 @@ impl TpcbTerminal {
         col: usize,
     ) -> Result<()> {
         let rids: Vec<Rid> = e.lookup(self.txn, index, &[Value::Int(i64::from(key))], true)?;
-        let rid = *rids.first().ok_or(Error::NotFound {
+        let rid = *rids.first().ok_or_else(|| Error::NotFound {
             kind: "row",
             name: format!("key {key} of table #{table}"),
         })?;

@@ -112,16 +112,49 @@ pub(crate) trait BTree: PageAccess {
 
     /// Exact lookup.
     fn bt_get(&mut self, root: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let leaf = self
-            .bt_path(root, Some(key), false)?
-            .last()
-            .map(|x| x.0)
-            .unwrap_or(root);
-        let f = self.fix(leaf, Fix::Read)?;
-        let p = self.pool().page(f);
-        let r = search(p, key).ok().map(|i| val_at(p, i).to_vec());
-        self.pool_mut().unfix(f);
+        self.bt_get_with(root, key, <[u8]>::to_vec)
+    }
+
+    /// Exact lookup that hands the value to `f` in the page, without copying it out (a point
+    /// lookup per row would otherwise allocate a path and a value).
+    fn bt_get_with<T>(
+        &mut self,
+        root: PageId,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>> {
+        let leaf = self.bt_leaf(root, key)?;
+        let fr = self.fix(leaf, Fix::Read)?;
+        let p = self.pool().page(fr);
+        let r = search(p, key).ok().map(|i| f(val_at(p, i)));
+        self.pool_mut().unfix(fr);
         Ok(r)
+    }
+
+    /// The leaf on `key`'s path: `bt_path(root, Some(key), false)`'s last page, with the same
+    /// fixes and checks, without building the path.
+    fn bt_leaf(&mut self, root: PageId, key: &[u8]) -> Result<PageId> {
+        let mut depth = 0usize;
+        let mut pid = root;
+        loop {
+            let f = self.fix(pid, Fix::Read)?;
+            let p = self.pool().page(f);
+            if page::page_type(p) == PageType::BTreeLeaf {
+                self.pool_mut().unfix(f);
+                return Ok(pid);
+            }
+            if page::page_type(p) != PageType::BTreeInner || depth > 64 {
+                self.pool_mut().unfix(f);
+                return Err(Error::Corrupt {
+                    pid,
+                    why: "not a B-tree page on a B-tree path".into(),
+                });
+            }
+            let child = child_at(p, child_pos(p, key));
+            self.pool_mut().unfix(f);
+            depth += 1;
+            pid = child;
+        }
     }
 
     /// Descends for an insert of an entry of `need` bytes, splitting full nodes on the way

@@ -26,9 +26,10 @@
 //!    cleaner's "oldest few dirty pages" and the checkpoint's minimum `rec_lsn` cost a lookup,
 //!    not a pass over the pool.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
+use crate::fxhash::FxHashMap;
 use crate::log::LogManager;
 use crate::page::{self, PageType};
 use crate::pagestore::{PageKind, PageStore, WriteHint};
@@ -103,7 +104,8 @@ pub enum Fix {
 pub struct BufferPool {
     page_bytes: usize,
     frames: Vec<Frame>,
-    map: HashMap<PageId, usize>,
+    /// Page to frame. Hashed with `FxHasher`: SipHash here cost more than the CLOCK itself.
+    map: FxHashMap<PageId, usize>,
     hand: usize,
     /// The dirty frames as `(rec_lsn, frame)`, kept as they change (invariant 7): the
     /// background cleaner asks for the oldest few after every page it writes, and a pass over a
@@ -155,7 +157,7 @@ impl BufferPool {
                     ipa_used: 0,
                 })
                 .collect(),
-            map: HashMap::with_capacity(frames * 2),
+            map: FxHashMap::with_capacity_and_hasher(frames * 2, Default::default()),
             hand: 0,
             dirty: BTreeSet::new(),
             flush_batch: Vec::new(),

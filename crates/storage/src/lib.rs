@@ -48,6 +48,7 @@ pub mod ddl;
 pub mod engine;
 pub mod error;
 pub mod filedev;
+pub mod fxhash;
 pub mod heap;
 pub mod iaa;
 pub mod ipa;

@@ -11,7 +11,9 @@
 //! 2. Two transactions never hold incompatible modes on one resource.
 //! 3. The waits-for graph has no cycle.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::fxhash::{FxHashMap, FxHashSet};
 
 use crate::error::{Error, Result};
 use crate::{ObjectId, Rid, TxnId};
@@ -70,8 +72,12 @@ pub struct LockStats {
 
 #[derive(Debug, Default)]
 pub struct LockManager {
-    holders: HashMap<Resource, Vec<(TxnId, LockMode)>>,
+    /// Holders per resource. A table's entry stays when its last holder leaves (there are few
+    /// tables, and every transaction locks them again); a row's goes.
+    holders: FxHashMap<Resource, Vec<(TxnId, LockMode)>>,
     held: BTreeMap<TxnId, Vec<Resource>>,
+    /// Emptied `held` lists, reused by the next transactions instead of allocated per one.
+    spare_held: Vec<Vec<Resource>>,
     waits_for: BTreeMap<TxnId, Vec<TxnId>>,
     pub stats: LockStats,
 }
@@ -81,6 +87,7 @@ impl LockManager {
         self.stats.requests += 1;
         let hs = self.holders.entry(res).or_default();
         let mine = hs.iter().position(|(t, _)| *t == txn);
+        // The entry is looked up once: `hs` stays valid on the paths that grant the lock.
         let want = match mine {
             Some(i) if hs[i].1.join(mode) == hs[i].1 => return Ok(()),
             Some(i) => hs[i].1.join(mode),
@@ -103,12 +110,15 @@ impl LockManager {
             return Err(Error::WouldBlock { holder });
         }
         self.waits_for.remove(&txn);
-        let hs = self.holders.entry(res).or_default();
         match mine {
             Some(i) => hs[i].1 = want,
             None => {
                 hs.push((txn, want));
-                self.held.entry(txn).or_default().push(res);
+                let spare = &mut self.spare_held;
+                self.held
+                    .entry(txn)
+                    .or_insert_with(|| spare.pop().unwrap_or_default())
+                    .push(res);
             }
         }
         Ok(())
@@ -116,7 +126,7 @@ impl LockManager {
 
     /// Does any of `from` wait (transitively) for `target`?
     fn reaches(&self, from: &[TxnId], target: TxnId) -> bool {
-        let mut seen = HashSet::new();
+        let mut seen = FxHashSet::default();
         let mut stack: Vec<TxnId> = from.to_vec();
         while let Some(t) = stack.pop() {
             if t == target {
@@ -148,13 +158,21 @@ impl LockManager {
     /// Releases everything `txn` holds (invariant 1).
     pub fn release_all(&mut self, txn: TxnId) {
         self.waits_for.remove(&txn);
-        for res in self.held.remove(&txn).unwrap_or_default() {
+        let Some(mut held) = self.held.remove(&txn) else {
+            return;
+        };
+        for &res in &held {
             if let Some(hs) = self.holders.get_mut(&res) {
                 hs.retain(|(t, _)| *t != txn);
-                if hs.is_empty() {
+                if hs.is_empty() && matches!(res, Resource::Row(..)) {
                     self.holders.remove(&res);
                 }
             }
+        }
+        // A few lists are enough: one per transaction that is running at once.
+        if self.spare_held.len() < 64 {
+            held.clear();
+            self.spare_held.push(held);
         }
     }
     pub fn locks_held(&self) -> usize {

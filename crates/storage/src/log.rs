@@ -436,7 +436,16 @@ impl R<'_> {
 impl LogRecord {
     /// The record as it goes into the stream (length and crc included).
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = W(Vec::with_capacity(64));
+        let mut b = Vec::with_capacity(64);
+        self.encode_into(&mut b);
+        b
+    }
+
+    /// Appends the record's bytes to `out` (the log buffer, or a caller's scratch): the hot path
+    /// encodes every record straight into the log buffer instead of a fresh `Vec` per record.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        let mut w = W(std::mem::take(out));
         w.u32(0);
         w.u32(0);
         w.u64(self.txn);
@@ -480,12 +489,12 @@ impl LogRecord {
                 }
             }
         }
-        let mut b = w.0;
-        let len = (b.len() - 8) as u32;
-        let crc = crc32fast::hash(&b[8..]);
-        put_u32(&mut b, 0, len);
-        put_u32(&mut b, 4, crc);
-        b
+        *out = w.0;
+        let rec = &mut out[start..];
+        let len = (rec.len() - 8) as u32;
+        let crc = crc32fast::hash(&rec[8..]);
+        put_u32(rec, 0, len);
+        put_u32(rec, 4, crc);
     }
 
     /// Decodes the bytes after length and crc (already checked).
@@ -576,6 +585,8 @@ pub struct LogManager {
     pub stats: LogStats,
     /// Bytes kept in memory before full blocks are written without a force.
     spill_bytes: usize,
+    /// Scratch for the block images of a write, kept so that a force does not allocate.
+    images: Vec<u8>,
 }
 
 impl LogManager {
@@ -599,6 +610,7 @@ impl LogManager {
             released_to: (block_of(start_lsn) + 1).saturating_sub(capacity_blocks),
             stats: LogStats::default(),
             spill_bytes: 1 << 20,
+            images: Vec::new(),
         }
     }
     pub fn next_lsn(&self) -> Lsn {
@@ -654,7 +666,27 @@ impl LogManager {
 
     /// Appends a record; returns its LSN. The caller checked room with `has_room`.
     pub fn append(&mut self, rec: &LogRecord) -> Result<Lsn> {
-        let bytes = rec.encode();
+        // Encoded in place at the end of the buffer, taken back if it does not fit.
+        let start = self.buf.len();
+        rec.encode_into(&mut self.buf);
+        let len_bytes = self.buf.len() - start;
+        if !self.has_room(len_bytes, 0) {
+            self.buf.truncate(start);
+            return Err(Error::LogFull {
+                used_bytes: self.used_bytes(),
+                capacity_bytes: self.capacity_bytes(),
+            });
+        }
+        let lsn = self.next_lsn;
+        self.next_lsn += len_bytes as u64;
+        self.stats.records += 1;
+        self.stats.bytes += len_bytes as u64;
+        Ok(lsn)
+    }
+
+    /// `append` of a record encoded by `LogRecord::encode_into` (the engine sizes a record
+    /// before it makes room, so it encodes once and appends the bytes).
+    pub fn append_encoded(&mut self, bytes: &[u8]) -> Result<Lsn> {
         if !self.has_room(bytes.len(), 0) {
             return Err(Error::LogFull {
                 used_bytes: self.used_bytes(),
@@ -662,7 +694,7 @@ impl LogManager {
             });
         }
         let lsn = self.next_lsn;
-        self.buf.extend_from_slice(&bytes);
+        self.buf.extend_from_slice(bytes);
         self.next_lsn += bytes.len() as u64;
         self.stats.records += 1;
         self.stats.bytes += bytes.len() as u64;
@@ -674,16 +706,18 @@ impl LogManager {
         self.buf.len() >= self.spill_bytes
     }
 
-    fn block_image(&self, b: u64, payload: &[u8]) -> Vec<u8> {
-        let mut img = vec![0u8; LOG_BLOCK_BYTES];
-        put_u32(&mut img, 4, MAGIC);
-        put_u64(&mut img, 8, b);
-        put_u32(&mut img, 16, self.epoch);
-        put_u16(&mut img, 20, payload.len() as u16);
+    /// Appends block `b`'s image to `out` (the caller's scratch: no allocation per block).
+    fn block_image_into(&self, b: u64, payload: &[u8], out: &mut Vec<u8>) {
+        let start = out.len();
+        out.resize(start + LOG_BLOCK_BYTES, 0);
+        let img = &mut out[start..];
+        put_u32(img, 4, MAGIC);
+        put_u64(img, 8, b);
+        put_u32(img, 16, self.epoch);
+        put_u16(img, 20, payload.len() as u16);
         img[BLOCK_HEADER..BLOCK_HEADER + payload.len()].copy_from_slice(payload);
         let c = crc32fast::hash(&img[4..]);
-        put_u32(&mut img, 0, c);
-        img
+        put_u32(img, 0, c);
     }
 
     /// Writes stream blocks `first..` from `payload` (consecutive), splitting at the wrap.
@@ -695,8 +729,8 @@ impl LogManager {
         payload: &[u8],
     ) -> Result<Nanos> {
         let mut done = at;
-        let mut images: Vec<u8> =
-            Vec::with_capacity(payload.len().div_ceil(PAYLOAD as usize) * LOG_BLOCK_BYTES);
+        let mut images = std::mem::take(&mut self.images);
+        images.clear();
         let mut start_dev = first % self.capacity_blocks;
         for (i, chunk) in payload.chunks(PAYLOAD as usize).enumerate() {
             let b = first + i as u64;
@@ -706,13 +740,16 @@ impl LogManager {
                 images.clear();
                 start_dev = 0;
             }
-            images.extend_from_slice(&self.block_image(b, chunk));
+            self.block_image_into(b, chunk, &mut images);
             self.stats.blocks_written += 1;
         }
-        if !images.is_empty() {
-            done = done.max(store.write_log(at, start_dev, &images)?);
-        }
-        Ok(done)
+        let r = if images.is_empty() {
+            Ok(done)
+        } else {
+            store.write_log(at, start_dev, &images).map(|t| done.max(t))
+        };
+        self.images = images;
+        r
     }
 
     /// Writes the full blocks of the buffer without forcing (they become durable at the next

@@ -333,7 +333,7 @@ fn schema_of(e: &Engine, table: ObjectId) -> Result<Schema> {
         .tables
         .get(&table)
         .map(|t| t.schema.clone())
-        .ok_or(Error::NotFound {
+        .ok_or_else(|| Error::NotFound {
             kind: "table",
             name: format!("#{table}"),
         })

@@ -19,7 +19,7 @@ impl Engine {
             .tables
             .get(&table)
             .cloned()
-            .ok_or(Error::NotFound {
+            .ok_or_else(|| Error::NotFound {
                 kind: "table",
                 name: format!("#{table}"),
             })?;
@@ -32,7 +32,7 @@ impl Engine {
                     .indexes
                     .get(id)
                     .cloned()
-                    .ok_or(Error::NotFound {
+                    .ok_or_else(|| Error::NotFound {
                         kind: "index",
                         name: format!("#{id}"),
                     })

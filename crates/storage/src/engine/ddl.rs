@@ -93,7 +93,7 @@ impl Engine {
                     Some(t) => {
                         self.catalog
                             .tablespace_by_name(&t)
-                            .ok_or(Error::NotFound {
+                            .ok_or_else(|| Error::NotFound {
                                 kind: "tablespace",
                                 name: t,
                             })?
@@ -132,22 +132,24 @@ impl Engine {
                     });
                 }
                 if let Some(t) = &tablespace {
-                    self.catalog.tablespace_by_name(t).ok_or(Error::NotFound {
-                        kind: "tablespace",
-                        name: t.clone(),
-                    })?;
+                    self.catalog
+                        .tablespace_by_name(t)
+                        .ok_or_else(|| Error::NotFound {
+                            kind: "tablespace",
+                            name: t.clone(),
+                        })?;
                 }
                 let t = self
                     .catalog
                     .table_by_name(&table)
-                    .ok_or(Error::NotFound {
+                    .ok_or_else(|| Error::NotFound {
                         kind: "table",
                         name: table.clone(),
                     })?
                     .clone();
                 let mut cols = Vec::new();
                 for c in &columns {
-                    cols.push(t.schema.col(c).ok_or(Error::NotFound {
+                    cols.push(t.schema.col(c).ok_or_else(|| Error::NotFound {
                         kind: "column",
                         name: format!("{table}.{c}"),
                     })?);

@@ -200,6 +200,8 @@ pub struct Engine {
     pending_frees: Vec<(Lsn, PageId)>,
     /// Unique keys deleted by active transactions.
     deleted_keys: HashMap<(ObjectId, Vec<u8>), TxnId>,
+    /// Scratch for `append`: a record is encoded once, to size it and to append it.
+    rec_scratch: Vec<u8>,
     in_recovery: bool,
     /// Background mode (the virtual-time scheduler's): checkpoints and page cleaning run in
     /// `background`, as a checkpointer and a cleaner thread would, instead of on the thread of
@@ -342,6 +344,7 @@ impl Engine {
             alloc_cursor: 2,
             pending_frees: Vec::new(),
             deleted_keys: HashMap::new(),
+            rec_scratch: Vec::with_capacity(256),
             background_mode: false,
             cleaning: false,
             in_recovery: false,
@@ -758,7 +761,17 @@ impl Engine {
     }
 
     fn append(&mut self, rec: &LogRecord) -> Result<Lsn> {
-        let need = rec.encode().len();
+        let mut bytes = std::mem::take(&mut self.rec_scratch);
+        bytes.clear();
+        rec.encode_into(&mut bytes);
+        let r = self.append_encoded(rec, &bytes);
+        self.rec_scratch = bytes;
+        r
+    }
+
+    /// `append` of a record already encoded into `bytes`.
+    fn append_encoded(&mut self, rec: &LogRecord, bytes: &[u8]) -> Result<Lsn> {
+        let need = bytes.len();
         let reserve = if self.in_recovery
             || matches!(
                 rec.body,
@@ -777,7 +790,7 @@ impl Engine {
                 });
             }
         }
-        self.log.append(rec)
+        self.log.append_encoded(bytes)
     }
 
     fn apply_ops(&mut self, lsn: Lsn, ops: &[Op]) -> Result<()> {

@@ -16,35 +16,43 @@ use super::{CpuKind, Engine};
 
 impl Engine {
     pub fn table(&self, name: &str) -> Result<&Table> {
-        self.catalog.table_by_name(name).ok_or(Error::NotFound {
-            kind: "table",
-            name: name.into(),
-        })
+        self.catalog
+            .table_by_name(name)
+            .ok_or_else(|| Error::NotFound {
+                kind: "table",
+                name: name.into(),
+            })
     }
     pub fn index(&self, name: &str) -> Result<&Index> {
-        self.catalog.index_by_name(name).ok_or(Error::NotFound {
-            kind: "index",
-            name: name.into(),
-        })
+        self.catalog
+            .index_by_name(name)
+            .ok_or_else(|| Error::NotFound {
+                kind: "index",
+                name: name.into(),
+            })
     }
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
     fn table_by_id(&self, id: ObjectId) -> Result<Table> {
-        self.catalog
-            .tables
-            .get(&id)
-            .cloned()
-            .ok_or(Error::NotFound {
-                kind: "table",
-                name: format!("#{id}"),
-            })
+        self.table_ref(id).cloned()
     }
-    fn index_by_id(&self, id: ObjectId) -> Result<&Index> {
-        self.catalog.indexes.get(&id).ok_or(Error::NotFound {
-            kind: "index",
+    /// The table without a copy: the hot paths borrow the schema between their `&mut self`
+    /// calls instead of cloning the table (its name and column names) per row.
+    fn table_ref(&self, id: ObjectId) -> Result<&Table> {
+        self.catalog.tables.get(&id).ok_or_else(|| Error::NotFound {
+            kind: "table",
             name: format!("#{id}"),
         })
+    }
+    fn index_by_id(&self, id: ObjectId) -> Result<&Index> {
+        self.catalog
+            .indexes
+            .get(&id)
+            .ok_or_else(|| Error::NotFound {
+                kind: "index",
+                name: format!("#{id}"),
+            })
     }
 
     /// The index key of a row: the encoded columns, plus the record id for non-unique indexes.
@@ -69,10 +77,14 @@ impl Engine {
     /// Encodes a key prefix from values of the index's leading columns.
     pub fn key_of(&self, index: ObjectId, vals: &[Value]) -> Result<Vec<u8>> {
         let idx = self.index_by_id(index)?;
-        let t = self.catalog.tables.get(&idx.table).ok_or(Error::NotFound {
-            kind: "table",
-            name: format!("#{}", idx.table),
-        })?;
+        let t = self
+            .catalog
+            .tables
+            .get(&idx.table)
+            .ok_or_else(|| Error::NotFound {
+                kind: "table",
+                name: format!("#{}", idx.table),
+            })?;
         if vals.len() > idx.columns.len() {
             return Err(Error::Schema(format!(
                 "{} key values for an index of {} columns",
@@ -91,45 +103,50 @@ impl Engine {
 
     /// Inserts a row into every structure of the table; returns its record id.
     pub fn insert(&mut self, txn: TxnId, table: ObjectId, row: &[Value]) -> Result<Rid> {
-        let t = self.table_by_id(table)?;
-        let bytes = t.schema.encode(row)?;
+        let bytes = self.table_ref(table)?.schema.encode(row)?;
         self.insert_raw(txn, table, &bytes)
     }
 
     pub fn insert_raw(&mut self, txn: TxnId, table: ObjectId, bytes: &[u8]) -> Result<Rid> {
         self.active(txn)?;
         self.cpu(CpuKind::Call, 1);
-        let t = self.table_by_id(table)?;
-        t.schema.decode(bytes)?;
+        let head = {
+            let t = self.table_ref(table)?;
+            t.schema.decode(bytes)?;
+            t.head
+        };
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
-        let idxs: Vec<Index> = t
+        let idxs: Vec<Index> = self
+            .table_ref(table)?
             .indexes
             .iter()
             .filter_map(|i| self.catalog.indexes.get(i).cloned())
             .collect();
         // Check unique keys before changing anything, so a conflict leaves no trace.
         for idx in idxs.iter().filter(|i| i.unique) {
-            let key = self.index_key(idx, &t.schema, bytes, Rid { page: 0, slot: 0 })?;
+            let schema = &self.table_ref(table)?.schema;
+            let key = self.index_key(idx, schema, bytes, Rid { page: 0, slot: 0 })?;
             self.check_unique(txn, idx, &key)?;
         }
-        let rid = self.heap_insert(txn, table, t.head, bytes)?;
+        let rid = self.heap_insert(txn, table, head, bytes)?;
         self.lock(txn, Resource::Row(table, rid), LockMode::X)?;
         for idx in &idxs {
-            let key = self.index_key(idx, &t.schema, bytes, rid)?;
+            let schema = &self.table_ref(table)?.schema;
+            let key = self.index_key(idx, schema, bytes, rid)?;
             self.bt_insert(txn, idx.root, &key, &rid.encode(), &idx.name)?;
         }
         Ok(rid)
     }
 
     fn check_unique(&mut self, txn: TxnId, idx: &Index, key: &[u8]) -> Result<()> {
-        if let Some(&other) = self.deleted_keys.get(&(idx.id, key.to_vec())) {
+        if let Some(other) = self.deleted_key_holder(idx.id, key) {
             if other != txn {
                 self.locks.stats.waits += 1;
                 return Err(Error::WouldBlock { holder: other });
             }
         }
         if let Some(v) = self.bt_get(idx.root, key)? {
-            let rid = Rid::decode(&v).ok_or(Error::Corrupt {
+            let rid = Rid::decode(&v).ok_or_else(|| Error::Corrupt {
                 pid: idx.root,
                 why: "bad record id in index".into(),
             })?;
@@ -231,13 +248,14 @@ impl Engine {
     ) -> Result<i64> {
         self.active(txn)?;
         self.cpu(CpuKind::Call, 1);
-        let t = self.table_by_id(table)?;
-        if t.indexes.iter().any(|i| {
+        let indexed = self.table_ref(table)?.indexes.iter().any(|i| {
             self.catalog
                 .indexes
                 .get(i)
                 .is_some_and(|x| x.columns.contains(&col))
-        }) {
+        });
+        if indexed {
+            let t = self.table_by_id(table)?;
             let mut row = self
                 .get_raw(txn, table, rid, true)?
                 .ok_or(Error::NoSuchRecord(rid))?;
@@ -254,15 +272,25 @@ impl Engine {
         self.lock(txn, Resource::Row(table, rid), LockMode::X)?;
         let old = self.heap_get(rid)?.ok_or(Error::NoSuchRecord(rid))?;
         let mut new = old.clone();
-        let v = t
-            .schema
+        let schema = &self.table_ref(table)?.schema;
+        let v = schema
             .get_i64(&old, col)
             .ok_or_else(|| Error::Schema("not an integer column".into()))?
             .checked_add(delta)
             .ok_or_else(|| Error::Schema("integer overflow".into()))?;
-        t.schema.set_i64(&mut new, col, v)?;
+        schema.set_i64(&mut new, col, v)?;
         self.heap_update(txn, rid, &old, &new)?;
         Ok(v)
+    }
+
+    /// The transaction that deleted `key` from unique index `index` and has not ended, if any.
+    /// The map is empty unless a unique key was deleted (TPC-B never does), so the common case
+    /// costs no copy of the key.
+    fn deleted_key_holder(&self, index: ObjectId, key: &[u8]) -> Option<TxnId> {
+        if self.deleted_keys.is_empty() {
+            return None;
+        }
+        self.deleted_keys.get(&(index, key.to_vec())).copied()
     }
 
     fn note_deleted_key(&mut self, txn: TxnId, index: ObjectId, key: Vec<u8>) {
@@ -305,32 +333,36 @@ impl Engine {
     ) -> Result<Vec<Rid>> {
         self.active(txn)?;
         self.cpu(CpuKind::Call, 1);
-        let idx = self.index_by_id(index)?.clone();
+        // The fields used, copied: a clone of the index would copy its name per lookup.
+        let (idx_id, idx_table, idx_root, idx_unique, idx_ncols) = {
+            let i = self.index_by_id(index)?;
+            (i.id, i.table, i.root, i.unique, i.columns.len())
+        };
         let key = self.key_of(index, vals)?;
         self.lock(
             txn,
-            Resource::Table(idx.table),
+            Resource::Table(idx_table),
             if for_update {
                 LockMode::IX
             } else {
                 LockMode::IS
             },
         )?;
-        let rids: Vec<Rid> = if idx.unique && vals.len() == idx.columns.len() {
-            if let Some(&other) = self.deleted_keys.get(&(idx.id, key.clone())) {
+        let rids: Vec<Rid> = if idx_unique && vals.len() == idx_ncols {
+            if let Some(other) = self.deleted_key_holder(idx_id, &key) {
                 if other != txn {
                     return Err(Error::WouldBlock { holder: other });
                 }
             }
-            self.bt_get(idx.root, &key)?
-                .and_then(|v| Rid::decode(&v))
+            self.bt_get_with(idx_root, &key, Rid::decode)?
+                .flatten()
                 .into_iter()
                 .collect()
         } else {
             // A prefix: lock the table S against phantoms.
             self.lock(
                 txn,
-                Resource::Table(idx.table),
+                Resource::Table(idx_table),
                 if for_update {
                     LockMode::SIX
                 } else {
@@ -340,7 +372,7 @@ impl Engine {
             // Stop the walk where the prefix ends: every key under it sorts below its successor.
             let end = prefix_successor(&key);
             let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            let entries = self.bt_scan(idx.root, Bound::Included(&key), hi, false, usize::MAX)?;
+            let entries = self.bt_scan(idx_root, Bound::Included(&key), hi, false, usize::MAX)?;
             debug_assert!(entries.iter().all(|(k, _)| k.starts_with(&key)));
             entries
                 .into_iter()
@@ -350,7 +382,7 @@ impl Engine {
         for &rid in &rids {
             self.lock(
                 txn,
-                Resource::Row(idx.table, rid),
+                Resource::Row(idx_table, rid),
                 if for_update { LockMode::X } else { LockMode::S },
             )?;
         }

@@ -30,7 +30,7 @@ impl Engine {
             .tables
             .get(&table)
             .map(|t| t.head)
-            .ok_or(Error::NotFound {
+            .ok_or_else(|| Error::NotFound {
                 kind: "table",
                 name: format!("#{table}"),
             })?;

@@ -162,7 +162,12 @@ fn overlaps(ex: &[(u64, u64)]) -> bool {
 
 /// Reads every block of the regions; the state as a model.
 fn read_all(vsl: &mut Vsl) -> Result<Model, String> {
-    read_ranges(vsl, REGIONS.iter().map(|&r| (r, (r + SPAN + 32).min(VIRTUAL_BLOCKS))))
+    read_ranges(
+        vsl,
+        REGIONS
+            .iter()
+            .map(|&r| (r, (r + SPAN + 32).min(VIRTUAL_BLOCKS))),
+    )
 }
 
 /// Where the aged variants keep their own blocks: apart from every workload region.
@@ -193,7 +198,9 @@ fn age(vsl: &mut Vsl, seed: u64) -> Result<(u64, Model), String> {
     while vsl.space_counts().gc_erases == 0 {
         rounds += 1;
         if rounds > 4 * n {
-            return Err(format!("ageing: no GC after {rounds} rewrites of {n} blocks"));
+            return Err(format!(
+                "ageing: no GC after {rounds} rewrites of {n} blocks"
+            ));
         }
         t = write(vsl, rng.next_u64() % n / 8 * 8, t, &mut model)?;
     }
@@ -202,10 +209,7 @@ fn age(vsl: &mut Vsl, seed: u64) -> Result<(u64, Model), String> {
 }
 
 /// Reads the blocks of `ranges` (start, end); the state as a model.
-fn read_ranges(
-    vsl: &mut Vsl,
-    ranges: impl Iterator<Item = (u64, u64)>,
-) -> Result<Model, String> {
+fn read_ranges(vsl: &mut Vsl, ranges: impl Iterator<Item = (u64, u64)>) -> Result<Model, String> {
     let mut m = Model::new();
     let mut buf = vec![0u8; BLOCK_BYTES];
     let t = vsl.now_ns();

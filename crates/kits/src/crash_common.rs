@@ -95,7 +95,14 @@ impl Shot {
     /// an error). A media error the store absorbed reaches no one, so the operation count
     /// judges it; a paired-program failure whether it fired (it waits for an upper-page
     /// program, which may never come); `Mixed` either.
-    pub(crate) fn hit(self, fault: Fault, nand: Option<&Nand>, ops: u64, base: u64, reported: bool) -> bool {
+    pub(crate) fn hit(
+        self,
+        fault: Fault,
+        nand: Option<&Nand>,
+        ops: u64,
+        base: u64,
+        reported: bool,
+    ) -> bool {
         let fired = nand.is_some_and(paired_fault_fired);
         match fault {
             Fault::PairedProgram => fired,

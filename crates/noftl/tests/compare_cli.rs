@@ -221,8 +221,14 @@ fn progress_never_changes_the_json_and_quiet_leaves_out_the_progress_lines() {
     };
     let loud = run(&a, false);
     let quiet = run(&b, true);
-    assert!(loud.contains("[10/10]"), "progress lines without --quiet: {loud}");
-    assert!(!quiet.contains("[10/10]"), "no progress lines with --quiet: {quiet}");
+    assert!(
+        loud.contains("[10/10]"),
+        "progress lines without --quiet: {loud}"
+    );
+    assert!(
+        !quiet.contains("[10/10]"),
+        "no progress lines with --quiet: {quiet}"
+    );
     assert_eq!(
         std::fs::read(&a).unwrap(),
         std::fs::read(&b).unwrap(),

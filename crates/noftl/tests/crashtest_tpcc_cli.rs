@@ -113,7 +113,10 @@ fn tpcc_crashtest_refuses_what_makes_no_sense_before_any_work() {
         ),
         (&["--storage", "amf"][..], "amf"),
         (&["--storage", "nvme"][..], "not 'nvme'"),
-        (&["--fault", "fire"][..], "--fault is power, io, paired or mixed"),
+        (
+            &["--fault", "fire"][..],
+            "--fault is power, io, paired or mixed",
+        ),
         (
             &["--page-size", "5000"][..],
             "--page-size is 4096, 8192 or 16384",

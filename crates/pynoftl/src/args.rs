@@ -65,9 +65,13 @@ fn share(key: &str, v: &Value) -> Result<f64, BadInput> {
         Value::String(s) => lab::units::parse_percent(s).or_else(|e| bad(format!("{key}: {e}"))),
         Value::Number(n) => match n.as_f64() {
             Some(x) if (0.0..1.0).contains(&x) => Ok(x),
-            _ => bad(format!("{key} takes a fraction in [0, 1) or a percentage such as '2%', not {n}")),
+            _ => bad(format!(
+                "{key} takes a fraction in [0, 1) or a percentage such as '2%', not {n}"
+            )),
         },
-        other => bad(format!("{key} takes a fraction or a percentage such as '2%', not {other}")),
+        other => bad(format!(
+            "{key} takes a fraction or a percentage such as '2%', not {other}"
+        )),
     }
 }
 
@@ -75,7 +79,11 @@ fn share(key: &str, v: &Value) -> Result<f64, BadInput> {
 fn duration(key: &str, v: &Value) -> Result<String, BadInput> {
     let s = match v {
         Value::String(s) => s.clone(),
-        other => return bad(format!("{key} takes a duration such as '300ms' or '10s', not {other}")),
+        other => {
+            return bad(format!(
+                "{key} takes a duration such as '300ms' or '10s', not {other}"
+            ))
+        }
     };
     lab::units::parse_duration_ns(&s).or_else(|e| bad(format!("{key}: {e}")))?;
     Ok(s)
@@ -86,11 +94,17 @@ fn names(key: &str, v: &Value) -> Result<Vec<String>, BadInput> {
     match v {
         Value::String(s) => Ok(s.split(',').map(|x| x.trim().to_string()).collect()),
         Value::Array(a) => a.iter().map(|x| text(key, x)).collect(),
-        other => bad(format!("{key} takes a list of names or a comma-separated string, not {other}")),
+        other => bad(format!(
+            "{key} takes a list of names or a comma-separated string, not {other}"
+        )),
     }
 }
 
-fn parsed<T, E: std::fmt::Display>(key: &str, v: &Value, f: impl Fn(&str) -> Result<T, E>) -> Result<T, BadInput> {
+fn parsed<T, E: std::fmt::Display>(
+    key: &str,
+    v: &Value,
+    f: impl Fn(&str) -> Result<T, E>,
+) -> Result<T, BadInput> {
     f(&text(key, v)?).or_else(|e| bad(format!("{key}: {e}")))
 }
 
@@ -103,7 +117,10 @@ fn given(kwargs: &Kwargs) -> impl Iterator<Item = (&str, &Value)> {
 }
 
 fn unknown<T>(what: &str, key: &str, keys: &[&str]) -> Result<T, BadInput> {
-    bad(format!("{what}() got an unknown argument '{key}' (it takes {})", keys.join(", ")))
+    bad(format!(
+        "{what}() got an unknown argument '{key}' (it takes {})",
+        keys.join(", ")
+    ))
 }
 
 /// The device keywords every experiment shares (the CLI's `--preset/--config/--set`).
@@ -118,10 +135,36 @@ fn device(spec: &mut lab::device::DeviceSpec, key: &str, v: &Value) -> Result<bo
 }
 
 pub const COMPARE_KEYS: [&str; 30] = [
-    "workload", "quick", "scale", "sf", "repeat", "duration", "warmup", "terminals", "op",
-    "log_region", "buffer", "page_size", "read_ahead", "flash", "cpu", "log_device", "preset",
-    "config", "set", "accounts_per_branch", "tpcc_reduced", "seed", "stores", "jobs", "paper",
-    "home_warehouse", "load", "results", "sample_window", "raw",
+    "workload",
+    "quick",
+    "scale",
+    "sf",
+    "repeat",
+    "duration",
+    "warmup",
+    "terminals",
+    "op",
+    "log_region",
+    "buffer",
+    "page_size",
+    "read_ahead",
+    "flash",
+    "cpu",
+    "log_device",
+    "preset",
+    "config",
+    "set",
+    "accounts_per_branch",
+    "tpcc_reduced",
+    "seed",
+    "stores",
+    "jobs",
+    "paper",
+    "home_warehouse",
+    "load",
+    "results",
+    "sample_window",
+    "raw",
 ];
 
 /// `noftl.compare(...)`'s spec: `quick=True` starts from `compare::Spec::quick` (seconds, not
@@ -147,7 +190,12 @@ pub fn compare_spec(kwargs: &Kwargs) -> Result<compare::Spec, BadInput> {
         match k {
             "workload" | "quick" => {}
             "scale" => s.scale = Some(u32_of(k, v)?),
-            "sf" => s.sf = Some(v.as_f64().map_or_else(|| bad(format!("sf takes a number, not {v}")), Ok)?),
+            "sf" => {
+                s.sf = Some(
+                    v.as_f64()
+                        .map_or_else(|| bad(format!("sf takes a number, not {v}")), Ok)?,
+                )
+            }
             "repeat" => s.repeat = u32_of(k, v)?,
             "duration" => s.duration = Some(duration(k, v)?),
             "warmup" => s.warmup = text(k, v)?,
@@ -189,9 +237,27 @@ pub fn compare_spec(kwargs: &Kwargs) -> Result<compare::Spec, BadInput> {
 }
 
 pub const BENCH_KEYS: [&str; 21] = [
-    "workload", "store", "preset", "config", "set", "scale", "accounts_per_branch", "terminals",
-    "txns", "duration", "buffer_pages", "page_size", "seed", "check", "load", "precondition",
-    "round", "max_rounds", "results", "sample_window", "raw",
+    "workload",
+    "store",
+    "preset",
+    "config",
+    "set",
+    "scale",
+    "accounts_per_branch",
+    "terminals",
+    "txns",
+    "duration",
+    "buffer_pages",
+    "page_size",
+    "seed",
+    "check",
+    "load",
+    "precondition",
+    "round",
+    "max_rounds",
+    "results",
+    "sample_window",
+    "raw",
 ];
 
 /// `noftl.bench(...)`'s workload (tpcb or tatp) and spec; `txns` or `duration` is needed, as
@@ -214,8 +280,14 @@ pub fn bench_spec(kwargs: &Kwargs) -> Result<(String, bench::Spec), BadInput> {
             "check" => s.check = flag(k, v)?,
             "load" => s.load = Some(parsed(k, v, str::parse::<kits::LoadMethod>)?),
             "precondition" => {
-                s.precondition_device_writes =
-                    v.as_f64().map_or_else(|| bad(format!("precondition takes a number of device writes, not {v}")), Ok)?;
+                s.precondition_device_writes = v.as_f64().map_or_else(
+                    || {
+                        bad(format!(
+                            "precondition takes a number of device writes, not {v}"
+                        ))
+                    },
+                    Ok,
+                )?;
             }
             "round" => s.round = duration(k, v)?,
             "max_rounds" => s.max_rounds = u32_of(k, v)?,
@@ -235,8 +307,19 @@ pub fn bench_spec(kwargs: &Kwargs) -> Result<(String, bench::Spec), BadInput> {
 }
 
 pub const IO_KEYS: [&str; 13] = [
-    "target", "preset", "config", "set", "rw", "bs", "qd", "ops", "io_bytes", "seed",
-    "precondition", "rwmixread", "numjobs",
+    "target",
+    "preset",
+    "config",
+    "set",
+    "rw",
+    "bs",
+    "qd",
+    "ops",
+    "io_bytes",
+    "seed",
+    "precondition",
+    "rwmixread",
+    "numjobs",
 ];
 
 /// `noftl.io(...)`'s spec, over `io::Spec::default()` (the CLI's defaults).
@@ -262,8 +345,19 @@ pub fn io_spec(kwargs: &Kwargs) -> Result<io::Spec, BadInput> {
 }
 
 pub const CRASHTEST_KEYS: [&str; 13] = [
-    "workload", "store", "cache", "seeds", "first_seed", "fault", "page_size", "torn",
-    "recovery_crash", "terminals", "txns", "log_region", "set",
+    "workload",
+    "store",
+    "cache",
+    "seeds",
+    "first_seed",
+    "fault",
+    "page_size",
+    "torn",
+    "recovery_crash",
+    "terminals",
+    "txns",
+    "log_region",
+    "set",
 ];
 
 /// `noftl.crashtest(...)`'s spec, over `crashtest::Spec::default()` (the crash test's own
@@ -296,7 +390,10 @@ mod tests {
     use super::*;
 
     fn kw(pairs: &[(&str, Value)]) -> Kwargs {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
     }
 
     #[test]
@@ -323,7 +420,10 @@ mod tests {
         let s = compare_spec(&Vec::new()).unwrap();
         assert_eq!(format!("{s:?}"), format!("{:?}", compare::Spec::default()));
         let c = crashtest_spec(&Vec::new()).unwrap();
-        assert_eq!(format!("{c:?}"), format!("{:?}", crashtest::Spec::default()));
+        assert_eq!(
+            format!("{c:?}"),
+            format!("{:?}", crashtest::Spec::default())
+        );
     }
 
     #[test]

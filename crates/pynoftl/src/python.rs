@@ -40,7 +40,11 @@ fn value(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
     }
     if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
         let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
-        return items.iter().map(|x| value(key, x)).collect::<PyResult<Vec<_>>>().map(Value::Array);
+        return items
+            .iter()
+            .map(|x| value(key, x))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Value::Array);
     }
     Err(PyValueError::new_err(format!(
         "{key} takes a number, a string, True/False or a list, not a {}",

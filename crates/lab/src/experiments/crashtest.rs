@@ -238,7 +238,11 @@ pub fn run(spec: &Spec, on_seed_done: &mut dyn FnMut()) -> anyhow::Result<CrashR
 /// `--fault paired` and `mixed` need upper pages to fail: flash whose chips store 2 or 3 bits
 /// per cell.
 fn check_paired(medium: &Medium, fault: Fault) -> anyhow::Result<()> {
-    let flag = if fault == Fault::Mixed { "mixed" } else { "paired" };
+    let flag = if fault == Fault::Mixed {
+        "mixed"
+    } else {
+        "paired"
+    };
     let cell = match medium {
         Medium::CrashDisk => None,
         Medium::Flash(m) => Some(m.device.cell.native),

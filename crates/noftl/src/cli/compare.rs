@@ -463,7 +463,10 @@ mod paper_tests {
         let crate::cli::Command::Compare(a) = cli.command else {
             panic!("not compare")
         };
-        assert_eq!(format!("{:?}", a.spec()), format!("{:?}", experiment::Spec::default()));
+        assert_eq!(
+            format!("{:?}", a.spec()),
+            format!("{:?}", experiment::Spec::default())
+        );
         let cli = crate::cli::Cli::try_parse_from(["noftl", "crashtest"]).unwrap();
         let crate::cli::Command::Crashtest(c) = cli.command else {
             panic!("not crashtest")
@@ -473,7 +476,8 @@ mod paper_tests {
             format!("{:?}", lab::experiments::crashtest::Spec::default())
         );
         let cli = crate::cli::Cli::try_parse_from(["noftl", "bench", "tpcb"]).unwrap();
-        let crate::cli::Command::Bench(super::super::bench::BenchCommand::Tpcb(b)) = cli.command else {
+        let crate::cli::Command::Bench(super::super::bench::BenchCommand::Tpcb(b)) = cli.command
+        else {
             panic!("not bench tpcb")
         };
         assert_eq!(

@@ -315,7 +315,11 @@ fn ablation(a: AblationArgs) -> anyhow::Result<()> {
     let spec = a.spec();
     iaa_paper::check_ablation(&spec)?;
     super::common::check_outputs(&[], &[a.json.as_deref()])?;
-    let bar = lab::progress::phase("iaa ablation", 2 * iaa_paper::Step::ALL.len() as u64, "runs");
+    let bar = lab::progress::phase(
+        "iaa ablation",
+        2 * iaa_paper::Step::ALL.len() as u64,
+        "runs",
+    );
     let res = iaa_paper::ablation(&spec, &|| bar.inc(1));
     bar.finish_and_clear();
     let out = res?;

@@ -35,7 +35,10 @@ struct Bars {
 
 fn style(o: &Open) -> ProgressStyle {
     let template = if o.total == 0 {
-        format!("{{spinner}} {} [{{elapsed_precise}}] {{pos}} {}", o.what, o.unit)
+        format!(
+            "{{spinner}} {} [{{elapsed_precise}}] {{pos}} {}",
+            o.what, o.unit
+        )
     } else {
         format!(
             "{} {{wide_bar}} {{pos}}/{{len}} {} ({{elapsed}} elapsed, ETA {{eta}})",
@@ -51,7 +54,9 @@ impl Bars {
         if !self.draw {
             return;
         }
-        let Ok(mut open) = self.open.lock() else { return };
+        let Ok(mut open) = self.open.lock() else {
+            return;
+        };
         let Some(o) = open.as_mut() else { return };
         o.done = step(o.done);
         if o.bar.is_none() && o.started.elapsed() >= SHOW_AFTER {

@@ -118,7 +118,15 @@ pub fn check(args: &Spec) -> anyhow::Result<()> {
     }
     run_plan(args)?;
     const STORES: [&str; 9] = [
-        "native", "page", "dftl", "dftl-orig", "fast", "block", "amf", "file", "memdisk",
+        "native",
+        "page",
+        "dftl",
+        "dftl-orig",
+        "fast",
+        "block",
+        "amf",
+        "file",
+        "memdisk",
     ];
     if !STORES.contains(&args.storage.as_str()) {
         bail!(

@@ -383,7 +383,11 @@ pub fn plan(args: &Spec) -> anyhow::Result<Option<crate::results::Plan>> {
 /// The progress of a database load of about `rows` rows (an estimate when `estimate`), told
 /// to the installed observer (`crate::progress`).
 pub fn load_bar(rows: u64, estimate: bool) -> crate::progress::Phase {
-    crate::progress::phase("loading", rows, if estimate { "rows (estimated)" } else { "rows" })
+    crate::progress::phase(
+        "loading",
+        rows,
+        if estimate { "rows (estimated)" } else { "rows" },
+    )
 }
 
 /// Runs a bench's terminals from the engine's clock on (`runner::run_terminals`), each

@@ -621,7 +621,8 @@ pub fn check(args: &Spec) -> anyhow::Result<()> {
     if args.workload == "tpch" {
         return Ok(());
     }
-    crate::units::parse_duration_ns(&args.sample_window).map_err(|e| anyhow::anyhow!("--sample-window: {e}"))?;
+    crate::units::parse_duration_ns(&args.sample_window)
+        .map_err(|e| anyhow::anyhow!("--sample-window: {e}"))?;
     for (_, one) in scales(args)? {
         checked_scale(&one)?;
     }
@@ -896,7 +897,9 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         selected,
     } = checked_scale(args)?;
     let w = &*w;
-    if let (Some([items, customers]), "tpcc") = (args.tpcc_reduced.as_deref(), args.workload.as_str()) {
+    if let (Some([items, customers]), "tpcc") =
+        (args.tpcc_reduced.as_deref(), args.workload.as_str())
+    {
         eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
     }
     let load = w.load_method(args.load)?;

@@ -364,7 +364,9 @@ pub(crate) fn block_round<W: CrashWorkload>(
             let start = rig.start_count()?;
             let mut dry = CrashOutcome::default();
             w.run(&mut e, &l, seed, &mut dry);
-            OpCount::dry_run_ok(seed, &dry)?;
+            if let Some(failed) = OpCount::failed_dry_run(seed, &dry) {
+                return Ok(failed);
+            }
             let count = rig.counted_since(start)?;
             (count.budget(), count)
         }

@@ -395,26 +395,18 @@ impl OpCount {
         }
     }
 
-    /// `since` for a dry run of the workload, which must not have failed: without a fault, a
-    /// failure is the harness's or the engine's, and the count would be meaningless.
-    pub(crate) fn of_dry_run(
-        nand: &Nand,
-        start: u64,
-        seed: u64,
-        dry: &CrashOutcome,
-    ) -> Result<OpCount> {
-        Self::dry_run_ok(seed, dry)?;
-        Ok(Self::since(nand, start))
-    }
-
-    /// A dry run must not fail: without a fault, a failure is the harness's or the engine's.
-    pub(crate) fn dry_run_ok(seed: u64, dry: &CrashOutcome) -> Result<()> {
-        match &dry.error_reported {
-            Some(err) => Err(Error::Unsupported(format!(
-                "the dry run of seed {seed} failed without a fault: {err}"
-            ))),
-            None => Ok(()),
-        }
+    /// A dry run must not fail: without a fault, a failure is the harness's or the engine's,
+    /// and the count would be meaningless. A failed one is the seed's failure (an unverified
+    /// outcome that says so), not an error of the whole test: a campaign goes on past it and
+    /// its report names the seed, as for any other failure.
+    pub(crate) fn failed_dry_run(seed: u64, dry: &CrashOutcome) -> Option<CrashOutcome> {
+        dry.error_reported.as_ref().map(|err| CrashOutcome {
+            seed,
+            violations: vec![format!(
+                "the fault-free dry run failed before any fault was armed: {err}"
+            )],
+            ..CrashOutcome::default()
+        })
     }
 
     /// The range a fault is drawn from: the count plus 5% (a cut after the last operation: power

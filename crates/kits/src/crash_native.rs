@@ -350,7 +350,10 @@ pub(crate) fn native_round<W: CrashWorkload>(
     let start = OpCount::start(flash(&mut e)?);
     let mut dry = CrashOutcome::default();
     w.run(&mut e, &l, seed, &mut dry);
-    let work = OpCount::of_dry_run(flash(&mut e)?, start, seed, &dry)?;
+    if let Some(failed) = OpCount::failed_dry_run(seed, &dry) {
+        return Ok(failed);
+    }
+    let work = OpCount::since(flash(&mut e)?, start);
     drop(e);
     let shot = Shot::draw(w.fault(), &mut rng, work.budget());
     let mut out = CrashOutcome {

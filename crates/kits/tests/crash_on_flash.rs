@@ -244,19 +244,30 @@ fn mlc4k() -> nand::DeviceConfig {
 /// dftl lost commits in 2 of 30.
 #[test]
 fn a_failed_upper_page_program_on_an_aged_mlc_device_loses_no_commit_and_reaches_no_one() {
-    for kind in ["page", "dftl", "fast", "block"] {
-        let m = FlashMedium::on_device(kind, mlc4k()).unwrap_or_else(|e| panic!("{kind}: {e}"));
-        let o = CrashOptions {
-            medium: Medium::Flash(m),
-            fault: Fault::PairedProgram,
-            ..CrashOptions::default()
-        };
-        let n = 12;
-        let s = sweep(6000..6000 + n, &o);
-        assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
-        assert!(s.hit * 10 >= n * 9, "{kind}: only {} of {n} fired", s.hit);
+    for (kind, s) in on_aged_mlc(Fault::PairedProgram, 6000..6012) {
         assert_eq!(s.errors, 0, "{kind}: a media failure reached the engine");
     }
+}
+
+/// `fault` on the aged MLC device for every block-device FTL, over `seeds`: every round
+/// verified and nine in ten faults fired; the tallies, for the caller's own checks.
+fn on_aged_mlc(fault: Fault, seeds: std::ops::Range<u64>) -> Vec<(&'static str, Tally)> {
+    let n = seeds.end - seeds.start;
+    ["page", "dftl", "fast", "block"]
+        .into_iter()
+        .map(|kind| {
+            let m = FlashMedium::on_device(kind, mlc4k()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            let o = CrashOptions {
+                medium: Medium::Flash(m),
+                fault,
+                ..CrashOptions::default()
+            };
+            let s = sweep(seeds.clone(), &o);
+            assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
+            assert!(s.hit * 10 >= n * 9, "{kind}: only {} of {n} fired", s.hit);
+            (kind, s)
+        })
+        .collect()
 }
 
 /// Both faults in one round (`Fault::Mixed`, `crashtest --fault mixed`): a failed upper-page
@@ -265,17 +276,7 @@ fn a_failed_upper_page_program_on_an_aged_mlc_device_loses_no_commit_and_reaches
 /// inside the workload is always reported.
 #[test]
 fn a_power_cut_after_a_failed_upper_page_program_loses_no_commit() {
-    for kind in ["page", "dftl", "fast", "block"] {
-        let m = FlashMedium::on_device(kind, mlc4k()).unwrap_or_else(|e| panic!("{kind}: {e}"));
-        let o = CrashOptions {
-            medium: Medium::Flash(m),
-            fault: Fault::Mixed,
-            ..CrashOptions::default()
-        };
-        let n = 10;
-        let s = sweep(6100..6100 + n, &o);
-        assert!(s.failures.is_empty(), "{kind}: {:#?}", s.failures);
-        assert!(s.hit * 10 >= n * 9, "{kind}: only {} of {n} fired", s.hit);
+    for (kind, s) in on_aged_mlc(Fault::Mixed, 6100..6110) {
         assert!(
             s.landed.contains_key("upper-page program, then power cut"),
             "{kind}: no media failure came before its cut: {:?}",

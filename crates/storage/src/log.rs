@@ -34,6 +34,10 @@
 //!    passed them, and never a device slot of the live window from the tail's block to the head's
 //!    block; so a store may drop their content (NoFTL: invalidate without a flash operation), and a
 //!    stale or missing copy of a released block is what invariant 4 already handles.
+//! 7. A record reads back by LSN whole at any time (`LogManager::read`, rollbacks): from the
+//!    buffer if it starts there, else from the device, with the blocks from `buf_start` on (not
+//!    written yet: `spill` writes whole blocks only, and a record may span into them) served from
+//!    the buffer.
 
 use std::collections::HashMap;
 

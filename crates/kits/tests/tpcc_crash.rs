@@ -186,13 +186,14 @@ fn a_rollback_reads_a_log_record_spilled_in_part_in_a_fault_free_tpcc_run() {
     assert!(out.verified(), "{:?}", out.violations);
 }
 
-/// A seed whose fault-free dry run fails is that seed's failure, named in the report, and the
-/// campaign goes on (it once stopped the whole run with an error, losing every seed before it).
-/// On the block FTL on MLC chips with 16 KiB pages, TPC-C's dry run of seed 900003 fills the
-/// crash test's 1.5 MB log ("the log is full ... held by active transactions or unflushed
-/// pages"; found by the mixed-fault campaign, not yet explained); its neighbours pass.
+/// On the block FTL on MLC chips with 16 KiB pages, TPC-C's fault-free run of seed 900003 once
+/// filled the crash test's 1.5 MB log ("the log is full ... held by active transactions or
+/// unflushed pages"): a log force stalled 5.6 s behind the FTL's block merges, the commit
+/// waiting for it kept its first record as the log tail, and the other terminal, retrying
+/// against that commit's locks, wrote 1.3 MB of log meanwhile. A commit whose record is durable
+/// holds no log space now (storage log.rs invariant 3); the seed and its neighbours verify.
 #[test]
-fn a_failed_dry_run_is_the_seeds_failure_and_the_campaign_goes_on() {
+fn a_force_stalled_by_block_merges_does_not_fill_the_log() {
     let sets: Vec<String> = [
         "geometry.channels=2",
         "geometry.chips_per_channel=2",
@@ -211,16 +212,6 @@ fn a_failed_dry_run_is_the_seeds_failure_and_the_campaign_goes_on() {
     };
     for seed in 900002..900005 {
         let out = crash_tpcc_once(seed, &o).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        if seed == 900003 {
-            assert!(!out.verified());
-            assert!(
-                out.violations[0].contains("the fault-free dry run failed")
-                    && out.violations[0].contains("the log is full"),
-                "{:?}",
-                out.violations
-            );
-        } else {
-            assert!(out.verified(), "seed {seed}: {:?}", out.violations);
-        }
+        assert!(out.verified(), "seed {seed}: {:?}", out.violations);
     }
 }

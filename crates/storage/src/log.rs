@@ -24,7 +24,8 @@
 //! 2. `durable_lsn` is the end of the last record on stable storage; a commit is acknowledged only
 //!    once `durable_lsn` passed its commit record.
 //! 3. Stream blocks older than `tail_lsn` may be overwritten; `tail_lsn` never passes the oldest
-//!    record recovery needs (checkpoint begin, oldest dirty page, oldest active transaction).
+//!    record recovery needs (checkpoint begin, oldest dirty page, oldest transaction that has not
+//!    committed: a committed one is never undone, `oldest_undo_lsn`).
 //! 4. The reader stops at the first block that is missing, torn or stale (wrong stream number)
 //!    and at the first record whose crc fails, except as in 5.
 //! 5. After a crash the log restarts at the next block boundary in a higher epoch; a record that
@@ -170,6 +171,16 @@ pub struct TxnEntry {
     pub undo_next: Lsn,
     pub first_lsn: Lsn,
     pub committed: bool,
+}
+
+/// The oldest log record an undo may still need: the first record of the oldest transaction
+/// that has not committed. A committed transaction (its commit record durable) is never undone,
+/// so its records bind the log tail only through the dirty pages they changed (invariant 3).
+pub fn oldest_undo_lsn<'a>(att: impl IntoIterator<Item = &'a TxnEntry>) -> Option<Lsn> {
+    att.into_iter()
+        .filter(|t| !t.committed)
+        .map(|t| t.first_lsn)
+        .min()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

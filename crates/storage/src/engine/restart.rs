@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::catalog::{self, Catalog, Entry};
 use crate::error::{Error, Result};
 use crate::heap::Heap;
-use crate::log::{Body, Found, LogManager, LogReader, Op, TxnEntry, PAYLOAD};
+use crate::log::{oldest_undo_lsn, Body, Found, LogManager, LogReader, Op, TxnEntry, PAYLOAD};
 use crate::page;
 use crate::{Lsn, ObjectId, PageId, TxnId};
 
@@ -34,7 +34,7 @@ impl Engine {
             .min()
             .unwrap_or(ckpt)
             .min(ckpt)
-            .min(att.values().map(|t| t.first_lsn).min().unwrap_or(ckpt));
+            .min(oldest_undo_lsn(att.values()).unwrap_or(ckpt));
         self.log = LogManager::new(cap, self.master.epoch, restart, tail);
         // Redo: repeat history from the oldest dirty page.
         self.recover_redo(&mut rd, &dpt, ckpt, end)?;

@@ -201,11 +201,15 @@ impl CrashWorkload for Tpcc<'_> {
 /// `Medium::Native`, `crash::block_round` on the others: the fault drawn from a dry run's
 /// operations, optionally a second cut during the restart).
 pub fn crash_tpcc_once(seed: u64, o: &TpccCrashOptions) -> Result<CrashOutcome> {
-    let w = Tpcc(o);
+    round(&Tpcc(o), o, seed)
+}
+
+/// One round of `w` (TPC-C, or a test's variant of it) on `o.medium`.
+fn round<W: CrashWorkload>(w: &W, o: &TpccCrashOptions, seed: u64) -> Result<CrashOutcome> {
     match &o.medium {
-        Medium::Native(_) => native_round(&w, &native_setup(o), seed),
+        Medium::Native(_) => native_round(w, &native_setup(o), seed),
         medium => block_round(
-            &w,
+            w,
             &BlockSetup {
                 medium,
                 page_bytes: o.page_bytes,
@@ -344,21 +348,8 @@ mod tests {
                 seed: 11,
             };
             for seed in 10..13 {
-                let out = match &o.medium {
-                    Medium::Native(_) => native_round(&w, &native_setup(o), seed),
-                    medium => block_round(
-                        &w,
-                        &BlockSetup {
-                            medium,
-                            page_bytes: o.page_bytes,
-                            tear_sectors: o.tear_sectors,
-                            disk_fault_ops: None,
-                            count_restart: true,
-                        },
-                        seed,
-                    ),
-                }
-                .unwrap_or_else(|e| panic!("seed {seed} ended the campaign: {e}"));
+                let out = round(&w, o, seed)
+                    .unwrap_or_else(|e| panic!("seed {seed} ended the campaign: {e}"));
                 if seed == 11 {
                     assert!(!out.verified());
                     assert_eq!(out.seed, 11);

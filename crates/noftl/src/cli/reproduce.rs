@@ -29,7 +29,7 @@ pub struct ReproduceArgs {
     pub duration: Option<String>,
     /// Run one part only: oltp, tpch, fig4 or today (amf: the rows' workloads, comma-separated:
     /// seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb, tpcc, dfsio, terasort;
-    /// default seqwrite,randwrite).
+    /// default all nine).
     #[arg(long)]
     pub only: Option<String>,
     /// Beyond the paper: also the OLTP rows at 1 GiB on today's chips (mlc16k, tlc16k with
@@ -240,6 +240,9 @@ fn print_amf(res: &experiment::amf::AmfResult) {
         "cells within tolerance: {} of {}; every cell's counters are in the JSON, field `why`.",
         res.held_out_within, res.held_out_judged
     );
+    for f in &res.failed {
+        println!("FAILED: {} {}: {}", f.config, f.workload, f.error);
+    }
     println!(
         "\nkernel F2FS against our f2fs mode (within {:.0}%):",
         experiment::amf::MODEL_TOLERANCE * 100.0

@@ -107,9 +107,18 @@ const fn slides(row: &'static str, workload: &'static str, v: [f64; 7]) -> Slide
     }
 }
 
-/// The rows run when `--only` names none: the fio rows (the others run in the guest too, by
-/// name, but take long under TCG).
-pub const DEFAULT_WORKLOADS: [&str; 2] = ["seqwrite", "randwrite"];
+/// The rows run when `--only` names none: every row of the slides but WordCount.
+pub const DEFAULT_WORKLOADS: [&str; 9] = [
+    "seqwrite",
+    "randwrite",
+    "postmark-low",
+    "postmark-high",
+    "kv",
+    "tpcb",
+    "tpcc",
+    "dfsio",
+    "terasort",
+];
 
 /// The kernel configurations: file system on FTL.
 const KERNEL: [(Fs, &str); 4] = [
@@ -201,6 +210,16 @@ pub struct AmfResult {
     /// `fs waf`'s rows for our f2fs mode and ALFS on AMF.
     pub host: Vec<fs_waf::Row>,
     pub f2fs_model: Vec<ModelPair>,
+    /// Rows that did not run to the end, with the error: their cells are missing.
+    pub failed: Vec<FailedRow>,
+}
+
+/// A row that failed.
+#[derive(Debug, Serialize)]
+pub struct FailedRow {
+    pub config: String,
+    pub workload: String,
+    pub error: String,
 }
 
 /// The device and workload scales of a run.
@@ -511,32 +530,55 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
         ));
         Ok(r)
     });
-    let mut vms = Vec::new();
-    for r in results {
-        vms.push(r?);
-    }
+    // A row that fails (a guest's command, a mount) is recorded and the others go on.
+    let mut failed = Vec::new();
     let mut kernel_rows = Vec::new();
     let mut i = 0;
     for (fs, target) in KERNEL {
-        let base = &vms[i];
+        let base = &results[i];
         for (k, w) in workloads.iter().enumerate() {
-            let run = &vms[i + 1 + k];
-            let wr: WorkloadRun =
-                serde_json::from_str(run.guest_stdout.trim()).with_context(|| {
-                    format!("{}:{target} {w}: the guest's workload report", fs.name())
-                })?;
-            kernel_rows.push(kernel_row(
-                (fs, target, w),
-                (&base.device, &run.device),
-                run.guest_timing.command_s,
-                &wr,
-                device_bytes,
-            ));
+            let row = match (base, &results[i + 1 + k]) {
+                (Ok(base), Ok(run)) => serde_json::from_str::<WorkloadRun>(run.guest_stdout.trim())
+                    .map_err(|e| anyhow::anyhow!("the guest's workload report: {e}"))
+                    .map(|wr| {
+                        kernel_row(
+                            (fs, target, w),
+                            (&base.device, &run.device),
+                            run.guest_timing.command_s,
+                            &wr,
+                            device_bytes,
+                        )
+                    }),
+                (Err(e), _) => Err(anyhow::anyhow!("its baseline: {e:#}")),
+                (_, Err(e)) => Err(anyhow::anyhow!("{e:#}")),
+            };
+            match row {
+                Ok(r) => kernel_rows.push(r),
+                Err(e) => failed.push(FailedRow {
+                    config: format!("kernel {}:{target}", fs.name()),
+                    workload: w.clone(),
+                    error: format!("{e:#}"),
+                }),
+            }
         }
         i += 1 + workloads.len();
     }
     progress("host rows: our f2fs mode (page, dftl) and alfs on amf, through FUSE");
-    let host = fs_waf::run(&wspec)?.results;
+    let mut host = Vec::new();
+    for w in &workloads {
+        let one = fs_waf::Spec {
+            workloads: vec![w.clone()],
+            ..wspec.clone()
+        };
+        match fs_waf::run(&one) {
+            Ok(r) => host.extend(r.results),
+            Err(e) => failed.push(FailedRow {
+                config: format!("ours {}", HOST.join(", ")),
+                workload: w.clone(),
+                error: format!("{e:#}"),
+            }),
+        }
+    }
     let f2fs_model = model_pairs(&kernel_rows, &host);
     let cells = table(&workloads, &kernel_rows, &host);
     Ok(AmfResult {
@@ -560,6 +602,7 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
         kernel: kernel_rows,
         host,
         f2fs_model,
+        failed,
     })
 }
 

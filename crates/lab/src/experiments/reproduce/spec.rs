@@ -25,7 +25,7 @@ pub struct Spec {
     pub duration: Option<String>,
     /// Only the OLTP rows, or only TPC-H, or only Fig. 4, or only today's chips (None: the
     /// paper's figures, without today's chips). amf: the workloads of the rows to run,
-    /// comma-separated (None: seqwrite and randwrite, the fio rows).
+    /// comma-separated (None: all nine of `amf::DEFAULT_WORKLOADS`).
     pub only: Option<String>,
     /// Also the OLTP rows on today's chips (beyond the paper; a second table).
     pub today: bool,

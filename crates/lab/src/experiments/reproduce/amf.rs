@@ -11,7 +11,8 @@
 //! - FS level: bytes the file system wrote to the export (NBD write payload) / bytes the
 //!   workload wrote;
 //! - FTL level: flash page programs / pages the FTL was asked to write (payload and zeroing
-//!   requests);
+//!   requests),
+//!
 //! as the slides split them. Guest wall times are TCG's (software CPU emulation), not results:
 //! only the server's counters and modelled device time are.
 //!

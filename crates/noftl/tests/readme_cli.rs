@@ -311,6 +311,12 @@ const HOW: &[(&str, How)] = &[
         },
     ),
     (
+        "noftl reproduce amf",
+        How::ParseOnly(
+            "nine rows, 40 guest boots under TCG: about an hour; tests/reproduce_amf_cli.rs runs --quick",
+        ),
+    ),
+    (
         "noftl compare --workload tpcc --paper",
         How::ParseOnly("the paper's six TPC-C scales take about 30 minutes"),
     ),

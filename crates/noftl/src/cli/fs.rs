@@ -22,6 +22,21 @@ pub enum FsCommand {
     /// the page FTL, DFTL and AMF, under sequential, random and small-file (Postmark) writes,
     /// key-value and database loads, and Hadoop-like jobs.
     Waf(FsWafArgs),
+    /// One `fs waf` workload in a directory someone else mounted, its result as JSON on
+    /// standard output: the guest side of `noftl reproduce amf` (a kernel file system in a
+    /// QEMU guest). Hidden: an internal step, not a measurement of its own.
+    #[command(hide = true)]
+    WafWorkload(FsWafWorkloadArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FsWafWorkloadArgs {
+    /// The directory to run the workload in (a mounted file system).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The workload's parameters, as `fs waf` takes them; `--workloads` names exactly one.
+    #[command(flatten)]
+    pub waf: FsWafArgs,
 }
 
 #[derive(Debug, Args)]
@@ -110,7 +125,18 @@ pub fn run(c: FsCommand) -> anyhow::Result<()> {
     match c {
         FsCommand::Bench(a) => bench(a),
         FsCommand::Waf(a) => crate::cli::fs_waf::run(a),
+        FsCommand::WafWorkload(a) => waf_workload(a),
     }
+}
+
+fn waf_workload(a: FsWafWorkloadArgs) -> anyhow::Result<()> {
+    let [workload] = a.waf.workloads.as_slice() else {
+        anyhow::bail!("--workloads names exactly one workload here");
+    };
+    let spec = a.waf.spec()?;
+    let run = lab::experiments::fs_waf::run_workload_in(&spec, &a.dir, workload)?;
+    println!("{}", serde_json::to_string(&run)?);
+    Ok(())
 }
 
 fn bench(a: FsBenchArgs) -> anyhow::Result<()> {

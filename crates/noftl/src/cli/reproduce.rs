@@ -10,7 +10,9 @@ use super::common::emit_json;
 
 #[derive(Debug, Clone, Args)]
 pub struct ReproduceArgs {
-    /// The paper: noftl (NoFTL, VLDB 2013: Fig. 3's TPC-B, TPC-C and TPC-H rows and Fig. 4).
+    /// The paper: noftl (NoFTL, VLDB 2013: Fig. 3's TPC-B, TPC-C and TPC-H rows and Fig. 4) or
+    /// amf (AMF, FAST 2016: its slides' write-amplification table, kernel ext4 and F2FS in a
+    /// QEMU guest on the page FTL and DFTL, our f2fs mode and ALFS on AMF beside them).
     pub paper: String,
     /// Small scales in about a minute (CI): the machinery and the table, not the paper's set-up.
     #[arg(long)]
@@ -25,7 +27,9 @@ pub struct ReproduceArgs {
     /// Virtual length of each window (default 30s; 5s with --quick).
     #[arg(long)]
     pub duration: Option<String>,
-    /// Run one part only: oltp, tpch, fig4 or today.
+    /// Run one part only: oltp, tpch, fig4 or today (amf: the rows' workloads, comma-separated:
+    /// seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb, tpcc, dfsio, terasort;
+    /// default all nine).
     #[arg(long)]
     pub only: Option<String>,
     /// Beyond the paper: also the OLTP rows at 1 GiB on today's chips (mlc16k, tlc16k with
@@ -46,9 +50,10 @@ pub struct ReproduceArgs {
 }
 
 impl ReproduceArgs {
-    pub fn spec(&self) -> experiment::Spec {
-        experiment::Spec {
+    pub fn spec(&self) -> anyhow::Result<experiment::Spec> {
+        Ok(experiment::Spec {
             paper: self.paper.clone(),
+            noftl: std::env::current_exe()?,
             quick: self.quick,
             jobs: self.jobs,
             cpu: self.cpu.clone(),
@@ -56,7 +61,7 @@ impl ReproduceArgs {
             duration: self.duration.clone(),
             only: self.only.clone(),
             today: self.today,
-        }
+        })
     }
 }
 
@@ -65,8 +70,18 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         &[super::common::cpu_input(&args.cpu)],
         &[args.json.as_deref()],
     )?;
-    let spec = args.spec();
+    let spec = args.spec()?;
     let mut progress = |s: &str| lab::progress::note(&format!("reproduce {}: {s}", args.paper));
+    if args.paper == "amf" {
+        if args.calibrate || args.today {
+            anyhow::bail!("reproduce amf: --calibrate and --today are NoFTL's (amf fits nothing)");
+        }
+        let res = experiment::amf::run(&spec, &mut progress)?;
+        if emit_json(args.json.as_deref(), &res)? {
+            print_amf(&res);
+        }
+        return Ok(());
+    }
     if args.calibrate {
         let rounds = experiment::calibrate(&spec, &mut progress)?;
         if emit_json(args.json.as_deref(), &rounds)? {
@@ -132,11 +147,22 @@ fn print_table(res: &ReproduceResult) {
         res.setup.repeat,
         res.setup.window
     );
+    print_cells(&res.cells);
+    println!(
+        "held-out cells within tolerance: {} of {}",
+        res.held_out_within, res.held_out_judged
+    );
+    println!("every cell's counters are in the JSON (--json), field `why`.");
+    print_today(res);
+}
+
+/// The fidelity table's cells, one a line (every paper's).
+fn print_cells(cells: &[experiment::Cell]) {
     println!(
         "{:<44} {:>9} {:>10} {:>10} {:>8} {:<12} {:>6} {:<7} {:<9}",
         "cell", "metric", "paper", "ours", "error", "set", "tol.", "within", "check"
     );
-    for c in &res.cells {
+    for c in cells {
         let paper = match c.paper_high {
             Some(h) => format!("{}-{}", c.paper, h),
             None => format!("{}", c.paper),
@@ -157,12 +183,84 @@ fn print_table(res: &ReproduceResult) {
             c.consistency
         );
     }
+}
+
+fn print_amf(res: &experiment::amf::AmfResult) {
+    let s = &res.setup;
     println!(
-        "held-out cells within tolerance: {} of {}",
+        "amf reproduction{}: kernel {} under {}; {}; device {} ({} MiB), fill {}, rounds {}",
+        if res.quick {
+            " (--quick: a small device, not the set-up)"
+        } else {
+            ""
+        },
+        s.kernel_version,
+        s.accelerator,
+        s.timing_note,
+        s.device.join(" "),
+        s.device_bytes >> 20,
+        s.fill,
+        s.rounds
+    );
+    println!(
+        "{:<16} {:<10} {:>9} {:>7} {:>7} {:>7} {:>10} {:>9} {:>11}",
+        "config", "workload", "app MiB", "FS", "FTL", "total", "GC copies", "dev. x", "consistency"
+    );
+    for k in &res.kernel {
+        println!(
+            "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>11}",
+            format!("kernel {}:{}", k.fs.name(), k.target),
+            k.workload,
+            k.app_bytes as f64 / 1048576.0,
+            k.fs_waf,
+            k.ftl_waf,
+            k.total_waf,
+            k.gc_migrations,
+            k.steady_state.device_writes,
+            k.consistency.status
+        );
+    }
+    for h in &res.host {
+        println!(
+            "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>11}",
+            format!("ours {}:{}", h.fs, h.target),
+            h.workload,
+            h.app_bytes as f64 / 1048576.0,
+            h.fs_waf,
+            h.ftl_waf,
+            h.total_waf,
+            h.ftl_gc["migrations"],
+            h.steady_state.device_writes,
+            h.consistency.status
+        );
+    }
+    println!();
+    print_cells(&res.cells);
+    println!(
+        "cells within tolerance: {} of {}; every cell's counters are in the JSON, field `why`.",
         res.held_out_within, res.held_out_judged
     );
-    println!("every cell's counters are in the JSON (--json), field `why`.");
-    print_today(res);
+    for f in &res.failed {
+        println!("FAILED: {} {}: {}", f.config, f.workload, f.error);
+    }
+    println!(
+        "\nkernel F2FS against our f2fs mode (within {:.0}%):",
+        experiment::amf::MODEL_TOLERANCE * 100.0
+    );
+    for m in &res.f2fs_model {
+        println!(
+            "  {:<10} {:<5} FS {:.2} (ours {:.2}, {:+.1}%)  FTL {:.2} (ours {:.2}, {:+.1}%)  {}",
+            m.workload,
+            m.target,
+            m.kernel_fs_waf,
+            m.ours_fs_waf,
+            m.fs_difference * 100.0,
+            m.kernel_ftl_waf,
+            m.ours_ftl_waf,
+            m.ftl_difference * 100.0,
+            if m.within { "within" } else { "NOT within" }
+        );
+    }
 }
 
 /// Beyond the paper: NoFTL's advantage on today's chips, with the statistics that explain it.

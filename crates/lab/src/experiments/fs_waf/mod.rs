@@ -414,6 +414,37 @@ fn run_one(a: &Spec, fs: &str, target: &str, workload: &str) -> anyhow::Result<R
     })
 }
 
+/// One workload run in a directory by `run_workload_in`: what `noftl fs waf-workload` prints
+/// (the guest side of `noftl reproduce amf`, where the directory is a kernel file system).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct WorkloadRun {
+    pub workload: String,
+    /// Bytes the workload wrote.
+    pub app_bytes: u64,
+    /// What the workload reports of itself (as a row's `workload_info`).
+    pub workload_info: Value,
+    /// The free space the mount reported before the workload (`--fill` is a share of it).
+    pub free_bytes_before: u64,
+}
+
+/// Runs one of `spec`'s workloads in the directory `root` (a mounted file system made by
+/// someone else: a kernel file system in a guest), with the table's parameters and driver.
+pub fn run_workload_in(spec: &Spec, root: &Path, workload: &str) -> anyhow::Result<WorkloadRun> {
+    spec.check()?;
+    if !WORKLOADS.contains(&workload) {
+        bail!("unknown workload '{workload}' ({})", WORKLOADS.join(", "));
+    }
+    let free_bytes_before = free_bytes(root)?;
+    let mut info = Value::Null;
+    let app_bytes = run_workload(spec, root, workload, &mut info)?;
+    Ok(WorkloadRun {
+        workload: workload.to_string(),
+        app_bytes,
+        workload_info: info,
+        free_bytes_before,
+    })
+}
+
 /// Runs `workload` in the mount at `root`; returns the bytes it wrote and sets `info` to what
 /// it reports of itself.
 fn run_workload(a: &Spec, root: &Path, workload: &str, info: &mut Value) -> anyhow::Result<u64> {

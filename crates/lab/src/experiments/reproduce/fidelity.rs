@@ -55,8 +55,10 @@ fn set_of(cell: &str) -> CellSet {
     }
 }
 
+/// A cell: the relative error, and within `tolerance` only if the run's check is "ok"
+/// (invariant 2). Shared by every paper's table (`amf` too).
 #[allow(clippy::too_many_arguments)]
-fn cell(
+pub(super) fn cell(
     name: String,
     metric: &'static str,
     paper: f64,

@@ -1,13 +1,18 @@
 //! What `noftl reproduce` takes and the set-up it runs: below the runs and the table, which
 //! both read it.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 
 /// What `noftl reproduce` takes.
 #[derive(Clone, Debug)]
 pub struct Spec {
-    /// The paper: noftl.
+    /// The paper: noftl or amf.
     pub paper: String,
+    /// The noftl program (amf: its `serve` exports the device, and the guest runs its `fs
+    /// waf-workload`; the CLI passes itself).
+    pub noftl: PathBuf,
     /// Small scales (CI): the machinery, not the paper's set-up.
     pub quick: bool,
     /// Rows run at once.
@@ -19,7 +24,8 @@ pub struct Spec {
     /// Virtual length of a window (None: 30s; 5s with `quick`).
     pub duration: Option<String>,
     /// Only the OLTP rows, or only TPC-H, or only Fig. 4, or only today's chips (None: the
-    /// paper's figures, without today's chips).
+    /// paper's figures, without today's chips). amf: the workloads of the rows to run,
+    /// comma-separated (None: all nine of `amf::DEFAULT_WORKLOADS`).
     pub only: Option<String>,
     /// Also the OLTP rows on today's chips (beyond the paper; a second table).
     pub today: bool,
@@ -29,6 +35,7 @@ impl Default for Spec {
     fn default() -> Self {
         Spec {
             paper: "noftl".into(),
+            noftl: PathBuf::from("noftl"),
             quick: false,
             jobs: 2,
             cpu: "paper-noftl".into(),

@@ -1,0 +1,855 @@
+//! `noftl reproduce amf`: AMF's write-amplification table (AMF, FAST 2016, and its lab slides:
+//! "write amplification" at file-system and FTL level) with the real Linux file systems as the
+//! baselines: kernel ext4 and kernel F2FS, made and mounted in a QEMU guest (`experiments::vm`)
+//! on the emulated SSD exported through NBD, on the page FTL and on DFTL; ALFS on AMF and our
+//! own `lfs` in `f2fs` mode (FUSE on the host, `experiments::fs_waf`) beside them.
+//!
+//! Every kernel row is two guest boots on fresh devices: a no-op command (make, mount, unmount:
+//! the baseline) and the workload, run in the mounted file system by this program's hidden
+//! `fs waf-workload` verb (the `fs waf` driver, the same code and parameters as the host rows;
+//! fio is the host's, run in the guest). The baseline's counters are subtracted from the run's:
+//! - FS level: bytes the file system wrote to the export (NBD write payload) / bytes the
+//!   workload wrote;
+//! - FTL level: flash page programs / pages the FTL was asked to write (payload and zeroing
+//!   requests),
+//!
+//! as the slides split them. Guest wall times are TCG's (software CPU emulation), not results:
+//! only the server's counters and modelled device time are.
+//!
+//! The fidelity table shares `fidelity::cell` (and `Cell`) with NoFTL's: every slide value
+//! beside ours, the relative error, within 15% or the counters that say why (`why`). The
+//! kernel F2FS rows are also set against our `f2fs` mode (`f2fs_model`: within 10% or not).
+//!
+//! Steady state: the rows are whole runs from a fresh device (no rounds), so each says
+//! `steady_state.met = false` with how many times the run wrote the device over
+//! (`device_writes`; above 1 the FTL had to collect garbage, and `gc_migrations` says whether
+//! it copied).
+//!
+//! Invariants:
+//! 1. A cell's value comes from the server's counters less its own baseline run's; nothing is
+//!    scaled or fitted (no calibration cells).
+//! 2. A row whose counters break a bound of the write path (`storage::measure::check_writes`)
+//!    gives cells that are never within tolerance.
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use storage::measure::{check_writes, Consistency, Writes};
+
+use crate::device::DeviceSpec;
+use crate::experiments::fs_waf::{self, WorkloadRun};
+use crate::experiments::vm::{self, Accel, DeviceCounters, Fs};
+use crate::steady::SteadyState;
+use crate::targets::{FtlKnobs, TargetSpec};
+
+use super::fidelity::{cell, Cell};
+use super::spec::{Progress, Spec};
+
+/// One row of the slides' table: the slides' figures for a workload (FTL level for EXT4, FS and
+/// FTL level for F2FS, FS level for AMF, whose FTL level is 1.00 by design).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SlidesRow {
+    /// The slides' name of the row.
+    pub row: &'static str,
+    /// The `fs waf` workload that stands for it.
+    pub workload: &'static str,
+    pub ext4_page_ftl: f64,
+    pub ext4_dftl_ftl: f64,
+    /// (FS, FTL).
+    pub f2fs_page: (f64, f64),
+    pub f2fs_dftl: (f64, f64),
+    pub amf_fs: f64,
+}
+
+/// The AMF slides' write-amplification table (docs/PERFORMANCE.md section 13 sets it beside
+/// `fs waf`'s rows). WordCount (every cell 1.0) has no workload here.
+pub const SLIDES: [SlidesRow; 9] = [
+    slides(
+        "FIO (SW)",
+        "seqwrite",
+        [1.00, 1.00, 1.00, 1.00, 1.00, 1.00, 1.00],
+    ),
+    slides(
+        "FIO (RW)",
+        "randwrite",
+        [1.41, 1.45, 1.35, 1.82, 1.34, 2.18, 1.38],
+    ),
+    slides(
+        "Postmark (L)",
+        "postmark-low",
+        [1.00, 1.00, 1.00, 1.00, 1.00, 1.00, 1.00],
+    ),
+    slides(
+        "Postmark (H)",
+        "postmark-high",
+        [1.12, 1.35, 1.17, 2.23, 1.18, 2.89, 1.16],
+    ),
+    slides(
+        "Non-Trans",
+        "kv",
+        [1.97, 2.00, 1.58, 2.90, 1.59, 2.97, 1.59],
+    ),
+    slides("OLTP", "tpcb", [1.45, 1.46, 1.23, 1.78, 1.23, 1.79, 1.24]),
+    slides("TPC-C", "tpcc", [2.33, 2.21, 1.81, 2.80, 1.82, 5.45, 1.87]),
+    slides("DFSIO", "dfsio", [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
+    slides("TeraSort", "terasort", [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
+];
+
+/// A row from the slides' seven numbers, in the slides' column order.
+const fn slides(row: &'static str, workload: &'static str, v: [f64; 7]) -> SlidesRow {
+    SlidesRow {
+        row,
+        workload,
+        ext4_page_ftl: v[0],
+        ext4_dftl_ftl: v[1],
+        f2fs_page: (v[2], v[3]),
+        f2fs_dftl: (v[4], v[5]),
+        amf_fs: v[6],
+    }
+}
+
+/// The rows run when `--only` names none: every row of the slides but WordCount.
+pub const DEFAULT_WORKLOADS: [&str; 9] = [
+    "seqwrite",
+    "randwrite",
+    "postmark-low",
+    "postmark-high",
+    "kv",
+    "tpcb",
+    "tpcc",
+    "dfsio",
+    "terasort",
+];
+
+/// The kernel configurations: file system on FTL.
+const KERNEL: [(Fs, &str); 4] = [
+    (Fs::Ext4, "page"),
+    (Fs::Ext4, "dftl"),
+    (Fs::F2fs, "page"),
+    (Fs::F2fs, "dftl"),
+];
+/// The host configurations (`fs waf`): our f2fs mode beside kernel F2FS, and ALFS on AMF.
+const HOST: [&str; 3] = ["f2fs:page", "f2fs:dftl", "alfs:amf"];
+
+/// The set-up every run used.
+#[derive(Clone, Debug, Serialize)]
+pub struct AmfSetup {
+    /// The emulated device (`--preset` and `--set`), the same under every configuration.
+    pub device: Vec<String>,
+    pub device_bytes: u64,
+    /// What the scale is against the slides' device.
+    pub scale_note: &'static str,
+    pub workloads: Vec<String>,
+    /// seqwrite, randwrite: the file's share of the free space, and the bytes written after it
+    /// as a multiple of it (`fs waf`'s `--fill`, `--rounds`).
+    pub fill: f64,
+    pub rounds: f64,
+    pub seed: u64,
+    pub kernel_version: String,
+    pub accelerator: String,
+    pub timing_note: &'static str,
+}
+
+/// A kernel file system's run of one workload, less its baseline (make, mount, unmount).
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelRow {
+    pub fs: Fs,
+    pub target: String,
+    pub workload: String,
+    pub app_bytes: u64,
+    pub workload_info: serde_json::Value,
+    /// NBD write payload of the run less the baseline's.
+    pub fs_write_bytes: u64,
+    /// The FTL's host page writes (payload and zeroing) less the baseline's.
+    pub host_write_pages: u64,
+    pub flash_programs: u64,
+    pub gc_migrations: u64,
+    pub flash_erases: u64,
+    pub fs_waf: f64,
+    pub ftl_waf: f64,
+    pub total_waf: f64,
+    /// Modelled device time of the run less the baseline's: the dies' busy time, summed.
+    pub die_busy_us: f64,
+    pub baseline: DeviceCounters,
+    pub run: DeviceCounters,
+    pub consistency: Consistency,
+    pub steady_state: SteadyState,
+    /// Guest seconds around the command (TCG's, not a result).
+    pub guest_command_s: f64,
+}
+
+/// Kernel F2FS against our `f2fs` mode on one workload and FTL.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelPair {
+    pub workload: String,
+    pub target: String,
+    pub kernel_fs_waf: f64,
+    pub ours_fs_waf: f64,
+    pub kernel_ftl_waf: f64,
+    pub ours_ftl_waf: f64,
+    /// ours / kernel - 1.
+    pub fs_difference: f64,
+    pub ftl_difference: f64,
+    /// Both levels within `MODEL_TOLERANCE`.
+    pub within: bool,
+}
+
+/// Kernel F2FS and our model of it: the 10%.
+pub const MODEL_TOLERANCE: f64 = 0.10;
+/// Slides' cells: the 15%.
+const TOLERANCE: f64 = 0.15;
+
+#[derive(Debug, Serialize)]
+pub struct AmfResult {
+    pub paper: String,
+    pub quick: bool,
+    pub setup: AmfSetup,
+    pub cells: Vec<Cell>,
+    pub held_out_within: usize,
+    pub held_out_judged: usize,
+    pub kernel: Vec<KernelRow>,
+    /// `fs waf`'s rows for our f2fs mode and ALFS on AMF.
+    pub host: Vec<fs_waf::Row>,
+    pub f2fs_model: Vec<ModelPair>,
+    /// Rows that did not run to the end, with the error: their cells are missing.
+    pub failed: Vec<FailedRow>,
+}
+
+/// A row that failed.
+#[derive(Debug, Serialize)]
+pub struct FailedRow {
+    pub config: String,
+    pub workload: String,
+    pub error: String,
+}
+
+/// The device and workload scales of a run.
+struct Scale {
+    device: DeviceSpec,
+    fill: f64,
+    rounds: f64,
+    timeout_s: u64,
+}
+
+fn scale(quick: bool) -> Scale {
+    // The `fs waf` device (docs/PERFORMANCE.md section 13): the tiny preset grown to 256 MiB of
+    // SLC, 128 pages of 4 KiB per block as on the slides' device; --quick: 128 MiB (alfs
+    // does not fit 64 MiB: its checkpoint segments, meta log and cleaning reserve).
+    let blocks = if quick { 32 } else { 64 };
+    Scale {
+        device: DeviceSpec {
+            set: vec![
+                format!("geometry.blocks_per_plane={blocks}"),
+                "geometry.pages_per_block=128".into(),
+            ],
+            ..DeviceSpec::preset("tiny")
+        },
+        fill: if quick { 0.5 } else { 0.75 },
+        rounds: if quick { 0.25 } else { 2.0 },
+        timeout_s: if quick { 600 } else { 3 * 3600 },
+    }
+}
+
+/// The `fs waf` spec of these rows (host rows, and the guest's workload parameters).
+fn waf_spec(spec: &Spec, sc: &Scale, workloads: &[String]) -> fs_waf::Spec {
+    fs_waf::Spec {
+        noftl: spec.noftl.clone(),
+        configs: HOST.iter().map(|c| c.to_string()).collect(),
+        device: sc.device.clone(),
+        workloads: workloads.to_vec(),
+        fill: sc.fill,
+        rounds: sc.rounds,
+        // `fs waf`'s defaults (crates/noftl/src/cli/fs_waf.rs).
+        postmark_low_files: 1000,
+        postmark_high_files: 10_000,
+        postmark_transactions: 20_000,
+        postmark: fs_waf::Postmark::Builtin,
+        kv_ops: 100_000,
+        tpcb_scale: 1,
+        tpcb_txns: 20_000,
+        tpcc_scale: 1,
+        tpcc_txns: 2_000,
+        seed: 1,
+    }
+}
+
+/// The guest's command: this program's `fs waf-workload` in the mounted file system.
+fn guest_command(w: &fs_waf::Spec, workload: &str) -> Vec<String> {
+    let mut c: Vec<String> = vec![
+        w.noftl.display().to_string(),
+        "fs".into(),
+        "waf-workload".into(),
+        "--dir".into(),
+        ".".into(),
+        "--workloads".into(),
+        workload.into(),
+    ];
+    for (flag, v) in [
+        ("--fill", w.fill.to_string()),
+        ("--rounds", w.rounds.to_string()),
+        ("--postmark-low-files", w.postmark_low_files.to_string()),
+        ("--postmark-high-files", w.postmark_high_files.to_string()),
+        (
+            "--postmark-transactions",
+            w.postmark_transactions.to_string(),
+        ),
+        ("--kv-ops", w.kv_ops.to_string()),
+        ("--tpcb-scale", w.tpcb_scale.to_string()),
+        ("--tpcb-txns", w.tpcb_txns.to_string()),
+        ("--tpcc-scale", w.tpcc_scale.to_string()),
+        ("--tpcc-txns", w.tpcc_txns.to_string()),
+        ("--seed", w.seed.to_string()),
+    ] {
+        c.extend([flag.to_string(), v]);
+    }
+    c
+}
+
+fn vm_spec(
+    spec: &Spec,
+    sc: &Scale,
+    accel: Accel,
+    (fs, target): (Fs, &str),
+    command: Vec<String>,
+) -> vm::Spec {
+    vm::Spec {
+        noftl: spec.noftl.clone(),
+        target: TargetSpec {
+            target: target.to_string(),
+            device: sc.device.clone(),
+            knobs: FtlKnobs::default(),
+            image: None,
+        },
+        // Counters and modelled time do not need the wall clock to wait.
+        clock: "none".into(),
+        fs,
+        mkfs: true,
+        command,
+        out: None,
+        accel,
+        timeout_s: sc.timeout_s,
+        memory_mib: 512,
+    }
+}
+
+/// One guest run; fails unless the command exited 0.
+fn guest(s: &vm::Spec) -> anyhow::Result<vm::VmResult> {
+    let r = vm::run(s)?;
+    if r.guest_exit_status != 0 {
+        bail!(
+            "{} on {}: the guest's command {:?} exited with status {}: {}",
+            s.fs.name(),
+            s.target.target,
+            s.command,
+            r.guest_exit_status,
+            r.guest_stderr.trim()
+        );
+    }
+    Ok(r)
+}
+
+fn migrations(d: &DeviceCounters) -> u64 {
+    d.gc_migrations.as_u64().unwrap_or(0)
+}
+
+/// The row of a run less its baseline.
+fn kernel_row(
+    (fs, target, workload): (Fs, &str, &str),
+    (b, r): (&DeviceCounters, &DeviceCounters),
+    guest_command_s: f64,
+    w: &WorkloadRun,
+    device_bytes: u64,
+) -> KernelRow {
+    let fs_write_bytes = r.host_write_bytes.saturating_sub(b.host_write_bytes);
+    let host_write_pages = r.host_write_pages.saturating_sub(b.host_write_pages);
+    let flash_programs = r.flash_programs.saturating_sub(b.flash_programs);
+    let fs_waf = fs_write_bytes as f64 / w.app_bytes.max(1) as f64;
+    let ftl_waf = flash_programs as f64 / host_write_pages.max(1) as f64;
+    let page = ftl::LOGICAL_PAGE_BYTES as u64;
+    let consistency = check_writes(Writes {
+        app_bytes: w.app_bytes,
+        fs_received_bytes: None,
+        app_bytes_reach_device: matches!(workload, "seqwrite" | "dfsio" | "terasort"),
+        fs_bytes: fs_write_bytes,
+        host_bytes_total: r.host_write_pages * page,
+        fs_counted_bytes_total: Some(r.host_write_bytes),
+        ftl_claimed_bytes_total: (r.waf.as_f64().unwrap_or(0.0)
+            * (r.host_write_pages * page) as f64)
+            .round() as u64,
+        flash_bytes_total: r.flash_bytes_programmed,
+    });
+    KernelRow {
+        fs,
+        target: target.to_string(),
+        workload: workload.to_string(),
+        app_bytes: w.app_bytes,
+        workload_info: w.workload_info.clone(),
+        fs_write_bytes,
+        host_write_pages,
+        flash_programs,
+        gc_migrations: migrations(r).saturating_sub(migrations(b)),
+        flash_erases: r.flash_erases.saturating_sub(b.flash_erases),
+        fs_waf,
+        ftl_waf,
+        total_waf: fs_waf * ftl_waf,
+        die_busy_us: r.die_busy_us - b.die_busy_us,
+        baseline: b.clone(),
+        run: r.clone(),
+        consistency,
+        steady_state: SteadyState::skipped(
+            (r.host_write_pages * page) as f64 / device_bytes.max(1) as f64,
+        ),
+        guest_command_s,
+    }
+}
+
+/// Runs `items` on `jobs` threads; results in the items' order.
+fn parallel<T: Sync, R: Send>(
+    jobs: usize,
+    items: &[T],
+    f: impl Fn(&T) -> anyhow::Result<R> + Sync,
+) -> Vec<anyhow::Result<R>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out: Vec<std::sync::Mutex<Option<anyhow::Result<R>>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, items.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                *out[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    out.into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err(anyhow::anyhow!("not run")))
+        })
+        .collect()
+}
+
+/// What one guest job is: a configuration's baseline, or a workload on it.
+struct Job {
+    fs: Fs,
+    target: &'static str,
+    workload: Option<String>,
+}
+
+/// The workloads `spec.only` names (comma-separated), else the default rows; checked.
+pub fn workloads_of(spec: &Spec) -> anyhow::Result<Vec<String>> {
+    let names: Vec<String> = match spec.only.as_deref() {
+        Some(o) => o.split(',').map(|s| s.trim().to_string()).collect(),
+        None if spec.quick => vec!["randwrite".into()],
+        None => DEFAULT_WORKLOADS.iter().map(|s| s.to_string()).collect(),
+    };
+    for n in &names {
+        if !SLIDES.iter().any(|r| r.workload == n) {
+            bail!(
+                "reproduce amf: --only takes workloads of the slides' rows ({}), not '{n}'",
+                SLIDES.map(|r| r.workload).join(", ")
+            );
+        }
+    }
+    Ok(names)
+}
+
+/// Runs the kernel rows, the host rows and the fidelity table.
+pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult> {
+    let workloads = workloads_of(spec)?;
+    let sc = scale(spec.quick);
+    let wspec = waf_spec(spec, &sc, &workloads);
+    wspec.check()?;
+    let device_bytes = sc.device.load()?.geometry.capacity_bytes();
+    // Refused before any run: QEMU and the kernel.
+    // The guest runs this program from the host's root, over which it mounts its own /tmp,
+    // /run, /dev, /proc and /sys (`vm::guest`): a program under them is not there.
+    let exe = std::fs::canonicalize(&spec.noftl).unwrap_or_else(|_| spec.noftl.clone());
+    if ["/tmp", "/run", "/dev", "/proc", "/sys"]
+        .iter()
+        .any(|d| exe.starts_with(d))
+    {
+        bail!(
+            "reproduce amf: the guest cannot run {} (the guest mounts its own /tmp, /run, /dev, /proc and /sys over the host's): run a noftl program kept elsewhere",
+            exe.display()
+        );
+    }
+    let qemu = vm::qemu::find_qemu()?;
+    let kernel = vm::guest::find_kernel()?;
+    // The accelerator, probed once (a KVM probe boot per guest would cost seconds each).
+    let chosen = vm::qemu::choose(&qemu, &kernel, Accel::Auto)?;
+    let accel = if chosen.accel == "kvm" {
+        Accel::Kvm
+    } else {
+        Accel::Tcg
+    };
+
+    let mut jobs = Vec::new();
+    for (fs, target) in KERNEL {
+        jobs.push(Job {
+            fs,
+            target,
+            workload: None,
+        });
+        for w in &workloads {
+            jobs.push(Job {
+                fs,
+                target,
+                workload: Some(w.clone()),
+            });
+        }
+    }
+    progress(&format!(
+        "{} guest runs (kernel {}, {} jobs at once), then the host rows",
+        jobs.len(),
+        kernel.version,
+        spec.jobs
+    ));
+    let done = std::sync::Mutex::new(0usize);
+    let results = parallel(spec.jobs, &jobs, |j| {
+        let command = match &j.workload {
+            Some(w) => guest_command(&wspec, w),
+            None => vec!["true".to_string()],
+        };
+        let what = format!(
+            "{}:{} {}",
+            j.fs.name(),
+            j.target,
+            j.workload.as_deref().unwrap_or("baseline")
+        );
+        let r =
+            guest(&vm_spec(spec, &sc, accel, (j.fs, j.target), command)).context(what.clone())?;
+        let mut n = done.lock().unwrap_or_else(|e| e.into_inner());
+        *n += 1;
+        lab_note(&format!(
+            "reproduce amf: {what} done ({} of {}; guest {:.0} s, TCG time)",
+            *n,
+            jobs.len(),
+            r.guest_timing.boot_to_poweroff_s
+        ));
+        Ok(r)
+    });
+    // A row that fails (a guest's command, a mount) is recorded and the others go on.
+    let mut failed = Vec::new();
+    let mut kernel_rows = Vec::new();
+    let mut i = 0;
+    for (fs, target) in KERNEL {
+        let base = &results[i];
+        for (k, w) in workloads.iter().enumerate() {
+            let row = match (base, &results[i + 1 + k]) {
+                (Ok(base), Ok(run)) => serde_json::from_str::<WorkloadRun>(run.guest_stdout.trim())
+                    .map_err(|e| anyhow::anyhow!("the guest's workload report: {e}"))
+                    .map(|wr| {
+                        kernel_row(
+                            (fs, target, w),
+                            (&base.device, &run.device),
+                            run.guest_timing.command_s,
+                            &wr,
+                            device_bytes,
+                        )
+                    }),
+                (Err(e), _) => Err(anyhow::anyhow!("its baseline: {e:#}")),
+                (_, Err(e)) => Err(anyhow::anyhow!("{e:#}")),
+            };
+            match row {
+                Ok(r) => kernel_rows.push(r),
+                Err(e) => failed.push(FailedRow {
+                    config: format!("kernel {}:{target}", fs.name()),
+                    workload: w.clone(),
+                    error: format!("{e:#}"),
+                }),
+            }
+        }
+        i += 1 + workloads.len();
+    }
+    progress("host rows: our f2fs mode (page, dftl) and alfs on amf, through FUSE");
+    let mut host = Vec::new();
+    for w in &workloads {
+        let one = fs_waf::Spec {
+            workloads: vec![w.clone()],
+            ..wspec.clone()
+        };
+        match fs_waf::run(&one) {
+            Ok(r) => host.extend(r.results),
+            Err(e) => failed.push(FailedRow {
+                config: format!("ours {}", HOST.join(", ")),
+                workload: w.clone(),
+                error: format!("{e:#}"),
+            }),
+        }
+    }
+    let f2fs_model = model_pairs(&kernel_rows, &host);
+    let cells = table(&workloads, &kernel_rows, &host);
+    Ok(AmfResult {
+        paper: "amf".into(),
+        quick: spec.quick,
+        setup: AmfSetup {
+            device: sc.device.cli_args(),
+            device_bytes,
+            scale_note: "the slides' device has 8 channels x 4 ways and 128 pages of 4 KiB per block; ours keeps the block (128 x 4 KiB) and is scaled to 256 MiB (128 MiB with --quick) on 2 x 2 x 2 dies x planes, so that a guest run writes the device over several times",
+            workloads,
+            fill: sc.fill,
+            rounds: sc.rounds,
+            seed: wspec.seed,
+            kernel_version: kernel.version,
+            accelerator: format!("{} ({})", chosen.accel, chosen.note),
+            timing_note: "guest wall times are the accelerator's (TCG: software CPU emulation), not results; only the server's counters and modelled device time are",
+        },
+        held_out_within: cells.iter().filter(|c| c.within).count(),
+        held_out_judged: cells.len(),
+        cells,
+        kernel: kernel_rows,
+        host,
+        f2fs_model,
+        failed,
+    })
+}
+
+fn lab_note(s: &str) {
+    crate::progress::note(s);
+}
+
+fn rel(ours: f64, other: f64) -> f64 {
+    if other != 0.0 {
+        ours / other - 1.0
+    } else {
+        0.0
+    }
+}
+
+fn model_pairs(kernel: &[KernelRow], host: &[fs_waf::Row]) -> Vec<ModelPair> {
+    let mut out = Vec::new();
+    for k in kernel.iter().filter(|k| k.fs == Fs::F2fs) {
+        let Some(h) = host
+            .iter()
+            .find(|h| h.fs == "f2fs" && h.target == k.target && h.workload == k.workload)
+        else {
+            continue;
+        };
+        let (fs_d, ftl_d) = (rel(h.fs_waf, k.fs_waf), rel(h.ftl_waf, k.ftl_waf));
+        out.push(ModelPair {
+            workload: k.workload.clone(),
+            target: k.target.clone(),
+            kernel_fs_waf: k.fs_waf,
+            ours_fs_waf: h.fs_waf,
+            kernel_ftl_waf: k.ftl_waf,
+            ours_ftl_waf: h.ftl_waf,
+            fs_difference: fs_d,
+            ftl_difference: ftl_d,
+            within: fs_d.abs() <= MODEL_TOLERANCE && ftl_d.abs() <= MODEL_TOLERANCE,
+        });
+    }
+    out
+}
+
+fn why_kernel(k: &KernelRow) -> String {
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    format!(
+        "kernel {} in the guest: app {:.1} MiB, the FS wrote {:.1} MiB to the export ({} NBD writes, {} flushes, {} trims in the run; mkfs and mount {:.1} MiB subtracted), FTL host pages {}, flash programs {}, GC migrations {}, erases {}, the device written over {:.2}x",
+        k.fs.name(),
+        mib(k.app_bytes),
+        mib(k.fs_write_bytes),
+        k.run.write_requests,
+        k.run.flush_requests,
+        k.run.trim_requests,
+        mib(k.baseline.host_write_bytes),
+        k.host_write_pages,
+        k.flash_programs,
+        k.gc_migrations,
+        k.flash_erases,
+        k.steady_state.device_writes
+    )
+}
+
+fn why_host(h: &fs_waf::Row) -> String {
+    let lfs = h.lfs.as_ref();
+    let n = |k: &str| lfs.and_then(|l| l[k].as_u64()).unwrap_or(0);
+    format!(
+        "our {} (lfs through FUSE on the host): app {:.1} MiB, FS pages {} (data {}, node {}, meta {}, checkpoint {}), host cleaning {} pages copied from {} victims; FTL GC {}",
+        h.fs,
+        h.app_bytes as f64 / 1_048_576.0,
+        h.fs_pages_written,
+        n("data_pages"),
+        n("node_pages"),
+        n("meta_pages"),
+        n("checkpoint_pages"),
+        n("cleaned_pages"),
+        n("victims"),
+        h.ftl_gc
+    )
+}
+
+/// The fidelity table: per row, the slides' seven cells beside ours.
+fn table(workloads: &[String], kernel: &[KernelRow], host: &[fs_waf::Row]) -> Vec<Cell> {
+    let mut out = Vec::new();
+    for w in workloads {
+        let Some(s) = SLIDES.iter().find(|s| s.workload == w) else {
+            continue;
+        };
+        let k = |fs: Fs, t: &str| {
+            kernel
+                .iter()
+                .find(|r| r.fs == fs && r.target == t && &r.workload == w)
+        };
+        let mut push =
+            |name: String, paper: f64, ours: f64, store: String, cons: &str, why: String| {
+                out.push(cell(
+                    name, "WAF", paper, ours, TOLERANCE, &store, cons, "none", why,
+                ));
+            };
+        for (t, label, paper) in [
+            ("page", "page", s.ext4_page_ftl),
+            ("dftl", "DFTL", s.ext4_dftl_ftl),
+        ] {
+            if let Some(r) = k(Fs::Ext4, t) {
+                push(
+                    format!("{} EXT4+{label} FTL", s.row),
+                    paper,
+                    r.ftl_waf,
+                    format!("kernel ext4 on {t}"),
+                    r.consistency.status,
+                    why_kernel(r),
+                );
+            }
+        }
+        for (t, label, (fs_p, ftl_p)) in
+            [("page", "page", s.f2fs_page), ("dftl", "DFTL", s.f2fs_dftl)]
+        {
+            if let Some(r) = k(Fs::F2fs, t) {
+                let store = format!("kernel f2fs on {t}");
+                push(
+                    format!("{} F2FS+{label} FS", s.row),
+                    fs_p,
+                    r.fs_waf,
+                    store.clone(),
+                    r.consistency.status,
+                    why_kernel(r),
+                );
+                push(
+                    format!("{} F2FS+{label} FTL", s.row),
+                    ftl_p,
+                    r.ftl_waf,
+                    store,
+                    r.consistency.status,
+                    why_kernel(r),
+                );
+            }
+        }
+        if let Some(h) = host.iter().find(|h| h.fs == "alfs" && &h.workload == w) {
+            push(
+                format!("{} AMF (ALFS) FS", s.row),
+                s.amf_fs,
+                h.fs_waf,
+                "alfs on amf".into(),
+                h.consistency.status,
+                why_host(h),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(bytes: u64, pages: u64, programs: u64, migrations: u64) -> DeviceCounters {
+        DeviceCounters {
+            host_write_bytes: bytes,
+            host_read_bytes: 0,
+            write_requests: 1,
+            read_requests: 0,
+            flush_requests: 0,
+            trim_requests: 0,
+            write_zeroes_requests: 0,
+            host_write_pages: pages,
+            flash_programs: programs,
+            flash_reads: 0,
+            flash_erases: 0,
+            flash_bytes_programmed: programs * 4224,
+            gc_migrations: serde_json::json!(migrations),
+            waf: serde_json::json!(programs as f64 / pages as f64),
+            die_busy_us: 0.0,
+            device_clock_us: 0.0,
+            die_utilization: 0.0,
+        }
+    }
+
+    fn workload(app_bytes: u64) -> WorkloadRun {
+        WorkloadRun {
+            workload: "randwrite".into(),
+            app_bytes,
+            workload_info: serde_json::Value::Null,
+            free_bytes_before: 0,
+        }
+    }
+
+    /// The baseline (mkfs, mount, unmount) is subtracted from both levels.
+    #[test]
+    fn a_row_is_the_run_less_its_baseline() {
+        let base = counters(10 << 20, 2560, 2560, 0);
+        let run = counters(110 << 20, 28160, 38400, 9000);
+        let w = workload(80 << 20);
+        let r = kernel_row(
+            (Fs::Ext4, "page", "randwrite"),
+            (&base, &run),
+            1.0,
+            &w,
+            256 << 20,
+        );
+        assert_eq!(r.fs_write_bytes, 100 << 20);
+        assert!((r.fs_waf - 1.25).abs() < 1e-12);
+        assert_eq!((r.host_write_pages, r.flash_programs), (25600, 35840));
+        assert!((r.ftl_waf - 1.4).abs() < 1e-12);
+        assert_eq!(r.gc_migrations, 9000);
+        assert_eq!(r.consistency.status, "ok");
+        assert!((r.steady_state.device_writes - 110.0 / 256.0).abs() < 1e-9);
+        // A flash that programmed fewer pages than it was sent breaks a bound.
+        let bad = DeviceCounters {
+            flash_bytes_programmed: 1000,
+            ..run.clone()
+        };
+        let r = kernel_row(
+            (Fs::Ext4, "page", "randwrite"),
+            (&base, &bad),
+            1.0,
+            &w,
+            256 << 20,
+        );
+        assert_eq!(r.consistency.status, "violated");
+    }
+
+    /// Cells: the slides' seven per row, within only with a clean check (invariant 2).
+    #[test]
+    fn the_table_has_the_slides_cells_of_each_row() {
+        let base = counters(10 << 20, 2560, 2560, 0);
+        let run = counters(110 << 20, 28160, 38400, 9000);
+        let rows: Vec<KernelRow> = KERNEL
+            .iter()
+            .map(|(fs, t)| {
+                kernel_row(
+                    (*fs, t, "randwrite"),
+                    (&base, &run),
+                    1.0,
+                    &workload(80 << 20),
+                    256 << 20,
+                )
+            })
+            .collect();
+        let cells = table(&["randwrite".to_string()], &rows, &[]);
+        assert_eq!(cells.len(), 6, "no ALFS row given: its cell is left out");
+        assert_eq!(cells[0].cell, "FIO (RW) EXT4+page FTL");
+        assert_eq!(cells[0].paper, 1.41);
+        assert!((cells[0].ours - 1.4).abs() < 1e-9);
+        assert!(cells[0].within);
+        assert_eq!(cells[3].cell, "FIO (RW) F2FS+page FTL");
+        assert!(!cells[3].within, "1.40 against 1.82");
+        assert!(workloads_of(&Spec {
+            only: Some("randwrite,nosuch".into()),
+            ..Spec::default()
+        })
+        .is_err());
+    }
+}

@@ -18,6 +18,7 @@
 
 pub mod calibration;
 mod fidelity;
+pub mod jobs;
 mod runs;
 mod spec;
 
@@ -52,62 +53,15 @@ pub struct ReproduceResult {
     pub today: Vec<TodayRun>,
 }
 
-/// Runs the reproduction of `spec.paper` and builds its fidelity table.
+/// Runs the reproduction of `spec.paper` and builds its fidelity table: its runs one after
+/// another in this process (`jobs` says how they run elsewhere), merged.
 pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<ReproduceResult> {
-    if !PAPERS.contains(&spec.paper.as_str()) {
-        anyhow::bail!(
-            "reproduce: no paper '{}' (the papers are {}; IPA, IAA, AMF and DFS come later)",
-            spec.paper,
-            PAPERS.join(", ")
-        );
+    let mut outputs = Vec::new();
+    for job in jobs::runs(spec)? {
+        let out = jobs::run_one(spec, &job, progress)?;
+        outputs.push((job, out));
     }
-    if let Some(o) = &spec.only {
-        if !["oltp", "tpch", "fig4", "today"].contains(&o.as_str()) {
-            anyhow::bail!("--only takes oltp, tpch, fig4 or today, not '{o}'");
-        }
-    }
-    // Refused before any run: the profile, the window.
-    let cpu = CpuProfile::parse(&spec.cpu)?;
-    let setup = runs::setup(spec)?;
-    let want = |part: &str| match spec.only.as_deref() {
-        None => part != "today" || spec.today,
-        Some(o) => o == part,
-    };
-    let oltp = if want("oltp") {
-        runs::oltp(spec, &setup, progress)?
-    } else {
-        vec![]
-    };
-    let tpch = if want("tpch") {
-        Some(runs::tpch(spec, &setup, progress)?)
-    } else {
-        None
-    };
-    let fig4 = if want("fig4") {
-        runs::fig4(spec, &cpu, progress)?
-    } else {
-        vec![]
-    };
-    let today = if want("today") {
-        runs::today(spec, &setup, progress)?
-    } else {
-        vec![]
-    };
-    let cells = fidelity::cells(spec.quick, &cpu.name, &oltp, tpch.as_ref(), &fig4);
-    let judged: Vec<&Cell> = cells.iter().filter(|c| c.set == CellSet::HeldOut).collect();
-    Ok(ReproduceResult {
-        paper: spec.paper.clone(),
-        quick: spec.quick,
-        held_out_within: judged.iter().filter(|c| c.within).count(),
-        held_out_judged: judged.len(),
-        setup,
-        cpu,
-        cells,
-        oltp,
-        tpch,
-        fig4,
-        today,
-    })
+    jobs::merge(spec, outputs)
 }
 
 /// One round of the calibration: the fit the runs used, and what they gave.

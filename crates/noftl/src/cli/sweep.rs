@@ -713,9 +713,10 @@ fn run_job(exe: &Path, out: &Path, job: &Job, timeout_seconds: Option<f64>) -> S
     st
 }
 
-/// Hands the jobs to the Ray driver (Python, `ray` package), which runs each as a Ray task and
-/// writes the same job directories as the local executor.
-fn run_ray(out: &Path, todo: &[Job], timeout_seconds: Option<f64>) -> anyhow::Result<()> {
+/// The Python that has the package `ray` (NOFTL_PYTHON, else .venv/bin/python when there is
+/// one, else python3), or the error every `--executor ray` gives without it: checked before any
+/// work (`reproduce` and `compare` call it too).
+pub(crate) fn ray_python() -> anyhow::Result<String> {
     let python = std::env::var("NOFTL_PYTHON").unwrap_or_else(|_| {
         if Path::new(".venv/bin/python").exists() {
             ".venv/bin/python".into()
@@ -734,6 +735,19 @@ fn run_ray(out: &Path, todo: &[Job], timeout_seconds: Option<f64>) -> anyhow::Re
              python3 -m venv .venv && .venv/bin/pip install ray (or set NOFTL_PYTHON)"
         );
     }
+    Ok(python)
+}
+
+/// Hands the jobs to the Ray driver (Python, `ray` package), which runs each as a Ray task and
+/// writes the same job directories as the local executor (`reproduce` and `compare` hand it
+/// their runs and rows the same way). The driver first checks that every node of the cluster
+/// has this binary, at its path or at NOFTL_BIN, and the same version.
+pub(crate) fn run_ray(
+    out: &Path,
+    todo: &[Job],
+    timeout_seconds: Option<f64>,
+) -> anyhow::Result<()> {
+    let python = ray_python()?;
     let driver = out.join("sweep_ray.py");
     write_atomic(&driver, RAY_DRIVER.as_bytes())?;
     let todo_file = out.join("todo.json");
@@ -745,6 +759,8 @@ fn run_ray(out: &Path, todo: &[Job], timeout_seconds: Option<f64>) -> anyhow::Re
         .arg(out)
         .arg(&exe)
         .arg(timeout_seconds.map_or_else(|| "none".to_string(), |t| t.to_string()))
+        // Standard output is the verb's (`--json -`): whatever Ray prints goes to standard error.
+        .stdout(Stdio::from(std::io::stderr()))
         .status()
         .with_context(|| format!("cannot start {python}"))?;
     if !status.success() {

@@ -39,9 +39,10 @@ pub struct RowOutput {
     pub runs: Vec<RunOut>,
 }
 
-/// The rows of `args`, every scale's in order; refused, before any work, where the comparison
+/// The rows of `args`, every scale's in order, each with the RAM it takes (its device and the
+/// loaded database, from the kit's estimate); refused, before any work, where the comparison
 /// cannot run as independent rows.
-pub fn rows(args: &Spec) -> anyhow::Result<Vec<RowJob>> {
+pub fn rows(args: &Spec) -> anyhow::Result<Vec<(RowJob, u64)>> {
     if args.workload == "tpch" {
         bail!("compare --workload tpch runs on the local executor only: its rows run one after another, each checked against native's answers");
     }
@@ -53,10 +54,11 @@ pub fn rows(args: &Spec) -> anyhow::Result<Vec<RowJob>> {
     for (label, one) in scales(args)? {
         let c = checked_scale(&one)?;
         for &r in &c.selected {
-            out.push(RowJob {
+            let job = RowJob {
                 scale: label.clone(),
                 store: ROWS[r].0.to_string(),
-            });
+            };
+            out.push((job, c.row_memory_bytes));
         }
     }
     Ok(out)

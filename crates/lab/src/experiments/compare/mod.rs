@@ -837,6 +837,8 @@ struct Checked {
     scale: u32,
     until_ns: u64,
     selected: Vec<usize>,
+    /// RAM one row takes, from the kit's estimate: its device and the loaded database.
+    row_memory_bytes: u64,
 }
 
 fn checked_scale(args: &Spec) -> anyhow::Result<Checked> {
@@ -878,17 +880,14 @@ fn checked_scale(args: &Spec) -> anyhow::Result<Checked> {
     refuse_page_size(args, &selected)?;
     // Refused before the long load, from the kit's estimate of the database's size.
     let est_pages = w.db_pages_estimate();
-    jobs_that_fit(
-        scale,
-        ((est_pages + est_pages / 8) as f64 * 4096.0 / (1.0 - args.op)) as u64,
-        est_pages * 4096,
-        1,
-    )?;
+    let device_bytes = ((est_pages + est_pages / 8) as f64 * 4096.0 / (1.0 - args.op)) as u64;
+    jobs_that_fit(scale, device_bytes, est_pages * 4096, 1)?;
     Ok(Checked {
         w,
         scale,
         until_ns,
         selected,
+        row_memory_bytes: device_bytes + est_pages * 4096,
     })
 }
 

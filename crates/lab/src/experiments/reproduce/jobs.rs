@@ -121,6 +121,19 @@ pub fn runs(spec: &Spec) -> anyhow::Result<Vec<RunJob>> {
     Ok(out)
 }
 
+/// RAM a run takes: each emulated device keeps its flash in RAM (about the volume), and an OLTP
+/// or TPC-H run keeps the loaded database beside it (at most the volume again); Fig. 4's device
+/// alone. An estimate for a scheduler, not a limit.
+pub fn memory_bytes(spec: &Spec, job: &RunJob) -> u64 {
+    const GIB: u64 = 1 << 30;
+    match job {
+        RunJob::Oltp { volume_bytes, .. } => 2 * volume_bytes,
+        RunJob::Today { volume_bytes, .. } => 2 * (*volume_bytes).max(GIB),
+        RunJob::Tpch => 2 * runs::tpch_volume_bytes(spec.quick),
+        RunJob::Fig4 { .. } => runs::fig4_device_bytes(spec.quick),
+    }
+}
+
 /// Runs one of `runs(spec)` (another job is refused: a job is a run of this spec, not a
 /// free-standing experiment).
 pub fn run_one(spec: &Spec, job: &RunJob, progress: &mut Progress<'_>) -> anyhow::Result<RunOutput> {

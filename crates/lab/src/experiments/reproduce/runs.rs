@@ -286,12 +286,25 @@ pub fn oltp_one(
     run_oltp(&cs, volume)
 }
 
-pub fn tpch(spec: &Spec, setup: &Setup, progress: &mut Progress<'_>) -> anyhow::Result<TpchRun> {
-    let (sf, volume) = if spec.quick {
-        (0.01, 64 << 20)
+fn tpch_sf(quick: bool) -> f64 {
+    if quick {
+        0.01
     } else {
-        (1.0, paper::TPCH_VOLUME_BYTES)
-    };
+        1.0
+    }
+}
+
+/// The TPC-H run's volume (quick's is small and not the paper's).
+pub fn tpch_volume_bytes(quick: bool) -> u64 {
+    if quick {
+        64 << 20
+    } else {
+        paper::TPCH_VOLUME_BYTES
+    }
+}
+
+pub fn tpch(spec: &Spec, setup: &Setup, progress: &mut Progress<'_>) -> anyhow::Result<TpchRun> {
+    let (sf, volume) = (tpch_sf(spec.quick), tpch_volume_bytes(spec.quick));
     progress(&format!("tpch SF {sf} on {} MiB ...", volume >> 20));
     let mut cs = compare_spec(spec, setup, "tpch", volume);
     cs.sf = Some(sf);
@@ -306,6 +319,20 @@ pub fn tpch(spec: &Spec, setup: &Setup, progress: &mut Progress<'_>) -> anyhow::
     got.ok_or_else(|| anyhow::anyhow!("tpch: no result"))
 }
 
+/// Fig. 4's writes and the emulator's blocks per plane (quick's are fewer, not the paper's).
+fn fig4_size(quick: bool) -> (u64, u32) {
+    if quick {
+        (4096, 264)
+    } else {
+        (paper::FIG4.writes, 4212)
+    }
+}
+
+/// Fig. 4's device in RAM: the emulator's blocks of 64 pages of 4 KiB.
+pub fn fig4_device_bytes(quick: bool) -> u64 {
+    u64::from(fig4_size(quick).1) * 64 * 4096
+}
+
 /// Fig. 4's targets: the block device without an FTL, and the DFTL the paper measured.
 pub const FIG4_TARGETS: [&str; 2] = ["raw", "dftl-orig-2%"];
 
@@ -318,11 +345,7 @@ pub fn fig4_one(
     target: &str,
     progress: &mut Progress<'_>,
 ) -> anyhow::Result<Fig4Run> {
-    let (writes, blocks) = if spec.quick {
-        (4096, 264)
-    } else {
-        (paper::FIG4.writes, 4212)
-    };
+    let (writes, blocks) = fig4_size(spec.quick);
     progress(&format!(
         "fig. 4: {writes} random 4 KiB writes at QD 1 on {target} ..."
     ));

@@ -163,7 +163,7 @@ def main():
         eta = elapsed / done * (len(jobs) - done)
         note = "" if ok else f"  FAILED: {status['error']}"
         print(f"[ray] {done}/{len(jobs)} jobs, {elapsed:.0f} s elapsed, ETA {eta:.0f} s: "
-              f"{job['id']}{note}", file=sys.stderr, flush=True)
+              f"{job['id']} {job.get('label', '')}{note}", file=sys.stderr, flush=True)
     ray.shutdown()
 
 

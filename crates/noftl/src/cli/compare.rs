@@ -210,7 +210,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     args.results.check()?;
     let spec = args.spec();
     match args.executor {
-        Executor::Local => experiment::run(&spec, &mut |label, outcome| emit(&args, label, outcome)),
+        Executor::Local => {
+            experiment::run(&spec, &mut |label, outcome| emit(&args, label, outcome))
+        }
         Executor::Ray => {
             let rows = experiment::jobs::rows(&spec)?;
             let todo: Vec<RayJob<experiment::jobs::RowJob>> = rows

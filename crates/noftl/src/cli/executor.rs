@@ -30,25 +30,7 @@ use serde_json::Value as Json;
 
 use super::sweep;
 
-/// Where the jobs run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Executor {
-    /// In this process (reproduce, compare) or in processes on this machine (sweep).
-    Local,
-    /// Ray: the cluster RAY_ADDRESS names, or a local Ray instance.
-    Ray,
-}
-
-impl std::str::FromStr for Executor {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "local" => Ok(Executor::Local),
-            "ray" => Ok(Executor::Ray),
-            other => Err(format!("unknown executor '{other}' (local, ray)")),
-        }
-    }
-}
+pub use super::sweep::Executor;
 
 thread_local! {
     /// The command line this thread runs (without the program name): what a job's worker parses.
@@ -106,6 +88,7 @@ pub fn run_on_ray<J: Serialize + Clone, O: DeserializeOwned>(
     verb: &str,
     jobs: &[RayJob<J>],
 ) -> anyhow::Result<Vec<(J, O)>> {
+    let python = sweep::ray_python()?;
     let argv = ARGV.with(|a| a.borrow().clone());
     if argv.is_empty() {
         bail!("{verb} --executor ray: no command line recorded for the jobs (a bug)");
@@ -133,7 +116,7 @@ pub fn run_on_ray<J: Serialize + Clone, O: DeserializeOwned>(
         });
     }
     eprintln!("{verb}: {} jobs on Ray ...", todo.len());
-    sweep::run_ray(dir.path(), &todo, None)?;
+    sweep::run_ray_with(&python, dir.path(), &todo, None)?;
     collect(verb, dir.path(), jobs, &todo)
 }
 
@@ -188,7 +171,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let jd = dir.path().join("jobs/000");
         std::fs::create_dir_all(&jd).unwrap();
-        std::fs::write(jd.join("stderr.txt"), "loading ...\nerror: the device is full\n").unwrap();
+        std::fs::write(
+            jd.join("stderr.txt"),
+            "loading ...\nerror: the device is full\n",
+        )
+        .unwrap();
         std::fs::write(
             jd.join("status.json"),
             r#"{"id": "000", "status": "failed", "exit_code": 1, "wall_seconds": 1.0, "error": "error: the device is full"}"#,
@@ -211,7 +198,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("tpcb scale 2 failed"), "{e}");
-        assert!(e.contains("loading ...") && e.contains("the device is full"), "{e}");
+        assert!(
+            e.contains("loading ...") && e.contains("the device is full"),
+            "{e}"
+        );
         // A job that left nothing (its worker lost) is a failure too, not a missing row.
         std::fs::remove_file(jd.join("status.json")).unwrap();
         let e = collect::<u32, u32>("reproduce", dir.path(), &jobs, &todo)

@@ -136,8 +136,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// (`executor` module doc).
 fn run_one_job(a: executor::RunJobArgs) -> anyhow::Result<()> {
     let spec = a.job_spec()?;
-    let cli = Cli::try_parse_from(std::iter::once("noftl").chain(spec.argv.iter().map(String::as_str)))
-        .map_err(|e| anyhow::anyhow!("run-job: the job's command line does not parse: {e}"))?;
+    let cli =
+        Cli::try_parse_from(std::iter::once("noftl").chain(spec.argv.iter().map(String::as_str)))
+            .map_err(|e| anyhow::anyhow!("run-job: the job's command line does not parse: {e}"))?;
     match cli.command {
         Command::Reproduce(r) => a.write(&reproduce::run_job(&r, spec.job)?),
         Command::Compare(c) => a.write(&compare::run_job(&c, spec.job)?),

@@ -112,7 +112,9 @@ fn run_on_ray(spec: &experiment::Spec) -> anyhow::Result<ReproduceResult> {
 /// A run as the progress lines and errors name it.
 fn label(job: &jobs::RunJob) -> String {
     match job {
-        jobs::RunJob::Oltp { workload, scale, .. } => format!("{workload} scale {scale}"),
+        jobs::RunJob::Oltp {
+            workload, scale, ..
+        } => format!("{workload} scale {scale}"),
         jobs::RunJob::Tpch => "tpch".into(),
         jobs::RunJob::Fig4 { target } => format!("fig. 4 on {target}"),
         jobs::RunJob::Today {
@@ -126,7 +128,8 @@ fn label(job: &jobs::RunJob) -> String {
 
 /// `noftl run-job`: one run of this reproduction, on a Ray worker.
 pub fn run_job(args: &ReproduceArgs, job: serde_json::Value) -> anyhow::Result<jobs::RunOutput> {
-    let job: jobs::RunJob = serde_json::from_value(job).map_err(|e| anyhow::anyhow!("run-job: not a run of reproduce: {e}"))?;
+    let job: jobs::RunJob = serde_json::from_value(job)
+        .map_err(|e| anyhow::anyhow!("run-job: not a run of reproduce: {e}"))?;
     let spec = args.spec();
     let mut progress = |s: &str| lab::progress::note(&format!("reproduce {}: {s}", args.paper));
     jobs::run_one(&spec, &job, &mut progress)

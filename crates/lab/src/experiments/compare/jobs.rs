@@ -83,7 +83,10 @@ pub fn run_row(args: &Spec, job: &RowJob) -> anyhow::Result<RowOutput> {
     let (_, one, row) = scale_of(args, job)?;
     let c = checked_scale(&one)?;
     if !c.selected.contains(&row) {
-        bail!("store '{}' is not among the comparison's --stores", job.store);
+        bail!(
+            "store '{}' is not among the comparison's --stores",
+            job.store
+        );
     }
     let (rig, probe) = prepare_scale(&one, &c)?;
     jobs_that_fit(c.scale, rig.nand.geometry.capacity_bytes(), 0, 1)?;

@@ -922,7 +922,15 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
     let res = assemble(args, &checked, &Shared::of(&rig), &results)?;
     if let Some(p) = &plan {
         let w = &*checked.w;
-        write_results(p, &res, w, checked.scale, args.terminals, &checked.selected, &results)?;
+        write_results(
+            p,
+            &res,
+            w,
+            checked.scale,
+            args.terminals,
+            &checked.selected,
+            &results,
+        )?;
     }
     finish(args, label, &checked, &res, on_scale)
 }
@@ -937,7 +945,11 @@ fn prepare_scale(args: &Spec, c: &Checked) -> anyhow::Result<(Rig, Probe)> {
         eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
     }
     w.load_method(args.load)?;
-    eprintln!("measuring the database of {} scale {} ...", w.label(), c.scale);
+    eprintln!(
+        "measuring the database of {} scale {} ...",
+        w.label(),
+        c.scale
+    );
     let (rig, probe) = size_rig(args, w)?;
     if c.selected.contains(&0) && rig.log_region.is_some() {
         // The log's region must fit the sized device: refused before the copies and warm-ups.

@@ -17,8 +17,27 @@ use crate::cpu::CpuProfile;
 
 use super::fidelity::{self, Cell, CellSet};
 use super::runs::{self, Fig4Run, OltpRun, TodayRun, TpchRun, FIG4_TARGETS, TODAY_CHIPS};
-use super::spec::{Progress, Setup, Spec};
-use super::{ReproduceResult, PAPERS};
+use super::spec::{Progress, Setup, Spec, PAPERS};
+
+/// Everything one reproduction ran, and its fidelity table.
+#[derive(Debug, Serialize)]
+pub struct ReproduceResult {
+    pub paper: String,
+    pub quick: bool,
+    /// The set-up every run used (compare::paper's list, as the values run).
+    pub setup: Setup,
+    pub cpu: CpuProfile,
+    pub cells: Vec<Cell>,
+    /// Held-out cells within tolerance, of those judged.
+    pub held_out_within: usize,
+    pub held_out_judged: usize,
+    pub oltp: Vec<OltpRun>,
+    pub tpch: Option<TpchRun>,
+    pub fig4: Vec<Fig4Run>,
+    /// Beyond the paper: the OLTP rows on today's chips (with --today).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub today: Vec<TodayRun>,
+}
 
 /// One run of a reproduction.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,7 +155,11 @@ pub fn memory_bytes(spec: &Spec, job: &RunJob) -> u64 {
 
 /// Runs one of `runs(spec)` (another job is refused: a job is a run of this spec, not a
 /// free-standing experiment).
-pub fn run_one(spec: &Spec, job: &RunJob, progress: &mut Progress<'_>) -> anyhow::Result<RunOutput> {
+pub fn run_one(
+    spec: &Spec,
+    job: &RunJob,
+    progress: &mut Progress<'_>,
+) -> anyhow::Result<RunOutput> {
     if !runs(spec)?.contains(job) {
         bail!("{job:?} is not a run of this reproduction");
     }

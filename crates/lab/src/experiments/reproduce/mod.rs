@@ -24,34 +24,10 @@ mod spec;
 
 use serde::Serialize;
 
-use crate::cpu::CpuProfile;
-
 pub use fidelity::{Cell, CellSet};
+pub use jobs::ReproduceResult;
 pub use runs::{Fig4Run, OltpRun, StoreRun, TodayRun, TpchQueryRun, TpchRun, TODAY_CHIPS};
-pub use spec::{Progress, Setup, Spec};
-
-/// The papers `reproduce` knows.
-pub const PAPERS: [&str; 1] = ["noftl"];
-
-/// Everything one reproduction ran, and its fidelity table.
-#[derive(Debug, Serialize)]
-pub struct ReproduceResult {
-    pub paper: String,
-    pub quick: bool,
-    /// The set-up every run used (compare::paper's list, as the values run).
-    pub setup: Setup,
-    pub cpu: CpuProfile,
-    pub cells: Vec<Cell>,
-    /// Held-out cells within tolerance, of those judged.
-    pub held_out_within: usize,
-    pub held_out_judged: usize,
-    pub oltp: Vec<OltpRun>,
-    pub tpch: Option<TpchRun>,
-    pub fig4: Vec<Fig4Run>,
-    /// Beyond the paper: the OLTP rows on today's chips (with --today).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub today: Vec<TodayRun>,
-}
+pub use spec::{Progress, Setup, Spec, PAPERS};
 
 /// Runs the reproduction of `spec.paper` and builds its fidelity table: its runs one after
 /// another in this process (`jobs` says how they run elsewhere), merged.

@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+/// The papers `reproduce` knows.
+pub const PAPERS: [&str; 1] = ["noftl"];
+
 /// What `noftl reproduce` takes.
 #[derive(Clone, Debug)]
 pub struct Spec {

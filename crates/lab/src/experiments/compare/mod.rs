@@ -893,12 +893,12 @@ fn checked_scale(args: &Spec) -> anyhow::Result<Checked> {
 
 fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
     let checked = checked_scale(args)?;
-    let (rig, probe) = prepare_scale(args, &checked)?;
     let plan = args
         .results
         .as_deref()
         .map(|dir| crate::results::Plan::new(dir, &args.sample_window, args.raw))
         .transpose()?;
+    let (rig, probe) = prepare_scale(args, &checked)?;
     let g = &rig.nand.geometry;
     // Every device keeps its data in RAM, and so does the loaded database they are copied from
     // (checked before the load, from the kit's estimate).

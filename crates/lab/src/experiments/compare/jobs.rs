@@ -142,3 +142,40 @@ pub fn merge(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_one_per_store_and_scale_and_tpch_is_refused() {
+        let spec = Spec {
+            scale: Some(1),
+            stores: Some(vec!["native".into(), "page".into()]),
+            ..Spec::default()
+        };
+        let r: Vec<RowJob> = rows(&spec).unwrap().into_iter().map(|(j, _)| j).collect();
+        assert_eq!(
+            r,
+            [
+                RowJob {
+                    scale: None,
+                    store: "native".into()
+                },
+                RowJob {
+                    scale: None,
+                    store: "page".into()
+                }
+            ]
+        );
+        let tpch = Spec {
+            workload: "tpch".into(),
+            ..Spec::default()
+        };
+        let e = rows(&tpch).unwrap_err().to_string();
+        assert!(e.contains("local executor only"), "{e}");
+        // A merge without every row's output is an error, not a table with a hole.
+        let e = merge(&spec, vec![], &mut |_, _| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("no output for native"), "{e}");
+    }
+}

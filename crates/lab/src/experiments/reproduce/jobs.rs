@@ -240,3 +240,61 @@ pub fn merge(spec: &Spec, outputs: Vec<(RunJob, RunOutput)>) -> anyhow::Result<R
         today,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick() -> Spec {
+        Spec {
+            quick: true,
+            ..Spec::default()
+        }
+    }
+
+    #[test]
+    fn the_quick_reproduction_is_five_runs_in_the_tables_order() {
+        let r = runs(&quick()).unwrap();
+        let names: Vec<String> = r
+            .iter()
+            .map(|j| match j {
+                RunJob::Oltp {
+                    workload, scale, ..
+                } => format!("{workload} {scale}"),
+                RunJob::Tpch => "tpch".into(),
+                RunJob::Fig4 { target } => target.clone(),
+                RunJob::Today { chip, .. } => chip.clone(),
+            })
+            .collect();
+        assert_eq!(names, ["tpcb 2", "tpcc 1", "tpch", "raw", "dftl-orig-2%"]);
+        let today = Spec {
+            today: true,
+            ..quick()
+        };
+        assert_eq!(runs(&today).unwrap().len(), 5 + 2 * 2);
+        // A job spec travels as JSON and comes back equal.
+        for j in &r {
+            let back: RunJob =
+                serde_json::from_str(&serde_json::to_string(j).unwrap()).unwrap();
+            assert_eq!(&back, j);
+        }
+    }
+
+    #[test]
+    fn a_job_that_is_not_a_run_of_the_spec_and_missing_outputs_are_refused() {
+        let odd = RunJob::Oltp {
+            workload: "tpcb".into(),
+            scale: 99,
+            volume_bytes: 1 << 20,
+        };
+        let e = run_one(&quick(), &odd, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.contains("is not a run of this reproduction"), "{e}");
+        let e = merge(&quick(), vec![]).unwrap_err().to_string();
+        assert!(e.contains("no output for"), "{e}");
+        let bad = Spec {
+            paper: "ipa".into(),
+            ..quick()
+        };
+        assert!(runs(&bad).unwrap_err().to_string().contains("no paper 'ipa'"));
+    }
+}

@@ -175,7 +175,28 @@ mod tests {
         let e = rows(&tpch).unwrap_err().to_string();
         assert!(e.contains("local executor only"), "{e}");
         // A merge without every row's output is an error, not a table with a hole.
-        let e = merge(&spec, vec![], &mut |_, _| Ok(())).unwrap_err().to_string();
+        let e = merge(&spec, vec![], &mut |_, _| Ok(()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no output for native"), "{e}");
+    }
+
+    #[test]
+    fn a_consistency_reads_back_as_written_and_an_unknown_status_is_refused() {
+        use storage::measure::Consistency;
+        let c = Consistency {
+            status: "violated",
+            die_busy_fraction_max: Some(1.000_000_000_000_2),
+            channel_busy_fraction_max: None,
+            little_law_ratio: Some(0.1 + 0.2),
+            violations: vec!["die busy 1.0000000000002 of the window".into()],
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        let back: Consistency = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c, "bit for bit (float_roundtrip)");
+        let e = serde_json::from_str::<Consistency>(&json.replace("violated\"", "maybe\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("consistency status 'maybe'"), "{e}");
     }
 }

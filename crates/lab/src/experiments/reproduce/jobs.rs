@@ -274,8 +274,7 @@ mod tests {
         assert_eq!(runs(&today).unwrap().len(), 5 + 2 * 2);
         // A job spec travels as JSON and comes back equal.
         for j in &r {
-            let back: RunJob =
-                serde_json::from_str(&serde_json::to_string(j).unwrap()).unwrap();
+            let back: RunJob = serde_json::from_str(&serde_json::to_string(j).unwrap()).unwrap();
             assert_eq!(&back, j);
         }
     }
@@ -287,7 +286,9 @@ mod tests {
             scale: 99,
             volume_bytes: 1 << 20,
         };
-        let e = run_one(&quick(), &odd, &mut |_| {}).unwrap_err().to_string();
+        let e = run_one(&quick(), &odd, &mut |_| {})
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not a run of this reproduction"), "{e}");
         let e = merge(&quick(), vec![]).unwrap_err().to_string();
         assert!(e.contains("no output for"), "{e}");
@@ -295,6 +296,9 @@ mod tests {
             paper: "ipa".into(),
             ..quick()
         };
-        assert!(runs(&bad).unwrap_err().to_string().contains("no paper 'ipa'"));
+        assert!(runs(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("no paper 'ipa'"));
     }
 }

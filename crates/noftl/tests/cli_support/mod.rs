@@ -30,7 +30,7 @@ pub fn ray_python() -> Option<String> {
     let candidates = std::env::var("NOFTL_PYTHON")
         .ok()
         .into_iter()
-        .chain([venv.to_str().unwrap().to_string(), "python3".into()]);
+        .chain([venv.to_string_lossy().into_owned(), "python3".into()]);
     for py in candidates {
         let ok = std::process::Command::new(&py)
             .args(["-c", "import ray"])

@@ -12,7 +12,12 @@ so the merge and `--resume` work the same. A task lost with its worker is retrie
 time, when it is killed) is recorded and the sweep goes on.
 
 On a cluster, NOFTL_BINARY must exist at the same path on every worker (or set NOFTL_BIN on the
-workers), and paths inside the plan's arguments (e.g. --config) must be valid there too.
+workers), and paths inside the plan's arguments (e.g. --config) must be valid there too. Before
+any job, the driver runs `noftl --version` on every node (a task pinned to it) and stops, naming
+the nodes, when one has no such binary or another version than the driver's.
+
+`noftl reproduce` and `noftl compare` use this driver too under `--executor ray`: their jobs are
+`noftl run-job SPEC --out {out}/result.json` (one run or row each).
 """
 
 import json
@@ -60,6 +65,45 @@ def run_job(job, binary, timeout):
         shutil.rmtree(work, ignore_errors=True)
 
 
+@ray.remote(num_cpus=0, max_retries=0)
+def binary_version(binary):
+    """The version of the noftl binary on this node, or None when there is none to run."""
+    binary = os.environ.get("NOFTL_BIN", binary)
+    if not os.access(binary, os.X_OK):
+        return binary, None
+    try:
+        proc = subprocess.run([binary, "--version"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
+                              timeout=120)
+        return binary, proc.stdout.decode(errors="replace").strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return binary, None
+
+
+def check_binary(binary):
+    """Exits (status 2) naming every node without the driver's noftl (path and version)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    want = subprocess.run([binary, "--version"], stdout=subprocess.PIPE, check=True
+                          ).stdout.decode().strip()
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    refs = [(n, binary_version.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        n["NodeID"], soft=False)).remote(binary)) for n in nodes]
+    bad = []
+    for node, ref in refs:
+        path, got = ray.get(ref)
+        where = node.get("NodeManagerAddress", node["NodeID"])
+        if got is None:
+            bad.append(f"node {where}: no executable noftl at {path}")
+        elif got != want:
+            bad.append(f"node {where}: {path} is {got}, the driver's is {want}")
+    if bad:
+        print("error: the Ray executor runs this noftl on every node, at the driver's path "
+              f"({binary}) or at NOFTL_BIN on the node, and the same version:\n  "
+              + "\n  ".join(bad), file=sys.stderr, flush=True)
+        ray.shutdown()
+        sys.exit(2)
+
+
 def write_atomic(path, data):
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
@@ -76,6 +120,7 @@ def main():
         jobs = json.load(f)
     ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False,
              include_dashboard=False)
+    check_binary(binary)
     started = time.monotonic()
     pending = {}
     for job in jobs:
@@ -118,7 +163,7 @@ def main():
         eta = elapsed / done * (len(jobs) - done)
         note = "" if ok else f"  FAILED: {status['error']}"
         print(f"[ray] {done}/{len(jobs)} jobs, {elapsed:.0f} s elapsed, ETA {eta:.0f} s: "
-              f"{job['id']}{note}", file=sys.stderr, flush=True)
+              f"{job['id']} {job.get('label', '')}{note}", file=sys.stderr, flush=True)
     ray.shutdown()
 
 

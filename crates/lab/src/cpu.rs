@@ -42,7 +42,7 @@ impl Default for HostCpu {
 }
 
 /// A host CPU profile: its name and its costs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CpuProfile {
     pub name: String,
     pub engine: CpuModel,

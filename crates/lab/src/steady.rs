@@ -27,7 +27,7 @@
 //! 3. `until_steady` runs at least `min(WINDOW_ROUNDS, max_rounds)` rounds and at most
 //!    `max_rounds`; it stops at the first round after which `is_steady` holds.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Rounds in the Measurement Window (SSS PTS 2.1.24: "five Rounds").
 pub const WINDOW_ROUNDS: usize = 5;
@@ -47,7 +47,7 @@ pub const CRITERION: &str =
     "SNIA SSS PTS 2.1.24: last 5 rounds' throughput and WAF each within 20% range and 10% fit excursion of their mean";
 
 /// What one round measured.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Round {
     /// Work per second of virtual time (transactions, requests, operations).
     pub throughput: f64,

@@ -25,6 +25,7 @@ fn main() {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     lab::results::set_command(&argv);
+    cli::executor::set_argv(&argv);
     cli::progress::install(args.quiet);
     if let Err(e) = cli::run(args) {
         eprintln!("error: {e:#}");

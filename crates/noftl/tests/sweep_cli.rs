@@ -8,7 +8,7 @@ mod cli_support;
 
 use std::path::Path;
 
-use cli_support::noftl;
+use cli_support::{noftl, ray_python};
 
 fn smoke_plan() -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sweeps/smoke.toml");
@@ -279,25 +279,6 @@ fn a_plan_that_does_not_parse_runs_nothing() {
     assert!(!ok);
     assert!(err.contains("does not parse"), "{err}");
     assert!(!out.exists(), "nothing is created for a bad plan");
-}
-
-/// The Python with `ray`: NOFTL_PYTHON, or the repository's .venv that the test command fills.
-fn ray_python() -> Option<String> {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    let candidates = std::env::var("NOFTL_PYTHON")
-        .ok()
-        .into_iter()
-        .chain([venv.to_str().unwrap().to_string(), "python3".into()]);
-    for py in candidates {
-        let ok = std::process::Command::new(&py)
-            .args(["-c", "import ray"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Some(py);
-        }
-    }
-    None
 }
 
 /// One local Ray instance at a time: the Ray tests take this lock.

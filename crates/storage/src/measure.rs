@@ -42,7 +42,7 @@
 //! These windows have no elapsed time of their own (a run spans several processes), so the die,
 //! channel and Little's-law fields are `None` in them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::pagestore::PageStore;
 use crate::Nanos;
@@ -95,6 +95,40 @@ pub struct Consistency {
     /// Summed transaction latency over elapsed time x terminals (None: nothing completed).
     pub little_law_ratio: Option<f64>,
     pub violations: Vec<String>,
+}
+
+/// A consistency read back (a distributed run's row, `lab`): its status must be one of the two
+/// this module writes.
+#[derive(Deserialize)]
+struct ConsistencyRead {
+    status: String,
+    die_busy_fraction_max: Option<f64>,
+    channel_busy_fraction_max: Option<f64>,
+    little_law_ratio: Option<f64>,
+    violations: Vec<String>,
+}
+
+// By hand, not derived: a derived impl would borrow `status` from the input (`&'static str`).
+impl<'de> Deserialize<'de> for Consistency {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let r = ConsistencyRead::deserialize(d)?;
+        let status = match r.status.as_str() {
+            "ok" => "ok",
+            "violated" => "violated",
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "consistency status '{other}' (ok or violated)"
+                )))
+            }
+        };
+        Ok(Consistency {
+            status,
+            die_busy_fraction_max: r.die_busy_fraction_max,
+            channel_busy_fraction_max: r.channel_busy_fraction_max,
+            little_law_ratio: r.little_law_ratio,
+            violations: r.violations,
+        })
+    }
 }
 
 /// One window's inputs to the check.

@@ -11,6 +11,7 @@ use lab::experiments::compare::{self as experiment, CompareResult, Outcome, Tpch
 use lab::stores::{parse_log_region, LogRegion};
 
 use super::common::{emit_json, parse_percent, DeviceArgs, ResultsArgs};
+use super::executor::{self, Executor, RayJob};
 
 /// The other comparisons, grouped under `compare` so that a user finds them where NoFTL Fig. 3
 /// is: `noftl compare ipa ...` is `noftl ipa compare ...`, `noftl compare iaa ...` is `noftl
@@ -118,6 +119,13 @@ pub struct CompareArgs {
     /// Worker threads (runs are independent).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
+    /// Where the rows go: local (--jobs threads in this process) or ray (one Ray task per row
+    /// and scale, on the cluster RAY_ADDRESS names or a local Ray instance; each task loads the
+    /// database itself; the same result). Ray needs the Python package `ray` (.venv or
+    /// NOFTL_PYTHON), and this noftl binary at the same path on every node (or NOFTL_BIN
+    /// there): checked before any row. Not with --workload tpch or --results.
+    #[arg(long, default_value = "local")]
+    pub executor: Executor,
     /// Write the JSON result to this file ("-" or no value: standard output, instead of the
     /// human report). With --paper, one file per scale: the scale is put before the extension
     /// (compare.json -> compare-sf48.json).
@@ -200,25 +208,62 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         &[args.json.as_deref()],
     )?;
     args.results.check()?;
-    experiment::run(&args.spec(), &mut |label, outcome| {
-        let json = match label {
-            Some(l) => args.json.as_deref().map(|p| with_label(p, l)),
-            None => args.json.clone(),
-        };
-        match outcome {
-            Outcome::Stores(res) => {
-                if emit_json(json.as_deref(), res)? {
-                    print_table(res);
-                }
-            }
-            Outcome::Tpch(res) => {
-                if emit_json(json.as_deref(), res)? {
-                    print_tpch_table(res);
-                }
+    let spec = args.spec();
+    match args.executor {
+        Executor::Local => {
+            experiment::run(&spec, &mut |label, outcome| emit(&args, label, outcome))
+        }
+        Executor::Ray => {
+            let rows = experiment::jobs::rows(&spec)?;
+            let todo: Vec<RayJob<experiment::jobs::RowJob>> = rows
+                .into_iter()
+                .map(|(job, memory_bytes)| RayJob {
+                    label: match &job.scale {
+                        Some(l) => format!("{} of {l}", job.store),
+                        None => job.store.clone(),
+                    },
+                    memory_bytes,
+                    job,
+                })
+                .collect();
+            let outputs = executor::run_on_ray("compare", &todo)?;
+            experiment::jobs::merge(&spec, outputs, &mut |label, outcome| {
+                emit(&args, label, outcome)
+            })
+        }
+    }
+}
+
+/// Writes a scale's JSON (`--json`, the scale's label put in the name under --paper) or prints
+/// its table.
+fn emit(args: &CompareArgs, label: Option<&str>, outcome: Outcome<'_>) -> anyhow::Result<()> {
+    let json = match label {
+        Some(l) => args.json.as_deref().map(|p| with_label(p, l)),
+        None => args.json.clone(),
+    };
+    match outcome {
+        Outcome::Stores(res) => {
+            if emit_json(json.as_deref(), res)? {
+                print_table(res);
             }
         }
-        Ok(())
-    })
+        Outcome::Tpch(res) => {
+            if emit_json(json.as_deref(), res)? {
+                print_tpch_table(res);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `noftl run-job`: one row of this comparison, on a Ray worker.
+pub fn run_job(
+    args: &CompareArgs,
+    job: serde_json::Value,
+) -> anyhow::Result<experiment::jobs::RowOutput> {
+    let job: experiment::jobs::RowJob = serde_json::from_value(job)
+        .map_err(|e| anyhow::anyhow!("run-job: not a row of compare: {e}"))?;
+    experiment::jobs::run_row(&args.spec(), &job)
 }
 
 /// `compare.json` -> `compare-sf48.json` (standard output stays standard output).

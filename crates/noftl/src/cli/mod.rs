@@ -7,6 +7,7 @@ pub mod compare;
 pub mod crashtest;
 pub mod dashboard;
 pub mod device;
+pub mod executor;
 pub mod fs;
 pub mod fs_waf;
 pub mod ftl;
@@ -100,6 +101,10 @@ pub enum Command {
     Completions(shell::CompletionsArgs),
     /// Roff man pages for noftl and every subcommand.
     Man(shell::ManArgs),
+    /// One job of `reproduce` or `compare` under `--executor ray`, on a Ray worker (the
+    /// executor starts it; not run by hand).
+    #[command(hide = true)]
+    RunJob(executor::RunJobArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -123,6 +128,21 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Vm(a) => vm::run(a),
         Command::Completions(a) => shell::completions(a, Cli::command()),
         Command::Man(a) => shell::man(a, Cli::command()),
+        Command::RunJob(a) => run_one_job(a),
+    }
+}
+
+/// `noftl run-job`: the job's command line through this parser, its one job run by its verb
+/// (`executor` module doc).
+fn run_one_job(a: executor::RunJobArgs) -> anyhow::Result<()> {
+    let spec = a.job_spec()?;
+    let cli =
+        Cli::try_parse_from(std::iter::once("noftl").chain(spec.argv.iter().map(String::as_str)))
+            .map_err(|e| anyhow::anyhow!("run-job: the job's command line does not parse: {e}"))?;
+    match cli.command {
+        Command::Reproduce(r) => a.write(&reproduce::run_job(&r, spec.job)?),
+        Command::Compare(c) => a.write(&compare::run_job(&c, spec.job)?),
+        _ => anyhow::bail!("run-job runs a job of reproduce or compare"),
     }
 }
 
@@ -162,6 +182,7 @@ fn run_job(job: launch::Job) -> anyhow::Result<()> {
     match job.take::<Parsed>() {
         Ok(p) => {
             lab::results::set_command(&p.argv);
+            executor::set_argv(&p.argv);
             run(p.cli)
         }
         Err(_) => anyhow::bail!("not a command line parsed by noftl's parser"),

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lab::experiments::reproduce::{self as experiment, CellSet, ReproduceResult};
+use lab::experiments::reproduce::{self as experiment, jobs, CellSet, ReproduceResult};
 
 use super::common::emit_json;
+use super::executor::{self, Executor, RayJob};
 
 #[derive(Debug, Clone, Args)]
 pub struct ReproduceArgs {
@@ -43,6 +44,12 @@ pub struct ReproduceArgs {
     /// Worker threads (rows are independent).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
+    /// Where the runs go: local (one after another in this process) or ray (one Ray task per
+    /// run, on the cluster RAY_ADDRESS names or a local Ray instance; the same table). Ray needs
+    /// the Python package `ray` (.venv or NOFTL_PYTHON), and this noftl binary at the same path
+    /// on every node (or NOFTL_BIN there): checked before any run.
+    #[arg(long, default_value = "local")]
+    pub executor: Executor,
     /// Write the JSON result to this file ("-" or no value: standard output, instead of the
     /// table).
     #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE|-")]
@@ -76,6 +83,12 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         if args.calibrate || args.today {
             anyhow::bail!("reproduce amf: --calibrate and --today are NoFTL's (amf fits nothing)");
         }
+        if args.executor != Executor::Local {
+            anyhow::bail!(
+                "reproduce amf runs on the local executor only: its guests need QEMU and the \
+                 guest kernel beside the server, not on Ray workers"
+            );
+        }
         let res = experiment::amf::run(&spec, &mut progress)?;
         if emit_json(args.json.as_deref(), &res)? {
             print_amf(&res);
@@ -83,17 +96,64 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.calibrate {
+        if args.executor != Executor::Local {
+            anyhow::bail!("--calibrate runs on the local executor only: each round's runs need the previous round's fit");
+        }
         let rounds = experiment::calibrate(&spec, &mut progress)?;
         if emit_json(args.json.as_deref(), &rounds)? {
             print_calibration(&rounds);
         }
         return Ok(());
     }
-    let res = experiment::run(&spec, &mut progress)?;
+    let res = match args.executor {
+        Executor::Local => experiment::run(&spec, &mut progress)?,
+        Executor::Ray => run_on_ray(&spec)?,
+    };
     if emit_json(args.json.as_deref(), &res)? {
         print_table(&res);
     }
     Ok(())
+}
+
+/// The reproduction's runs as Ray tasks (`executor`), merged into its table.
+fn run_on_ray(spec: &experiment::Spec) -> anyhow::Result<ReproduceResult> {
+    let runs = jobs::runs(spec)?;
+    let todo: Vec<RayJob<jobs::RunJob>> = runs
+        .into_iter()
+        .map(|job| RayJob {
+            label: label(&job),
+            memory_bytes: jobs::memory_bytes(spec, &job),
+            job,
+        })
+        .collect();
+    let outputs = executor::run_on_ray("reproduce", &todo)?;
+    jobs::merge(spec, outputs)
+}
+
+/// A run as the progress lines and errors name it.
+fn label(job: &jobs::RunJob) -> String {
+    match job {
+        jobs::RunJob::Oltp {
+            workload, scale, ..
+        } => format!("{workload} scale {scale}"),
+        jobs::RunJob::Tpch => "tpch".into(),
+        jobs::RunJob::Fig4 { target } => format!("fig. 4 on {target}"),
+        jobs::RunJob::Today {
+            chip,
+            workload,
+            scale,
+            ..
+        } => format!("today's chips: {workload} scale {scale} on {chip}"),
+    }
+}
+
+/// `noftl run-job`: one run of this reproduction, on a Ray worker.
+pub fn run_job(args: &ReproduceArgs, job: serde_json::Value) -> anyhow::Result<jobs::RunOutput> {
+    let job: jobs::RunJob = serde_json::from_value(job)
+        .map_err(|e| anyhow::anyhow!("run-job: not a run of reproduce: {e}"))?;
+    let spec = args.spec()?;
+    let mut progress = |s: &str| lab::progress::note(&format!("reproduce {}: {s}", args.paper));
+    jobs::run_one(&spec, &job, &mut progress)
 }
 
 fn print_calibration(rounds: &[experiment::CalibrationRound]) {

@@ -66,9 +66,10 @@ pub struct SweepArgs {
     /// Jobs at once [default: the number of cores]; fewer when their memory does not fit.
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// local (this machine) | ray (a Ray cluster: RAY_ADDRESS, or a local Ray instance).
+    /// local (this machine) | ray (a Ray cluster: RAY_ADDRESS, or a local Ray instance; this
+    /// noftl binary at the same path on every node, or NOFTL_BIN there: checked before any job).
     #[arg(long, default_value = "local")]
-    pub executor: String,
+    pub executor: Executor,
     /// Result directory [default: sweep-NAME next to the current directory's files].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -98,6 +99,26 @@ pub enum SweepCommand {
         #[arg(long)]
         csv: Option<PathBuf>,
     },
+}
+
+/// Where the jobs run (`--executor` of sweep, reproduce and compare: `executor`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Executor {
+    /// In this process (reproduce, compare) or in processes on this machine (sweep).
+    Local,
+    /// Ray: the cluster RAY_ADDRESS names, or a local Ray instance.
+    Ray,
+}
+
+impl std::str::FromStr for Executor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "local" => Ok(Executor::Local),
+            "ray" => Ok(Executor::Ray),
+            other => Err(format!("unknown executor '{other}' (local, ray)")),
+        }
+    }
 }
 
 /// A plan as written.
@@ -208,10 +229,9 @@ pub fn run(args: SweepArgs, launch: &Launcher) -> anyhow::Result<()> {
         );
     }
     let started = Instant::now();
-    match args.executor.as_str() {
-        "local" => run_local(&out, &todo, jobs, plan.timeout_seconds)?,
-        "ray" => run_ray(&out, &todo, plan.timeout_seconds)?,
-        other => bail!("unknown executor '{other}' (local, ray)"),
+    match args.executor {
+        Executor::Local => run_local(&out, &todo, jobs, plan.timeout_seconds)?,
+        Executor::Ray => run_ray(&out, &todo, plan.timeout_seconds)?,
     }
     let csv = out.join("results.csv");
     merge(&out, &csv)?;
@@ -713,9 +733,10 @@ fn run_job(exe: &Path, out: &Path, job: &Job, timeout_seconds: Option<f64>) -> S
     st
 }
 
-/// Hands the jobs to the Ray driver (Python, `ray` package), which runs each as a Ray task and
-/// writes the same job directories as the local executor.
-fn run_ray(out: &Path, todo: &[Job], timeout_seconds: Option<f64>) -> anyhow::Result<()> {
+/// The Python that has the package `ray` (NOFTL_PYTHON, else .venv/bin/python when there is
+/// one, else python3), or the error every `--executor ray` gives without it: checked before any
+/// work (`reproduce` and `compare` call it too).
+pub(crate) fn ray_python() -> anyhow::Result<String> {
     let python = std::env::var("NOFTL_PYTHON").unwrap_or_else(|_| {
         if Path::new(".venv/bin/python").exists() {
             ".venv/bin/python".into()
@@ -734,17 +755,41 @@ fn run_ray(out: &Path, todo: &[Job], timeout_seconds: Option<f64>) -> anyhow::Re
              python3 -m venv .venv && .venv/bin/pip install ray (or set NOFTL_PYTHON)"
         );
     }
+    Ok(python)
+}
+
+/// Hands the jobs to the Ray driver (Python, `ray` package), which runs each as a Ray task and
+/// writes the same job directories as the local executor (`reproduce` and `compare` hand it
+/// their runs and rows the same way). The driver first checks that every node of the cluster
+/// has this binary, at its path or at NOFTL_BIN, and the same version.
+pub(crate) fn run_ray(
+    out: &Path,
+    todo: &[Job],
+    timeout_seconds: Option<f64>,
+) -> anyhow::Result<()> {
+    run_ray_with(&ray_python()?, out, todo, timeout_seconds)
+}
+
+/// `run_ray` with the Python `ray_python` found.
+pub(crate) fn run_ray_with(
+    python: &str,
+    out: &Path,
+    todo: &[Job],
+    timeout_seconds: Option<f64>,
+) -> anyhow::Result<()> {
     let driver = out.join("sweep_ray.py");
     write_atomic(&driver, RAY_DRIVER.as_bytes())?;
     let todo_file = out.join("todo.json");
     write_atomic(&todo_file, &serde_json::to_vec(todo)?)?;
     let exe = std::env::current_exe().context("cannot find the noftl binary")?;
-    let status = Process::new(&python)
+    let status = Process::new(python)
         .arg(&driver)
         .arg(&todo_file)
         .arg(out)
         .arg(&exe)
         .arg(timeout_seconds.map_or_else(|| "none".to_string(), |t| t.to_string()))
+        // Standard output is the verb's (`--json -`): whatever Ray prints goes to standard error.
+        .stdout(Stdio::from(std::io::stderr()))
         .status()
         .with_context(|| format!("cannot start {python}"))?;
     if !status.success() {

@@ -24,6 +24,25 @@ pub fn noftl_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&out).expect("JSON")
 }
 
+/// The Python with `ray`: NOFTL_PYTHON, or the repository's .venv that the test command fills.
+pub fn ray_python() -> Option<String> {
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    let candidates = std::env::var("NOFTL_PYTHON")
+        .ok()
+        .into_iter()
+        .chain([venv.to_string_lossy().into_owned(), "python3".into()]);
+    for py in candidates {
+        let ok = std::process::Command::new(&py)
+            .args(["-c", "import ray"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(py);
+        }
+    }
+    None
+}
+
 /// The attributes of every `<rect .../>` of an SVG document.
 pub fn svg_rects(svg: &str) -> Vec<HashMap<String, String>> {
     svg_elements(svg, "rect")

@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use anyhow::bail;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use storage::measure::{self, Busy, Consistency};
 use storage::sched::VirtualOptions;
 use storage::Engine;
@@ -65,7 +65,7 @@ const PAPER_WINDOW: &str = "30s";
 const PAPER_STORES: &str =
     "native,dftl-2%,dftl-15%,dftl-35%,page,dftl-orig-2%,dftl-orig-15%,dftl-orig-35%";
 
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct PerTxn {
     pub flash_reads: f64,
     pub flash_programs: f64,
@@ -83,9 +83,9 @@ pub struct PerTxn {
     pub host_work: HostWork,
     /// `dftl-orig`: cache entries its min-age scans visited, and of those the entries of scans
     /// whose working set did not fit the host's L3 (ftl docs, `dftl-orig`, "What a scan reads").
-    #[serde(skip_serializing_if = "is_zero_f64")]
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub scanned_entries: f64,
-    #[serde(skip_serializing_if = "is_zero_f64")]
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub scanned_entries_beyond_l3: f64,
 }
 
@@ -94,7 +94,7 @@ fn is_zero_f64(x: &f64) -> bool {
 }
 
 /// The engine's work per transaction, by kind (storage::cpu::CpuCounts over the window).
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct HostWork {
     pub calls: f64,
     pub fixes: f64,
@@ -243,6 +243,7 @@ pub struct CompareResult {
     pub rows: Vec<Row>,
 }
 
+pub mod jobs;
 pub mod paper;
 mod rig;
 mod tpch;
@@ -281,8 +282,9 @@ fn slice_options(start: u64, until_ns: u64) -> VirtualOptions {
 /// How many window lengths a window may go on past its duration to end on a checkpoint.
 const WINDOW_CHECKPOINT_WAIT: u64 = 30;
 
-/// One measured run.
-#[derive(Clone, Debug)]
+/// One measured run. It travels as JSON from a distributed row (`RowOutput`), without its trace
+/// (`--results` runs on the local executor only).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunOut {
     /// Virtual time the warm-up before it took.
     pub warmup_s: f64,
@@ -299,6 +301,7 @@ pub struct RunOut {
     pub per: PerTxn,
     pub consistency: Consistency,
     /// With --results: the window's marks and transactions.
+    #[serde(skip)]
     pub trace: Option<crate::results::Trace>,
     /// The window as a round of the steady-state rule (`crate::steady`): its throughput and
     /// WAF; and how often the host had written the device over when it began.
@@ -834,6 +837,8 @@ struct Checked {
     scale: u32,
     until_ns: u64,
     selected: Vec<usize>,
+    /// RAM one row takes, from the kit's estimate: its device and the loaded database.
+    row_memory_bytes: u64,
 }
 
 fn checked_scale(args: &Spec) -> anyhow::Result<Checked> {
@@ -875,55 +880,82 @@ fn checked_scale(args: &Spec) -> anyhow::Result<Checked> {
     refuse_page_size(args, &selected)?;
     // Refused before the long load, from the kit's estimate of the database's size.
     let est_pages = w.db_pages_estimate();
-    jobs_that_fit(
-        scale,
-        ((est_pages + est_pages / 8) as f64 * 4096.0 / (1.0 - args.op)) as u64,
-        est_pages * 4096,
-        1,
-    )?;
+    let device_bytes = ((est_pages + est_pages / 8) as f64 * 4096.0 / (1.0 - args.op)) as u64;
+    jobs_that_fit(scale, device_bytes, est_pages * 4096, 1)?;
     Ok(Checked {
         w,
         scale,
         until_ns,
         selected,
+        row_memory_bytes: device_bytes + est_pages * 4096,
     })
 }
 
 fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
-    let Checked {
-        w,
-        scale,
-        until_ns,
-        selected,
-    } = checked_scale(args)?;
-    let w = &*w;
-    if let (Some([items, customers]), "tpcc") =
-        (args.tpcc_reduced.as_deref(), args.workload.as_str())
-    {
-        eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
-    }
-    let load = w.load_method(args.load)?;
+    let checked = checked_scale(args)?;
     let plan = args
         .results
         .as_deref()
         .map(|dir| crate::results::Plan::new(dir, &args.sample_window, args.raw))
         .transpose()?;
-    eprintln!("measuring the database of {} scale {scale} ...", w.label());
-    let (rig, probe) = size_rig(args, w)?;
-    if selected.contains(&0) && rig.log_region.is_some() {
-        // The log's region must fit the sized device: refused before the copies and warm-ups.
-        drop(build_store(&rig, 0)?);
-    }
+    let (rig, probe) = prepare_scale(args, &checked)?;
     let g = &rig.nand.geometry;
     // Every device keeps its data in RAM, and so does the loaded database they are copied from
     // (checked before the load, from the kit's estimate).
     // The loaded database is resident by now: available memory already excludes it.
     let jobs = jobs_that_fit(
-        scale,
+        checked.scale,
         g.capacity_bytes(),
         0,
-        args.jobs.clamp(1, selected.len()),
+        args.jobs.clamp(1, checked.selected.len()),
     )?;
+    let results = run_rows(
+        args,
+        &rig,
+        &probe,
+        &*checked.w,
+        &checked.selected,
+        jobs,
+        checked.until_ns,
+        plan.as_ref().map(|p| p.window_ns),
+    )?;
+    let res = assemble(args, &checked, &Shared::of(&rig), &results)?;
+    if let Some(p) = &plan {
+        let w = &*checked.w;
+        write_results(
+            p,
+            &res,
+            w,
+            checked.scale,
+            args.terminals,
+            &checked.selected,
+            &results,
+        )?;
+    }
+    finish(args, label, &checked, &res, on_scale)
+}
+
+/// A scale's device, sized for its database, and the loaded database every row is copied
+/// from (what each distributed row also does on its own: `jobs::run_row`).
+fn prepare_scale(args: &Spec, c: &Checked) -> anyhow::Result<(Rig, Probe)> {
+    let w = &*c.w;
+    if let (Some([items, customers]), "tpcc") =
+        (args.tpcc_reduced.as_deref(), args.workload.as_str())
+    {
+        eprintln!("note: REDUCED TPC-C population ({items} items, {customers} customers per district): not the specification's");
+    }
+    w.load_method(args.load)?;
+    eprintln!(
+        "measuring the database of {} scale {} ...",
+        w.label(),
+        c.scale
+    );
+    let (rig, probe) = size_rig(args, w)?;
+    if c.selected.contains(&0) && rig.log_region.is_some() {
+        // The log's region must fit the sized device: refused before the copies and warm-ups.
+        drop(build_store(&rig, 0)?);
+    }
+    let g = &rig.nand.geometry;
     eprintln!(
         "device: {} with {} blocks ({:.1} MiB), {} DB pages + {}-block log, spare factor {:.2}%, {} buffer frames",
         rig.nand.name,
@@ -934,23 +966,54 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         rig.spare * 100.0,
         rig.frames
     );
-    let results = run_rows(
-        args,
-        &rig,
-        &probe,
-        w,
-        &selected,
-        jobs,
-        until_ns,
-        plan.as_ref().map(|p| p.window_ns),
-    )?;
+    Ok((rig, probe))
+}
+
+/// What every row of a scale shares from its rig: the part of the result that is not a row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shared {
+    pub cpu: crate::cpu::CpuProfile,
+    pub log_device: LogDevice,
+    pub device: Device,
+}
+
+impl Shared {
+    fn of(rig: &Rig) -> Shared {
+        let g = &rig.nand.geometry;
+        Shared {
+            cpu: rig.cpu.clone(),
+            log_device: rig.log_device,
+            device: Device {
+                preset: rig.nand.name.clone(),
+                blocks: g.blocks(),
+                capacity_bytes: g.capacity_bytes(),
+                db_pages: rig.db_pages,
+                page_bytes: rig.page_bytes,
+                log_blocks: rig.log_blocks,
+                spare_factor: r4(rig.spare),
+                buffer_frames: rig.frames,
+            },
+        }
+    }
+}
+
+/// A scale's result from its rows' measured windows (`results`, in the order of
+/// `c.selected`), however they ran: in this process, or one row per task (`jobs`).
+fn assemble(
+    args: &Spec,
+    c: &Checked,
+    shared: &Shared,
+    results: &[Option<Vec<RunOut>>],
+) -> anyhow::Result<CompareResult> {
+    let w = &*c.w;
     let mut rows = Vec::new();
     let mut native_tps = 0.0;
-    for &r in &selected {
+    for &r in &c.selected {
         let name = ROWS[r].0;
-        let runs: Vec<RunOut> = selected
+        let runs: Vec<RunOut> = c
+            .selected
             .iter()
-            .zip(&results)
+            .zip(results)
             .filter(|(row, _)| **row == r)
             .find_map(|(_, o)| o.clone())
             .unwrap_or_default();
@@ -963,35 +1026,33 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         }
         rows.push(row_of(name, &runs, native_tps, notpm));
     }
-    let res = CompareResult {
+    Ok(CompareResult {
         workload: args.workload.clone(),
-        scale,
+        scale: c.scale,
         repeat: args.repeat,
         seed: args.seed,
         terminals: args.terminals,
-        virtual_seconds: until_ns as f64 / 1e9,
+        virtual_seconds: c.until_ns as f64 / 1e9,
         warmup: args.warmup.clone(),
         home_warehouse: w.home_warehouse(),
-        load,
-        cpu: rig.cpu.clone(),
-        log_device: rig.log_device,
-        device: Device {
-            preset: rig.nand.name.clone(),
-            blocks: g.blocks(),
-            capacity_bytes: g.capacity_bytes(),
-            db_pages: rig.db_pages,
-            page_bytes: rig.page_bytes,
-            log_blocks: rig.log_blocks,
-            spare_factor: r4(rig.spare),
-            buffer_frames: rig.frames,
-        },
+        load: w.load_method(args.load)?,
+        cpu: shared.cpu.clone(),
+        log_device: shared.log_device,
+        device: shared.device.clone(),
         rows,
-    };
-    if let Some(p) = &plan {
-        write_results(p, &res, w, scale, args.terminals, &selected, &results)?;
-    }
-    on_scale(label, Outcome::Stores(&res))?;
-    refuse_violations(&res, w.label(), args.strict)?;
+    })
+}
+
+/// Hands a scale's result to the caller, then the checks that fail a strict comparison.
+fn finish(
+    args: &Spec,
+    label: Option<&str>,
+    c: &Checked,
+    res: &CompareResult,
+    on_scale: &mut OnScale<'_>,
+) -> anyhow::Result<()> {
+    on_scale(label, Outcome::Stores(res))?;
+    refuse_violations(res, c.w.label(), args.strict)?;
     crate::steady::refuse_unsteady(
         args.strict,
         res.rows

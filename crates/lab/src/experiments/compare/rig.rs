@@ -10,7 +10,7 @@ use anyhow::bail;
 use ftl::{FtlOptions, MemDisk};
 use kits::LoadMethod;
 use nand::{DeviceConfig, Nand};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use storage::splitlog::SplitLogStore;
 use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
 
@@ -163,7 +163,7 @@ impl std::str::FromStr for BufferSize {
 }
 
 /// Where the engine's log lives (`--log-device`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogDevice {
     /// On the flash under test, beside the DB pages.
@@ -215,7 +215,7 @@ pub const ROWS: [(&str, Option<&str>, f64); 8] = [
 /// The stores of a comparison when --stores is not given: the paper's five columns, and with
 /// --paper also the DFTL the paper measured.
 pub const DEFAULT_STORES: &str = "native,dftl-2%,dftl-15%,dftl-35%,page";
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Device {
     pub preset: String,
     pub blocks: u32,

@@ -20,100 +20,30 @@
 pub mod amf;
 pub mod calibration;
 mod fidelity;
+pub mod jobs;
 mod runs;
 mod spec;
 
 use serde::Serialize;
 
-use crate::cpu::CpuProfile;
-
 pub use fidelity::{Cell, CellSet};
+pub use jobs::ReproduceResult;
 pub use runs::{Fig4Run, OltpRun, StoreRun, TodayRun, TpchQueryRun, TpchRun, TODAY_CHIPS};
-pub use spec::{Progress, Setup, Spec};
+pub use spec::{Progress, Setup, Spec, PAPERS};
 
-/// The papers `reproduce` knows.
-pub const PAPERS: [&str; 2] = ["noftl", "amf"];
-
-/// Everything one reproduction ran, and its fidelity table.
-#[derive(Debug, Serialize)]
-pub struct ReproduceResult {
-    pub paper: String,
-    pub quick: bool,
-    /// The set-up every run used (compare::paper's list, as the values run).
-    pub setup: Setup,
-    pub cpu: CpuProfile,
-    pub cells: Vec<Cell>,
-    /// Held-out cells within tolerance, of those judged.
-    pub held_out_within: usize,
-    pub held_out_judged: usize,
-    pub oltp: Vec<OltpRun>,
-    pub tpch: Option<TpchRun>,
-    pub fig4: Vec<Fig4Run>,
-    /// Beyond the paper: the OLTP rows on today's chips (with --today).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub today: Vec<TodayRun>,
-}
-
-/// Runs the reproduction of NoFTL (`spec.paper` noftl; amf is `amf::run`) and builds its
-/// fidelity table.
+/// Runs the reproduction of `spec.paper` (noftl; amf has a table of its own, `amf::run`) and
+/// builds its fidelity table: its runs one after another in this process (`jobs` says how they
+/// run elsewhere), merged.
 pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<ReproduceResult> {
     if spec.paper == "amf" {
         anyhow::bail!("reproduce amf has a table of its own: call reproduce::amf::run");
     }
-    if !PAPERS.contains(&spec.paper.as_str()) {
-        anyhow::bail!(
-            "reproduce: no paper '{}' (the papers are {}; IPA, IAA and DFS come later)",
-            spec.paper,
-            PAPERS.join(", ")
-        );
+    let mut outputs = Vec::new();
+    for job in jobs::runs(spec)? {
+        let out = jobs::run_one(spec, &job, progress)?;
+        outputs.push((job, out));
     }
-    if let Some(o) = &spec.only {
-        if !["oltp", "tpch", "fig4", "today"].contains(&o.as_str()) {
-            anyhow::bail!("--only takes oltp, tpch, fig4 or today, not '{o}'");
-        }
-    }
-    // Refused before any run: the profile, the window.
-    let cpu = CpuProfile::parse(&spec.cpu)?;
-    let setup = runs::setup(spec)?;
-    let want = |part: &str| match spec.only.as_deref() {
-        None => part != "today" || spec.today,
-        Some(o) => o == part,
-    };
-    let oltp = if want("oltp") {
-        runs::oltp(spec, &setup, progress)?
-    } else {
-        vec![]
-    };
-    let tpch = if want("tpch") {
-        Some(runs::tpch(spec, &setup, progress)?)
-    } else {
-        None
-    };
-    let fig4 = if want("fig4") {
-        runs::fig4(spec, &cpu, progress)?
-    } else {
-        vec![]
-    };
-    let today = if want("today") {
-        runs::today(spec, &setup, progress)?
-    } else {
-        vec![]
-    };
-    let cells = fidelity::cells(spec.quick, &cpu.name, &oltp, tpch.as_ref(), &fig4);
-    let judged: Vec<&Cell> = cells.iter().filter(|c| c.set == CellSet::HeldOut).collect();
-    Ok(ReproduceResult {
-        paper: spec.paper.clone(),
-        quick: spec.quick,
-        held_out_within: judged.iter().filter(|c| c.within).count(),
-        held_out_judged: judged.len(),
-        setup,
-        cpu,
-        cells,
-        oltp,
-        tpch,
-        fig4,
-        today,
-    })
+    jobs::merge(spec, outputs)
 }
 
 /// One round of the calibration: the fit the runs used, and what they gave.

@@ -1,7 +1,7 @@
 //! The runs of NoFTL's reproduction: each through `compare` (Fig. 3) or `io` (Fig. 4), with
 //! what the fidelity table and the calibration need kept from their results.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cpu::CpuProfile;
 use crate::device::DeviceSpec;
@@ -23,7 +23,7 @@ const PAGE_BYTES: usize = 8192;
 const BUFFER_BYTES: u64 = 10 << 20;
 const GIB: u64 = 1 << 30;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StoreRun {
     pub store: String,
     pub tps: f64,
@@ -48,7 +48,7 @@ pub struct StoreRun {
     pub scanned_beyond_l3_share: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OltpRun {
     pub workload: String,
     pub scale: u32,
@@ -57,7 +57,7 @@ pub struct OltpRun {
     pub stores: Vec<StoreRun>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TpchQueryRun {
     pub store: String,
     pub query: u32,
@@ -82,14 +82,14 @@ fn share(part: f64, whole: f64) -> f64 {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TpchRun {
     pub sf: f64,
     pub volume_bytes: u64,
     pub queries: Vec<TpchQueryRun>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Fig4Run {
     /// raw (the emulator's block device without an FTL) or dftl-orig-2%.
     pub target: String,
@@ -126,7 +126,7 @@ pub fn setup(spec: &Spec) -> anyhow::Result<Setup> {
 }
 
 /// The OLTP scales: (workload, scale, volume); `quick`'s are small and not the paper's.
-fn oltp_scales(quick: bool) -> Vec<(&'static str, u32, u64)> {
+pub fn oltp_scales(quick: bool) -> Vec<(&'static str, u32, u64)> {
     if quick {
         vec![("tpcb", 2, 64 << 20), ("tpcc", 1, 96 << 20)]
     } else {
@@ -152,44 +152,40 @@ pub struct TodayRun {
     pub rows: Vec<OltpRun>,
 }
 
-pub fn today(
+/// Today's scales: the paper's 1 GiB rows (or quick's).
+pub fn today_scales(quick: bool) -> Vec<(&'static str, u32, u64)> {
+    oltp_scales(quick)
+        .into_iter()
+        .filter(|&(_, _, v)| quick || v == GIB)
+        .collect()
+}
+
+/// One row of today's chips: `chip` at one of `today_scales`.
+pub fn today_one(
     spec: &Spec,
     setup: &Setup,
+    chip: &str,
+    (workload, scale, volume): (&str, u32, u64),
     progress: &mut Progress<'_>,
-) -> anyhow::Result<Vec<TodayRun>> {
-    let scales: Vec<_> = oltp_scales(spec.quick)
-        .into_iter()
-        .filter(|&(_, _, v)| spec.quick || v == GIB)
-        .collect();
-    let mut out = Vec::new();
-    for chip in TODAY_CHIPS {
-        let mut rows = Vec::new();
-        for &(workload, scale, volume) in &scales {
-            progress(&format!(
-                "today's chips: {workload} scale {scale} on {chip} ..."
-            ));
-            // Today's chips have large blocks (hundreds of KiB to MiB): no volume below the
-            // paper's smallest holds every store's open blocks and GC reserve, so --quick runs
-            // its small databases on 1 GiB too, with a short warm-up instead of two device
-            // writes.
-            let volume = volume.max(GIB);
-            let mut cs = compare_spec(spec, setup, workload, volume);
-            cs.scale = Some(scale);
-            if spec.quick {
-                cs.warmup = "5s".into();
-            }
-            cs.device.preset = chip.into();
-            // Multi-plane programs where the chip has them (the presets leave them off).
-            cs.device.set = vec!["timing.multi_plane_program=true".into()];
-            cs.stores = Some(TODAY_STORES.iter().map(|s| s.to_string()).collect());
-            rows.push(run_oltp(&cs, volume)?);
-        }
-        out.push(TodayRun {
-            preset: chip.into(),
-            rows,
-        });
+) -> anyhow::Result<OltpRun> {
+    progress(&format!(
+        "today's chips: {workload} scale {scale} on {chip} ..."
+    ));
+    // Today's chips have large blocks (hundreds of KiB to MiB): no volume below the
+    // paper's smallest holds every store's open blocks and GC reserve, so --quick runs
+    // its small databases on 1 GiB too, with a short warm-up instead of two device
+    // writes.
+    let volume = volume.max(GIB);
+    let mut cs = compare_spec(spec, setup, workload, volume);
+    cs.scale = Some(scale);
+    if spec.quick {
+        cs.warmup = "5s".into();
     }
-    Ok(out)
+    cs.device.preset = chip.into();
+    // Multi-plane programs where the chip has them (the presets leave them off).
+    cs.device.set = vec!["timing.multi_plane_program=true".into()];
+    cs.stores = Some(TODAY_STORES.iter().map(|s| s.to_string()).collect());
+    run_oltp(&cs, volume)
 }
 
 /// `compare`'s spec for one of the reproduction's runs.
@@ -274,30 +270,41 @@ fn run_oltp(cs: &compare::Spec, volume: u64) -> anyhow::Result<OltpRun> {
     got.ok_or_else(|| anyhow::anyhow!("{} {scale}: no result", cs.workload))
 }
 
-pub fn oltp(
+/// One row of Fig. 3's OLTP half: one of `oltp_scales`, every store.
+pub fn oltp_one(
     spec: &Spec,
     setup: &Setup,
+    (workload, scale, volume): (&str, u32, u64),
     progress: &mut Progress<'_>,
-) -> anyhow::Result<Vec<OltpRun>> {
-    let mut out = Vec::new();
-    for (workload, scale, volume) in oltp_scales(spec.quick) {
-        progress(&format!(
-            "{workload} scale {scale} on {} GiB ...",
-            volume as f64 / GIB as f64
-        ));
-        let mut cs = compare_spec(spec, setup, workload, volume);
-        cs.scale = Some(scale);
-        out.push(run_oltp(&cs, volume)?);
+) -> anyhow::Result<OltpRun> {
+    progress(&format!(
+        "{workload} scale {scale} on {} GiB ...",
+        volume as f64 / GIB as f64
+    ));
+    let mut cs = compare_spec(spec, setup, workload, volume);
+    cs.scale = Some(scale);
+    run_oltp(&cs, volume)
+}
+
+fn tpch_sf(quick: bool) -> f64 {
+    if quick {
+        0.01
+    } else {
+        1.0
     }
-    Ok(out)
+}
+
+/// The TPC-H run's volume (quick's is small and not the paper's).
+pub fn tpch_volume_bytes(quick: bool) -> u64 {
+    if quick {
+        64 << 20
+    } else {
+        paper::TPCH_VOLUME_BYTES
+    }
 }
 
 pub fn tpch(spec: &Spec, setup: &Setup, progress: &mut Progress<'_>) -> anyhow::Result<TpchRun> {
-    let (sf, volume) = if spec.quick {
-        (0.01, 64 << 20)
-    } else {
-        (1.0, paper::TPCH_VOLUME_BYTES)
-    };
+    let (sf, volume) = (tpch_sf(spec.quick), tpch_volume_bytes(spec.quick));
     progress(&format!("tpch SF {sf} on {} MiB ...", volume >> 20));
     let mut cs = compare_spec(spec, setup, "tpch", volume);
     cs.sf = Some(sf);
@@ -312,71 +319,81 @@ pub fn tpch(spec: &Spec, setup: &Setup, progress: &mut Progress<'_>) -> anyhow::
     got.ok_or_else(|| anyhow::anyhow!("tpch: no result"))
 }
 
-/// Fig. 4: fio's random 4 KiB writes at QD 1 over 990 MB of NoFTL's 1 GiB emulator, on the
-/// block device without an FTL (the job file's "raw block") and on the DFTL the paper measured
-/// with 2% of the mappings cached (the caption's "DFTL").
-pub fn fig4(
-    spec: &Spec,
-    cpu: &CpuProfile,
-    progress: &mut Progress<'_>,
-) -> anyhow::Result<Vec<Fig4Run>> {
-    let (writes, blocks) = if spec.quick {
+/// Fig. 4's writes and the emulator's blocks per plane (quick's are fewer, not the paper's).
+fn fig4_size(quick: bool) -> (u64, u32) {
+    if quick {
         (4096, 264)
     } else {
         (paper::FIG4.writes, 4212)
-    };
-    let mut out = Vec::new();
-    for target in ["raw", "dftl-orig-2%"] {
-        progress(&format!(
-            "fig. 4: {writes} random 4 KiB writes at QD 1 on {target} ..."
-        ));
-        let device = DeviceSpec {
-            preset: "noftl13".into(),
-            config: None,
-            set: vec![format!("geometry.blocks_per_plane={blocks}")],
-        };
-        let io_spec = io::Spec {
-            target: TargetSpec {
-                target: if target == "raw" { "raw" } else { "dftl-orig" }.into(),
-                device,
-                knobs: FtlKnobs {
-                    cache: 0.02,
-                    op: SPARE,
-                    dftl_orig_scan_overlap: cpu.host.dftl_orig_scan_overlap,
-                    ..FtlKnobs::default()
-                },
-                image: None,
-            },
-            // The raw flash takes its pages in order (NAND programs a block's pages in order);
-            // on the emulator's latency-only block device the order changes no time.
-            rw: Some(
-                if target == "raw" {
-                    "write"
-                } else {
-                    "randwrite"
-                }
-                .into(),
-            ),
-            bs_bytes: 4096,
-            qd: 1,
-            ops: Some(writes),
-            ..io::Spec::default()
-        };
-        let r = io::run(&io_spec, &mut io::Quiet)?;
-        let per = |x: Option<u64>| x.map_or(0.0, |v| v as f64 / writes as f64);
-        out.push(Fig4Run {
-            target: target.into(),
-            writes,
-            iops: r.iops,
-            clat_p50_us: r.latency_us.p50,
-            clat_mean_us: r.latency_us.mean,
-            clat_max_us: r.latency_us.max,
-            translation_reads_per_write: per(r.ftl.as_ref().map(|f| f.translation_reads)),
-            translation_writes_per_write: per(r.ftl.as_ref().map(|f| f.translation_writes)),
-            consistency: r.consistency.status.into(),
-        });
     }
-    Ok(out)
+}
+
+/// Fig. 4's device in RAM: the emulator's blocks of 64 pages of 4 KiB.
+pub fn fig4_device_bytes(quick: bool) -> u64 {
+    u64::from(fig4_size(quick).1) * 64 * 4096
+}
+
+/// Fig. 4's targets: the block device without an FTL, and the DFTL the paper measured.
+pub const FIG4_TARGETS: [&str; 2] = ["raw", "dftl-orig-2%"];
+
+/// Fig. 4: fio's random 4 KiB writes at QD 1 over 990 MB of NoFTL's 1 GiB emulator, on the
+/// block device without an FTL (the job file's "raw block") and on the DFTL the paper measured
+/// with 2% of the mappings cached (the caption's "DFTL"): one of `FIG4_TARGETS`.
+pub fn fig4_one(
+    spec: &Spec,
+    cpu: &CpuProfile,
+    target: &str,
+    progress: &mut Progress<'_>,
+) -> anyhow::Result<Fig4Run> {
+    let (writes, blocks) = fig4_size(spec.quick);
+    progress(&format!(
+        "fig. 4: {writes} random 4 KiB writes at QD 1 on {target} ..."
+    ));
+    let device = DeviceSpec {
+        preset: "noftl13".into(),
+        config: None,
+        set: vec![format!("geometry.blocks_per_plane={blocks}")],
+    };
+    let io_spec = io::Spec {
+        target: TargetSpec {
+            target: if target == "raw" { "raw" } else { "dftl-orig" }.into(),
+            device,
+            knobs: FtlKnobs {
+                cache: 0.02,
+                op: SPARE,
+                dftl_orig_scan_overlap: cpu.host.dftl_orig_scan_overlap,
+                ..FtlKnobs::default()
+            },
+            image: None,
+        },
+        // The raw flash takes its pages in order (NAND programs a block's pages in order);
+        // on the emulator's latency-only block device the order changes no time.
+        rw: Some(
+            if target == "raw" {
+                "write"
+            } else {
+                "randwrite"
+            }
+            .into(),
+        ),
+        bs_bytes: 4096,
+        qd: 1,
+        ops: Some(writes),
+        ..io::Spec::default()
+    };
+    let r = io::run(&io_spec, &mut io::Quiet)?;
+    let per = |x: Option<u64>| x.map_or(0.0, |v| v as f64 / writes as f64);
+    Ok(Fig4Run {
+        target: target.into(),
+        writes,
+        iops: r.iops,
+        clat_p50_us: r.latency_us.p50,
+        clat_mean_us: r.latency_us.mean,
+        clat_max_us: r.latency_us.max,
+        translation_reads_per_write: per(r.ftl.as_ref().map(|f| f.translation_reads)),
+        translation_writes_per_write: per(r.ftl.as_ref().map(|f| f.translation_writes)),
+        consistency: r.consistency.status.into(),
+    })
 }
 
 /// The calibration's OLTP runs: native only, at the four legible scales.

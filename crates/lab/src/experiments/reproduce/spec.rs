@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+/// The papers `reproduce` knows.
+pub const PAPERS: [&str; 2] = ["noftl", "amf"];
+
 /// What `noftl reproduce` takes.
 #[derive(Clone, Debug)]
 pub struct Spec {

@@ -12,10 +12,7 @@ mod cli_support;
 use std::path::Path;
 use std::process::Output;
 
-use cli_support::{noftl, ray_python};
-
-/// One local Ray instance at a time: the Ray tests take this lock.
-static RAY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+use cli_support::{noftl, ray_or_skip};
 
 /// `noftl ARGS` with NOFTL_PYTHON set and no RAY_ADDRESS (a local Ray instance).
 fn noftl_ray(python: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -49,11 +46,7 @@ fn both(python: &str, args: &[&str], dir: &Path) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn reproduce_on_ray_gives_the_local_fidelity_table() {
-    let _one = RAY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(python) = ray_python() else {
-        eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
+    let Some((_one, python)) = ray_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -83,11 +76,7 @@ fn reproduce_on_ray_gives_the_local_fidelity_table() {
 
 #[test]
 fn compare_on_ray_gives_the_local_rows() {
-    let _one = RAY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(python) = ray_python() else {
-        eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
+    let Some((_one, python)) = ray_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -128,11 +117,7 @@ fn compare_on_ray_gives_the_local_rows() {
 
 #[test]
 fn a_node_without_the_binary_stops_the_ray_executor_before_any_run() {
-    let _one = RAY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(python) = ray_python() else {
-        eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
+    let Some((_one, python)) = ray_or_skip() else {
         return;
     };
     // The local Ray instance's worker sees NOFTL_BIN as a node of a cluster would.

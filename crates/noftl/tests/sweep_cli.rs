@@ -8,7 +8,7 @@ mod cli_support;
 
 use std::path::Path;
 
-use cli_support::{noftl, ray_python};
+use cli_support::{noftl, ray_or_skip};
 
 fn smoke_plan() -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sweeps/smoke.toml");
@@ -281,16 +281,9 @@ fn a_plan_that_does_not_parse_runs_nothing() {
     assert!(!out.exists(), "nothing is created for a bad plan");
 }
 
-/// One local Ray instance at a time: the Ray tests take this lock.
-static RAY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn the_ray_executor_gives_the_local_table() {
-    let _one = RAY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(python) = ray_python() else {
-        eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
+    let Some((_one, python)) = ray_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -325,11 +318,7 @@ fn the_ray_executor_gives_the_local_table() {
 
 #[test]
 fn the_ray_executor_records_a_failed_and_a_timed_out_job_and_goes_on() {
-    let _one = RAY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(python) = ray_python() else {
-        eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
+    let Some((_one, python)) = ray_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -43,6 +43,22 @@ pub fn ray_python() -> Option<String> {
     None
 }
 
+/// One local Ray instance at a time in a test binary: the Ray tests hold this lock.
+static RAY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// For a test on a local Ray instance: the lock on it and the Python with `ray`; `None`, after
+/// a SKIP line that says why, when `ray` is not installed.
+pub fn ray_or_skip() -> Option<(std::sync::MutexGuard<'static, ()>, String)> {
+    let one = RAY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(python) = ray_python() else {
+        eprintln!("SKIP: the Python package `ray` is not installed (scripts/install-test-deps.sh installs it into .venv)");
+        return None;
+    };
+    Some((one, python))
+}
+
 /// The attributes of every `<rect .../>` of an SVG document.
 pub fn svg_rects(svg: &str) -> Vec<HashMap<String, String>> {
     svg_elements(svg, "rect")

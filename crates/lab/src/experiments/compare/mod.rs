@@ -979,20 +979,10 @@ pub struct Shared {
 
 impl Shared {
     fn of(rig: &Rig) -> Shared {
-        let g = &rig.nand.geometry;
         Shared {
             cpu: rig.cpu.clone(),
             log_device: rig.log_device,
-            device: Device {
-                preset: rig.nand.name.clone(),
-                blocks: g.blocks(),
-                capacity_bytes: g.capacity_bytes(),
-                db_pages: rig.db_pages,
-                page_bytes: rig.page_bytes,
-                log_blocks: rig.log_blocks,
-                spare_factor: r4(rig.spare),
-                buffer_frames: rig.frames,
-            },
+            device: Device::of(rig),
         }
     }
 }

@@ -228,6 +228,23 @@ pub struct Device {
     pub buffer_frames: usize,
 }
 
+impl Device {
+    /// The device and layout of `rig`, as every result names them.
+    pub fn of(rig: &Rig) -> Device {
+        let g = &rig.nand.geometry;
+        Device {
+            preset: rig.nand.name.clone(),
+            blocks: g.blocks(),
+            capacity_bytes: g.capacity_bytes(),
+            db_pages: rig.db_pages,
+            page_bytes: rig.page_bytes,
+            log_blocks: rig.log_blocks,
+            spare_factor: r4(rig.spare),
+            buffer_frames: rig.frames,
+        }
+    }
+}
+
 /// The device and layout every row shares.
 #[derive(Clone, Debug)]
 pub struct Rig {

@@ -247,16 +247,7 @@ pub fn run(
         cpu: opts.cpu,
         cpu_profile: rig.cpu.clone(),
         log_device: rig.log_device,
-        device: Device {
-            preset: rig.nand.name.clone(),
-            blocks: g.blocks(),
-            capacity_bytes: g.capacity_bytes(),
-            db_pages: rig.db_pages,
-            page_bytes: rig.page_bytes,
-            log_blocks: rig.log_blocks,
-            spare_factor: r4(rig.spare),
-            buffer_frames: rig.frames,
-        },
+        device: Device::of(&rig),
         rows: out,
     };
     done(&res)?;

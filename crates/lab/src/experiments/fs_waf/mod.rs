@@ -378,7 +378,7 @@ fn engine_on_file(noftl: &Path, root: &Path, bench_args: &str) -> anyhow::Result
 }
 
 /// The workloads `--workloads` names.
-const WORKLOADS: [&str; 9] = [
+pub const WORKLOADS: [&str; 9] = [
     "seqwrite",
     "randwrite",
     "postmark-low",

@@ -108,18 +108,9 @@ const fn slides(row: &'static str, workload: &'static str, v: [f64; 7]) -> Slide
     }
 }
 
-/// The rows run when `--only` names none: every row of the slides but WordCount.
-pub const DEFAULT_WORKLOADS: [&str; 9] = [
-    "seqwrite",
-    "randwrite",
-    "postmark-low",
-    "postmark-high",
-    "kv",
-    "tpcb",
-    "tpcc",
-    "dfsio",
-    "terasort",
-];
+/// The rows run when `--only` names none: every row of the slides but WordCount, which are
+/// `fs waf`'s workloads.
+pub const DEFAULT_WORKLOADS: [&str; 9] = fs_waf::WORKLOADS;
 
 /// The kernel configurations: file system on FTL.
 const KERNEL: [(Fs, &str); 4] = [

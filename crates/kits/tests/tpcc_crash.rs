@@ -166,22 +166,7 @@ fn the_canary_fails_the_tpcc_check() {
 /// MLC chips with 4 KiB pages stopped with the same message at seed 900675.
 #[test]
 fn a_rollback_reads_a_log_record_spilled_in_part_in_a_fault_free_tpcc_run() {
-    let sets: Vec<String> = [
-        "geometry.channels=2",
-        "geometry.chips_per_channel=2",
-        "geometry.blocks_per_plane=10",
-        "geometry.pages_per_block=96",
-        "reliability.factory_bad_block_ratio=0",
-        "reliability.ecc_codeword_bytes=512",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let device = nand::DeviceConfig::preset("tlc16k", &sets).unwrap();
-    let o = TpccCrashOptions {
-        medium: Medium::Flash(FlashMedium::on_device("page", device).unwrap()),
-        ..TpccCrashOptions::default()
-    };
+    let o = on_campaign_device("page", "tlc16k", 96);
     let out = crash_tpcc_once(901519, &o).unwrap_or_else(|e| panic!("seed 901519: {e}"));
     assert!(out.verified(), "{:?}", out.violations);
 }
@@ -194,24 +179,28 @@ fn a_rollback_reads_a_log_record_spilled_in_part_in_a_fault_free_tpcc_run() {
 /// holds no log space now (storage log.rs invariant 3); the seed and its neighbours verify.
 #[test]
 fn a_force_stalled_by_block_merges_does_not_fill_the_log() {
-    let sets: Vec<String> = [
-        "geometry.channels=2",
-        "geometry.chips_per_channel=2",
-        "geometry.blocks_per_plane=10",
-        "geometry.pages_per_block=64",
-        "reliability.factory_bad_block_ratio=0",
-        "reliability.ecc_codeword_bytes=512",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let device = nand::DeviceConfig::preset("mlc16k", &sets).unwrap();
-    let o = TpccCrashOptions {
-        medium: Medium::Flash(FlashMedium::on_device("block", device).unwrap()),
-        ..TpccCrashOptions::default()
-    };
+    let o = on_campaign_device("block", "mlc16k", 64);
     for seed in 900002..900005 {
         let out = crash_tpcc_once(seed, &o).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert!(out.verified(), "seed {seed}: {:?}", out.violations);
+    }
+}
+
+/// The mixed-fault campaign's device (PERFORMANCE section 5): `preset` shrunk to 2 channels x 2
+/// chips x 10 blocks per plane of `pages_per_block` pages, no factory bad blocks, 512-byte ECC
+/// codewords; `ftl` on it.
+fn on_campaign_device(ftl: &str, preset: &str, pages_per_block: u32) -> TpccCrashOptions {
+    let sets = vec![
+        "geometry.channels=2".to_string(),
+        "geometry.chips_per_channel=2".to_string(),
+        "geometry.blocks_per_plane=10".to_string(),
+        format!("geometry.pages_per_block={pages_per_block}"),
+        "reliability.factory_bad_block_ratio=0".to_string(),
+        "reliability.ecc_codeword_bytes=512".to_string(),
+    ];
+    let device = nand::DeviceConfig::preset(preset, &sets).unwrap();
+    TpccCrashOptions {
+        medium: Medium::Flash(FlashMedium::on_device(ftl, device).unwrap()),
+        ..TpccCrashOptions::default()
     }
 }

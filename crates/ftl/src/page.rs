@@ -315,6 +315,19 @@ impl PageFtl {
 
     /// Runs `f` with the cache taken out of `self` (so that `f` may use `self` whole), and puts
     /// it back whatever `f` returns.
+    /// How many of the `max` logical pages from `l` on are one flash read: mapped side by side
+    /// in one flash page, none of them waiting in the write buffer (at least 1).
+    fn run_at(&self, l: usize, max: usize) -> usize {
+        if self.map[l] == UNMAPPED {
+            return 1;
+        }
+        let buffered = |k: usize| self.wbuf.as_ref().is_some_and(|wb| wb.holds(k as u64));
+        let units = (l..l + max)
+            .take_while(|&k| self.map[k] != UNMAPPED && (k == l || !buffered(k)))
+            .map(|k| u64::from(self.map[k]));
+        self.space.run_in_page(units)
+    }
+
     fn with_cache<R>(&mut self, f: impl FnOnce(&mut Self, Option<&mut SlcCache>) -> R) -> R {
         let mut c = self.cache.take();
         let r = f(self, c.as_mut());
@@ -655,20 +668,38 @@ impl BlockDevice for PageFtl {
     fn read(&mut self, at_ns: Nanos, lpn: u64, buf: &mut [u8]) -> Result<Nanos, FtlError> {
         check_request(lpn, buf.len(), self.capacity_pages())?;
         let mut end = at_ns;
-        for (i, chunk) in buf.chunks_exact_mut(LOGICAL_PAGE_BYTES).enumerate() {
-            let t = self.ctrl.charge(at_ns, LOOKUP_CYCLES);
+        let pages = buf.len() / LOGICAL_PAGE_BYTES;
+        let mut i = 0;
+        while i < pages {
+            let mut t = self.ctrl.charge(at_ns, LOOKUP_CYCLES);
+            self.c.host.reads += 1;
+            let chunk = &mut buf[i * LOGICAL_PAGE_BYTES..(i + 1) * LOGICAL_PAGE_BYTES];
+            let l = lpn as usize + i;
             if self
                 .wbuf
                 .as_ref()
-                .is_some_and(|wb| wb.read(lpn + i as u64, chunk))
+                .is_some_and(|wb| wb.read(l as u64, chunk))
             {
                 end = end.max(t);
-                self.c.host.reads += 1;
+                i += 1;
                 continue;
             }
-            let done = read_mapped(&mut self.space, t, self.map[lpn as usize + i], chunk)?;
+            // The next pages stored side by side in the same flash page come with this one's
+            // array read (`FlashSpace::read_units`), once the controller has looked them up.
+            let n = self.run_at(l, pages - i);
+            for _ in 1..n {
+                t = self.ctrl.charge(at_ns, LOOKUP_CYCLES);
+                self.c.host.reads += 1;
+            }
+            let run = &mut buf[i * LOGICAL_PAGE_BYTES..(i + n) * LOGICAL_PAGE_BYTES];
+            let done = if n == 1 {
+                read_mapped(&mut self.space, t, self.map[l], run)?
+            } else {
+                let first = Ppn(u64::from(self.map[l]));
+                self.space.read_units(t, first, run, Purpose::Host)?
+            };
             end = end.max(done);
-            self.c.host.reads += 1;
+            i += n;
         }
         Ok(end)
     }

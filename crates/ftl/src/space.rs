@@ -1246,6 +1246,61 @@ impl FlashSpace {
         .done_ns)
     }
 
+    /// Reads the units `first`, `first + 1`, ... that side by side fill `data`, all in one flash
+    /// page: one array read (tR) and the bus for their bytes, as a controller senses a page once
+    /// and takes its columns from the page register. Reading them unit by unit would charge a
+    /// tR each, which no controller does for units of one page it reads together. One unit, or
+    /// pages of one unit, is [`FlashSpace::read`].
+    pub fn read_units(
+        &mut self,
+        at_ns: Nanos,
+        first: Ppn,
+        data: &mut [u8],
+        purpose: Purpose,
+    ) -> Result<Nanos, FtlError> {
+        let n = data.len() / self.unit_bytes;
+        let upp = u64::from(self.upp);
+        if n == 0
+            || !data.len().is_multiple_of(self.unit_bytes)
+            || first.0 / upp != (first.0 + n as u64 - 1) / upp
+        {
+            return Err(FtlError::Config(format!(
+                "a read of {} bytes from unit {} is not whole units of one page ({} units of {} bytes)",
+                data.len(),
+                first.0,
+                self.upp,
+                self.unit_bytes
+            )));
+        }
+        if n == 1 {
+            return self.read(at_ns, first, data, &mut [], purpose);
+        }
+        let slot = (first.0 % upp) as usize;
+        Ok(lower_pages::read_range(
+            &mut self.nand,
+            &self.lower,
+            at_ns,
+            Ppn(first.0 / upp),
+            (slot * self.unit_bytes, data),
+            (0, &mut []),
+            purpose,
+        )?
+        .done_ns)
+    }
+
+    /// How many of the units `units` (flash unit addresses, in order) continue the run that
+    /// starts at `units[0]`: each the next unit of the same flash page (at least 1). The units
+    /// of such a run are read by one [`FlashSpace::read_units`].
+    pub fn run_in_page(&self, units: impl IntoIterator<Item = u64>) -> usize {
+        let upp = u64::from(self.upp);
+        let mut it = units.into_iter();
+        let Some(first) = it.next() else { return 0 };
+        1 + it
+            .enumerate()
+            .take_while(|&(k, u)| u == first + k as u64 + 1 && u / upp == first / upp)
+            .count()
+    }
+
     /// The next `invalidate` drops a copy replaced by the one at `new_loc` (invariant 9a: its
     /// block is pinned to `new_loc`'s word line if that is incomplete). For callers that do
     /// other writes between writing a replacement and invalidating what it replaces.

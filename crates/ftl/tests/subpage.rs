@@ -115,3 +115,52 @@ fn dftl_on_16k_pages_gathers_four_translation_pages_in_one_flash_page() {
         c.translation_writes
     );
 }
+
+/// The flash reads (array reads) the device has done so far.
+fn array_reads(dev: &dyn BlockDevice) -> u64 {
+    dev.nand().unwrap().report().flash.reads
+}
+
+#[test]
+fn a_16k_read_of_units_side_by_side_in_one_flash_page_senses_the_page_once() {
+    // Four 4 KiB pages written together share one 16 KiB flash page: a controller senses it
+    // once (tR) and takes the four columns from the page register. Before, the page FTL read
+    // them as four array reads, four tR on one die.
+    let mut dev = build("page", device("mlc16k", 16384, 64), &opts()).unwrap();
+    let data: Vec<u8> = (0..4 * 4096).map(|i| (i % 251) as u8).collect();
+    let t = dev.write(0, 0, &data, false).unwrap();
+    let t = dev.flush(t).unwrap();
+    let before = array_reads(dev.as_ref());
+    let mut back = vec![0u8; 4 * 4096];
+    let done = dev.read(t, 0, &mut back).unwrap();
+    assert_eq!(back, data);
+    assert_eq!(
+        array_reads(dev.as_ref()) - before,
+        1,
+        "one array read for the flash page"
+    );
+    let one = {
+        let mut unit = vec![0u8; 4096];
+        let t2 = dev.read(done, 0, &mut unit).unwrap();
+        t2 - done
+    };
+    assert!(
+        done - t < 2 * one,
+        "16 KiB took {} ns where one 4 KiB unit takes {one} ns: more than one tR",
+        done - t
+    );
+
+    // A page rewritten alone moves to another flash page: the read splits into runs.
+    let t = dev.write(done, 1, &[9u8; 4096], false).unwrap();
+    let t = dev.flush(t).unwrap();
+    let before = array_reads(dev.as_ref());
+    dev.read(t, 0, &mut back).unwrap();
+    assert_eq!(&back[..4096], &data[..4096]);
+    assert_eq!(&back[4096..8192], &[9u8; 4096][..]);
+    assert_eq!(&back[8192..], &data[8192..]);
+    assert_eq!(
+        array_reads(dev.as_ref()) - before,
+        3,
+        "unit 0, the rewritten unit 1, units 2-3 together"
+    );
+}

@@ -48,6 +48,10 @@ fn host_programs(s: &NativeStore) -> u64 {
     s.space().nand().stats().get(OpKind::Program, Purpose::Host)
 }
 
+fn host_reads(s: &NativeStore) -> u64 {
+    s.space().nand().stats().get(OpKind::Read, Purpose::Host)
+}
+
 fn power_cycle(s: NativeStore) -> Nand {
     let mut nand = s.into_nand_raw();
     nand.power_cut();
@@ -116,8 +120,12 @@ fn a_16k_db_page_is_one_flash_program() {
     }
     let mut buf = vec![0u8; 16384];
     for pid in 0..10 {
+        let reads = host_reads(&s);
         t = s.read_page(t, pid, &mut buf).unwrap();
         assert_eq!(buf, page(pid, 1, 16384));
+        // Its four units sit side by side in one flash page: sensed once (one tR), not four
+        // times as when each unit was read on its own.
+        assert_eq!(host_reads(&s) - reads, 1, "page {pid}: one array read");
     }
 }
 

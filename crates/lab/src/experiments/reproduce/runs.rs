@@ -192,14 +192,11 @@ pub fn today_one(
 fn compare_spec(spec: &Spec, setup: &Setup, workload: &str, volume: u64) -> compare::Spec {
     compare::Spec {
         workload: workload.into(),
-        scale: None,
-        sf: None,
         repeat: setup.repeat,
         duration: Some(setup.window.clone()),
         warmup: setup.warmup.into(),
         terminals: setup.terminals,
         op: SPARE,
-        log_region: None,
         buffer: compare::BufferSize::Bytes(BUFFER_BYTES),
         page_bytes: PAGE_BYTES,
         flash_bytes: Some(volume),
@@ -215,13 +212,9 @@ fn compare_spec(spec: &Spec, setup: &Setup, workload: &str, volume: u64) -> comp
         seed: 1,
         stores: Some(STORES.iter().map(|s| s.to_string()).collect()),
         jobs: spec.jobs,
-        paper: false,
-        home_warehouse: None,
-        strict: false,
-        load: None,
-        results: None,
-        sample_window: "1s".into(),
-        raw: false,
+        // The rest as `noftl compare` without flags: no TPC-H scale, no log region, no
+        // result directory, strict off.
+        ..compare::Spec::default()
     }
 }
 

@@ -313,8 +313,6 @@ impl PageFtl {
         }
     }
 
-    /// Runs `f` with the cache taken out of `self` (so that `f` may use `self` whole), and puts
-    /// it back whatever `f` returns.
     /// How many of the `max` logical pages from `l` on are one flash read: mapped side by side
     /// in one flash page, none of them waiting in the write buffer (at least 1).
     fn run_at(&self, l: usize, max: usize) -> usize {
@@ -328,6 +326,8 @@ impl PageFtl {
         self.space.run_in_page(units)
     }
 
+    /// Runs `f` with the cache taken out of `self` (so that `f` may use `self` whole), and puts
+    /// it back whatever `f` returns.
     fn with_cache<R>(&mut self, f: impl FnOnce(&mut Self, Option<&mut SlcCache>) -> R) -> R {
         let mut c = self.cache.take();
         let r = f(self, c.as_mut());

@@ -858,6 +858,12 @@ impl Nand {
                 got: oob_offset + oob.len(),
             });
         }
+        if !data.is_empty() {
+            // The copy's source misses the caches (a scattered page of a large store): start
+            // fetching it now so that the misses overlap the rules, timing and bit-error
+            // sampling below instead of following them.
+            self.store.prefetch(ppn, data_offset, data.len());
+        }
         let m = *self.check_in_mode(pbn, page)?;
         let oob_only = data.is_empty();
         let (op, array_ns) = if oob_only {

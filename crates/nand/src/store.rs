@@ -168,7 +168,7 @@ const CACHE_LINE_BYTES: usize = 64;
 /// line instead fills the core's miss buffers and stalls it at the prefetch until lines
 /// arrive, which is the wait the prefetch is there to hide. Measured with `cargo bench -p nand
 /// --bench read_vs_copy` (PERFORMANCE section 1, 2026-11-28): read/copy 1.45 without prefetch,
-/// 1.24 with all 64 lines, 1.12-1.16 with 4 to 12.
+/// 1.24 with all 64 lines, 1.12-1.15 with 8 (4 to 16 come close, with more scatter).
 const PREFETCH_LINES: usize = 8;
 
 /// Asks the CPU to fetch the head of `bytes` into its caches now, so that the misses of a copy

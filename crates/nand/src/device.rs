@@ -858,6 +858,14 @@ impl Nand {
                 got: oob_offset + oob.len(),
             });
         }
+        if !data.is_empty() {
+            // The copy's source misses the caches (a scattered page of a large store): start
+            // fetching it now so that the misses overlap the rules, timing and bit-error
+            // sampling below instead of following them.
+            self.store.prefetch(ppn, data_offset, data.len());
+        }
+        // The page's state byte is read only after the scheduling (`deliver`), and misses too.
+        crate::store::prefetch_bytes(&self.pages[ppn.0 as usize..=ppn.0 as usize]);
         let m = *self.check_in_mode(pbn, page)?;
         let oob_only = data.is_empty();
         let (op, array_ns) = if oob_only {
@@ -1354,6 +1362,7 @@ impl Nand {
             if !oob.is_empty() {
                 Self::check_len("oob", oob.len(), self.geo.oob_size_bytes as usize)?;
             }
+            self.store.prefetch(*ppn, 0, data.len()); // as in `read_range`
             let m = *self.check_in_mode(pbn, page)?;
             array_ns = array_ns.max(self.times.read(m.mode, self.cfg.page_type(m.mode, page)));
             bus_in += self.times.cmd_ns;

@@ -1378,7 +1378,11 @@ mod tests {
                         let mut reqs = Vec::new();
                         let mut off = c * quarter;
                         while off < (c + 1) * quarter {
-                            let len = if off % 16384 == 0 { 4096 } else { 12288 };
+                            let len = if off.is_multiple_of(16384) {
+                                4096
+                            } else {
+                                12288
+                            };
                             let len = len.min((c + 1) * quarter - off);
                             reqs.push(Req {
                                 kind: CMD_WRITE,

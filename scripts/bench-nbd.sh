@@ -5,6 +5,10 @@
 #   scripts/bench-nbd.sh latency   # --clock real, QD1: fio's latency vs the device model's
 #   scripts/bench-nbd.sh multiconn # --clock none, 4 connections (fio numjobs=4, nbdcopy
 #                                  # --connections=4) on the page FTL and memdisk vs `nbdkit memory`
+#   scripts/bench-nbd.sh cells     # issue 35's table: --clock none, 4 connections (multi-conn),
+#                                  # 4 KiB randread/randwrite at QD1 and QD16, 128 KiB read/write;
+#                                  # page FTL (before its first GC) and memdisk vs `nbdkit memory`,
+#                                  # ROUNDS rounds, every cell on fresh servers, interleaved
 #
 # Environment:
 #   NOFTL      the binary (default target/release/noftl; build with cargo build --release -p noftl)
@@ -12,7 +16,19 @@
 #              run measures the server's own overhead; e.g. TARGET="--target page --preset tiny")
 #   SIZE       export size for the IOPS run (default 1G: memdisk on the noftl13 preset)
 #   RUNTIME    seconds per fio run (default 10)
-#   JOBS       connections of the multiconn run (default 4)
+#   JOBS       connections of the multiconn and cells runs (default 4)
+#   ROUNDS     rounds of the cells run (default 2)
+#   CELL_MIB   cells run: the region fio works on, prefilled first (default 256)
+#   WRITE_MIB  cells run: bytes a write cell writes at most (all connections), so that the page
+#              FTL (noftl13, 952 MiB exported) never collects garbage (default 512)
+#   QD_SEQ     cells run: queue depth per connection of the 128 KiB cells (default 4)
+#   CELLS      cells run: which cells (default all six: rr1 rr16 rw1 rw16 sr sw)
+#   AUTOGROUP_NICE  run in a session of its own whose autogroup has this nice value (e.g. -10;
+#              needs root for a negative one). With the kernel's autogroups (Debian's default)
+#              every session gets an equal share of the CPUs whatever its processes' nice
+#              values, and on a machine busy with other sessions' work the share a server gets
+#              then depends on how many threads it has runnable, not on its CPU per request:
+#              this gives the benchmark's session (fio and both servers alike) the CPUs.
 #   OUT        directory for logs and JSON (default: a temp dir, printed)
 #
 # Prints one line per run; `docs/PERFORMANCE.md` records results.
@@ -20,6 +36,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODE=${1:-iops}
+if [ -n "${AUTOGROUP_NICE:-}" ] && [ -z "${BENCH_NBD_SESSION:-}" ]; then
+  exec setsid env BENCH_NBD_SESSION=1 bash -c \
+    'echo "$AUTOGROUP_NICE" > /proc/self/autogroup && exec bash "$0" "$@"' "$0" "$@"
+fi
 NOFTL=${NOFTL:-target/release/noftl}
 RUNTIME=${RUNTIME:-10}
 SIZE=${SIZE:-1G}
@@ -156,6 +176,115 @@ elif [ "$MODE" = multiconn ]; then
       done
     done
   done
+elif [ "$MODE" = cells ]; then
+  command -v nbdkit >/dev/null || { echo "nbdkit missing" >&2; exit 1; }
+  JOBS=${JOBS:-4} ROUNDS=${ROUNDS:-2} CELL_MIB=${CELL_MIB:-256} WRITE_MIB=${WRITE_MIB:-512}
+  QD_SEQ=${QD_SEQ:-4}
+  read -r -a CELL_LIST <<< "${CELLS:-rr1 rr16 rw1 rw16 sr sw}"
+  # start_server NAME SOCK: a fresh server (a fresh device) on SOCK, its pid in SRV_PID.
+  start_server() {
+    local name=$1 sock=$2
+    rm -f "$sock"
+    case $name in
+      page|memdisk)
+        "$NOFTL" serve --target "$name" --clock none --socket "$sock" \
+            --stats-file "$sock.stats.json" 2>"$sock.log" & ;;
+      nbdkit) nbdkit -f -U "$sock" memory 1G 2>"$sock.log" & ;;
+    esac
+    SRV_PID=$!
+    PIDS+=("$SRV_PID")
+    wait_socket "$sock"
+  }
+  # cell_run NAME URI CELL -> "iops mean_us p50_us p99_us MiB/s"
+  cell_run() {
+    local name=$1 uri=$2 cell=$3 rw bs qd
+    local -a extra
+    case $cell in
+      rr1) rw=randread bs=4k qd=1 ;; rr16) rw=randread bs=4k qd=16 ;;
+      rw1) rw=randwrite bs=4k qd=1 ;; rw16) rw=randwrite bs=4k qd=16 ;;
+      sr) rw=read bs=128k qd=$QD_SEQ ;; sw) rw=write bs=128k qd=$QD_SEQ ;;
+      *) echo "unknown cell $cell" >&2; exit 2 ;;
+    esac
+    case $cell in
+      # Sequential: each connection streams its own part of the region.
+      sr|sw) extra=(--size=$((CELL_MIB / JOBS))M --offset_increment=$((CELL_MIB / JOBS))M) ;;
+      *) extra=(--size="${CELL_MIB}M") ;;
+    esac
+    case $cell in
+      # Writes stop at WRITE_MIB in all (or at RUNTIME), so that the page FTL never needs GC.
+      rw*|sw) extra+=(--io_size=$((WRITE_MIB / JOBS))M --runtime="$RUNTIME") ;;
+      *) extra+=(--time_based --runtime="$RUNTIME") ;;
+    esac
+    fio --name="$name" --ioengine=nbd --uri="$uri" --rw="$rw" --bs="$bs" --iodepth="$qd" \
+        --numjobs="$JOBS" --group_reporting --randseed=42 "${extra[@]}" \
+        --output-format=json --output="$OUT/$name.json" >/dev/null
+    python3 - "$OUT/$name.json" "$rw" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+side = "read" if "read" in sys.argv[2] else "write"
+s = j[side]; c = s["clat_ns"]; p = c.get("percentile", {})
+print(f'{s["iops"]:.0f} {c["mean"]/1e3:.1f} {p.get("50.000000", 0)/1e3:.1f} {p.get("99.000000", 0)/1e3:.1f} {s["bw_bytes"]/2**20:.0f} {s["total_ios"]}')
+EOF
+  }
+  # cpu_ticks PID: user + system CPU of a process so far, in clock ticks.
+  cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+  HZ=$(getconf CLK_TCK)
+  RES=$OUT/cells.tsv
+  : > "$RES"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); autogroup: $(cat /proc/self/autogroup)"
+  printf '%-5s %-5s %-8s %10s %9s %9s %9s %9s %9s %9s %6s\n' round cell server iops MiB_s mean_us p50_us p99_us cpu_us/io vs_nbdkit gc
+  for round in $(seq "$ROUNDS"); do
+    for cell in "${CELL_LIST[@]}"; do
+      kiops=
+      for srv in nbdkit page memdisk; do
+        sock=$OUT/$srv-$round-$cell.sock
+        start_server "$srv" "$sock"
+        uri="nbd+unix:///?socket=$sock"
+        if [ "$round$cell" = "1${CELL_LIST[0]}" ]; then
+          nbdinfo --can multi-conn "$uri" || { echo "$srv does not offer multi-conn" >&2; exit 1; }
+        fi
+        # Write the region once, so that reads hit data and writes overwrite.
+        fio --name=fill --ioengine=nbd --uri="$uri" --rw=write --bs=1m --iodepth=4 \
+            --size="${CELL_MIB}M" >/dev/null
+        t0=$(cpu_ticks "$SRV_PID")
+        read -r iops mean p50 p99 mibs ios < <(cell_run "$srv-$round-$cell" "$uri" "$cell")
+        t1=$(cpu_ticks "$SRV_PID")
+        # The server's CPU per request (user + system, all its threads): what it costs the
+        # machine whatever the load, unlike IOPS on a shared 2-core box.
+        cpu=$(awk "BEGIN { printf \"%.1f\", ($t1 - $t0) * 1e6 / $HZ / $ios }")
+        kill -TERM "$SRV_PID"; wait "$SRV_PID" 2>/dev/null || true
+        gc=-
+        if [ "$srv" = page ]; then
+          # GC work in the cell (erases and page copies): 0 means "before its first GC".
+          gc=$(python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["ftl"]["gc"]; print(g["erases"] + g["migrations"])' "$sock.stats.json")
+        fi
+        [ "$srv" = nbdkit ] && kiops=$iops
+        ratio=$(awk "BEGIN { printf \"%.2f\", $iops / $kiops }")
+        printf '%-5s %-5s %-8s %10s %9s %9s %9s %9s %9s %9s %6s\n' "$round" "$cell" "$srv" "$iops" "$mibs" "$mean" "$p50" "$p99" "$cpu" "$ratio" "$gc"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$cell" "$srv" "$iops" "$ratio" "$gc" "$cpu" >> "$RES"
+      done
+    done
+  done
+  echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  # Per cell and server: the range over the rounds, and of the ratio to nbdkit.
+  python3 - "$RES" <<'EOF'
+import sys, collections
+r = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    _, cell, srv, iops, ratio, gc, cpu = line.rstrip("\n").split("\t")
+    r[(cell, srv)].append((float(iops), float(ratio), gc, float(cpu)))
+print(f"\n{'cell':<6} {'nbdkit iops':<16} {'page iops (x nbdkit)':<30} {'memdisk iops (x nbdkit)':<30} {'cpu us/io nbdkit/page/memdisk':<32} page gc work")
+for c in dict.fromkeys(c for c, _ in r):
+    def rng(srv, ratio=True):
+        v = r[(c, srv)]
+        s = f"{min(x[0] for x in v):.0f}-{max(x[0] for x in v):.0f}"
+        if ratio:
+            s += f" ({min(x[1] for x in v):.2f}-{max(x[1] for x in v):.2f}x)"
+        return s
+    gc = ",".join(x[2] for x in r[(c, "page")])
+    cpu = " / ".join(f"{min(x[3] for x in r[(c, s)]):.1f}-{max(x[3] for x in r[(c, s)]):.1f}" for s in ("nbdkit", "page", "memdisk"))
+    print(f"{c:<6} {rng('nbdkit', False):<16} {rng('page'):<30} {rng('memdisk'):<30} {cpu:<32} {gc}")
+EOF
 else
-  echo "usage: $0 iops|latency|multiconn" >&2; exit 2
+  echo "usage: $0 iops|latency|multiconn|cells" >&2; exit 2
 fi

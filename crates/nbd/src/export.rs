@@ -36,7 +36,7 @@
 //! 7. BLOCK_STATUS reports a hole only where the device's map says the page is unmapped
 //!    (trimmed or never written: it reads as zeros); everything else is data.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -57,7 +57,27 @@ pub struct Export {
     size_bytes: u64,
     name: String,
     pub counters: Counters,
-    latency: Mutex<Latency>,
+    /// Latency histograms, one per shard: a connection's thread records into its own shard
+    /// (`latency_shard`), so that connections on different cores do not take one lock (and
+    /// move one cache line) per request; the report adds the shards up.
+    latency: Box<[LatencyShard]>,
+}
+
+/// Shards of the latency histograms: more than the connections usually busy at once.
+const LATENCY_SHARDS: usize = 8;
+
+/// One shard, on cache lines of its own.
+#[derive(Debug)]
+#[repr(align(128))]
+struct LatencyShard(Mutex<Latency>);
+
+/// The shard of the calling thread: threads take shards in turn as they first record.
+fn latency_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % LATENCY_SHARDS;
+    }
+    SHARD.with(|s| *s)
 }
 
 struct DeviceState {
@@ -300,6 +320,15 @@ pub struct Scheduled {
     pub due_ns: Nanos,
 }
 
+impl Latency {
+    fn new() -> Self {
+        Latency {
+            model_ns: histogram(),
+            served_ns: histogram(),
+        }
+    }
+}
+
 fn histogram() -> Histogram<u64> {
     // 1 ns .. 1 hour at 3 significant digits.
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
@@ -322,10 +351,9 @@ impl Export {
             size_bytes,
             name,
             counters: Counters::default(),
-            latency: Mutex::new(Latency {
-                model_ns: histogram(),
-                served_ns: histogram(),
-            }),
+            latency: (0..LATENCY_SHARDS)
+                .map(|_| LatencyShard(Mutex::new(Latency::new())))
+                .collect(),
         }
     }
 
@@ -390,16 +418,7 @@ impl Export {
                         .map_err(|e| errno(&e, false))
                 })
             }
-            Command::Write { offset, len, fua } => {
-                c.writes.fetch_add(1, Ordering::Relaxed);
-                c.bytes_written.fetch_add(len as u64, Ordering::Relaxed);
-                // FUA on every chunk: each is durable when its call returns, as the device's
-                // contract says of a FUA write (ByteDevice::write_zeroes does the same).
-                self.chunked(offset, len, true, pacer, |st, at, off, rel, n, _| {
-                    st.write(at, off, &buf[rel..rel + n], fua)
-                        .map_err(|e| errno(&e, true))
-                })
-            }
+            Command::Write { offset, len, fua } => self.write_cmd(offset, len, fua, buf, pacer),
             Command::Flush => {
                 c.flushes.fetch_add(1, Ordering::Relaxed);
                 self.once(|st, at| st.dev.flush(at).map_err(|e| errno(&e, false)))
@@ -430,6 +449,37 @@ impl Export {
             Command::Disc => self.once(|_, at| Ok(at)),
         };
         self.finish(submit_ns, result)
+    }
+
+    /// Runs a WRITE whose data is `data` (`len` bytes; the caller's buffer, which may be the
+    /// connection's input buffer: no copy before the device's own). Other commands are refused.
+    pub fn schedule_write(&self, cmd: &Command, data: &[u8], pacer: &mut Pacer) -> Scheduled {
+        let (submit_ns, result) = match *cmd {
+            Command::Write { offset, len, fua } if data.len() >= len => {
+                self.write_cmd(offset, len, fua, data, pacer)
+            }
+            _ => self.once(|_, _| Err(proto::EINVAL)),
+        };
+        self.finish(submit_ns, result)
+    }
+
+    fn write_cmd(
+        &self,
+        offset: u64,
+        len: usize,
+        fua: bool,
+        data: &[u8],
+        pacer: &mut Pacer,
+    ) -> (Nanos, Result<Nanos, u32>) {
+        let c = &self.counters;
+        c.writes.fetch_add(1, Ordering::Relaxed);
+        c.bytes_written.fetch_add(len as u64, Ordering::Relaxed);
+        // FUA on every chunk: each is durable when its call returns, as the device's contract
+        // says of a FUA write (ByteDevice::write_zeroes does the same).
+        self.chunked(offset, len, true, pacer, |st, at, off, rel, n, _| {
+            st.write(at, off, &data[rel..rel + n], fua)
+                .map_err(|e| errno(&e, true))
+        })
     }
 
     /// The outcome of a request submitted at `submit_ns`.
@@ -591,7 +641,10 @@ impl Export {
     /// Records the latencies of a request whose reply is going out now.
     pub fn record(&self, model_ns: Nanos, arrived_ns: Nanos) {
         let served = self.clock.now_ns().saturating_sub(arrived_ns);
-        let mut l = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        let mut l = self.latency[latency_shard()]
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         // Values beyond the histogram's hour are clamped rather than dropped.
         l.model_ns.saturating_record(model_ns.max(1));
         l.served_ns.saturating_record(served.max(1));
@@ -613,7 +666,13 @@ impl Export {
         };
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let lat = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lat = Latency::new();
+        for shard in self.latency.iter() {
+            let l = shard.0.lock().unwrap_or_else(|p| p.into_inner());
+            // Same bounds in every shard: adding cannot fail.
+            let _ = lat.model_ns.add(&l.model_ns);
+            let _ = lat.served_ns.add(&l.served_ns);
+        }
         let summary = |h: &Histogram<u64>| {
             json!({
                 "count": h.len(),

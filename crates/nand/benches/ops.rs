@@ -9,28 +9,17 @@
 //! 4 KiB copies out of a 1 GiB anonymous mapping advised for huge pages, as the RAM store keeps
 //! its arenas, with no emulator around them. A read with data cannot be faster than this copy.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use nand::{DeviceConfig, Nand, Ppn, Purpose};
+mod common;
 
-fn device(store: &str) -> Nand {
-    let cfg = DeviceConfig::preset("noftl13", &[format!("store=\"{store}\"")]).expect("preset");
-    let mut n = Nand::new(cfg).expect("device");
-    let data = vec![0x5Au8; 4096];
-    let mut at = 0;
-    for p in 0..n.geometry().pages() {
-        at = n
-            .program(at, Ppn(p), &data, &[], Purpose::Host)
-            .expect("fill")
-            .done_ns;
-    }
-    n
-}
+use common::filled_device;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use nand::{Ppn, Purpose};
 
 fn bench(c: &mut Criterion) {
     for store in ["ram", "meta"] {
         let mut g = c.benchmark_group(format!("nand_{store}"));
         g.throughput(Throughput::Elements(1));
-        let mut n = device(store);
+        let mut n = filled_device(store);
         let pages = n.geometry().pages();
         let mut buf = vec![0u8; 4096];
         let mut i = 0u64;

@@ -9,26 +9,15 @@
 //! shows the work itself. The loops are those of `ops` (same device, same page stride, same
 //! 1 GiB huge-page mapping for the copy).
 
+mod common;
+
 use std::time::Instant;
 
-use nand::{DeviceConfig, Nand, Ppn, Purpose};
+use common::filled_device;
+use nand::{Nand, Ppn, Purpose};
 
 const PAGE: usize = 4096;
 const BATCH: u64 = 256;
-
-fn device(store: &str) -> Nand {
-    let cfg = DeviceConfig::preset("noftl13", &[format!("store=\"{store}\"")]).expect("preset");
-    let mut n = Nand::new(cfg).expect("device");
-    let data = vec![0x5Au8; PAGE];
-    let mut at = 0;
-    for p in 0..n.geometry().pages() {
-        at = n
-            .program(at, Ppn(p), &data, &[], Purpose::Host)
-            .expect("fill")
-            .done_ns;
-    }
-    n
-}
 
 /// A device read loop: the page index and the virtual time carried from batch to batch.
 struct Reader {
@@ -64,13 +53,13 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(2000);
     let mut ram = Reader {
-        nand: device("ram"),
+        nand: filled_device("ram"),
         i: 0,
         at: 0,
     };
     ram.at = ram.nand.now_ns();
     let mut meta = Reader {
-        nand: device("meta"),
+        nand: filled_device("meta"),
         i: 0,
         at: 0,
     };

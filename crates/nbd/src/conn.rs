@@ -935,9 +935,18 @@ mod tests {
         piece: usize,
     ) -> (Result<Ended, ProtoError>, Vec<u8>) {
         let ex = Export::new(Box::new(MemDisk::new(PAGES)), mode);
+        serve_in_pieces(&ex, input, piece)
+    }
+
+    /// One connection to `ex`, the client's bytes arriving `piece` bytes at a time.
+    fn serve_in_pieces(
+        ex: &Export,
+        input: Vec<u8>,
+        piece: usize,
+    ) -> (Result<Ended, ProtoError>, Vec<u8>) {
         let mut out = Vec::new();
         let res = serve(
-            &ex,
+            ex,
             Pieces {
                 input: std::io::Cursor::new(input),
                 piece,
@@ -1402,19 +1411,7 @@ mod tests {
                         });
                         let mut input = go_handshake();
                         push_requests(&mut input, &reqs, 0);
-                        let mut out = Vec::new();
-                        let piece = 1000 + 777 * c as usize;
-                        let res = serve(
-                            ex,
-                            Pieces {
-                                input: std::io::Cursor::new(input),
-                                piece,
-                            },
-                            &mut out,
-                            &|| {},
-                            &Unlimited,
-                            &timeouts(),
-                        );
+                        let (res, out) = serve_in_pieces(ex, input, 1000 + 777 * c as usize);
                         assert_eq!(res.ok(), Some(Ended::Disconnect));
                         (reqs.len(), out)
                     })

@@ -64,12 +64,21 @@ fio_run() {
       --numjobs="$jobs" --group_reporting \
       --size="$SIZE" --time_based --runtime="$RUNTIME" --ramp_time=1 --randseed=42 \
       --output-format=json --output="$OUT/$name.json" >/dev/null
-  python3 - "$OUT/$name.json" "$rw" <<'EOF'
+  fio_summary "$OUT/$name.json" "$rw"
+}
+
+# fio_summary JSON RW [full]: IOPS, mean, p50 and p99 completion latency (us) of the job's read
+# or write side; with "full" also MiB/s and the I/O count.
+fio_summary() {
+  python3 - "$1" "$2" "${3:-}" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 side = "read" if "read" in sys.argv[2] else "write"
 s = j[side]; c = s["clat_ns"]; p = c.get("percentile", {})
-print(f'{s["iops"]:.0f} {c["mean"]/1e3:.1f} {p.get("50.000000", 0)/1e3:.1f} {p.get("99.000000", 0)/1e3:.1f}')
+out = f'{s["iops"]:.0f} {c["mean"]/1e3:.1f} {p.get("50.000000", 0)/1e3:.1f} {p.get("99.000000", 0)/1e3:.1f}'
+if sys.argv[3] == "full":
+    out += f' {s["bw_bytes"]/2**20:.0f} {s["total_ios"]}'
+print(out)
 EOF
 }
 
@@ -218,13 +227,7 @@ elif [ "$MODE" = cells ]; then
     fio --name="$name" --ioengine=nbd --uri="$uri" --rw="$rw" --bs="$bs" --iodepth="$qd" \
         --numjobs="$JOBS" --group_reporting --randseed=42 "${extra[@]}" \
         --output-format=json --output="$OUT/$name.json" >/dev/null
-    python3 - "$OUT/$name.json" "$rw" <<'EOF'
-import json, sys
-j = json.load(open(sys.argv[1]))["jobs"][0]
-side = "read" if "read" in sys.argv[2] else "write"
-s = j[side]; c = s["clat_ns"]; p = c.get("percentile", {})
-print(f'{s["iops"]:.0f} {c["mean"]/1e3:.1f} {p.get("50.000000", 0)/1e3:.1f} {p.get("99.000000", 0)/1e3:.1f} {s["bw_bytes"]/2**20:.0f} {s["total_ios"]}')
-EOF
+    fio_summary "$OUT/$name.json" "$rw" full
   }
   # cpu_ticks PID: user + system CPU of a process so far, in clock ticks.
   cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }

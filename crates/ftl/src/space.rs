@@ -1249,8 +1249,8 @@ impl FlashSpace {
     /// Reads the units `first`, `first + 1`, ... that side by side fill `data`, all in one flash
     /// page: one array read (tR) and the bus for their bytes, as a controller senses a page once
     /// and takes its columns from the page register. Reading them unit by unit would charge a
-    /// tR each, which no controller does for units of one page it reads together. One unit, or
-    /// pages of one unit, is [`FlashSpace::read`].
+    /// tR each, which no controller does for units of one page it reads together. The run is
+    /// checked here, then read by [`FlashSpace::read`].
     pub fn read_units(
         &mut self,
         at_ns: Nanos,
@@ -1272,20 +1272,8 @@ impl FlashSpace {
                 self.unit_bytes
             )));
         }
-        if n == 1 {
-            return self.read(at_ns, first, data, &mut [], purpose);
-        }
-        let slot = (first.0 % upp) as usize;
-        Ok(lower_pages::read_range(
-            &mut self.nand,
-            &self.lower,
-            at_ns,
-            Ppn(first.0 / upp),
-            (slot * self.unit_bytes, data),
-            (0, &mut []),
-            purpose,
-        )?
-        .done_ns)
+        // `read`'s column read takes as many bytes of the page as `data` holds: the whole run.
+        self.read(at_ns, first, data, &mut [], purpose)
     }
 
     /// How many of the units `units` (flash unit addresses, in order) continue the run that

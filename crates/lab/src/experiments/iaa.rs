@@ -5,8 +5,8 @@
 //!
 //! Each run: a fresh device; the table loaded at the size that leaves the asked free space of
 //! the store's logical capacity (table, index, log and master record count as used); a warm-up
-//! that writes `warmup` times the device's capacity, so that GC is in its steady state; then
-//! the measured window (`duration` of virtual time, the same scheduler, measurement window,
+//! that writes `warmup` times the device's capacity, then rounds of `round` until steady
+//! (`crate::steady`, at most `max_rounds`); then the measured window (`duration` of virtual time, the same scheduler, measurement window,
 //! snapshots and `consistency` object as `noftl bench`). Runs are independent and spread over
 //! `jobs` threads; each is a function of its parameters and the seed, so the output does not
 //! depend on the thread count.
@@ -95,6 +95,11 @@ pub struct Spec {
     pub duration: String,
     /// Warm-up writes, in multiples of the device's logical capacity (0 to 20).
     pub warmup: f64,
+    /// One round of the steady-state rule after the warm-up (`crate::steady`), virtual time.
+    pub round: String,
+    /// Rounds before the measured window, at most (0: none, and every row says it was not
+    /// checked for steady state).
+    pub max_rounds: u32,
     /// Buffer pool frames (None: as `noftl bench`, 2% of the table's pages, at least 256).
     pub buffer_pages: Option<usize>,
     /// DB page size in bytes (4096; 16384 needs 16 KiB flash pages for IAA to name DB pages).
@@ -130,6 +135,9 @@ impl Default for Spec {
             terminals: 4,
             duration: "2s".into(),
             warmup: 1.0,
+            // As `noftl bench`: rounds cost engine time; `--max-rounds 25` asks for them.
+            round: "1s".into(),
+            max_rounds: 0,
             buffer_pages: None,
             page_size: 4096,
             victims: ftl::iaa::DEFAULT_COMMITTED_VICTIMS,
@@ -149,7 +157,10 @@ impl Spec {
     /// chip timing and energy from the preset's datasheet-class figures), shrunk in `device`;
     /// DB pages of the flash page (the paper's LPA is the LA over the NAND page size); one
     /// stream of queries (the paper's SE issues one at a time); one committed victim at first
-    /// ("the target next block to be erased"); a 20 s window (several hundred GC erases at
+    /// ("the target next block to be erased"), and as many more as the inserts need (when the
+    /// committed victims hold no page with room, the next block GC will erase with valid pages
+    /// is the next block to be erased; a cap would send inserts to the append point, which
+    /// fills pages up, the situation IAA exists to avoid, IAA Fig. 10(a)); a 20 s window (several hundred GC erases at
     /// 20% free) after a warm-up of two device capacities (the load writes every page once in
     /// order; GC reaches its steady victims only after the random writes have passed the
     /// device).
@@ -165,8 +176,12 @@ impl Spec {
                 terminals: 1,
                 duration: "20s".into(),
                 warmup: 2.0,
+                // A quarter of the window: dozens of GC erases per round at 20% free.
+                round: "5s".into(),
+                max_rounds: crate::steady::MAX_ROUNDS,
                 page_size: 16384,
                 victims: 1,
+                max_victims: u32::MAX,
                 ..Spec::default()
             },
         }
@@ -212,8 +227,8 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paper: Option<kits::iaa_paper::PaperStats>,
     pub consistency: Consistency,
-    /// The steady-state rule (`crate::steady`): this sweep warms up for `warmup` device
-    /// capacities and runs no rounds, so it reports the warm-up's device writes, not checked.
+    /// The steady-state rule (`crate::steady`): rounds after the warm-up, or (with
+    /// `max_rounds` 0) none, and then it says so.
     pub steady_state: crate::steady::SteadyState,
     pub check: &'static str,
     pub check_problems: Vec<String>,
@@ -308,12 +323,17 @@ pub fn check(spec: &Spec) -> anyhow::Result<()> {
     if spec.terminals == 0 || spec.terminals > 256 {
         bail!("--terminals is 1..256");
     }
-    if !(1..=storage::iaa::MAX_COMMITTED_VICTIMS).contains(&spec.max_victims)
-        || !(1..=spec.max_victims).contains(&spec.victims)
+    // The engine keeps its hinted pages per committed victim in memory (storage::iaa); the
+    // paper's SE is told the next block to be erased, whichever it is.
+    let most = match spec.model {
+        Model::Engine => storage::iaa::MAX_COMMITTED_VICTIMS,
+        Model::Paper => u32::MAX,
+    };
+    if !(1..=most).contains(&spec.max_victims) || !(1..=spec.max_victims).contains(&spec.victims)
     {
         bail!(
-            "--victims and --max-victims: 1 <= victims <= max-victims <= {}",
-            storage::iaa::MAX_COMMITTED_VICTIMS
+            "--victims and --max-victims: 1 <= victims <= max-victims <= {most} (--model {})",
+            spec.model.name()
         );
     }
     if spec.jobs == 0 {
@@ -348,6 +368,16 @@ pub fn check(spec: &Spec) -> anyhow::Result<()> {
         }
     }
     parse_duration_ns(&spec.duration)?;
+    if parse_duration_ns(&spec.round)? == 0 {
+        bail!("--round is a virtual time above zero");
+    }
+    if spec.max_rounds > 4 * crate::steady::MAX_ROUNDS {
+        bail!(
+            "--max-rounds is 0 to {} (SNIA's cap is {})",
+            4 * crate::steady::MAX_ROUNDS,
+            crate::steady::MAX_ROUNDS
+        );
+    }
     Ok(())
 }
 
@@ -603,6 +633,30 @@ fn warm_up(spec: &Spec, l: &mut Loaded) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The steady-state rounds after the warm-up (none with `max_rounds` 0), the terminals
+/// running without a transaction limit.
+fn engine_rounds(spec: &Spec, l: &mut Loaded) -> anyhow::Result<crate::steady::SteadyState> {
+    use crate::steady::{SteadyState, Writes};
+    if spec.max_rounds == 0 {
+        return Ok(SteadyState::skipped(Writes::device_writes_of(
+            l.engine.store().nand(),
+        )));
+    }
+    let round_ns = parse_duration_ns(&spec.round)?;
+    let done = |t: &[IaaTerminal]| t.iter().map(|t| t.committed).sum::<u64>();
+    let rounds = crate::runner::terminal_rounds(
+        &mut l.engine,
+        &mut l.terms,
+        round_ns,
+        spec.max_rounds,
+        done,
+    )?;
+    Ok(SteadyState::of(
+        &rounds,
+        Writes::device_writes_of(l.engine.store().nand()),
+    ))
+}
+
 /// One run of the sweep; with `sample_ns`, its measured window's marks every `sample_ns` and
 /// its queries (`Row::trace`).
 pub fn run_one(
@@ -617,13 +671,14 @@ pub fn run_one(
     let until = parse_duration_ns(&spec.duration)?;
     for t in l.terms.iter_mut() {
         t.reset_counters(None);
+    }
+    let steady_state = engine_rounds(spec, &mut l)?;
+    for t in l.terms.iter_mut() {
+        t.reset_counters(None);
         // Only the measured window's queries are recorded (with a result directory).
         t.events = sample_ns.map(|_| Vec::new());
     }
     let e = &mut l.engine;
-    let steady_state = crate::steady::SteadyState::skipped(
-        crate::steady::Writes::device_writes_of(e.store().nand()),
-    );
     let stats0 = e.iaa_stats();
     let before = snapshot(e);
     let start = e.now();

@@ -6,7 +6,8 @@
 //! A run: a fresh device and store (`iaa::build_store`, DB pages of `spec.page_size`); the
 //! table sized so that it (and, under the index assumption, its index; under the log
 //! assumption, the log) leaves `free` of the store's logical capacity unused, loaded in page
-//! order; a warm-up until the host wrote `spec.warmup` device capacities; then the measured
+//! order; a warm-up until the host wrote `spec.warmup` device capacities; rounds of
+//! `spec.round` until steady (`crate::steady`, at most `spec.max_rounds`); then the measured
 //! window of `spec.duration` in virtual time, one query at a time, with the same counters,
 //! figures and `consistency` check as the engine's rows (`iaa::base_row`).
 
@@ -20,6 +21,7 @@ use storage::PageStore;
 
 use super::iaa::{base_row, build_store, relate, Model, Row, Spec};
 use crate::measure::{consistency, per_txn, store_snapshot};
+use crate::steady::{until_steady, Round, SteadyState, Writes};
 use crate::units::parse_duration_ns;
 
 /// Table pages that, with the index (if assumed) and the log (if assumed), leave `free` of
@@ -107,6 +109,7 @@ pub fn run_one(spec: &Spec, free: f64, scheme: Scheme, assume: Assumptions) -> a
             t = e.query(s, t)?;
         }
     }
+    let steady_state = paper_rounds(spec, &mut e, s, &mut t)?;
     // The measured window.
     let until = t + parse_duration_ns(&spec.duration)?;
     let stats0 = e.stats();
@@ -159,9 +162,36 @@ pub fn run_one(spec: &Spec, free: f64, scheme: Scheme, assume: Assumptions) -> a
         victim_pages_left_other: st.victim_pages_left_other,
     };
     row.paper = Some(st);
+    row.steady_state = steady_state;
     row.check = check;
     row.check_problems = problems;
     Ok(row)
+}
+
+/// The steady-state rounds after the warm-up (none with `max_rounds` 0): queries one at a time
+/// from `*t` for `spec.round` of virtual time each; `*t` ends where the last round ended.
+fn paper_rounds(
+    spec: &Spec,
+    e: &mut PaperEngine,
+    s: &mut dyn PageStore,
+    t: &mut u64,
+) -> anyhow::Result<SteadyState> {
+    if spec.max_rounds == 0 {
+        return Ok(SteadyState::skipped(Writes::device_writes_of(s.nand())));
+    }
+    let round_ns = parse_duration_ns(&spec.round)?;
+    let rounds = until_steady(spec.max_rounds, |_| {
+        let (t0, w0, mut queries) = (*t, Writes::of(s.nand()), 0u64);
+        while *t < t0 + round_ns {
+            *t = e.query(s, *t)?;
+            queries += 1;
+        }
+        Ok(Round {
+            throughput: queries as f64 * 1e9 / (*t - t0) as f64,
+            waf: Writes::of(s.nand()).since(&w0).waf(),
+        })
+    })?;
+    Ok(SteadyState::of(&rounds, Writes::device_writes_of(s.nand())))
 }
 
 /// The counters of a window: `b - a`, field by field.
@@ -169,8 +199,11 @@ fn diff(
     a: kits::iaa_paper::PaperStats,
     b: kits::iaa_paper::PaperStats,
 ) -> kits::iaa_paper::PaperStats {
+    // Counts differ; `victims_committed` is a level: the window's end.
     macro_rules! d {
-        ($($f:ident),*) => { kits::iaa_paper::PaperStats { $($f: b.$f - a.$f),* } };
+        ($($f:ident),*) => {
+            kits::iaa_paper::PaperStats { $($f: b.$f - a.$f,)* victims_committed: b.victims_committed }
+        };
     }
     d!(
         queries,

@@ -135,6 +135,16 @@ pub struct CompareArgs {
     /// engine, 2 for the paper model).
     #[arg(long)]
     pub warmup: Option<f64>,
+    /// One round of the steady-state rule after the warm-up (SNIA SSS PTS: the last 5 rounds'
+    /// throughput and WAF within 20% range and 10% fit excursion of their mean), virtual time
+    /// (default: 1s for the engine, 5s for the paper model).
+    #[arg(long)]
+    pub round: Option<String>,
+    /// Rounds before the measured window, at most (0: none, and every row says it was not
+    /// checked for steady state; default: 0 for the engine, as `noftl bench`, 25 for the
+    /// paper model, SNIA's cap).
+    #[arg(long)]
+    pub max_rounds: Option<u32>,
     /// Buffer pool frames (default: as `noftl bench`, 2% of the table's pages, at least 256).
     #[arg(long)]
     pub buffer_pages: Option<usize>,
@@ -142,13 +152,16 @@ pub struct CompareArgs {
     /// LPA is the flash page; 16384 needs 16 KiB flash pages for IAA to name DB pages).
     #[arg(long)]
     pub page_size: Option<usize>,
-    /// GC victims the engine has the flash commit to at first (it commits more, up to 8, when
-    /// every hinted page had its record; default: 2 for the engine, 1 for the paper model).
+    /// GC victims the engine has the flash commit to at first (it commits more, up to
+    /// --max-victims, when every hinted page had its record; default: 2 for the engine, 1 for
+    /// the paper model).
     #[arg(long)]
     pub victims: Option<u32>,
-    /// The most GC victims the engine has the flash commit to.
-    #[arg(long, default_value_t = storage::iaa::MAX_COMMITTED_VICTIMS)]
-    pub max_victims: u32,
+    /// The most GC victims the engine has the flash commit to (default: 8 for the engine, its
+    /// most; every closed block for the paper model, whose SE is always told the next block to
+    /// be erased).
+    #[arg(long)]
+    pub max_victims: Option<u32>,
     /// Seed of the table's rows and of the terminals' transaction inputs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -158,8 +171,7 @@ pub struct CompareArgs {
     /// Verify the table, its index and the engine's structures after each run.
     #[arg(long)]
     pub check: bool,
-    /// Fail (after the report) when a run did not reach steady state (this sweep warms up for
-    /// --warmup device capacities and runs no steady-state rounds).
+    /// Fail (after the report) when a run did not reach steady state (--max-rounds).
     #[arg(long)]
     pub strict: bool,
     /// Write the JSON result to this file ("-" or no value: standard output, instead of the
@@ -192,10 +204,12 @@ impl CompareArgs {
             terminals: self.terminals.unwrap_or(d.terminals),
             duration: self.duration.clone().unwrap_or(d.duration),
             warmup: self.warmup.unwrap_or(d.warmup),
+            round: self.round.clone().unwrap_or(d.round),
+            max_rounds: self.max_rounds.unwrap_or(d.max_rounds),
             buffer_pages: self.buffer_pages,
             page_size: self.page_size.unwrap_or(d.page_size),
             victims: self.victims.unwrap_or(d.victims),
-            max_victims: self.max_victims,
+            max_victims: self.max_victims.unwrap_or(d.max_victims),
             seed: self.seed,
             jobs: self.jobs,
             check: self.check,

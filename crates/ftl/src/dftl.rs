@@ -1249,7 +1249,18 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
                 continue;
             }
             let (s, t) = self.lookup(at_ns, lpn + i as u64)?;
-            let done = read_mapped(&mut self.space, t, self.cache.ppn(s), chunk)?;
+            let p = self.cache.ppn(s);
+            // A page whose program is in flight is read from the buffer (`wbuf.rs` invariant 4).
+            let held = p != UNMAPPED
+                && self
+                    .wbuf
+                    .as_ref()
+                    .is_some_and(|wb| wb.read_held(Ppn(u64::from(p)), t, chunk));
+            let done = if held {
+                t
+            } else {
+                read_mapped(&mut self.space, t, p, chunk)?
+            };
             end = end.max(done);
             self.c.host.reads += 1;
         }

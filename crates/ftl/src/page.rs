@@ -675,11 +675,12 @@ impl BlockDevice for PageFtl {
             self.c.host.reads += 1;
             let chunk = &mut buf[i * LOGICAL_PAGE_BYTES..(i + 1) * LOGICAL_PAGE_BYTES];
             let l = lpn as usize + i;
-            if self
-                .wbuf
-                .as_ref()
-                .is_some_and(|wb| wb.read(l as u64, chunk))
-            {
+            // The gathered page, or a page whose program is in flight (`wbuf.rs` invariants 2
+            // and 4): the controller has the bytes.
+            let loc = Ppn(u64::from(self.map[l]));
+            if self.wbuf.as_ref().is_some_and(|wb| {
+                wb.read(l as u64, chunk) || (self.map[l] != UNMAPPED && wb.read_held(loc, t, chunk))
+            }) {
                 end = end.max(t);
                 i += 1;
                 continue;

@@ -12,6 +12,10 @@
 //! whose programs have not completed (a controller keeps a page's data until its program
 //! succeeds, to program it elsewhere if it fails). A write that starts a new page when every
 //! slot is taken waits for the earliest program to complete: back-pressure in virtual time.
+//! While a page's program is in flight its data is in DRAM, so a read of one of its units is
+//! answered from there, as a controller answers a read that hits its write cache; waiting for
+//! the die would charge the rest of the program (up to an MLC upper page's tPROG) to a read the
+//! controller has the bytes for.
 //!
 //! Invariants:
 //! 1. A logical page is in the gathered page at most once: a rewrite before the page is
@@ -20,14 +24,16 @@
 //!    copy on flash).
 //! 3. Slots in use at time t: the gathered pages (if any) plus programs completing after t;
 //!    never more than `capacity_pages`.
+//! 4. A held page is the data of the flash page at its location, programmed from the buffer
+//!    and completing after the read's time: a location is programmed once per erase, and a
+//!    block cannot be erased while one of its programs is in flight, so the bytes are the
+//!    flash page's. The caller asks by the location it maps the logical page to, so a unit
+//!    rewritten, trimmed or moved by GC since is not served from here.
 //!
 //! Multi-plane programs (space invariant 10): on chips that take them the buffer gathers one
 //! page per plane (`batch_pages`) before it programs, and hands them to the space together
 //! (`FlashSpace::write_batch`), which programs them with one array time where the planes'
 //! open blocks stand at the same page.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use nand::{Nanos, Ppn, Purpose};
 
@@ -67,8 +73,10 @@ pub(crate) struct WriteBuffer {
     /// Logical pages gathered, in arrival order; unit `i`'s data is `data[i]`.
     lpns: Vec<u64>,
     data: Vec<u8>,
-    /// Completion times of programmed pages still holding a slot (invariant 3).
-    inflight: BinaryHeap<Reverse<Nanos>>,
+    /// Programmed pages still holding a slot (invariant 3): completion, the location of unit
+    /// 0, and the page's data in `held_data` (slot `i` at `i * page_units * unit_bytes`).
+    inflight: Vec<Held>,
+    held_data: Vec<u8>,
     /// Writes absorbed by a rewrite of a gathered page (invariant 1).
     pub coalesced: u64,
 }
@@ -91,7 +99,8 @@ impl WriteBuffer {
             capacity_pages,
             lpns: Vec::with_capacity(units),
             data: vec![0; units * unit_bytes],
-            inflight: BinaryHeap::new(),
+            inflight: Vec::with_capacity(capacity_pages),
+            held_data: vec![0; capacity_pages * page_units * unit_bytes],
             coalesced: 0,
         }
     }
@@ -131,17 +140,18 @@ impl WriteBuffer {
 
     /// When a new page may start gathering at `at_ns` (invariant 3).
     fn admit(&mut self, at_ns: Nanos) -> Nanos {
-        while self.inflight.peek().is_some_and(|r| r.0 <= at_ns) {
-            self.inflight.pop();
-        }
+        self.inflight.retain(|h| h.done_ns > at_ns);
         // The gathered pages take `batch_pages` slots; while they are not free, wait for the
         // earliest program to complete.
         let mut t = at_ns;
         while self.inflight.len() + self.batch_pages > self.capacity_pages {
-            match self.inflight.pop() {
-                Some(r) => t = t.max(r.0),
-                None => break,
-            }
+            let (i, _) = self
+                .inflight
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, h)| h.done_ns)
+                .expect("slots in use");
+            t = t.max(self.inflight.swap_remove(i).done_ns);
         }
         t
     }
@@ -160,6 +170,19 @@ impl WriteBuffer {
             }
             None => false,
         }
+    }
+
+    /// Copies the unit at `loc` into `out` if its page's program, from this buffer, is still in
+    /// flight at `at_ns` (invariant 4): the controller still holds the bytes.
+    pub fn read_held(&self, loc: Ppn, at_ns: Nanos, out: &mut [u8]) -> bool {
+        let Some(h) = self.inflight.iter().find(|h| {
+            h.done_ns > at_ns && (h.first.0..h.first.0 + u64::from(h.units)).contains(&loc.0)
+        }) else {
+            return false;
+        };
+        let at = (h.slot * self.page_units + (loc.0 - h.first.0) as usize) * self.unit_bytes;
+        out.copy_from_slice(&self.held_data[at..at + self.unit_bytes]);
+        true
     }
 
     /// Drops the gathered logical pages in `lpn..lpn + pages` (a trim); returns how many.
@@ -186,14 +209,41 @@ impl WriteBuffer {
         (&self.lpns, &self.data[..self.lpns.len() * self.unit_bytes])
     }
 
-    /// The gathered page was programmed, completing at `done_ns`: it keeps a slot until then.
-    pub fn programmed(&mut self, done_ns: Nanos) {
+    /// The gathered pages were programmed at `firsts` (the location of each page's first unit),
+    /// completing at `done_ns`: each keeps a slot, and its data, until then.
+    pub fn programmed(&mut self, firsts: &[Ppn], done_ns: Nanos) {
         let pages = self.lpns.len().div_ceil(self.page_units);
-        self.lpns.clear();
-        for _ in 0..pages {
-            self.inflight.push(Reverse(done_ns));
+        debug_assert_eq!(pages, firsts.len());
+        let page_bytes = self.page_units * self.unit_bytes;
+        for (p, &first) in firsts.iter().enumerate() {
+            // A free slot: `admit` made room for the gathered pages before they gathered.
+            let slot = (0..self.capacity_pages)
+                .find(|s| self.inflight.iter().all(|h| h.slot != *s))
+                .expect("admit keeps a slot per gathered page");
+            // Units `first..first + units` hold gathered units p * page_units.. in order.
+            let units = self.lpns.len().min((p + 1) * self.page_units) - p * self.page_units;
+            let from = &self.data[p * page_bytes..p * page_bytes + units * self.unit_bytes];
+            self.held_data[slot * page_bytes..slot * page_bytes + from.len()].copy_from_slice(from);
+            self.inflight.push(Held {
+                done_ns,
+                first,
+                units: units as u32,
+                slot,
+            });
         }
+        self.lpns.clear();
     }
+}
+
+/// A programmed page whose program is in flight (invariants 3 and 4).
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    done_ns: Nanos,
+    /// The location of the page's first unit, and how many units it holds from there.
+    first: Ppn,
+    units: u32,
+    /// Its data's place in `held_data`.
+    slot: usize,
 }
 
 /// What a drain programmed: the logical pages, each one's unit location, and when the
@@ -251,7 +301,7 @@ pub(crate) fn program_gathered_into(
     let locs = (0..lpns.len())
         .map(|i| Ppn(firsts[i / wb.page_units].0 + (i % wb.page_units) as u64))
         .collect();
-    wb.programmed(done);
+    wb.programmed(&firsts, done);
     Ok(Some((lpns, locs, done)))
 }
 
@@ -275,15 +325,25 @@ mod tests {
             b.put(12, l, &[l as u8; 8]);
         }
         assert_eq!(b.gathered().0, &[7, 8, 9, 10]);
-        b.programmed(1000);
+        b.programmed(&[Ppn(40)], 1000);
+        // Invariant 4: while the program is in flight, its units are read from the buffer.
+        assert!(b.read_held(Ppn(42), 999, &mut out));
+        assert_eq!(out, [9; 8]);
+        assert!(!b.read_held(Ppn(42), 1000, &mut out), "complete: read the flash");
+        assert!(!b.read_held(Ppn(44), 999, &mut out), "another page");
         // One page in flight, one gathering: the second page starts at once...
         assert_eq!(b.put(20, 1, &[0; 8]).0, 20);
         for l in 2..5 {
-            b.put(20, l, &[0; 8]);
+            b.put(20, l, &[l as u8 + 100; 8]);
         }
-        b.programmed(2000);
+        b.programmed(&[Ppn(80)], 2000);
+        assert!(b.read_held(Ppn(83), 1500, &mut out));
+        assert_eq!(out, [104; 8]);
+        assert!(b.read_held(Ppn(40), 500, &mut out));
+        assert_eq!(out, [2; 8]);
         // ...the third waits for the first program to complete.
         assert_eq!(b.put(30, 9, &[0; 8]).0, 1000);
+        assert!(!b.read_held(Ppn(40), 500, &mut out), "its slot was given to the third");
         assert_eq!(b.discard(9, 1), 1);
         assert!(b.is_empty());
     }

@@ -416,6 +416,8 @@ mod tests {
         spec.device.set = vec!["geometry.blocks_per_plane=16".into()];
         spec.duration = "2s".into();
         spec.warmup = 1.0;
+        // The order, not the steady state, is this test's subject (rounds: the test below).
+        spec.max_rounds = 0;
         spec.check = true;
         let mut rows: Vec<Row> = Scheme::ALL
             .iter()
@@ -454,5 +456,35 @@ mod tests {
                 r.scheme
             );
         }
+        // IAA Fig. 12: IAA and U2DI together ahead of each alone; and no page copies at all
+        // (IAA Fig. 11: "no degradation"), every insert aimed at the next block to be erased.
+        let (u2di, both) = (&rows[2], &rows[3]);
+        assert!(
+            both.throughput_qps > iaa.throughput_qps && both.throughput_qps > u2di.throughput_qps,
+            "IAA+U2DI {} against IAA {} and U2DI {}",
+            both.throughput_qps,
+            iaa.throughput_qps,
+            u2di.throughput_qps
+        );
+        assert!(both.gc_copies_per_host_write < 0.02, "{both:?}");
+        assert!((both.aimed_share - 1.0).abs() < 0.01, "f {}", both.aimed_share);
+    }
+
+    /// The steady-state rule (`crate::steady`): rounds too few to fill its window are reported
+    /// as not met, with the rounds run; none at all says so too.
+    #[test]
+    fn a_paper_run_too_short_to_be_steady_says_so() {
+        let mut spec = Spec::for_model(Model::Paper);
+        spec.device.set = vec!["geometry.blocks_per_plane=16".into()];
+        spec.duration = "200ms".into();
+        spec.warmup = 0.2;
+        spec.round = "100ms".into();
+        spec.max_rounds = 2;
+        let r = run_one(&spec, 0.2, Scheme::Conventional, Assumptions::default()).unwrap();
+        assert!(!r.steady_state.met && r.steady_state.rounds == 2, "{:?}", r.steady_state);
+        assert!(r.steady_state.criterion.starts_with("SNIA"), "{:?}", r.steady_state);
+        spec.max_rounds = 0;
+        let r = run_one(&spec, 0.2, Scheme::Conventional, Assumptions::default()).unwrap();
+        assert!(!r.steady_state.met && r.steady_state.rounds == 0, "{:?}", r.steady_state);
     }
 }

@@ -23,6 +23,8 @@
 #              FTL (noftl13, 952 MiB exported) never collects garbage (default 512)
 #   QD_SEQ     cells run: queue depth per connection of the 128 KiB cells (default 4)
 #   CELLS      cells run: which cells (default all six: rr1 rr16 rw1 rw16 sr sw)
+#   PAGE_SERVE cells run: more `noftl serve` flags for the page FTL's server (e.g. --prefault:
+#              the device's memory faulted in before serving)
 #   AUTOGROUP_NICE  run in a session of its own whose autogroup has this nice value (e.g. -10;
 #              needs root for a negative one). With the kernel's autogroups (Debian's default)
 #              every session gets an equal share of the CPUs whatever its processes' nice
@@ -195,8 +197,12 @@ elif [ "$MODE" = cells ]; then
     local name=$1 sock=$2
     rm -f "$sock"
     case $name in
-      page|memdisk)
-        "$NOFTL" serve --target "$name" --clock none --socket "$sock" \
+      page)
+        # shellcheck disable=SC2086 # PAGE_SERVE is a list of flags
+        "$NOFTL" serve --target page --clock none --socket "$sock" ${PAGE_SERVE:-} \
+            --stats-file "$sock.stats.json" 2>"$sock.log" & ;;
+      memdisk)
+        "$NOFTL" serve --target memdisk --clock none --socket "$sock" \
             --stats-file "$sock.stats.json" 2>"$sock.log" & ;;
       nbdkit) nbdkit -f -U "$sock" memory 1G 2>"$sock.log" & ;;
     esac

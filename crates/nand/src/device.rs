@@ -401,6 +401,14 @@ impl Nand {
         self.timeline.reset_queues();
     }
 
+    /// Maps and faults in all of an in-memory device's memory now, so that no program later
+    /// waits for the kernel to zero a page; returns the bytes mapped (0 for an image file,
+    /// whose pages are the file's). Changes no device state: timing, data and statistics are
+    /// as before. Refused, with nothing mapped, when the device does not fit the host's memory.
+    pub fn prefault(&mut self) -> Result<u64, NandError> {
+        self.store.prefault()
+    }
+
     /// Writes the image's clock and syncs it to its file (no-op for memory stores).
     pub fn flush(&mut self) -> Result<(), NandError> {
         self.store.save_clock(self.timeline.horizon_ns(), true);

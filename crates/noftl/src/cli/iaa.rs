@@ -18,6 +18,7 @@ use super::bench::print_consistency;
 use super::common::parse_percent;
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process: its size costs nothing
 pub enum IaaCommand {
     /// The free-space sweep of the IAA paper: throughput, energy, erases and GC copies per
     /// scheme, with the ratios to conventional.

@@ -49,6 +49,11 @@ pub struct ServeArgs {
     /// taken, e.g. 60s.
     #[arg(long, default_value = "60s")]
     pub idle_timeout: String,
+    /// Map and fault in all of the in-memory device's memory before serving, so that the first
+    /// write to each part of it does not wait for the kernel to zero memory (costs the whole
+    /// device's RAM at once; refused when it does not fit; not with --image).
+    #[arg(long)]
+    pub prefault: bool,
 }
 
 fn parse_clock(s: &str) -> Result<ClockMode, String> {
@@ -130,7 +135,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         ],
         &[args.stats_file.as_deref()],
     )?;
-    let dev = targets::build(&args.target)?;
+    if args.prefault && args.target.image.is_some() {
+        bail!("--prefault maps an in-memory device; an --image device's pages are its file's");
+    }
+    let mut dev = targets::build(&args.target)?;
+    if args.prefault {
+        if let Some(nand) = dev.nand_mut() {
+            let bytes = nand.prefault()?;
+            eprintln!(
+                "noftl serve: {:.1} MiB of device memory mapped and faulted in",
+                bytes as f64 / f64::from(1u32 << 20)
+            );
+        }
+    }
     let export = nbd::Export::new(dev, args.clock);
     nbd::server::run(
         export,

@@ -73,8 +73,8 @@ pub(crate) struct WriteBuffer {
     /// Logical pages gathered, in arrival order; unit `i`'s data is `data[i]`.
     lpns: Vec<u64>,
     data: Vec<u8>,
-    /// Programmed pages still holding a slot (invariant 3): completion, the location of unit
-    /// 0, and the page's data in `held_data` (slot `i` at `i * page_units * unit_bytes`).
+    /// Programmed pages still holding a slot (invariant 3): completion, where the page's units
+    /// went, and its data in `held_data` (slot `i` at `i * page_units * unit_bytes`).
     inflight: Vec<Held>,
     held_data: Vec<u8>,
     /// Writes absorbed by a rewrite of a gathered page (invariant 1).

@@ -229,8 +229,8 @@ const HOW: &[(&str, How)] = &[
     (
         "noftl iaa ablation",
         How::ParseOnly(
-            "the ablation runs ten 20%-free comparisons on two stores (20-30 minutes); lab's \
-             iaa tests run the paper model's ordering small",
+            "the ablation runs eight 20%-free comparisons per store (12-15 minutes each); \
+             lab's iaa tests run the paper model's ordering and the steps' specs small",
         ),
     ),
     (

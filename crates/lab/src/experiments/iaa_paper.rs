@@ -236,6 +236,9 @@ fn diff(
 pub enum Step {
     /// The paper's model (IAA Fig. 9).
     Paper,
+    /// + the engine's commitment: at most `storage::iaa::MAX_COMMITTED_VICTIMS` victims (the
+    /// paper's SE is told the next block to be erased, however many the inserts need).
+    Capped,
     /// + a Delete writes its row's page (the engine's delete changes the page on flash).
     DeleteWrites,
     /// + a log record and a log force per query (a commit per query).
@@ -251,8 +254,9 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Step; 7] = [
+    pub const ALL: [Step; 8] = [
         Step::Paper,
+        Step::Capped,
         Step::DeleteWrites,
         Step::LogForce,
         Step::Index,
@@ -263,6 +267,7 @@ impl Step {
     pub fn label(self) -> &'static str {
         match self {
             Step::Paper => "paper (IAA Fig. 9)",
+            Step::Capped => "+ at most 8 victims committed",
             Step::DeleteWrites => "+ Delete writes its page",
             Step::LogForce => "+ log force per query",
             Step::Index => "+ index maintenance",
@@ -317,6 +322,10 @@ fn step_spec(a: &AblationSpec, step: Step, table_pages_hint: u64) -> (Spec, Assu
         index: reached(Step::Index),
         buffer_frames: if reached(Step::BufferPool) { frames } else { 0 },
     };
+    if reached(Step::Capped) {
+        spec.max_victims = storage::iaa::MAX_COMMITTED_VICTIMS;
+        spec.victims = spec.victims.min(spec.max_victims);
+    }
     if reached(Step::SmallPages) {
         spec.page_size = ftl::LOGICAL_PAGE_BYTES;
     }
@@ -468,6 +477,27 @@ mod tests {
         );
         assert!(both.gc_copies_per_host_write < 0.02, "{both:?}");
         assert!((both.aimed_share - 1.0).abs() < 0.01, "f {}", both.aimed_share);
+    }
+
+    /// The ablation's steps are cumulative and each changes one thing: the commitment is the
+    /// paper SE's (uncapped) only in the first step, the engine's from the second on; the
+    /// engine's step runs the engine model.
+    #[test]
+    fn the_ablation_steps_add_one_assumption_each() {
+        let a = AblationSpec {
+            base: Spec::for_model(Model::Paper),
+            free: 0.2,
+        };
+        let specs: Vec<(Spec, Assumptions)> =
+            Step::ALL.iter().map(|&s| step_spec(&a, s, 10_000)).collect();
+        assert_eq!(specs[0].0.max_victims, u32::MAX);
+        assert_eq!(specs[0].1, Assumptions::default());
+        for (s, _) in &specs[1..] {
+            assert_eq!(s.max_victims, storage::iaa::MAX_COMMITTED_VICTIMS);
+        }
+        assert_eq!(specs[1].1, Assumptions::default(), "the cap alone");
+        assert!(specs[2].1.delete_writes && !specs[2].1.log_force);
+        assert_eq!(specs[7].0.model, Model::Engine);
     }
 
     /// The steady-state rule (`crate::steady`): rounds too few to fill its window are reported

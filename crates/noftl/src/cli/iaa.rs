@@ -23,8 +23,9 @@ pub enum IaaCommand {
     /// The free-space sweep of the IAA paper: throughput, energy, erases and GC copies per
     /// scheme, with the ratios to conventional.
     Compare(CompareArgs),
-    /// From the paper's model to the engine, one assumption at a time (Delete writes its page,
-    /// a log force per query, index maintenance, a buffer pool, 4 KiB pages): conventional and
+    /// From the paper's model to the engine, one assumption at a time (at most 8 victims
+    /// committed, Delete writes its page, a log force per query, index maintenance, a buffer
+    /// pool, 4 KiB pages): conventional and
     /// IAA+U2DI per step, with the aimed share f and GC copies per erase.
     Ablation(AblationArgs),
 }

@@ -6,8 +6,9 @@
 //! Each run: a fresh device; the table loaded at the size that leaves the asked free space of
 //! the store's logical capacity (table, index, log and master record count as used); a warm-up
 //! that writes `warmup` times the device's capacity, then rounds of `round` until steady
-//! (`crate::steady`, at most `max_rounds`); then the measured window (`duration` of virtual time, the same scheduler, measurement window,
-//! snapshots and `consistency` object as `noftl bench`). Runs are independent and spread over
+//! (`crate::steady`, at most `max_rounds`); then the measured window (`duration` of virtual
+//! time, the same scheduler, measurement window, snapshots and `consistency` object as `noftl
+//! bench`). Runs are independent and spread over
 //! `jobs` threads; each is a function of its parameters and the seed, so the output does not
 //! depend on the thread count.
 
@@ -160,10 +161,10 @@ impl Spec {
     /// ("the target next block to be erased"), and as many more as the inserts need (when the
     /// committed victims hold no page with room, the next block GC will erase with valid pages
     /// is the next block to be erased; a cap would send inserts to the append point, which
-    /// fills pages up, the situation IAA exists to avoid, IAA Fig. 10(a)); a 20 s window (several hundred GC erases at
-    /// 20% free) after a warm-up of two device capacities (the load writes every page once in
-    /// order; GC reaches its steady victims only after the random writes have passed the
-    /// device).
+    /// fills pages up, the situation IAA exists to avoid, IAA Fig. 10(a)); a 20 s window
+    /// (several hundred GC erases at 20% free) after a warm-up of two device capacities (the
+    /// load writes every page once in order; GC reaches its steady victims only after the
+    /// random writes have passed the device) and rounds of 5 s until steady.
     pub fn for_model(model: Model) -> Spec {
         match model {
             Model::Engine => Spec::default(),

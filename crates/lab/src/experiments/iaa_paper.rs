@@ -202,7 +202,10 @@ fn diff(
     // Counts differ; `victims_committed` is a level: the window's end.
     macro_rules! d {
         ($($f:ident),*) => {
-            kits::iaa_paper::PaperStats { $($f: b.$f - a.$f,)* victims_committed: b.victims_committed }
+            kits::iaa_paper::PaperStats {
+                $($f: b.$f - a.$f,)*
+                victims_committed: b.victims_committed,
+            }
         };
     }
     d!(

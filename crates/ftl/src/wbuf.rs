@@ -329,7 +329,10 @@ mod tests {
         // Invariant 4: while the program is in flight, its units are read from the buffer.
         assert!(b.read_held(Ppn(42), 999, &mut out));
         assert_eq!(out, [9; 8]);
-        assert!(!b.read_held(Ppn(42), 1000, &mut out), "complete: read the flash");
+        assert!(
+            !b.read_held(Ppn(42), 1000, &mut out),
+            "complete: read the flash"
+        );
         assert!(!b.read_held(Ppn(44), 999, &mut out), "another page");
         // One page in flight, one gathering: the second page starts at once...
         assert_eq!(b.put(20, 1, &[0; 8]).0, 20);
@@ -343,7 +346,10 @@ mod tests {
         assert_eq!(out, [2; 8]);
         // ...the third waits for the first program to complete.
         assert_eq!(b.put(30, 9, &[0; 8]).0, 1000);
-        assert!(!b.read_held(Ppn(40), 500, &mut out), "its slot was given to the third");
+        assert!(
+            !b.read_held(Ppn(40), 500, &mut out),
+            "its slot was given to the third"
+        );
         assert_eq!(b.discard(9, 1), 1);
         assert!(b.is_empty());
     }

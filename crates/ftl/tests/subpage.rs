@@ -200,6 +200,9 @@ fn a_read_of_a_page_whose_program_is_in_flight_is_answered_from_the_write_buffer
         let mut back = vec![0u8; 4 * 4096];
         dev.read(t, 0, &mut back).unwrap();
         assert_eq!(back, data);
-        assert!(array_reads(dev.as_ref()) > before, "{kind}: read from the flash");
+        assert!(
+            array_reads(dev.as_ref()) > before,
+            "{kind}: read from the flash"
+        );
     }
 }

@@ -920,7 +920,10 @@ mod tests {
                 t = e.query(s.as_mut(), t).unwrap();
             }
             let st = e.stats();
-            assert!(s.nand().unwrap().report().flash.erases > 0, "native {native}: GC ran");
+            assert!(
+                s.nand().unwrap().report().flash.erases > 0,
+                "native {native}: GC ran"
+            );
             assert!(st.hinted_inserts > 3_000, "native {native}: {st:?}");
             assert_eq!(st.appended_inserts, 0, "native {native}: {st:?}");
             let blocks = u64::from(s.nand().unwrap().geometry().blocks());

@@ -330,8 +330,7 @@ pub fn check(spec: &Spec) -> anyhow::Result<()> {
         Model::Engine => storage::iaa::MAX_COMMITTED_VICTIMS,
         Model::Paper => u32::MAX,
     };
-    if !(1..=most).contains(&spec.max_victims) || !(1..=spec.max_victims).contains(&spec.victims)
-    {
+    if !(1..=most).contains(&spec.max_victims) || !(1..=spec.max_victims).contains(&spec.victims) {
         bail!(
             "--victims and --max-victims: 1 <= victims <= max-victims <= {most} (--model {})",
             spec.model.name()

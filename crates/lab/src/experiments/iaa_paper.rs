@@ -479,7 +479,11 @@ mod tests {
             u2di.throughput_qps
         );
         assert!(both.gc_copies_per_host_write < 0.02, "{both:?}");
-        assert!((both.aimed_share - 1.0).abs() < 0.01, "f {}", both.aimed_share);
+        assert!(
+            (both.aimed_share - 1.0).abs() < 0.01,
+            "f {}",
+            both.aimed_share
+        );
     }
 
     /// The ablation's steps are cumulative and each changes one thing: the commitment is the
@@ -491,8 +495,10 @@ mod tests {
             base: Spec::for_model(Model::Paper),
             free: 0.2,
         };
-        let specs: Vec<(Spec, Assumptions)> =
-            Step::ALL.iter().map(|&s| step_spec(&a, s, 10_000)).collect();
+        let specs: Vec<(Spec, Assumptions)> = Step::ALL
+            .iter()
+            .map(|&s| step_spec(&a, s, 10_000))
+            .collect();
         assert_eq!(specs[0].0.max_victims, u32::MAX);
         assert_eq!(specs[0].1, Assumptions::default());
         for (s, _) in &specs[1..] {
@@ -514,10 +520,22 @@ mod tests {
         spec.round = "100ms".into();
         spec.max_rounds = 2;
         let r = run_one(&spec, 0.2, Scheme::Conventional, Assumptions::default()).unwrap();
-        assert!(!r.steady_state.met && r.steady_state.rounds == 2, "{:?}", r.steady_state);
-        assert!(r.steady_state.criterion.starts_with("SNIA"), "{:?}", r.steady_state);
+        assert!(
+            !r.steady_state.met && r.steady_state.rounds == 2,
+            "{:?}",
+            r.steady_state
+        );
+        assert!(
+            r.steady_state.criterion.starts_with("SNIA"),
+            "{:?}",
+            r.steady_state
+        );
         spec.max_rounds = 0;
         let r = run_one(&spec, 0.2, Scheme::Conventional, Assumptions::default()).unwrap();
-        assert!(!r.steady_state.met && r.steady_state.rounds == 0, "{:?}", r.steady_state);
+        assert!(
+            !r.steady_state.met && r.steady_state.rounds == 0,
+            "{:?}",
+            r.steady_state
+        );
     }
 }

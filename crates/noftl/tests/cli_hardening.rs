@@ -51,6 +51,30 @@ fn absurd_geometry_is_refused_with_the_memory_it_needs_not_an_allocation_abort()
     }
 }
 
+/// `serve --prefault` maps the in-memory device's RAM; an image device's pages are its file's.
+/// Asked for both, the server refuses before it creates, locks or maps anything.
+#[test]
+fn prefault_with_an_image_is_refused_before_the_image_is_touched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let image = dir.path().join("a.img");
+    let sock = dir.path().join("s.sock");
+    let (ok, _, err) = noftl(&[
+        "serve",
+        "--target",
+        "page",
+        "--preset",
+        "tiny",
+        "--prefault",
+        "--image",
+        image.to_str().expect("utf-8"),
+        "--socket",
+        sock.to_str().expect("utf-8"),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--prefault") && err.contains("--image"), "{err}");
+    assert!(!image.exists() && !sock.exists(), "nothing created");
+}
+
 /// Item 5: 4 billion terminals used to grow the process until the OOM killer came; now the run
 /// is refused before loading, with the terminals' share of the memory in the message.
 #[test]

@@ -71,7 +71,10 @@ fn prefault_with_an_image_is_refused_before_the_image_is_touched() {
         sock.to_str().expect("utf-8"),
     ]);
     assert!(!ok);
-    assert!(err.contains("--prefault") && err.contains("--image"), "{err}");
+    assert!(
+        err.contains("--prefault") && err.contains("--image"),
+        "{err}"
+    );
     assert!(!image.exists() && !sock.exists(), "nothing created");
 }
 

@@ -1251,12 +1251,7 @@ impl<C: MapCache> BlockDevice for DftlCore<C> {
             let (s, t) = self.lookup(at_ns, lpn + i as u64)?;
             let p = self.cache.ppn(s);
             // A page whose program is in flight is read from the buffer (`wbuf.rs` invariant 4).
-            let held = p != UNMAPPED
-                && self
-                    .wbuf
-                    .as_ref()
-                    .is_some_and(|wb| wb.read_held(Ppn(u64::from(p)), t, chunk));
-            let done = if held {
+            let done = if crate::wbuf::read_in_flight(self.wbuf.as_ref(), p, t, chunk) {
                 t
             } else {
                 read_mapped(&mut self.space, t, p, chunk)?

@@ -675,12 +675,15 @@ impl BlockDevice for PageFtl {
             self.c.host.reads += 1;
             let chunk = &mut buf[i * LOGICAL_PAGE_BYTES..(i + 1) * LOGICAL_PAGE_BYTES];
             let l = lpn as usize + i;
+            let p = self.map[l];
             // The gathered page, or a page whose program is in flight (`wbuf.rs` invariants 2
             // and 4): the controller has the bytes.
-            let loc = Ppn(u64::from(self.map[l]));
-            if self.wbuf.as_ref().is_some_and(|wb| {
-                wb.read(l as u64, chunk) || (self.map[l] != UNMAPPED && wb.read_held(loc, t, chunk))
-            }) {
+            if self
+                .wbuf
+                .as_ref()
+                .is_some_and(|wb| wb.read(l as u64, chunk))
+                || crate::wbuf::read_in_flight(self.wbuf.as_ref(), p, t, chunk)
+            {
                 end = end.max(t);
                 i += 1;
                 continue;
@@ -694,10 +697,10 @@ impl BlockDevice for PageFtl {
             }
             let run = &mut buf[i * LOGICAL_PAGE_BYTES..(i + n) * LOGICAL_PAGE_BYTES];
             let done = if n == 1 {
-                read_mapped(&mut self.space, t, self.map[l], run)?
+                read_mapped(&mut self.space, t, p, run)?
             } else {
-                let first = Ppn(u64::from(self.map[l]));
-                self.space.read_units(t, first, run, Purpose::Host)?
+                self.space
+                    .read_units(t, Ppn(u64::from(p)), run, Purpose::Host)?
             };
             end = end.max(done);
             i += n;

@@ -235,6 +235,19 @@ impl WriteBuffer {
     }
 }
 
+/// Copies into `out` the unit an FTL maps to `mapped` (its map entry: a unit location, or
+/// `journal::UNMAPPED`) if `wb` still holds it because its program is in flight at `at_ns`
+/// (invariant 4); the page FTL and DFTL read such units from here rather than from the die.
+pub(crate) fn read_in_flight(
+    wb: Option<&WriteBuffer>,
+    mapped: u32,
+    at_ns: Nanos,
+    out: &mut [u8],
+) -> bool {
+    mapped != crate::journal::UNMAPPED
+        && wb.is_some_and(|wb| wb.read_held(Ppn(u64::from(mapped)), at_ns, out))
+}
+
 /// A programmed page whose program is in flight (invariants 3 and 4).
 #[derive(Clone, Copy, Debug)]
 struct Held {

@@ -402,7 +402,7 @@ impl Nand {
     }
 
     /// Maps and faults in all of an in-memory device's memory now, so that no program later
-    /// waits for the kernel to zero a page; returns the bytes mapped (0 for an image file,
+    /// waits for the kernel to zero a page; returns the bytes the store has mapped (0 for an image file,
     /// whose pages are the file's). Changes no device state: timing, data and statistics are
     /// as before. Refused, with nothing mapped, when the device does not fit the host's memory.
     pub fn prefault(&mut self) -> Result<u64, NandError> {

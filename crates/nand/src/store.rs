@@ -155,8 +155,8 @@ pub trait Store: Send + std::fmt::Debug {
         Ok(())
     }
     /// Maps and faults in all of the store's memory now (see `RamStore::prefault`); returns
-    /// the bytes it mapped. Stores that keep nothing of their own in anonymous memory map
-    /// nothing.
+    /// the bytes the store has mapped then. Stores that keep nothing of their own in anonymous
+    /// memory map nothing (0).
     fn prefault(&mut self) -> Result<u64, NandError> {
         Ok(0)
     }
@@ -272,6 +272,20 @@ impl RamStore {
         (block / self.blocks_per_arena, data_at, oob_at)
     }
 
+    /// Whether `more` new arenas fit the budget; `OutOfMemory` with the bytes they would bring
+    /// the store to when not (`reserve` and `prefault` refuse before mapping anything).
+    fn within_budget(&self, more: u64) -> Result<(), NandError> {
+        let mapped_bytes =
+            self.mapped_bytes + more * (self.blocks_per_arena * self.block_bytes) as u64;
+        match self.budget_bytes.filter(|&b| mapped_bytes > b) {
+            Some(available_bytes) => Err(NandError::OutOfMemory {
+                mapped_bytes,
+                available_bytes,
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn arena(&mut self, i: usize) -> &mut MmapMut {
         let len = self.blocks_per_arena * self.block_bytes;
         self.arenas[i].get_or_insert_with(|| {
@@ -296,14 +310,7 @@ impl Store for RamStore {
         if self.arenas[a].is_some() {
             return Ok(());
         }
-        let len = (self.blocks_per_arena * self.block_bytes) as u64;
-        let mapped_bytes = self.mapped_bytes + len;
-        if let Some(available_bytes) = self.budget_bytes.filter(|&b| mapped_bytes > b) {
-            return Err(NandError::OutOfMemory {
-                mapped_bytes,
-                available_bytes,
-            });
-        }
+        self.within_budget(1)?;
         self.arena(a);
         Ok(())
     }
@@ -314,15 +321,7 @@ impl Store for RamStore {
     /// of the device waits for the kernel to zero that memory: a server's first pass over the
     /// device runs at the kernel's zeroing speed, not the emulator's (PERFORMANCE section 4).
     fn prefault(&mut self) -> Result<u64, NandError> {
-        let len = (self.blocks_per_arena * self.block_bytes) as u64;
-        let missing = self.arenas.iter().filter(|a| a.is_none()).count() as u64;
-        let mapped_bytes = self.mapped_bytes + missing * len;
-        if let Some(available_bytes) = self.budget_bytes.filter(|&b| mapped_bytes > b) {
-            return Err(NandError::OutOfMemory {
-                mapped_bytes,
-                available_bytes,
-            });
-        }
+        self.within_budget(self.arenas.iter().filter(|a| a.is_none()).count() as u64)?;
         for i in 0..self.arenas.len() {
             let map = self.arena(i);
             #[cfg(target_os = "linux")]

@@ -29,6 +29,11 @@
 //!   teller pages, B-tree roots).
 //! - `INDEX`: other B-tree and space-map pages; `DATA`: other heap pages.
 //! - `COLD`: a DB page's first write in this session (the load; pages not rewritten since).
+//! - `HOT_INDEX`, `COLD_INDEX` (only with `NativeConfig::index_streams`): B-tree and space-map
+//!   pages that would go to `HOT` or `COLD`, so that no block mixes heap and index pages.
+//!   Insert Address Assist then commits victims among heap-only blocks (`HOT`, `DATA`,
+//!   `COLD`): a heap insert can empty a heap page, never an index page (docs/iaa.md). A store
+//!   written with them and opened without puts their blocks back in `HOT` and `COLD`.
 //! - `META`: master-record slots and the region table (unstriped); `JOURNAL`: map checkpoints
 //!   (unstriped, programmed as `Purpose::Mapping`, so that flash statistics and the crash
 //!   test's report tell them from the master records, `Purpose::Meta`).
@@ -153,9 +158,17 @@ pub const DATA: u8 = 3;
 pub const COLD: u8 = 4;
 pub const META: u8 = 5;
 pub const JOURNAL: u8 = 6;
+pub const HOT_INDEX: u8 = 7;
+pub const COLD_INDEX: u8 = 8;
+/// Streams without and with `NativeConfig::index_streams`.
 const STREAMS: u8 = 7;
+const STREAMS_WITH_INDEX: u8 = 9;
 /// Striped page by page over all dies: every stream but the two small metadata ones.
 const STRIPED: u64 = (1 << LOG) | (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 << COLD);
+const STRIPED_WITH_INDEX: u64 = STRIPED | (1 << HOT_INDEX) | (1 << COLD_INDEX);
+/// The DB page streams whose blocks hold heap pages only when index pages have streams of
+/// their own: where Insert Address Assist commits its victims then.
+const HEAP_STREAMS: u64 = (1 << HOT) | (1 << DATA) | (1 << COLD);
 
 /// Flash programs (host writes and GC/WL copies) and frees between two map checkpoints, per page
 /// of a checkpoint: a checkpoint then adds at most 1/32 to the flash programs (31.25 pages per
@@ -188,6 +201,10 @@ pub struct NativeConfig {
     /// A DB page rewritten within this many page writes goes to the hot stream; 0 picks
     /// 1/8 of the logical space.
     pub hot_window_writes: u64,
+    /// B-tree and space-map pages in streams of their own (`HOT_INDEX`, `COLD_INDEX`), so that
+    /// no block mixes heap and index pages, and Insert Address Assist commits victims among
+    /// heap-only blocks. Costs an open block per die for each of the two streams.
+    pub index_streams: bool,
 }
 
 impl Default for NativeConfig {
@@ -200,11 +217,36 @@ impl Default for NativeConfig {
             seed: 1,
             wl_threshold: 1000,
             hot_window_writes: 0,
+            index_streams: false,
         }
     }
 }
 
 impl NativeConfig {
+    fn streams(&self) -> u8 {
+        if self.index_streams {
+            STREAMS_WITH_INDEX
+        } else {
+            STREAMS
+        }
+    }
+    fn striped(&self) -> u64 {
+        if self.index_streams {
+            STRIPED_WITH_INDEX
+        } else {
+            STRIPED
+        }
+    }
+    /// The stream a page recovered with `aux`'s stream is restored to: its own, or, for a
+    /// page written with index streams and opened without them, `HOT` or `COLD`.
+    fn restore_stream(&self, aux: u64) -> u8 {
+        match aux as u8 {
+            s if s < self.streams() => s,
+            HOT_INDEX => HOT,
+            COLD_INDEX => COLD,
+            _ => self.streams() - 1,
+        }
+    }
     fn space_config(&self) -> SpaceConfig {
         self.region_space_config(self.gc, Vec::new(), None)
     }
@@ -217,13 +259,13 @@ impl NativeConfig {
         SpaceConfig {
             cell_mode,
             dies,
-            streams: STREAMS,
+            streams: self.streams(),
             gc,
             seed: self.seed,
             reserve_blocks: 0,
             background_free_blocks: 0,
             wl_threshold: self.wl_threshold,
-            striped: STRIPED,
+            striped: self.striped(),
             // Map checkpoints (journal.rs) tell unchanged blocks by page 0's stamp.
             stamp_incarnation: true,
             gc_reads_oob: false,
@@ -293,7 +335,7 @@ fn layout(nand: &Nand, cfg: &NativeConfig) -> Result<Layout> {
     let reserve = u64::from(g.dies()) + 2;
     let t = good.saturating_sub(reserve) * ppb;
     let u = ((1.0 - cfg.spare_factor) * t as f64).floor() as u64;
-    let open = (u64::from(STRIPED.count_ones()) * u64::from(g.dies()) + 2 + 2) * ppb;
+    let open = (u64::from(cfg.striped().count_ones()) * u64::from(g.dies()) + 2 + 2) * ppb;
     let k = (cfg.page_bytes / LOG_BLOCK_BYTES) as u64;
     let log_blocks = cfg.log_blocks.unwrap_or((u / 8).clamp(256, 16384));
     if t < u + open || u < 2 + log_blocks + 16 * k || log_blocks < 16 {
@@ -346,7 +388,8 @@ pub struct NativeStore {
     charged: SpaceCounts,
     /// Units (keys) per flash page: 1 on 4 KiB pages.
     upp: u32,
-    /// On pages of several units: per slot and stream (index `slot * STREAMS + stream`), the
+    /// On pages of several units: per slot and stream (index `slot * STREAMS_WITH_INDEX +
+    /// stream`, whether or not index streams are on), the
     /// units gathered in host memory for the stream's next flash page (module documentation,
     /// "Flash pages of several units").
     gathers: Vec<Gather>,
@@ -442,7 +485,7 @@ impl NativeStore {
         let rec = recover_mapped(nand, at, lay.capacity, reads)?;
         // The stream of each winning copy is in its OOB `aux` (bits 0..8), which recovery already
         // read, or for entries taken from the checkpoint, the checkpoint's stream of the block.
-        let live = rec.live_pages(|aux| (aux as u8).min(STREAMS - 1), JOURNAL);
+        let live = rec.live_pages(|aux| cfg.restore_stream(aux), JOURNAL);
         // The region table says which dies belong to which region's space.
         let mut regions = Vec::new();
         let table_at = rec.map[lay.region_key as usize];
@@ -553,7 +596,7 @@ impl NativeStore {
         let mut region_limit = vec![u64::MAX];
         region_limit.extend(regions.iter().zip(&spaces[1..]).map(|((spec, dies), sp)| {
             let units_per_block = u64::from(sp.pages_per_block()) * u64::from(sp.units_per_page());
-            region_capacity_pages(&geo, &bad, units_per_block, spec, dies, lay.log_blocks)
+            region_capacity_pages(&geo, &bad, units_per_block, spec, dies, lay.log_blocks, &cfg)
         }));
         let log_slot = regions
             .iter()
@@ -655,7 +698,7 @@ impl NativeStore {
         let bad: Vec<bool> = (0..g.blocks())
             .map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b)))
             .collect();
-        let usable_bytes = usable_pages(&g, &bad, ppb, &spec, &dies) * LOG_BLOCK_BYTES as u64;
+        let usable_bytes = usable_pages(&g, &bad, ppb, &spec, &dies, &self.cfg) * LOG_BLOCK_BYTES as u64;
         self.check_region_capacity(name, &spec, dies.len(), usable_bytes)?;
         let mut table = self.regions.clone();
         table.push((spec.clone(), dies.clone()));
@@ -692,6 +735,7 @@ impl NativeStore {
             &spec,
             &dies,
             self.lay.log_blocks,
+            &self.cfg,
         ));
         self.region_used.push(0);
         if spec.holds_log {
@@ -1009,7 +1053,7 @@ impl NativeStore {
             gather.data[i * ub..(i + 1) * ub].copy_from_slice(data);
             return Ok(t);
         }
-        let g = r * usize::from(STREAMS) + usize::from(stream);
+        let g = r * usize::from(STREAMS_WITH_INDEX) + usize::from(stream);
         if self.gathers.len() <= g {
             self.gathers.resize_with(g + 1, Gather::default);
         }
@@ -1035,8 +1079,8 @@ impl NativeStore {
             return Ok(at);
         }
         let mut gather = std::mem::take(&mut self.gathers[g]);
-        let stream = (g % usize::from(STREAMS)) as u8;
-        let r = g / usize::from(STREAMS);
+        let stream = (g % usize::from(STREAMS_WITH_INDEX)) as u8;
+        let r = g / usize::from(STREAMS_WITH_INDEX);
         let res = self.program(
             at,
             r,
@@ -1060,7 +1104,10 @@ impl NativeStore {
     /// the last program completes.
     fn flush_gathers(&mut self, at: Nanos, log_only: bool) -> Result<Nanos> {
         if log_only {
-            return self.flush_gather(at, self.log_slot * usize::from(STREAMS) + usize::from(LOG));
+            return self.flush_gather(
+                at,
+                self.log_slot * usize::from(STREAMS_WITH_INDEX) + usize::from(LOG),
+            );
         }
         let mut done = at;
         for g in 0..self.gathers.len() {
@@ -1235,11 +1282,21 @@ impl NativeStore {
     fn stream_for(&mut self, pid: PageId, hint: WriteHint) -> u8 {
         self.page_writes += 1;
         let last = std::mem::replace(&mut self.last_write[pid as usize], self.page_writes);
+        let heap = matches!(hint.kind, PageKind::Heap | PageKind::Catalog);
+        let by_kind = self.cfg.index_streams && !heap;
         if last == 0 {
-            COLD
+            if by_kind {
+                COLD_INDEX
+            } else {
+                COLD
+            }
         } else if self.page_writes - last <= self.hot_window {
-            HOT
-        } else if matches!(hint.kind, PageKind::Heap | PageKind::Catalog) {
+            if by_kind {
+                HOT_INDEX
+            } else {
+                HOT
+            }
+        } else if heap {
             DATA
         } else {
             INDEX
@@ -1328,19 +1385,22 @@ impl PageStore for NativeStore {
     }
     /// Insert Address Assist (iaa.rs): the default space commits its victims among the DB
     /// pages' streams (log, master and journal blocks empty themselves or are not the
-    /// engine's to empty).
+    /// engine's to empty); with index streams, among the heap-only ones (a heap insert cannot
+    /// empty an index page).
     fn gc_victims(
         &mut self,
         victims: u32,
         known_epoch: u64,
         out: &mut Vec<PageId>,
     ) -> Option<VictimInfo> {
+        let victim_streams = if self.cfg.index_streams {
+            HEAP_STREAMS
+        } else {
+            HEAP_STREAMS | (1 << INDEX)
+        };
         let space = &mut self.spaces[0];
         let info = VictimInfo {
-            epoch: space.commit_victims(
-                victims,
-                (1 << HOT) | (1 << INDEX) | (1 << DATA) | (1 << COLD),
-            ),
+            epoch: space.commit_victims(victims, victim_streams),
             flash_page_bytes: space.geometry().page_size_bytes as usize,
         };
         if info.epoch != known_epoch {
@@ -1676,11 +1736,12 @@ fn usable_pages(
     ppb: u64,
     spec: &RegionSpec,
     dies: &[u32],
+    cfg: &NativeConfig,
 ) -> u64 {
     let blocks = (0..g.blocks())
         .filter(|&b| dies.contains(&g.die_of_block(nand::Pbn(b)).0) && !bad[b as usize])
         .count() as u64;
-    let overhead = region_overhead_blocks(dies.len() as u64);
+    let overhead = overhead_blocks(cfg.striped(), dies.len() as u64);
     ((1.0 - spec.spare_factor) * (blocks.saturating_sub(overhead) * ppb) as f64) as u64
 }
 
@@ -1688,7 +1749,13 @@ fn usable_pages(
 /// stream and two more per die, a GC reserve block per die, and two; public so that a caller
 /// sizing a region for a MAX_SIZE counts as the store does.
 pub fn region_overhead_blocks(dies: u64) -> u64 {
-    (u64::from(STRIPED.count_ones()) + 2) * dies + dies + 2
+    overhead_blocks(STRIPED, dies)
+}
+
+/// `region_overhead_blocks` with the striped streams `striped` (one more open block per die for
+/// each index stream).
+fn overhead_blocks(striped: u64, dies: u64) -> u64 {
+    (u64::from(striped.count_ones()) + 2) * dies + dies + 2
 }
 
 /// The most DB units a region may hold: its usable units (less the log's, if it holds the log
@@ -1700,8 +1767,9 @@ fn region_capacity_pages(
     spec: &RegionSpec,
     dies: &[u32],
     log_blocks: u64,
+    cfg: &NativeConfig,
 ) -> u64 {
-    let mut usable = usable_pages(g, bad, ppb, spec, dies);
+    let mut usable = usable_pages(g, bad, ppb, spec, dies, cfg);
     if spec.holds_log {
         usable = usable.saturating_sub(log_blocks);
     }

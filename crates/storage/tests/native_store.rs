@@ -306,3 +306,101 @@ fn log_blocks_behind_the_tail_are_invalid_and_recovery_still_finds_every_commit(
     e.commit(t).unwrap();
     assert_eq!(e.check().unwrap(), Vec::<String>::new());
 }
+
+const INDEX_LEAF: WriteHint = WriteHint {
+    object: 8,
+    kind: PageKind::BTreeLeaf,
+};
+
+/// Pages 0..160 written once, then rewritten in a scrambled order until GC has run: even pages
+/// as heap pages, odd ones as B-tree leaves. Returns the store and the time.
+fn heap_and_index_aged(index_streams: bool) -> (NativeStore, u64) {
+    let cfg = NativeConfig {
+        index_streams,
+        ..cfg()
+    };
+    // Twice tiny's blocks: room for the two index streams' open blocks on every die.
+    let set = ["geometry.blocks_per_plane=32".to_string()];
+    let nand = Nand::new(DeviceConfig::preset("tiny", &set).unwrap()).unwrap();
+    let mut s = NativeStore::format(nand, cfg).unwrap();
+    let hint = |pid: u32| if pid % 2 == 0 { HEAP } else { INDEX_LEAF };
+    let mut t = 0;
+    for pid in 0..160 {
+        t = s.write_page(t, pid, &page(pid, 0), hint(pid)).unwrap();
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..8_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let pid = (x % 160) as u32;
+        t = s
+            .write_page(t, pid, &page(pid, (i % 250) as u8 + 1), hint(pid))
+            .unwrap();
+    }
+    assert!(s.space().counts().gc_erases > 0, "GC should have run");
+    (s, t)
+}
+
+/// Does some flash block hold a valid copy of a heap page and one of an index page?
+fn a_block_mixes_heap_and_index(s: &NativeStore) -> bool {
+    let g = s.space().geometry().clone();
+    let mut kinds: std::collections::HashMap<u32, [bool; 2]> = Default::default();
+    for pid in 0..160u32 {
+        let b = g.block_of(s.location(pid).unwrap()).0;
+        kinds.entry(b).or_default()[(pid % 2) as usize] = true;
+    }
+    kinds.values().any(|k| k[0] && k[1])
+}
+
+/// With index streams no block holds heap and index pages together, so the victims Insert
+/// Address Assist is told about hold heap pages only (a heap insert can empty those); without
+/// them both happen (the test tells the two apart). A store written with index streams opens
+/// without them with every page intact.
+#[test]
+fn index_streams_keep_index_pages_out_of_the_heap_blocks_iaa_is_told_about() {
+    let (mut mixed, _) = heap_and_index_aged(false);
+    assert!(a_block_mixes_heap_and_index(&mixed));
+    let mut pages = Vec::new();
+    mixed.gc_victims(8, u64::MAX, &mut pages).unwrap();
+    assert!(pages.iter().any(|p| p % 2 == 1), "{pages:?}");
+
+    let (mut s, t) = heap_and_index_aged(true);
+    assert!(!a_block_mixes_heap_and_index(&s));
+    let mut pages = Vec::new();
+    s.gc_victims(8, u64::MAX, &mut pages).unwrap();
+    assert!(!pages.is_empty());
+    assert!(
+        pages.iter().all(|p| p % 2 == 0),
+        "an index page in a committed victim: {pages:?}"
+    );
+    s.sync_pages(t).unwrap();
+    let want: Vec<Vec<u8>> = (0..160)
+        .map(|pid| {
+            let mut b = vec![0u8; 4096];
+            s.read_page(t, pid, &mut b).unwrap();
+            b
+        })
+        .collect();
+    let mut nand = Box::new(s).into_nand().unwrap();
+    nand.power_cut();
+    nand.power_on();
+    // Opened without index streams first (their blocks go back to HOT and COLD), then with.
+    for index_streams in [false, true] {
+        let cfg = NativeConfig {
+            index_streams,
+            ..cfg()
+        };
+        let mut r = NativeStore::open(nand, cfg).unwrap();
+        r.space().check().unwrap();
+        let mut buf = vec![0u8; 4096];
+        for pid in 0..160u32 {
+            r.read_page(0, pid, &mut buf).unwrap();
+            assert_eq!(
+                buf, want[pid as usize],
+                "page {pid}, index streams {index_streams}"
+            );
+        }
+        nand = Box::new(r).into_nand().unwrap();
+    }
+}

@@ -110,6 +110,9 @@ pub struct Spec {
     pub victims: u32,
     /// The most GC victims the engine has the flash commit to.
     pub max_victims: u32,
+    /// Native store: B-tree and space-map pages in streams of their own, so that the victims
+    /// Insert Address Assist is told about hold heap pages only (`NativeConfig::index_streams`).
+    pub index_streams: bool,
     /// Seed of the table's rows and of the terminals' transaction inputs.
     pub seed: u64,
     /// Runs in parallel (threads).
@@ -143,6 +146,7 @@ impl Default for Spec {
             page_size: 4096,
             victims: ftl::iaa::DEFAULT_COMMITTED_VICTIMS,
             max_victims: storage::iaa::MAX_COMMITTED_VICTIMS,
+            index_streams: false,
             seed: 1,
             jobs: 2,
             check: false,
@@ -339,6 +343,9 @@ pub fn check(spec: &Spec) -> anyhow::Result<()> {
     if spec.jobs == 0 {
         bail!("--jobs is at least 1");
     }
+    if spec.index_streams && (spec.storage != "native" || spec.model != Model::Engine) {
+        bail!("--index-streams is the native store's (NoFTL places its own pages) with --model engine (the paper's model has no index)");
+    }
     if spec.model == Model::Paper {
         if spec.terminals != 1 {
             bail!("--model paper runs one stream of queries (the paper's SE issues one at a time): --terminals 1");
@@ -528,6 +535,7 @@ pub(crate) fn build_store(spec: &Spec) -> anyhow::Result<(Box<dyn PageStore>, u6
                 log_blocks: Some(log_blocks),
                 spare_factor: spec.op,
                 seed,
+                index_streams: spec.index_streams,
                 ..NativeConfig::default()
             },
         )?)

@@ -254,10 +254,13 @@ pub enum Step {
     SmallPages,
     /// The engine itself (`kits::iaa` on `storage::Engine`), one terminal, 4 KiB pages.
     Engine,
+    /// The engine on the native store with index pages in streams of their own, so that its
+    /// committed victims hold heap pages only (native only: `NativeConfig::index_streams`).
+    EngineIndexStreams,
 }
 
 impl Step {
-    pub const ALL: [Step; 8] = [
+    pub const ALL: [Step; 9] = [
         Step::Paper,
         Step::Capped,
         Step::DeleteWrites,
@@ -266,7 +269,15 @@ impl Step {
         Step::BufferPool,
         Step::SmallPages,
         Step::Engine,
+        Step::EngineIndexStreams,
     ];
+    /// The steps that apply to `storage` (index streams are the native store's).
+    pub fn on(storage: &str) -> Vec<Step> {
+        Step::ALL
+            .into_iter()
+            .filter(|&s| s != Step::EngineIndexStreams || storage == "native")
+            .collect()
+    }
     pub fn label(self) -> &'static str {
         match self {
             Step::Paper => "paper (IAA Fig. 9)",
@@ -277,6 +288,7 @@ impl Step {
             Step::BufferPool => "+ buffer pool (2%)",
             Step::SmallPages => "+ 4 KiB DB pages",
             Step::Engine => "engine (kits::iaa)",
+            Step::EngineIndexStreams => "engine, index pages in streams of their own",
         }
     }
 }
@@ -332,10 +344,11 @@ fn step_spec(a: &AblationSpec, step: Step, table_pages_hint: u64) -> (Spec, Assu
     if reached(Step::SmallPages) {
         spec.page_size = ftl::LOGICAL_PAGE_BYTES;
     }
-    if step == Step::Engine {
+    if reached(Step::Engine) {
         spec.model = Model::Engine;
         spec.buffer_pages = None;
     }
+    spec.index_streams = step == Step::EngineIndexStreams;
     (spec, assume)
 }
 
@@ -366,14 +379,15 @@ pub fn ablation(a: &AblationSpec, on_run_done: &(dyn Fn() + Sync)) -> anyhow::Re
         false,
     );
     drop(probe);
-    let runs: Vec<(Step, Scheme)> = Step::ALL
+    let on = Step::on(&a.base.storage);
+    let runs: Vec<(Step, Scheme)> = on
         .iter()
         .flat_map(|&s| [(s, Scheme::Conventional), (s, Scheme::IaaU2di)])
         .collect();
     let results = super::iaa::on_workers(a.base.jobs, runs.len(), &|i| {
         let (step, scheme) = runs[i];
         let (spec, assume) = step_spec(a, step, pages_hint);
-        let r = if step == Step::Engine {
+        let r = if spec.model == Model::Engine {
             super::iaa::run_one(&spec, a.free, scheme, None)
         } else {
             run_one(&spec, a.free, scheme, assume)
@@ -384,7 +398,7 @@ pub fn ablation(a: &AblationSpec, on_run_done: &(dyn Fn() + Sync)) -> anyhow::Re
     let rows = results.into_iter().collect::<anyhow::Result<Vec<Row>>>()?;
     let mut steps = Vec::new();
     let mut it = rows.into_iter();
-    for &step in &Step::ALL {
+    for &step in &on {
         let (Some(c), Some(i)) = (it.next(), it.next()) else {
             bail!("a step lost its runs");
         };
@@ -507,6 +521,10 @@ mod tests {
         assert_eq!(specs[1].1, Assumptions::default(), "the cap alone");
         assert!(specs[2].1.delete_writes && !specs[2].1.log_force);
         assert_eq!(specs[7].0.model, Model::Engine);
+        assert!(!specs[7].0.index_streams);
+        assert!(specs[8].0.model == Model::Engine && specs[8].0.index_streams);
+        assert_eq!(Step::on("page").len(), 8, "index streams are native's");
+        assert_eq!(Step::on("native").len(), 9);
     }
 
     /// The steady-state rule (`crate::steady`): rounds too few to fill its window are reported

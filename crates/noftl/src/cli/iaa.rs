@@ -164,6 +164,11 @@ pub struct CompareArgs {
     /// be erased).
     #[arg(long)]
     pub max_victims: Option<u32>,
+    /// Native store, engine model: B-tree and space-map pages in write streams of their own,
+    /// so that no flash block mixes heap and index pages and the committed victims hold heap
+    /// pages only, which inserts can empty (docs/iaa.md).
+    #[arg(long)]
+    pub index_streams: bool,
     /// Seed of the table's rows and of the terminals' transaction inputs.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -212,6 +217,7 @@ impl CompareArgs {
             page_size: self.page_size.unwrap_or(d.page_size),
             victims: self.victims.unwrap_or(d.victims),
             max_victims: self.max_victims.unwrap_or(d.max_victims),
+            index_streams: self.index_streams,
             seed: self.seed,
             jobs: self.jobs,
             check: self.check,
@@ -333,7 +339,7 @@ fn ablation(a: AblationArgs) -> anyhow::Result<()> {
     super::common::check_outputs(&[], &[a.json.as_deref()])?;
     let bar = lab::progress::phase(
         "iaa ablation",
-        2 * iaa_paper::Step::ALL.len() as u64,
+        2 * iaa_paper::Step::on(&spec.base.storage).len() as u64,
         "runs",
     );
     let res = iaa_paper::ablation(&spec, &|| bar.inc(1));

@@ -427,6 +427,12 @@ mod tests {
         assert!(checked(&args(&["--free", "95%"])).is_err());
         assert!(schemes(&args(&["--schemes", "lru"])).is_err());
         assert!(T::try_parse_from(["t", "compare", "--free", "abc"]).is_err());
+        // Index streams are the native store's, and the paper's model has no index.
+        let err = checked(&args(&["--index-streams"])).unwrap_err();
+        assert!(format!("{err}").contains("native"), "{err}");
+        assert!(checked(&args(&["--index-streams", "--storage", "native"])).is_ok());
+        let paper = ["--index-streams", "--storage", "native", "--model", "paper"];
+        assert!(checked(&args(&paper)).is_err());
     }
 
     /// A `--model` that names no model is refused at parsing, with the names it takes; the

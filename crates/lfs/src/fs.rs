@@ -164,7 +164,8 @@ impl Stats {
 pub struct MountReport {
     pub checkpoint_version: u64,
     /// Checkpoint packs with a whole header but not every block whole and of its version (a
-    /// power cut while the pack was written): skipped, an older pack used.
+    /// power cut while the pack was written; alfs keeps a torn pack in its checkpoint segment
+    /// until the segment is trimmed, so later mounts count it again): skipped.
     pub torn_checkpoints: u64,
     pub rolled_forward_nodes: u64,
     pub orphans_freed: u64,
@@ -291,8 +292,7 @@ pub fn table_sizes(
 ) -> Result<(u32, u32, u32), String> {
     if capacity_pages > u64::from(u32::MAX) {
         return Err(format!(
-            "{capacity_pages} pages: block addresses are 32-bit (at most {} pages, 16 TiB)",
-            u32::MAX
+            "{capacity_pages} pages: block addresses are 32-bit (fewer than 2^32 pages, 16 TiB)"
         ));
     }
     let sp = u64::from(seg_pages.max(1));

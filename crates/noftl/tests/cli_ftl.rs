@@ -168,6 +168,11 @@ fn mapping_memory_matches_the_amf_table() {
         note(&at_512g)
     );
     assert!(note(&at_1t).contains("TIMB: 10.8 MB"), "{}", note(&at_1t));
+    // Beyond 32-bit block addresses the format is refused: the other rows, no alfs-host row.
+    let at_32t = noftl_json(&["ftl", "memory", "--capacity", "32TiB", "--json"]);
+    let rows = at_32t.as_array().unwrap();
+    assert!(rows.iter().any(|r| r["ftl"] == "page"));
+    assert!(!rows.iter().any(|r| r["ftl"] == "alfs-host"));
 }
 
 #[test]

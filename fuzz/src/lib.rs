@@ -209,8 +209,9 @@ pub fn catalog_entry(data: &[u8]) {
     let _ = storage::catalog::Entry::decode(cut(data));
 }
 
-/// ALFS metadata blocks: superblock, checkpoint, node footer, inode, SIT entries, directory
-/// entries, each decoded from the input as a whole block.
+/// ALFS metadata blocks: superblock, checkpoint pack (the input as a whole pack of any
+/// length, and its first block), node footer, inode, SIT entries, directory entries, each
+/// decoded from the input as a whole block.
 pub fn lfs_meta(data: &[u8]) {
     use lfs::layout::{decode_dirent, Checkpoint, Footer, Inode, SitEntry, Superblock};
     use lfs::layout::{BLOCK_BYTES, DIRENT_BYTES, SIT_BYTES};
@@ -218,7 +219,11 @@ pub fn lfs_meta(data: &[u8]) {
     let n = data.len().min(BLOCK_BYTES);
     b[..n].copy_from_slice(&data[..n]);
     let _ = Superblock::decode(&b);
-    let _ = Checkpoint::decode(&b);
+    let _ = Checkpoint::decode_pack(data);
+    let _ = Checkpoint::decode_pack(&b);
+    if let Ok(sb) = Superblock::decode(&b) {
+        let _ = sb.validate(u64::from(u32::MAX));
+    }
     let _ = Footer::decode(&b);
     let _ = Inode::decode(&b);
     for e in b.chunks_exact(SIT_BYTES) {

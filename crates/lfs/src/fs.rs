@@ -91,7 +91,7 @@ pub struct Params {
     pub mode: Mode,
     /// Pages per segment (ALFS: the AMF segment).
     pub seg_pages: u32,
-    /// Node ids (inodes + direct nodes); 0 picks one per 4 device pages.
+    /// Node ids (inodes + direct nodes); 0 picks one per 2 device pages (`table_sizes`).
     pub max_nids: u32,
     /// Keep every data block's CRC-32 beside its address (checked on every read; the largest
     /// file is then half as large). Recorded in the superblock.
@@ -163,6 +163,10 @@ impl Stats {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct MountReport {
     pub checkpoint_version: u64,
+    /// Checkpoint packs with a whole header but not every block whole and of its version (a
+    /// power cut while the pack was written; alfs keeps a torn pack in its checkpoint segment
+    /// until the segment is trimmed, so later mounts count it again): skipped.
+    pub torn_checkpoints: u64,
     pub rolled_forward_nodes: u64,
     pub orphans_freed: u64,
     pub stray_nodes_dropped: u64,
@@ -274,30 +278,70 @@ impl std::fmt::Debug for Lfs {
     }
 }
 
-/// Node ids, NAT blocks and SIT blocks of a format on `capacity_pages` with segments of
-/// `seg_pages` (`max_nids` 0: one node id per 2 pages, as many as one checkpoint block can
-/// list NAT blocks for).
-pub fn table_sizes(capacity_pages: u64, seg_pages: u32, max_nids: u32) -> (u32, u32, u32) {
-    let segments = (capacity_pages / u64::from(seg_pages.max(1))) as u32;
-    let sit_blocks = segments.div_ceil(SIT_PER_BLOCK);
+/// Node ids, NAT blocks and SIT blocks of a `mode` format on `capacity_pages` with segments
+/// of `seg_pages` (`max_nids` 0: one node id per 2 pages, the most that files holding data
+/// can use, since each takes an inode and a data block at least), or why that geometry cannot
+/// be formatted: block addresses are 32-bit, and the metadata must fit (f2fs: two packs and
+/// two copies of every meta block before the main area; alfs: a checkpoint pack within a
+/// checkpoint segment and the meta log's segments within the main area).
+pub fn table_sizes(
+    mode: Mode,
+    capacity_pages: u64,
+    seg_pages: u32,
+    max_nids: u32,
+) -> Result<(u32, u32, u32), String> {
+    if capacity_pages > u64::from(u32::MAX) {
+        return Err(format!(
+            "{capacity_pages} pages: block addresses are 32-bit (fewer than 2^32 pages, 16 TiB)"
+        ));
+    }
+    let sp = u64::from(seg_pages.max(1));
+    let segments = capacity_pages / sp;
+    let sit_blocks = segments.div_ceil(u64::from(SIT_PER_BLOCK));
     let n = if max_nids == 0 {
-        let most =
-            (CP_MAX_META as u64).saturating_sub(u64::from(sit_blocks)) * u64::from(NAT_PER_BLOCK);
-        (capacity_pages / 2).clamp(1024, most.max(1024)) as u32
+        (capacity_pages / 2).max(1024)
     } else {
-        max_nids
+        u64::from(max_nids)
     };
-    let n = n.div_ceil(NAT_PER_BLOCK) * NAT_PER_BLOCK;
-    (n, n / NAT_PER_BLOCK, sit_blocks)
+    let nat_blocks = n.div_ceil(u64::from(NAT_PER_BLOCK));
+    let nids = nat_blocks * u64::from(NAT_PER_BLOCK);
+    let n_meta = nat_blocks + sit_blocks;
+    let k = cp_blocks(n_meta);
+    let fits = match mode {
+        Mode::F2fs => (1 + 2 * k + 2 * n_meta < capacity_pages)
+            .then_some(())
+            .ok_or(format!(
+                "{n_meta} NAT and SIT blocks, twice, and two checkpoint packs of {k} blocks do not \
+                 fit in {capacity_pages} pages"
+            )),
+        Mode::Alfs if k > sp => Err(format!(
+            "a checkpoint pack of {k} blocks (for {n_meta} NAT and SIT blocks) exceeds a \
+             checkpoint segment of {sp} pages; use larger segments or fewer node ids"
+        )),
+        Mode::Alfs => (3 + 2 * n_meta.div_ceil(sp) + 1 < segments)
+            .then_some(())
+            .ok_or(format!(
+                "the meta log for {n_meta} NAT and SIT blocks does not fit in {segments} \
+                 segments of {sp} pages"
+            )),
+    };
+    fits?;
+    match u32::try_from(nids) {
+        Ok(nids) => Ok((nids, nat_blocks as u32, sit_blocks as u32)),
+        Err(_) => Err(format!("{nids} node ids: node ids are 32-bit")),
+    }
 }
 
 /// Host memory of the metadata tables ALFS keeps (its "TIMB": NAT and SIT blocks, as on
-/// flash), for a device of `capacity_bytes` with segments of `seg_bytes`.
-pub fn host_table_bytes(capacity_bytes: u64, seg_bytes: u64) -> u64 {
+/// flash), for a device of `capacity_bytes` with segments of `seg_bytes`, with format's
+/// default node ids: (ceil(ceil(pages / 2) / 1,023) + ceil(segments / 255)) x 4 KiB. An error
+/// for a geometry format refuses.
+pub fn host_table_bytes(capacity_bytes: u64, seg_bytes: u64) -> Result<u64, String> {
     let pages = capacity_bytes / BLOCK_BYTES as u64;
-    let seg = (seg_bytes / BLOCK_BYTES as u64).max(1) as u32;
-    let (_, nat, sit) = table_sizes(pages, seg, 0);
-    u64::from(nat + sit) * BLOCK_BYTES as u64
+    let seg = u32::try_from((seg_bytes / BLOCK_BYTES as u64).max(1))
+        .map_err(|_| format!("segments of {seg_bytes} bytes"))?;
+    let (_, nat, sit) = table_sizes(Mode::Alfs, pages, seg, 0)?;
+    Ok((u64::from(nat) + u64::from(sit)) * BLOCK_BYTES as u64)
 }
 
 fn enc_owner(id: u32, idx: u64) -> u64 {
@@ -320,17 +364,15 @@ impl Lfs {
                 p.seg_pages
             )));
         }
-        let segments = u32::try_from(cap / u64::from(p.seg_pages))
-            .map_err(|_| LfsError::Invalid("too many segments".into()))?;
-        let (max_nids, nat_blocks, sit_blocks) = table_sizes(cap, p.seg_pages, p.max_nids);
+        // Refused before any table is sized from these numbers.
+        let (max_nids, nat_blocks, sit_blocks) =
+            table_sizes(p.mode, cap, p.seg_pages, p.max_nids).map_err(LfsError::Invalid)?;
+        let segments = (cap / u64::from(p.seg_pages)) as u32; // < 2^32 pages: table_sizes
         let n_meta = nat_blocks + sit_blocks;
-        if n_meta as usize > CP_MAX_META {
-            return Err(LfsError::Invalid(format!(
-                "{n_meta} NAT and SIT blocks exceed the {CP_MAX_META} one checkpoint lists; use fewer node ids or larger segments"
-            )));
-        }
         let main_seg0 = match p.mode {
-            Mode::F2fs => (3 + 2 * n_meta).div_ceil(p.seg_pages),
+            Mode::F2fs => {
+                (1 + 2 * cp_blocks(u64::from(n_meta)) as u32 + 2 * n_meta).div_ceil(p.seg_pages)
+            }
             Mode::Alfs => 3,
         };
         let sb = Superblock {
@@ -429,21 +471,7 @@ impl Lfs {
         let mut fs = Lfs::empty(dev, sb);
         fs.t = t;
         let mut rep = MountReport::default();
-        // The newest whole checkpoint.
-        let candidates: Vec<u32> = match sb.mode {
-            Mode::F2fs => vec![1, 2],
-            Mode::Alfs => (sb.seg_pages..3 * sb.seg_pages).collect(),
-        };
-        let mut best: Option<(Checkpoint, u32)> = None;
-        for a in candidates {
-            fs.read_block(a)?;
-            if let Some(c) = Checkpoint::decode(&fs.buf) {
-                if best.as_ref().is_none_or(|(b, _)| c.version > b.version) {
-                    best = Some((c, a));
-                }
-            }
-        }
-        let (cp, cp_addr) = best.ok_or_else(|| LfsError::Corrupt("no valid checkpoint".into()))?;
+        let (cp, cp_addr) = fs.newest_checkpoint(&mut rep)?;
         if cp.meta.len() != sb.n_meta() as usize {
             return Err(LfsError::Corrupt(format!(
                 "the checkpoint lists {} meta blocks, the superblock {}",
@@ -511,6 +539,58 @@ impl Lfs {
         }
         fs.stats = Stats::default();
         Ok((fs, rep))
+    }
+
+    /// The newest whole checkpoint pack and its address (f2fs: of packs A and B; alfs: of every
+    /// pack in the two checkpoint segments). A pack whose header is whole but not every one of
+    /// its blocks (a cut while it was written) is skipped and counted in `rep`.
+    fn newest_checkpoint(&mut self, rep: &mut MountReport) -> LfsResult<(Checkpoint, u32)> {
+        let sb = self.sb;
+        let k = sb.cp_blocks();
+        let (regions, step) = match sb.mode {
+            Mode::F2fs => (vec![(1, 1 + k), (1 + k, 1 + 2 * k)], k),
+            Mode::Alfs => (
+                vec![
+                    (sb.seg_pages, 2 * sb.seg_pages),
+                    (2 * sb.seg_pages, 3 * sb.seg_pages),
+                ],
+                1,
+            ),
+        };
+        let mut best: Option<(Checkpoint, u32)> = None;
+        let mut pack = Vec::with_capacity(k as usize * BLOCK_BYTES);
+        for (start, end) in regions {
+            let mut a = start;
+            while a < end {
+                self.read_block(a)?;
+                let whole = match Checkpoint::header_blocks(&self.buf) {
+                    // A pack never crosses its region (alfs: a checkpoint segment).
+                    Some(n) if n == k as usize && a + k <= end => {
+                        pack.clear();
+                        pack.extend_from_slice(&self.buf);
+                        for j in 1..k {
+                            self.read_block(a + j)?;
+                            pack.extend_from_slice(&self.buf);
+                        }
+                        let c = Checkpoint::decode_pack(&pack);
+                        rep.torn_checkpoints += u64::from(c.is_none());
+                        c
+                    }
+                    // Not this file system's pack size, or past the region's end.
+                    Some(_) | None => None,
+                };
+                match whole {
+                    Some(c) => {
+                        if best.as_ref().is_none_or(|(b, _)| c.version > b.version) {
+                            best = Some((c, a));
+                        }
+                        a += k;
+                    }
+                    None => a += step,
+                }
+            }
+        }
+        best.ok_or_else(|| LfsError::Corrupt("no valid checkpoint".into()))
     }
 
     /// The NAT and SIT from the meta blocks checkpoint `cp` names, each checked against its own
@@ -813,12 +893,13 @@ impl Lfs {
     pub fn submit_at(&mut self, t: Nanos) {
         self.t = self.t.max(t);
     }
-    /// Every block the durable state is read from: the superblock, the last checkpoint, the
+    /// Every block the durable state is read from: the superblock, the last checkpoint pack, the
     /// NAT and SIT blocks it names, every node the NAT names and every file's data blocks on
     /// flash (not the cache's). What a mount and the files depend on, for tools and tests that
     /// ask whether damage touched the file system.
     pub fn live_blocks(&self) -> Vec<u32> {
-        let mut v = vec![0, self.cp_addr];
+        let mut v = vec![0];
+        v.extend(self.cp_addr..self.cp_addr + self.sb.cp_blocks());
         v.extend(&self.cp.meta);
         v.extend(self.nat.iter().copied().filter(|&a| a != 0));
         for f in self.files.values() {
@@ -1360,12 +1441,14 @@ impl Lfs {
             meta,
             meta_crc: meta_crc(&self.meta_crcs),
         };
-        cp.encode(&mut self.buf);
+        let mut pack = Vec::new();
+        cp.encode_pack(&mut pack);
+        let k = self.sb.cp_blocks();
         let a = match self.sb.mode {
-            Mode::F2fs => 1 + (cp.version % 2) as u32,
+            Mode::F2fs => self.sb.cp_pack_addr(cp.version),
             Mode::Alfs => {
                 let sp = self.sb.seg_pages;
-                if self.cp_cursor.1 == sp {
+                if self.cp_cursor.1 + k > sp {
                     self.cp_cursor = (3 - self.cp_cursor.0, 0);
                 }
                 if self.cp_cursor.1 == 0 {
@@ -1376,14 +1459,19 @@ impl Lfs {
                         .trim(self.t, u64::from(self.cp_cursor.0) * sp64, sp64)?;
                 }
                 let a = self.cp_cursor.0 * sp + self.cp_cursor.1;
-                self.cp_cursor.1 += 1;
+                self.cp_cursor.1 += k;
                 a
             }
         };
-        self.t = self.dev.write(self.t, u64::from(a), &self.buf, true)?;
+        // Header first, the last block with FUA, then a flush: the pack is durable only
+        // whole, and a mount refuses it torn (`Checkpoint::decode_pack`).
+        for (j, blk) in pack.chunks(BLOCK_BYTES).enumerate() {
+            let fua = j + 1 == k as usize;
+            self.t = self.dev.write(self.t, u64::from(a + j as u32), blk, fua)?;
+        }
         self.t = self.dev.flush(self.t)?;
         self.cp_addr = a;
-        self.stats.checkpoint_pages += 1;
+        self.stats.checkpoint_pages += u64::from(k);
         self.stats.checkpoints += 1;
         // Durable: what the old checkpoint held may go.
         if self.sb.mode == Mode::Alfs {

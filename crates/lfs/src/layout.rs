@@ -6,13 +6,18 @@
 //! stale copy of one is caught, not only a damaged one), and with the superblock's
 //! `FEATURE_DATA_CHECKSUMS` every block address in a node is paired with the CRC-32 of the
 //! block's data (written in the node after the data: roll-forward and checkpoints make the
-//! pair durable together). Version 1 images are refused with their version.
+//! pair durable together). Version 3 (`LFS_VERSION`) made the checkpoint a pack of several
+//! blocks (a header and continuation blocks listing the NAT and SIT block addresses), so that
+//! the node ids, and the NAT, grow with the device instead of stopping at what one block lists.
+//! Older images are refused with their version.
 
 pub const BLOCK_BYTES: usize = ftl::LOGICAL_PAGE_BYTES;
 pub const SB_MAGIC: u64 = 0x3153_464C_4654_4F4E; // "NOFTLFS1"
 pub const CP_MAGIC: u64 = 0x3150_4B43_5346_4C4E; // "NLFSCKP1"
+/// A checkpoint pack's continuation block.
+pub const CP_CONT_MAGIC: u64 = 0x4350_4B43_5346_4C4E; // "NLFSCKPC"
 /// The on-flash format this build writes and reads (see the module documentation).
-pub const LFS_VERSION: u32 = 2;
+pub const LFS_VERSION: u32 = 3;
 /// Superblock feature bit: every data block's CRC-32 sits beside its address in the node.
 pub const FEATURE_DATA_CHECKSUMS: u32 = 1;
 /// Block addresses a direct node holds (without data checksums).
@@ -106,8 +111,18 @@ pub const FOOTER_AT: usize = BLOCK_BYTES - 32;
 pub const NAT_PER_BLOCK: u32 = ((BLOCK_BYTES - 4) / 4) as u32;
 pub const SIT_BYTES: usize = 16;
 pub const SIT_PER_BLOCK: u32 = ((BLOCK_BYTES - 4) / SIT_BYTES) as u32;
-/// Meta blocks one checkpoint block can list.
+/// Meta block addresses a checkpoint pack's header block lists (1,013).
 pub const CP_MAX_META: usize = (BLOCK_BYTES - 4 - 40) / 4;
+/// Meta block addresses each continuation block of a pack lists (1,017).
+pub const CP_CONT_META: usize = (BLOCK_BYTES - 4 - 24) / 4;
+
+/// Blocks of a checkpoint pack that lists `n_meta` meta blocks: the header, then as many
+/// continuation blocks as the addresses beyond the header's need.
+pub fn cp_blocks(n_meta: u64) -> u64 {
+    1 + n_meta
+        .saturating_sub(CP_MAX_META as u64)
+        .div_ceil(CP_CONT_META as u64)
+}
 pub const DIRENT_BYTES: usize = 256;
 pub const DIRENTS_PER_BLOCK: u32 = (BLOCK_BYTES / DIRENT_BYTES) as u32;
 /// Name bytes of a directory entry (12..256: the first 12 hold the inode, the length and the
@@ -251,12 +266,17 @@ impl Superblock {
         Slots::of(self.data_checksums)
     }
     /// What a superblock may hold on a device of `capacity_pages`, checked before any of its
-    /// numbers sizes a table (a CRC-valid superblock can still be wrong, or crafted).
+    /// numbers sizes a table (a CRC-valid superblock can still be wrong, or crafted): the table
+    /// sizes are exactly what format derives from the node ids and segments, and the metadata
+    /// (f2fs: the packs and both copies of every meta block; alfs: the meta log's segments and
+    /// a pack within a checkpoint segment) fits before the end of the device.
     pub fn validate(&self, capacity_pages: u64) -> Result<(), String> {
         let sp = u64::from(self.seg_pages);
-        let meta_end = match self.mode {
-            Mode::F2fs => 3 + 2 * u64::from(self.n_meta()),
-            Mode::Alfs => 3 * sp,
+        let n_meta = u64::from(self.nat_blocks) + u64::from(self.sit_blocks);
+        let k = cp_blocks(n_meta);
+        let (meta_end, meta_segs) = match self.mode {
+            Mode::F2fs => (1 + 2 * k + 2 * n_meta, 0),
+            Mode::Alfs => (3 * sp, 2 * n_meta.div_ceil(sp.max(1)) + 1),
         };
         let checks = [
             (self.seg_pages >= 4, "segments of fewer than 4 pages"),
@@ -269,18 +289,20 @@ impl Superblock {
                 "the main area overlaps the metadata or is empty",
             ),
             (
-                self.max_nids >= 2
-                    && u64::from(self.nat_blocks) * u64::from(NAT_PER_BLOCK)
-                        >= u64::from(self.max_nids),
-                "fewer NAT entries than node ids",
+                self.max_nids >= 2 && self.nat_blocks == self.max_nids.div_ceil(NAT_PER_BLOCK),
+                "NAT blocks other than the node ids need",
             ),
             (
-                u64::from(self.sit_blocks) * u64::from(SIT_PER_BLOCK) >= u64::from(self.segments),
-                "fewer SIT entries than segments",
+                self.sit_blocks == self.segments.div_ceil(SIT_PER_BLOCK),
+                "SIT blocks other than the segments need",
             ),
             (
-                (self.n_meta() as usize) <= CP_MAX_META,
-                "more meta blocks than a checkpoint lists",
+                self.mode == Mode::F2fs || k <= sp,
+                "a checkpoint pack larger than a checkpoint segment",
+            ),
+            (
+                meta_segs < u64::from(self.segments - self.main_seg0.min(self.segments)),
+                "a meta log larger than the main area",
             ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {
@@ -290,13 +312,22 @@ impl Superblock {
             None => Ok(()),
         }
     }
+    /// Blocks of each checkpoint pack (`cp_blocks` of the meta blocks).
+    pub fn cp_blocks(&self) -> u32 {
+        cp_blocks(u64::from(self.n_meta())) as u32
+    }
+    /// F2FS mode: the first block of the pack checkpoint `version` goes to (packs A and B
+    /// after the superblock, used in turn).
+    pub fn cp_pack_addr(&self, version: u64) -> u32 {
+        1 + (version % 2) as u32 * self.cp_blocks()
+    }
     pub fn n_meta(&self) -> u32 {
         self.nat_blocks + self.sit_blocks
     }
     /// F2FS mode: the two fixed copies of meta block `i` (NAT blocks first, then SIT blocks),
     /// after the superblock and the two checkpoint packs.
     pub fn meta_slot(&self, i: u32, copy: u32) -> u32 {
-        3 + 2 * i + copy
+        1 + 2 * self.cp_blocks() + 2 * i + copy
     }
     pub fn encode(&self, b: &mut [u8]) {
         b.fill(0);
@@ -329,7 +360,8 @@ impl Superblock {
         if version != LFS_VERSION {
             return Err(format!(
                 "LFS format version {version}; this build reads version {LFS_VERSION} \
-                 (checksums on directory entries, NAT/SIT and optionally data){}",
+                 (checkpoint packs of several blocks; checksums on directory entries, NAT/SIT \
+                 and optionally data){}",
                 if version < LFS_VERSION {
                     ": copy the files off with the build that wrote the image"
                 } else {
@@ -359,7 +391,10 @@ impl Superblock {
     }
 }
 
-/// A checkpoint block: the root of everything durable.
+/// A checkpoint pack: the root of everything durable. On flash it is `cp_blocks(n)` blocks
+/// at consecutive addresses: a header block, then continuation blocks for the meta block
+/// addresses beyond the header's 1,013 (byte tables in docs/lfs.md). A pack counts only whole:
+/// every block sealed, with its magic, its index and the header's version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
     pub version: u64,
@@ -374,37 +409,81 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    pub fn encode(&self, b: &mut [u8]) {
-        assert!(
-            self.meta.len() <= CP_MAX_META,
-            "checkpoint lists too many meta blocks"
-        );
-        b.fill(0);
-        put64(b, 0, CP_MAGIC);
-        put64(b, 8, self.version);
-        put32(b, 16, self.rf_addr);
-        put32(b, 20, self.meta.len() as u32);
-        put64(b, 24, self.user_bytes);
-        put32(b, 32, self.meta_crc); // 36..40 reserved (0)
-        for (i, &a) in self.meta.iter().enumerate() {
-            put32(b, 40 + 4 * i, a);
-        }
-        seal(b);
+    /// Blocks of this checkpoint's pack.
+    pub fn pack_blocks(&self) -> usize {
+        cp_blocks(self.meta.len() as u64) as usize
     }
-    /// `None` for anything but a whole, sealed checkpoint block.
-    pub fn decode(b: &[u8]) -> Option<Checkpoint> {
+    /// Encodes the pack into `b` (`pack_blocks()` blocks: the header first).
+    pub fn encode_pack(&self, b: &mut Vec<u8>) {
+        let k = self.pack_blocks();
+        b.clear();
+        b.resize(k * BLOCK_BYTES, 0);
+        let (head, rest) = b.split_at_mut(BLOCK_BYTES);
+        put64(head, 0, CP_MAGIC);
+        put64(head, 8, self.version);
+        put32(head, 16, self.rf_addr);
+        put32(head, 20, self.meta.len() as u32);
+        put64(head, 24, self.user_bytes);
+        put32(head, 32, self.meta_crc);
+        put32(head, 36, k as u32);
+        let first = self.meta.len().min(CP_MAX_META);
+        for (i, &a) in self.meta[..first].iter().enumerate() {
+            put32(head, 40 + 4 * i, a);
+        }
+        seal(head);
+        let chunks = self.meta[first..].chunks(CP_CONT_META);
+        for (j, (blk, addrs)) in rest.chunks_mut(BLOCK_BYTES).zip(chunks).enumerate() {
+            put64(blk, 0, CP_CONT_MAGIC);
+            put64(blk, 8, self.version);
+            put32(blk, 16, j as u32 + 1);
+            put32(blk, 20, addrs.len() as u32);
+            for (i, &a) in addrs.iter().enumerate() {
+                put32(blk, 24 + 4 * i, a);
+            }
+            seal(blk);
+        }
+    }
+    /// The blocks of the pack whose header is `b`: `None` unless `b` is a whole, sealed
+    /// header block naming a consistent block count.
+    pub fn header_blocks(b: &[u8]) -> Option<usize> {
+        let b = b.get(..BLOCK_BYTES)?; // the header of a whole pack
         if u64_at(b, 0) != CP_MAGIC || !sealed(b) {
             return None;
         }
-        let n = u32_at(b, 20) as usize;
-        if n > CP_MAX_META {
+        let n = u64::from(u32_at(b, 20));
+        let k = u64::from(u32_at(b, 36));
+        (k == cp_blocks(n)).then_some(k as usize)
+    }
+    /// Decodes a pack from its blocks in order: `None` unless the header is whole
+    /// (`header_blocks`), `b` holds exactly its blocks, and every continuation block is sealed,
+    /// carries its magic, its index, the header's version and the addresses it must hold. A
+    /// pack torn by a power cut (some blocks new, some old or never written) is refused.
+    pub fn decode_pack(b: &[u8]) -> Option<Checkpoint> {
+        let k = Checkpoint::header_blocks(b)?;
+        if b.len() != k * BLOCK_BYTES {
             return None;
         }
+        let version = u64_at(b, 8);
+        let n = u32_at(b, 20) as usize;
+        let first = n.min(CP_MAX_META);
+        let mut meta: Vec<u32> = (0..first).map(|i| u32_at(b, 40 + 4 * i)).collect();
+        for (j, blk) in b[BLOCK_BYTES..].chunks(BLOCK_BYTES).enumerate() {
+            let want = (n - meta.len()).min(CP_CONT_META);
+            let ok = u64_at(blk, 0) == CP_CONT_MAGIC
+                && sealed(blk)
+                && u64_at(blk, 8) == version
+                && u32_at(blk, 16) as usize == j + 1
+                && u32_at(blk, 20) as usize == want;
+            if !ok {
+                return None;
+            }
+            meta.extend((0..want).map(|i| u32_at(blk, 24 + 4 * i)));
+        }
         Some(Checkpoint {
-            version: u64_at(b, 8),
+            version,
             rf_addr: u32_at(b, 16),
             user_bytes: u64_at(b, 24),
-            meta: (0..n).map(|i| u32_at(b, 40 + 4 * i)).collect(),
+            meta,
             meta_crc: u32_at(b, 32),
         })
     }
@@ -507,6 +586,7 @@ pub const INODE_NIDS_AT: usize = INODE_ADDRS_AT + 4 * INODE_ADDRS;
 const _: () = assert!(INODE_NIDS_AT + 4 * INODE_NIDS <= FOOTER_AT);
 const _: () = assert!(4 * NODE_ADDRS <= FOOTER_AT);
 const _: () = assert!(40 + 4 * CP_MAX_META <= BLOCK_BYTES - 4);
+const _: () = assert!(24 + 4 * CP_CONT_META <= BLOCK_BYTES - 4);
 
 /// A segment's SIT entry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -564,10 +644,12 @@ mod tests {
             meta: vec![5, 6, 7],
             meta_crc: 0xDEAD_BEEF,
         };
-        cp.encode(&mut b);
-        assert_eq!(Checkpoint::decode(&b), Some(cp));
-        b[44] ^= 1;
-        assert_eq!(Checkpoint::decode(&b), None);
+        let mut pack = Vec::new();
+        cp.encode_pack(&mut pack);
+        assert_eq!(pack.len(), BLOCK_BYTES, "3 meta blocks: a one-block pack");
+        assert_eq!(Checkpoint::decode_pack(&pack), Some(cp));
+        pack[44] ^= 1;
+        assert_eq!(Checkpoint::decode_pack(&pack), None);
 
         let f = Footer {
             nid: 3,
@@ -605,9 +687,58 @@ mod tests {
         seal(&mut b);
         let e = Superblock::decode(&b).unwrap_err();
         assert!(
-            e.contains("format version 1") && e.contains("reads version 2"),
+            e.contains("format version 1") && e.contains("reads version 3"),
             "{e}"
         );
+    }
+
+    /// A pack of three blocks (1,013 + 1,017 + 70 addresses) round-trips; a pack torn by a cut
+    /// (a continuation from the pack's previous use, one never written, one damaged, one
+    /// missing or extra) is refused as a whole.
+    #[test]
+    fn a_torn_multi_block_checkpoint_pack_is_refused() {
+        let n = CP_MAX_META + CP_CONT_META + 70;
+        assert_eq!(cp_blocks(n as u64), 3);
+        assert_eq!((cp_blocks(0), cp_blocks(CP_MAX_META as u64)), (1, 1));
+        assert_eq!(cp_blocks(CP_MAX_META as u64 + 1), 2);
+        let cp = |version: u64| Checkpoint {
+            version,
+            rf_addr: 77,
+            user_bytes: 5,
+            meta: (0..n as u32).map(|i| 1000 + i + version as u32).collect(),
+            meta_crc: 0x1234,
+        };
+        let (mut new, mut old) = (Vec::new(), Vec::new());
+        cp(9).encode_pack(&mut new);
+        cp(7).encode_pack(&mut old);
+        assert_eq!(new.len(), 3 * BLOCK_BYTES);
+        assert!(Checkpoint::decode_pack(&new) == Some(cp(9)));
+        assert_eq!(Checkpoint::header_blocks(&new), Some(3));
+        // The cut fell after the header: the continuations are the older pack's.
+        let mut torn = new.clone();
+        torn[BLOCK_BYTES..].copy_from_slice(&old[BLOCK_BYTES..]);
+        assert!(Checkpoint::decode_pack(&torn).is_none());
+        // Only the last continuation is old; or never written (AMF reads an erased page as 0).
+        let mut torn = new.clone();
+        torn[2 * BLOCK_BYTES..].copy_from_slice(&old[2 * BLOCK_BYTES..]);
+        assert!(Checkpoint::decode_pack(&torn).is_none());
+        torn[2 * BLOCK_BYTES..].fill(0);
+        assert!(Checkpoint::decode_pack(&torn).is_none());
+        // The cut fell before the header: old header, new continuations.
+        let mut torn = old.clone();
+        torn[BLOCK_BYTES..].copy_from_slice(&new[BLOCK_BYTES..]);
+        assert!(Checkpoint::decode_pack(&torn).is_none());
+        // Damage anywhere; blocks in the wrong order; too few or too many blocks.
+        let mut bad = new.clone();
+        bad[BLOCK_BYTES + 100] ^= 1;
+        assert!(Checkpoint::decode_pack(&bad).is_none());
+        let mut swapped = new.clone();
+        swapped[BLOCK_BYTES..].rotate_left(BLOCK_BYTES);
+        assert!(Checkpoint::decode_pack(&swapped).is_none());
+        assert!(Checkpoint::decode_pack(&new[..2 * BLOCK_BYTES]).is_none());
+        let mut long = new.clone();
+        long.extend_from_slice(&new[BLOCK_BYTES..2 * BLOCK_BYTES]);
+        assert!(Checkpoint::decode_pack(&long).is_none());
     }
 
     #[test]

@@ -42,6 +42,11 @@ fn fresh(mode: Mode, blocks_per_plane: u32) -> Lfs {
 
 /// A fresh file system, with every data block's CRC beside its address when `data_checksums`.
 fn fresh_with(mode: Mode, blocks_per_plane: u32, data_checksums: bool) -> Lfs {
+    fresh_nids(mode, blocks_per_plane, data_checksums, 0)
+}
+
+/// A fresh file system with `max_nids` node ids (0: format's default).
+fn fresh_nids(mode: Mode, blocks_per_plane: u32, data_checksums: bool, max_nids: u32) -> Lfs {
     let (dev, seg) = lfs::device(
         mode,
         target(mode),
@@ -53,7 +58,7 @@ fn fresh_with(mode: Mode, blocks_per_plane: u32, data_checksums: bool) -> Lfs {
     let p = Params {
         mode,
         seg_pages: seg,
-        max_nids: 0,
+        max_nids,
         data_checksums,
     };
     Lfs::format(dev, p, 0).unwrap()
@@ -357,7 +362,7 @@ fn crash_run(
     seed: u64,
     cut: u64,
 ) -> Result<(u64, bool, usize, u64), String> {
-    let mut fs = fresh_with(mode, w.blocks_per_plane, seed % 2 == 1);
+    let mut fs = fresh_nids(mode, w.blocks_per_plane, seed % 2 == 1, w.max_nids);
     let mut r = Xoshiro256PlusPlus::seed_from_u64(seed);
     // name -> current contents; and the fsynced, untouched-since ones.
     let mut cur: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
@@ -515,6 +520,8 @@ struct Workload {
     files: u32,
     /// Write every file whole (`max_off` bytes) and fsync it before the operations.
     prefill: bool,
+    /// Node ids (0: format's default).
+    max_nids: u32,
 }
 
 /// Many files, little cleaning.
@@ -524,6 +531,16 @@ const FSYNCS: Workload = Workload {
     max_off: 600_000,
     files: 12,
     prefill: false,
+    max_nids: 0,
+};
+/// Node ids for 1,013 NAT blocks: with the SIT block, more meta blocks than a checkpoint
+/// pack's header lists, so that every checkpoint is a pack of 2 blocks.
+const MULTI_NIDS: u32 = 1013 * 1023;
+/// `FSYNCS` with two-block checkpoint packs, on a device large enough for their NAT (64 MiB).
+const MULTI: Workload = Workload {
+    blocks_per_plane: 128,
+    max_nids: MULTI_NIDS,
+    ..FSYNCS
 };
 /// A device kept near full: the cleaner runs before most cuts.
 const CLEANING: Workload = Workload {
@@ -532,6 +549,7 @@ const CLEANING: Workload = Workload {
     max_off: 65_536,
     files: 0,
     prefill: true,
+    max_nids: 0,
 };
 
 fn crash_seeds(mode: Mode, w: Workload, seeds: u64) {
@@ -605,4 +623,184 @@ fn power_cuts_while_cleaning_f2fs_on_page() {
 #[test]
 fn power_cuts_while_cleaning_alfs_on_amf() {
     crash_seeds(Mode::Alfs, CLEANING, seeds() / 2);
+}
+
+/// Random cuts while checkpoints are packs of two blocks (a cut can tear one); half the seeds,
+/// since each run formats a 64 MiB device with a million node ids.
+#[test]
+fn power_cuts_with_multi_block_checkpoints_f2fs_on_page() {
+    crash_seeds(Mode::F2fs, MULTI, seeds() / 2);
+}
+
+#[test]
+fn power_cuts_with_multi_block_checkpoints_alfs_on_amf() {
+    crash_seeds(Mode::Alfs, MULTI, seeds() / 2);
+}
+
+/// Checkpoints of `MULTI`'s geometry are packs of 2 blocks; a format that cannot fit its
+/// checkpoint pack or its metadata is refused with a clear error, not a panic.
+#[test]
+fn checkpoint_packs_grow_with_the_node_ids_and_unfit_geometries_are_refused() {
+    for mode in [Mode::F2fs, Mode::Alfs] {
+        let fs = fresh_nids(mode, MULTI.blocks_per_plane, false, MULTI_NIDS);
+        assert_eq!(fs.superblock().cp_blocks(), 2, "{mode:?}");
+        // Ten times the node ids: the NAT alone would fill the device (f2fs keeps it twice);
+        // alfs's pack (11 blocks) still fits a segment, its meta log does not.
+        let (dev, seg) =
+            lfs::device(mode, target(mode), nand(16), &FtlOptions::default(), true).unwrap();
+        let p = Params {
+            mode,
+            seg_pages: seg,
+            max_nids: 10 * MULTI_NIDS,
+            data_checksums: false,
+        };
+        let e = Lfs::format(dev, p, 0).unwrap_err();
+        assert!(
+            matches!(&e, LfsError::Invalid(m) if m.contains("do not fit") || m.contains("does not fit")),
+            "{mode:?}: {e}"
+        );
+    }
+    // alfs: a pack larger than a checkpoint segment (segments of 4 pages, 5 pack blocks).
+    let (dev, _) = lfs::device(Mode::Alfs, "amf", nand(16), &FtlOptions::default(), true).unwrap();
+    let p = Params {
+        mode: Mode::Alfs,
+        seg_pages: 4,
+        max_nids: 5 * MULTI_NIDS,
+        data_checksums: false,
+    };
+    let e = Lfs::format(dev, p, 0).unwrap_err();
+    assert!(
+        e.to_string().contains("exceeds a checkpoint segment"),
+        "{e}"
+    );
+}
+
+/// The first address of the newest whole pack (version `v`) in `fs`'s checkpoint area.
+fn pack_of(fs: &mut Lfs, v: u64) -> u32 {
+    let sb = fs.superblock();
+    let k = sb.cp_blocks() as usize;
+    let end = match sb.mode {
+        Mode::F2fs => 1 + 2 * k as u32,
+        Mode::Alfs => 3 * sb.seg_pages,
+    };
+    let mut b = vec![0u8; k * 4096];
+    for a in 1..end {
+        let n = b.len().min(4096 * (end - a) as usize);
+        for j in 0..n / 4096 {
+            fs.device_mut()
+                .read(0, u64::from(a) + j as u64, &mut b[j * 4096..(j + 1) * 4096])
+                .unwrap();
+        }
+        if let Some(c) = lfs::layout::Checkpoint::decode_pack(&b[..n]) {
+            if c.version == v {
+                return a;
+            }
+        }
+    }
+    panic!("no pack of version {v}");
+}
+
+/// A torn two-block pack (the header of a newer checkpoint written where the next pack goes,
+/// its continuation not: what a cut between its blocks leaves) is skipped; the older, whole
+/// pack is used, and everything fsynced before it reads back.
+#[test]
+fn a_torn_multi_block_checkpoint_is_skipped_for_the_older_one() {
+    for mode in [Mode::F2fs, Mode::Alfs] {
+        let mut fs = fresh_nids(mode, MULTI.blocks_per_plane, false, MULTI_NIDS);
+        let (ino, _) = fs.create(1, b"kept", S_IFREG, 0, 0, 0, None).unwrap();
+        let data = pattern(5, 300_000);
+        fs.write(ino, 0, &data, 0).unwrap();
+        fs.sync_all().unwrap();
+        let v = fs.checkpoint_version();
+        let a = pack_of(&mut fs, v);
+        let sb = fs.superblock();
+        let mut pack = vec![0u8; 2 * 4096];
+        for j in 0..2 {
+            let blk = &mut pack[j * 4096..(j + 1) * 4096];
+            fs.device_mut()
+                .read(0, u64::from(a) + j as u64, blk)
+                .unwrap();
+        }
+        let mut cp = lfs::layout::Checkpoint::decode_pack(&pack).unwrap();
+        cp.version += 1;
+        cp.encode_pack(&mut pack);
+        let at = match mode {
+            Mode::F2fs => sb.cp_pack_addr(cp.version),
+            Mode::Alfs => a + 2, // the next page of the checkpoint segment
+        };
+        fs.device_mut()
+            .write(0, u64::from(at), &pack[..4096], true)
+            .unwrap();
+        fs.device_mut().flush(0).unwrap();
+        let (mut fs, rep) = remount(fs, mode, true);
+        assert_eq!(rep.checkpoint_version, v, "{mode:?}");
+        assert_eq!(rep.torn_checkpoints, 1, "{mode:?}");
+        assert_clean(&mut fs);
+        let (ino, _) = fs.lookup(1, b"kept").unwrap();
+        assert!(read_all(&mut fs, ino) == data, "{mode:?}");
+    }
+}
+
+/// A power cut at every flash operation of a checkpoint whose pack spans 2 blocks: the mount
+/// uses the new pack if it is whole, else the one before (some cuts land between the pack's
+/// blocks), and the file fsynced before the checkpoint, and rewritten and fsynced again
+/// (rolled forward), reads back every time.
+#[test]
+fn a_cut_at_every_operation_of_a_multi_block_checkpoint_loses_nothing_fsynced() {
+    for mode in [Mode::F2fs, Mode::Alfs] {
+        let run = |cut: Option<u64>| -> (Lfs, Vec<u8>, u64, u64) {
+            let mut fs = fresh_nids(mode, MULTI.blocks_per_plane, false, MULTI_NIDS);
+            let (ino, _) = fs.create(1, b"f", S_IFREG, 0, 0, 0, None).unwrap();
+            let mut want = pattern(1, 200_000);
+            fs.write(ino, 0, &want, 0).unwrap();
+            fs.fsync(ino).unwrap(); // a namespace change: a checkpoint
+            let d = pattern(2, 50_000);
+            fs.write(ino, 100_000, &d, 0).unwrap();
+            fs.fsync(ino).unwrap(); // roll-forward only
+            want[100_000..150_000].copy_from_slice(&d);
+            let v = fs.checkpoint_version();
+            let before = fs.device().nand().unwrap().ops_issued();
+            if let Some(c) = cut {
+                let plan = FaultPlan {
+                    cut_at_op: Some(before + c),
+                    ..FaultPlan::default()
+                };
+                fs.device_mut().nand_mut().unwrap().set_fault_plan(plan);
+            }
+            let res = fs.sync_all();
+            match (cut, res) {
+                (None, r) => r.unwrap(),
+                (Some(_), Ok(())) => {}
+                (Some(c), Err(e)) => assert!(e.is_power_loss(), "cut {c}: {e}"),
+            }
+            let ops = fs.device().nand().unwrap().ops_issued() - before;
+            (fs, want, v, ops)
+        };
+        let (fs, _, v, ops) = run(None);
+        assert_eq!(fs.superblock().cp_blocks(), 2);
+        assert_eq!(fs.checkpoint_version(), v + 1);
+        let (mut torn, mut old, mut new) = (0, 0, 0);
+        // Cut ops + 1 falls after the checkpoint: the power goes at the remount.
+        for c in 1..=ops + 1 {
+            let (fs, want, v, _) = run(Some(c));
+            let (mut fs, rep) = remount(fs, mode, true);
+            torn += rep.torn_checkpoints;
+            // The mount checkpoints again after a roll-forward: count the pack it found.
+            match rep.checkpoint_version - v {
+                0 => old += 1,
+                1 => new += 1,
+                d => panic!("{mode:?} cut {c}: checkpoint {d} after the last"),
+            }
+            let p = fs.fsck().unwrap();
+            assert!(p.is_empty(), "{mode:?} cut {c}: fsck {p:?}");
+            let (ino, _) = fs.lookup(1, b"f").unwrap();
+            assert!(read_all(&mut fs, ino) == want, "{mode:?} cut {c}: data");
+        }
+        eprintln!("{mode:?}: {ops} operations: {torn} torn, {old} older, {new} new");
+        assert!(
+            torn > 0 && old > 0 && new > 0,
+            "{mode:?}: {ops} cuts: {torn} torn packs seen, {old} mounts of the older \
+             checkpoint, {new} of the new one"
+        );
+    }
 }

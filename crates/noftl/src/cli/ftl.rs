@@ -39,12 +39,19 @@ pub fn run(c: FtlCommand) -> anyhow::Result<()> {
             // ALFS keeps its metadata tables in host memory instead (the AMF slides' TIMB).
             // Segment: one 512 KiB block of each of AMF's 8 channels x 4 ways (16 MiB).
             let seg_bytes = 32 * ftl::memory::BLOCK_BYTES;
-            rows.push(ftl::memory::MemoryRow {
-                ftl: "alfs-host".into(),
-                bytes: lfs::host_table_bytes(capacity, seg_bytes),
-                note: "host, not device: ALFS's NAT and SIT blocks (docs/lfs.md), 16 MiB segments"
-                    .into(),
-            });
+            match lfs::host_table_bytes(capacity, seg_bytes) {
+                Ok(bytes) => rows.push(ftl::memory::MemoryRow {
+                    ftl: "alfs-host".into(),
+                    bytes,
+                    note: format!(
+                        "host, not device: ALFS's NAT (1 node id per 2 pages) and SIT blocks, \
+                         16 MiB segments (docs/lfs.md){}",
+                        slides_timb(capacity)
+                    ),
+                }),
+                // A geometry our format refuses has no row (and says why).
+                Err(e) => eprintln!("noftl ftl memory: no alfs-host row: {e}"),
+            }
             if json.is_some() && !super::common::emit_json(json.as_deref(), &rows)? {
                 return Ok(());
             }
@@ -58,5 +65,14 @@ pub fn run(c: FtlCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// The AMF slides' host memory for ALFS (TIMB) where they give it, to print beside ours.
+fn slides_timb(capacity: u64) -> &'static str {
+    match capacity {
+        c if c == 512 << 30 => "; AMF slides' TIMB: 5.3 MB",
+        c if c == 1 << 40 => "; AMF slides' TIMB: 10.8 MB",
+        _ => "",
     }
 }

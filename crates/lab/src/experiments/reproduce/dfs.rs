@@ -321,11 +321,7 @@ fn side(fs: String, app: AppRun, (b, r): (Dev, Dev), violations: Vec<String>) ->
 }
 
 /// The ext3 side: the two guest runs' server counters and the run's report.
-fn ext3_side(
-    (base, run): (&vm::VmResult, &vm::VmResult),
-    app: AppRun,
-    dies: u32,
-) -> anyhow::Result<Side> {
+fn ext3_side((base, run): (&vm::VmResult, &vm::VmResult), app: AppRun, dies: u32) -> Side {
     let (b, r) = (&base.device, &run.device);
     let (bd, rd) = (Dev::of_server(b), Dev::of_server(r));
     let mut violations = check_side(&app, (&bd, &rd), dies);
@@ -354,7 +350,7 @@ fn ext3_side(
     s.host_write_bytes = Some(fs_bytes);
     s.host_read_bytes = Some(r.host_read_bytes.saturating_sub(b.host_read_bytes));
     s.guest_command_s = Some(run.guest_timing.command_s);
-    Ok(s)
+    s
 }
 
 /// The application's report from a guest's standard output.
@@ -424,7 +420,7 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<DfsResult
             .find(|p| p.app == Some(app.as_str()))
             .map_or("?", |p| p.row);
         let row = match (&results[2 * k], &results[2 * k + 1]) {
-            (Ok(b), Ok(r)) => app_report(r).and_then(|a| ext3_side((b, r), a, dies)),
+            (Ok(b), Ok(r)) => app_report(r).map(|a| ext3_side((b, r), a, dies)),
             (Err(e), _) => Err(anyhow::anyhow!("ext3's baseline: {e:#}")),
             (_, Err(e)) => Err(anyhow::anyhow!("{e:#}")),
         }

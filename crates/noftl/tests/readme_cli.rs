@@ -317,6 +317,12 @@ const HOW: &[(&str, How)] = &[
         ),
     ),
     (
+        "noftl reproduce dfs",
+        How::ParseOnly(
+            "four rows, 8 guest boots under TCG: about 5 minutes; tests/reproduce_dfs_cli.rs runs --quick",
+        ),
+    ),
+    (
         "noftl compare --workload tpcc --paper",
         How::ParseOnly("the paper's six TPC-C scales take about 30 minutes"),
     ),

@@ -19,7 +19,7 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
@@ -207,18 +207,79 @@ fn fio(m: &Mounted, a: &Spec, rw: &str, threads: u32) -> anyhow::Result<(f64, f6
     Ok((iops, cpu_us, ios, v))
 }
 
+/// The applications `fs bench` runs (and `reproduce dfs` in a guest's kernel file system).
+pub const APPS: [&str; 4] = ["sort", "zipf", "vmupdate", "scan"];
+
+/// One application run in a directory by `run_app_in`: what `noftl fs app-workload` prints (the
+/// guest side of `noftl reproduce dfs`, where the directory is a kernel file system).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct AppRun {
+    pub app: String,
+    /// The application's file (seeded random data, written, fsynced and dropped from the page
+    /// cache before the application starts).
+    pub file_bytes: u64,
+    /// Bytes the application wrote to its file and made durable (msync, fsync): the file for
+    /// sort and vmupdate, 0 for the readers zipf and scan. 0 with `setup_only`.
+    pub app_bytes: u64,
+    /// Its I/O-ish operations (4 KiB pages sorted, probes, pages rewritten or read).
+    pub ops: u64,
+    /// Only the file was made (a baseline: `reproduce dfs` subtracts it).
+    pub setup_only: bool,
+    /// Wall-clock seconds of the application alone (not the file's making).
+    pub seconds: f64,
+}
+
+/// Makes application `app`'s file of `app_mib` MiB in `dir` and, unless `setup_only`, runs the
+/// application on it.
+pub fn run_app_in(
+    dir: &Path,
+    app: &str,
+    app_mib: u32,
+    seed: u64,
+    setup_only: bool,
+) -> anyhow::Result<AppRun> {
+    if !APPS.contains(&app) {
+        bail!("unknown application '{app}' ({})", APPS.join(", "));
+    }
+    crate::limits::in_range("--app-mib", u64::from(app_mib), 1, 4096, "MiB")?;
+    let path = dir.join(format!("{app}.dat"));
+    make_file(&path, app_mib, seed)?;
+    let bytes = u64::from(app_mib) << 20;
+    let t0 = Instant::now();
+    let ops = if setup_only {
+        0
+    } else {
+        app_on(&path, app, app_mib, seed)?
+    };
+    Ok(AppRun {
+        app: app.to_string(),
+        file_bytes: bytes,
+        app_bytes: if !setup_only && matches!(app, "sort" | "vmupdate") {
+            bytes
+        } else {
+            0
+        },
+        ops,
+        setup_only,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
 /// Runs application `app` in the mount; returns (seconds, I/O-ish operations).
 fn app(m: &Mounted, a: &Spec, app: &str) -> anyhow::Result<(f64, u64)> {
-    let path = m.root.join(format!("{app}.dat"));
-    make_file(&path, a.app_mib, a.seed)?;
-    let bytes = u64::from(a.app_mib) << 20;
-    let t0 = Instant::now();
+    let r = run_app_in(&m.root, app, a.app_mib, a.seed, false)?;
+    Ok((r.seconds, r.ops))
+}
+
+/// Application `app` on its file `path` of `app_mib` MiB; returns its I/O-ish operations.
+fn app_on(path: &Path, app: &str, app_mib: u32, seed: u64) -> anyhow::Result<u64> {
+    let bytes = u64::from(app_mib) << 20;
     let ops = match app {
         "sort" => {
             let f = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
-                .open(&path)?;
+                .open(path)?;
             // SAFETY: the file is ours alone for the run; nothing truncates it while mapped.
             let mut map = unsafe { memmap2::MmapMut::map_mut(&f)? };
             let (_, keys, _) = unsafe { map.align_to_mut::<u64>() };
@@ -227,7 +288,7 @@ fn app(m: &Mounted, a: &Spec, app: &str) -> anyhow::Result<(f64, u64)> {
             bytes / 4096
         }
         "zipf" => {
-            let f = std::fs::File::open(&path)?;
+            let f = std::fs::File::open(path)?;
             let n = (bytes / 4096) as usize;
             // Zipf (theta 0.99) over the records, by inverse CDF.
             let mut cdf = Vec::with_capacity(n);
@@ -236,7 +297,7 @@ fn app(m: &Mounted, a: &Spec, app: &str) -> anyhow::Result<(f64, u64)> {
                 s += 1.0 / (i as f64).powf(0.99);
                 cdf.push(s);
             }
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(a.seed ^ 0x21BF);
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x21BF);
             let mut buf = vec![0u8; 4096];
             let lookups = 4 * n as u64;
             for _ in 0..lookups {
@@ -249,11 +310,11 @@ fn app(m: &Mounted, a: &Spec, app: &str) -> anyhow::Result<(f64, u64)> {
             lookups
         }
         "vmupdate" => {
-            let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(a.seed ^ 0x77);
+            let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x77);
             let mut buf = vec![0u8; 1 << 20];
             f.seek(SeekFrom::Start(0))?;
-            for _ in 0..a.app_mib {
+            for _ in 0..app_mib {
                 rng.fill(&mut buf[..]);
                 f.write_all(&buf)?;
             }
@@ -261,7 +322,7 @@ fn app(m: &Mounted, a: &Spec, app: &str) -> anyhow::Result<(f64, u64)> {
             bytes / 4096
         }
         "scan" => {
-            let mut f = std::fs::File::open(&path)?;
+            let mut f = std::fs::File::open(path)?;
             fadvise_dontneed(&f);
             let mut buf = vec![0u8; 1 << 20];
             let mut sum = 0u64;
@@ -275,9 +336,9 @@ fn app(m: &Mounted, a: &Spec, app: &str) -> anyhow::Result<(f64, u64)> {
             std::hint::black_box(sum);
             bytes / 4096
         }
-        other => bail!("unknown application '{other}' (sort, zipf, vmupdate, scan)"),
+        other => bail!("unknown application '{other}' ({})", APPS.join(", ")),
     };
-    Ok((t0.elapsed().as_secs_f64(), ops))
+    Ok(ops)
 }
 
 /// The fio points of file system `fs`: each workload at each thread count. With a result

@@ -27,6 +27,30 @@ pub enum FsCommand {
     /// QEMU guest). Hidden: an internal step, not a measurement of its own.
     #[command(hide = true)]
     WafWorkload(FsWafWorkloadArgs),
+    /// One `fs bench` application in a directory someone else mounted, its result as JSON on
+    /// standard output: the guest side of `noftl reproduce dfs` (kernel ext3 in a QEMU guest).
+    /// Hidden: an internal step, not a measurement of its own.
+    #[command(hide = true)]
+    AppWorkload(FsAppWorkloadArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FsAppWorkloadArgs {
+    /// The directory to run the application in (a mounted file system).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The application: sort, zipf, vmupdate or scan (`fs bench --apps`).
+    #[arg(long)]
+    pub app: String,
+    /// MiB of the application's file.
+    #[arg(long, default_value_t = 32)]
+    pub app_mib: u32,
+    /// Seed of the file's data and the access pattern.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Make the application's file only (the baseline of a `reproduce dfs` row).
+    #[arg(long)]
+    pub setup_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +150,17 @@ pub fn run(c: FsCommand) -> anyhow::Result<()> {
         FsCommand::Bench(a) => bench(a),
         FsCommand::Waf(a) => crate::cli::fs_waf::run(a),
         FsCommand::WafWorkload(a) => waf_workload(a),
+        FsCommand::AppWorkload(a) => {
+            let run = lab::experiments::fs_bench::run_app_in(
+                &a.dir,
+                &a.app,
+                a.app_mib,
+                a.seed,
+                a.setup_only,
+            )?;
+            println!("{}", serde_json::to_string(&run)?);
+            Ok(())
+        }
     }
 }
 

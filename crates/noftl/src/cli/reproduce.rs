@@ -13,7 +13,9 @@ use super::executor::{self, Executor, RayJob};
 pub struct ReproduceArgs {
     /// The paper: noftl (NoFTL, VLDB 2013: Fig. 3's TPC-B, TPC-C and TPC-H rows and Fig. 4) or
     /// amf (AMF, FAST 2016: its slides' write-amplification table, kernel ext4 and F2FS in a
-    /// QEMU guest on the page FTL and DFTL, our f2fs mode and ALFS on AMF beside them).
+    /// QEMU guest on the page FTL and DFTL, our f2fs mode and ALFS on AMF beside them) or dfs
+    /// (DFS, FAST 2010: its applications' speedups over kernel ext3 in a QEMU guest on the page
+    /// FTL, in modelled device time).
     pub paper: String,
     /// Small scales in about a minute (CI): the machinery and the table, not the paper's set-up.
     #[arg(long)]
@@ -30,7 +32,8 @@ pub struct ReproduceArgs {
     pub duration: Option<String>,
     /// Run one part only: oltp, tpch, fig4 or today (amf: the rows' workloads, comma-separated:
     /// seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb, tpcc, dfsio, terasort;
-    /// default all nine).
+    /// default all nine; dfs: the applications, comma-separated: sort, zipf, vmupdate, scan;
+    /// default all four).
     #[arg(long)]
     pub only: Option<String>,
     /// Beyond the paper: also the OLTP rows at 1 GiB on today's chips (mlc16k, tlc16k with
@@ -80,18 +83,24 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     let spec = args.spec()?;
     let mut progress = |s: &str| lab::progress::note(&format!("reproduce {}: {s}", args.paper));
     if args.paper == "amf" {
-        if args.calibrate || args.today {
-            anyhow::bail!("reproduce amf: --calibrate and --today are NoFTL's (amf fits nothing)");
-        }
-        if args.executor != Executor::Local {
-            anyhow::bail!(
-                "reproduce amf runs on the local executor only: its guests need QEMU and the \
-                 guest kernel beside the server, not on Ray workers"
-            );
-        }
+        refuse_guest_flags(&args)?;
         let res = experiment::amf::run(&spec, &mut progress)?;
         if emit_json(args.json.as_deref(), &res)? {
             print_amf(&res);
+        }
+        return Ok(());
+    }
+    if args.paper == "dfs" {
+        refuse_guest_flags(&args)?;
+        if args.repeat.is_some() || args.duration.is_some() || args.cpu != "paper-noftl" {
+            anyhow::bail!(
+                "reproduce dfs: --repeat, --duration and --cpu are NoFTL's (dfs compares modelled \
+                 device time of whole application runs: no windows, no host CPU profile)"
+            );
+        }
+        let res = experiment::dfs::run(&spec, &mut progress)?;
+        if emit_json(args.json.as_deref(), &res)? {
+            print_dfs(&res);
         }
         return Ok(());
     }
@@ -111,6 +120,21 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
     };
     if emit_json(args.json.as_deref(), &res)? {
         print_table(&res);
+    }
+    Ok(())
+}
+
+/// The flags a reproduction with guests (amf, dfs) refuses before any boot.
+fn refuse_guest_flags(args: &ReproduceArgs) -> anyhow::Result<()> {
+    let p = &args.paper;
+    if args.calibrate || args.today {
+        anyhow::bail!("reproduce {p}: --calibrate and --today are NoFTL's ({p} fits nothing)");
+    }
+    if args.executor != Executor::Local {
+        anyhow::bail!(
+            "reproduce {p} runs on the local executor only: its guests need QEMU and the \
+             guest kernel beside the server, not on Ray workers"
+        );
     }
     Ok(())
 }
@@ -320,6 +344,60 @@ fn print_amf(res: &experiment::amf::AmfResult) {
             m.ftl_difference * 100.0,
             if m.within { "within" } else { "NOT within" }
         );
+    }
+}
+
+fn print_dfs(res: &experiment::dfs::DfsResult) {
+    let s = &res.setup;
+    println!(
+        "dfs reproduction{}: kernel {} under {}; device {} ({} MiB), {} MiB files\n{}",
+        if res.quick {
+            " (--quick: a small device and file, not the set-up)"
+        } else {
+            ""
+        },
+        s.kernel_version,
+        s.accelerator,
+        s.device.join(" "),
+        s.device_bytes >> 20,
+        s.app_mib,
+        s.time_note
+    );
+    println!(
+        "{:<9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}",
+        "app",
+        "ext3 dev ms",
+        "DFS dev ms",
+        "speedup",
+        "busy x",
+        "ext3 prog",
+        "DFS prog",
+        "ext3 rd",
+        "consistency"
+    );
+    for r in &res.rows {
+        let ok = r.ext3.consistency.is_ok() && r.dfs.consistency.is_ok();
+        println!(
+            "{:<9} {:>12.1} {:>12.1} {:>9.2} {:>9.2} {:>9} {:>9} {:>9} {:>11}",
+            r.app,
+            r.ext3.elapsed_us / 1e3,
+            r.dfs.elapsed_us / 1e3,
+            r.speedup_elapsed,
+            r.speedup_die_busy,
+            r.ext3.flash_programs,
+            r.dfs.flash_programs,
+            r.ext3.flash_reads,
+            if ok { "ok" } else { "violated" }
+        );
+    }
+    println!();
+    print_cells(&res.cells);
+    println!(
+        "cells within tolerance: {} of {}; every cell's counters are in the JSON, field `why`.",
+        res.held_out_within, res.held_out_judged
+    );
+    for m in &res.missing {
+        println!("NOT RUN: {}: {}", m.row, m.reason);
     }
 }
 

@@ -31,18 +31,18 @@
 //! 2. A row whose counters break a bound of the write path (`storage::measure::check_writes`)
 //!    gives cells that are never within tolerance.
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use serde::Serialize;
 
 use storage::measure::{check_writes, Consistency, Writes};
 
 use crate::device::DeviceSpec;
 use crate::experiments::fs_waf::{self, WorkloadRun};
-use crate::experiments::vm::{self, Accel, DeviceCounters, Fs};
+use crate::experiments::vm::{self, DeviceCounters, Fs};
 use crate::steady::SteadyState;
-use crate::targets::{FtlKnobs, TargetSpec};
 
 use super::fidelity::{cell, Cell};
+use super::guests;
 use super::spec::{Progress, Spec};
 
 /// One row of the slides' table: the slides' figures for a workload (FTL level for EXT4, FS and
@@ -296,49 +296,6 @@ fn guest_command(w: &fs_waf::Spec, workload: &str) -> Vec<String> {
     c
 }
 
-fn vm_spec(
-    spec: &Spec,
-    sc: &Scale,
-    accel: Accel,
-    (fs, target): (Fs, &str),
-    command: Vec<String>,
-) -> vm::Spec {
-    vm::Spec {
-        noftl: spec.noftl.clone(),
-        target: TargetSpec {
-            target: target.to_string(),
-            device: sc.device.clone(),
-            knobs: FtlKnobs::default(),
-            image: None,
-        },
-        // Counters and modelled time do not need the wall clock to wait.
-        clock: "none".into(),
-        fs,
-        mkfs: true,
-        command,
-        out: None,
-        accel,
-        timeout_s: sc.timeout_s,
-        memory_mib: 512,
-    }
-}
-
-/// One guest run; fails unless the command exited 0.
-fn guest(s: &vm::Spec) -> anyhow::Result<vm::VmResult> {
-    let r = vm::run(s)?;
-    if r.guest_exit_status != 0 {
-        bail!(
-            "{} on {}: the guest's command {:?} exited with status {}: {}",
-            s.fs.name(),
-            s.target.target,
-            s.command,
-            r.guest_exit_status,
-            r.guest_stderr.trim()
-        );
-    }
-    Ok(r)
-}
-
 fn migrations(d: &DeviceCounters) -> u64 {
     d.gc_migrations.as_u64().unwrap_or(0)
 }
@@ -394,34 +351,6 @@ fn kernel_row(
     }
 }
 
-/// Runs `items` on `jobs` threads; results in the items' order.
-fn parallel<T: Sync, R: Send>(
-    jobs: usize,
-    items: &[T],
-    f: impl Fn(&T) -> anyhow::Result<R> + Sync,
-) -> Vec<anyhow::Result<R>> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let out: Vec<std::sync::Mutex<Option<anyhow::Result<R>>>> =
-        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, items.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                *out[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
-        }
-    });
-    out.into_iter()
-        .map(|m| {
-            m.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err(anyhow::anyhow!("not run")))
-        })
-        .collect()
-}
-
 /// What one guest job is: a configuration's baseline, or a workload on it.
 struct Job {
     fs: Fs,
@@ -454,28 +383,9 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
     let wspec = waf_spec(spec, &sc, &workloads);
     wspec.check()?;
     let device_bytes = sc.device.load()?.geometry.capacity_bytes();
-    // Refused before any run: QEMU and the kernel.
-    // The guest runs this program from the host's root, over which it mounts its own /tmp,
-    // /run, /dev, /proc and /sys (`vm::guest`): a program under them is not there.
-    let exe = std::fs::canonicalize(&spec.noftl).unwrap_or_else(|_| spec.noftl.clone());
-    if ["/tmp", "/run", "/dev", "/proc", "/sys"]
-        .iter()
-        .any(|d| exe.starts_with(d))
-    {
-        bail!(
-            "reproduce amf: the guest cannot run {} (the guest mounts its own /tmp, /run, /dev, /proc and /sys over the host's): run a noftl program kept elsewhere",
-            exe.display()
-        );
-    }
-    let qemu = vm::qemu::find_qemu()?;
-    let kernel = vm::guest::find_kernel()?;
-    // The accelerator, probed once (a KVM probe boot per guest would cost seconds each).
-    let chosen = vm::qemu::choose(&qemu, &kernel, Accel::Auto)?;
-    let accel = if chosen.accel == "kvm" {
-        Accel::Kvm
-    } else {
-        Accel::Tcg
-    };
+    // Refused before any run: the program, QEMU and the kernel.
+    let guests = guests::prepare("amf", spec)?;
+    let kernel = &guests.kernel;
 
     let mut jobs = Vec::new();
     for (fs, target) in KERNEL {
@@ -498,30 +408,30 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
         kernel.version,
         spec.jobs
     ));
-    let done = std::sync::Mutex::new(0usize);
-    let results = parallel(spec.jobs, &jobs, |j| {
-        let command = match &j.workload {
-            Some(w) => guest_command(&wspec, w),
-            None => vec!["true".to_string()],
-        };
-        let what = format!(
-            "{}:{} {}",
-            j.fs.name(),
-            j.target,
-            j.workload.as_deref().unwrap_or("baseline")
-        );
-        let r =
-            guest(&vm_spec(spec, &sc, accel, (j.fs, j.target), command)).context(what.clone())?;
-        let mut n = done.lock().unwrap_or_else(|e| e.into_inner());
-        *n += 1;
-        lab_note(&format!(
-            "reproduce amf: {what} done ({} of {}; guest {:.0} s, TCG time)",
-            *n,
-            jobs.len(),
-            r.guest_timing.boot_to_poweroff_s
-        ));
-        Ok(r)
-    });
+    let specs: Vec<(String, vm::Spec)> = jobs
+        .iter()
+        .map(|j| {
+            let command = match &j.workload {
+                Some(w) => guest_command(&wspec, w),
+                None => vec!["true".to_string()],
+            };
+            let what = format!(
+                "{}:{} {}",
+                j.fs.name(),
+                j.target,
+                j.workload.as_deref().unwrap_or("baseline")
+            );
+            let vm = guests::vm_spec(
+                spec,
+                (&sc.device, sc.timeout_s),
+                guests.accel,
+                (j.fs, j.target),
+                command,
+            );
+            (what, vm)
+        })
+        .collect();
+    let results = guests::run_all("amf", spec.jobs, &specs);
     // A row that fails (a guest's command, a mount) is recorded and the others go on.
     let mut failed = Vec::new();
     let mut kernel_rows = Vec::new();
@@ -584,8 +494,8 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
             fill: sc.fill,
             rounds: sc.rounds,
             seed: wspec.seed,
-            kernel_version: kernel.version,
-            accelerator: format!("{} ({})", chosen.accel, chosen.note),
+            kernel_version: kernel.version.clone(),
+            accelerator: guests.accelerator.clone(),
             timing_note: "guest wall times are the accelerator's (TCG: software CPU emulation), not results; only the server's counters and modelled device time are",
         },
         held_out_within: cells.iter().filter(|c| c.within).count(),
@@ -596,10 +506,6 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
         f2fs_model,
         failed,
     })
-}
-
-fn lab_note(s: &str) {
-    crate::progress::note(s);
 }
 
 fn rel(ours: f64, other: f64) -> f64 {

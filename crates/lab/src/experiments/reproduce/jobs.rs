@@ -82,7 +82,7 @@ struct Checked {
 fn checked(spec: &Spec) -> anyhow::Result<Checked> {
     if !PAPERS.contains(&spec.paper.as_str()) {
         bail!(
-            "reproduce: no paper '{}' (the papers are {}; IPA, IAA and DFS come later)",
+            "reproduce: no paper '{}' (the papers are {}; IPA and IAA come later)",
             spec.paper,
             PAPERS.join(", ")
         );

@@ -1,9 +1,10 @@
 //! `noftl reproduce <paper>`: a paper's figures re-run at the paper's set-up, and one fidelity
 //! table: every cell with the paper's value, ours, the relative error, whether the cell was used
 //! to fit a parameter the paper does not state (calibration) or is a prediction (held out), and
-//! whether it lands within its tolerance. NoFTL (`noftl`) and AMF's write-amplification
-//! table with kernel file systems in a QEMU guest (`amf`, module `amf`); later issues add the
-//! others under the same verb.
+//! whether it lands within its tolerance. NoFTL (`noftl`), AMF's write-amplification
+//! table with kernel file systems in a QEMU guest (`amf`, module `amf`) and DFS's application
+//! speedups over kernel ext3 in the guest (`dfs`, module `dfs`); later issues add the others
+//! under the same verb.
 //!
 //! NoFTL (`compare::paper` states the set-up and its sources): Fig. 3's TPC-B and TPC-C rows
 //! (1, 5 and 10 GiB volumes), its TPC-H rows (SF 1 on 1.5 GiB), and Fig. 4 (fio's random 4 KiB
@@ -19,7 +20,9 @@
 
 pub mod amf;
 pub mod calibration;
+pub mod dfs;
 mod fidelity;
+mod guests;
 pub mod jobs;
 mod runs;
 mod spec;
@@ -31,12 +34,17 @@ pub use jobs::ReproduceResult;
 pub use runs::{Fig4Run, OltpRun, StoreRun, TodayRun, TpchQueryRun, TpchRun, TODAY_CHIPS};
 pub use spec::{Progress, Setup, Spec, PAPERS};
 
-/// Runs the reproduction of `spec.paper` (noftl; amf has a table of its own, `amf::run`) and
+/// Runs the reproduction of `spec.paper` (noftl; amf and dfs have tables of their own,
+/// `amf::run`, `dfs::run`) and
 /// builds its fidelity table: its runs one after another in this process (`jobs` says how they
 /// run elsewhere), merged.
 pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<ReproduceResult> {
-    if spec.paper == "amf" {
-        anyhow::bail!("reproduce amf has a table of its own: call reproduce::amf::run");
+    if spec.paper == "amf" || spec.paper == "dfs" {
+        anyhow::bail!(
+            "reproduce {} has a table of its own: call reproduce::{}::run",
+            spec.paper,
+            spec.paper
+        );
     }
     let mut outputs = Vec::new();
     for job in jobs::runs(spec)? {

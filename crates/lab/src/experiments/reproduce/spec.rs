@@ -6,15 +6,16 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 /// The papers `reproduce` knows.
-pub const PAPERS: [&str; 2] = ["noftl", "amf"];
+pub const PAPERS: [&str; 3] = ["noftl", "amf", "dfs"];
 
 /// What `noftl reproduce` takes.
 #[derive(Clone, Debug)]
 pub struct Spec {
-    /// The paper: noftl or amf.
+    /// The paper: noftl, amf or dfs.
     pub paper: String,
     /// The noftl program (amf: its `serve` exports the device, and the guest runs its `fs
-    /// waf-workload`; the CLI passes itself).
+    /// waf-workload`; dfs: its `serve` and `mount`, and the guest runs its `fs app-workload`;
+    /// the CLI passes itself).
     pub noftl: PathBuf,
     /// Small scales (CI): the machinery, not the paper's set-up.
     pub quick: bool,
@@ -28,7 +29,8 @@ pub struct Spec {
     pub duration: Option<String>,
     /// Only the OLTP rows, or only TPC-H, or only Fig. 4, or only today's chips (None: the
     /// paper's figures, without today's chips). amf: the workloads of the rows to run,
-    /// comma-separated (None: all nine of `amf::DEFAULT_WORKLOADS`).
+    /// comma-separated (None: all nine of `amf::DEFAULT_WORKLOADS`). dfs: the applications of
+    /// the rows, comma-separated (None: sort, zipf, vmupdate, scan).
     pub only: Option<String>,
     /// Also the OLTP rows on today's chips (beyond the paper; a second table).
     pub today: bool,

@@ -596,7 +596,15 @@ impl NativeStore {
         let mut region_limit = vec![u64::MAX];
         region_limit.extend(regions.iter().zip(&spaces[1..]).map(|((spec, dies), sp)| {
             let units_per_block = u64::from(sp.pages_per_block()) * u64::from(sp.units_per_page());
-            region_capacity_pages(&geo, &bad, units_per_block, spec, dies, lay.log_blocks, &cfg)
+            region_capacity_pages(
+                &geo,
+                &bad,
+                units_per_block,
+                spec,
+                dies,
+                lay.log_blocks,
+                &cfg,
+            )
         }));
         let log_slot = regions
             .iter()
@@ -698,7 +706,8 @@ impl NativeStore {
         let bad: Vec<bool> = (0..g.blocks())
             .map(|b| self.spaces[0].nand().is_bad(nand::Pbn(b)))
             .collect();
-        let usable_bytes = usable_pages(&g, &bad, ppb, &spec, &dies, &self.cfg) * LOG_BLOCK_BYTES as u64;
+        let usable_bytes =
+            usable_pages(&g, &bad, ppb, &spec, &dies, &self.cfg) * LOG_BLOCK_BYTES as u64;
         self.check_region_capacity(name, &spec, dies.len(), usable_bytes)?;
         let mut table = self.regions.clone();
         table.push((spec.clone(), dies.clone()));

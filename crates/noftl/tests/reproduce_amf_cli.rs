@@ -12,33 +12,17 @@ mod nbd_support;
 
 use std::process::Command;
 
-use nbd_support::{fuse_available, skip};
+use nbd_support::quick_reproduce_in_guest;
 use serde_json::Value;
 
 #[test]
 fn the_quick_table_has_every_cell_of_its_row_from_the_server_counters() {
-    let Ok(()) = fuse_available(&["qemu-system-x86_64", "fio", "mkfs.f2fs", "fusermount3"])
-        .and_then(|()| {
-            lab::experiments::vm::guest::find_kernel()
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
-        .map_err(skip)
-    else {
+    let Some(r) = quick_reproduce_in_guest(
+        "amf",
+        &["qemu-system-x86_64", "fio", "mkfs.f2fs", "fusermount3"],
+    ) else {
         return;
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(["reproduce", "amf", "--quick", "--json", "-"])
-        .output()
-        .expect("run noftl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(r["paper"], "amf");
-    assert_eq!(r["quick"], true);
     let acc = r["setup"]["accelerator"].as_str().unwrap_or("");
     assert!(acc.starts_with("kvm") || acc.starts_with("tcg"), "{acc}");
 

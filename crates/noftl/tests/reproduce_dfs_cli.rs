@@ -11,33 +11,16 @@ mod nbd_support;
 
 use std::process::Command;
 
-use nbd_support::{fuse_available, skip};
+use nbd_support::quick_reproduce_in_guest;
 use serde_json::Value;
 
 #[test]
 fn the_quick_table_has_its_cell_from_device_time_less_the_baselines() {
-    let Ok(()) = fuse_available(&["qemu-system-x86_64", "mkfs.ext3", "fusermount3"])
-        .and_then(|()| {
-            lab::experiments::vm::guest::find_kernel()
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
-        .map_err(skip)
+    let Some(r) =
+        quick_reproduce_in_guest("dfs", &["qemu-system-x86_64", "mkfs.ext3", "fusermount3"])
     else {
         return;
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
-        .args(["reproduce", "dfs", "--quick", "--json", "-"])
-        .output()
-        .expect("run noftl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(r["paper"], "dfs");
-    assert_eq!(r["quick"], true);
     assert!(r["setup"]["time_note"]
         .as_str()
         .is_some_and(|t| t.contains("device time only")));

@@ -353,3 +353,30 @@ pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
     v.truncate(len);
     v
 }
+
+/// `noftl reproduce PAPER --quick --json -`'s result, or `None` (with the reason printed) when
+/// this machine lacks `tools`, FUSE or the guest kernel (scripts/vm-kernel.sh's cache).
+pub fn quick_reproduce_in_guest(paper: &str, tools: &[&str]) -> Option<serde_json::Value> {
+    let ready = fuse_available(tools).and_then(|()| {
+        lab::experiments::vm::guest::find_kernel()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    if let Err(why) = ready {
+        skip(why);
+        return None;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_noftl"))
+        .args(["reproduce", paper, "--quick", "--json", "-"])
+        .output()
+        .expect("run noftl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(r["paper"], paper);
+    assert_eq!(r["quick"], true);
+    Some(r)
+}

@@ -410,10 +410,7 @@ fn run_mount_lfs(a: MountArgs) -> anyhow::Result<()> {
         _ => lfs::Cleaning::Greedy,
     };
     if let Some(r) = &rep {
-        eprintln!(
-            "noftl mount: recovered checkpoint {}: {} fsynced nodes rolled forward, {} orphans freed",
-            r.checkpoint_version, r.rolled_forward_nodes, r.orphans_freed
-        );
+        eprintln!("noftl mount: recovered {}", recovery_summary(r));
     }
     let posix = fsmount::lfs_fs::LfsPosix::new(fs, a.clock == "real");
     let mp = a.mountpoint.display().to_string();
@@ -451,7 +448,7 @@ fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::
             "statfs": fs.statfs(),
         }),
         &format!(
-            "fsck {} {}: {} (checkpoint {}, {} fsynced nodes rolled forward, {} orphans freed)",
+            "fsck {} {}: {} ({})",
             a.fs,
             a.image.display(),
             if problems.is_empty() {
@@ -459,9 +456,45 @@ fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::
             } else {
                 "PROBLEMS"
             },
-            rep.checkpoint_version,
-            rep.rolled_forward_nodes,
-            rep.orphans_freed
+            recovery_summary(&rep)
         ),
     )
+}
+
+/// What a log-structured mount recovered, in words: the checkpoint, the roll-forward, the
+/// orphans and, if any, the torn checkpoint packs it skipped (a power cut while one was
+/// written; docs/lfs.md).
+fn recovery_summary(r: &lfs::MountReport) -> String {
+    let mut s = format!(
+        "checkpoint {}, {} fsynced nodes rolled forward, {} orphans freed",
+        r.checkpoint_version, r.rolled_forward_nodes, r.orphans_freed
+    );
+    if r.torn_checkpoints > 0 {
+        s += &format!(", {} torn checkpoint pack(s) skipped", r.torn_checkpoints);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recovery_summary;
+
+    /// Torn checkpoint packs a mount skipped are named in the text, not only in the JSON.
+    #[test]
+    fn the_recovery_summary_names_torn_checkpoint_packs_when_there_are_any() {
+        let mut r = lfs::MountReport {
+            checkpoint_version: 7,
+            rolled_forward_nodes: 3,
+            ..lfs::MountReport::default()
+        };
+        let s = recovery_summary(&r);
+        assert!(s.starts_with("checkpoint 7, 3 fsynced nodes"), "{s}");
+        assert!(!s.contains("torn"), "{s}");
+        r.torn_checkpoints = 1;
+        assert!(
+            recovery_summary(&r).ends_with(", 1 torn checkpoint pack(s) skipped"),
+            "{}",
+            recovery_summary(&r)
+        );
+    }
 }

@@ -185,9 +185,19 @@ impl SteadyState {
     /// did), as it prints a violated consistency.
     pub fn warning(&self) -> Option<String> {
         (!self.met).then(|| {
+            // A run that counts no device writes (an application on a fresh mount) says so
+            // rather than print NaN.
+            let writes = if self.device_writes.is_finite() {
+                format!(
+                    "the device was written over {:.2} times",
+                    self.device_writes
+                )
+            } else {
+                "the device's writes were not counted".to_string()
+            };
             format!(
-                "not steady: {} round(s) did not settle ({}); the device was written over {:.2} times",
-                self.rounds, self.criterion, self.device_writes
+                "not steady: {} round(s) did not settle ({}); {writes}",
+                self.rounds, self.criterion
             )
         })
     }
@@ -345,5 +355,16 @@ mod tests {
         let s = SteadyState::of(&short, 0.5);
         assert!(!s.met && s.rounds == 3);
         assert!(s.warning().is_some_and(|w| w.contains("not steady")));
+    }
+
+    /// A run that counted no device writes (an application run once on a fresh mount) is
+    /// reported without a NaN.
+    #[test]
+    fn a_skipped_run_without_counted_writes_says_so_without_nan() {
+        let w = SteadyState::skipped(f64::NAN).warning().unwrap();
+        assert!(w.ends_with("the device's writes were not counted"), "{w}");
+        assert!(!w.contains("NaN"), "{w}");
+        let w = SteadyState::skipped(0.5).warning().unwrap();
+        assert!(w.ends_with("written over 0.50 times"), "{w}");
     }
 }

@@ -185,21 +185,26 @@ impl SteadyState {
     /// did), as it prints a violated consistency.
     pub fn warning(&self) -> Option<String> {
         (!self.met).then(|| {
-            // A run that counts no device writes (an application on a fresh mount) says so
-            // rather than print NaN.
-            let writes = if self.device_writes.is_finite() {
-                format!(
-                    "the device was written over {:.2} times",
-                    self.device_writes
-                )
-            } else {
-                "the device's writes were not counted".to_string()
-            };
             format!(
-                "not steady: {} round(s) did not settle ({}); {writes}",
-                self.rounds, self.criterion
+                "not steady: {} round(s) did not settle ({}); {}",
+                self.rounds,
+                self.criterion,
+                self.device_writes_text()
             )
         })
+    }
+
+    /// "the device was written over N times", or, for a run that counted no device writes (an
+    /// application run once on a fresh mount), that it did not (rather than NaN).
+    pub fn device_writes_text(&self) -> String {
+        if self.device_writes.is_finite() {
+            format!(
+                "the device was written over {:.2} times",
+                self.device_writes
+            )
+        } else {
+            "the device's writes were not counted".to_string()
+        }
     }
 }
 

@@ -131,10 +131,10 @@ impl ResultsArgs {
 /// warning when the rule was not met, as a violated consistency prints one.
 pub fn print_steady(s: &lab::steady::SteadyState) {
     println!(
-        "  steady state: {} after {} round(s), the device written over {:.2} times",
+        "  steady state: {} after {} round(s), {}",
         if s.met { "met" } else { "NOT met" },
         s.rounds,
-        s.device_writes
+        s.device_writes_text()
     );
     if let Some(w) = s.warning() {
         println!("  WARNING: {w}");

@@ -323,7 +323,13 @@ fn heap_and_index_aged(index_streams: bool) -> (NativeStore, u64) {
     let set = ["geometry.blocks_per_plane=32".to_string()];
     let nand = Nand::new(DeviceConfig::preset("tiny", &set).unwrap()).unwrap();
     let mut s = NativeStore::format(nand, cfg).unwrap();
-    let hint = |pid: u32| if pid % 2 == 0 { HEAP } else { INDEX_LEAF };
+    let hint = |pid: u32| {
+        if pid.is_multiple_of(2) {
+            HEAP
+        } else {
+            INDEX_LEAF
+        }
+    };
     let mut t = 0;
     for pid in 0..160 {
         t = s.write_page(t, pid, &page(pid, 0), hint(pid)).unwrap();

@@ -198,3 +198,31 @@ pub fn write_results(
     };
     r::write_dir(plan, res, &c, Some(top), &[])
 }
+
+/// `f(i)` for every `i < n` on `jobs` worker threads (at least one), each taking the next
+/// index not yet taken; the results in index order (so they do not depend on the thread
+/// count). Independent runs of a sweep or a table use it (iaa, iaa ablation, the guests of
+/// `reproduce`).
+pub(crate) fn on_workers<T: Send>(
+    jobs: usize,
+    n: usize,
+    f: &(dyn Fn(usize) -> T + Sync),
+) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::with_capacity(n));
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, n.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if i >= n {
+                    break;
+                }
+                let r = f(i);
+                results.lock().expect("no worker panics").push((i, r));
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("no worker panics");
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}

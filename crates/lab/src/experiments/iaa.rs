@@ -471,7 +471,7 @@ fn run_all(
     // The dashboard's live points (if it runs this sweep): one series per run, from the
     // worker threads.
     let live = crate::results::live_hook();
-    let results = on_workers(spec.jobs, runs.len(), &|i| {
+    let results = crate::runner::on_workers(spec.jobs, runs.len(), &|i| {
         crate::results::set_live(live.clone());
         let (f, sc) = runs[i];
         crate::results::set_live_series(&series_name(f, sc));
@@ -490,32 +490,6 @@ fn run_all(
         );
     }
     Ok(rows)
-}
-
-/// `f(i)` for every `i < n` on `jobs` worker threads, each taking the next index not yet
-/// taken; the results in index order (so they do not depend on the thread count).
-pub(crate) fn on_workers<T: Send>(
-    jobs: usize,
-    n: usize,
-    f: &(dyn Fn(usize) -> T + Sync),
-) -> Vec<T> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(Vec::with_capacity(n));
-    std::thread::scope(|s| {
-        for _ in 0..jobs.min(n) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if i >= n {
-                    break;
-                }
-                let r = f(i);
-                results.lock().expect("no worker panics").push((i, r));
-            });
-        }
-    });
-    let mut results = results.into_inner().expect("no worker panics");
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// A fresh store of `spec.storage` on the device, and its logical capacity in bytes.

@@ -384,7 +384,7 @@ pub fn ablation(a: &AblationSpec, on_run_done: &(dyn Fn() + Sync)) -> anyhow::Re
         .iter()
         .flat_map(|&s| [(s, Scheme::Conventional), (s, Scheme::IaaU2di)])
         .collect();
-    let results = super::iaa::on_workers(a.base.jobs, runs.len(), &|i| {
+    let results = crate::runner::on_workers(a.base.jobs, runs.len(), &|i| {
         let (step, scheme) = runs[i];
         let (spec, assume) = step_spec(a, step, pages_hint);
         let r = if spec.model == Model::Engine {

@@ -240,6 +240,14 @@ fn print_table(res: &ReproduceResult) {
     print_today(res);
 }
 
+/// A table without calibration cells (amf, dfs): its cells and how many land.
+fn print_judged_cells(cells: &[experiment::Cell], within: usize, judged: usize) {
+    print_cells(cells);
+    println!(
+        "cells within tolerance: {within} of {judged}; every cell's counters are in the JSON, field `why`."
+    );
+}
+
 /// The fidelity table's cells, one a line (every paper's).
 fn print_cells(cells: &[experiment::Cell]) {
     println!(
@@ -319,11 +327,7 @@ fn print_amf(res: &experiment::amf::AmfResult) {
         );
     }
     println!();
-    print_cells(&res.cells);
-    println!(
-        "cells within tolerance: {} of {}; every cell's counters are in the JSON, field `why`.",
-        res.held_out_within, res.held_out_judged
-    );
+    print_judged_cells(&res.cells, res.held_out_within, res.held_out_judged);
     for f in &res.failed {
         println!("FAILED: {} {}: {}", f.config, f.workload, f.error);
     }
@@ -391,11 +395,7 @@ fn print_dfs(res: &experiment::dfs::DfsResult) {
         );
     }
     println!();
-    print_cells(&res.cells);
-    println!(
-        "cells within tolerance: {} of {}; every cell's counters are in the JSON, field `why`.",
-        res.held_out_within, res.held_out_judged
-    );
+    print_judged_cells(&res.cells, res.held_out_within, res.held_out_judged);
     for m in &res.missing {
         println!("NOT RUN: {}: {}", m.row, m.reason);
     }

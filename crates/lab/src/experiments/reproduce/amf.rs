@@ -34,7 +34,7 @@
 use anyhow::bail;
 use serde::Serialize;
 
-use storage::measure::{check_writes, Consistency, Writes};
+use storage::measure::Consistency;
 
 use crate::device::DeviceSpec;
 use crate::experiments::fs_waf::{self, WorkloadRun};
@@ -314,18 +314,12 @@ fn kernel_row(
     let fs_waf = fs_write_bytes as f64 / w.app_bytes.max(1) as f64;
     let ftl_waf = flash_programs as f64 / host_write_pages.max(1) as f64;
     let page = ftl::LOGICAL_PAGE_BYTES as u64;
-    let consistency = check_writes(Writes {
-        app_bytes: w.app_bytes,
-        fs_received_bytes: None,
-        app_bytes_reach_device: matches!(workload, "seqwrite" | "dfsio" | "terasort"),
-        fs_bytes: fs_write_bytes,
-        host_bytes_total: r.host_write_pages * page,
-        fs_counted_bytes_total: Some(r.host_write_bytes),
-        ftl_claimed_bytes_total: (r.waf.as_f64().unwrap_or(0.0)
-            * (r.host_write_pages * page) as f64)
-            .round() as u64,
-        flash_bytes_total: r.flash_bytes_programmed,
-    });
+    let consistency = guests::check_server_writes(
+        w.app_bytes,
+        matches!(workload, "seqwrite" | "dfsio" | "terasort"),
+        fs_write_bytes,
+        r,
+    );
     KernelRow {
         fs,
         target: target.to_string(),

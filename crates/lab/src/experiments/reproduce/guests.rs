@@ -1,6 +1,7 @@
 //! What the reproductions with kernel file systems in a QEMU guest share (`amf`, `dfs`): the
 //! refusals before any boot (the program the guest runs, QEMU, the kernel), the accelerator
-//! probed once, one guest run that must exit 0, and the guest runs of a table on a few threads.
+//! probed once, one guest run that must exit 0, the guest runs of a table on a few threads, and
+//! the write path's bounds on a run's server counters.
 //!
 //! Every guest is `vm::run`: `noftl serve` exports a fresh emulated device, the guest makes and
 //! mounts the file system on it, runs this program's hidden workload verb in the mount and
@@ -8,8 +9,10 @@
 
 use anyhow::bail;
 
+use storage::measure::{check_writes, Consistency, Writes};
+
 use crate::device::DeviceSpec;
-use crate::experiments::vm::{self, Accel, Fs};
+use crate::experiments::vm::{self, Accel, DeviceCounters, Fs};
 use crate::targets::{FtlKnobs, TargetSpec};
 
 use super::spec::Spec;
@@ -98,34 +101,6 @@ pub(super) fn guest(s: &vm::Spec) -> anyhow::Result<vm::VmResult> {
     Ok(r)
 }
 
-/// Runs `items` on `jobs` threads; results in the items' order.
-pub(super) fn parallel<T: Sync, R: Send>(
-    jobs: usize,
-    items: &[T],
-    f: impl Fn(&T) -> anyhow::Result<R> + Sync,
-) -> Vec<anyhow::Result<R>> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let out: Vec<std::sync::Mutex<Option<anyhow::Result<R>>>> =
-        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, items.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                *out[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
-        }
-    });
-    out.into_iter()
-        .map(|m| {
-            m.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err(anyhow::anyhow!("not run")))
-        })
-        .collect()
-}
-
 /// Runs the guests `specs` (named `names` in the progress lines) on `jobs` threads, a line per
 /// guest done; results in order.
 pub(super) fn run_all(
@@ -134,7 +109,8 @@ pub(super) fn run_all(
     specs: &[(String, vm::Spec)],
 ) -> Vec<anyhow::Result<vm::VmResult>> {
     let done = std::sync::Mutex::new(0usize);
-    parallel(jobs, specs, |(what, s)| {
+    crate::runner::on_workers(jobs, specs.len(), &|i| {
+        let (what, s) = &specs[i];
         let r = guest(s).map_err(|e| e.context(what.clone()))?;
         let mut n = done.lock().unwrap_or_else(|e| e.into_inner());
         *n += 1;
@@ -145,5 +121,29 @@ pub(super) fn run_all(
             r.guest_timing.boot_to_poweroff_s
         ));
         Ok(r)
+    })
+}
+
+/// The write path's bounds (`storage::measure::check_writes`) on a guest run's server counters
+/// `r`: the file system wrote `fs_bytes` to the export (the run less its baseline) for the
+/// workload's `app_bytes`, which must all reach the device when `app_bytes_reach_device`.
+pub(super) fn check_server_writes(
+    app_bytes: u64,
+    app_bytes_reach_device: bool,
+    fs_bytes: u64,
+    r: &DeviceCounters,
+) -> Consistency {
+    let page = ftl::LOGICAL_PAGE_BYTES as u64;
+    check_writes(Writes {
+        app_bytes,
+        fs_received_bytes: None,
+        app_bytes_reach_device,
+        fs_bytes,
+        host_bytes_total: r.host_write_pages * page,
+        fs_counted_bytes_total: Some(r.host_write_bytes),
+        ftl_claimed_bytes_total: (r.waf.as_f64().unwrap_or(0.0)
+            * (r.host_write_pages * page) as f64)
+            .round() as u64,
+        flash_bytes_total: r.flash_bytes_programmed,
     })
 }

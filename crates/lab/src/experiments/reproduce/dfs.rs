@@ -29,17 +29,22 @@
 //! 1. A cell's value comes from device counters less its own baseline run's; nothing is scaled.
 //! 2. A row whose counters break a bound (`check_side`, and for ext3 the write path's
 //!    `storage::measure::check_writes`) gives a cell that is never within tolerance.
+//!
+//! Steady state: each side is one run of the application from a fresh device (no rounds), so
+//! it says `steady_state.met = false` with how many times the run wrote the device over, as
+//! `amf`'s rows do.
 
 use anyhow::bail;
 use serde::Serialize;
 use serde_json::Value;
 
-use storage::measure::{check_writes, Consistency, Writes};
+use storage::measure::Consistency;
 
 use crate::device::DeviceSpec;
 use crate::experiments::fs_bench::{self, AppRun};
 use crate::experiments::fs_mount::mount_on;
 use crate::experiments::vm::{self, DeviceCounters, Fs};
+use crate::steady::SteadyState;
 
 use super::fidelity::{cell, Cell};
 use super::guests;
@@ -165,6 +170,9 @@ pub struct Side {
     pub baseline: Dev,
     pub run: Dev,
     pub consistency: Consistency,
+    /// Not met: one run from a fresh device, no rounds (`device_writes`: the run's flash
+    /// programs over the device's capacity).
+    pub steady_state: SteadyState,
     /// ext3: the guest's seconds around the command (TCG's, not a result).
     pub guest_command_s: Option<f64>,
 }
@@ -301,8 +309,15 @@ fn check_side(app: &AppRun, (b, r): (&Dev, &Dev), dies: u32) -> Vec<String> {
     v
 }
 
-/// A side from its baseline and run counters.
-fn side(fs: String, app: AppRun, (b, r): (Dev, Dev), violations: Vec<String>) -> Side {
+/// A side from its baseline and run counters, on a device of `device_bytes`.
+fn side(
+    fs: String,
+    app: AppRun,
+    (b, r): (Dev, Dev),
+    violations: Vec<String>,
+    device_bytes: u64,
+) -> Side {
+    let device_writes = r.flash_bytes_programmed as f64 / device_bytes.max(1) as f64;
     Side {
         fs,
         app,
@@ -316,36 +331,30 @@ fn side(fs: String, app: AppRun, (b, r): (Dev, Dev), violations: Vec<String>) ->
         baseline: b,
         run: r,
         consistency: Consistency::of_violations(violations),
+        steady_state: SteadyState::skipped(device_writes),
         guest_command_s: None,
     }
 }
 
 /// The ext3 side: the two guest runs' server counters and the run's report.
-fn ext3_side((base, run): (&vm::VmResult, &vm::VmResult), app: AppRun, dies: u32) -> Side {
+fn ext3_side(
+    (base, run): (&vm::VmResult, &vm::VmResult),
+    app: AppRun,
+    (dies, device_bytes): (u32, u64),
+) -> Side {
     let (b, r) = (&base.device, &run.device);
     let (bd, rd) = (Dev::of_server(b), Dev::of_server(r));
     let mut violations = check_side(&app, (&bd, &rd), dies);
-    let page = ftl::LOGICAL_PAGE_BYTES as u64;
     let fs_bytes = r.host_write_bytes.saturating_sub(b.host_write_bytes);
     // The write path's bounds, as `amf`'s kernel rows check them.
-    let w = check_writes(Writes {
-        app_bytes: app.app_bytes,
-        fs_received_bytes: None,
-        app_bytes_reach_device: app.app_bytes > 0,
-        fs_bytes,
-        host_bytes_total: r.host_write_pages * page,
-        fs_counted_bytes_total: Some(r.host_write_bytes),
-        ftl_claimed_bytes_total: (r.waf.as_f64().unwrap_or(0.0)
-            * (r.host_write_pages * page) as f64)
-            .round() as u64,
-        flash_bytes_total: r.flash_bytes_programmed,
-    });
+    let w = guests::check_server_writes(app.app_bytes, app.app_bytes > 0, fs_bytes, r);
     violations.extend(w.violations);
     let mut s = side(
         format!("kernel ext3 on {EXT3_TARGET}"),
         app,
         (bd, rd),
         violations,
+        device_bytes,
     );
     s.host_write_bytes = Some(fs_bytes);
     s.host_read_bytes = Some(r.host_read_bytes.saturating_sub(b.host_read_bytes));
@@ -361,7 +370,12 @@ fn app_report(r: &vm::VmResult) -> anyhow::Result<AppRun> {
 
 /// The DFS side: two FUSE mounts on the host (clock none), the file only and the file with the
 /// application.
-fn dfs_side(spec: &Spec, sc: &Scale, app: &str, dies: u32) -> anyhow::Result<Side> {
+fn dfs_side(
+    spec: &Spec,
+    sc: &Scale,
+    app: &str,
+    (dies, device_bytes): (u32, u64),
+) -> anyhow::Result<Side> {
     let one = |setup_only: bool| -> anyhow::Result<(AppRun, Dev)> {
         let m = mount_on(&spec.noftl, "dfs", "", &sc.device, "none")?;
         let r = fs_bench::run_app_in(&m.root, app, sc.app_mib, SEED, setup_only);
@@ -371,7 +385,7 @@ fn dfs_side(spec: &Spec, sc: &Scale, app: &str, dies: u32) -> anyhow::Result<Sid
     let (_, b) = one(true)?;
     let (run, r) = one(false)?;
     let violations = check_side(&run, (&b, &r), dies);
-    Ok(side("dfs".into(), run, (b, r), violations))
+    Ok(side("dfs".into(), run, (b, r), violations, device_bytes))
 }
 
 fn ratio(ext3: f64, dfs: f64) -> f64 {
@@ -420,13 +434,13 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<DfsResult
             .find(|p| p.app == Some(app.as_str()))
             .map_or("?", |p| p.row);
         let row = match (&results[2 * k], &results[2 * k + 1]) {
-            (Ok(b), Ok(r)) => app_report(r).map(|a| ext3_side((b, r), a, dies)),
+            (Ok(b), Ok(r)) => app_report(r).map(|a| ext3_side((b, r), a, (dies, device_bytes))),
             (Err(e), _) => Err(anyhow::anyhow!("ext3's baseline: {e:#}")),
             (_, Err(e)) => Err(anyhow::anyhow!("{e:#}")),
         }
         .and_then(|ext3| {
             progress(&format!("dfs {app}: two FUSE mounts on the host"));
-            Ok((ext3, dfs_side(spec, &sc, app, dies)?))
+            Ok((ext3, dfs_side(spec, &sc, app, (dies, device_bytes))?))
         });
         match row {
             Ok((ext3, dfs)) => rows.push(AppRow {
@@ -569,8 +583,13 @@ mod tests {
                 dev(3200, 40, 800_000.0, 2_000_000.0),
             ),
             vec![],
+            64 << 20,
         );
         assert_eq!((e.flash_programs, e.flash_reads), (2200, 30));
+        // One run from a fresh device: not steady, with how often it wrote the device over.
+        assert!(!e.steady_state.met);
+        let written = (3200 * 4224) as f64 / (64 << 20) as f64;
+        assert!((e.steady_state.device_writes - written).abs() < 1e-12);
         assert!((e.elapsed_us - 500_000.0).abs() < 1e-9);
         assert!((ratio(e.elapsed_us, 250_000.0) - 2.0).abs() < 1e-12);
         assert!(ratio(1.0, 0.0).is_nan());

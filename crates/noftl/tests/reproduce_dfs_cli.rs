@@ -42,6 +42,12 @@ fn the_quick_table_has_its_cell_from_device_time_less_the_baselines() {
             "the baseline wrote the file: {s}"
         );
         assert_eq!(s["app"]["app_bytes"], 4 << 20);
+        // One run from a fresh device: its steady-state record says it was not steady.
+        assert_eq!(s["steady_state"]["met"], false, "{s}");
+        assert!(
+            s["steady_state"]["device_writes"].as_f64() > Some(0.0),
+            "{s}"
+        );
     }
     assert!(row["ext3"]["guest_command_s"].as_f64().is_some());
     assert_eq!(row["ext3"]["fs"], "kernel ext3 on page");

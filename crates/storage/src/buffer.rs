@@ -120,6 +120,34 @@ pub struct BufferPool {
     ipa_slot: Vec<u8>,
     /// The IPA advisor's profile of write-backs, when enabled.
     profile: Option<std::collections::BTreeMap<crate::ObjectId, ObjectWrites>>,
+    /// Write-backs per DB page, when counted (`count_page_writes`).
+    page_writes: Option<PageWrites>,
+}
+
+/// Write-backs per DB page since counting began, with the object each page held when last
+/// written: what a preconditioning warm-up draws its rewrites from (`Engine::rewrite_pages`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PageWrites {
+    /// Indexed by page id; grows to the highest page written.
+    pub counts: Vec<u32>,
+    /// The object of each written page (0 where `counts` is 0).
+    pub objects: Vec<crate::ObjectId>,
+}
+
+impl PageWrites {
+    fn note(&mut self, pid: PageId, object: crate::ObjectId) {
+        let i = pid as usize;
+        if i >= self.counts.len() {
+            self.counts.resize(i + 1, 0);
+            self.objects.resize(i + 1, 0);
+        }
+        self.counts[i] = self.counts[i].saturating_add(1);
+        self.objects[i] = object;
+    }
+    /// Write-backs counted in all.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|&c| u64::from(c)).sum()
+    }
 }
 
 pub fn hint_of(p: &[u8]) -> WriteHint {
@@ -165,6 +193,7 @@ impl BufferPool {
             ipa_ranges: Vec::new(),
             ipa_slot: Vec::new(),
             profile: None,
+            page_writes: None,
         })
     }
     pub fn capacity(&self) -> usize {
@@ -316,6 +345,9 @@ impl BufferPool {
         if self.profile.is_some() {
             self.profile_writeback(f);
         }
+        if let Some(w) = self.page_writes.as_mut() {
+            w.note(pid, page::object(&self.frames[f].data));
+        }
         if let Some(done) = self.try_append(store, t, f, pid)? {
             return Ok(done);
         }
@@ -344,6 +376,15 @@ impl BufferPool {
         fr.rec_lsn = 0;
         self.stats.writebacks += 1;
         Ok(t)
+    }
+
+    /// Starts counting write-backs per page (`PageWrites`), from zero.
+    pub fn count_page_writes(&mut self) {
+        self.page_writes = Some(PageWrites::default());
+    }
+    /// The write-backs counted since `count_page_writes`, which stops counting.
+    pub fn take_page_writes(&mut self) -> Option<PageWrites> {
+        self.page_writes.take()
     }
 
     /// Starts the IPA advisor's profile of write-backs (frames keep a shadow of every page from

@@ -67,7 +67,7 @@ pub mod slotted;
 pub mod splitlog;
 pub mod tuple;
 
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, Rewrites};
 pub use error::{Error, Result};
 pub use native::{NativeConfig, NativeStore};
 pub use pagestore::{BlockPageStore, PageStore};

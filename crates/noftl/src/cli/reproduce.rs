@@ -40,6 +40,11 @@ pub struct ReproduceArgs {
     /// multi-plane programs), NoFTL against our DFTL and the page FTL, as a second table.
     #[arg(long)]
     pub today: bool,
+    /// The OLTP rows' warm-up: auto (two device writes by transactions) or precondition (the
+    /// same two device writes, most of them as rewrites of pages drawn from the workload's own
+    /// write-backs; `compare --warmup`).
+    #[arg(long)]
+    pub warmup: Option<String>,
     /// Re-fit the profile paper-noftl from its calibration cells (repeated runs until the fit
     /// settles) and print the constants to commit, instead of the table.
     #[arg(long)]
@@ -71,6 +76,7 @@ impl ReproduceArgs {
             duration: self.duration.clone(),
             only: self.only.clone(),
             today: self.today,
+            warmup: self.warmup.clone(),
         })
     }
 }
@@ -127,8 +133,10 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
 /// The flags a reproduction with guests (amf, dfs) refuses before any boot.
 fn refuse_guest_flags(args: &ReproduceArgs) -> anyhow::Result<()> {
     let p = &args.paper;
-    if args.calibrate || args.today {
-        anyhow::bail!("reproduce {p}: --calibrate and --today are NoFTL's ({p} fits nothing)");
+    if args.calibrate || args.today || args.warmup.is_some() {
+        anyhow::bail!(
+            "reproduce {p}: --calibrate, --today and --warmup are NoFTL's ({p} fits nothing and warms nothing up)"
+        );
     }
     if args.executor != Executor::Local {
         anyhow::bail!(

@@ -64,6 +64,9 @@ mod ddl;
 mod heap;
 // Insert Address Assist and U2DI: the rules of crate::iaa, run on the engine's state.
 mod iaa;
+// Preconditioning a device: write-backs counted per page, pages rewritten as they are.
+mod precondition;
+pub use precondition::Rewrites;
 // ARIES restart.
 mod restart;
 // The record and index API.

@@ -245,6 +245,7 @@ pub struct CompareResult {
 
 pub mod jobs;
 pub mod paper;
+mod precondition;
 mod rig;
 mod tpch;
 
@@ -332,7 +333,7 @@ fn run_row(
     let loaded = &probe.loaded;
     let load_s = wall.elapsed().as_secs_f64();
     let copy_cpu_s = thread_cpu_s() - cpu0;
-    let (warmup_ns, warmup_writes) = warm_up(rig, &mut e, w, loaded, terminals)?;
+    let (warmup_ns, warmup_writes) = warm_up(rig, probe, &mut e, w, terminals)?;
     crate::progress::note(&format!(
         "{name}: copied in {load_s:.1} s wall ({copy_cpu_s:.1} s CPU), warmed up in {:.1} s wall ({:.1} s CPU; {:.1} s virtual, the device written over {warmup_writes:.2} times)",
         wall.elapsed().as_secs_f64() - load_s,
@@ -467,15 +468,23 @@ fn measure_window(
 /// Runs the workload before the measured run (module doc: warm-up); returns its virtual length.
 fn warm_up(
     rig: &Rig,
+    probe: &Probe,
     e: &mut Engine,
     w: &dyn Workload,
-    loaded: &Loaded,
     terminals: u32,
 ) -> anyhow::Result<(u64, f64)> {
     let start = e.now();
+    let loaded = &probe.loaded;
     let g = &rig.nand.geometry;
     let device_pages = u64::from(g.blocks()) * u64::from(g.pages_per_block) * units_per_page(g);
     let host0 = host_writes(&counters(e.store()));
+    let target = |share: f64| host0 + (device_pages as f64 * share) as u64;
+    let mut slices = Slices {
+        start,
+        slice: 0,
+        txns: 0,
+        max_txns: device_pages * WARMUP_MAX_TXNS_PER_DEVICE_PAGE,
+    };
     match rig.warmup {
         Warmup::None => return Ok((0, 0.0)),
         Warmup::VirtualNs(ns) => {
@@ -492,34 +501,91 @@ fn warm_up(
             e.quiesce()?;
         }
         Warmup::Auto => {
-            let mut slice = 0u64;
-            let mut txns = 0u64;
-            while host_writes(&counters(e.store())) - host0 < device_pages * WARMUP_DEVICE_WRITES
-                && txns < device_pages * WARMUP_MAX_TXNS_PER_DEVICE_PAGE
-                && e.now() - start < WARMUP_MAX_NS
-            {
-                // Each slice draws other inputs: the same on every row, never a measured run's.
-                let now = e.now();
-                let ran = run_window(
-                    w,
-                    e,
-                    loaded,
-                    terminals,
-                    WARMUP_SEED.wrapping_add(slice),
-                    now,
-                    slice_options(now, WARMUP_SLICE_NS),
-                    None,
-                )?;
-                txns += ran.latency_txns;
-                // The slice stopped mid-transaction: end those before the next terminals start.
-                e.quiesce()?;
-                slice += 1;
+            slices.run(e, w, loaded, terminals, target(WARMUP_DEVICE_WRITES as f64))?;
+        }
+        Warmup::Precondition => {
+            let objects = probe.objects.as_deref().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--warmup precondition: the loaded database's page objects were not read"
+                )
+            })?;
+            e.count_page_writes();
+            slices.run(
+                e,
+                w,
+                loaded,
+                terminals,
+                target(precondition::SAMPLE_DEVICE_WRITES),
+            )?;
+            let sample = e.take_page_writes().unwrap_or_default();
+            if let Some(mut mix) = precondition::Mix::new(&sample, objects, WARMUP_SEED)? {
+                let until = target(WARMUP_DEVICE_WRITES as f64 - precondition::TAIL_DEVICE_WRITES);
+                let mut pids = Vec::with_capacity(precondition::REWRITE_BATCH);
+                let mut rewritten = 0;
+                while host_writes(&counters(e.store())) < until {
+                    mix.draw(precondition::REWRITE_BATCH, &mut pids);
+                    let done = e.rewrite_pages(&pids)?;
+                    if done.rewritten == 0 {
+                        bail!("--warmup precondition: none of {} pages drawn from the sample's write mix is allocated any more", pids.len());
+                    }
+                    rewritten += done.rewritten;
+                }
+                crate::progress::note(&format!(
+                    "precondition: {} write-backs sampled ({} transactions), {rewritten} pages rewritten from a mix over {} pages",
+                    sample.total(),
+                    slices.txns,
+                    mix.pages()
+                ));
             }
+            slices.run(e, w, loaded, terminals, target(WARMUP_DEVICE_WRITES as f64))?;
         }
     }
     e.checkpoint()?;
     let written = host_writes(&counters(e.store())) - host0;
     Ok((e.now() - start, written as f64 / device_pages as f64))
+}
+
+/// The auto warm-up's slices of the workload, each drawing other inputs (the same on every row,
+/// never a measured run's), bounded in work and virtual time over the whole warm-up.
+struct Slices {
+    start: u64,
+    slice: u64,
+    txns: u64,
+    max_txns: u64,
+}
+
+impl Slices {
+    /// Runs slices until the store's host writes reach `until` (or a bound is hit).
+    fn run(
+        &mut self,
+        e: &mut Engine,
+        w: &dyn Workload,
+        loaded: &Loaded,
+        terminals: u32,
+        until: u64,
+    ) -> anyhow::Result<()> {
+        while host_writes(&counters(e.store())) < until
+            && self.txns < self.max_txns
+            && e.now() - self.start < WARMUP_MAX_NS
+        {
+            let now = e.now();
+            let ran = run_window(
+                w,
+                e,
+                loaded,
+                terminals,
+                WARMUP_SEED.wrapping_add(self.slice),
+                now,
+                slice_options(now, WARMUP_SLICE_NS),
+                None,
+            )?;
+            self.txns += ran.latency_txns;
+            // The slice stopped mid-transaction: end those before the next terminals start.
+            e.quiesce()?;
+            self.slice += 1;
+        }
+        Ok(())
+    }
 }
 
 /// 4 KiB units the store wrote for the engine (DB pages, log, metadata): every program that is

@@ -269,6 +269,9 @@ pub enum Warmup {
     /// Until the store wrote as many pages for the engine as the device has.
     Auto,
     VirtualNs(u64),
+    /// As `Auto`, with most of the writes done as page rewrites drawn from the workload's own
+    /// write-backs instead of by transactions (compare/precondition.rs).
+    Precondition,
 }
 
 /// The longest auto warm-up, in transactions per device page (4 KiB unit). It bounds the work,
@@ -319,9 +322,12 @@ pub fn parse_stores(names: &[String]) -> anyhow::Result<Vec<usize>> {
 pub fn parse_warmup(s: &str) -> anyhow::Result<Warmup> {
     Ok(match s {
         "auto" => Warmup::Auto,
+        "precondition" => Warmup::Precondition,
         "none" | "0" | "0s" => Warmup::None,
         d => Warmup::VirtualNs(crate::units::parse_duration_ns(d).map_err(|e| {
-            anyhow::anyhow!("--warmup takes auto, none or a virtual time like 30s: {e}")
+            anyhow::anyhow!(
+                "--warmup takes auto, precondition, none or a virtual time like 30s: {e}"
+            )
         })?),
     })
 }
@@ -423,6 +429,9 @@ pub fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> 
 pub struct Probe {
     pub engine: Mutex<Engine>,
     pub loaded: Loaded,
+    /// The object of every allocated page of the loaded database (`--warmup precondition`
+    /// only: read once, before any copy, so that every row's copy starts from the same log).
+    pub objects: Option<Vec<Option<storage::ObjectId>>>,
 }
 
 impl Probe {
@@ -545,6 +554,11 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     // Every store exports exactly the logical space: U = (1 - s) T, T = (blocks - reserve) ppb.
     let t = (blocks_per_plane * planes - bad_blocks - (dies + 2)) * ppb;
     let spare = 1.0 - logical as f64 / t as f64;
+    let warmup = parse_warmup(&args.warmup)?;
+    let objects = match warmup {
+        Warmup::Precondition => Some(e.page_objects()?),
+        _ => None,
+    };
     let frames = match args.buffer {
         BufferSize::Share(f) if !(f > 0.0 && f <= 1.0) => {
             bail!("--buffer {:.1}% is not in (0%, 100%]", f * 100.0)
@@ -563,11 +577,12 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
             page_bytes: args.page_bytes,
             frames,
             db_pages,
-            warmup: parse_warmup(&args.warmup)?,
+            warmup,
         },
         Probe {
             engine: Mutex::new(e),
             loaded: loaded_handles,
+            objects,
         },
     ))
 }

@@ -111,6 +111,10 @@ pub fn setup(spec: &Spec) -> anyhow::Result<Setup> {
         .clone()
         .unwrap_or_else(|| if spec.quick { "5s" } else { "30s" }.into());
     crate::units::parse_duration_ns(&window).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    let warmup = spec.warmup.clone().unwrap_or_else(|| "auto".into());
+    if !["auto", "precondition"].contains(&warmup.as_str()) {
+        anyhow::bail!("--warmup takes auto or precondition (compare's two ways to two device writes), not '{warmup}'");
+    }
     Ok(Setup {
         preset: "noftl13",
         spare_factor: (SPARE * 1e4).round() / 1e4,
@@ -120,7 +124,7 @@ pub fn setup(spec: &Spec) -> anyhow::Result<Setup> {
         terminals: 1,
         repeat,
         window,
-        warmup: "auto",
+        warmup,
         dftl: "dftl-orig (the DFTL the paper measured, docs/ftl.md)",
     })
 }
@@ -194,7 +198,7 @@ fn compare_spec(spec: &Spec, setup: &Setup, workload: &str, volume: u64) -> comp
         workload: workload.into(),
         repeat: setup.repeat,
         duration: Some(setup.window.clone()),
-        warmup: setup.warmup.into(),
+        warmup: setup.warmup.clone(),
         terminals: setup.terminals,
         op: SPARE,
         buffer: compare::BufferSize::Bytes(BUFFER_BYTES),

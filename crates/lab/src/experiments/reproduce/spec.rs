@@ -34,6 +34,8 @@ pub struct Spec {
     pub only: Option<String>,
     /// Also the OLTP rows on today's chips (beyond the paper; a second table).
     pub today: bool,
+    /// The OLTP rows' warm-up: auto (None) or precondition (`compare`'s `--warmup`).
+    pub warmup: Option<String>,
 }
 
 impl Default for Spec {
@@ -48,6 +50,7 @@ impl Default for Spec {
             duration: None,
             only: None,
             today: false,
+            warmup: None,
         }
     }
 }
@@ -63,7 +66,7 @@ pub struct Setup {
     pub terminals: u32,
     pub repeat: u32,
     pub window: String,
-    pub warmup: &'static str,
+    pub warmup: String,
     pub dftl: &'static str,
 }
 

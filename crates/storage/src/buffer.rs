@@ -120,33 +120,70 @@ pub struct BufferPool {
     ipa_slot: Vec<u8>,
     /// The IPA advisor's profile of write-backs, when enabled.
     profile: Option<std::collections::BTreeMap<crate::ObjectId, ObjectWrites>>,
-    /// Write-backs per DB page, when counted (`count_page_writes`).
-    page_writes: Option<PageWrites>,
+    /// Reads and write-backs per DB page, when counted (`count_page_io`).
+    page_io: Option<PageIo>,
 }
 
-/// Write-backs per DB page since counting began, with the object each page held when last
-/// written: what a preconditioning warm-up draws its rewrites from (`Engine::rewrite_pages`).
+/// One page operation between the pool and the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageOp {
+    /// The page read from the store (a miss).
+    Read(PageId),
+    /// The page written back.
+    Write(PageId),
+}
+
+impl PageOp {
+    pub fn pid(self) -> PageId {
+        match self {
+            PageOp::Read(p) | PageOp::Write(p) => p,
+        }
+    }
+}
+
+/// The pool's reads from the store (misses) and write-backs since counting began: per DB page,
+/// with the object each page held when last read or written, and in order. What a
+/// preconditioning warm-up replays (`Engine::replay_page_io`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PageWrites {
-    /// Indexed by page id; grows to the highest page written.
-    pub counts: Vec<u32>,
-    /// The object of each written page (0 where `counts` is 0).
+pub struct PageIo {
+    /// Every read and write-back, in the order the pool made them.
+    pub trace: Vec<PageOp>,
+    /// Write-backs, indexed by page id; grows to the highest page counted.
+    pub writes: Vec<u32>,
+    /// Reads from the store on a miss (not a scan's read-ahead), indexed as `writes`.
+    pub reads: Vec<u32>,
+    /// The object of each counted page (0 where it was neither read nor written).
     pub objects: Vec<crate::ObjectId>,
 }
 
-impl PageWrites {
-    fn note(&mut self, pid: PageId, object: crate::ObjectId) {
+impl PageIo {
+    fn slot(&mut self, pid: PageId, object: crate::ObjectId) -> usize {
         let i = pid as usize;
-        if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
+        if i >= self.writes.len() {
+            self.writes.resize(i + 1, 0);
+            self.reads.resize(i + 1, 0);
             self.objects.resize(i + 1, 0);
         }
-        self.counts[i] = self.counts[i].saturating_add(1);
         self.objects[i] = object;
+        i
+    }
+    fn note_write(&mut self, pid: PageId, object: crate::ObjectId) {
+        let i = self.slot(pid, object);
+        self.writes[i] = self.writes[i].saturating_add(1);
+        self.trace.push(PageOp::Write(pid));
+    }
+    fn note_read(&mut self, pid: PageId, object: crate::ObjectId) {
+        let i = self.slot(pid, object);
+        self.reads[i] = self.reads[i].saturating_add(1);
+        self.trace.push(PageOp::Read(pid));
     }
     /// Write-backs counted in all.
-    pub fn total(&self) -> u64 {
-        self.counts.iter().map(|&c| u64::from(c)).sum()
+    pub fn total_writes(&self) -> u64 {
+        self.writes.iter().map(|&c| u64::from(c)).sum()
+    }
+    /// Reads counted in all.
+    pub fn total_reads(&self) -> u64 {
+        self.reads.iter().map(|&c| u64::from(c)).sum()
     }
 }
 
@@ -193,7 +230,7 @@ impl BufferPool {
             ipa_ranges: Vec::new(),
             ipa_slot: Vec::new(),
             profile: None,
-            page_writes: None,
+            page_io: None,
         })
     }
     pub fn capacity(&self) -> usize {
@@ -228,6 +265,9 @@ impl BufferPool {
                 fr.data.fill(0);
             } else {
                 t = store.read_page(t, pid, &mut fr.data)?;
+                if let Some(io) = self.page_io.as_mut() {
+                    io.note_read(pid, page::object(&fr.data));
+                }
                 // The base first (its checksum excludes the delta area), then its appends.
                 match page::verify(&fr.data, pid)
                     .and_then(|_| crate::ipa::apply(&mut fr.data, pid))
@@ -345,8 +385,8 @@ impl BufferPool {
         if self.profile.is_some() {
             self.profile_writeback(f);
         }
-        if let Some(w) = self.page_writes.as_mut() {
-            w.note(pid, page::object(&self.frames[f].data));
+        if let Some(io) = self.page_io.as_mut() {
+            io.note_write(pid, page::object(&self.frames[f].data));
         }
         if let Some(done) = self.try_append(store, t, f, pid)? {
             return Ok(done);
@@ -378,13 +418,13 @@ impl BufferPool {
         Ok(t)
     }
 
-    /// Starts counting write-backs per page (`PageWrites`), from zero.
-    pub fn count_page_writes(&mut self) {
-        self.page_writes = Some(PageWrites::default());
+    /// Starts counting reads and write-backs per page (`PageIo`), from zero.
+    pub fn count_page_io(&mut self) {
+        self.page_io = Some(PageIo::default());
     }
-    /// The write-backs counted since `count_page_writes`, which stops counting.
-    pub fn take_page_writes(&mut self) -> Option<PageWrites> {
-        self.page_writes.take()
+    /// The reads and write-backs counted since `count_page_io`, which stops counting.
+    pub fn take_page_io(&mut self) -> Option<PageIo> {
+        self.page_io.take()
     }
 
     /// Starts the IPA advisor's profile of write-backs (frames keep a shadow of every page from

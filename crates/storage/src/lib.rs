@@ -67,7 +67,8 @@ pub mod slotted;
 pub mod splitlog;
 pub mod tuple;
 
-pub use engine::{Engine, EngineConfig, Rewrites};
+pub use buffer::PageOp;
+pub use engine::{Engine, EngineConfig, ReplayPages, Replayed};
 pub use error::{Error, Result};
 pub use native::{NativeConfig, NativeStore};
 pub use pagestore::{BlockPageStore, PageStore};

@@ -7,7 +7,9 @@
 use nand::{DeviceConfig, Nand};
 use storage::crashdisk::{CrashDisk, SharedCrashDisk};
 use storage::tuple::Value;
-use storage::{BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageStore};
+use storage::{
+    BlockPageStore, Engine, EngineConfig, NativeConfig, NativeStore, PageOp, PageStore, ReplayPages,
+};
 
 const DDL: &str = "CREATE TABLE acct (id INT, owner VARCHAR(40), bal MONEY);
 CREATE UNIQUE INDEX acct_pk ON acct (id);";
@@ -183,7 +185,7 @@ fn pages_rewritten_as_they_are_change_nothing_and_redo_still_finds_its_work() {
     let acct = copy.table("acct").unwrap().id;
     let pk = copy.index("acct_pk").unwrap().id;
     let writebacks0 = copy.buffer_stats().writebacks;
-    copy.count_page_writes();
+    copy.count_page_io();
     let pass = |copy: &mut Engine, want: &mut Vec<i64>, k: i64| {
         let t = copy.begin().unwrap();
         for i in (0..3_000).step_by(3) {
@@ -194,26 +196,60 @@ fn pages_rewritten_as_they_are_change_nothing_and_redo_still_finds_its_work() {
         copy.commit(t).unwrap();
     };
     pass(&mut copy, &mut want, 11);
-    let writes = copy.take_page_writes().unwrap();
-    assert_eq!(writes.total(), copy.buffer_stats().writebacks - writebacks0);
-    assert!(copy.take_page_writes().is_none(), "taking the counts stops counting");
-    let written: Vec<u32> = (0..writes.counts.len() as u32)
-        .filter(|&p| writes.counts[p as usize] > 0)
+    let io = copy.take_page_io().unwrap();
+    assert_eq!(
+        io.total_writes(),
+        copy.buffer_stats().writebacks - writebacks0
+    );
+    assert!(io.total_reads() > 0, "32 frames miss");
+    assert!(
+        copy.take_page_io().is_none(),
+        "taking the counts stops counting"
+    );
+    let written: Vec<u32> = (0..io.writes.len() as u32)
+        .filter(|&p| io.writes[p as usize] > 0)
         .collect();
-    assert!(!written.is_empty(), "32 frames cannot hold a pass over 3,000 rows");
+    assert!(
+        !written.is_empty(),
+        "32 frames cannot hold a pass over 3,000 rows"
+    );
     for &p in &written {
-        assert_eq!(Some(writes.objects[p as usize]), objects[p as usize], "page {p}");
+        assert_eq!(
+            Some(io.objects[p as usize]),
+            objects[p as usize],
+            "page {p}"
+        );
     }
     // Committed work whose pages are still dirty in the pool, then the stale images rewritten.
     pass(&mut copy, &mut want, 5);
     let t = copy.begin().unwrap();
-    let err = copy.rewrite_pages(&written).err().unwrap();
+    let mut ops: Vec<PageOp> = written.iter().map(|&p| PageOp::Write(p)).collect();
+    let mut recent = ReplayPages::new(8);
+    let err = copy.replay_page_io(&ops, &mut recent).err().unwrap();
     assert!(err.to_string().contains("no transaction open"), "{err}");
     copy.commit(t).unwrap();
-    let mut pids = written.clone();
-    pids.push(1 << 30); // beyond the database: not allocated, skipped
-    let done = copy.rewrite_pages(&pids).unwrap();
-    assert_eq!((done.rewritten, done.skipped), (written.len() as u64, 1));
+    ops.push(PageOp::Write(1 << 30)); // beyond the database: not allocated, skipped
+    ops.push(PageOp::Read(written[0]));
+    ops.push(PageOp::Write(written[0])); // its bytes are a recent read's
+    let done = copy.replay_page_io(&ops, &mut recent).unwrap();
+    let n = written.len() as u64;
+    assert_eq!(
+        (
+            done.writes,
+            done.writes_read_first,
+            done.reads,
+            done.skipped
+        ),
+        (n + 1, n, 1, 1)
+    );
+    // The trace is the pool's reads and write-backs in order.
+    let reads = io
+        .trace
+        .iter()
+        .filter(|o| matches!(o, PageOp::Read(_)))
+        .count() as u64;
+    assert_eq!(reads, io.total_reads());
+    assert_eq!(io.trace.len() as u64, io.total_reads() + io.total_writes());
     assert_eq!(balances(&mut copy), want);
     assert!(copy.check().unwrap().is_empty());
     disk.cut_power();

@@ -66,7 +66,7 @@ mod heap;
 mod iaa;
 // Preconditioning a device: write-backs counted per page, pages rewritten as they are.
 mod precondition;
-pub use precondition::Rewrites;
+pub use precondition::{ReplayPages, Replayed};
 // ARIES restart.
 mod restart;
 // The record and index API.

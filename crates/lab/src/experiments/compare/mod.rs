@@ -509,7 +509,7 @@ fn warm_up(
                     "--warmup precondition: the loaded database's page objects were not read"
                 )
             })?;
-            e.count_page_writes();
+            e.count_page_io();
             slices.run(
                 e,
                 w,
@@ -517,24 +517,35 @@ fn warm_up(
                 terminals,
                 target(precondition::SAMPLE_DEVICE_WRITES),
             )?;
-            let sample = e.take_page_writes().unwrap_or_default();
-            if let Some(mut mix) = precondition::Mix::new(&sample, objects, WARMUP_SEED)? {
+            let sample = e.take_page_io().unwrap_or_default();
+            if let Some(mut replay) = precondition::Replay::new(&sample, objects, WARMUP_SEED)? {
                 let until = target(WARMUP_DEVICE_WRITES as f64 - precondition::TAIL_DEVICE_WRITES);
-                let mut pids = Vec::with_capacity(precondition::REWRITE_BATCH);
-                let mut rewritten = 0;
+                let mut ops = Vec::with_capacity(precondition::REPLAY_BATCH);
+                let mut recent = storage::ReplayPages::new(rig.frames);
+                let mut done = storage::Replayed::default();
                 while host_writes(&counters(e.store())) < until {
-                    mix.draw(precondition::REWRITE_BATCH, &mut pids);
-                    let done = e.rewrite_pages(&pids)?;
-                    if done.rewritten == 0 {
-                        bail!("--warmup precondition: none of {} pages drawn from the sample's write mix is allocated any more", pids.len());
+                    replay.draw(precondition::REPLAY_BATCH, &mut ops);
+                    let d = e.replay_page_io(&ops, &mut recent)?;
+                    done.reads += d.reads;
+                    done.writes += d.writes;
+                    done.writes_read_first += d.writes_read_first;
+                    done.skipped += d.skipped;
+                    if done.writes == 0 && replay.passes() > 0 {
+                        bail!("--warmup precondition: a whole pass over the sample wrote no page (none of its pages is allocated any more)");
                     }
-                    rewritten += done.rewritten;
                 }
+                let (moved, over) = replay.moved();
                 crate::progress::note(&format!(
-                    "precondition: {} write-backs sampled ({} transactions), {rewritten} pages rewritten from a mix over {} pages",
-                    sample.total(),
+                    "precondition: sampled {} reads and {} write-backs ({} transactions); replayed them {} times ({} background pages moved over {over} each time): {} reads, {} writes ({} read first), {} skipped",
+                    sample.total_reads(),
+                    sample.total_writes(),
                     slices.txns,
-                    mix.pages()
+                    replay.passes(),
+                    moved,
+                    done.reads,
+                    done.writes,
+                    done.writes_read_first,
+                    done.skipped
                 ));
             }
             slices.run(e, w, loaded, terminals, target(WARMUP_DEVICE_WRITES as f64))?;

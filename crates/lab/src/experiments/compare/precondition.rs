@@ -6,132 +6,152 @@
 //! Three phases, each until the store has written a share of the device's pages for the engine
 //! (host writes, as `Auto` counts them):
 //! 1. **Sample** (`SAMPLE_DEVICE_WRITES`): the workload runs as in `Auto`, and the buffer pool
-//!    counts its write-backs per page (`Engine::count_page_writes`).
-//! 2. **Rewrite** (up to `WARMUP_DEVICE_WRITES - TAIL_DEVICE_WRITES`): pages drawn from the
-//!    sample's write mix (`Mix`) are rewritten with the bytes they hold
-//!    (`Engine::rewrite_pages`: a read and a write each, no transaction, nothing the database
-//!    can see changes).
-//! 3. **Tail** (`TAIL_DEVICE_WRITES`): the workload runs again, so that what a rewrite does not
-//!    reproduce settles as the workload leaves it: a mapping cache's contents (a rewrite looks a
-//!    page up once, a transaction reads and writes around it), the buffer pool, the log, and the
-//!    blocks written last.
+//!    records its reads from the store and its write-backs, in order (`Engine::count_page_io`).
+//! 2. **Replay** (up to `WARMUP_DEVICE_WRITES - TAIL_DEVICE_WRITES`): the sample's page
+//!    operations again and again, in their order (`Replay`; `Engine::replay_page_io`: pages read,
+//!    pages written back with the bytes they hold, no transaction, nothing the database can see
+//!    changes). The order matters to a DFTL: an independent draw of each operation from the
+//!    sample's mix left the published DFTL's two-level cache (its entries' ages) far from where
+//!    the workload leaves it, and its mapping time per transaction at 35% still moving by a
+//!    third over the next 3,000 TPC-C transactions.
+//! 3. **Tail** (`TAIL_DEVICE_WRITES`): the workload runs again, so that the buffer pool, the log
+//!    and the blocks written last are as the workload leaves them.
 //!
-//! The mix (`Mix::new`): pages written at least twice in the sample are the hot ones and are
-//! drawn by their counts; an object's pages written once are taken as a sample of a background
-//! spread evenly over the object, so their writes are spread over every page of that object that
-//! was not written twice, written in the sample or not (with the sample about a fifth of the
-//! device, a uniformly updated table such as TPC-B's accounts shows most of its pages once or not
-//! at all, and drawing only the pages seen would concentrate its writes on a quarter of them).
-//! Objects not written in the sample (read-only tables) get no rewrites.
+//! Each pass of the replay moves the sample's *background* pages: an object's pages read at
+//! most once and written at most once in the sample (an account page of TPC-B: read on a miss,
+//! written back once) are mapped, pass by pass, onto distinct pages drawn afresh among all of
+//! that object's pages that are not hot (read or written twice or more: TPC-B's branches and
+//! tellers, a B+-tree's upper levels); hot pages keep their place. With the sample a fifth of the
+//! device, a uniformly updated table shows most of its pages once or not at all, and replaying
+//! the same pages would concentrate its writes on the quarter it saw. Pages the sample allocated
+//! (not in the loaded database) keep their place too.
 //!
 //! What it does not reproduce: pages that a workload allocates (TPC-B's history, TPC-C's
-//! orders) are rewritten in place during phase 2 instead of new pages being filled, so the
+//! orders) are written again in place during phase 2 instead of new pages being filled, so the
 //! database grows during the sample and the tail only; at the NoFTL paper's scales that growth
 //! is about 1% of the device over the whole auto warm-up.
 
 use std::collections::BTreeMap;
 
-use rand::distr::weighted::WeightedIndex;
-use rand::distr::Distribution;
+use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use storage::buffer::PageWrites;
-use storage::{ObjectId, PageId};
+use storage::buffer::PageIo;
+use storage::{ObjectId, PageId, PageOp};
 
 /// Phase 1's share of the device's pages.
 pub const SAMPLE_DEVICE_WRITES: f64 = 0.2;
 /// Phase 3's share of the device's pages.
 pub const TAIL_DEVICE_WRITES: f64 = 0.2;
-/// Rewrites drawn between two checks of the host writes.
-pub const REWRITE_BATCH: usize = 4096;
+/// Page operations replayed between two checks of the host writes.
+pub const REPLAY_BATCH: usize = 8192;
 
-/// The pages phase 2 rewrites, with their weights (module doc).
-pub struct Mix {
-    pids: Vec<PageId>,
-    index: WeightedIndex<f64>,
+/// Phase 2's operations (module doc).
+pub struct Replay {
+    trace: Vec<PageOp>,
+    /// Where the next operation comes from in `trace`.
+    at: usize,
+    /// Completed passes over `trace`.
+    passes: u64,
+    /// Each object's background pages seen in the sample, and every page it may move them to.
+    moves: Vec<Moves>,
+    /// This pass's page for each page id (identity outside the moved pages).
+    map: Vec<PageId>,
     rng: Xoshiro256PlusPlus,
 }
 
-#[derive(Default)]
-struct Object {
-    /// Pages written twice or more in the sample, with their counts.
-    hot: Vec<(PageId, u32)>,
-    /// Pages written once, and allocated pages never written: the background's pages.
-    background: Vec<PageId>,
-    /// Writes of the pages written once.
-    once: u64,
+struct Moves {
+    seen: Vec<PageId>,
+    eligible: Vec<PageId>,
 }
 
-impl Mix {
-    /// The mix of `writes` (the sample's write-backs) over the allocated pages `objects` of
-    /// the loaded database; None when the sample wrote no page.
+impl Replay {
+    /// The replay of `io` (the sample) over the allocated pages `objects` of the loaded
+    /// database; None when the sample wrote no page.
     pub fn new(
-        writes: &PageWrites,
+        io: &PageIo,
         objects: &[Option<ObjectId>],
         seed: u64,
-    ) -> anyhow::Result<Option<Mix>> {
-        let mut by_object: BTreeMap<ObjectId, Object> = BTreeMap::new();
-        for (pid, &c) in writes.counts.iter().enumerate() {
-            let o = by_object.entry(writes.objects[pid]).or_default();
-            match c {
-                0 => {}
-                1 => {
-                    o.background.push(pid as PageId);
-                    o.once += 1;
-                }
-                _ => o.hot.push((pid as PageId, c)),
-            }
-        }
-        by_object.retain(|_, o| !o.hot.is_empty() || o.once > 0);
-        for (pid, o) in objects.iter().enumerate() {
-            let seen = writes.counts.get(pid).is_some_and(|&c| c > 0);
-            if let (Some(o), false) = (o, seen) {
-                if let Some(obj) = by_object.get_mut(o) {
-                    obj.background.push(pid as PageId);
-                }
-            }
-        }
-        let mut pids = Vec::new();
-        let mut weights = Vec::new();
-        for o in by_object.values() {
-            for &(pid, c) in &o.hot {
-                pids.push(pid);
-                weights.push(f64::from(c));
-            }
-            if o.once > 0 {
-                let each = o.once as f64 / o.background.len() as f64;
-                for &pid in &o.background {
-                    pids.push(pid);
-                    weights.push(each);
-                }
-            }
-        }
-        if pids.is_empty() {
+    ) -> anyhow::Result<Option<Replay>> {
+        if io.total_writes() == 0 {
             return Ok(None);
         }
-        debug_assert!(
-            (weights.iter().sum::<f64>() - writes.total() as f64).abs()
-                <= 1e-6 * writes.total() as f64,
-            "the mix keeps the sample's writes"
-        );
-        let index = WeightedIndex::new(&weights)
-            .map_err(|e| anyhow::anyhow!("the sample's write mix has no weight: {e}"))?;
-        Ok(Some(Mix {
-            pids,
-            index,
+        let hot = |p: usize| {
+            io.writes.get(p).is_some_and(|&c| c >= 2) || io.reads.get(p).is_some_and(|&c| c >= 2)
+        };
+        let seen = |p: usize| {
+            io.writes.get(p).is_some_and(|&c| c > 0) || io.reads.get(p).is_some_and(|&c| c > 0)
+        };
+        let mut by_object: BTreeMap<ObjectId, Moves> = BTreeMap::new();
+        for (p, o) in objects.iter().enumerate() {
+            let Some(o) = *o else { continue };
+            if hot(p) {
+                continue;
+            }
+            let m = by_object.entry(o).or_insert_with(|| Moves {
+                seen: Vec::new(),
+                eligible: Vec::new(),
+            });
+            m.eligible.push(p as PageId);
+            // A page of the loaded database keeps its object (the sample only allocates new
+            // ones), so `objects` says which object's background it belongs to.
+            if seen(p) {
+                m.seen.push(p as PageId);
+            }
+        }
+        by_object.retain(|_, m| !m.seen.is_empty());
+        let len = objects.len().max(io.writes.len());
+        let mut r = Replay {
+            trace: io.trace.clone(),
+            at: 0,
+            passes: 0,
+            moves: by_object.into_values().collect(),
+            map: (0..len as PageId).collect(),
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-        }))
+        };
+        r.new_pass();
+        Ok(Some(r))
     }
 
-    /// The next `n` pages to rewrite, into `out` (cleared first).
-    pub fn draw(&mut self, n: usize, out: &mut Vec<PageId>) {
+    /// Draws this pass's places for the background pages: distinct pages of their object.
+    fn new_pass(&mut self) {
+        for m in &mut self.moves {
+            let (chosen, _) = m.eligible.partial_shuffle(&mut self.rng, m.seen.len());
+            for (&from, &to) in m.seen.iter().zip(chosen.iter()) {
+                self.map[from as usize] = to;
+            }
+        }
+    }
+
+    /// The next `n` operations, into `out` (cleared first).
+    pub fn draw(&mut self, n: usize, out: &mut Vec<PageOp>) {
         out.clear();
-        out.extend((0..n).map(|_| self.pids[self.index.sample(&mut self.rng)]));
+        while out.len() < n {
+            if self.at == self.trace.len() {
+                self.at = 0;
+                self.passes += 1;
+                self.new_pass();
+            }
+            let op = self.trace[self.at];
+            self.at += 1;
+            let to = self.map.get(op.pid() as usize).copied().unwrap_or(op.pid());
+            out.push(match op {
+                PageOp::Read(_) => PageOp::Read(to),
+                PageOp::Write(_) => PageOp::Write(to),
+            });
+        }
     }
 
-    /// Pages the mix can draw.
-    pub fn pages(&self) -> usize {
-        self.pids.len()
+    /// Completed passes over the sample.
+    pub fn passes(&self) -> u64 {
+        self.passes
+    }
+
+    /// Background pages moved each pass, over how many pages they may go to.
+    pub fn moved(&self) -> (usize, usize) {
+        self.moves
+            .iter()
+            .fold((0, 0), |(s, e), m| (s + m.seen.len(), e + m.eligible.len()))
     }
 }
 
@@ -139,54 +159,91 @@ impl Mix {
 mod tests {
     use super::*;
 
-    fn writes(counts: &[u32], objects: &[ObjectId]) -> PageWrites {
-        PageWrites {
-            counts: counts.to_vec(),
-            objects: objects.to_vec(),
+    fn io(trace: &[PageOp], objects_of: &[ObjectId]) -> PageIo {
+        let n = objects_of.len();
+        let mut io = PageIo {
+            trace: trace.to_vec(),
+            writes: vec![0; n],
+            reads: vec![0; n],
+            objects: objects_of.to_vec(),
+        };
+        for op in trace {
+            match *op {
+                PageOp::Read(p) => io.reads[p as usize] += 1,
+                PageOp::Write(p) => io.writes[p as usize] += 1,
+            }
         }
+        io
     }
 
     #[test]
-    fn hot_pages_keep_their_counts_and_singletons_spread_over_their_object() {
-        // Object 7: page 0 written 8 times (hot), pages 1 and 2 once, pages 3-5 allocated and
-        // never written. Object 9: page 6 once; object 11 (page 7) read-only.
-        let w = writes(&[8, 1, 1, 0, 0, 0, 1], &[7, 7, 7, 0, 0, 0, 9]);
-        let objects: Vec<Option<ObjectId>> = [7, 7, 7, 7, 7, 7, 9, 11].map(Some).to_vec();
-        let mut mix = Mix::new(&w, &objects, 1).unwrap().unwrap();
-        assert_eq!(mix.pages(), 7, "page 7's object was not written");
-        let mut seen = [0u64; 8];
+    fn a_replay_keeps_hot_pages_and_moves_background_pages_within_their_object() {
+        use PageOp::{Read, Write};
+        // Object 7: page 0 hot (read twice, written twice); pages 1 and 2 read and written
+        // once (background); pages 3-9 never touched. Object 9: page 10 written once, page 11
+        // untouched. Object 11 (page 12) read-only and untouched.
+        let trace = [
+            Read(0),
+            Read(1),
+            Write(0),
+            Read(2),
+            Write(1),
+            Read(0),
+            Write(2),
+            Write(0),
+            Write(10),
+        ];
+        let of = [7; 13];
+        let sample = io(&trace, &of);
+        let objects: Vec<Option<ObjectId>> = (0..13)
+            .map(|p| {
+                Some(match p {
+                    0..=9 => 7,
+                    10 | 11 => 9,
+                    _ => 11,
+                })
+            })
+            .collect();
+        let mut r = Replay::new(&sample, &objects, 3).unwrap().unwrap();
+        assert_eq!(
+            r.moved(),
+            (3, 9 + 2),
+            "pages 1, 2 over 1-9; page 10 over 10, 11"
+        );
         let mut out = Vec::new();
-        let n = 110_000;
-        mix.draw(n, &mut out);
-        for &p in &out {
-            seen[p as usize] += 1;
+        let mut page10 = std::collections::BTreeSet::new();
+        for pass in 0..200 {
+            r.draw(trace.len(), &mut out);
+            assert_eq!(
+                r.passes(),
+                pass as u64,
+                "one pass per draw of the trace's length"
+            );
+            // Order and kinds are the trace's; page 0 stays; 1 and 2 move together, apart.
+            for (a, b) in out.iter().zip(&trace) {
+                assert_eq!(std::mem::discriminant(a), std::mem::discriminant(b));
+            }
+            assert!(out.iter().filter(|o| o.pid() == 0).count() == 4);
+            let (p1, p2) = (out[1].pid(), out[3].pid());
+            assert_eq!(out[4].pid(), p1);
+            assert_eq!(out[6].pid(), p2);
+            assert!(p1 != p2 && (1..=9).contains(&p1) && (1..=9).contains(&p2));
+            page10.insert(out[8].pid());
         }
-        let share = |p: usize| seen[p] as f64 / n as f64;
-        // Weights: page 0: 8; pages 1-5: 2 writes over 5 pages = 0.4 each; page 6: 1. Sum 11.
-        assert!((share(0) - 8.0 / 11.0).abs() < 0.01, "{seen:?}");
-        for p in 1..6 {
-            assert!((share(p) - 0.4 / 11.0).abs() < 0.005, "{seen:?}");
-        }
-        assert!((share(6) - 1.0 / 11.0).abs() < 0.005, "{seen:?}");
-        assert_eq!(seen[7], 0);
-    }
-
-    #[test]
-    fn an_empty_sample_gives_no_mix_and_draws_replay_from_the_seed() {
-        assert!(Mix::new(&PageWrites::default(), &[Some(1)], 1)
+        assert_eq!(
+            page10,
+            [10, 11].into(),
+            "object 9's page moves over its two pages"
+        );
+        // The same seed replays the same passes.
+        let mut a = Replay::new(&sample, &objects, 3).unwrap().unwrap();
+        let mut b = Replay::new(&sample, &objects, 3).unwrap().unwrap();
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        a.draw(1000, &mut x);
+        b.draw(1000, &mut y);
+        assert_eq!(x, y);
+        assert!(Replay::new(&PageIo::default(), &objects, 1)
             .unwrap()
             .is_none());
-        let w = writes(&[3, 1, 0, 2], &[1, 1, 0, 2]);
-        let objects = vec![Some(1), Some(1), Some(1), Some(2)];
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        Mix::new(&w, &objects, 5)
-            .unwrap()
-            .unwrap()
-            .draw(100, &mut a);
-        Mix::new(&w, &objects, 5)
-            .unwrap()
-            .unwrap()
-            .draw(100, &mut b);
-        assert_eq!(a, b);
     }
 }

@@ -2,8 +2,13 @@
 //! up-front memory plan read the same figure.
 
 /// Memory the process may still allocate: `MemAvailable` of /proc/meminfo, and no more than
-/// what the cgroup (a container's limit) leaves. `None` where neither can be read.
+/// what the cgroup (a container's limit) leaves, plus the spare device arenas this process
+/// holds for its next RAM store (`store::spare`). `None` where neither can be read.
 pub fn available_bytes() -> Option<u64> {
+    system_available_bytes().map(|b| b.saturating_add(crate::store::spare::bytes()))
+}
+
+fn system_available_bytes() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {

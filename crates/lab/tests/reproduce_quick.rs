@@ -101,3 +101,23 @@ fn unknown_papers_and_parts_are_refused_before_any_run() {
     .unwrap_err();
     assert!(format!("{e:#}").contains("--cpu takes"), "{e:#}");
 }
+
+#[test]
+fn the_table_does_not_depend_on_how_many_runs_go_at_once() {
+    // The local scheduler (schedule.rs) runs as many of the reproduction's runs at once as fit
+    // the cores and the memory: one slot runs them one after another.
+    let spec = |jobs| reproduce::Spec {
+        quick: true,
+        repeat: Some(1),
+        duration: Some("1s".into()),
+        only: Some("oltp".into()),
+        jobs,
+        ..reproduce::Spec::default()
+    };
+    let one = reproduce::run(&spec(1), &mut |_| {}).unwrap();
+    let two = reproduce::run(&spec(2), &mut |_| {}).unwrap();
+    assert_eq!(
+        serde_json::to_string(&one).unwrap(),
+        serde_json::to_string(&two).unwrap()
+    );
+}

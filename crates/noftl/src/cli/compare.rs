@@ -185,6 +185,7 @@ impl CompareArgs {
             seed: self.seed,
             stores: self.stores.clone(),
             jobs: self.jobs,
+            memory_cap_bytes: None,
             paper: self.paper,
             home_warehouse: self.home_warehouse.clone(),
             strict: self.strict,

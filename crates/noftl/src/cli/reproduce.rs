@@ -77,6 +77,7 @@ impl ReproduceArgs {
             only: self.only.clone(),
             today: self.today,
             warmup: self.warmup.clone(),
+            memory_cap_bytes: None,
         })
     }
 }

@@ -89,7 +89,7 @@ pub fn run_row(args: &Spec, job: &RowJob) -> anyhow::Result<RowOutput> {
         );
     }
     let (rig, probe) = prepare_scale(&one, &c)?;
-    jobs_that_fit(c.scale, rig.nand.geometry.capacity_bytes(), 0, 1)?;
+    jobs_that_fit(c.scale, rig.nand.geometry.capacity_bytes(), 0, 1, (None, 0))?;
     let mut results = run_rows(&one, &rig, &probe, &*c.w, &[row], 1, c.until_ns, None)?;
     let runs = results
         .pop()

@@ -736,12 +736,24 @@ pub fn run(args: &Spec, on_scale: &mut OnScale<'_>) -> anyhow::Result<()> {
 /// How many rows can run at once: each holds a device of `device_bytes` in RAM, beside the
 /// loaded database's `probe_bytes`. Fewer than asked (down to one, said on standard error) when
 /// that many do not fit in 90% of the available memory; an error when not even one does.
+/// `cap`: the most the rows and the loaded database may take beside other work of the process
+/// (`Spec::memory_cap_bytes`), counting the database (`cap_probe_bytes`) even when it is
+/// resident already.
 fn jobs_that_fit(
     scale: u32,
     device_bytes: u64,
     probe_bytes: u64,
     jobs: usize,
+    (cap, cap_probe_bytes): (Option<u64>, u64),
 ) -> anyhow::Result<usize> {
+    let capped = |j: usize| match cap {
+        Some(c) => (1..=j)
+            .rev()
+            .find(|&k| cap_probe_bytes + device_bytes * k as u64 <= c)
+            .unwrap_or(1),
+        None => j,
+    };
+    let jobs = capped(jobs);
     let Some(avail) = crate::limits::available_memory_bytes() else {
         return Ok(jobs);
     };
@@ -958,7 +970,7 @@ fn checked_scale(args: &Spec) -> anyhow::Result<Checked> {
     // Refused before the long load, from the kit's estimate of the database's size.
     let est_pages = w.db_pages_estimate();
     let device_bytes = ((est_pages + est_pages / 8) as f64 * 4096.0 / (1.0 - args.op)) as u64;
-    jobs_that_fit(scale, device_bytes, est_pages * 4096, 1)?;
+    jobs_that_fit(scale, device_bytes, est_pages * 4096, 1, (None, 0))?;
     Ok(Checked {
         w,
         scale,
@@ -985,6 +997,7 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         g.capacity_bytes(),
         0,
         args.jobs.clamp(1, checked.selected.len()),
+        (args.memory_cap_bytes, rig.db_pages * rig.page_bytes as u64),
     )?;
     let results = run_rows(
         args,

@@ -68,6 +68,9 @@ pub struct Spec {
     pub stores: Option<Vec<String>>,
     /// Rows run at once.
     pub jobs: usize,
+    /// RAM this comparison may take for its devices and its loaded database beside other work
+    /// of the same process (`reproduce` runs several at once); None: what is available.
+    pub memory_cap_bytes: Option<u64>,
     /// The NoFTL paper's scales, one after the other.
     pub paper: bool,
     pub home_warehouse: Option<String>,
@@ -110,6 +113,7 @@ impl Default for Spec {
             seed: 1,
             stores: None,
             jobs: 2,
+            memory_cap_bytes: None,
             paper: false,
             home_warehouse: None,
             strict: false,

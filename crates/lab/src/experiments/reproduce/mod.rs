@@ -25,6 +25,7 @@ mod fidelity;
 mod guests;
 pub mod jobs;
 mod runs;
+mod schedule;
 mod spec;
 
 use serde::Serialize;
@@ -36,8 +37,8 @@ pub use spec::{Progress, Setup, Spec, PAPERS};
 
 /// Runs the reproduction of `spec.paper` (noftl; amf and dfs have tables of their own,
 /// `amf::run`, `dfs::run`) and
-/// builds its fidelity table: its runs one after another in this process (`jobs` says how they
-/// run elsewhere), merged.
+/// builds its fidelity table: its runs in this process, as many at once as fit the cores and
+/// the memory (`schedule`; `jobs` says how they run elsewhere), merged.
 pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<ReproduceResult> {
     if spec.paper == "amf" || spec.paper == "dfs" {
         anyhow::bail!(
@@ -46,11 +47,7 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<Reproduce
             spec.paper
         );
     }
-    let mut outputs = Vec::new();
-    for job in jobs::runs(spec)? {
-        let out = jobs::run_one(spec, &job, progress)?;
-        outputs.push((job, out));
-    }
+    let outputs = schedule::run_local(spec, jobs::runs(spec)?, progress)?;
     jobs::merge(spec, outputs)
 }
 

@@ -216,6 +216,7 @@ fn compare_spec(spec: &Spec, setup: &Setup, workload: &str, volume: u64) -> comp
         seed: 1,
         stores: Some(STORES.iter().map(|s| s.to_string()).collect()),
         jobs: spec.jobs,
+        memory_cap_bytes: spec.memory_cap_bytes,
         // The rest as `noftl compare` without flags: no TPC-H scale, no log region, no
         // result directory, strict off.
         ..compare::Spec::default()

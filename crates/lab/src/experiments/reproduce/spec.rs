@@ -36,6 +36,9 @@ pub struct Spec {
     pub today: bool,
     /// The OLTP rows' warm-up: auto (None) or precondition (`compare`'s `--warmup`).
     pub warmup: Option<String>,
+    /// RAM one run may take beside the others the local scheduler runs at once (`schedule`);
+    /// None: what is available.
+    pub memory_cap_bytes: Option<u64>,
 }
 
 impl Default for Spec {
@@ -51,6 +54,7 @@ impl Default for Spec {
             only: None,
             today: false,
             warmup: None,
+            memory_cap_bytes: None,
         }
     }
 }
@@ -71,4 +75,4 @@ pub struct Setup {
 }
 
 /// What a long reproduction tells while it goes.
-pub type Progress<'a> = dyn FnMut(&str) + 'a;
+pub type Progress<'a> = dyn FnMut(&str) + Send + 'a;

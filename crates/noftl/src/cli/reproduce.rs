@@ -49,10 +49,12 @@ pub struct ReproduceArgs {
     /// settles) and print the constants to commit, instead of the table.
     #[arg(long)]
     pub calibrate: bool,
-    /// Worker threads (rows are independent).
+    /// Cores to use (runs and their rows are independent: the local executor starts a run when
+    /// its cores and memory are free).
     #[arg(long, default_value_t = 2)]
     pub jobs: usize,
-    /// Where the runs go: local (one after another in this process) or ray (one Ray task per
+    /// Where the runs go: local (in this process, as many at once as --jobs cores and the
+    /// memory allow) or ray (one Ray task per
     /// run, on the cluster RAY_ADDRESS names or a local Ray instance; the same table). Ray needs
     /// the Python package `ray` (.venv or NOFTL_PYTHON), and this noftl binary at the same path
     /// on every node (or NOFTL_BIN there): checked before any run.

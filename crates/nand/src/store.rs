@@ -290,7 +290,7 @@ impl RamStore {
         let len = self.blocks_per_arena * self.block_bytes;
         self.arenas[i].get_or_insert_with(|| {
             self.mapped_bytes += len as u64;
-            if let Some(map) = spare::take(len) {
+            if let Some(map) = crate::host_memory::spare::take(len) {
                 return map;
             }
             // An anonymous mapping failing means the machine is out of address space or memory:
@@ -308,55 +308,13 @@ impl RamStore {
 }
 
 impl Drop for RamStore {
-    /// The arenas go to the process's spare ones (`spare`), faulted in: the next device of
+    /// The arenas go to the process's spare ones (`host_memory::spare`), faulted in: the next device of
     /// this process (the next row of a comparison) takes them instead of waiting for the
     /// kernel to zero fresh memory, which cost a third of a 1 GiB comparison row's CPU.
     fn drop(&mut self) {
         for map in self.arenas.iter_mut().filter_map(Option::take) {
-            spare::give(map);
+            crate::host_memory::spare::give(map);
         }
-    }
-}
-
-/// Arenas of dropped RAM stores, kept mapped for the next store of this process. An arena
-/// keeps the bytes its last store left: nothing reads them before a program writes them (a
-/// page's state says whether it was programmed, and a first program after an erase writes the
-/// whole page, `apply`'s fresh case), so reuse needs no clearing. The memory they hold counts
-/// as available (`host_memory::available_bytes`): this process gets it back first.
-pub(crate) mod spare {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Mutex;
-
-    use memmap2::MmapMut;
-
-    static ARENAS: Mutex<Vec<MmapMut>> = Mutex::new(Vec::new());
-    static BYTES: AtomicU64 = AtomicU64::new(0);
-
-    /// Bytes held by spare arenas.
-    pub fn bytes() -> u64 {
-        BYTES.load(Ordering::Relaxed)
-    }
-
-    /// A spare arena of `len` bytes; spare arenas of other lengths are unmapped (another
-    /// geometry asks now: they would only hold memory).
-    pub(crate) fn take(len: usize) -> Option<MmapMut> {
-        let mut arenas = ARENAS.lock().unwrap_or_else(|p| p.into_inner());
-        let dropped: u64 = arenas
-            .iter()
-            .filter(|m| m.len() != len)
-            .map(|m| m.len() as u64)
-            .sum();
-        arenas.retain(|m| m.len() == len);
-        let map = arenas.pop();
-        let taken = map.as_ref().map_or(0, |m| m.len() as u64);
-        BYTES.fetch_sub(dropped + taken, Ordering::Relaxed);
-        map
-    }
-
-    pub(crate) fn give(map: MmapMut) {
-        let mut arenas = ARENAS.lock().unwrap_or_else(|p| p.into_inner());
-        BYTES.fetch_add(map.len() as u64, Ordering::Relaxed);
-        arenas.push(map);
     }
 }
 
@@ -786,7 +744,7 @@ mod tests {
 
     #[test]
     fn a_store_on_the_arenas_of_a_dropped_one_reads_only_what_it_programmed() {
-        // Arenas of a dropped store are reused unchanged (`spare`): a first program after an
+        // Arenas of a dropped store are reused unchanged (`host_memory::spare`): a first program after an
         // erase must write every byte of the page, so nothing of the old store shows through.
         let cfg = crate::DeviceConfig::preset("tiny", &["geometry.blocks_per_plane=64".into()])
             .expect("preset");

@@ -755,12 +755,10 @@ mod tests {
         for p in 0..g.pages() {
             old.program(Ppn(p), true, 0, &zeros, 0, &oob_zeros);
         }
-        let held = spare::bytes();
+        let held = crate::host_memory::spare::bytes();
         drop(old);
-        assert!(
-            spare::bytes() > held || spare::bytes() > 0,
-            "the arenas are kept"
-        );
+        let now = crate::host_memory::spare::bytes();
+        assert!(now > held || now > 0, "the arenas are kept");
         let mut st = RamStore::new(g, true);
         let part = vec![0x5Au8; 100];
         st.program(Ppn(3), true, 200, &part, 1, &[7]);

@@ -54,10 +54,10 @@ pub struct CompareArgs {
     pub duration: Option<String>,
     /// Before each measured run: auto (run until the store has written as many pages for the
     /// engine as the device has twice, so GC is in steady state; at most two transactions per
-    /// device page), precondition (the same two device writes, most of them as rewrites of
-    /// pages drawn from the workload's own write-backs: a fifth of the device by transactions
-    /// first to sample them, a fifth last to settle; docs/lab.md), a virtual time such as 30s,
-    /// or none.
+    /// device page), precondition (the same two device writes, most of them by replaying the
+    /// page reads and write-backs the workload made over the first fifth, the last fifth by
+    /// transactions again; faster, not faithful on every workload: docs/lab.md), a virtual time
+    /// such as 30s, or none.
     #[arg(long, default_value = "auto")]
     pub warmup: String,
     /// Terminals per run: concurrent transaction streams on the store.

@@ -41,8 +41,8 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub today: bool,
     /// The OLTP rows' warm-up: auto (two device writes by transactions) or precondition (the
-    /// same two device writes, most of them as rewrites of pages drawn from the workload's own
-    /// write-backs; `compare --warmup`).
+    /// same two device writes, most of them by replaying the workload's own page reads and
+    /// write-backs; `compare --warmup`; not faithful on every row, docs/lab.md).
     #[arg(long)]
     pub warmup: Option<String>,
     /// Re-fit the profile paper-noftl from its calibration cells (repeated runs until the fit

@@ -28,7 +28,9 @@
 //! measuring, each row therefore runs the same workload (other inputs, the same on every row)
 //! until the store has written the device over twice with pages for the engine (`--warmup
 //! auto`; `WARMUP_DEVICE_WRITES` says why twice, and why the same on every row), as SNIA's
-//! solid-state performance test preconditions a drive. A criterion on the free space alone is not enough on NoFTL: the dead
+//! solid-state performance test preconditions a drive. `--warmup precondition` writes most of
+//! those two device writes by replaying the workload's own page I/O instead (precondition.rs,
+//! where its validation says when it is not faithful). A criterion on the free space alone is not enough on NoFTL: the dead
 //! log is reclaimed without copies, so GC of data blocks starts only once the data writes alone
 //! have used up the free space. `--warmup 30s` runs a fixed virtual time instead, `--warmup
 //! none` skips it.

@@ -273,8 +273,8 @@ pub enum Warmup {
     /// Until the store wrote as many pages for the engine as the device has.
     Auto,
     VirtualNs(u64),
-    /// As `Auto`, with most of the writes done as page rewrites drawn from the workload's own
-    /// write-backs instead of by transactions (compare/precondition.rs).
+    /// As `Auto`, with most of the writes done by replaying the workload's own page reads and
+    /// write-backs instead of running it (compare/precondition.rs).
     Precondition,
 }
 

@@ -73,6 +73,7 @@ fn bad_flags_are_refused_before_any_boot() {
     for (args, says) in [
         (&["--only", "knn"][..], "--only takes the applications"),
         (&["--today"][..], "--calibrate and --today are NoFTL's"),
+        (&["--warmup", "precondition"][..], "--warmup is NoFTL's"),
         (&["--duration", "5s"][..], "--repeat, --duration and --cpu"),
         (&["--executor", "ray"][..], "local executor only"),
     ] {

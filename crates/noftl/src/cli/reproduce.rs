@@ -136,10 +136,11 @@ pub fn run(args: ReproduceArgs) -> anyhow::Result<()> {
 /// The flags a reproduction with guests (amf, dfs) refuses before any boot.
 fn refuse_guest_flags(args: &ReproduceArgs) -> anyhow::Result<()> {
     let p = &args.paper;
-    if args.calibrate || args.today || args.warmup.is_some() {
-        anyhow::bail!(
-            "reproduce {p}: --calibrate, --today and --warmup are NoFTL's ({p} fits nothing and warms nothing up)"
-        );
+    if args.calibrate || args.today {
+        anyhow::bail!("reproduce {p}: --calibrate and --today are NoFTL's ({p} fits nothing)");
+    }
+    if args.warmup.is_some() {
+        anyhow::bail!("reproduce {p}: --warmup is NoFTL's ({p} runs no transactional warm-up)");
     }
     if args.executor != Executor::Local {
         anyhow::bail!(

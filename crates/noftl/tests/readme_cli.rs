@@ -724,16 +724,23 @@ fn run_server(
     if kind == ServerKind::Fuse {
         std::fs::create_dir_all(&mnt).expect("the mount point");
     }
-    let mut child = Started(
-        noftl()
-            .args(&argv[1..])
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the server"),
-    );
+    let mut cmd = noftl();
+    cmd.args(&argv[1..])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SIGINT at its default, whatever this test inherited: a shell without job control starts
+    // background commands (`./scripts/test &`) with SIGINT ignored, which a server without a
+    // handler of its own (the dashboard) would inherit and then outlive the SIGINT below.
+    // SAFETY: signal(2) is async-signal-safe, and nothing else runs between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = Started(cmd.spawn().expect("start the server"));
     // Servers announce readiness on either stream (serve: standard error; dashboard: output).
     let (tx, rx) = mpsc::channel();
     let out: Box<dyn Read + Send> = Box::new(child.0.stdout.take().expect("stdout"));

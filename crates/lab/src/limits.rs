@@ -194,6 +194,12 @@ pub fn available_memory_bytes() -> Option<u64> {
     nand::host_memory::available_bytes()
 }
 
+/// What runs started together may take in all: 90% of the available memory (the rest for the
+/// process's own tables and whatever else the host runs); None where it cannot be read.
+pub fn memory_budget_bytes() -> Option<u64> {
+    available_memory_bytes().map(|a| a / 10 * 9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -755,10 +755,9 @@ mod tests {
         for p in 0..g.pages() {
             old.program(Ppn(p), true, 0, &zeros, 0, &oob_zeros);
         }
-        let held = crate::host_memory::spare::bytes();
+        // Whether this store gets `old`'s arenas depends on the other tests running beside it
+        // (they share the process's spare ones), so only what it reads is asserted.
         drop(old);
-        let now = crate::host_memory::spare::bytes();
-        assert!(now > held || now > 0, "the arenas are kept");
         let mut st = RamStore::new(g, true);
         let part = vec![0x5Au8; 100];
         st.program(Ppn(3), true, 200, &part, 1, &[7]);

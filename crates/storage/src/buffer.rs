@@ -120,7 +120,7 @@ pub struct BufferPool {
     ipa_slot: Vec<u8>,
     /// The IPA advisor's profile of write-backs, when enabled.
     profile: Option<std::collections::BTreeMap<crate::ObjectId, ObjectWrites>>,
-    /// Reads and write-backs per DB page, when counted (`count_page_io`).
+    /// Reads and write-backs in order, when recorded (`count_page_io`).
     page_io: Option<PageIo>,
 }
 
@@ -141,49 +141,25 @@ impl PageOp {
     }
 }
 
-/// The pool's reads from the store (misses) and write-backs since counting began: per DB page,
-/// with the object each page held when last read or written, and in order. What a
-/// preconditioning warm-up replays (`Engine::replay_page_io`).
+/// The pool's reads from the store (misses, not a scan's read-ahead) and write-backs since
+/// counting began, in the order the pool made them: what a preconditioning warm-up replays
+/// (`Engine::replay_page_io`). Counts per page are the trace's to derive.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PageIo {
-    /// Every read and write-back, in the order the pool made them.
     pub trace: Vec<PageOp>,
-    /// Write-backs, indexed by page id; grows to the highest page counted.
-    pub writes: Vec<u32>,
-    /// Reads from the store on a miss (not a scan's read-ahead), indexed as `writes`.
-    pub reads: Vec<u32>,
-    /// The object of each counted page (0 where it was neither read nor written).
-    pub objects: Vec<crate::ObjectId>,
 }
 
 impl PageIo {
-    fn slot(&mut self, pid: PageId, object: crate::ObjectId) -> usize {
-        let i = pid as usize;
-        if i >= self.writes.len() {
-            self.writes.resize(i + 1, 0);
-            self.reads.resize(i + 1, 0);
-            self.objects.resize(i + 1, 0);
-        }
-        self.objects[i] = object;
-        i
-    }
-    fn note_write(&mut self, pid: PageId, object: crate::ObjectId) {
-        let i = self.slot(pid, object);
-        self.writes[i] = self.writes[i].saturating_add(1);
-        self.trace.push(PageOp::Write(pid));
-    }
-    fn note_read(&mut self, pid: PageId, object: crate::ObjectId) {
-        let i = self.slot(pid, object);
-        self.reads[i] = self.reads[i].saturating_add(1);
-        self.trace.push(PageOp::Read(pid));
-    }
     /// Write-backs counted in all.
     pub fn total_writes(&self) -> u64 {
-        self.writes.iter().map(|&c| u64::from(c)).sum()
+        self.trace
+            .iter()
+            .filter(|o| matches!(o, PageOp::Write(_)))
+            .count() as u64
     }
     /// Reads counted in all.
     pub fn total_reads(&self) -> u64 {
-        self.reads.iter().map(|&c| u64::from(c)).sum()
+        self.trace.len() as u64 - self.total_writes()
     }
 }
 
@@ -266,7 +242,7 @@ impl BufferPool {
             } else {
                 t = store.read_page(t, pid, &mut fr.data)?;
                 if let Some(io) = self.page_io.as_mut() {
-                    io.note_read(pid, page::object(&fr.data));
+                    io.trace.push(PageOp::Read(pid));
                 }
                 // The base first (its checksum excludes the delta area), then its appends.
                 match page::verify(&fr.data, pid)
@@ -386,7 +362,7 @@ impl BufferPool {
             self.profile_writeback(f);
         }
         if let Some(io) = self.page_io.as_mut() {
-            io.note_write(pid, page::object(&self.frames[f].data));
+            io.trace.push(PageOp::Write(pid));
         }
         if let Some(done) = self.try_append(store, t, f, pid)? {
             return Ok(done);

@@ -206,19 +206,22 @@ fn pages_rewritten_as_they_are_change_nothing_and_redo_still_finds_its_work() {
         copy.take_page_io().is_none(),
         "taking the counts stops counting"
     );
-    let written: Vec<u32> = (0..io.writes.len() as u32)
-        .filter(|&p| io.writes[p as usize] > 0)
+    let written: Vec<u32> = io
+        .trace
+        .iter()
+        .filter_map(|o| match *o {
+            PageOp::Write(p) => Some(p),
+            PageOp::Read(_) => None,
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
         .collect();
     assert!(
         !written.is_empty(),
         "32 frames cannot hold a pass over 3,000 rows"
     );
     for &p in &written {
-        assert_eq!(
-            Some(io.objects[p as usize]),
-            objects[p as usize],
-            "page {p}"
-        );
+        assert!(objects[p as usize].is_some(), "page {p} is the database's");
     }
     // Committed work whose pages are still dirty in the pool, then the stale images rewritten.
     pass(&mut copy, &mut want, 5);
@@ -242,14 +245,6 @@ fn pages_rewritten_as_they_are_change_nothing_and_redo_still_finds_its_work() {
         ),
         (n + 1, n, 1, 1)
     );
-    // The trace is the pool's reads and write-backs in order.
-    let reads = io
-        .trace
-        .iter()
-        .filter(|o| matches!(o, PageOp::Read(_)))
-        .count() as u64;
-    assert_eq!(reads, io.total_reads());
-    assert_eq!(io.trace.len() as u64, io.total_reads() + io.total_writes());
     assert_eq!(balances(&mut copy), want);
     assert!(copy.check().unwrap().is_empty());
     disk.cut_power();

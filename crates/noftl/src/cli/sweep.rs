@@ -583,7 +583,7 @@ fn run_local(
     timeout_seconds: Option<f64>,
 ) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the noftl binary")?;
-    let budget = lab::limits::available_memory_bytes().map_or(u64::MAX, |a| a / 10 * 9);
+    let budget = lab::limits::memory_budget_bytes().unwrap_or(u64::MAX);
     let queue = Mutex::new(todo.iter().collect::<VecDeque<&Job>>());
     // (memory of the running jobs, number running)
     let running = (Mutex::new((0u64, 0usize)), Condvar::new());

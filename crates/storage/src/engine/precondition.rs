@@ -38,13 +38,16 @@ pub struct Replayed {
     pub skipped: u64,
 }
 
-/// The pages a replay read last, with their bytes: a write of one of them needs no read, as a
-/// write-back of a page the pool holds needs none (FIFO, as many pages as the pool has frames).
+/// What a replay keeps between its batches, valid while nothing but the replay runs: the pages
+/// it read last, with their bytes (a write of one of them needs no read, as a write-back of a
+/// page the pool holds needs none; FIFO, as many pages as the pool has frames), and which pages
+/// are allocated (read from the space maps once, not per batch).
 #[derive(Debug)]
 pub struct ReplayPages {
     pages: HashMap<PageId, Box<[u8]>>,
     order: VecDeque<PageId>,
     capacity: usize,
+    allocated: Option<Vec<bool>>,
 }
 
 impl ReplayPages {
@@ -53,6 +56,7 @@ impl ReplayPages {
             pages: HashMap::with_capacity(capacity),
             order: VecDeque::with_capacity(capacity),
             capacity: capacity.max(1),
+            allocated: None,
         }
     }
 
@@ -117,7 +121,10 @@ impl Engine {
                 "replay_page_io needs no transaction open (quiesce first)".into(),
             ));
         }
-        let allocated = self.allocated_pages()?;
+        let allocated = match recent.allocated.take() {
+            Some(a) => a,
+            None => self.allocated_pages()?,
+        };
         let mut buf = vec![0u8; self.page_bytes()];
         let mut done = Replayed::default();
         for &op in ops {
@@ -155,6 +162,7 @@ impl Engine {
             }
             done.writes += 1;
         }
+        recent.allocated = Some(allocated);
         self.now = self.io(|s, t| s.sync_pages(t))?;
         Ok(done)
     }

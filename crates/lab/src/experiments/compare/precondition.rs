@@ -76,12 +76,24 @@ impl Replay {
         if io.total_writes() == 0 {
             return Ok(None);
         }
+        // (reads, write-backs) per page in the sample.
+        let mut counts: Vec<(u32, u32)> = Vec::new();
+        for op in &io.trace {
+            let p = op.pid() as usize;
+            if p >= counts.len() {
+                counts.resize(p + 1, (0, 0));
+            }
+            match op {
+                PageOp::Read(_) => counts[p].0 += 1,
+                PageOp::Write(_) => counts[p].1 += 1,
+            }
+        }
+        let count = |p: usize| counts.get(p).copied().unwrap_or((0, 0));
         let hot = |p: usize| {
-            io.writes.get(p).is_some_and(|&c| c >= 2) || io.reads.get(p).is_some_and(|&c| c >= 2)
+            let (r, w) = count(p);
+            r >= 2 || w >= 2
         };
-        let seen = |p: usize| {
-            io.writes.get(p).is_some_and(|&c| c > 0) || io.reads.get(p).is_some_and(|&c| c > 0)
-        };
+        let seen = |p: usize| count(p) != (0, 0);
         let mut by_object: BTreeMap<ObjectId, Moves> = BTreeMap::new();
         for (p, o) in objects.iter().enumerate() {
             let Some(o) = *o else { continue };
@@ -100,7 +112,7 @@ impl Replay {
             }
         }
         by_object.retain(|_, m| !m.seen.is_empty());
-        let len = objects.len().max(io.writes.len());
+        let len = objects.len().max(counts.len());
         let mut r = Replay {
             trace: io.trace.clone(),
             at: 0,
@@ -159,21 +171,10 @@ impl Replay {
 mod tests {
     use super::*;
 
-    fn io(trace: &[PageOp], objects_of: &[ObjectId]) -> PageIo {
-        let n = objects_of.len();
-        let mut io = PageIo {
+    fn io(trace: &[PageOp]) -> PageIo {
+        PageIo {
             trace: trace.to_vec(),
-            writes: vec![0; n],
-            reads: vec![0; n],
-            objects: objects_of.to_vec(),
-        };
-        for op in trace {
-            match *op {
-                PageOp::Read(p) => io.reads[p as usize] += 1,
-                PageOp::Write(p) => io.writes[p as usize] += 1,
-            }
         }
-        io
     }
 
     #[test]
@@ -193,8 +194,7 @@ mod tests {
             Write(0),
             Write(10),
         ];
-        let of = [7; 13];
-        let sample = io(&trace, &of);
+        let sample = io(&trace);
         let objects: Vec<Option<ObjectId>> = (0..13)
             .map(|p| {
                 Some(match p {

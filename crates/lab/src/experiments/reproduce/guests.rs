@@ -89,11 +89,19 @@ pub(super) fn vm_spec(
 pub(super) fn guest(s: &vm::Spec) -> anyhow::Result<vm::VmResult> {
     let r = vm::run(s)?;
     if r.guest_exit_status != 0 {
+        // The program by its name: its path is this host's, and the message goes into result
+        // files that are published.
+        let mut command = s.command.clone();
+        if let Some(p) = command.first_mut() {
+            if let Some(name) = std::path::Path::new(p.as_str()).file_name() {
+                *p = name.to_string_lossy().into_owned();
+            }
+        }
         bail!(
             "{} on {}: the guest's command {:?} exited with status {}: {}",
             s.fs.name(),
             s.target.target,
-            s.command,
+            command,
             r.guest_exit_status,
             r.guest_stderr.trim()
         );

@@ -67,7 +67,6 @@ struct State {
     pending: Vec<RunJob>,
     free_slots: usize,
     free_bytes: u64,
-    running: usize,
     outputs: Vec<(RunJob, RunOutput)>,
     failed: Option<anyhow::Error>,
 }
@@ -79,7 +78,7 @@ pub fn run_local(
     progress: &mut Progress<'_>,
 ) -> anyhow::Result<Vec<(RunJob, RunOutput)>> {
     let slots = spec.jobs.max(1);
-    let budget = crate::limits::available_memory_bytes().map_or(u64::MAX, |a| a / 10 * 9);
+    let budget = crate::limits::memory_budget_bytes().unwrap_or(u64::MAX);
     let mut pending = runs;
     // Largest first; `pop` takes from the end.
     pending.sort_by_key(|j| need_bytes(spec, j, 1));
@@ -87,7 +86,6 @@ pub fn run_local(
         pending,
         free_slots: slots,
         free_bytes: budget,
-        running: 0,
         outputs: Vec::new(),
         failed: None,
     });
@@ -130,8 +128,8 @@ fn worker(
         let took = need.min(st.free_bytes);
         st.free_slots -= k;
         st.free_bytes -= took;
-        st.running += 1;
-        let alone = st.running == 1 && st.free_slots + k == slots;
+        // Every run in flight holds a slot: all of them free but these, it runs alone.
+        let alone = st.free_slots + k == slots;
         drop(st);
         let one = Spec {
             jobs: k,
@@ -147,7 +145,6 @@ fn worker(
         st = lock();
         st.free_slots += k;
         st.free_bytes += took;
-        st.running -= 1;
         match out {
             Ok(o) => st.outputs.push((job, o)),
             Err(e) => {
@@ -175,7 +172,7 @@ fn next_fit(spec: &Spec, slots: usize, st: &State) -> Option<(usize, usize, u64)
             return Some((i, k, need_bytes(spec, job, k)));
         }
     }
-    if st.running == 0 {
+    if st.free_slots == slots {
         let i = st.pending.len() - 1;
         let job = &st.pending[i];
         let k = slots.min(max_slots(job));
@@ -196,12 +193,11 @@ mod tests {
         }
     }
 
-    fn state(pending: Vec<RunJob>, free_slots: usize, free_bytes: u64, running: usize) -> State {
+    fn state(pending: Vec<RunJob>, free_slots: usize, free_bytes: u64) -> State {
         State {
             pending,
             free_slots,
             free_bytes,
-            running,
             outputs: Vec::new(),
             failed: None,
         }
@@ -213,24 +209,24 @@ mod tests {
         // Sorted as run_local sorts them: the largest last.
         let pending = vec![oltp(48, 1), oltp(200, 5), oltp(500, 10)];
         // 24 GiB free, 2 slots: the 10 GiB scale takes one slot (two devices do not fit).
-        let st = state(pending.clone(), 2, 24 * GIB, 0);
+        let st = state(pending.clone(), 2, 24 * GIB);
         let (i, k, need) = next_fit(&spec, 2, &st).unwrap();
         assert_eq!((i, k), (2, 1));
         assert_eq!(need, 7 * GIB + 11 * GIB);
         // Beside it (3 GiB and a slot left): not the 5 GiB scale, the 1 GiB one.
-        let st = state(pending[..2].to_vec(), 1, 3 * GIB, 1);
+        let st = state(pending[..2].to_vec(), 1, 3 * GIB);
         assert_eq!(next_fit(&spec, 2, &st).map(|f| (f.0, f.1)), Some((0, 1)));
         // Nothing fits beside a running run: wait.
-        let st = state(vec![oltp(200, 5)], 1, 3 * GIB, 1);
+        let st = state(vec![oltp(200, 5)], 1, 3 * GIB);
         assert!(next_fit(&spec, 2, &st).is_none());
         // Nothing runs: the largest starts whatever it needs.
-        let st = state(vec![oltp(500, 10)], 2, GIB, 0);
+        let st = state(vec![oltp(500, 10)], 2, GIB);
         assert_eq!(next_fit(&spec, 2, &st).map(|f| (f.0, f.1)), Some((0, 2)));
         // No free slot: wait.
-        let st = state(vec![oltp(48, 1)], 0, 24 * GIB, 2);
+        let st = state(vec![oltp(48, 1)], 0, 24 * GIB);
         assert!(next_fit(&spec, 2, &st).is_none());
         // TPC-H and Fig. 4 run their stores one after another: one slot.
-        let st = state(vec![RunJob::Tpch], 2, 24 * GIB, 0);
+        let st = state(vec![RunJob::Tpch], 2, 24 * GIB);
         assert_eq!(next_fit(&spec, 2, &st).map(|f| f.1), Some(1));
     }
 }

@@ -1,5 +1,5 @@
 //! Preconditioning a device without running transactions: the reads and write-backs a workload
-//! makes, counted per page and recorded in order (`count_page_io`), and page operations replayed
+//! makes, recorded in order (`count_page_io`), and page operations replayed
 //! on the store (`replay_page_io`: pages read, and pages written back with the bytes they hold),
 //! so that a store reaches the state a long run leaves it in (its blocks mixed, GC copying what
 //! it would copy, a mapping cache holding what the workload looks up) at the cost of the page

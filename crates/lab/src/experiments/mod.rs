@@ -20,4 +20,5 @@ pub mod io;
 pub mod ipa;
 pub mod replay;
 pub mod reproduce;
+pub mod rounds;
 pub mod vm;

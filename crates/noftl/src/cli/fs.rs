@@ -61,6 +61,11 @@ pub struct FsWafWorkloadArgs {
     /// The workload's parameters, as `fs waf` takes them; `--workloads` names exactly one.
     #[command(flatten)]
     pub waf: FsWafArgs,
+    /// Run in steady-state rounds, marking preconditioning and every round on this serial
+    /// device and going on while the measurer answers GO (seqwrite, randwrite, kv; the guest
+    /// side of `reproduce amf`).
+    #[arg(long)]
+    pub rounds_tty: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -169,7 +174,14 @@ fn waf_workload(a: FsWafWorkloadArgs) -> anyhow::Result<()> {
         anyhow::bail!("--workloads names exactly one workload here");
     };
     let spec = a.waf.spec()?;
-    let run = lab::experiments::fs_waf::run_workload_in(&spec, &a.dir, workload)?;
+    let mut tty = match &a.rounds_tty {
+        Some(p) => Some(lab::experiments::rounds::Tty::open(p)?),
+        None => None,
+    };
+    let marker = tty
+        .as_mut()
+        .map(|t| t as &mut dyn lab::experiments::rounds::Marker);
+    let run = lab::experiments::fs_waf::run_workload_in(&spec, &a.dir, workload, marker)?;
     println!("{}", serde_json::to_string(&run)?);
     Ok(())
 }

@@ -69,6 +69,7 @@ impl VmArgs {
             accel: self.accel.parse::<Accel>()?,
             timeout_s: timeout_ns.div_ceil(1_000_000_000),
             memory_mib: self.memory_mib,
+            max_rounds: None,
         })
     }
 }

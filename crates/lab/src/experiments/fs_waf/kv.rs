@@ -240,33 +240,62 @@ pub(super) struct KvRun {
     pub compactions: u64,
 }
 
-/// Loads `live_bytes` of records into a new store in `dir`, then runs `ops` operations of the
+/// How many operations of the mix run after the load.
+pub(super) enum Ops<'a> {
+    /// This many, then the run ends.
+    Whole(u32),
+    /// Rounds of this many (`rounds`): the load is marked as round 0, every round after its
+    /// last sync, until the marker says stop.
+    Rounds(u32, &'a mut dyn crate::experiments::rounds::Marker),
+}
+
+/// Loads `live_bytes` of records into a new store in `dir`, then runs the operations of the
 /// mix; returns the bytes the store wrote.
-pub(super) fn run(dir: &Path, live_bytes: u64, ops: u32, seed: u64) -> anyhow::Result<KvRun> {
+pub(super) fn run(dir: &Path, live_bytes: u64, ops: Ops<'_>, seed: u64) -> anyhow::Result<KvRun> {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut s = Store::open(dir)?;
     s.payload = vec![0u8; 2 * *VALUE_BYTES.end() as usize];
     rng.fill(&mut s.payload[..]);
     let mean_record = HEADER_BYTES + u64::from(VALUE_BYTES.start() + VALUE_BYTES.end()) / 2;
     let keys = (live_bytes / mean_record).max(1);
-    let payload_at = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| {
-        rng.random_range(0..=*VALUE_BYTES.end() as usize)
-    };
     for _ in 0..keys {
         let key = rng.random();
         let (n, at) = (rng.random_range(VALUE_BYTES), payload_at(&mut rng));
         s.put(key, n, at)?;
     }
     s.sync()?;
+    match ops {
+        Ops::Whole(n) => mix(&mut s, &mut rng, n)?,
+        Ops::Rounds(n, marker) => {
+            super::in_rounds(marker, s.written_bytes, |_| {
+                let before = s.written_bytes;
+                mix(&mut s, &mut rng, n)?;
+                Ok(s.written_bytes - before)
+            })?;
+        }
+    }
+    Ok(KvRun {
+        written_bytes: s.written_bytes,
+        keys,
+        compactions: s.compactions,
+    })
+}
+
+fn payload_at(rng: &mut rand_xoshiro::Xoshiro256PlusPlus) -> usize {
+    rng.random_range(0..=*VALUE_BYTES.end() as usize)
+}
+
+/// `ops` operations of the mix, synced every `SYNC_EVERY` and at the end.
+fn mix(s: &mut Store, rng: &mut rand_xoshiro::Xoshiro256PlusPlus, ops: u32) -> anyhow::Result<()> {
     for op in 1..=ops {
         let roll = rng.random_range(0..4u32);
         if roll < 2 && !s.live.is_empty() {
             let key = s.live[rng.random_range(0..s.live.len())];
-            let (n, at) = (rng.random_range(VALUE_BYTES), payload_at(&mut rng));
+            let (n, at) = (rng.random_range(VALUE_BYTES), payload_at(rng));
             s.put(key, n, at)?;
         } else if roll == 2 || s.live.is_empty() {
             let key = rng.random();
-            let (n, at) = (rng.random_range(VALUE_BYTES), payload_at(&mut rng));
+            let (n, at) = (rng.random_range(VALUE_BYTES), payload_at(rng));
             s.put(key, n, at)?;
         } else {
             let key = s.live[rng.random_range(0..s.live.len())];
@@ -276,10 +305,5 @@ pub(super) fn run(dir: &Path, live_bytes: u64, ops: u32, seed: u64) -> anyhow::R
             s.sync()?;
         }
     }
-    s.sync()?;
-    Ok(KvRun {
-        written_bytes: s.written_bytes,
-        keys,
-        compactions: s.compactions,
-    })
+    s.sync()
 }

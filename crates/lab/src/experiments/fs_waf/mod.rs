@@ -177,6 +177,8 @@ impl WafResult {
 mod hadoop;
 mod kv;
 
+use super::rounds::{self, Mark, Marker};
+
 /// Bytes of a logical page: the unit of the FTLs' host counts.
 const PAGE_BYTES: u64 = 4096;
 
@@ -404,7 +406,7 @@ fn run_one(a: &Spec, fs: &str, target: &str, workload: &str) -> anyhow::Result<R
     let r = if workload == "none" {
         Ok(0)
     } else {
-        run_workload(a, &m.root, workload, &mut info)
+        run_workload(a, &m.root, workload, &mut info, None)
     };
     let stats = m.finish()?;
     Ok(Run {
@@ -425,29 +427,100 @@ pub struct WorkloadRun {
     pub workload_info: Value,
     /// The free space the mount reported before the workload (`--fill` is a share of it).
     pub free_bytes_before: u64,
+    /// Marks made (`rounds`): 0 for a whole run, else preconditioning's and one per round.
+    #[serde(default)]
+    pub marks: u32,
 }
 
 /// Runs one of `spec`'s workloads in the directory `root` (a mounted file system made by
 /// someone else: a kernel file system in a guest), with the table's parameters and driver.
-pub fn run_workload_in(spec: &Spec, root: &Path, workload: &str) -> anyhow::Result<WorkloadRun> {
+/// With `marker`, the workload runs in rounds (`rounds`: one of `rounds::ROUND_WORKLOADS`),
+/// marking the end of its preconditioning and of every round until the marker says stop.
+pub fn run_workload_in(
+    spec: &Spec,
+    root: &Path,
+    workload: &str,
+    marker: Option<&mut dyn Marker>,
+) -> anyhow::Result<WorkloadRun> {
     spec.check()?;
     if !WORKLOADS.contains(&workload) {
         bail!("unknown workload '{workload}' ({})", WORKLOADS.join(", "));
     }
+    if marker.is_some() && !rounds::ROUND_WORKLOADS.contains(&workload) {
+        bail!(
+            "{workload} runs whole, not in rounds (rounds: {})",
+            rounds::ROUND_WORKLOADS.join(", ")
+        );
+    }
     let free_bytes_before = free_bytes(root)?;
     let mut info = Value::Null;
-    let app_bytes = run_workload(spec, root, workload, &mut info)?;
+    let mut counting = marker.map(|inner| CountingMarker { inner, marks: 0 });
+    let app_bytes = run_workload(
+        spec,
+        root,
+        workload,
+        &mut info,
+        counting.as_mut().map(|c| c as &mut dyn Marker),
+    )?;
     Ok(WorkloadRun {
         workload: workload.to_string(),
         app_bytes,
         workload_info: info,
         free_bytes_before,
+        marks: counting.map_or(0, |c| c.marks),
     })
 }
 
+/// A marker that counts the marks it passes on.
+struct CountingMarker<'a> {
+    inner: &'a mut dyn Marker,
+    marks: u32,
+}
+
+impl Marker for CountingMarker<'_> {
+    fn mark(&mut self, m: Mark) -> anyhow::Result<bool> {
+        self.marks += 1;
+        self.inner.mark(m)
+    }
+}
+
+/// The marker of a run in rounds: `sync(2)` first, so that everything the round made the file
+/// system write has reached the device when the measurer reads its counters.
+fn mark_synced(marker: &mut dyn Marker, round: u32, app_bytes: u64) -> anyhow::Result<bool> {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    marker.mark(Mark { round, app_bytes })
+}
+
+/// Rounds of `round` (which returns the bytes it wrote) after preconditioning wrote `app`
+/// bytes: marks 0, 1, ... until the marker says stop; the bytes written in all.
+fn in_rounds(
+    marker: &mut dyn Marker,
+    mut app: u64,
+    mut round: impl FnMut(u32) -> anyhow::Result<u64>,
+) -> anyhow::Result<u64> {
+    let mut k = 0;
+    while mark_synced(marker, k, app)? {
+        k += 1;
+        app += round(k)?;
+    }
+    Ok(app)
+}
+
+/// randwrite in rounds: each round writes this share of the file at random offsets.
+pub const RANDWRITE_ROUND_SHARE: f64 = 0.5;
+/// kv in rounds: operations of the mix per round.
+pub const KV_ROUND_OPS: u32 = 25_000;
+
 /// Runs `workload` in the mount at `root`; returns the bytes it wrote and sets `info` to what
 /// it reports of itself.
-fn run_workload(a: &Spec, root: &Path, workload: &str, info: &mut Value) -> anyhow::Result<u64> {
+fn run_workload(
+    a: &Spec,
+    root: &Path,
+    workload: &str,
+    info: &mut Value,
+    mut marker: Option<&mut dyn Marker>,
+) -> anyhow::Result<u64> {
     let free = free_bytes(root)?;
     let mib = ((free as f64 * a.fill) as u64 >> 20).max(1) as u32;
     let file = root.join("data.bin");
@@ -458,7 +531,14 @@ fn run_workload(a: &Spec, root: &Path, workload: &str, info: &mut Value) -> anyh
     match workload {
         "seqwrite" => {
             make_file(&file, mib, a.seed)?;
-            let mut app = u64::from(mib) << 20;
+            let app = u64::from(mib) << 20;
+            if let Some(m) = marker.as_mut() {
+                // A round is one pass over the file.
+                return in_rounds(&mut **m, app, |k| {
+                    rewrite_sequential(&file, mib, a.seed + u64::from(k))
+                });
+            }
+            let mut app = app;
             let passes = a.rounds.round().max(1.0) as u32;
             for p in 0..passes {
                 app += rewrite_sequential(&file, mib, a.seed + u64::from(p) + 1)?;
@@ -467,7 +547,14 @@ fn run_workload(a: &Spec, root: &Path, workload: &str, info: &mut Value) -> anyh
         }
         "randwrite" => {
             make_file(&file, mib, a.seed)?;
-            Ok((u64::from(mib) << 20) + fio_randwrite(&file, mib, a.rounds, a.seed)?)
+            let app = u64::from(mib) << 20;
+            if let Some(m) = marker.as_mut() {
+                // Each round its own seed: the same seed would write the same offsets again.
+                return in_rounds(&mut **m, app, |k| {
+                    fio_randwrite(&file, mib, RANDWRITE_ROUND_SHARE, a.seed + u64::from(k))
+                });
+            }
+            Ok(app + fio_randwrite(&file, mib, a.rounds, a.seed)?)
         }
         "postmark-low" => {
             *info = json!({ "postmark": a.postmark.as_str() });
@@ -479,7 +566,20 @@ fn run_workload(a: &Spec, root: &Path, workload: &str, info: &mut Value) -> anyh
         }
         "kv" => {
             let live_bytes = (free as f64 * a.fill / 2.0) as u64;
-            let k = kv::run(&root.join("kv"), live_bytes, a.kv_ops, a.seed)?;
+            let k = match marker.as_mut() {
+                Some(m) => kv::run(
+                    &root.join("kv"),
+                    live_bytes,
+                    kv::Ops::Rounds(KV_ROUND_OPS, &mut **m),
+                    a.seed,
+                )?,
+                None => kv::run(
+                    &root.join("kv"),
+                    live_bytes,
+                    kv::Ops::Whole(a.kv_ops),
+                    a.seed,
+                )?,
+            };
             *info = json!({
                 "live_bytes_target": live_bytes,
                 "keys_loaded": k.keys,

@@ -20,7 +20,14 @@
 //! beside ours, the relative error, within 15% or the counters that say why (`why`). The
 //! kernel F2FS rows are also set against our `f2fs` mode (`f2fs_model`: within 10% or not).
 //!
-//! Steady state: the rows are whole runs from a fresh device (no rounds), so each says
+//! Steady state: the kernel rows of the workloads that repeat their work (seqwrite,
+//! randwrite, kv: `rounds::ROUND_WORKLOADS`) run in rounds inside one boot: the workload lays
+//! out its data set, then marks each round on the guest's second serial port, the host reads
+//! the server's counters at each mark, and the rounds go on until the last five are steady by
+//! the runner's rule (`crate::steady`: SNIA SSS PTS 2.1.24 on throughput and FTL WAF) or the
+//! cap. Those rows' figures are the last five rounds' (`window`), with every round and its
+//! throughput in modelled device time. The other rows (Postmark, the engine's, the Hadoop jobs)
+//! and the host rows through FUSE are whole runs from a fresh device: they say
 //! `steady_state.met = false` with how many times the run wrote the device over
 //! (`device_writes`; above 1 the FTL had to collect garbage, and `gc_migrations` says whether
 //! it copied).
@@ -38,6 +45,7 @@ use storage::measure::Consistency;
 
 use crate::device::DeviceSpec;
 use crate::experiments::fs_waf::{self, WorkloadRun};
+use crate::experiments::rounds::{self, Snapshot, Window};
 use crate::experiments::vm::{self, DeviceCounters, Fs};
 use crate::steady::SteadyState;
 
@@ -165,6 +173,9 @@ pub struct KernelRow {
     pub run: DeviceCounters,
     pub consistency: Consistency,
     pub steady_state: SteadyState,
+    /// A row run in rounds: its measured window (the last five rounds), whose figures are the
+    /// row's FS, FTL and total WAF, and every round. None: a whole run, less its baseline.
+    pub window: Option<Window>,
     /// Guest seconds around the command (TCG's, not a result).
     pub guest_command_s: f64,
 }
@@ -219,6 +230,8 @@ struct Scale {
     device: DeviceSpec,
     fill: f64,
     rounds: f64,
+    /// The cap on steady-state rounds of the rows that run in rounds.
+    max_rounds: u32,
     timeout_s: u64,
 }
 
@@ -237,6 +250,8 @@ fn scale(quick: bool) -> Scale {
         },
         fill: if quick { 0.5 } else { 0.75 },
         rounds: if quick { 0.25 } else { 2.0 },
+        // --quick checks the protocol with two rounds, not steady state.
+        max_rounds: if quick { 2 } else { crate::steady::MAX_ROUNDS },
         timeout_s: if quick { 600 } else { 3 * 3600 },
     }
 }
@@ -263,6 +278,14 @@ fn waf_spec(spec: &Spec, sc: &Scale, workloads: &[String]) -> fs_waf::Spec {
         seed: 1,
     }
 }
+
+/// Whether a workload's kernel rows run in rounds.
+fn in_rounds(workload: &str) -> bool {
+    rounds::ROUND_WORKLOADS.contains(&workload)
+}
+
+/// The guest's second serial port, where the workload marks its rounds.
+const ROUNDS_TTY: &str = "/dev/ttyS1";
 
 /// The guest's command: this program's `fs waf-workload` in the mounted file system.
 fn guest_command(w: &fs_waf::Spec, workload: &str) -> Vec<String> {
@@ -293,6 +316,9 @@ fn guest_command(w: &fs_waf::Spec, workload: &str) -> Vec<String> {
     ] {
         c.extend([flag.to_string(), v]);
     }
+    if in_rounds(workload) {
+        c.extend(["--rounds-tty".to_string(), ROUNDS_TTY.to_string()]);
+    }
     c
 }
 
@@ -300,19 +326,32 @@ fn migrations(d: &DeviceCounters) -> u64 {
     d.gc_migrations.as_u64().unwrap_or(0)
 }
 
-/// The row of a run less its baseline.
+/// The row of a run less its baseline; a run in rounds (`marks`: the counters at each mark)
+/// takes its figures from its window.
 fn kernel_row(
     (fs, target, workload): (Fs, &str, &str),
     (b, r): (&DeviceCounters, &DeviceCounters),
     guest_command_s: f64,
-    w: &WorkloadRun,
+    (w, marks): (&WorkloadRun, &[Snapshot]),
     device_bytes: u64,
-) -> KernelRow {
+) -> anyhow::Result<KernelRow> {
     let fs_write_bytes = r.host_write_bytes.saturating_sub(b.host_write_bytes);
     let host_write_pages = r.host_write_pages.saturating_sub(b.host_write_pages);
     let flash_programs = r.flash_programs.saturating_sub(b.flash_programs);
-    let fs_waf = fs_write_bytes as f64 / w.app_bytes.max(1) as f64;
-    let ftl_waf = flash_programs as f64 / host_write_pages.max(1) as f64;
+    let window = rounds::window(marks, device_bytes)?;
+    if in_rounds(workload) && window.is_none() {
+        bail!(
+            "{workload} ran in rounds but the host saw no round end ({} marks)",
+            marks.len()
+        );
+    }
+    let (fs_waf, ftl_waf) = match &window {
+        Some(win) => (win.figures.fs_waf, win.figures.ftl_waf),
+        None => (
+            fs_write_bytes as f64 / w.app_bytes.max(1) as f64,
+            flash_programs as f64 / host_write_pages.max(1) as f64,
+        ),
+    };
     let page = ftl::LOGICAL_PAGE_BYTES as u64;
     let consistency = guests::check_server_writes(
         w.app_bytes,
@@ -320,7 +359,13 @@ fn kernel_row(
         fs_write_bytes,
         r,
     );
-    KernelRow {
+    let steady_state = match &window {
+        Some(win) => win.steady_state.clone(),
+        None => {
+            SteadyState::skipped((r.host_write_pages * page) as f64 / device_bytes.max(1) as f64)
+        }
+    };
+    Ok(KernelRow {
         fs,
         target: target.to_string(),
         workload: workload.to_string(),
@@ -338,11 +383,10 @@ fn kernel_row(
         baseline: b.clone(),
         run: r.clone(),
         consistency,
-        steady_state: SteadyState::skipped(
-            (r.host_write_pages * page) as f64 / device_bytes.max(1) as f64,
-        ),
+        steady_state,
+        window,
         guest_command_s,
-    }
+    })
 }
 
 /// What one guest job is: a configuration's baseline, or a workload on it.
@@ -409,6 +453,7 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
                 Some(w) => guest_command(&wspec, w),
                 None => vec!["true".to_string()],
             };
+            let rounds = j.workload.as_deref().is_some_and(in_rounds);
             let what = format!(
                 "{}:{} {}",
                 j.fs.name(),
@@ -422,6 +467,10 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
                 (j.fs, j.target),
                 command,
             );
+            let vm = vm::Spec {
+                max_rounds: rounds.then_some(sc.max_rounds),
+                ..vm
+            };
             (what, vm)
         })
         .collect();
@@ -436,12 +485,12 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
             let row = match (base, &results[i + 1 + k]) {
                 (Ok(base), Ok(run)) => serde_json::from_str::<WorkloadRun>(run.guest_stdout.trim())
                     .map_err(|e| anyhow::anyhow!("the guest's workload report: {e}"))
-                    .map(|wr| {
+                    .and_then(|wr| {
                         kernel_row(
                             (fs, target, w),
                             (&base.device, &run.device),
                             run.guest_timing.command_s,
-                            &wr,
+                            (&wr, &run.rounds),
                             device_bytes,
                         )
                     }),
@@ -537,8 +586,22 @@ fn model_pairs(kernel: &[KernelRow], host: &[fs_waf::Row]) -> Vec<ModelPair> {
 
 fn why_kernel(k: &KernelRow) -> String {
     let mib = |b: u64| b as f64 / 1_048_576.0;
+    let rounds = match &k.window {
+        Some(w) => format!(
+            "; rounds: {} ({}), the last {} measured: app {:.1} MiB, FS {:.1} MiB, FTL host pages {}, flash programs {}, {:.2} MiB/s of modelled device time; ",
+            w.rounds.len(),
+            if w.steady_state.met { "steady" } else { "not steady at the cap" },
+            w.rounds.len().min(crate::steady::WINDOW_ROUNDS),
+            mib(w.figures.app_bytes),
+            mib(w.figures.fs_write_bytes),
+            w.figures.host_write_pages,
+            w.figures.flash_programs,
+            w.figures.app_mib_per_device_s
+        ),
+        None => "; a whole run: ".to_string(),
+    };
     format!(
-        "kernel {} in the guest: app {:.1} MiB, the FS wrote {:.1} MiB to the export ({} NBD writes, {} flushes, {} trims in the run; mkfs and mount {:.1} MiB subtracted), FTL host pages {}, flash programs {}, GC migrations {}, erases {}, the device written over {:.2}x",
+        "kernel {} in the guest{rounds}in all: app {:.1} MiB, the FS wrote {:.1} MiB to the export ({} NBD writes, {} flushes, {} trims in the run; mkfs and mount {:.1} MiB subtracted), FTL host pages {}, flash programs {}, GC migrations {}, erases {}, the device written over {:.2}x by the window's start (a whole run: by its end)",
         k.fs.name(),
         mib(k.app_bytes),
         mib(k.fs_write_bytes),
@@ -674,7 +737,26 @@ mod tests {
             app_bytes,
             workload_info: serde_json::Value::Null,
             free_bytes_before: 0,
+            marks: 0,
         }
+    }
+
+    /// Marks of a run in rounds: preconditioning then `n` equal rounds of 16 MiB written by
+    /// the application, 20 MiB by the file system (5,120 pages), 7,168 flash programs, 1 s.
+    fn marks(n: u32) -> Vec<Snapshot> {
+        (0..=n)
+            .map(|k| {
+                let k64 = u64::from(k);
+                Snapshot {
+                    round: k,
+                    app_bytes: (100 + 16 * k64) << 20,
+                    fs_write_bytes: (110 + 20 * k64) << 20,
+                    host_write_pages: 28_160 + 5_120 * k64,
+                    flash_programs: 28_160 + 7_168 * k64,
+                    device_clock_us: 1e6 * f64::from(k),
+                }
+            })
+            .collect()
     }
 
     /// The baseline (mkfs, mount, unmount) is subtracted from both levels.
@@ -684,12 +766,14 @@ mod tests {
         let run = counters(110 << 20, 28160, 38400, 9000);
         let w = workload(80 << 20);
         let r = kernel_row(
-            (Fs::Ext4, "page", "randwrite"),
+            (Fs::Ext4, "page", "postmark-high"),
             (&base, &run),
             1.0,
-            &w,
+            (&w, &[]),
             256 << 20,
-        );
+        )
+        .unwrap();
+        assert!(r.window.is_none(), "Postmark is a whole run");
         assert_eq!(r.fs_write_bytes, 100 << 20);
         assert!((r.fs_waf - 1.25).abs() < 1e-12);
         assert_eq!((r.host_write_pages, r.flash_programs), (25600, 35840));
@@ -703,13 +787,54 @@ mod tests {
             ..run.clone()
         };
         let r = kernel_row(
-            (Fs::Ext4, "page", "randwrite"),
+            (Fs::Ext4, "page", "postmark-high"),
             (&base, &bad),
             1.0,
-            &w,
+            (&w, &[]),
             256 << 20,
-        );
+        )
+        .unwrap();
         assert_eq!(r.consistency.status, "violated");
+    }
+
+    /// A row in rounds takes its figures from its last five rounds, not from the whole run
+    /// less its baseline; one that never marked a round is refused.
+    #[test]
+    fn a_row_in_rounds_is_its_window() {
+        let base = counters(10 << 20, 2560, 2560, 0);
+        let run = counters(250 << 20, 64_000, 80_000, 9000);
+        let w = workload(200 << 20);
+        let r = kernel_row(
+            (Fs::Ext4, "page", "randwrite"),
+            (&base, &run),
+            1.0,
+            (&w, &marks(7)),
+            256 << 20,
+        )
+        .unwrap();
+        let win = r.window.as_ref().unwrap();
+        assert_eq!(win.rounds.len(), 7);
+        assert_eq!(
+            win.figures.app_bytes,
+            5 * (16 << 20),
+            "the last five rounds"
+        );
+        assert!((r.fs_waf - 1.25).abs() < 1e-12);
+        assert!((r.ftl_waf - 1.4).abs() < 1e-12);
+        assert!(r.steady_state.met);
+        assert_eq!(r.steady_state.rounds, 7);
+        // The window starts after mark 2: 28,160 + 2 x 5,120 pages written by then.
+        let at_start = (28_160 + 2 * 5_120) as f64 * 4096.0 / f64::from(256u32 << 20);
+        assert!((r.steady_state.device_writes - at_start).abs() < 1e-9);
+        assert!((win.figures.app_mib_per_device_s - 16.0).abs() < 1e-9);
+        assert!(kernel_row(
+            (Fs::Ext4, "page", "randwrite"),
+            (&base, &run),
+            1.0,
+            (&w, &marks(0)),
+            256 << 20,
+        )
+        .is_err());
     }
 
     /// Cells: the slides' seven per row, within only with a clean check (invariant 2).
@@ -724,9 +849,10 @@ mod tests {
                     (*fs, t, "randwrite"),
                     (&base, &run),
                     1.0,
-                    &workload(80 << 20),
+                    (&workload(80 << 20), &marks(5)),
                     256 << 20,
                 )
+                .unwrap()
             })
             .collect();
         let cells = table(&["randwrite".to_string()], &rows, &[]);

@@ -82,6 +82,7 @@ pub(super) fn vm_spec(
         accel,
         timeout_s,
         memory_mib: 512,
+        max_rounds: None,
     }
 }
 

@@ -13,6 +13,7 @@
 //! the server before QEMU; QEMU bounded by the timeout; the server stopped on every path.
 
 pub mod guest;
+mod measure;
 pub mod qemu;
 pub mod spec;
 
@@ -91,6 +92,8 @@ pub struct VmResult {
     pub device: DeviceCounters,
     /// The server's statistics file, whole (`noftl serve --stats-file`).
     pub server: Value,
+    /// The counters at each of the command's round marks (`Spec::max_rounds`), in order.
+    pub rounds: Vec<crate::experiments::rounds::Snapshot>,
 }
 
 const TIMING_NOTE: &str = "wall-clock time of the emulated guest: it measures the accelerator (TCG: CPU emulation), not the device; not a result";
@@ -204,6 +207,19 @@ pub fn run(spec: &Spec) -> anyhow::Result<VmResult> {
         &stats,
         &spec.clock,
     )?));
+    let rounds_sock = work.path().join("rounds.sock");
+    let measurer = match spec.max_rounds {
+        Some(max) => Some(measure::Measurer::start(
+            &rounds_sock,
+            measure::ServerView {
+                pid: server.0.as_ref().map_or(0, |c| c.id()),
+                stats: stats.clone(),
+                dies: cfg.geometry.dies(),
+            },
+            max,
+        )?),
+        None => None,
+    };
     let booted = qemu::Boot {
         qemu: &qemu_bin,
         kernel: &kernel,
@@ -214,14 +230,21 @@ pub fn run(spec: &Spec) -> anyhow::Result<VmResult> {
         console: &console,
         qemu_log: &work.path().join("qemu.log"),
         timeout_s: spec.timeout_s,
+        rounds_socket: measurer.as_ref().map(|_| rounds_sock.as_path()),
     }
     .run();
+    // QEMU has exited: the measurer's connection is closed.
+    let rounds = match measurer {
+        Some(m) => m.finish(),
+        None => Ok(Vec::new()),
+    };
     // The server is stopped whatever the guest did: its final flush makes the image whole.
     let server_stats = server.finish(&stats)?;
     if let Some(out) = &spec.out {
         copy_out(work.path(), out)?;
     }
     let boot_s = booted?;
+    let rounds = rounds?;
     let outcome = guest::outcome(&job, || qemu::tail(&console, 15))?;
     Ok(VmResult {
         fs: spec.fs,
@@ -244,5 +267,6 @@ pub fn run(spec: &Spec) -> anyhow::Result<VmResult> {
         },
         device: counters(&server_stats, cfg.geometry.dies()),
         server: server_stats,
+        rounds,
     })
 }

@@ -119,6 +119,9 @@ pub struct Boot<'a> {
     /// QEMU's own stderr.
     pub qemu_log: &'a Path,
     pub timeout_s: u64,
+    /// The guest's second serial port (`/dev/ttyS1`) connected to this unix socket, where the
+    /// host listens (the rounds protocol).
+    pub rounds_socket: Option<&'a Path>,
 }
 
 /// The last `n` lines of a log file.
@@ -143,29 +146,33 @@ impl Boot<'_> {
             "-nodefaults",
         ])
         .args(["-display", "none", "-no-reboot", "-serial"])
-        .arg(format!("file:{}", self.console.display()))
-        .arg("-kernel")
-        .arg(&self.kernel.vmlinuz)
-        .arg("-initrd")
-        .arg(&self.kernel.initramfs)
-        // panic=-1: a panicking guest reboots at once, which -no-reboot turns into an exit.
-        .args(["-append", "console=ttyS0 quiet panic=-1"])
-        .arg("-drive")
-        .arg(format!(
-            "file=nbd:unix:{},format=raw,if=virtio,cache=none,discard=unmap",
-            self.socket.display()
-        ))
-        // multidevs=remap: the host's root spans several file systems, whose inode numbers
-        // would otherwise collide in the guest.
-        .args([
-            "-virtfs",
-            "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-        ])
-        .arg("-virtfs")
-        .arg(format!(
-            "local,path={},mount_tag=job,security_model=none",
-            self.job_dir.display()
-        ));
+        .arg(format!("file:{}", self.console.display()));
+        if let Some(s) = self.rounds_socket {
+            // The second -serial is the guest's ttyS1; QEMU connects to our listener.
+            c.arg("-serial").arg(format!("unix:{}", s.display()));
+        }
+        c.arg("-kernel")
+            .arg(&self.kernel.vmlinuz)
+            .arg("-initrd")
+            .arg(&self.kernel.initramfs)
+            // panic=-1: a panicking guest reboots at once, which -no-reboot turns into an exit.
+            .args(["-append", "console=ttyS0 quiet panic=-1"])
+            .arg("-drive")
+            .arg(format!(
+                "file=nbd:unix:{},format=raw,if=virtio,cache=none,discard=unmap",
+                self.socket.display()
+            ))
+            // multidevs=remap: the host's root spans several file systems, whose inode numbers
+            // would otherwise collide in the guest.
+            .args([
+                "-virtfs",
+                "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+            ])
+            .arg("-virtfs")
+            .arg(format!(
+                "local,path={},mount_tag=job,security_model=none",
+                self.job_dir.display()
+            ));
         c
     }
 

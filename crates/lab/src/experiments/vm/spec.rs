@@ -115,6 +115,10 @@ pub struct Spec {
     /// The whole guest, boot to power-off, wall-clock seconds: past it, QEMU is killed.
     pub timeout_s: u64,
     pub memory_mib: u32,
+    /// Steady-state rounds (`experiments::rounds`): the command marks them on the guest's
+    /// `/dev/ttyS1`; the host reads the server's counters at each mark and answers until the
+    /// rounds are steady or this many have run. None: no second serial port.
+    pub max_rounds: Option<u32>,
 }
 
 /// `vm`'s refusals and failures, each naming what to do.

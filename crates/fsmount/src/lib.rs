@@ -639,14 +639,17 @@ impl<F: PosixFs + std::fmt::Debug> Filesystem for Adapter<F> {
 }
 
 /// Mounts `fs` at `mountpoint` and serves it until SIGINT or SIGTERM, or until someone
-/// unmounts it (`fusermount3 -u`); then unmounts and returns the file system.
+/// unmounts it (`fusermount3 -u`); then unmounts and returns the file system. On SIGUSR1,
+/// `on_stats` is called with the file system (between two requests) and serving goes on: a
+/// measurer's snapshot of the counters while the mount is in use.
 pub fn serve<F: PosixFs + std::fmt::Debug>(
     fs: F,
     mountpoint: &Path,
     fs_name: &str,
     on_ready: impl FnOnce(),
+    on_stats: impl Fn(&F),
 ) -> anyhow::Result<F> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
     let shared = Arc::new(Mutex::new(fs));
     let waiter = Arc::new(Waiter::default());
     let w = waiter.clone();
@@ -668,7 +671,7 @@ pub fn serve<F: PosixFs + std::fmt::Debug>(
     // The handlers come first: a SIGTERM right after the mount appears (a driver that waits
     // for the mount and then stops it) must unmount, not kill the process and leave a dead
     // mount and no statistics behind.
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1])
         .context("cannot install signal handlers")?;
     let session = fuser::spawn_mount2(adapter, mountpoint, &opts).with_context(|| {
         format!(
@@ -677,10 +680,14 @@ pub fn serve<F: PosixFs + std::fmt::Debug>(
         )
     })?;
     on_ready();
-    loop {
-        if signals.pending().next().is_some() {
+    'serving: loop {
+        for sig in signals.pending() {
+            if sig == SIGUSR1 {
+                on_stats(&shared.lock().unwrap_or_else(|p| p.into_inner()));
+                continue;
+            }
             eprintln!("noftl mount: unmounting ({fs_name})");
-            break;
+            break 'serving;
         }
         if session.guard.is_finished() {
             eprintln!("noftl mount: unmounted from outside");

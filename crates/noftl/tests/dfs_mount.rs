@@ -372,6 +372,65 @@ fn fs_waf_measures_both_levels() {
     }
 }
 
+/// `fs waf --steady`: seqwrite in rounds on the host's FUSE mounts, the mount asked for its
+/// counters at each mark (SIGUSR1); every pass over the file writes the same, so five rounds
+/// are steady, and the row's figures are those five rounds'.
+#[test]
+fn fs_waf_steady_runs_rounds_until_steady() {
+    let Ok(()) = fuse_available(&["fusermount3"]).map_err(skip) else {
+        return;
+    };
+    let rows = fs_waf_rows(&[
+        "--configs",
+        "f2fs:page,alfs:amf",
+        "--workloads",
+        "seqwrite",
+        "--fill",
+        "0.2",
+        "--steady",
+    ]);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["consistency"]["status"], "ok", "{r}");
+        let steady = &r["steady_state"];
+        assert_eq!(steady["met"], true, "{r}");
+        let rounds = r["window"]["rounds"].as_array().expect("the rounds");
+        assert_eq!(
+            rounds.len() as u64,
+            steady["rounds"].as_u64().unwrap(),
+            "{r}"
+        );
+        assert!(rounds.len() >= 5, "{r}");
+        // Every round is one pass over the file; the window is the last five.
+        let pass = rounds[0]["app_bytes"].as_u64().unwrap();
+        assert!(pass >= 1 << 20, "{r}");
+        assert!(
+            rounds.iter().all(|x| x["app_bytes"].as_u64() == Some(pass)),
+            "{r}"
+        );
+        assert_eq!(
+            r["window"]["figures"]["app_bytes"].as_u64(),
+            Some(5 * pass),
+            "{r}"
+        );
+        assert!(
+            r["window"]["figures"]["app_mib_per_device_s"]
+                .as_f64()
+                .unwrap()
+                > 0.0,
+            "{r}"
+        );
+        let fs_waf = r["fs_waf"].as_f64().unwrap();
+        assert!(
+            (0.9..1.5).contains(&fs_waf),
+            "a pass writes its file and a little metadata: {r}"
+        );
+        if r["fs"] == "alfs" {
+            assert_eq!(r["ftl_waf"].as_f64(), Some(1.0), "{r}");
+        }
+    }
+}
+
 /// Runs `noftl fs waf` with `args` on the small device; returns its rows.
 fn fs_waf_rows(args: &[&str]) -> Vec<serde_json::Value> {
     let work = tempfile::tempdir().expect("a temporary directory");

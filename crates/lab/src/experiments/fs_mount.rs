@@ -92,6 +92,13 @@ pub struct Mounted {
 }
 
 impl Mounted {
+    /// The statistics so far of the process that serves the device (`mount` or `serve`: the
+    /// first started), asked for with SIGUSR1 (`stats_now`).
+    pub fn stats_now(&self) -> anyhow::Result<Value> {
+        let (child, _) = self.children.first().context("nothing serves this mount")?;
+        stats_now(child.id(), &self.stats)
+    }
+
     /// CPU time (user + system) of the serving processes so far, in seconds.
     pub fn cpu_s(&self) -> f64 {
         self.children.iter().map(|(c, _)| cpu_s(c.id())).sum()
@@ -125,6 +132,36 @@ impl Mounted {
 /// Starts `noftl serve` (the program `noftl`) with `args` (the target and device flags) on the
 /// unix socket `sock`, writing its statistics to `stats` at shutdown, and waits until it is
 /// ready (its "; ready" line). A server that does not become ready within 30 s is stopped.
+/// How long a server may take to rewrite its statistics after SIGUSR1.
+const STATS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Asks the process `pid` (`noftl serve` or `noftl mount` with `--stats-file stats`) for its
+/// statistics now: the old file removed, SIGUSR1, the new one read (the process writes it whole,
+/// through a temporary file and a rename) and parsed.
+pub fn stats_now(pid: u32, stats: &Path) -> anyhow::Result<Value> {
+    let _ = std::fs::remove_file(stats);
+    // SAFETY: kill(2) on a process we started.
+    if unsafe { libc::kill(pid as i32, libc::SIGUSR1) } != 0 {
+        bail!(
+            "cannot signal the server for its statistics: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    let deadline = Instant::now() + STATS_TIMEOUT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(stats) {
+            return serde_json::from_str(&text).context("the server's statistics");
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the server wrote no statistics within {} s of SIGUSR1",
+                STATS_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 pub fn start_serve(
     noftl: &Path,
     args: &[String],

@@ -252,6 +252,19 @@ pub fn go_on(snaps: &[Snapshot], max_rounds: u32) -> bool {
     }
 }
 
+/// The progress line of the latest mark of `snaps` (stderr): preconditioning done, or the
+/// round's figures, so that a long run in rounds shows where it is.
+pub fn note(label: &str, snaps: &[Snapshot]) {
+    let line = match rounds(snaps).ok().and_then(|r| r.last().copied()) {
+        Some(f) => format!(
+            "{label}: round {}: FS WAF {:.2}, FTL WAF {:.2}, {:.1} MiB/s of modelled device time",
+            f.round, f.fs_waf, f.ftl_waf, f.app_mib_per_device_s
+        ),
+        None => format!("{label}: preconditioned, rounds begin"),
+    };
+    crate::progress::note(&line);
+}
+
 /// The measured window: the last `steady::WINDOW_ROUNDS` rounds (fewer if fewer ran) as one.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Window {

@@ -194,20 +194,41 @@ pub fn run_mount(a: MountArgs) -> anyhow::Result<()> {
     }
     let posix = DfsPosix::new(fs, a.clock == "real");
     let mp = a.mountpoint.display().to_string();
-    let posix = fsmount::serve(posix, &a.mountpoint, "dfs", || {
-        eprintln!("noftl mount: dfs mounted on {mp}; SIGINT or SIGTERM unmounts");
-    })?;
+    let posix = fsmount::serve(
+        posix,
+        &a.mountpoint,
+        "dfs",
+        || {
+            eprintln!(
+                "noftl mount: dfs mounted on {mp}; SIGINT or SIGTERM unmounts, SIGUSR1 writes the statistics"
+            );
+        },
+        |p: &DfsPosix| write_stats_now(a.stats_file.as_deref(), &dfs_stats(&p.fs, rep.as_ref())),
+    )?;
     let mut fs = posix.fs;
     fs.sync_all().context("final sync")?;
     let stats = dfs_stats(&fs, rep.as_ref());
     let mut nand = fs.unmount()?;
     nand.flush().context("cannot flush the image")?;
-    let text = serde_json::to_string_pretty(&stats)?;
+    write_stats(a.stats_file.as_deref(), &stats)
+}
+
+/// The statistics to stderr and the stats file, if any (whole, through a temporary file: a
+/// reader never sees half of it). At unmount, and on SIGUSR1 while mounted.
+fn write_stats(path: Option<&std::path::Path>, stats: &serde_json::Value) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(stats)?;
     eprintln!("noftl mount: statistics\n{text}");
-    if let Some(p) = &a.stats_file {
+    if let Some(p) = path {
         lab::output::write_atomic(p, format!("{text}\n").as_bytes())?;
     }
     Ok(())
+}
+
+/// SIGUSR1: the statistics so far; serving goes on whatever happens to the file.
+fn write_stats_now(path: Option<&std::path::Path>, stats: &serde_json::Value) {
+    if let Err(e) = write_stats(path, stats) {
+        eprintln!("noftl mount: {e:#}");
+    }
 }
 
 pub fn run_fsck(a: FsckArgs) -> anyhow::Result<()> {
@@ -415,9 +436,19 @@ fn run_mount_lfs(a: MountArgs) -> anyhow::Result<()> {
     let posix = fsmount::lfs_fs::LfsPosix::new(fs, a.clock == "real");
     let mp = a.mountpoint.display().to_string();
     let name = a.fs.clone();
-    let posix = fsmount::serve(posix, &a.mountpoint, &name, || {
-        eprintln!("noftl mount: {name} on {target} mounted on {mp}; SIGINT or SIGTERM unmounts");
-    })?;
+    let posix = fsmount::serve(
+        posix,
+        &a.mountpoint,
+        &name,
+        || {
+            eprintln!(
+                "noftl mount: {name} on {target} mounted on {mp}; SIGINT or SIGTERM unmounts, SIGUSR1 writes the statistics"
+            );
+        },
+        |p: &fsmount::lfs_fs::LfsPosix| {
+            write_stats_now(a.stats_file.as_deref(), &lfs_stats(&p.fs, rep.as_ref()))
+        },
+    )?;
     let mut fs = posix.fs;
     fs.sync_all().context("final checkpoint")?;
     let stats = lfs_stats(&fs, rep.as_ref());
@@ -425,12 +456,7 @@ fn run_mount_lfs(a: MountArgs) -> anyhow::Result<()> {
     if let Some(mut nand) = dev.into_nand() {
         nand.flush().context("cannot flush the image")?;
     }
-    let text = serde_json::to_string_pretty(&stats)?;
-    eprintln!("noftl mount: statistics\n{text}");
-    if let Some(p) = &a.stats_file {
-        lab::output::write_atomic(p, format!("{text}\n").as_bytes())?;
-    }
-    Ok(())
+    write_stats(a.stats_file.as_deref(), &stats)
 }
 
 fn fsck_lfs(a: &FsckArgs, mode: lfs::Mode, target: &str, nand: Nand) -> anyhow::Result<()> {

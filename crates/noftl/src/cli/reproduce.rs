@@ -307,12 +307,28 @@ fn print_amf(res: &experiment::amf::AmfResult) {
         s.rounds
     );
     println!(
-        "{:<16} {:<10} {:>9} {:>7} {:>7} {:>7} {:>10} {:>9} {:>11}",
-        "config", "workload", "app MiB", "FS", "FTL", "total", "GC copies", "dev. x", "consistency"
+        "{:<16} {:<10} {:>9} {:>7} {:>7} {:>7} {:>10} {:>9} {:>12} {:>9} {:>11}",
+        "config",
+        "workload",
+        "app MiB",
+        "FS",
+        "FTL",
+        "total",
+        "GC copies",
+        "dev. x",
+        "rounds",
+        "MiB/s dev",
+        "consistency"
     );
+    // A row in rounds: its window's throughput in modelled device time; a whole run: none.
+    let mib_s = |w: Option<&lab::experiments::rounds::Window>| {
+        w.map_or("-".to_string(), |w| {
+            format!("{:.1}", w.figures.app_mib_per_device_s)
+        })
+    };
     for k in &res.kernel {
         println!(
-            "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>11}",
+            "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>12} {:>9} {:>11}",
             format!("kernel {}:{}", k.fs.name(), k.target),
             k.workload,
             k.app_bytes as f64 / 1048576.0,
@@ -321,12 +337,14 @@ fn print_amf(res: &experiment::amf::AmfResult) {
             k.total_waf,
             k.gc_migrations,
             k.steady_state.device_writes,
+            rounds_text(&k.steady_state),
+            mib_s(k.window.as_ref()),
             k.consistency.status
         );
     }
     for h in &res.host {
         println!(
-            "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>11}",
+            "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>12} {:>9} {:>11}",
             format!("ours {}:{}", h.fs, h.target),
             h.workload,
             h.app_bytes as f64 / 1048576.0,
@@ -335,6 +353,8 @@ fn print_amf(res: &experiment::amf::AmfResult) {
             h.total_waf,
             h.ftl_gc["migrations"],
             h.steady_state.device_writes,
+            rounds_text(&h.steady_state),
+            mib_s(h.window.as_ref()),
             h.consistency.status
         );
     }
@@ -454,5 +474,14 @@ fn print_today(res: &ReproduceResult) {
                 );
             }
         }
+    }
+}
+
+/// A row's rounds as the table prints them: "whole" (no rounds), "N steady", "N at cap".
+fn rounds_text(s: &lab::steady::SteadyState) -> String {
+    match (s.rounds, s.met) {
+        (0, _) => "whole".into(),
+        (n, true) => format!("{n} steady"),
+        (n, false) => format!("{n} at cap"),
     }
 }

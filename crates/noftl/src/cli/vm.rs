@@ -70,6 +70,7 @@ impl VmArgs {
             timeout_s: timeout_ns.div_ceil(1_000_000_000),
             memory_mib: self.memory_mib,
             max_rounds: None,
+            label: "vm".into(),
         })
     }
 }

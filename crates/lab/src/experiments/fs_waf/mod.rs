@@ -117,6 +117,10 @@ pub struct Spec {
     pub tpcc_txns: u32,
     /// Seed of the data and the access pattern.
     pub seed: u64,
+    /// Steady-state rounds for the workloads that repeat their work (`rounds::ROUND_WORKLOADS`):
+    /// the mount's counters read at each round's mark, until the last five rounds are steady
+    /// or this many have run. None: every workload is a whole run.
+    pub max_rounds: Option<u32>,
 }
 
 /// One row of the table: a configuration under a workload. Pass-through fields are the
@@ -152,10 +156,14 @@ pub struct Row {
     pub workload_info: Value,
     /// The run's write path against its physical bounds.
     pub consistency: Consistency,
-    /// The steady-state rule (`crate::steady`): this table's WAF is the whole run's from a
-    /// fresh mount (no rounds), so every row says it was not checked, with how often the run
+    /// The steady-state rule (`crate::steady`): a row in rounds says whether its rounds
+    /// settled; a whole run from a fresh mount says it was not checked, with how often the run
     /// wrote the device over (below 1: the FTL's GC may never have started).
     pub steady_state: crate::steady::SteadyState,
+    /// A row in rounds (`Spec::max_rounds`): its measured window (the last five rounds), whose
+    /// figures are the row's FS, FTL and total WAF, and every round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<rounds::Window>,
 }
 
 /// The table: one row per workload and configuration, workloads outermost.
@@ -188,6 +196,44 @@ struct Run {
     /// What the workload itself reports (kv's keys and compactions, Postmark's driver).
     workload: Value,
     stats: Value,
+    /// The counters at each round's mark (a run in rounds).
+    marks: Vec<rounds::Snapshot>,
+}
+
+/// The counters of a mount's statistics (`noftl mount`'s for lfs and dfs, `noftl serve`'s
+/// under ext4) at a mark, as this table counts them: the FS level is the FTL's host page writes.
+fn snapshot_of(stats: &Value, mark: Mark) -> rounds::Snapshot {
+    let ftl = &stats["ftl"];
+    let host = ftl["host"]["writes"].as_u64().unwrap_or(0);
+    let clock_ns = stats["device_time_ns"]
+        .as_u64()
+        .or_else(|| stats["nand"]["virtual_ns"].as_u64())
+        .unwrap_or(0);
+    rounds::Snapshot {
+        round: mark.round,
+        app_bytes: mark.app_bytes,
+        fs_write_bytes: host * PAGE_BYTES,
+        host_write_pages: host,
+        flash_programs: (ftl["waf"].as_f64().unwrap_or(0.0) * host as f64).round() as u64,
+        device_clock_us: clock_ns as f64 / 1e3,
+    }
+}
+
+/// The measurer of a host row in rounds: the mount's counters at each mark.
+struct MountMeasurer<'a> {
+    mounted: &'a crate::experiments::fs_mount::Mounted,
+    label: String,
+    marks: Vec<rounds::Snapshot>,
+    max_rounds: u32,
+}
+
+impl Marker for MountMeasurer<'_> {
+    fn mark(&mut self, m: Mark) -> anyhow::Result<bool> {
+        let stats = self.mounted.stats_now()?;
+        self.marks.push(snapshot_of(&stats, m));
+        rounds::note(&self.label, &self.marks);
+        Ok(rounds::go_on(&self.marks, self.max_rounds))
+    }
 }
 
 fn free_bytes(dir: &Path) -> anyhow::Result<u64> {
@@ -403,16 +449,33 @@ fn app_bytes_reach_device(workload: &str) -> bool {
 fn run_one(a: &Spec, fs: &str, target: &str, workload: &str) -> anyhow::Result<Run> {
     let m = mount_on(&a.noftl, fs, target, &a.device, "none")?;
     let mut info = Value::Null;
+    let mut measurer = a
+        .max_rounds
+        .filter(|_| rounds::ROUND_WORKLOADS.contains(&workload))
+        .map(|max_rounds| MountMeasurer {
+            mounted: &m,
+            label: format!("fs waf: {fs}:{target} {workload}"),
+            marks: Vec::new(),
+            max_rounds,
+        });
     let r = if workload == "none" {
         Ok(0)
     } else {
-        run_workload(a, &m.root, workload, &mut info, None)
+        run_workload(
+            a,
+            &m.root,
+            workload,
+            &mut info,
+            measurer.as_mut().map(|x| x as &mut dyn Marker),
+        )
     };
+    let marks = measurer.map(|x| x.marks).unwrap_or_default();
     let stats = m.finish()?;
     Ok(Run {
         app_bytes: r?,
         workload: info,
         stats,
+        marks,
     })
 }
 
@@ -679,14 +742,23 @@ fn row(
     workload: &str,
     (run, base): (&Run, &Run),
     device_bytes: u64,
-) -> Row {
+) -> anyhow::Result<Row> {
     let ftl = &run.stats["ftl"];
     let ((host, programs), (host0, programs0)) = (writes_of(run), writes_of(base));
     let host_pages = host.saturating_sub(host0);
-    let fs_waf = (host_pages * PAGE_BYTES) as f64 / run.app_bytes.max(1) as f64;
-    let ftl_waf = (programs - programs0) / host_pages.max(1) as f64;
     let consistency = consistency_of(workload, run, host_pages * PAGE_BYTES);
-    Row {
+    let window = rounds::window(&run.marks, device_bytes)?;
+    let (fs_waf, ftl_waf, steady_state) = match &window {
+        Some(w) => (w.figures.fs_waf, w.figures.ftl_waf, w.steady_state.clone()),
+        None => (
+            (host_pages * PAGE_BYTES) as f64 / run.app_bytes.max(1) as f64,
+            (programs - programs0) / host_pages.max(1) as f64,
+            crate::steady::SteadyState::skipped(
+                (host * PAGE_BYTES) as f64 / device_bytes.max(1) as f64,
+            ),
+        ),
+    };
+    Ok(Row {
         fs: fs.to_string(),
         target: target.to_string(),
         workload: workload.to_string(),
@@ -703,10 +775,9 @@ fn row(
         lfs: run.stats.get("lfs").cloned(),
         workload_info: run.workload.clone(),
         consistency,
-        steady_state: crate::steady::SteadyState::skipped(
-            (host * PAGE_BYTES) as f64 / device_bytes.max(1) as f64,
-        ),
-    }
+        steady_state,
+        window,
+    })
 }
 
 /// The configurations of `spec`, as (file system, target), checked.
@@ -766,7 +837,8 @@ pub fn run(spec: &Spec) -> anyhow::Result<WafResult> {
     for w in &spec.workloads {
         for ((fs, target), base) in configs.iter().zip(&bases) {
             let run = run_one(spec, fs, target, w).with_context(|| format!("{fs}:{target} {w}"))?;
-            let r = row(fs, target, w, (&run, base), device_bytes);
+            let r = row(fs, target, w, (&run, base), device_bytes)
+                .with_context(|| format!("{fs}:{target} {w}"))?;
             eprintln!(
                 "{fs}:{target} {w}: FS WAF {:.2}, FTL WAF {:.2}",
                 nan_if_infinite(r.fs_waf),
@@ -794,7 +866,8 @@ mod tests {
 
     /// A row as the JSON has it.
     fn row(fs: &str, target: &str, workload: &str, run: &Run, base: &Run) -> Value {
-        serde_json::to_value(super::row(fs, target, workload, (run, base), 1 << 30)).unwrap()
+        serde_json::to_value(super::row(fs, target, workload, (run, base), 1 << 30).unwrap())
+            .unwrap()
     }
 
     /// A run's statistics as `noftl mount` writes them for lfs.
@@ -802,6 +875,7 @@ mod tests {
         Run {
             app_bytes,
             workload: Value::Null,
+            marks: Vec::new(),
             stats: json!({
                 "lfs": { "data_pages": lfs_pages, "node_pages": 0, "meta_pages": 0,
                          "checkpoint_pages": 0, "user_bytes": app_bytes },

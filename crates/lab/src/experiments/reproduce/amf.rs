@@ -276,6 +276,7 @@ fn waf_spec(spec: &Spec, sc: &Scale, workloads: &[String]) -> fs_waf::Spec {
         tpcc_scale: 1,
         tpcc_txns: 2_000,
         seed: 1,
+        max_rounds: Some(sc.max_rounds),
     }
 }
 
@@ -469,6 +470,7 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
             );
             let vm = vm::Spec {
                 max_rounds: rounds.then_some(sc.max_rounds),
+                label: format!("reproduce amf: {what}"),
                 ..vm
             };
             (what, vm)

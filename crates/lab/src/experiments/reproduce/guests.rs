@@ -83,6 +83,7 @@ pub(super) fn vm_spec(
         timeout_s,
         memory_mib: 512,
         max_rounds: None,
+        label: String::new(),
     }
 }
 

@@ -12,14 +12,11 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 use crate::experiments::rounds::{self, Snapshot};
-
-/// How long the server may take to rewrite its statistics after SIGUSR1.
-const STATS_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The measurer: started before QEMU, stopped after it exits.
 pub(super) struct Measurer {
@@ -29,6 +26,8 @@ pub(super) struct Measurer {
 
 /// Where the measurer reads the server: its process id, its stats file, the device's dies.
 pub(super) struct ServerView {
+    /// What the progress lines call this guest.
+    pub label: String,
     pub pid: u32,
     pub stats: PathBuf,
     pub dies: u32,
@@ -89,7 +88,7 @@ fn serve_marks(
             continue;
         }
         let mark = rounds::parse_mark(&line)?;
-        let stats = read_stats(server)?;
+        let stats = crate::experiments::fs_mount::stats_now(server.pid, &server.stats)?;
         let c = super::counters(&stats, server.dies);
         snaps.push(Snapshot {
             round: mark.round,
@@ -99,35 +98,10 @@ fn serve_marks(
             flash_programs: c.flash_programs,
             device_clock_us: c.device_clock_us,
         });
+        rounds::note(&server.label, &snaps);
         let go = rounds::go_on(&snaps, max_rounds);
         writer.write_all(rounds::reply(go).as_bytes())?;
         writer.flush()?;
     }
     Ok(snaps)
-}
-
-/// Asks the server for its statistics now: the old file removed, SIGUSR1, the new one read
-/// (the server writes it whole, through a temporary file and a rename).
-fn read_stats(server: &ServerView) -> anyhow::Result<serde_json::Value> {
-    let _ = std::fs::remove_file(&server.stats);
-    // SAFETY: kill(2) on the server, our own child.
-    if unsafe { libc::kill(server.pid as i32, libc::SIGUSR1) } != 0 {
-        bail!(
-            "cannot signal the server for its statistics: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    let deadline = Instant::now() + STATS_TIMEOUT;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&server.stats) {
-            return serde_json::from_str(&text).context("the server's statistics");
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "the server wrote no statistics within {} s of SIGUSR1",
-                STATS_TIMEOUT.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }

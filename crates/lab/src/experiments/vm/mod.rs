@@ -212,6 +212,7 @@ pub fn run(spec: &Spec) -> anyhow::Result<VmResult> {
         Some(max) => Some(measure::Measurer::start(
             &rounds_sock,
             measure::ServerView {
+                label: spec.label.clone(),
                 pid: server.0.as_ref().map_or(0, |c| c.id()),
                 stats: stats.clone(),
                 dies: cfg.geometry.dies(),

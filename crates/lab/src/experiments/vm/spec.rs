@@ -119,6 +119,8 @@ pub struct Spec {
     /// `/dev/ttyS1`; the host reads the server's counters at each mark and answers until the
     /// rounds are steady or this many have run. None: no second serial port.
     pub max_rounds: Option<u32>,
+    /// What progress lines call this guest.
+    pub label: String,
 }
 
 /// `vm`'s refusals and failures, each naming what to do.

@@ -282,6 +282,11 @@ fn fio_randwrite(path: &Path, mib: u32, rounds: f64, seed: u64) -> anyhow::Resul
         .arg(format!("--size={mib}M"))
         .arg(format!("--io_size={io_mib}M"))
         .arg(format!("--randseed={seed}"))
+        // fio (3.33) ignores --randseed for the offsets while randrepeat is on (its default):
+        // every seed wrote the same sequence, so rounds rewrote the previous round's pages in
+        // order and the FTL never copied. Off, the seed decides the sequence (the same seed,
+        // the same offsets: measured 2026-11-28).
+        .arg("--randrepeat=0")
         .output()
         .context("fio")?;
     if !out.status.success() {

@@ -292,7 +292,7 @@ fn print_cells(cells: &[experiment::Cell]) {
 fn print_amf(res: &experiment::amf::AmfResult) {
     let s = &res.setup;
     println!(
-        "amf reproduction{}: kernel {} under {}; {}; device {} ({} MiB), fill {}, rounds {}",
+        "amf reproduction{}: kernel {} under {}; {}; device {} ({} MiB; TPC-C rows {} MiB), fill {}, rounds {}",
         if res.quick {
             " (--quick: a small device, not the set-up)"
         } else {
@@ -303,6 +303,7 @@ fn print_amf(res: &experiment::amf::AmfResult) {
         s.timing_note,
         s.device.join(" "),
         s.device_bytes >> 20,
+        s.tpcc_device_bytes >> 20,
         s.fill,
         s.rounds
     );

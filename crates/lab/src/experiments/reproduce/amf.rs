@@ -136,6 +136,11 @@ pub struct AmfSetup {
     /// The emulated device (`--preset` and `--set`), the same under every configuration.
     pub device: Vec<String>,
     pub device_bytes: u64,
+    /// The TPC-C rows' device (kernel and host rows alike, each with its own baseline): twice
+    /// the others, since the one-warehouse database does not fit in the 149 MiB kernel F2FS
+    /// leaves free on the smaller one.
+    pub tpcc_device: Vec<String>,
+    pub tpcc_device_bytes: u64,
     /// What the scale is against the slides' device.
     pub scale_note: &'static str,
     pub workloads: Vec<String>,
@@ -228,6 +233,9 @@ pub struct FailedRow {
 /// The device and workload scales of a run.
 struct Scale {
     device: DeviceSpec,
+    /// The TPC-C rows' device: twice the others, because the one-warehouse database does not
+    /// fit in the free space kernel F2FS leaves on 256 MiB (149 MiB).
+    tpcc_device: DeviceSpec,
     fill: f64,
     rounds: f64,
     /// The cap on steady-state rounds of the rows that run in rounds.
@@ -240,14 +248,16 @@ fn scale(quick: bool) -> Scale {
     // SLC, 128 pages of 4 KiB per block as on the slides' device; --quick: 128 MiB (alfs
     // does not fit 64 MiB: its checkpoint segments, meta log and cleaning reserve).
     let blocks = if quick { 32 } else { 64 };
+    let device = |blocks: u32| DeviceSpec {
+        set: vec![
+            format!("geometry.blocks_per_plane={blocks}"),
+            "geometry.pages_per_block=128".into(),
+        ],
+        ..DeviceSpec::preset("tiny")
+    };
     Scale {
-        device: DeviceSpec {
-            set: vec![
-                format!("geometry.blocks_per_plane={blocks}"),
-                "geometry.pages_per_block=128".into(),
-            ],
-            ..DeviceSpec::preset("tiny")
-        },
+        device: device(blocks),
+        tpcc_device: device(2 * blocks),
         fill: if quick { 0.5 } else { 0.75 },
         rounds: if quick { 0.25 } else { 2.0 },
         // --quick checks the protocol with two rounds, not steady state.
@@ -390,11 +400,64 @@ fn kernel_row(
     })
 }
 
-/// What one guest job is: a configuration's baseline, or a workload on it.
+/// What one guest job is: a configuration's baseline on a device, or a workload on it (with
+/// the index of its baseline's job).
 struct Job {
     fs: Fs,
     target: &'static str,
     workload: Option<String>,
+    /// On the TPC-C rows' larger device (`Scale::tpcc_device`).
+    large: bool,
+    baseline: usize,
+}
+
+/// The guest jobs: per configuration, a baseline on each device its workloads use, then the
+/// workloads.
+fn jobs_of(workloads: &[String]) -> Vec<Job> {
+    let mut jobs: Vec<Job> = Vec::new();
+    for (fs, target) in KERNEL {
+        let mut baselines = [None, None];
+        for w in workloads {
+            let large = Scale::large(w);
+            let baseline = match baselines[usize::from(large)] {
+                Some(b) => b,
+                None => {
+                    jobs.push(Job {
+                        fs,
+                        target,
+                        workload: None,
+                        large,
+                        baseline: jobs.len(),
+                    });
+                    baselines[usize::from(large)] = Some(jobs.len() - 1);
+                    jobs.len() - 1
+                }
+            };
+            jobs.push(Job {
+                fs,
+                target,
+                workload: Some(w.clone()),
+                large,
+                baseline,
+            });
+        }
+    }
+    jobs
+}
+
+impl Scale {
+    /// Whether `workload` runs on the larger device.
+    fn large(workload: &str) -> bool {
+        workload == "tpcc"
+    }
+
+    fn device_of(&self, large: bool) -> &DeviceSpec {
+        if large {
+            &self.tpcc_device
+        } else {
+            &self.device
+        }
+    }
 }
 
 /// The workloads `spec.only` names (comma-separated), else the default rows; checked.
@@ -422,25 +485,19 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
     let wspec = waf_spec(spec, &sc, &workloads);
     wspec.check()?;
     let device_bytes = sc.device.load()?.geometry.capacity_bytes();
+    let tpcc_device_bytes = sc.tpcc_device.load()?.geometry.capacity_bytes();
+    let bytes_of = |large: bool| {
+        if large {
+            tpcc_device_bytes
+        } else {
+            device_bytes
+        }
+    };
     // Refused before any run: the program, QEMU and the kernel.
     let guests = guests::prepare("amf", spec)?;
     let kernel = &guests.kernel;
 
-    let mut jobs = Vec::new();
-    for (fs, target) in KERNEL {
-        jobs.push(Job {
-            fs,
-            target,
-            workload: None,
-        });
-        for w in &workloads {
-            jobs.push(Job {
-                fs,
-                target,
-                workload: Some(w.clone()),
-            });
-        }
-    }
+    let jobs = jobs_of(&workloads);
     progress(&format!(
         "{} guest runs (kernel {}, {} jobs at once), then the host rows",
         jobs.len(),
@@ -456,14 +513,15 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
             };
             let rounds = j.workload.as_deref().is_some_and(in_rounds);
             let what = format!(
-                "{}:{} {}",
+                "{}:{} {}{}",
                 j.fs.name(),
                 j.target,
-                j.workload.as_deref().unwrap_or("baseline")
+                j.workload.as_deref().unwrap_or("baseline"),
+                if j.large { " (large device)" } else { "" }
             );
             let vm = guests::vm_spec(
                 spec,
-                (&sc.device, sc.timeout_s),
+                (sc.device_of(j.large), sc.timeout_s),
                 guests.accel,
                 (j.fs, j.target),
                 command,
@@ -480,41 +538,41 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
     // A row that fails (a guest's command, a mount) is recorded and the others go on.
     let mut failed = Vec::new();
     let mut kernel_rows = Vec::new();
-    let mut i = 0;
-    for (fs, target) in KERNEL {
-        let base = &results[i];
-        for (k, w) in workloads.iter().enumerate() {
-            let row = match (base, &results[i + 1 + k]) {
-                (Ok(base), Ok(run)) => serde_json::from_str::<WorkloadRun>(run.guest_stdout.trim())
-                    .map_err(|e| anyhow::anyhow!("the guest's workload report: {e}"))
-                    .and_then(|wr| {
-                        kernel_row(
-                            (fs, target, w),
-                            (&base.device, &run.device),
-                            run.guest_timing.command_s,
-                            (&wr, &run.rounds),
-                            device_bytes,
-                        )
-                    }),
-                (Err(e), _) => Err(anyhow::anyhow!("its baseline: {e:#}")),
-                (_, Err(e)) => Err(anyhow::anyhow!("{e:#}")),
-            };
-            match row {
-                Ok(r) => kernel_rows.push(r),
-                Err(e) => failed.push(FailedRow {
-                    config: format!("kernel {}:{target}", fs.name()),
-                    workload: w.clone(),
-                    error: format!("{e:#}"),
+    for (j, run) in jobs.iter().zip(&results) {
+        let Some(w) = &j.workload else {
+            continue;
+        };
+        let (fs, target) = (j.fs, j.target);
+        let row = match (&results[j.baseline], run) {
+            (Ok(base), Ok(run)) => serde_json::from_str::<WorkloadRun>(run.guest_stdout.trim())
+                .map_err(|e| anyhow::anyhow!("the guest's workload report: {e}"))
+                .and_then(|wr| {
+                    kernel_row(
+                        (fs, target, w),
+                        (&base.device, &run.device),
+                        run.guest_timing.command_s,
+                        (&wr, &run.rounds),
+                        bytes_of(j.large),
+                    )
                 }),
-            }
+            (Err(e), _) => Err(anyhow::anyhow!("its baseline: {e:#}")),
+            (_, Err(e)) => Err(anyhow::anyhow!("{e:#}")),
+        };
+        match row {
+            Ok(r) => kernel_rows.push(r),
+            Err(e) => failed.push(FailedRow {
+                config: format!("kernel {}:{target}", fs.name()),
+                workload: w.clone(),
+                error: format!("{e:#}"),
+            }),
         }
-        i += 1 + workloads.len();
     }
     progress("host rows: our f2fs mode (page, dftl) and alfs on amf, through FUSE");
     let mut host = Vec::new();
     for w in &workloads {
         let one = fs_waf::Spec {
             workloads: vec![w.clone()],
+            device: sc.device_of(Scale::large(w)).clone(),
             ..wspec.clone()
         };
         match fs_waf::run(&one) {
@@ -534,7 +592,9 @@ pub fn run(spec: &Spec, progress: &mut Progress<'_>) -> anyhow::Result<AmfResult
         setup: AmfSetup {
             device: sc.device.cli_args(),
             device_bytes,
-            scale_note: "the slides' device has 8 channels x 4 ways and 128 pages of 4 KiB per block; ours keeps the block (128 x 4 KiB) and is scaled to 256 MiB (128 MiB with --quick) on 2 x 2 x 2 dies x planes, so that a guest run writes the device over several times",
+            tpcc_device: sc.tpcc_device.cli_args(),
+            tpcc_device_bytes,
+            scale_note: "the slides' device has 8 channels x 4 ways and 128 pages of 4 KiB per block; ours keeps the block (128 x 4 KiB) and is scaled to 256 MiB (128 MiB with --quick; the TPC-C rows twice that) on 2 x 2 x 2 dies x planes, so that a guest run writes the device over several times",
             workloads,
             fill: sc.fill,
             rounds: sc.rounds,
@@ -837,6 +897,28 @@ mod tests {
             256 << 20,
         )
         .is_err());
+    }
+
+    /// A baseline per configuration and device: TPC-C on its larger device has its own.
+    #[test]
+    fn every_workload_has_the_baseline_of_its_device() {
+        let w: Vec<String> = ["randwrite", "tpcc", "kv"].map(String::from).to_vec();
+        let jobs = jobs_of(&w);
+        assert_eq!(
+            jobs.len(),
+            KERNEL.len() * 5,
+            "two baselines and three workloads each"
+        );
+        for j in &jobs {
+            let b = &jobs[j.baseline];
+            assert!(b.workload.is_none());
+            assert_eq!((b.fs, b.target, b.large), (j.fs, j.target, j.large));
+            if let Some(w) = &j.workload {
+                assert_eq!(j.large, w == "tpcc", "{w}");
+            }
+        }
+        let only: Vec<String> = vec!["kv".into()];
+        assert_eq!(jobs_of(&only).len(), KERNEL.len() * 2);
     }
 
     /// Cells: the slides' seven per row, within only with a clean check (invariant 2).

@@ -456,7 +456,8 @@ fn fs_waf_rows(args: &[&str]) -> Vec<serde_json::Value> {
 
 /// The key-value (non-transactional) and Hadoop-like workloads of `fs waf` run on a small
 /// device in both lfs modes, with every row within its physical bounds; the Hadoop jobs, which
-/// fsync all they write, write at least their own bytes (FS level >= 1).
+/// fsync all they write, write at least their own bytes (FS level >= 1; wordcount checks its
+/// own counts).
 #[test]
 fn fs_waf_runs_the_key_value_and_hadoop_workloads() {
     let Ok(()) = fuse_available(&["fusermount3"]).map_err(skip) else {
@@ -466,13 +467,13 @@ fn fs_waf_runs_the_key_value_and_hadoop_workloads() {
         "--configs",
         "f2fs:page,alfs:amf",
         "--workloads",
-        "kv,dfsio,terasort",
+        "kv,dfsio,terasort,wordcount",
         "--fill",
         "0.2",
         "--kv-ops",
         "3000",
     ]);
-    assert_eq!(rows.len(), 2 * 3, "{rows:?}");
+    assert_eq!(rows.len(), 2 * 4, "{rows:?}");
     for r in &rows {
         assert_eq!(r["consistency"]["status"], "ok", "{r}");
         let fs_waf = r["fs_waf"].as_f64().unwrap();

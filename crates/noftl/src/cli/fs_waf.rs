@@ -26,16 +26,16 @@ pub struct FsWafArgs {
     #[command(flatten)]
     pub device: DeviceArgs,
     /// Workloads, comma-separated: seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb,
-    /// tpcc, dfsio, terasort.
+    /// tpcc, dfsio, terasort, wordcount.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "seqwrite,randwrite,postmark-low,postmark-high,kv,tpcb,tpcc,dfsio,terasort"
+        default_value = "seqwrite,randwrite,postmark-low,postmark-high,kv,tpcb,tpcc,dfsio,terasort,wordcount"
     )]
     pub workloads: Vec<String>,
     /// seqwrite, randwrite and dfsio: the data set's share of the free space the mount reports
     /// (kv: its live data is half of it; terasort: its input a third, for the runs and the
-    /// output beside it).
+    /// output beside it; wordcount: its input a quarter).
     #[arg(long, default_value_t = 0.5)]
     pub fill: f64,
     /// seqwrite and randwrite: bytes written after the data set is laid out, as a multiple of

@@ -31,8 +31,8 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub duration: Option<String>,
     /// Run one part only: oltp, tpch, fig4 or today (amf: the rows' workloads, comma-separated:
-    /// seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb, tpcc, dfsio, terasort;
-    /// default all nine; dfs: the applications, comma-separated: sort, zipf, vmupdate, scan;
+    /// seqwrite, randwrite, postmark-low, postmark-high, kv, tpcb, tpcc, dfsio, terasort,
+    /// wordcount; default all ten; dfs: the applications, comma-separated: sort, zipf, vmupdate, scan;
     /// default all four).
     #[arg(long)]
     pub only: Option<String>,

@@ -30,8 +30,9 @@
 //!   part of what the file systems see;
 //! - `kv` (the table's non-transactional row): a Bitcask-like hash-partitioned log store with
 //!   periodic syncs and compaction (`kv.rs` says what and why);
-//! - `dfsio`, `terasort` (the table's Hadoop rows): a large file written and read; an external
-//!   sort of a file of 100-byte records into a second file, validated (`hadoop.rs`).
+//! - `dfsio`, `terasort`, `wordcount` (the table's Hadoop rows): a large file written and
+//!   read; an external sort of a file of 100-byte records into a second file, validated; a
+//!   word count of a generated text through sorted spill files, validated (`hadoop.rs`).
 //!
 //! `--postmark real` runs the Postmark rows with the `postmark` program itself instead of the
 //! built-in mix (the same files, sizes and transactions), as a cross-check of the driver.
@@ -431,7 +432,7 @@ fn engine_on_file(noftl: &Path, root: &Path, bench_args: &str) -> anyhow::Result
 }
 
 /// The workloads `--workloads` names.
-pub const WORKLOADS: [&str; 9] = [
+pub const WORKLOADS: [&str; 10] = [
     "seqwrite",
     "randwrite",
     "postmark-low",
@@ -441,14 +442,15 @@ pub const WORKLOADS: [&str; 9] = [
     "tpcc",
     "dfsio",
     "terasort",
+    "wordcount",
 ];
 
 /// Workloads that write every byte once to a file they fsync before deleting it (sequential
 /// passes), so that the file system must write at least as much to the device (bound 7 of
 /// `storage::measure`). The others may lose bytes to merging in a cache (random writes to one
 /// block, files deleted before they were flushed).
-fn app_bytes_reach_device(workload: &str) -> bool {
-    matches!(workload, "seqwrite" | "dfsio" | "terasort")
+pub(crate) fn app_bytes_reach_device(workload: &str) -> bool {
+    matches!(workload, "seqwrite" | "dfsio" | "terasort" | "wordcount")
 }
 
 fn run_one(a: &Spec, fs: &str, target: &str, workload: &str) -> anyhow::Result<Run> {
@@ -669,6 +671,11 @@ fn run_workload(
                 "runs": hadoop::RUNS,
             });
             hadoop::terasort(root, records, a.seed)
+        }
+        "wordcount" => {
+            let input_bytes = (free as f64 * a.fill / 4.0) as u64;
+            *info = json!({ "input_bytes_target": input_bytes, "splits": hadoop::SPLITS });
+            hadoop::wordcount(root, input_bytes, a.seed)
         }
         "tpcb" => engine_on_file(
             &a.noftl,

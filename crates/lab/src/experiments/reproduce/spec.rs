@@ -29,7 +29,7 @@ pub struct Spec {
     pub duration: Option<String>,
     /// Only the OLTP rows, or only TPC-H, or only Fig. 4, or only today's chips (None: the
     /// paper's figures, without today's chips). amf: the workloads of the rows to run,
-    /// comma-separated (None: all nine of `amf::DEFAULT_WORKLOADS`). dfs: the applications of
+    /// comma-separated (None: all ten of `amf::DEFAULT_WORKLOADS`). dfs: the applications of
     /// the rows, comma-separated (None: sort, zipf, vmupdate, scan).
     pub only: Option<String>,
     /// Also the OLTP rows on today's chips (beyond the paper; a second table).

@@ -18,8 +18,9 @@
 //! the device when the measurer reads it.
 //!
 //! Pieces, bottom up: the protocol's lines (`Mark`, `parse_mark`, `reply`); the marker a
-//! workload calls (`Marker`; `Tty` over a serial device; `Always` for tests); the measurer's
-//! side (`Snapshot`, `samples`, `go_on`, `Window`).
+//! workload calls (`Marker`; `Tty` over a serial device; `Always` for tests) and the round
+//! loop it runs (`in_rounds`); the measurer's side (`Snapshot`, `rounds`, `go_on`, `window`,
+//! `note`).
 //!
 //! Invariants:
 //! 1. Marks arrive with rounds 0, 1, 2, ... in order and non-decreasing application bytes;
@@ -140,6 +141,29 @@ impl Marker for Tty {
             other => bail!("the measurer answered {other:?} to mark {}", m.round),
         }
     }
+}
+
+/// The marker of a run in rounds: `sync(2)` first, so that everything the round made the file
+/// system write has reached the device when the measurer reads its counters.
+fn mark_synced(marker: &mut dyn Marker, round: u32, app_bytes: u64) -> anyhow::Result<bool> {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    marker.mark(Mark { round, app_bytes })
+}
+
+/// Rounds of `round` (which returns the bytes it wrote) after preconditioning wrote `app`
+/// bytes: marks 0, 1, ... until the marker says stop; the bytes written in all.
+pub fn in_rounds(
+    marker: &mut dyn Marker,
+    mut app: u64,
+    mut round: impl FnMut(u32) -> anyhow::Result<u64>,
+) -> anyhow::Result<u64> {
+    let mut k = 0;
+    while mark_synced(marker, k, app)? {
+        k += 1;
+        app += round(k)?;
+    }
+    Ok(app)
 }
 
 /// A marker that runs a fixed number of rounds (tests, and a run without a measurer).

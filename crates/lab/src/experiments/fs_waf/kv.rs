@@ -267,7 +267,7 @@ pub(super) fn run(dir: &Path, live_bytes: u64, ops: Ops<'_>, seed: u64) -> anyho
     match ops {
         Ops::Whole(n) => mix(&mut s, &mut rng, n)?,
         Ops::Rounds(n, marker) => {
-            super::in_rounds(marker, s.written_bytes, |_| {
+            crate::experiments::rounds::in_rounds(marker, s.written_bytes, |_| {
                 let before = s.written_bytes;
                 mix(&mut s, &mut rng, n)?;
                 Ok(s.written_bytes - before)

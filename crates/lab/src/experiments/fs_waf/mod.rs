@@ -186,7 +186,7 @@ impl WafResult {
 mod hadoop;
 mod kv;
 
-use super::rounds::{self, Mark, Marker};
+use super::rounds::{self, in_rounds, Mark, Marker};
 
 /// Bytes of a logical page: the unit of the FTLs' host counts.
 const PAGE_BYTES: u64 = 4096;
@@ -552,29 +552,6 @@ impl Marker for CountingMarker<'_> {
         self.marks += 1;
         self.inner.mark(m)
     }
-}
-
-/// The marker of a run in rounds: `sync(2)` first, so that everything the round made the file
-/// system write has reached the device when the measurer reads its counters.
-fn mark_synced(marker: &mut dyn Marker, round: u32, app_bytes: u64) -> anyhow::Result<bool> {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-    marker.mark(Mark { round, app_bytes })
-}
-
-/// Rounds of `round` (which returns the bytes it wrote) after preconditioning wrote `app`
-/// bytes: marks 0, 1, ... until the marker says stop; the bytes written in all.
-fn in_rounds(
-    marker: &mut dyn Marker,
-    mut app: u64,
-    mut round: impl FnMut(u32) -> anyhow::Result<u64>,
-) -> anyhow::Result<u64> {
-    let mut k = 0;
-    while mark_synced(marker, k, app)? {
-        k += 1;
-        app += round(k)?;
-    }
-    Ok(app)
 }
 
 /// randwrite in rounds: each round writes this share of the file at random offsets.

@@ -89,7 +89,7 @@ fn serve_marks(
         }
         let mark = rounds::parse_mark(&line)?;
         let stats = crate::experiments::fs_mount::stats_now(server.pid, &server.stats)?;
-        let c = super::counters(&stats, server.dies);
+        let c = super::counters::counters(&stats, server.dies);
         snaps.push(Snapshot {
             round: mark.round,
             app_bytes: mark.app_bytes,

@@ -9,6 +9,9 @@
 #                                  # 4 KiB randread/randwrite at QD1 and QD16, 128 KiB read/write;
 #                                  # page FTL (before its first GC) and memdisk vs `nbdkit memory`,
 #                                  # ROUNDS rounds, every cell on fresh servers, interleaved
+#   scripts/bench-nbd.sh steady    # the page FTL in steady state (GC running): 4 KiB randwrite at
+#                                  # QD1 and QD16 over JOBS connections, wall-clock IOPS against
+#                                  # the IOPS of the FTL's own model over the same cell
 #
 # Environment:
 #   NOFTL      the binary (default target/release/noftl; build with cargo build --release -p noftl)
@@ -31,6 +34,7 @@
 #              values, and on a machine busy with other sessions' work the share a server gets
 #              then depends on how many threads it has runnable, not on its CPU per request:
 #              this gives the benchmark's session (fio and both servers alike) the CPUs.
+#   PRECOND_X  steady run: random writes before the cells, as a multiple of the export (default 2)
 #   OUT        directory for logs and JSON (default: a temp dir, printed)
 #
 # Prints one line per run; `docs/PERFORMANCE.md` records results.
@@ -294,6 +298,45 @@ for c in dict.fromkeys(c for c, _ in r):
     cpu = " / ".join(f"{min(x[3] for x in r[(c, s)]):.1f}-{max(x[3] for x in r[(c, s)]):.1f}" for s in ("nbdkit", "page", "memdisk"))
     print(f"{c:<6} {rng('nbdkit', False):<16} {rng('page'):<30} {rng('memdisk'):<30} {cpu:<32} {gc}")
 EOF
+elif [ "$MODE" = steady ]; then
+  # The page FTL in steady state against its own model: noftl13's export written sequentially
+  # once, then random 4 KiB writes of PRECOND_X times its size from JOBS connections (GC
+  # running), then 4 KiB random writes at QD1 and QD16 per connection for RUNTIME s each. The
+  # server's statistics before and after each cell (SIGUSR1) give the modelled device's own
+  # rate over the cell: host writes over the device clock's advance. wall/model >= 1: the
+  # emulator serves faster than the device it models (it could run in real time).
+  JOBS=${JOBS:-4}
+  PRECOND_X=${PRECOND_X:-2}
+  S=$OUT/steady.sock STATS=$OUT/steady-stats.json
+  rm -f "$S"
+  "$NOFTL" serve --target page --clock none --socket "$S" --stats-file "$STATS" 2>"$OUT/steady.log" &
+  PID=$!; PIDS+=($PID)
+  wait_socket "$S"
+  U="nbd+unix:///?socket=$S"
+  SIZE=$(nbdinfo --size "$U")
+  prefill "$U"
+  fio --name=precondition --ioengine=nbd --uri="$U" --rw=randwrite --bs=4k --iodepth=16 \
+      --numjobs="$JOBS" --group_reporting --size="$SIZE" --norandommap --randrepeat=0 \
+      --randseed=7 --io_size=$((PRECOND_X * SIZE / JOBS)) --output-format=json \
+      --output="$OUT/precondition.json" >/dev/null
+  snap() { rm -f "$STATS"; kill -USR1 "$PID"; for _ in $(seq 200); do [ -s "$STATS" ] && break; sleep 0.05; done; cp "$STATS" "$1"; }
+  printf '%-9s %-4s %10s %12s %10s %10s %12s\n' rw qd wall_iops model_iops wall/model ftl_waf gc_copies
+  for qd in 1 16; do
+    snap "$OUT/before-qd$qd.json"
+    read -r iops _ < <(fio_run "steady-randwrite-qd$qd" "$U" randwrite "$qd" "$JOBS")
+    snap "$OUT/after-qd$qd.json"
+    python3 - "$OUT/before-qd$qd.json" "$OUT/after-qd$qd.json" "$iops" "$qd" <<'EOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+wall = float(sys.argv[3])
+writes = b["ftl"]["host"]["writes"] - a["ftl"]["host"]["writes"]
+clock_s = (b["nand"]["virtual_ns"] - a["nand"]["virtual_ns"]) / 1e9
+programs = b["nand"]["flash"]["programs"] - a["nand"]["flash"]["programs"]
+copies = b["ftl"]["gc"]["migrations"] - a["ftl"]["gc"]["migrations"]
+model = writes / clock_s if clock_s > 0 else float("nan")
+print(f'{"randwrite":<9} {sys.argv[4]:<4} {wall:>10.0f} {model:>12.0f} {wall / model:>10.1f} {programs / max(writes, 1):>10.2f} {copies:>12}')
+EOF
+  done
 else
-  echo "usage: $0 iops|latency|multiconn|cells" >&2; exit 2
+  echo "usage: $0 iops|latency|multiconn|cells|steady" >&2; exit 2
 fi

@@ -225,6 +225,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("mlc16k", include_str!("../../../presets/mlc16k.toml")),
     ("tlc16k", include_str!("../../../presets/tlc16k.toml")),
     ("tiny", include_str!("../../../presets/tiny.toml")),
+    (
+        "amf-slides",
+        include_str!("../../../presets/amf-slides.toml"),
+    ),
 ];
 
 /// The device every command uses when none is named: the NoFTL paper's emulator.

@@ -10,7 +10,7 @@ pub use lab::units::{parse_percent, parse_size};
 /// Which emulated device to use.
 #[derive(Debug, Clone, Args)]
 pub struct DeviceArgs {
-    /// A preset from presets/ (noftl13, mt29f16g08, mlc16k, tlc16k, tiny).
+    /// A preset from presets/ (noftl13, mt29f16g08, mlc16k, tlc16k, tiny, amf-slides).
     #[arg(long, default_value = nand::DEFAULT_PRESET, conflicts_with = "config")]
     pub preset: String,
     /// A device config file in the presets' TOML format.

@@ -104,7 +104,7 @@ pub struct CompareArgs {
     /// The store: page (the page-mapped FTL behind the block interface) | dftl | native (NoFTL).
     #[arg(long = "store", visible_alias = "storage", default_value = "page")]
     pub storage: String,
-    /// A preset from presets/ (noftl13, mt29f16g08, mlc16k, tlc16k, tiny; default: the
+    /// A preset from presets/ (noftl13, mt29f16g08, mlc16k, tlc16k, tiny, amf-slides; default: the
     /// model's, noftl13 for the engine, mlc16k for the paper).
     #[arg(long)]
     pub preset: Option<String>,

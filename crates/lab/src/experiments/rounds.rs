@@ -24,7 +24,7 @@
 //!
 //! Invariants:
 //! 1. Marks arrive with rounds 0, 1, 2, ... in order and non-decreasing application bytes;
-//!    `samples` refuses anything else.
+//!    `rounds` refuses anything else.
 //! 2. A round's figures are differences of two consecutive snapshots, so preconditioning
 //!    (before mark 0) is never in a round.
 //! 3. `go_on` answers STOP once the rounds are steady or `max_rounds` rounds have run, and only

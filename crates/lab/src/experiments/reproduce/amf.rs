@@ -20,14 +20,15 @@
 //! beside ours, the relative error, within 15% or the counters that say why (`why`). The
 //! kernel F2FS rows are also set against our `f2fs` mode (`f2fs_model`: within 10% or not).
 //!
-//! Steady state: the kernel rows of the workloads that repeat their work (seqwrite,
-//! randwrite, kv: `rounds::ROUND_WORKLOADS`) run in rounds inside one boot: the workload lays
-//! out its data set, then marks each round on the guest's second serial port, the host reads
-//! the server's counters at each mark, and the rounds go on until the last five are steady by
-//! the runner's rule (`crate::steady`: SNIA SSS PTS 2.1.24 on throughput and FTL WAF) or the
-//! cap. Those rows' figures are the last five rounds' (`window`), with every round and its
-//! throughput in modelled device time. The other rows (Postmark, the engine's, the Hadoop jobs)
-//! and the host rows through FUSE are whole runs from a fresh device: they say
+//! Steady state: the rows of the workloads that repeat their work (seqwrite, randwrite, kv:
+//! `rounds::ROUND_WORKLOADS`) run in rounds, kernel and host rows alike: the workload lays out
+//! its data set, then marks each round (in a guest on its second serial port, inside one
+//! boot; on the host to `fs waf`'s measurer), the host reads the server's counters at each
+//! mark, and the rounds go on until the last five are steady by the runner's rule
+//! (`crate::steady`: SNIA SSS PTS 2.1.24 on throughput and FTL WAF) or the cap. Those rows'
+//! figures are the last five rounds' (`window`), with every round and its throughput in
+//! modelled device time. The other rows (Postmark, the engine's, the Hadoop jobs) are whole
+//! runs from a fresh device: they say
 //! `steady_state.met = false` with how many times the run wrote the device over
 //! (`device_writes`; above 1 the FTL had to collect garbage, and `gc_migrations` says whether
 //! it copied).

@@ -140,3 +140,20 @@ pub fn print_steady(s: &lab::steady::SteadyState) {
         println!("  WARNING: {w}");
     }
 }
+
+/// A row's rounds as the tables print them: "whole" (no rounds), "N steady", "N at cap".
+pub fn rounds_text(s: &lab::steady::SteadyState) -> String {
+    match (s.rounds, s.met) {
+        (0, _) => "whole".into(),
+        (n, true) => format!("{n} steady"),
+        (n, false) => format!("{n} at cap"),
+    }
+}
+
+/// A row in rounds: its window's application MiB per second of modelled device time; a whole
+/// run: "-".
+pub fn window_mib_s(w: Option<&lab::experiments::rounds::Window>) -> String {
+    w.map_or("-".to_string(), |w| {
+        format!("{:.1}", w.figures.app_mib_per_device_s)
+    })
+}

@@ -148,19 +148,30 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
 
 fn print_table(res: &WafResult) {
     println!(
-        "{:<14} {:<13} {:>9} {:>7} {:>7} {:>7} {:>10} {:>11}",
-        "config", "workload", "app MiB", "FS", "FTL", "total", "GC copies", "consistency"
+        "{:<14} {:<13} {:>9} {:>7} {:>7} {:>7} {:>10} {:>12} {:>9} {:>11}",
+        "config",
+        "workload",
+        "app MiB",
+        "FS",
+        "FTL",
+        "total",
+        "GC copies",
+        "rounds",
+        "MiB/s dev",
+        "consistency"
     );
     for r in &res.results {
         println!(
-            "{:<14} {:<13} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>11}",
+            "{:<14} {:<13} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>12} {:>9} {:>11}",
             format!("{}:{}", r.fs, r.target),
             r.workload,
             r.app_bytes as f64 / 1048576.0,
             nan_if_infinite(r.fs_waf),
             nan_if_infinite(r.ftl_waf),
             nan_if_infinite(r.total_waf),
-            r.ftl_gc["migrations"],
+            r.ftl_gc["migrations"].to_string(),
+            super::common::rounds_text(&r.steady_state),
+            super::common::window_mib_s(r.window.as_ref()),
             r.consistency.status,
         );
         for v in &r.consistency.violations {

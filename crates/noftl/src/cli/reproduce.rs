@@ -321,12 +321,6 @@ fn print_amf(res: &experiment::amf::AmfResult) {
         "MiB/s dev",
         "consistency"
     );
-    // A row in rounds: its window's throughput in modelled device time; a whole run: none.
-    let mib_s = |w: Option<&lab::experiments::rounds::Window>| {
-        w.map_or("-".to_string(), |w| {
-            format!("{:.1}", w.figures.app_mib_per_device_s)
-        })
-    };
     for k in &res.kernel {
         println!(
             "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>12} {:>9} {:>11}",
@@ -338,8 +332,8 @@ fn print_amf(res: &experiment::amf::AmfResult) {
             k.total_waf,
             k.gc_migrations,
             k.steady_state.device_writes,
-            rounds_text(&k.steady_state),
-            mib_s(k.window.as_ref()),
+            super::common::rounds_text(&k.steady_state),
+            super::common::window_mib_s(k.window.as_ref()),
             k.consistency.status
         );
     }
@@ -352,10 +346,10 @@ fn print_amf(res: &experiment::amf::AmfResult) {
             h.fs_waf,
             h.ftl_waf,
             h.total_waf,
-            h.ftl_gc["migrations"],
+            h.ftl_gc["migrations"].to_string(),
             h.steady_state.device_writes,
-            rounds_text(&h.steady_state),
-            mib_s(h.window.as_ref()),
+            super::common::rounds_text(&h.steady_state),
+            super::common::window_mib_s(h.window.as_ref()),
             h.consistency.status
         );
     }
@@ -475,14 +469,5 @@ fn print_today(res: &ReproduceResult) {
                 );
             }
         }
-    }
-}
-
-/// A row's rounds as the table prints them: "whole" (no rounds), "N steady", "N at cap".
-fn rounds_text(s: &lab::steady::SteadyState) -> String {
-    match (s.rounds, s.met) {
-        (0, _) => "whole".into(),
-        (n, true) => format!("{n} steady"),
-        (n, false) => format!("{n} at cap"),
     }
 }

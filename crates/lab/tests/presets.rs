@@ -28,7 +28,14 @@ fn run(target: &str, rw: &str, ops: u64) -> io::IoResult {
         ops: Some(ops),
         ..io::Spec::default()
     };
-    io::run(&spec, &mut Quiet).expect("io runs on amf-slides")
+    let r = io::run(&spec, &mut Quiet).expect("io runs on amf-slides");
+    // Every figure within the physical bounds of its own counters.
+    assert_eq!(
+        r.consistency.status, "ok",
+        "{rw} on {target}: {:?}",
+        r.consistency
+    );
+    r
 }
 
 #[test]

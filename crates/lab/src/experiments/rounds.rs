@@ -1,7 +1,7 @@
 //! Steady-state rounds for the `fs waf` workloads that can repeat their work
 //! (`ROUND_WORKLOADS`), measured by someone outside the file system: the host that reads the
-//! emulated device's counters while a kernel file system runs the workload in a guest
-//! (`reproduce amf`).
+//! emulated device's counters, while a kernel file system runs the workload in a guest
+//! (`reproduce amf`, `vm::measure`) or a FUSE mount runs it on the host (`fs waf --steady`).
 //!
 //! The workload lays out its data set (the preconditioning: seqwrite's and randwrite's file,
 //! kv's load), syncs and *marks* it (round 0); then it runs rounds of a fixed size, syncing and

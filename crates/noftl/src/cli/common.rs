@@ -141,8 +141,62 @@ pub fn print_steady(s: &lab::steady::SteadyState) {
     }
 }
 
+/// One row of a write-amplification table (`fs waf`, `reproduce amf`): the file system and
+/// FTL levels, GC copies, how often the device had been written over, the rounds and their
+/// throughput, the write path's check.
+pub struct WafLine<'a> {
+    pub config: String,
+    pub workload: &'a str,
+    pub app_bytes: u64,
+    pub fs_waf: f64,
+    pub ftl_waf: f64,
+    pub total_waf: f64,
+    pub gc_copies: String,
+    pub steady: &'a lab::steady::SteadyState,
+    pub window: Option<&'a lab::experiments::rounds::Window>,
+    pub consistency: &'a str,
+}
+
+/// The header of a write-amplification table (`WafLine`).
+pub fn print_waf_header() {
+    println!(
+        "{:<16} {:<13} {:>9} {:>7} {:>7} {:>7} {:>10} {:>9} {:>12} {:>9} {:>11}",
+        "config",
+        "workload",
+        "app MiB",
+        "FS",
+        "FTL",
+        "total",
+        "GC copies",
+        "dev. x",
+        "rounds",
+        "MiB/s dev",
+        "consistency"
+    );
+}
+
+/// A row of a write-amplification table; a non-finite figure prints as the JSON reads it
+/// back (NaN).
+pub fn print_waf_line(l: &WafLine<'_>) {
+    let fig = lab::experiments::fs_waf::nan_if_infinite;
+    println!(
+        "{:<16} {:<13} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>12} {:>9} {:>11}",
+        l.config,
+        l.workload,
+        l.app_bytes as f64 / 1048576.0,
+        fig(l.fs_waf),
+        fig(l.ftl_waf),
+        fig(l.total_waf),
+        l.gc_copies,
+        l.steady.device_writes,
+        rounds_text(l.steady),
+        window_mib_s(l.window),
+        l.consistency
+    );
+}
+
 /// A row's rounds as the tables print them: "whole" (no rounds), "N steady", "N at cap".
-pub fn rounds_text(s: &lab::steady::SteadyState) -> String {
+fn rounds_text(s: &lab::steady::SteadyState) -> String {
     match (s.rounds, s.met) {
         (0, _) => "whole".into(),
         (n, true) => format!("{n} steady"),
@@ -152,7 +206,7 @@ pub fn rounds_text(s: &lab::steady::SteadyState) -> String {
 
 /// A row in rounds: its window's application MiB per second of modelled device time; a whole
 /// run: "-".
-pub fn window_mib_s(w: Option<&lab::experiments::rounds::Window>) -> String {
+fn window_mib_s(w: Option<&lab::experiments::rounds::Window>) -> String {
     w.map_or("-".to_string(), |w| {
         format!("{:.1}", w.figures.app_mib_per_device_s)
     })

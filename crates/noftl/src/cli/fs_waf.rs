@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::Args;
 
-use lab::experiments::fs_waf::{nan_if_infinite, Postmark, Spec, WafResult};
+use lab::experiments::fs_waf::{Postmark, Spec, WafResult};
 
 use crate::cli::common::DeviceArgs;
 
@@ -147,33 +147,20 @@ pub fn run(a: FsWafArgs) -> anyhow::Result<()> {
 }
 
 fn print_table(res: &WafResult) {
-    println!(
-        "{:<14} {:<13} {:>9} {:>7} {:>7} {:>7} {:>10} {:>12} {:>9} {:>11}",
-        "config",
-        "workload",
-        "app MiB",
-        "FS",
-        "FTL",
-        "total",
-        "GC copies",
-        "rounds",
-        "MiB/s dev",
-        "consistency"
-    );
+    super::common::print_waf_header();
     for r in &res.results {
-        println!(
-            "{:<14} {:<13} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>12} {:>9} {:>11}",
-            format!("{}:{}", r.fs, r.target),
-            r.workload,
-            r.app_bytes as f64 / 1048576.0,
-            nan_if_infinite(r.fs_waf),
-            nan_if_infinite(r.ftl_waf),
-            nan_if_infinite(r.total_waf),
-            r.ftl_gc["migrations"].to_string(),
-            super::common::rounds_text(&r.steady_state),
-            super::common::window_mib_s(r.window.as_ref()),
-            r.consistency.status,
-        );
+        super::common::print_waf_line(&super::common::WafLine {
+            config: format!("{}:{}", r.fs, r.target),
+            workload: &r.workload,
+            app_bytes: r.app_bytes,
+            fs_waf: r.fs_waf,
+            ftl_waf: r.ftl_waf,
+            total_waf: r.total_waf,
+            gc_copies: r.ftl_gc["migrations"].to_string(),
+            steady: &r.steady_state,
+            window: r.window.as_ref(),
+            consistency: r.consistency.status,
+        });
         for v in &r.consistency.violations {
             println!("  WARNING: violated: {v}");
         }

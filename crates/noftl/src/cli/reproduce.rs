@@ -307,51 +307,35 @@ fn print_amf(res: &experiment::amf::AmfResult) {
         s.fill,
         s.rounds
     );
-    println!(
-        "{:<16} {:<10} {:>9} {:>7} {:>7} {:>7} {:>10} {:>9} {:>12} {:>9} {:>11}",
-        "config",
-        "workload",
-        "app MiB",
-        "FS",
-        "FTL",
-        "total",
-        "GC copies",
-        "dev. x",
-        "rounds",
-        "MiB/s dev",
-        "consistency"
-    );
+    use super::common::{print_waf_header, print_waf_line, WafLine};
+    print_waf_header();
     for k in &res.kernel {
-        println!(
-            "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>12} {:>9} {:>11}",
-            format!("kernel {}:{}", k.fs.name(), k.target),
-            k.workload,
-            k.app_bytes as f64 / 1048576.0,
-            k.fs_waf,
-            k.ftl_waf,
-            k.total_waf,
-            k.gc_migrations,
-            k.steady_state.device_writes,
-            super::common::rounds_text(&k.steady_state),
-            super::common::window_mib_s(k.window.as_ref()),
-            k.consistency.status
-        );
+        print_waf_line(&WafLine {
+            config: format!("kernel {}:{}", k.fs.name(), k.target),
+            workload: &k.workload,
+            app_bytes: k.app_bytes,
+            fs_waf: k.fs_waf,
+            ftl_waf: k.ftl_waf,
+            total_waf: k.total_waf,
+            gc_copies: k.gc_migrations.to_string(),
+            steady: &k.steady_state,
+            window: k.window.as_ref(),
+            consistency: k.consistency.status,
+        });
     }
     for h in &res.host {
-        println!(
-            "{:<16} {:<10} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>10} {:>9.2} {:>12} {:>9} {:>11}",
-            format!("ours {}:{}", h.fs, h.target),
-            h.workload,
-            h.app_bytes as f64 / 1048576.0,
-            h.fs_waf,
-            h.ftl_waf,
-            h.total_waf,
-            h.ftl_gc["migrations"].to_string(),
-            h.steady_state.device_writes,
-            super::common::rounds_text(&h.steady_state),
-            super::common::window_mib_s(h.window.as_ref()),
-            h.consistency.status
-        );
+        print_waf_line(&WafLine {
+            config: format!("ours {}:{}", h.fs, h.target),
+            workload: &h.workload,
+            app_bytes: h.app_bytes,
+            fs_waf: h.fs_waf,
+            ftl_waf: h.ftl_waf,
+            total_waf: h.total_waf,
+            gc_copies: h.ftl_gc["migrations"].to_string(),
+            steady: &h.steady_state,
+            window: h.window.as_ref(),
+            consistency: h.consistency.status,
+        });
     }
     println!();
     print_judged_cells(&res.cells, res.held_out_within, res.held_out_judged);

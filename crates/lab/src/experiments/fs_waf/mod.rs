@@ -497,9 +497,6 @@ pub struct WorkloadRun {
     pub workload_info: Value,
     /// The free space the mount reported before the workload (`--fill` is a share of it).
     pub free_bytes_before: u64,
-    /// Marks made (`rounds`): 0 for a whole run, else preconditioning's and one per round.
-    #[serde(default)]
-    pub marks: u32,
 }
 
 /// Runs one of `spec`'s workloads in the directory `root` (a mounted file system made by
@@ -524,34 +521,13 @@ pub fn run_workload_in(
     }
     let free_bytes_before = free_bytes(root)?;
     let mut info = Value::Null;
-    let mut counting = marker.map(|inner| CountingMarker { inner, marks: 0 });
-    let app_bytes = run_workload(
-        spec,
-        root,
-        workload,
-        &mut info,
-        counting.as_mut().map(|c| c as &mut dyn Marker),
-    )?;
+    let app_bytes = run_workload(spec, root, workload, &mut info, marker)?;
     Ok(WorkloadRun {
         workload: workload.to_string(),
         app_bytes,
         workload_info: info,
         free_bytes_before,
-        marks: counting.map_or(0, |c| c.marks),
     })
-}
-
-/// A marker that counts the marks it passes on.
-struct CountingMarker<'a> {
-    inner: &'a mut dyn Marker,
-    marks: u32,
-}
-
-impl Marker for CountingMarker<'_> {
-    fn mark(&mut self, m: Mark) -> anyhow::Result<bool> {
-        self.marks += 1;
-        self.inner.mark(m)
-    }
 }
 
 /// randwrite in rounds: each round writes this share of the file at random offsets.

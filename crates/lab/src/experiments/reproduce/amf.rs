@@ -804,7 +804,6 @@ mod tests {
             app_bytes,
             workload_info: serde_json::Value::Null,
             free_bytes_before: 0,
-            marks: 0,
         }
     }
 

@@ -328,3 +328,37 @@ fn one_full_warehouse_has_the_specified_population_and_stays_consistent() {
         "each Delivery delivered one order in each of the 10 districts"
     );
 }
+
+/// A database opened again is checked against the flags by key: the load's population is
+/// accepted with the load's constants, another one is refused and the engine stays usable.
+#[test]
+fn a_database_opened_again_is_checked_against_its_population() {
+    let mut e = engine();
+    let loaded = tpcc::load(&mut e, cfg(), 5, |_| {}).unwrap();
+    let again = tpcc::reopened(&mut e, cfg(), 5).unwrap();
+    assert_eq!(again.c_load, loaded.c_load);
+    assert_eq!(again.h.stock_pk, loaded.h.stock_pk);
+    for other in [
+        TpccConfig::reduced(3, 1000, 60),
+        TpccConfig::reduced(1, 1000, 60),
+        TpccConfig::reduced(2, 999, 60),
+        TpccConfig::reduced(2, 1000, 61),
+    ] {
+        let err = tpcc::reopened(&mut e, other, 5).unwrap_err().to_string();
+        assert!(
+            err.contains("was not loaded with these"),
+            "{other:?}: {err}"
+        );
+    }
+    // Still a TPC-C database that runs and checks.
+    let run_c = NurandConsts::run_from(again.c_load, 9);
+    let mut t = TpccTerminal::new(0, again.h, cfg(), run_c, 9, Some(50));
+    run_virtual(
+        &mut e,
+        std::slice::from_mut(&mut t),
+        0,
+        VirtualOptions::default(),
+    )
+    .unwrap();
+    assert!(tpcc::check(&mut e, cfg(), false).unwrap().passed());
+}

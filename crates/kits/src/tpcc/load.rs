@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use storage::tuple::Value;
-use storage::{Engine, Result};
+use storage::{Engine, Error, ObjectId, Result};
 
 use crate::batch::Batcher;
 use crate::LoadMethod;
@@ -128,6 +128,54 @@ pub fn load_using(
     }
     b.finish(e)?;
     Ok(Loaded { h, c_load })
+}
+
+/// The handles and load constants of a TPC-C database loaded earlier (by `load_using` with
+/// `seed`) and opened again, after its population is checked against `cfg` by key: the last
+/// warehouse, item and customer of `cfg` must exist and the next ones must not, so that a run
+/// with other flags than the load's is refused instead of drawing keys the database lacks.
+/// The load's NURand constant cannot be read back from the rows: it is derived from `seed`
+/// again, which must be the load's.
+pub fn reopened(e: &mut Engine, cfg: TpccConfig, seed: u64) -> Result<Loaded> {
+    cfg.validate()?;
+    let h = Handles::get(e)?;
+    let t = e.begin()?;
+    let probes: [(&str, ObjectId, Vec<Value>, Vec<Value>); 3] = [
+        (
+            "warehouses (--scale)",
+            h.warehouse_pk,
+            vec![int(cfg.warehouses)],
+            vec![int(cfg.warehouses + 1)],
+        ),
+        (
+            "items (--items)",
+            h.item_pk,
+            vec![int(cfg.items)],
+            vec![int(cfg.items + 1)],
+        ),
+        (
+            "customers per district (--customers)",
+            h.customer_pk,
+            vec![int(1), int(1), int(cfg.customers_per_district)],
+            vec![int(1), int(1), int(cfg.customers_per_district + 1)],
+        ),
+    ];
+    for (what, index, last, next) in probes {
+        let has_last = !e.lookup(t, index, &last, false)?.is_empty();
+        let has_next = !e.lookup(t, index, &next, false)?.is_empty();
+        if !has_last || has_next {
+            e.abort(t)?;
+            return Err(Error::Schema(format!(
+                "the TPC-C database opened again was not loaded with these {what}: give the \
+                 load's flags"
+            )));
+        }
+    }
+    e.commit(t)?;
+    Ok(Loaded {
+        h,
+        c_load: NurandConsts::load(seed),
+    })
 }
 
 /// The ITEM rows: a step because they come first, before any warehouse (the row order is

@@ -36,7 +36,7 @@ use storage::{Engine, ObjectId, Result};
 pub use check::{check, CheckReport};
 pub use config::{last_name, nurand, HomeWarehouse, NurandConsts, TpccConfig};
 pub use input::{Input, InputGen, Kind};
-pub use load::{load, load_using, load_with_ddl};
+pub use load::{load, load_using, load_with_ddl, reopened};
 pub use txn::TpccTerminal;
 
 pub const DDL: &str = "

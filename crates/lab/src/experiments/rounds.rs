@@ -4,7 +4,7 @@
 //! (`reproduce amf`, `vm::measure`) or a FUSE mount runs it on the host (`fs waf --steady`).
 //!
 //! The workload lays out its data set (the preconditioning: seqwrite's and randwrite's file,
-//! kv's load), syncs and *marks* it (round 0); then it runs rounds of a fixed size, syncing and
+//! kv's load, the engine's database loaded and run once), syncs and *marks* it (round 0); then it runs rounds of a fixed size, syncing and
 //! marking after each (rounds 1, 2, ...). At each mark the measurer snapshots the counters and
 //! answers whether to go on. The rounds are what `crate::steady` judges: per round, its
 //! throughput (application bytes per second of modelled device time) and its FTL write
@@ -29,6 +29,11 @@
 //!    (before mark 0) is never in a round.
 //! 3. `go_on` answers STOP once the rounds are steady or `max_rounds` rounds have run, and only
 //!    then.
+//! 4. Rounds are judged steady only when the last `steady::WINDOW_ROUNDS` of them began after
+//!    the FTL had been asked to write the device's capacity in all (preconditioning included):
+//!    before that it has collected no garbage, and equal rounds at an FTL WAF of 1.00 would be
+//!    the fresh device's state, not the workload's steady one (a weaker form of SNIA SSS PTS's
+//!    workload-independent preconditioning, which a file system on a fresh device cannot run).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -39,8 +44,9 @@ use serde::{Deserialize, Serialize};
 use crate::steady::{self, Round, SteadyState};
 
 /// The workloads that run in rounds: the data set laid out once, then the same kind of writes
-/// again and again. The others (Postmark, the engine's rows, the Hadoop jobs) are whole runs.
-pub const ROUND_WORKLOADS: [&str; 3] = ["seqwrite", "randwrite", "kv"];
+/// again and again (the engine's rows: the database loaded and run once, then reopened for
+/// every round). The others (Postmark, the Hadoop jobs) are whole runs.
+pub const ROUND_WORKLOADS: [&str; 5] = ["seqwrite", "randwrite", "kv", "tpcb", "tpcc"];
 
 /// One mark: the end of round `round` (0: the end of preconditioning) after `app_bytes` written
 /// in all.
@@ -267,11 +273,37 @@ fn samples(r: &[RoundFigures]) -> Vec<Round> {
         .collect()
 }
 
+/// When the rounds stop: the cap, and the device the writes count against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub max_rounds: u32,
+    /// The emulated device's capacity: the rounds judged steady all begin after the device
+    /// was written over once (invariant 4).
+    pub device_bytes: u64,
+}
+
+/// Whether `snaps`' rounds are steady (invariant 4): the last `steady::WINDOW_ROUNDS` rounds
+/// all begin after the device was written over once in all (the FTL cannot have collected
+/// garbage before: a run of rounds at an FTL WAF of 1.00 before its first copy is not its
+/// steady state), and are in band by `steady::is_steady`.
+fn steady_after_fill(snaps: &[Snapshot], r: &[RoundFigures], device_bytes: u64) -> bool {
+    // Round r[i] begins at snapshot i.
+    let Some(filled) = snaps
+        .iter()
+        .position(|s| s.host_write_pages * ftl::LOGICAL_PAGE_BYTES as u64 >= device_bytes)
+    else {
+        return false;
+    };
+    filled < r.len() && steady::is_steady(&samples(&r[filled..]))
+}
+
 /// The measurer's answer after the last of `snaps` (invariant 3): go on unless the rounds are
-/// steady or `max_rounds` have run. A bad sequence of marks stops the workload.
-pub fn go_on(snaps: &[Snapshot], max_rounds: u32) -> bool {
+/// steady or `rule.max_rounds` have run. A bad sequence of marks stops the workload.
+pub fn go_on(snaps: &[Snapshot], rule: Rule) -> bool {
     match rounds(snaps) {
-        Ok(r) => !steady::is_steady(&samples(&r)) && (r.len() as u32) < max_rounds,
+        Ok(r) => {
+            !steady_after_fill(snaps, &r, rule.device_bytes) && (r.len() as u32) < rule.max_rounds
+        }
         Err(_) => false,
     }
 }
@@ -310,7 +342,7 @@ pub fn window(snaps: &[Snapshot], device_bytes: u64) -> anyhow::Result<Option<Wi
     // `first`.
     let mut figures = figures(&snaps[first], &snaps[snaps.len() - 1]);
     figures.round = r.len() as u32;
-    let met = steady::is_steady(&samples(&r));
+    let met = steady_after_fill(snaps, &r, device_bytes);
     let device_writes = (snaps[first].host_write_pages * ftl::LOGICAL_PAGE_BYTES as u64) as f64
         / device_bytes.max(1) as f64;
     let steady_state = SteadyState::of(
@@ -339,6 +371,13 @@ mod tests {
             host_write_pages: pages,
             flash_programs: programs,
             device_clock_us: clock_s * 1e6,
+        }
+    }
+
+    fn rule(max_rounds: u32, device_bytes: u64) -> Rule {
+        Rule {
+            max_rounds,
+            device_bytes,
         }
     }
 
@@ -372,7 +411,7 @@ mod tests {
         assert!(rounds(&[snaps[1]]).is_err());
         let down = [snap(0, 100, 0, 0, 0.0), snap(1, 90, 0, 0, 1.0)];
         assert!(rounds(&down).is_err());
-        assert!(!go_on(&down, 25));
+        assert!(!go_on(&down, rule(25, 0)));
     }
 
     /// Steady after five equal rounds; never steady before five; stops at the cap.
@@ -388,13 +427,13 @@ mod tests {
                 f64::from(k),
             ));
             assert!(
-                go_on(&snaps, 25),
+                go_on(&snaps, rule(25, 0)),
                 "round {k}: fewer than five rounds are never steady"
             );
         }
         snaps.push(snap(5, 50, 12_800, 25_600, 5.0));
-        assert!(!go_on(&snaps, 25), "five equal rounds are steady");
-        let w = window(&snaps, 1 << 30).unwrap().unwrap();
+        assert!(!go_on(&snaps, rule(25, 0)), "five equal rounds are steady");
+        let w = window(&snaps, 0).unwrap().unwrap();
         assert!(w.steady_state.met);
         assert_eq!(w.rounds.len(), 5);
         assert!((w.figures.ftl_waf - 2.0).abs() < 1e-12);
@@ -411,13 +450,41 @@ mod tests {
                 f64::from(k),
             ));
         }
-        assert!(go_on(&growing, 25));
-        assert!(!go_on(&growing, 6), "the cap");
-        let w = window(&growing, 1 << 30).unwrap().unwrap();
+        assert!(go_on(&growing, rule(25, 0)));
+        assert!(!go_on(&growing, rule(6, 0)), "the cap");
+        let w = window(&growing, 0).unwrap().unwrap();
         assert!(!w.steady_state.met);
         // The window is the last five rounds: from snapshot 1 to 6.
         assert_eq!(w.figures.app_bytes, 50 << 20);
-        assert!(window(&growing[..1], 1 << 30).unwrap().is_none());
+        assert!(window(&growing[..1], 0).unwrap().is_none());
+    }
+
+    /// Invariant 4: equal rounds before the device was written over once are not steady; the
+    /// five after it are.
+    #[test]
+    fn rounds_before_the_device_is_written_over_are_not_steady() {
+        // 10 MiB per round on a 40 MiB device: written over at snapshot 4, so rounds 5 to 9
+        // are the first five that count.
+        let device_bytes = 40 << 20;
+        let mut snaps = vec![snap(0, 0, 0, 0, 0.0)];
+        for k in 1..=9u32 {
+            let pages = u64::from(k) * 2560;
+            snaps.push(snap(k, u64::from(k) * 10, pages, pages, f64::from(k)));
+            let steady = !go_on(&snaps, rule(25, device_bytes));
+            assert_eq!(steady, k == 9, "round {k}");
+        }
+        let w = window(&snaps, device_bytes).unwrap().unwrap();
+        assert!(w.steady_state.met);
+        assert!(
+            !window(&snaps[..9], device_bytes)
+                .unwrap()
+                .unwrap()
+                .steady_state
+                .met
+        );
+        // Never written over: only the cap stops it.
+        assert!(go_on(&snaps, rule(25, 1 << 30)));
+        assert!(!go_on(&snaps, rule(9, 1 << 30)));
     }
 
     #[test]

@@ -152,6 +152,15 @@ pub struct TpccArgs {
     /// with fewer threads than warehouses, as the NoFTL paper ran it).
     #[arg(long, default_value = "fixed")]
     pub home_warehouse: String,
+    /// Run on the TPC-C database already in --path (loaded by an earlier `bench tpcc --storage
+    /// file` with the same --scale, --items, --customers and --seed; checked by key) instead of
+    /// loading a new one.
+    #[arg(long)]
+    pub reuse: bool,
+    /// The seed of the transaction inputs (default: --seed); the load's constants always come
+    /// from --seed, so runs on one reused database draw new inputs with new run seeds.
+    #[arg(long)]
+    pub run_seed: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -242,6 +251,8 @@ impl TpccArgs {
             items: self.items,
             customers: self.customers,
             home_warehouse: self.home_warehouse.clone(),
+            reuse: self.reuse,
+            run_seed: self.run_seed,
         }
     }
 }

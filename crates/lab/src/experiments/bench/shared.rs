@@ -341,6 +341,26 @@ pub fn new_engine(
     Ok((e, storage_name, frames))
 }
 
+/// `new_engine` for a database the store already holds (`--storage file`): opened and
+/// recovered, not created.
+pub fn reopen_engine(
+    args: &Spec,
+    need_pages: u64,
+    what: &str,
+) -> anyhow::Result<(Engine, String, usize)> {
+    let (store, storage_name) = page_store(args)?;
+    let frames = sized_frames(args, &*store, need_pages, what)?;
+    let e = Engine::open(
+        store,
+        EngineConfig {
+            buffer_frames: frames,
+            ..EngineConfig::default()
+        },
+    )
+    .with_context(|| format!("opening the database in {storage_name}"))?;
+    Ok((e, storage_name, frames))
+}
+
 /// Brings the loaded database (`loaded`: the kit's handles, as `crate::workloads` keeps them)
 /// to steady state before the measured run, as `args` asks (`crate::steady`). Rounds run in
 /// virtual time only: with the real clock, or without rounds asked, the result says the run was

@@ -33,6 +33,13 @@ pub struct TpccSpec {
     /// random: each transaction draws its home warehouse over all warehouses (Shore-MT's kit
     /// with fewer threads than warehouses, as the NoFTL paper ran it).
     pub home_warehouse: String,
+    /// Run on the TPC-C database already in `--path` (loaded by an earlier `bench tpcc
+    /// --storage file` with the same population flags and `--seed`) instead of loading one:
+    /// the steady-state rounds of a file system's table reopen one database round after round.
+    pub reuse: bool,
+    /// The seed of the transaction inputs (None: `--seed`). The load's NURand constant always
+    /// comes from `--seed`, so runs on one reused database draw new inputs with new run seeds.
+    pub run_seed: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -59,6 +66,9 @@ pub struct TpccResult {
     pub home_warehouse: HomeWarehouse,
     pub terminals: u32,
     pub seed: u64,
+    /// The transaction inputs' seed where it is not `seed` (`--run-seed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_seed: Option<u64>,
     pub page_bytes: usize,
     pub committed: u64,
     pub aborted: u64,
@@ -84,15 +94,29 @@ pub struct TpccResult {
 }
 
 /// Refuses, before anything is opened, what TPC-C does not run: another clock, TPC-B's flags,
-/// and a `--store file` path that holds something (TPC-C always loads a new database).
-fn refuse_what_tpcc_does_not_run(args: &Spec) -> anyhow::Result<()> {
+/// a `--store file` path that holds something (TPC-C loads a new database, unless `--reuse`),
+/// and `--reuse` without a file that holds one.
+fn refuse_what_tpcc_does_not_run(a: &TpccSpec) -> anyhow::Result<()> {
+    let args = &a.run;
     if args.clock != "virtual"
         || (args.path.is_some() && args.storage != "file")
         || args.accounts_per_branch != 100_000
     {
         bail!("bench tpcc runs in virtual time on a flash target, memdisk or --storage file --path FILE (--clock real and --accounts-per-branch are TPC-B's)");
     }
-    if let ("file", Some(path)) = (args.storage.as_str(), &args.path) {
+    if a.reuse {
+        // Reusing needs a file that holds something; what it holds is checked when opened.
+        let Some(path) = args.path.as_ref().filter(|_| args.storage == "file") else {
+            bail!("bench tpcc --reuse runs on the database in --storage file --path FILE");
+        };
+        crate::filelock::hold(path, "--path")?;
+        if std::fs::metadata(path).map_or(0, |m| m.len()) == 0 {
+            bail!(
+                "bench tpcc --reuse: {} holds no database (load one with bench tpcc --storage file first)",
+                path.display()
+            );
+        }
+    } else if let ("file", Some(path)) = (args.storage.as_str(), &args.path) {
         // TPC-C always loads a new database (it does not reuse one as TPC-B does): a file that
         // holds anything is refused before it is opened for writing, unless --force.
         crate::filelock::hold(path, "--path")?;
@@ -178,17 +202,32 @@ fn load_checked(
 
 pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
     let args = &a.run;
-    refuse_what_tpcc_does_not_run(args)?;
+    refuse_what_tpcc_does_not_run(a)?;
     let (until, virtual_clock) = run_plan(args)?;
     let plan = plan(args)?;
     let cfg = config(a)?;
-    let (mut e, storage_name, frames) = new_engine(
-        args,
-        cfg.db_pages_estimate(args.page_size),
-        &format!("TPC-C scale {}", args.scale),
-    )?;
-    let method = args.load.unwrap_or_default();
-    let (loaded, load_s) = load_checked(&mut e, cfg, args, method)?;
+    let what = format!("TPC-C scale {}", args.scale);
+    let need_pages = cfg.db_pages_estimate(args.page_size);
+    let (mut e, storage_name, frames, loaded, load_s, load) = if a.reuse {
+        let wall = Instant::now();
+        let (mut e, storage_name, frames) = super::shared::reopen_engine(args, need_pages, &what)?;
+        let loaded = tpcc::reopened(&mut e, cfg, args.seed)?;
+        eprintln!(
+            "reusing the TPC-C database in {}",
+            args.path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        );
+        let load_s = wall.elapsed().as_secs_f64();
+        (e, storage_name, frames, loaded, load_s, "reused")
+    } else {
+        let (mut e, storage_name, frames) = new_engine(args, need_pages, &what)?;
+        let method = args.load.unwrap_or_default();
+        let (loaded, load_s) = load_checked(&mut e, cfg, args, method)?;
+        (e, storage_name, frames, loaded, load_s, method.name())
+    };
+    let run_seed = a.run_seed.unwrap_or(args.seed);
     let params = crate::workload::Params {
         scale: Some(args.scale),
         seed: args.seed,
@@ -206,9 +245,9 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
     )?;
     let before = (snapshot(&e), e.buffer_stats(), e.lock_stats());
     let start_ns = e.now();
-    let run_c = NurandConsts::run_from(loaded.c_load, args.seed);
+    let run_c = NurandConsts::run_from(loaded.c_load, run_seed);
     let mut terms: Vec<TpccTerminal> = (0..args.terminals)
-        .map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, args.seed, args.txns))
+        .map(|i| TpccTerminal::new(i, loaded.h, cfg, run_c, run_seed, args.txns))
         .collect();
     if plan.is_some() {
         terms.iter_mut().for_each(|t| t.events = Some(Vec::new()));
@@ -234,7 +273,9 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
     tpcc::txn::settle(&mut e, &mut terms)?;
     let secs = virtual_ns as f64 / 1e9;
     let (check, problems) = if args.check {
-        let rep = tpcc::check(&mut e, cfg, by[Kind::Delivery.index()] == 0)?;
+        // A reused database may hold earlier runs' deliveries.
+        let before_delivery = !a.reuse && by[Kind::Delivery.index()] == 0;
+        let rep = tpcc::check(&mut e, cfg, before_delivery)?;
         (if rep.passed() { "passed" } else { "failed" }, rep.problems)
     } else {
         ("skipped", vec![])
@@ -250,6 +291,7 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
         home_warehouse: cfg.home_warehouse,
         terminals: args.terminals,
         seed: args.seed,
+        run_seed: a.run_seed.filter(|&r| r != args.seed),
         page_bytes: args.page_size,
         committed,
         aborted: rb + retries,
@@ -289,7 +331,7 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
         ),
         check,
         check_problems: problems,
-        load: method.name(),
+        load,
         slc_cache: crate::measure::slc_cache(&before.0, &after.0),
         steady_state,
     };

@@ -225,7 +225,7 @@ struct MountMeasurer<'a> {
     mounted: &'a crate::experiments::fs_mount::Mounted,
     label: String,
     marks: Vec<rounds::Snapshot>,
-    max_rounds: u32,
+    rule: rounds::Rule,
 }
 
 impl Marker for MountMeasurer<'_> {
@@ -233,7 +233,7 @@ impl Marker for MountMeasurer<'_> {
         let stats = self.mounted.stats_now()?;
         self.marks.push(snapshot_of(&stats, m));
         rounds::note(&self.label, &self.marks);
-        Ok(rounds::go_on(&self.marks, self.max_rounds))
+        Ok(rounds::go_on(&self.marks, self.rule))
     }
 }
 
@@ -454,6 +454,7 @@ pub(crate) fn app_bytes_reach_device(workload: &str) -> bool {
 }
 
 fn run_one(a: &Spec, fs: &str, target: &str, workload: &str) -> anyhow::Result<Run> {
+    let device_bytes = a.device.load()?.geometry.capacity_bytes();
     let m = mount_on(&a.noftl, fs, target, &a.device, "none")?;
     let mut info = Value::Null;
     let mut measurer = a
@@ -463,7 +464,10 @@ fn run_one(a: &Spec, fs: &str, target: &str, workload: &str) -> anyhow::Result<R
             mounted: &m,
             label: format!("fs waf: {fs}:{target} {workload}"),
             marks: Vec::new(),
-            max_rounds,
+            rule: rounds::Rule {
+                max_rounds,
+                device_bytes,
+            },
         });
     let r = if workload == "none" {
         Ok(0)
@@ -630,22 +634,37 @@ fn run_workload(
             *info = json!({ "input_bytes_target": input_bytes, "splits": hadoop::SPLITS });
             hadoop::wordcount(root, input_bytes, a.seed)
         }
-        "tpcb" => engine_on_file(
-            &a.noftl,
-            root,
-            &format!(
-                "tpcb --scale {} --txns {} --seed {} --load rows",
-                a.tpcb_scale, a.tpcb_txns, a.seed
-            ),
-        ),
-        "tpcc" => engine_on_file(
-            &a.noftl,
-            root,
-            &format!(
-                "tpcc --scale {} --txns {} --seed {} --load rows",
-                a.tpcc_scale, a.tpcc_txns, a.seed
-            ),
-        ),
+        "tpcb" | "tpcc" => {
+            let (scale, txns) = if workload == "tpcb" {
+                (a.tpcb_scale, a.tpcb_txns)
+            } else {
+                (a.tpcc_scale, a.tpcc_txns)
+            };
+            let load = format!(
+                "{workload} --scale {scale} --txns {txns} --seed {} --load rows",
+                a.seed
+            );
+            let app = engine_on_file(&a.noftl, root, &load)?;
+            let Some(m) = marker.as_mut() else {
+                return Ok(app);
+            };
+            // A round: the database reopened (recovered) and run again for as many
+            // transactions, with new inputs (TPC-B reuses a file's database by itself; TPC-C's
+            // load constants stay the load seed's).
+            in_rounds(&mut **m, app, |k| {
+                let round_seed = a.seed + u64::from(k);
+                let again = if workload == "tpcb" {
+                    format!("tpcb --scale {scale} --txns {txns} --seed {round_seed}")
+                } else {
+                    format!(
+                        "tpcc --scale {scale} --txns {txns} --seed {} --run-seed {round_seed} \
+                         --reuse",
+                        a.seed
+                    )
+                };
+                engine_on_file(&a.noftl, root, &again)
+            })
+        }
         other => bail!("unknown workload '{other}' ({})", WORKLOADS.join(", ")),
     }
 }

@@ -35,8 +35,12 @@ pub(super) struct ServerView {
 
 impl Measurer {
     /// Listens on `socket` (QEMU's `-serial unix:SOCKET` connects to it) and serves marks
-    /// until the connection ends, answering until steady or `max_rounds`.
-    pub fn start(socket: &Path, server: ServerView, max_rounds: u32) -> anyhow::Result<Measurer> {
+    /// until the connection ends, answering until steady or the cap (`rule`).
+    pub fn start(
+        socket: &Path,
+        server: ServerView,
+        rule: rounds::Rule,
+    ) -> anyhow::Result<Measurer> {
         let listener = UnixListener::bind(socket)
             .with_context(|| format!("the rounds socket {}", socket.display()))?;
         listener.set_nonblocking(true)?;
@@ -57,7 +61,7 @@ impl Measurer {
                 }
             };
             stream.set_nonblocking(false)?;
-            serve_marks(stream, &server, max_rounds)
+            serve_marks(stream, &server, rule)
         });
         Ok(Measurer { done, thread })
     }
@@ -74,7 +78,7 @@ impl Measurer {
 fn serve_marks(
     stream: UnixStream,
     server: &ServerView,
-    max_rounds: u32,
+    rule: rounds::Rule,
 ) -> anyhow::Result<Vec<Snapshot>> {
     let mut writer = stream.try_clone()?;
     let mut snaps = Vec::new();
@@ -99,7 +103,7 @@ fn serve_marks(
             device_clock_us: c.device_clock_us,
         });
         rounds::note(&server.label, &snaps);
-        let go = rounds::go_on(&snaps, max_rounds);
+        let go = rounds::go_on(&snaps, rule);
         writer.write_all(rounds::reply(go).as_bytes())?;
         writer.flush()?;
     }

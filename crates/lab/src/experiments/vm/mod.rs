@@ -161,7 +161,10 @@ pub fn run(spec: &Spec) -> anyhow::Result<VmResult> {
                 stats: stats.clone(),
                 dies: cfg.geometry.dies(),
             },
-            max,
+            crate::experiments::rounds::Rule {
+                max_rounds: max,
+                device_bytes: cfg.geometry.capacity_bytes(),
+            },
         )?),
         None => None,
     };

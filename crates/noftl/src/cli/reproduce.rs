@@ -258,6 +258,13 @@ fn print_judged_cells(cells: &[experiment::Cell], within: usize, judged: usize) 
     println!(
         "cells within tolerance: {within} of {judged}; every cell's counters are in the JSON, field `why`."
     );
+    let missed: Vec<&experiment::Cell> = cells.iter().filter(|c| c.reason.is_some()).collect();
+    if !missed.is_empty() {
+        println!("\nwhy the cells outside miss, from their counters (field `reason`):");
+        for c in missed {
+            println!("- {}: {}", c.cell, c.reason.as_deref().unwrap_or_default());
+        }
+    }
 }
 
 /// The fidelity table's cells, one a line (every paper's).

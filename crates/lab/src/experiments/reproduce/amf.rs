@@ -47,6 +47,8 @@ use storage::measure::Consistency;
 use crate::device::DeviceSpec;
 use crate::experiments::fs_waf::{self, WorkloadRun};
 use crate::experiments::rounds::{self, Snapshot, Window};
+
+use super::reasons::{self, Facts, Level, LfsPages};
 use crate::experiments::vm::{self, DeviceCounters, Fs};
 use crate::steady::SteadyState;
 
@@ -702,6 +704,88 @@ fn why_host(h: &fs_waf::Row) -> String {
     )
 }
 
+/// How a row's figures were measured, for a reason's sentence.
+fn regime(window: Option<&Window>) -> String {
+    match window {
+        Some(w) if w.steady_state.met => format!("{} rounds, steady", w.rounds.len()),
+        Some(w) => format!("{} rounds, not steady at the cap", w.rounds.len()),
+        None => "a whole run".into(),
+    }
+}
+
+/// What a kernel row's counters say, for `reasons`: its window's where it ran in rounds.
+fn facts_kernel(k: &KernelRow) -> Facts {
+    let (app_bytes, fs_write_bytes, host, programs) = match &k.window {
+        Some(w) => (
+            w.figures.app_bytes,
+            w.figures.fs_write_bytes,
+            w.figures.host_write_pages,
+            w.figures.flash_programs,
+        ),
+        None => (
+            k.app_bytes,
+            k.fs_write_bytes,
+            k.host_write_pages,
+            k.flash_programs,
+        ),
+    };
+    Facts {
+        fs: format!("kernel {}", k.fs.name()),
+        lfs: None,
+        app_bytes,
+        fs_write_bytes,
+        fs_waf: k.fs_waf,
+        ftl_waf: k.ftl_waf,
+        host_write_pages: host,
+        extra_programs: programs.saturating_sub(host),
+        trims: k.run.trim_requests,
+        flushes: k.run.flush_requests,
+        device_writes: k.steady_state.device_writes,
+        steady: k.steady_state.met,
+        regime: regime(k.window.as_ref()),
+    }
+}
+
+/// What a host row's counters say, for `reasons`.
+fn facts_host(h: &fs_waf::Row) -> Facts {
+    let n = |k: &str| h.lfs.as_ref().and_then(|l| l[k].as_u64()).unwrap_or(0);
+    let (app_bytes, fs_write_bytes, host, programs) = match &h.window {
+        Some(w) => (
+            w.figures.app_bytes,
+            w.figures.fs_write_bytes,
+            w.figures.host_write_pages,
+            w.figures.flash_programs,
+        ),
+        None => (
+            h.app_bytes,
+            h.fs_pages_written * 4096,
+            h.fs_pages_written,
+            (h.ftl_waf * h.fs_pages_written as f64).round() as u64,
+        ),
+    };
+    Facts {
+        fs: format!("our {}", h.fs),
+        lfs: h.lfs.as_ref().map(|_| LfsPages {
+            data: n("data_pages"),
+            node: n("node_pages"),
+            meta: n("meta_pages"),
+            checkpoint: n("checkpoint_pages"),
+            cleaned: n("cleaned_pages"),
+        }),
+        app_bytes,
+        fs_write_bytes,
+        fs_waf: h.fs_waf,
+        ftl_waf: h.ftl_waf,
+        host_write_pages: host,
+        extra_programs: programs.saturating_sub(host),
+        trims: h.trims_pages.as_u64().unwrap_or(0),
+        flushes: 0,
+        device_writes: h.steady_state.device_writes,
+        steady: h.steady_state.met,
+        regime: regime(h.window.as_ref()),
+    }
+}
+
 /// The fidelity table: per row, the slides' seven cells beside ours.
 fn table(workloads: &[String], kernel: &[KernelRow], host: &[fs_waf::Row]) -> Vec<Cell> {
     let mut out = Vec::new();
@@ -714,12 +798,17 @@ fn table(workloads: &[String], kernel: &[KernelRow], host: &[fs_waf::Row]) -> Ve
                 .iter()
                 .find(|r| r.fs == fs && r.target == t && &r.workload == w)
         };
-        let mut push =
-            |name: String, paper: f64, ours: f64, store: String, cons: &str, why: String| {
-                out.push(cell(
-                    name, "WAF", paper, ours, TOLERANCE, &store, cons, "none", why,
-                ));
-            };
+        let mut push = |name: String,
+                        (paper, ours, level): (f64, f64, Level),
+                        store: String,
+                        cons: &str,
+                        (why, facts): (String, &Facts)| {
+            let mut c = cell(
+                name, "WAF", paper, ours, TOLERANCE, &store, cons, "none", why,
+            );
+            c.reason = reasons::reason(level, paper, ours, TOLERANCE, facts);
+            out.push(c);
+        };
         for (t, label, paper) in [
             ("page", "page", s.ext4_page_ftl),
             ("dftl", "DFTL", s.ext4_dftl_ftl),
@@ -727,11 +816,10 @@ fn table(workloads: &[String], kernel: &[KernelRow], host: &[fs_waf::Row]) -> Ve
             if let Some(r) = k(Fs::Ext4, t) {
                 push(
                     format!("{} EXT4+{label} FTL", s.row),
-                    paper,
-                    r.ftl_waf,
+                    (paper, r.ftl_waf, Level::Ftl),
                     format!("kernel ext4 on {t}"),
                     r.consistency.status,
-                    why_kernel(r),
+                    (why_kernel(r), &facts_kernel(r)),
                 );
             }
         }
@@ -740,32 +828,30 @@ fn table(workloads: &[String], kernel: &[KernelRow], host: &[fs_waf::Row]) -> Ve
         {
             if let Some(r) = k(Fs::F2fs, t) {
                 let store = format!("kernel f2fs on {t}");
+                let facts = facts_kernel(r);
                 push(
                     format!("{} F2FS+{label} FS", s.row),
-                    fs_p,
-                    r.fs_waf,
+                    (fs_p, r.fs_waf, Level::Fs),
                     store.clone(),
                     r.consistency.status,
-                    why_kernel(r),
+                    (why_kernel(r), &facts),
                 );
                 push(
                     format!("{} F2FS+{label} FTL", s.row),
-                    ftl_p,
-                    r.ftl_waf,
+                    (ftl_p, r.ftl_waf, Level::Ftl),
                     store,
                     r.consistency.status,
-                    why_kernel(r),
+                    (why_kernel(r), &facts),
                 );
             }
         }
         if let Some(h) = host.iter().find(|h| h.fs == "alfs" && &h.workload == w) {
             push(
                 format!("{} AMF (ALFS) FS", s.row),
-                s.amf_fs,
-                h.fs_waf,
+                (s.amf_fs, h.fs_waf, Level::Fs),
                 "alfs on amf".into(),
                 h.consistency.status,
-                why_host(h),
+                (why_host(h), &facts_host(h)),
             );
         }
     }

@@ -39,6 +39,10 @@ pub struct Cell {
     pub cpu_profile: String,
     /// What the run's counters say about the cell.
     pub why: String,
+    /// Why a cell outside its tolerance misses, in a sentence read off the same counters
+    /// (AMF's table: `reasons`); absent where the table has no rules for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Slowdowns and throughputs: 15% (the bar for Fig. 3).
@@ -88,6 +92,7 @@ pub(super) fn cell(
         consistency: consistency.into(),
         cpu_profile: cpu.into(),
         why,
+        reason: None,
     }
 }
 

@@ -24,6 +24,7 @@ pub mod dfs;
 mod fidelity;
 mod guests;
 pub mod jobs;
+pub mod reasons;
 mod runs;
 mod schedule;
 mod spec;

@@ -366,6 +366,9 @@ fn print_amf(res: &experiment::amf::AmfResult) {
             m.ftl_difference * 100.0,
             if m.within { "within" } else { "NOT within" }
         );
+        if let Some(r) = &m.reason {
+            println!("      {r}");
+        }
     }
 }
 

@@ -206,6 +206,10 @@ pub struct ModelPair {
     pub ftl_difference: f64,
     /// Both levels within `MODEL_TOLERANCE`.
     pub within: bool,
+    /// Why the pair differs beyond `MODEL_TOLERANCE`, from both rows' counters
+    /// (`reasons::model_reason`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Kernel F2FS and our model of it: the 10%.
@@ -648,6 +652,7 @@ fn model_pairs(kernel: &[KernelRow], host: &[fs_waf::Row]) -> Vec<ModelPair> {
             fs_difference: fs_d,
             ftl_difference: ftl_d,
             within: fs_d.abs() <= MODEL_TOLERANCE && ftl_d.abs() <= MODEL_TOLERANCE,
+            reason: reasons::model_reason(&facts_kernel(k), &facts_host(h), MODEL_TOLERANCE),
         });
     }
     out

@@ -24,7 +24,10 @@
 //!   10. no trims: every block the file system ever wrote stays valid to the FTL;
 //!   11. otherwise: the FTL's extra programs per host page at this fill.
 //!
-//! Invariant: a cell within its tolerance has no reason (`reason` returns None).
+//! `model_reason` does the same for a pair of kernel F2FS and our f2fs mode on one row: per
+//! level outside its tolerance, what each wrote.
+//!
+//! Invariant: a cell or pair within its tolerance has no reason (None).
 
 /// Which level of the table a cell is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,6 +181,56 @@ pub fn reason(level: Level, paper: f64, ours: f64, tolerance: f64, f: &Facts) ->
     })
 }
 
+/// Why kernel F2FS (`kernel`) and our f2fs mode (`ours`) on one row differ by more than
+/// `tolerance` at a level, from the two rows' counters; None where both levels are within.
+pub fn model_reason(kernel: &Facts, ours: &Facts, tolerance: f64) -> Option<String> {
+    let rel = |a: f64, b: f64| if b != 0.0 { a / b - 1.0 } else { 0.0 };
+    let (fs_d, ftl_d) = (
+        rel(ours.fs_waf, kernel.fs_waf),
+        rel(ours.ftl_waf, kernel.ftl_waf),
+    );
+    let mut parts = Vec::new();
+    if fs_d.abs() > tolerance {
+        let app_pages = (ours.app_bytes as f64 / PAGE_BYTES).max(1.0);
+        let ours_pages = match ours.lfs {
+            Some(l) => format!(
+                "ours wrote {} data and {} node pages for {:.0} application pages and cleaned {}",
+                l.data, l.node, app_pages, l.cleaned
+            ),
+            None => format!("ours wrote {:.2} pages per application page", ours.fs_waf),
+        };
+        parts.push(if kernel.fs_waf < 0.95 {
+            format!(
+                "FS: kernel F2FS wrote {:.1} of the application's {:.1} MiB (the rest died in                  its page cache before writeback), while {ours_pages}",
+                kernel.fs_write_bytes as f64 / 1_048_576.0,
+                kernel.app_bytes as f64 / 1_048_576.0
+            )
+        } else if kernel.fs_waf <= 1.02 {
+            format!(
+                "FS: kernel F2FS wrote in place ({:.2}; mode=adaptive), while {ours_pages} out                  of place",
+                kernel.fs_waf
+            )
+        } else {
+            format!(
+                "FS: kernel F2FS wrote {:.2} pages per application page with {} flushes, while                  {ours_pages}",
+                kernel.fs_waf, kernel.flushes
+            )
+        });
+    }
+    if ftl_d.abs() > tolerance {
+        parts.push(format!(
+            "FTL: behind kernel F2FS {} extra programs for {} host pages ({} trims), behind ours              {} for {} ({} pages trimmed): the two file systems leave the FTL different live data",
+            kernel.extra_programs,
+            kernel.host_write_pages,
+            kernel.trims,
+            ours.extra_programs,
+            ours.host_write_pages,
+            ours.trims
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +247,23 @@ mod tests {
             device_writes: 0.5,
             ..Facts::default()
         }
+    }
+
+    #[test]
+    fn a_model_pair_within_has_no_reason_and_one_outside_names_its_level() {
+        let k = facts();
+        assert!(model_reason(&k, &k, 0.10).is_none());
+        let mut ours = facts();
+        ours.fs_waf = 1.5;
+        let r = model_reason(&k, &ours, 0.10).unwrap();
+        assert!(
+            r.contains("FS: kernel F2FS wrote in place") && !r.contains("FTL:"),
+            "{r}"
+        );
+        ours.fs_waf = 1.0;
+        ours.ftl_waf = 1.3;
+        let r = model_reason(&k, &ours, 0.10).unwrap();
+        assert!(r.starts_with("FTL:"), "{r}");
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //!      cleaning or journal on the device for this workload;
 //!   3. otherwise: fewer extra pages per application page than the slides' (named).
 //! - FS level above the slides:
-//!   4. a log-structured file system of ours: its node and data pages per application page,
-//!      and what its cleaner copied;
+//!   4. a log-structured file system of ours: what its cleaner copied, when that is at least
+//!      its node pages; otherwise its node and data pages per application page;
 //!   5. a kernel file system: its bytes written per application byte and its flushes.
 //! - FTL level below the slides:
 //!   6. no extra programs while the file system trimmed: nothing valid left for the FTL to move;
@@ -123,6 +123,19 @@ pub fn reason(level: Level, paper: f64, ours: f64, tolerance: f64, f: &Facts) ->
             f.fs, f.fs_waf, f.flushes, f.regime
         ),
         (Level::Fs, false) => match f.lfs {
+            Some(l) if l.cleaned >= l.node => format!(
+                "{}'s cleaner copied {} pages ({:.2} per application page) at this fill, the \
+                 slides' not stated; {} data, {} node, {} meta and {} checkpoint pages written \
+                 for {:.0} pages of application bytes",
+                f.fs,
+                l.cleaned,
+                l.cleaned as f64 / app_pages,
+                l.data,
+                l.node,
+                l.meta,
+                l.checkpoint,
+                app_pages
+            ),
             Some(l) => format!(
                 "{} wrote {} data, {} node, {} meta and {} checkpoint pages for {:.0} pages of \
                  application bytes ({:.2} node pages per application page: a node page per \
@@ -305,5 +318,12 @@ mod tests {
         });
         f.fs = "our alfs".into();
         assert!(r(&f, Level::Fs, 1.0, 2.3).contains("node pages per application page"));
+        f.lfs = Some(LfsPages {
+            data: 100,
+            node: 50,
+            cleaned: 80,
+            ..LfsPages::default()
+        });
+        assert!(r(&f, Level::Fs, 1.0, 2.3).contains("cleaner copied 80 pages"));
     }
 }

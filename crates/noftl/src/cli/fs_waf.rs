@@ -79,9 +79,10 @@ pub struct FsWafArgs {
     /// Seed of the data and the access pattern.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Run seqwrite, randwrite and kv in steady-state rounds: the data set laid out, then
-    /// rounds until the last five are steady (SNIA SSS PTS 2.1.24 on throughput and FTL WAF,
-    /// at most 25); those rows' figures are the last five rounds'.
+    /// Run seqwrite, randwrite, kv, postmark-high, tpcb and tpcc in steady-state rounds: the
+    /// data set laid out (the engine's database loaded and run), then rounds until the last five
+    /// are steady, counted once the device was written over (SNIA SSS PTS 2.1.24 on throughput
+    /// and FTL WAF, at most 25); those rows' figures are the last five rounds'.
     #[arg(long)]
     pub steady: bool,
     /// Fail (after the report) when a row was not measured in steady state (without --steady,

@@ -551,10 +551,11 @@ fn run_workload(
     let free = free_bytes(root)?;
     let mib = ((free as f64 * a.fill) as u64 >> 20).max(1) as u32;
     let file = root.join("data.bin");
-    let postmark_of = |files: u32| match a.postmark {
-        Postmark::Real => postmark_real(root, files, a.postmark_transactions, a.seed),
-        Postmark::Builtin => postmark(root, files, a.postmark_transactions, a.seed),
+    let postmark_in = |dir: &Path, files: u32, seed: u64| match a.postmark {
+        Postmark::Real => postmark_real(dir, files, a.postmark_transactions, seed),
+        Postmark::Builtin => postmark(dir, files, a.postmark_transactions, seed),
     };
+    let postmark_of = |files: u32| postmark_in(root, files, a.seed);
     match workload {
         "seqwrite" => {
             make_file(&file, mib, a.seed)?;
@@ -589,7 +590,19 @@ fn run_workload(
         }
         "postmark-high" => {
             *info = json!({ "postmark": a.postmark.as_str() });
-            postmark_of(a.postmark_high_files)
+            let app = postmark_of(a.postmark_high_files)?;
+            let Some(m) = marker.as_mut() else {
+                return Ok(app);
+            };
+            // A round: Postmark again with its own seed, in a directory of its own that it
+            // leaves empty and that is then removed (the built-in mix makes its subdirectories).
+            in_rounds(&mut **m, app, |k| {
+                let dir = root.join(format!("round{k}"));
+                std::fs::create_dir(&dir)?;
+                let written = postmark_in(&dir, a.postmark_high_files, a.seed + u64::from(k))?;
+                std::fs::remove_dir_all(&dir)?;
+                Ok(written)
+            })
         }
         "kv" => {
             let live_bytes = (free as f64 * a.fill / 2.0) as u64;

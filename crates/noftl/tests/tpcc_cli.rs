@@ -152,6 +152,48 @@ fn bench_tpcc_loads_a_new_database_into_a_file_and_refuses_to_overwrite_one() {
     );
     let (ok, _, err) = noftl(&[&args[..], &["--force"]].concat());
     assert!(ok, "{err}");
+
+    // --reuse runs on that database again, with new inputs, and the check still passes.
+    let again = [&args[..], &["--reuse", "--run-seed", "7"]].concat();
+    let (ok, out, err) = noftl(&again);
+    assert!(ok && err.contains("reusing the TPC-C database"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["load"], "reused");
+    assert_eq!(v["run_seed"], 7);
+    assert_eq!(v["check"], "passed");
+    // Other population flags than the load's are refused when the database is opened (its
+    // recovery may have written), and it still runs with the load's.
+    let other: Vec<&str> = again
+        .iter()
+        .map(|&a| if a == "60" { "61" } else { a })
+        .collect();
+    let (ok, _, err) = noftl(&other);
+    assert!(!ok && err.contains("was not loaded with these"), "{err}");
+    let (ok, out, err) = noftl(&again);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["check"], "passed");
+    // Nothing to reuse: a clear error before anything is written.
+    let empty = dir.path().join("none.db");
+    let (ok, _, err) = noftl(&[
+        "bench",
+        "tpcc",
+        "--storage",
+        "file",
+        "--path",
+        empty.to_str().unwrap(),
+        "--preset",
+        "tiny",
+        "--items",
+        "1000",
+        "--customers",
+        "60",
+        "--reuse",
+    ]);
+    assert!(!ok && err.contains("holds no database"), "{err}");
+    assert!(!empty.exists() || std::fs::metadata(&empty).unwrap().len() == 0);
+    let (ok, _, err) = noftl(&["bench", "tpcc", "--storage", "native", "--reuse"]);
+    assert!(!ok && err.contains("--reuse"), "{err}");
 }
 
 #[test]

@@ -1113,7 +1113,7 @@ fn not_fast(pbn: usize, rec: OobRecord) -> FtlError {
 
 /// Mapping memory of a hybrid (log-block) FTL for `capacity_bytes`: a 4-byte entry per block
 /// (data-block map) plus a 4-byte entry per page of the log blocks, which make up `log_share` of
-/// the capacity. AMF's 96 MB at 512 GB is reproduced by `log_share` = [`SEED_001_LOG_SHARE`].
+/// the capacity. AMF's 96 MB at 512 GB is reproduced by `log_share` = [`AMF_HYBRID_LOG_SHARE`].
 pub fn mapping_bytes_for(
     capacity_bytes: u64,
     page_bytes: u64,
@@ -1127,4 +1127,4 @@ pub fn mapping_bytes_for(
 
 /// The log-block share that reproduces AMF's hybrid FTL figure at 512 GiB (4 KiB pages,
 /// 128-page blocks): 4 MiB block map + 4 B x 23/128 of 128 Mi pages (92 MiB) = 96 MiB.
-pub const SEED_001_LOG_SHARE: f64 = 23.0 / 128.0;
+pub const AMF_HYBRID_LOG_SHARE: f64 = 23.0 / 128.0;

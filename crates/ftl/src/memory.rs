@@ -123,7 +123,7 @@ mod tests {
     }
 
     #[test]
-    fn page_block_and_aftl_match_seed_001_at_512_gb_and_1_tb() {
+    fn page_block_and_aftl_match_amfs_table_at_512_gb_and_1_tb() {
         let t = table(512 * GIB);
         assert_eq!(row(&t, "page"), 512 * MIB);
         assert_eq!(row(&t, "block"), 4 * MIB);

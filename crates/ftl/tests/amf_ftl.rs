@@ -242,7 +242,7 @@ fn same_seed_same_report() {
 }
 
 #[test]
-fn mapping_memory_matches_seed_001() {
+fn mapping_memory_matches_amfs_table() {
     const GIB: u64 = 1 << 30;
     assert_eq!(mapping_bytes_for(512 * GIB, 4096, 128), 4 << 20);
     assert_eq!(mapping_bytes_for(1024 * GIB, 4096, 128), 8 << 20);

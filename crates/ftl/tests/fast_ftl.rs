@@ -4,7 +4,7 @@
 mod block_harness;
 
 use block_harness::*;
-use ftl::fast::{mapping_bytes_for, Fast, FastOptions, MergeCounts, SEED_001_LOG_SHARE};
+use ftl::fast::{mapping_bytes_for, Fast, FastOptions, MergeCounts, AMF_HYBRID_LOG_SHARE};
 use ftl::{BlockDevice, FtlError};
 
 fn fresh(overrides: &[&str]) -> Fast {
@@ -151,16 +151,16 @@ fn same_seed_same_report() {
 }
 
 #[test]
-fn mapping_memory_reproduces_seed_001_with_the_stated_log_share() {
+fn mapping_memory_reproduces_amfs_hybrid_ftl_figure_with_the_stated_log_share() {
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
     assert_eq!(
-        mapping_bytes_for(512 * GIB, 4096, 128, SEED_001_LOG_SHARE),
+        mapping_bytes_for(512 * GIB, 4096, 128, AMF_HYBRID_LOG_SHARE),
         96 * MIB
     );
     // The same share gives 192 MiB at 1 TiB; the slides say 186 MB (they imply 17.4% there).
     assert_eq!(
-        mapping_bytes_for(1024 * GIB, 4096, 128, SEED_001_LOG_SHARE),
+        mapping_bytes_for(1024 * GIB, 4096, 128, AMF_HYBRID_LOG_SHARE),
         192 * MIB
     );
 }

@@ -62,7 +62,7 @@ fn crashtest_options_native_cannot_honour_are_refused() {
 }
 
 #[test]
-fn compare_paper_refuses_workloads_seed_000_gives_no_scales_for() {
+fn compare_paper_refuses_workloads_the_noftl_paper_gives_no_scales_for() {
     for args in [
         &["compare", "--paper", "--workload", "tatp"][..],
         &["compare", "--paper", "--scale", "3"][..],

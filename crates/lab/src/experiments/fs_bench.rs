@@ -176,6 +176,9 @@ fn fio(m: &Mounted, a: &Spec, rw: &str, threads: u32) -> anyhow::Result<(f64, f6
         .arg(format!("--size={size_mib}M"))
         .arg(format!("--runtime={}", a.runtime_s))
         .arg(format!("--randseed={}", a.seed))
+        // fio ignores --randseed for the offsets while randrepeat is on (its default; see
+        // fs_waf's fio_randwrite): off, `--seed` decides them, as the flag says.
+        .arg("--randrepeat=0")
         .output()
         .context("fio")?;
     let cpu1 = m.cpu_s();

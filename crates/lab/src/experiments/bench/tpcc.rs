@@ -200,15 +200,22 @@ fn load_checked(
     Ok((loaded, load_s))
 }
 
-pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
+/// The engine of a run with its database: the file's, opened again (`--reuse`), or a new one
+/// loaded (and checked with `--check`).
+struct Opened {
+    e: storage::Engine,
+    storage_name: String,
+    frames: usize,
+    loaded: tpcc::load::Loaded,
+    load_s: f64,
+    load: &'static str,
+}
+
+fn open_or_load(a: &TpccSpec, cfg: TpccConfig) -> anyhow::Result<Opened> {
     let args = &a.run;
-    refuse_what_tpcc_does_not_run(a)?;
-    let (until, virtual_clock) = run_plan(args)?;
-    let plan = plan(args)?;
-    let cfg = config(a)?;
     let what = format!("TPC-C scale {}", args.scale);
     let need_pages = cfg.db_pages_estimate(args.page_size);
-    let (mut e, storage_name, frames, loaded, load_s, load) = if a.reuse {
+    if a.reuse {
         let wall = Instant::now();
         let (mut e, storage_name, frames) = super::shared::reopen_engine(args, need_pages, &what)?;
         let loaded = tpcc::reopened(&mut e, cfg, args.seed)?;
@@ -219,14 +226,42 @@ pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default()
         );
-        let load_s = wall.elapsed().as_secs_f64();
-        (e, storage_name, frames, loaded, load_s, "reused")
-    } else {
-        let (mut e, storage_name, frames) = new_engine(args, need_pages, &what)?;
-        let method = args.load.unwrap_or_default();
-        let (loaded, load_s) = load_checked(&mut e, cfg, args, method)?;
-        (e, storage_name, frames, loaded, load_s, method.name())
-    };
+        return Ok(Opened {
+            e,
+            storage_name,
+            frames,
+            loaded,
+            load_s: wall.elapsed().as_secs_f64(),
+            load: "reused",
+        });
+    }
+    let (mut e, storage_name, frames) = new_engine(args, need_pages, &what)?;
+    let method = args.load.unwrap_or_default();
+    let (loaded, load_s) = load_checked(&mut e, cfg, args, method)?;
+    Ok(Opened {
+        e,
+        storage_name,
+        frames,
+        loaded,
+        load_s,
+        load: method.name(),
+    })
+}
+
+pub fn run(a: &TpccSpec) -> anyhow::Result<TpccRun> {
+    let args = &a.run;
+    refuse_what_tpcc_does_not_run(a)?;
+    let (until, virtual_clock) = run_plan(args)?;
+    let plan = plan(args)?;
+    let cfg = config(a)?;
+    let Opened {
+        mut e,
+        storage_name,
+        frames,
+        loaded,
+        load_s,
+        load,
+    } = open_or_load(a, cfg)?;
     let run_seed = a.run_seed.unwrap_or(args.seed);
     let params = crate::workload::Params {
         scale: Some(args.scale),

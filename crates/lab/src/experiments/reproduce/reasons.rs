@@ -6,16 +6,18 @@
 //! - FS level below the slides:
 //!   1. the file system wrote less than the application (FS WAF < 0.95): the bytes died in the
 //!      page cache (files deleted or rewritten before writeback);
-//!   2. it wrote the application's bytes about once (FS WAF <= 1.02): in place, no log copy,
+//!   2. it wrote the application's bytes about once (FS WAF <= `ONCE`): in place, no log copy,
 //!      cleaning or journal on the device for this workload;
 //!   3. otherwise: fewer extra pages per application page than the slides' (named).
 //! - FS level above the slides:
 //!   4. a log-structured file system of ours: what its cleaner copied, when that is at least
 //!      its node pages; otherwise its node and data pages per application page;
 //!   5. a kernel file system: its bytes written per application byte and its flushes.
-//! - FTL level below the slides:
-//!   6. no extra programs while the file system trimmed: nothing valid left for the FTL to move;
-//!   7. no extra programs and the device not yet written over: GC had not started;
+//! - FTL level below the slides ("almost none": extra programs at most `ALMOST_NONE` of the
+//!   host's pages):
+//!   6. almost no extra programs while the file system trimmed: nothing valid left for the
+//!      FTL to move;
+//!   7. almost no extra programs and the device not yet written over: GC had not started;
 //!   8. not steady (a whole run, or rounds stopped at the cap) with the device written over
 //!      fewer than `SETTLED_DEVICE_WRITES` times: GC still settling;
 //!   9. otherwise: in the FTL's steady state, the file system leaves it more room than the
@@ -76,6 +78,13 @@ pub struct LfsPages {
     pub cleaned: u64,
 }
 
+/// An FS level up to this is the application's bytes written once (a few metadata pages).
+pub const ONCE: f64 = 1.05;
+
+/// Extra programs up to this share of the host's pages are "almost none" (a few metadata
+/// blocks collected).
+pub const ALMOST_NONE: f64 = 0.01;
+
 /// A whole run that wrote the device over fewer times than this had not settled its GC
 /// (a page FTL's level settles within about two device writes after its first copy).
 pub const SETTLED_DEVICE_WRITES: f64 = 3.0;
@@ -94,6 +103,7 @@ pub fn reason(level: Level, paper: f64, ours: f64, tolerance: f64, f: &Facts) ->
         return None;
     }
     let below = ours < paper;
+    let almost_none = f.extra_programs as f64 <= ALMOST_NONE * f.host_write_pages as f64;
     let mib = |b: u64| b as f64 / 1_048_576.0;
     let app_pages = (f.app_bytes as f64 / PAGE_BYTES).max(1.0);
     Some(match (level, below) {
@@ -105,14 +115,15 @@ pub fn reason(level: Level, paper: f64, ours: f64, tolerance: f64, f: &Facts) ->
             mib(f.app_bytes),
             f.regime
         ),
-        (Level::Fs, true) if f.fs_waf <= 1.02 => format!(
+        (Level::Fs, true) if f.fs_waf <= ONCE => format!(
             "{} wrote the application's bytes about once (FS {:.2}): in place, with no log copy, \
              cleaning or journal write on the device for this workload, where the slides' \
              {paper:.2} implies writes out of place{}",
             f.fs,
             f.fs_waf,
             if f.fs.contains("f2fs") && f.lfs.is_none() {
-                " (kernel F2FS's default mode=adaptive writes direct-I/O overwrites in place)"
+                " (kernel F2FS's default mode=adaptive rewrites data in place where its \
+                 in-place-update policy allows)"
             } else {
                 ""
             }
@@ -150,23 +161,25 @@ pub fn reason(level: Level, paper: f64, ours: f64, tolerance: f64, f: &Facts) ->
                 l.cleaned
             ),
             None => format!(
-                "{} wrote {:.1} MiB for the application's {:.1} MiB with {} flushes (a journal \
-                 commit or node write per flush), more than the slides' {paper:.2}",
+                "{} wrote {:.1} MiB for the application's {:.1} MiB ({} flushes, {}), more per \
+                 application byte than the slides' {paper:.2}",
                 f.fs,
                 mib(f.fs_write_bytes),
                 mib(f.app_bytes),
-                f.flushes
+                f.flushes,
+                f.regime
             ),
         },
-        (Level::Ftl, true) if f.extra_programs == 0 && f.trims > 0 => format!(
-            "the FTL programmed no page beyond the host's: {} trimmed what it freed ({} trims), \
-             so no victim block held valid pages to move ({}, the device written over {:.2}x)",
-            f.fs, f.trims, f.regime, f.device_writes
+        (Level::Ftl, true) if almost_none && f.trims > 0 => format!(
+            "the FTL programmed almost nothing beyond the host's pages ({} extra for {}): {} \
+             trimmed what it freed ({} trims), so its victim blocks held almost no valid pages \
+             ({}, the device written over {:.2}x)",
+            f.extra_programs, f.host_write_pages, f.fs, f.trims, f.regime, f.device_writes
         ),
-        (Level::Ftl, true) if f.extra_programs == 0 && f.device_writes < 1.0 => format!(
+        (Level::Ftl, true) if almost_none && f.device_writes < 1.0 => format!(
             "the FTL had not collected garbage: the device was written over {:.2}x by then, \
-             0 pages copied ({})",
-            f.device_writes, f.regime
+             {} extra programs for {} host pages ({})",
+            f.device_writes, f.extra_programs, f.host_write_pages, f.regime
         ),
         (Level::Ftl, true) if !f.steady && f.device_writes < SETTLED_DEVICE_WRITES => format!(
             "not in the FTL's steady state ({}): the device written over {:.2}x, {} extra \
@@ -214,25 +227,29 @@ pub fn model_reason(kernel: &Facts, ours: &Facts, tolerance: f64) -> Option<Stri
         };
         parts.push(if kernel.fs_waf < 0.95 {
             format!(
-                "FS: kernel F2FS wrote {:.1} of the application's {:.1} MiB (the rest died in                  its page cache before writeback), while {ours_pages}",
+                "FS: kernel F2FS wrote {:.1} of the application's {:.1} MiB (the rest died in \
+                 its page cache before writeback), while {ours_pages}",
                 kernel.fs_write_bytes as f64 / 1_048_576.0,
                 kernel.app_bytes as f64 / 1_048_576.0
             )
-        } else if kernel.fs_waf <= 1.02 {
+        } else if kernel.fs_waf <= ONCE {
             format!(
-                "FS: kernel F2FS wrote in place ({:.2}; mode=adaptive), while {ours_pages} out                  of place",
+                "FS: kernel F2FS wrote in place ({:.2}; mode=adaptive), while {ours_pages} out \
+                 of place",
                 kernel.fs_waf
             )
         } else {
             format!(
-                "FS: kernel F2FS wrote {:.2} pages per application page with {} flushes, while                  {ours_pages}",
+                "FS: kernel F2FS wrote {:.2} pages per application page with {} flushes, while {ours_pages}",
                 kernel.fs_waf, kernel.flushes
             )
         });
     }
     if ftl_d.abs() > tolerance {
         parts.push(format!(
-            "FTL: behind kernel F2FS {} extra programs for {} host pages ({} trims), behind ours              {} for {} ({} pages trimmed): the two file systems leave the FTL different live data",
+            "FTL: behind kernel F2FS {} extra programs for {} host pages ({} trims), behind \
+             ours {} for {} ({} pages trimmed): the two file systems leave the FTL different \
+             live data",
             kernel.extra_programs,
             kernel.host_write_pages,
             kernel.trims,

@@ -923,14 +923,14 @@ mod tests {
         let run = counters(110 << 20, 28160, 38400, 9000);
         let w = workload(80 << 20);
         let r = kernel_row(
-            (Fs::Ext4, "page", "postmark-high"),
+            (Fs::Ext4, "page", "postmark-low"),
             (&base, &run),
             1.0,
             (&w, &[]),
             256 << 20,
         )
         .unwrap();
-        assert!(r.window.is_none(), "Postmark is a whole run");
+        assert!(r.window.is_none(), "Postmark's low row is a whole run");
         assert_eq!(r.fs_write_bytes, 100 << 20);
         assert!((r.fs_waf - 1.25).abs() < 1e-12);
         assert_eq!((r.host_write_pages, r.flash_programs), (25600, 35840));
@@ -944,7 +944,7 @@ mod tests {
             ..run.clone()
         };
         let r = kernel_row(
-            (Fs::Ext4, "page", "postmark-high"),
+            (Fs::Ext4, "page", "postmark-low"),
             (&base, &bad),
             1.0,
             (&w, &[]),

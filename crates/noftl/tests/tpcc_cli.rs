@@ -175,21 +175,17 @@ fn bench_tpcc_loads_a_new_database_into_a_file_and_refuses_to_overwrite_one() {
     assert_eq!(v["check"], "passed");
     // Nothing to reuse: a clear error before anything is written.
     let empty = dir.path().join("none.db");
-    let (ok, _, err) = noftl(&[
-        "bench",
-        "tpcc",
-        "--storage",
-        "file",
-        "--path",
-        empty.to_str().unwrap(),
-        "--preset",
-        "tiny",
-        "--items",
-        "1000",
-        "--customers",
-        "60",
-        "--reuse",
-    ]);
+    let on_empty: Vec<&str> = again
+        .iter()
+        .map(|&a| {
+            if a == db_s {
+                empty.to_str().unwrap()
+            } else {
+                a
+            }
+        })
+        .collect();
+    let (ok, _, err) = noftl(&on_empty);
     assert!(!ok && err.contains("holds no database"), "{err}");
     assert!(!empty.exists() || std::fs::metadata(&empty).unwrap().len() == 0);
     let (ok, _, err) = noftl(&["bench", "tpcc", "--storage", "native", "--reuse"]);

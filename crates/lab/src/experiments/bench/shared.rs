@@ -329,16 +329,7 @@ pub fn new_engine(
     need_pages: u64,
     what: &str,
 ) -> anyhow::Result<(Engine, String, usize)> {
-    let (store, storage_name) = page_store(args)?;
-    let frames = sized_frames(args, &*store, need_pages, what)?;
-    let e = Engine::create(
-        store,
-        EngineConfig {
-            buffer_frames: frames,
-            ..EngineConfig::default()
-        },
-    )?;
-    Ok((e, storage_name, frames))
+    engine_on_store(args, need_pages, what, false)
 }
 
 /// `new_engine` for a database the store already holds (`--storage file`): opened and
@@ -348,16 +339,27 @@ pub fn reopen_engine(
     need_pages: u64,
     what: &str,
 ) -> anyhow::Result<(Engine, String, usize)> {
+    engine_on_store(args, need_pages, what, true)
+}
+
+fn engine_on_store(
+    args: &Spec,
+    need_pages: u64,
+    what: &str,
+    open: bool,
+) -> anyhow::Result<(Engine, String, usize)> {
     let (store, storage_name) = page_store(args)?;
     let frames = sized_frames(args, &*store, need_pages, what)?;
-    let e = Engine::open(
-        store,
-        EngineConfig {
-            buffer_frames: frames,
-            ..EngineConfig::default()
-        },
-    )
-    .with_context(|| format!("opening the database in {storage_name}"))?;
+    let cfg = EngineConfig {
+        buffer_frames: frames,
+        ..EngineConfig::default()
+    };
+    let e = if open {
+        Engine::open(store, cfg)
+            .with_context(|| format!("opening the database in {storage_name}"))?
+    } else {
+        Engine::create(store, cfg)?
+    };
     Ok((e, storage_name, frames))
 }
 

@@ -718,22 +718,30 @@ fn regime(window: Option<&Window>) -> String {
     }
 }
 
-/// What a kernel row's counters say, for `reasons`: its window's where it ran in rounds.
-fn facts_kernel(k: &KernelRow) -> Facts {
-    let (app_bytes, fs_write_bytes, host, programs) = match &k.window {
-        Some(w) => (
+/// (application bytes, bytes the file system wrote, the FTL's host pages, flash programs): the
+/// window's where the row ran in rounds, else `whole` (the whole run's).
+fn counts_of(window: Option<&Window>, whole: [u64; 4]) -> [u64; 4] {
+    window.map_or(whole, |w| {
+        [
             w.figures.app_bytes,
             w.figures.fs_write_bytes,
             w.figures.host_write_pages,
             w.figures.flash_programs,
-        ),
-        None => (
+        ]
+    })
+}
+
+/// What a kernel row's counters say, for `reasons`: its window's where it ran in rounds.
+fn facts_kernel(k: &KernelRow) -> Facts {
+    let [app_bytes, fs_write_bytes, host, programs] = counts_of(
+        k.window.as_ref(),
+        [
             k.app_bytes,
             k.fs_write_bytes,
             k.host_write_pages,
             k.flash_programs,
-        ),
-    };
+        ],
+    );
     Facts {
         fs: format!("kernel {}", k.fs.name()),
         lfs: None,
@@ -754,20 +762,15 @@ fn facts_kernel(k: &KernelRow) -> Facts {
 /// What a host row's counters say, for `reasons`.
 fn facts_host(h: &fs_waf::Row) -> Facts {
     let n = |k: &str| h.lfs.as_ref().and_then(|l| l[k].as_u64()).unwrap_or(0);
-    let (app_bytes, fs_write_bytes, host, programs) = match &h.window {
-        Some(w) => (
-            w.figures.app_bytes,
-            w.figures.fs_write_bytes,
-            w.figures.host_write_pages,
-            w.figures.flash_programs,
-        ),
-        None => (
+    let [app_bytes, fs_write_bytes, host, programs] = counts_of(
+        h.window.as_ref(),
+        [
             h.app_bytes,
             h.fs_pages_written * 4096,
             h.fs_pages_written,
             (h.ftl_waf * h.fs_pages_written as f64).round() as u64,
-        ),
-    };
+        ],
+    );
     Facts {
         fs: format!("our {}", h.fs),
         lfs: h.lfs.as_ref().map(|_| LfsPages {

@@ -4,8 +4,9 @@
 //! (`reproduce amf`, `vm::measure`) or a FUSE mount runs it on the host (`fs waf --steady`).
 //!
 //! The workload lays out its data set (the preconditioning: seqwrite's and randwrite's file,
-//! kv's load, the engine's database loaded and run once), syncs and *marks* it (round 0); then it runs rounds of a fixed size, syncing and
-//! marking after each (rounds 1, 2, ...). At each mark the measurer snapshots the counters and
+//! kv's load, a Postmark run, the engine's database loaded and run once), syncs and *marks*
+//! it (round 0); then it runs rounds of a fixed size, syncing and marking after each (rounds
+//! 1, 2, ...). At each mark the measurer snapshots the counters and
 //! answers whether to go on. The rounds are what `crate::steady` judges: per round, its
 //! throughput (application bytes per second of modelled device time) and its FTL write
 //! amplification; the workload stops when the last `steady::WINDOW_ROUNDS` rounds are in band
@@ -46,9 +47,9 @@ use crate::steady::{self, Round, SteadyState};
 /// The workloads that run in rounds: the data set laid out once, then the same kind of writes
 /// again and again (the engine's rows: the database loaded and run once, then reopened for
 /// every round; Postmark's high row: a Postmark run, then one more per round). The others are
-/// whole runs: the Hadoop jobs write their files once, and Postmark's low row leaves 5-10% of
-/// its bytes to the device (the rest dies in the page cache), so 25 rounds would not write the
-/// device over once.
+/// whole runs: the Hadoop jobs write their files once, and Postmark's low row leaves 1-6% of
+/// its bytes to the device in a guest (the rest dies in the page cache), so 25 rounds would
+/// not write the device over once.
 pub const ROUND_WORKLOADS: [&str; 6] = [
     "seqwrite",
     "randwrite",

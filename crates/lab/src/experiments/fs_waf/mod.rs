@@ -453,8 +453,14 @@ pub(crate) fn app_bytes_reach_device(workload: &str) -> bool {
     matches!(workload, "seqwrite" | "dfsio" | "terasort" | "wordcount")
 }
 
-fn run_one(a: &Spec, fs: &str, target: &str, workload: &str) -> anyhow::Result<Run> {
-    let device_bytes = a.device.load()?.geometry.capacity_bytes();
+/// One mount of `fs` on `target` running `workload` (`none`: the baseline); `device_bytes`:
+/// the device's capacity, against which rounds count device writes.
+fn run_one(
+    a: &Spec,
+    (fs, target): (&str, &str),
+    workload: &str,
+    device_bytes: u64,
+) -> anyhow::Result<Run> {
     let m = mount_on(&a.noftl, fs, target, &a.device, "none")?;
     let mut info = Value::Null;
     let mut measurer = a
@@ -828,12 +834,14 @@ pub fn run(spec: &Spec) -> anyhow::Result<WafResult> {
     let mut bases = Vec::new();
     for (fs, target) in &configs {
         bases.push(
-            run_one(spec, fs, target, "none").with_context(|| format!("{fs}:{target} format"))?,
+            run_one(spec, (fs, target), "none", device_bytes)
+                .with_context(|| format!("{fs}:{target} format"))?,
         );
     }
     for w in &spec.workloads {
         for ((fs, target), base) in configs.iter().zip(&bases) {
-            let run = run_one(spec, fs, target, w).with_context(|| format!("{fs}:{target} {w}"))?;
+            let run = run_one(spec, (fs, target), w, device_bytes)
+                .with_context(|| format!("{fs}:{target} {w}"))?;
             let r = row(fs, target, w, (&run, base), device_bytes)
                 .with_context(|| format!("{fs}:{target} {w}"))?;
             eprintln!(

@@ -38,6 +38,7 @@ pub mod output;
 pub mod progress;
 pub mod results;
 pub mod runner;
+pub mod scratch;
 pub mod steady;
 pub mod stores;
 pub mod targets;

@@ -29,6 +29,12 @@ impl FileDevice {
             .create(true)
             .truncate(false)
             .open(path)?;
+        Self::from_file(file, capacity_pages)
+    }
+
+    /// The same over a file already open for reading and writing (an unlinked temporary
+    /// file, for example), grown to `capacity_pages` when shorter (sparse: nothing is written).
+    pub fn from_file(file: File, capacity_pages: u64) -> std::io::Result<Self> {
         let want = capacity_pages * LOGICAL_PAGE_BYTES as u64;
         if file.metadata()?.len() < want {
             file.set_len(want)?;

@@ -972,7 +972,11 @@ fn checked_scale(args: &Spec) -> anyhow::Result<Checked> {
     // Refused before the long load, from the kit's estimate of the database's size.
     let est_pages = w.db_pages_estimate();
     let device_bytes = ((est_pages + est_pages / 8) as f64 * 4096.0 / (1.0 - args.op)) as u64;
-    jobs_that_fit(scale, device_bytes, est_pages * 4096, 1, (None, 0))?;
+    let probe_ram_bytes = match crate::scratch::place(rig::probe_estimate_bytes(&*w)) {
+        crate::scratch::Place::Ram(_) => est_pages * 4096,
+        crate::scratch::Place::Disk(_) => 0,
+    };
+    jobs_that_fit(scale, device_bytes, probe_ram_bytes, 1, (None, 0))?;
     Ok(Checked {
         w,
         scale,
@@ -991,15 +995,15 @@ fn run_scale(args: &Spec, label: Option<&str>, on_scale: &mut OnScale<'_>) -> an
         .transpose()?;
     let (rig, probe) = prepare_scale(args, &checked)?;
     let g = &rig.nand.geometry;
-    // Every device keeps its data in RAM, and so does the loaded database they are copied from
-    // (checked before the load, from the kit's estimate).
-    // The loaded database is resident by now: available memory already excludes it.
+    // Every device keeps its data in RAM, and so may the loaded database they are copied from
+    // (checked before the load, from the kit's estimate; `crate::scratch`). If it is in RAM it
+    // is resident by now, so available memory already excludes it, but a cap counts it.
     let jobs = jobs_that_fit(
         checked.scale,
         g.capacity_bytes(),
         0,
         args.jobs.clamp(1, checked.selected.len()),
-        (args.memory_cap_bytes, rig.db_pages * rig.page_bytes as u64),
+        (args.memory_cap_bytes, probe.ram_bytes),
     )?;
     let results = run_rows(
         args,

@@ -428,10 +428,13 @@ pub fn build_store(rig: &Rig, row: usize) -> anyhow::Result<Box<dyn PageStore>> 
     })
 }
 
-/// The database, loaded once on a RAM disk: measured to size the device, then copied onto
-/// every row's store (`Engine::copy_to`) instead of being loaded again row by row.
+/// The database, loaded once: measured to size the device, then copied onto every row's store
+/// (`Engine::copy_to`) instead of being loaded again row by row. It lives in an unlinked file
+/// where the temporary directory is on a disk with room, in RAM otherwise (`crate::scratch`).
 pub struct Probe {
     pub engine: Mutex<Engine>,
+    /// RAM the loaded pages take in the process (0: they are page cache of a file).
+    pub ram_bytes: u64,
     pub loaded: Loaded,
     /// The object of every allocated page of the loaded database (`--warmup precondition`
     /// only: read once, before any copy, so that every row's copy starts from the same log).
@@ -455,6 +458,28 @@ impl Probe {
                 },
             )?)
     }
+}
+
+/// Logical 4 KiB pages of the device the database is loaded on (64 GiB; it takes what it takes).
+const PROBE_PAGES: u64 = 1 << 24;
+
+/// The device `w`'s database is loaded on once: a sparse unlinked file (`crate::scratch`), or a
+/// RAM disk where no disk has room for the kit's estimate; and whether it is the RAM disk.
+fn probe_device(w: &dyn Workload) -> anyhow::Result<(Box<dyn ftl::BlockDevice>, bool)> {
+    let est_bytes = probe_estimate_bytes(w);
+    Ok(match crate::scratch::image_file(est_bytes)? {
+        Some(file) => (
+            Box::new(storage::filedev::FileDevice::from_file(file, PROBE_PAGES)?),
+            false,
+        ),
+        None => (Box::new(MemDisk::new(PROBE_PAGES)), true),
+    })
+}
+
+/// The loaded database's bytes, from the kit's estimate and an eighth for its growth.
+pub fn probe_estimate_bytes(w: &dyn Workload) -> u64 {
+    let est = w.db_pages_estimate();
+    (est + est / 8) * 4096
 }
 
 /// 4 KiB units per flash page of `g` (1 on 4 KiB pages).
@@ -487,7 +512,8 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     }
     // 4 KiB logical pages per DB page.
     let k = (args.page_bytes / 4096) as u64;
-    let probe = BlockPageStore::new(Box::new(MemDisk::new(1 << 24)), args.page_bytes, Some(1024))?;
+    let (image, in_ram) = probe_device(w)?;
+    let probe = BlockPageStore::new(image, args.page_bytes, Some(1024))?;
     let mut e = Engine::create(
         Box::new(probe),
         EngineConfig {
@@ -585,6 +611,11 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
         },
         Probe {
             engine: Mutex::new(e),
+            ram_bytes: if in_ram {
+                loaded * args.page_bytes as u64
+            } else {
+                0
+            },
             loaded: loaded_handles,
             objects,
         },

@@ -5,9 +5,10 @@
 //! devices did not fit in memory: the 10 GiB scales ran one row at a time (a device of 10.3 GiB
 //! beside a loaded database of 10 GiB), and the whole reproduction kept one of two cores busy on
 //! average (29:48 wall for 1,725 CPU seconds, PERFORMANCE section 6). Here each run takes some
-//! of the cores (`slots`: its rows at once) and some of the memory (its loaded database and one
-//! device per slot, `need_bytes`), and a run starts when both are free: the 1 GiB scales, TPC-H
-//! and Fig. 4 fill the core a 10 GiB scale leaves.
+//! of the cores (`slots`: its rows at once) and some of the memory (one device per slot, and its
+//! loaded database unless that waits in a file, `crate::scratch`: `need_bytes`), and a run
+//! starts when both are free: the 1 and 5 GiB scales, TPC-H and Fig. 4 fill the core a 10 GiB
+//! scale leaves.
 //!
 //! Runs are taken largest first (`need_bytes` of one slot), so the long runs start early and the
 //! small ones fill in around them. A run is told its share (`Spec::memory_cap_bytes`, its rows
@@ -34,25 +35,40 @@ const GIB: u64 = 1 << 30;
 /// TPC-B 500: 6.6 GiB of a 10 GiB one, from the memory available before and after its load).
 const PROBE_TENTHS: u64 = 7;
 
-/// RAM a run needs with `slots` rows at once: its loaded database (`PROBE_TENTHS` tenths of the
-/// volume) and a device per row (the volume, its spare blocks and OOB: 10% more at most). Fig. 4
-/// has no loaded database and one device.
-pub fn need_bytes(spec: &Spec, job: &RunJob, slots: usize) -> u64 {
-    let device = |v: u64| v + v / 10;
-    let probe = |v: u64| v / 10 * PROBE_TENTHS;
-    let slots = slots.max(1) as u64;
+/// A run's volume (the device of each of its rows) and its loaded database's bytes
+/// (`PROBE_TENTHS` tenths of the volume; none for Fig. 4).
+fn volume_and_image_bytes(spec: &Spec, job: &RunJob) -> (u64, u64) {
+    let image = |v: u64| v / 10 * PROBE_TENTHS;
     match job {
-        RunJob::Oltp { volume_bytes, .. } => probe(*volume_bytes) + slots * device(*volume_bytes),
+        RunJob::Oltp { volume_bytes, .. } => (*volume_bytes, image(*volume_bytes)),
         RunJob::Today { volume_bytes, .. } => {
             let v = (*volume_bytes).max(GIB);
-            probe(v) + slots * device(v)
+            (v, image(v))
         }
         RunJob::Tpch => {
             let v = runs::tpch_volume_bytes(spec.quick);
-            probe(v) + device(v)
+            (v, image(v))
         }
-        RunJob::Fig4 { .. } => device(runs::fig4_device_bytes(spec.quick)),
+        RunJob::Fig4 { .. } => (runs::fig4_device_bytes(spec.quick), 0),
     }
+}
+
+/// RAM a run needs with `slots` rows at once: a device per row (the volume, its spare blocks and
+/// OOB: 10% more at most) and, when `images_in_ram`, its loaded database (in a file otherwise,
+/// `crate::scratch`).
+pub fn need_bytes(spec: &Spec, job: &RunJob, slots: usize, images_in_ram: bool) -> u64 {
+    let (volume, image) = volume_and_image_bytes(spec, job);
+    let slots = (slots.max(1) as u64).min(max_slots(job) as u64);
+    let image = if images_in_ram { image } else { 0 };
+    image + slots * (volume + volume / 10)
+}
+
+/// Whether the runs' loaded databases will take RAM: unless the temporary directory is on a
+/// disk with room for all of them at once (`crate::scratch`; each run decides again for its own
+/// when it loads, so this errs toward RAM).
+fn images_in_ram(spec: &Spec, runs: &[RunJob]) -> bool {
+    let all: u64 = runs.iter().map(|j| volume_and_image_bytes(spec, j).1).sum();
+    matches!(crate::scratch::place(all), crate::scratch::Place::Ram(_))
 }
 
 /// Rows a run can spread over (TPC-H and Fig. 4 run their stores one after another).
@@ -67,6 +83,7 @@ struct State {
     pending: Vec<RunJob>,
     free_slots: usize,
     free_bytes: u64,
+    images_in_ram: bool,
     outputs: Vec<(RunJob, RunOutput)>,
     failed: Option<anyhow::Error>,
 }
@@ -79,13 +96,15 @@ pub fn run_local(
 ) -> anyhow::Result<Vec<(RunJob, RunOutput)>> {
     let slots = spec.jobs.max(1);
     let budget = crate::limits::memory_budget_bytes().unwrap_or(u64::MAX);
+    let in_ram = images_in_ram(spec, &runs);
     let mut pending = runs;
     // Largest first; `pop` takes from the end.
-    pending.sort_by_key(|j| need_bytes(spec, j, 1));
+    pending.sort_by_key(|j| need_bytes(spec, j, 1, in_ram));
     let state = Mutex::new(State {
         pending,
         free_slots: slots,
         free_bytes: budget,
+        images_in_ram: in_ram,
         outputs: Vec::new(),
         failed: None,
     });
@@ -167,16 +186,16 @@ fn next_fit(spec: &Spec, slots: usize, st: &State) -> Option<(usize, usize, u64)
         let most = st.free_slots.min(max_slots(job));
         if let Some(k) = (1..=most)
             .rev()
-            .find(|&k| need_bytes(spec, job, k) <= st.free_bytes)
+            .find(|&k| need_bytes(spec, job, k, st.images_in_ram) <= st.free_bytes)
         {
-            return Some((i, k, need_bytes(spec, job, k)));
+            return Some((i, k, need_bytes(spec, job, k, st.images_in_ram)));
         }
     }
     if st.free_slots == slots {
         let i = st.pending.len() - 1;
         let job = &st.pending[i];
         let k = slots.min(max_slots(job));
-        return Some((i, k, need_bytes(spec, job, k)));
+        return Some((i, k, need_bytes(spec, job, k, st.images_in_ram)));
     }
     None
 }
@@ -198,6 +217,7 @@ mod tests {
             pending,
             free_slots,
             free_bytes,
+            images_in_ram: true,
             outputs: Vec::new(),
             failed: None,
         }
@@ -228,5 +248,33 @@ mod tests {
         // TPC-H and Fig. 4 run their stores one after another: one slot.
         let st = state(vec![RunJob::Tpch], 2, 24 * GIB);
         assert_eq!(next_fit(&spec, 2, &st).map(|f| f.1), Some(1));
+    }
+
+    #[test]
+    fn loaded_databases_in_files_leave_their_memory_to_the_devices() {
+        let spec = Spec::default();
+        let pending = vec![oltp(48, 1), oltp(200, 5), oltp(500, 10)];
+        // 20 GiB free: the 10 GiB scale's device alone (11 GiB), and beside it a 5 GiB scale's
+        // row (5.5 GiB), which its loaded database in RAM (3.5 GiB more) would not let in.
+        let mut st = state(pending.clone(), 2, 20 * GIB);
+        st.images_in_ram = false;
+        let (i, k, need) = next_fit(&spec, 2, &st).unwrap();
+        assert_eq!((i, k, need), (2, 1, 11 * GIB));
+        let mut st = state(pending[..2].to_vec(), 1, 8 * GIB);
+        st.images_in_ram = false;
+        assert_eq!(next_fit(&spec, 2, &st).map(|f| (f.0, f.1)), Some((1, 1)));
+        st.images_in_ram = true;
+        assert_eq!(next_fit(&spec, 2, &st).map(|f| (f.0, f.1)), Some((0, 1)));
+        // Fig. 4 never has a loaded database; TPC-H's counts only in RAM.
+        let fig4 = RunJob::Fig4 {
+            target: "raw".into(),
+        };
+        assert_eq!(
+            need_bytes(&spec, &fig4, 1, true),
+            need_bytes(&spec, &fig4, 1, false)
+        );
+        assert!(
+            need_bytes(&spec, &RunJob::Tpch, 1, true) > need_bytes(&spec, &RunJob::Tpch, 1, false)
+        );
     }
 }

@@ -14,6 +14,7 @@
 //! in-memory catalog equals the catalog heap after every committed DDL and after recovery.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::tuple::{ColType, Column, Schema};
@@ -216,8 +217,10 @@ impl Entry {
 pub struct Catalog {
     pub regions: BTreeMap<ObjectId, Region>,
     pub tablespaces: BTreeMap<ObjectId, Tablespace>,
-    pub tables: BTreeMap<ObjectId, Table>,
-    pub indexes: BTreeMap<ObjectId, Index>,
+    /// Shared, so that a row operation holds its table and indexes across `&mut Engine` calls
+    /// for a reference count instead of a copy of their names and schemas.
+    pub tables: BTreeMap<ObjectId, Arc<Table>>,
+    pub indexes: BTreeMap<ObjectId, Arc<Index>>,
     pub rids: BTreeMap<ObjectId, Rid>,
     pub next_id: ObjectId,
 }
@@ -246,15 +249,15 @@ impl Catalog {
                     .filter(|i| i.table == t.id)
                     .map(|i| i.id)
                     .collect();
-                self.tables.insert(t.id, t);
+                self.tables.insert(t.id, Arc::new(t));
             }
             Entry::Index(i) => {
                 if let Some(t) = self.tables.get_mut(&i.table) {
                     if !t.indexes.contains(&i.id) {
-                        t.indexes.push(i.id);
+                        Arc::make_mut(t).indexes.push(i.id);
                     }
                 }
-                self.indexes.insert(i.id, i);
+                self.indexes.insert(i.id, Arc::new(i));
             }
         }
     }
@@ -281,11 +284,13 @@ impl Catalog {
         self.tables
             .values()
             .find(|t| t.name.eq_ignore_ascii_case(name))
+            .map(|t| &**t)
     }
     pub fn index_by_name(&self, name: &str) -> Option<&Index> {
         self.indexes
             .values()
             .find(|t| t.name.eq_ignore_ascii_case(name))
+            .map(|i| &**i)
     }
 }
 

@@ -232,54 +232,111 @@ impl Schema {
     }
 
     pub fn decode(&self, b: &[u8]) -> Result<Vec<Value>> {
-        let short = || {
-            Error::Schema(format!(
-                "row of {} bytes is too short for its schema",
-                b.len()
-            ))
-        };
-        if b.len() < self.fixed_bytes {
-            return Err(short());
-        }
+        self.check_fixed(b)?;
         let mut var_at = self.fixed_bytes;
         let mut out = Vec::with_capacity(self.columns.len());
-        for (i, c) in self.columns.iter().enumerate() {
-            let o = self.offsets[i].unwrap_or(0);
-            out.push(match c.ty {
-                ColType::Int => Value::Int(i64::from(i32::from_le_bytes([
-                    b[o],
-                    b[o + 1],
-                    b[o + 2],
-                    b[o + 3],
-                ]))),
-                ColType::BigInt => Value::Int(i64::from_le_bytes(
-                    b[o..o + 8].try_into().map_err(|_| short())?,
-                )),
-                ColType::Money => Value::Money(i64::from_le_bytes(
-                    b[o..o + 8].try_into().map_err(|_| short())?,
-                )),
-                ColType::Date => {
-                    Value::Date(i32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]))
-                }
-                ColType::Char(n) => Value::Str(
-                    String::from_utf8(b[o..o + n as usize].to_vec())
-                        .map_err(|_| Error::Schema("CHAR is not UTF-8".into()))?,
-                ),
-                ColType::Varchar(_) => {
-                    if b.len() < var_at + 2 {
-                        return Err(short());
-                    }
-                    let n = u16::from_le_bytes([b[var_at], b[var_at + 1]]) as usize;
-                    let s = b.get(var_at + 2..var_at + 2 + n).ok_or_else(short)?;
-                    var_at += 2 + n;
-                    Value::Str(
-                        String::from_utf8(s.to_vec())
-                            .map_err(|_| Error::Schema("VARCHAR is not UTF-8".into()))?,
-                    )
-                }
-            });
+        for i in 0..self.columns.len() {
+            let f = self.field(b, i, &mut var_at)?;
+            out.push(Self::value(self.columns[i].ty, f)?);
         }
         Ok(out)
+    }
+
+    /// Whether `b` is a row of this schema, with exactly `decode`'s checks and errors, without
+    /// building its values (the write paths check a row they only store).
+    pub fn check(&self, b: &[u8]) -> Result<()> {
+        self.check_fixed(b)?;
+        let mut var_at = self.fixed_bytes;
+        for i in 0..self.columns.len() {
+            let f = self.field(b, i, &mut var_at)?;
+            Self::check_text(self.columns[i].ty, f)?;
+        }
+        Ok(())
+    }
+
+    /// Column `col` of row `b`, as `decode(b)?[col]` gives it, reading only what lies before
+    /// it: an index key needs its one to three columns, not the row's strings. A row `decode`
+    /// refuses may still give a column here; the write paths `check` every row they store.
+    pub fn decode_column(&self, b: &[u8], col: usize) -> Result<Value> {
+        let Some(c) = self.columns.get(col) else {
+            return Err(Error::Schema(format!(
+                "column {col} of a schema of {} columns",
+                self.columns.len()
+            )));
+        };
+        self.check_fixed(b)?;
+        let mut var_at = self.fixed_bytes;
+        if self.offsets[col].is_none() {
+            // The VARCHARs before this one, to find where it starts.
+            for i in (0..col).filter(|&i| self.offsets[i].is_none()) {
+                self.field(b, i, &mut var_at)?;
+            }
+        }
+        Self::value(c.ty, self.field(b, col, &mut var_at)?)
+    }
+
+    fn short(b: &[u8]) -> Error {
+        Error::Schema(format!(
+            "row of {} bytes is too short for its schema",
+            b.len()
+        ))
+    }
+
+    fn check_fixed(&self, b: &[u8]) -> Result<()> {
+        if b.len() < self.fixed_bytes {
+            return Err(Self::short(b));
+        }
+        Ok(())
+    }
+
+    /// Column `i`'s bytes in `b` (fixed part checked by `check_fixed`): a fixed column at its
+    /// offset, a VARCHAR at `var_at`, which moves past it.
+    fn field<'a>(&self, b: &'a [u8], i: usize, var_at: &mut usize) -> Result<&'a [u8]> {
+        if let Some(o) = self.offsets[i] {
+            let w = self.columns[i].ty.fixed_width().unwrap_or(0);
+            return b.get(o..o + w).ok_or_else(|| Self::short(b));
+        }
+        let at = *var_at;
+        if b.len() < at + 2 {
+            return Err(Self::short(b));
+        }
+        let n = u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+        let s = b.get(at + 2..at + 2 + n).ok_or_else(|| Self::short(b))?;
+        *var_at = at + 2 + n;
+        Ok(s)
+    }
+
+    fn check_text(ty: ColType, f: &[u8]) -> Result<()> {
+        match ty {
+            ColType::Char(_) => std::str::from_utf8(f)
+                .map(drop)
+                .map_err(|_| Error::Schema("CHAR is not UTF-8".into())),
+            ColType::Varchar(_) => std::str::from_utf8(f)
+                .map(drop)
+                .map_err(|_| Error::Schema("VARCHAR is not UTF-8".into())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The value of a column of type `ty` whose bytes are `f` (from `field`).
+    fn value(ty: ColType, f: &[u8]) -> Result<Value> {
+        let word4 = || i32::from_le_bytes([f[0], f[1], f[2], f[3]]);
+        let word8 = || {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&f[..8]);
+            i64::from_le_bytes(w)
+        };
+        Ok(match ty {
+            ColType::Int => Value::Int(i64::from(word4())),
+            ColType::BigInt => Value::Int(word8()),
+            ColType::Money => Value::Money(word8()),
+            ColType::Date => Value::Date(word4()),
+            ColType::Char(_) | ColType::Varchar(_) => {
+                Self::check_text(ty, f)?;
+                // Checked just above: the copy cannot fail.
+                Value::Str(String::from_utf8_lossy(f).into_owned())
+            }
+        })
     }
 
     /// Reads an integer-like fixed column in place (invariant 2).
@@ -358,6 +415,46 @@ mod tests {
         s.set_i64(&mut b, 2, -999_999).unwrap();
         assert_eq!(s.get_i64(&b, 2), Some(-999_999));
         assert_eq!(days_from_civil(1970, 1, 1), 0);
+    }
+
+    #[test]
+    fn check_and_one_column_agree_with_the_whole_decode() {
+        let col = |name: &str, ty| Column {
+            name: name.into(),
+            ty,
+        };
+        // Two VARCHARs, so that a column after the first has to walk past it.
+        let s = Schema::new(vec![
+            col("a", ColType::Varchar(8)),
+            col("id", ColType::BigInt),
+            col("b", ColType::Varchar(8)),
+            col("c", ColType::Char(3)),
+        ])
+        .unwrap();
+        let row = vec![
+            Value::Str("xyz".into()),
+            Value::Int(-7),
+            Value::Str("é".into()),
+            Value::Str("ok ".into()),
+        ];
+        let b = s.encode(&row).unwrap();
+        s.check(&b).unwrap();
+        for (i, v) in row.iter().enumerate() {
+            assert_eq!(&s.decode_column(&b, i).unwrap(), v, "column {i}");
+        }
+        assert!(s.decode_column(&b, 4).is_err());
+        // Every truncation and every byte made invalid UTF-8: check refuses exactly what
+        // decode refuses, with its message.
+        let mut cases: Vec<Vec<u8>> = (0..b.len()).map(|n| b[..n].to_vec()).collect();
+        for at in 0..b.len() {
+            let mut c = b.clone();
+            c[at] = 0xFF;
+            cases.push(c);
+        }
+        for c in &cases {
+            let want = s.decode(c).map(drop).map_err(|e| e.to_string());
+            assert_eq!(s.check(c).map_err(|e| e.to_string()), want, "{c:?}");
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ impl Engine {
             .catalog
             .tables
             .get(&table)
-            .cloned()
+            .map(|t| crate::catalog::Table::clone(t))
             .ok_or_else(|| Error::NotFound {
                 kind: "table",
                 name: format!("#{table}"),
@@ -31,7 +31,7 @@ impl Engine {
                 self.catalog
                     .indexes
                     .get(id)
-                    .cloned()
+                    .map(|i| crate::catalog::Index::clone(i))
                     .ok_or_else(|| Error::NotFound {
                         kind: "index",
                         name: format!("#{id}"),

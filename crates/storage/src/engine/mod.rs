@@ -37,6 +37,7 @@
 //! module names none of theirs (their methods extend `Engine`), so the folder has no circle.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::btree::BTree;
 use crate::btree_node;
@@ -1320,7 +1321,7 @@ impl Engine {
     /// a valid checksum. Returns the problems found (empty: consistent).
     pub fn check(&mut self) -> Result<Vec<String>> {
         let mut problems = Vec::new();
-        let tables: Vec<Table> = self.catalog.tables.values().cloned().collect();
+        let tables: Vec<Arc<Table>> = self.catalog.tables.values().cloned().collect();
         for t in &tables {
             let rows = self.heap_scan(t.head)?;
             for iid in &t.indexes {

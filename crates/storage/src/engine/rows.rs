@@ -2,6 +2,7 @@
 //! reads, updates and deletes that keep every index in step, key lookups and index scans.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use crate::btree::BTree;
 use crate::catalog::{Catalog, Index, Table};
@@ -34,12 +35,12 @@ impl Engine {
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
-    fn table_by_id(&self, id: ObjectId) -> Result<Table> {
+    fn table_by_id(&self, id: ObjectId) -> Result<Arc<Table>> {
         self.table_ref(id).cloned()
     }
     /// The table without a copy: the hot paths borrow the schema between their `&mut self`
     /// calls instead of cloning the table (its name and column names) per row.
-    fn table_ref(&self, id: ObjectId) -> Result<&Table> {
+    fn table_ref(&self, id: ObjectId) -> Result<&Arc<Table>> {
         self.catalog.tables.get(&id).ok_or_else(|| Error::NotFound {
             kind: "table",
             name: format!("#{id}"),
@@ -49,6 +50,7 @@ impl Engine {
         self.catalog
             .indexes
             .get(&id)
+            .map(|i| &**i)
             .ok_or_else(|| Error::NotFound {
                 kind: "index",
                 name: format!("#{id}"),
@@ -63,10 +65,10 @@ impl Engine {
         row: &[u8],
         rid: Rid,
     ) -> Result<Vec<u8>> {
-        let vals = schema.decode(row)?;
         let mut key = Vec::with_capacity(16);
         for &c in &idx.columns {
-            keyenc::encode_into(&mut key, schema.columns[c].ty, &vals[c])?;
+            let v = schema.decode_column(row, c)?;
+            keyenc::encode_into(&mut key, schema.columns[c].ty, &v)?;
         }
         if !idx.unique {
             key.extend_from_slice(&rid.encode());
@@ -112,11 +114,11 @@ impl Engine {
         self.cpu(CpuKind::Call, 1);
         let head = {
             let t = self.table_ref(table)?;
-            t.schema.decode(bytes)?;
+            t.schema.check(bytes)?;
             t.head
         };
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
-        let idxs: Vec<Index> = self
+        let idxs: Vec<Arc<Index>> = self
             .table_ref(table)?
             .indexes
             .iter()
@@ -199,11 +201,11 @@ impl Engine {
         self.active(txn)?;
         self.cpu(CpuKind::Call, 1);
         let t = self.table_by_id(table)?;
-        t.schema.decode(new)?;
+        t.schema.check(new)?;
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
         self.lock(txn, Resource::Row(table, rid), LockMode::X)?;
         let old = self.heap_get(rid)?.ok_or(Error::NoSuchRecord(rid))?;
-        let idxs: Vec<Index> = t
+        let idxs: Vec<Arc<Index>> = t
             .indexes
             .iter()
             .filter_map(|i| self.catalog.indexes.get(i).cloned())
@@ -307,7 +309,7 @@ impl Engine {
         self.lock(txn, Resource::Table(table), LockMode::IX)?;
         self.lock(txn, Resource::Row(table, rid), LockMode::X)?;
         let old = self.heap_get(rid)?.ok_or(Error::NoSuchRecord(rid))?;
-        let idxs: Vec<Index> = t
+        let idxs: Vec<Arc<Index>> = t
             .indexes
             .iter()
             .filter_map(|i| self.catalog.indexes.get(i).cloned())

@@ -248,8 +248,11 @@ impl Schema {
         self.check_fixed(b)?;
         let mut var_at = self.fixed_bytes;
         for i in 0..self.columns.len() {
+            let ty = self.columns[i].ty;
             let f = self.field(b, i, &mut var_at)?;
-            Self::check_text(self.columns[i].ty, f)?;
+            if matches!(ty, ColType::Char(_) | ColType::Varchar(_)) {
+                Self::check_text(ty, f)?;
+            }
         }
         Ok(())
     }
@@ -306,16 +309,14 @@ impl Schema {
         Ok(s)
     }
 
-    fn check_text(ty: ColType, f: &[u8]) -> Result<()> {
-        match ty {
-            ColType::Char(_) => std::str::from_utf8(f)
-                .map(drop)
-                .map_err(|_| Error::Schema("CHAR is not UTF-8".into())),
-            ColType::Varchar(_) => std::str::from_utf8(f)
-                .map(drop)
-                .map_err(|_| Error::Schema("VARCHAR is not UTF-8".into())),
-            _ => Ok(()),
-        }
+    /// Checks a text column's bytes (validated once: `value` copies the `&str` it returns).
+    fn check_text(ty: ColType, f: &[u8]) -> Result<&str> {
+        std::str::from_utf8(f).map_err(|_| {
+            Error::Schema(match ty {
+                ColType::Char(_) => "CHAR is not UTF-8".into(),
+                _ => "VARCHAR is not UTF-8".into(),
+            })
+        })
     }
 
     /// The value of a column of type `ty` whose bytes are `f` (from `field`).
@@ -332,9 +333,7 @@ impl Schema {
             ColType::Money => Value::Money(word8()),
             ColType::Date => Value::Date(word4()),
             ColType::Char(_) | ColType::Varchar(_) => {
-                Self::check_text(ty, f)?;
-                // Checked just above: the copy cannot fail.
-                Value::Str(String::from_utf8_lossy(f).into_owned())
+                Value::Str(Self::check_text(ty, f)?.to_owned())
             }
         })
     }

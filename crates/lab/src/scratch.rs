@@ -62,11 +62,29 @@ fn decide(dir: PathBuf, fs_kind: i64, free_bytes: u64, need_bytes: u64) -> Place
     Place::Disk(dir)
 }
 
-/// An unlinked file for an image of about `need_bytes`, or None (RAM; `place` says why).
-pub fn image_file(need_bytes: u64) -> std::io::Result<Option<File>> {
+/// Where an image of about `need_bytes` was put: an unlinked file (and the directory it is in),
+/// or RAM (and why).
+#[derive(Debug)]
+pub enum Image {
+    File(File, PathBuf),
+    Ram(String),
+}
+
+impl Image {
+    /// For progress lines: "in an unlinked file in /tmp", "in RAM (/tmp is a RAM file system)".
+    pub fn describe(&self) -> String {
+        match self {
+            Image::File(_, dir) => format!("in an unlinked file in {}", dir.display()),
+            Image::Ram(why) => format!("in RAM ({why})"),
+        }
+    }
+}
+
+/// An unlinked file for an image of about `need_bytes`, or RAM where `place` says so.
+pub fn image(need_bytes: u64) -> std::io::Result<Image> {
     match place(need_bytes) {
-        Place::Disk(dir) => tempfile::tempfile_in(dir).map(Some),
-        Place::Ram(_) => Ok(None),
+        Place::Disk(dir) => Ok(Image::File(tempfile::tempfile_in(&dir)?, dir)),
+        Place::Ram(why) => Ok(Image::Ram(why)),
     }
 }
 
@@ -117,7 +135,7 @@ mod tests {
     fn the_temporary_directory_gets_a_verdict() {
         // Whatever this machine's /tmp is, asking never fails and a file, when offered, is
         // writable and already unlinked (nothing to clean up).
-        if let Some(f) = image_file(1 << 20).expect("tempfile") {
+        if let Image::File(f, _) = image(1 << 20).expect("tempfile") {
             use std::os::unix::fs::FileExt;
             f.write_all_at(b"x", 0).expect("write");
             let mut b = [0u8; 1];

@@ -235,3 +235,42 @@ fn progress_never_changes_the_json_and_quiet_leaves_out_the_progress_lines() {
         "the JSON is the same bytes with and without progress"
     );
 }
+
+#[test]
+fn the_loaded_database_in_a_file_or_in_ram_gives_the_same_json() {
+    // The loaded database waits for its copies in an unlinked file in TMPDIR, or in RAM where
+    // TMPDIR is a RAM file system (lab::scratch): the rows must not see the difference.
+    let ram = std::path::Path::new("/dev/shm");
+    if !ram.is_dir() {
+        eprintln!("skipped: no /dev/shm to stand for a RAM TMPDIR");
+        return;
+    }
+    let disk = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let run = |tmp: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_noftl"))
+            .args(COMPARE)
+            .args(["--store", "native", "--store", "dftl-2%"])
+            .env("TMPDIR", tmp)
+            .output()
+            .expect("run noftl");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+    };
+    let (in_ram, said_ram) = run(ram);
+    assert!(
+        said_ram.contains("in RAM (/dev/shm is a RAM file system)"),
+        "{said_ram}"
+    );
+    let (in_file, said_file) = run(disk.path());
+    assert!(
+        said_file.contains("in an unlinked file in") || said_file.contains("in RAM ("),
+        "where the loaded database is, said: {said_file}"
+    );
+    assert_eq!(
+        in_ram, in_file,
+        "the same JSON wherever the loaded database waits"
+    );
+    // Unlinked at creation: nothing is left behind in TMPDIR.
+    assert_eq!(std::fs::read_dir(disk.path()).unwrap().count(), 0);
+}

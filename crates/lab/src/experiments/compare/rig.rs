@@ -464,15 +464,18 @@ impl Probe {
 const PROBE_PAGES: u64 = 1 << 24;
 
 /// The device `w`'s database is loaded on once: a sparse unlinked file (`crate::scratch`), or a
-/// RAM disk where no disk has room for the kit's estimate; and whether it is the RAM disk.
-fn probe_device(w: &dyn Workload) -> anyhow::Result<(Box<dyn ftl::BlockDevice>, bool)> {
-    let est_bytes = probe_estimate_bytes(w);
-    Ok(match crate::scratch::image_file(est_bytes)? {
-        Some(file) => (
+/// RAM disk where no disk has room for the kit's estimate; whether it is the RAM disk, and where
+/// it is in words.
+fn probe_device(w: &dyn Workload) -> anyhow::Result<(Box<dyn ftl::BlockDevice>, bool, String)> {
+    let image = crate::scratch::image(probe_estimate_bytes(w))?;
+    let said = image.describe();
+    Ok(match image {
+        crate::scratch::Image::File(file, _) => (
             Box::new(storage::filedev::FileDevice::from_file(file, PROBE_PAGES)?),
             false,
+            said,
         ),
-        None => (Box::new(MemDisk::new(PROBE_PAGES)), true),
+        crate::scratch::Image::Ram(_) => (Box::new(MemDisk::new(PROBE_PAGES)), true, said),
     })
 }
 
@@ -512,7 +515,7 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     }
     // 4 KiB logical pages per DB page.
     let k = (args.page_bytes / 4096) as u64;
-    let (image, in_ram) = probe_device(w)?;
+    let (image, in_ram, image_at) = probe_device(w)?;
     let probe = BlockPageStore::new(image, args.page_bytes, Some(1024))?;
     let mut e = Engine::create(
         Box::new(probe),
@@ -528,7 +531,7 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     let loaded_handles = w.load(&mut e, method, &|n| bar.set_position(n))?;
     bar.finish_and_clear();
     eprintln!(
-        "loaded {} once in {:.1} s wall, {:.1} s CPU ({method}; every store gets a page-by-page copy of it)",
+        "loaded {} once in {:.1} s wall, {:.1} s CPU ({method}, {image_at}; every store gets a page-by-page copy of it)",
         w.label(),
         wall.elapsed().as_secs_f64(),
         thread_cpu_s() - cpu

@@ -3,10 +3,11 @@
 //!
 //! `compare` and `reproduce` load a database once and copy it page by page onto every row's
 //! device (`compare::rig::Probe`). Held in RAM, that image sat beside every device for the whole
-//! scale: at the paper's 10 GiB scales 6.6 GiB of loaded TPC-B next to a 10.3 GiB device, so two
-//! runs of that size never fitted a 24 GiB machine together, and one did not fit a 16 GiB one.
-//! In a file, the image is page cache: the kernel keeps what it can and drops the rest, and the
-//! copies read it back in order (pages ascending), which its read-ahead serves at disk speed.
+//! scale: at the paper's 10 GiB scales 6.6 GiB of loaded TPC-B next to a 10.3 GiB device, so on
+//! a 24 GiB machine only the 1 GiB runs fitted beside such a scale, and on a 16 GiB one the
+//! scale did not fit at all. In a file, the image is page cache: the kernel keeps what it can
+//! and drops the rest, and the copies read it back in order (pages ascending), which its
+//! read-ahead serves at disk speed.
 //!
 //! Invariants:
 //! 1. A RAM file system (tmpfs, ramfs) never holds the image: there it would take the same RAM

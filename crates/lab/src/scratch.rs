@@ -75,17 +75,26 @@ impl Image {
     /// For progress lines: "in an unlinked file in /tmp", "in RAM (/tmp is a RAM file system)".
     pub fn describe(&self) -> String {
         match self {
-            Image::File(_, dir) => format!("in an unlinked file in {}", dir.display()),
+            Image::File(_, dir) => Self::describe_file(dir),
             Image::Ram(why) => format!("in RAM ({why})"),
         }
     }
+    /// `describe` of a file in `dir`.
+    pub fn describe_file(dir: &Path) -> String {
+        format!("in an unlinked file in {}", dir.display())
+    }
 }
 
-/// An unlinked file for an image of about `need_bytes`, or RAM where `place` says so.
-pub fn image(need_bytes: u64) -> std::io::Result<Image> {
+/// An unlinked file for an image of about `need_bytes`, or RAM where `place` says so or the
+/// file cannot be made (the run goes on as it did before files: an image is never the reason a
+/// run fails).
+pub fn image(need_bytes: u64) -> Image {
     match place(need_bytes) {
-        Place::Disk(dir) => Ok(Image::File(tempfile::tempfile_in(&dir)?, dir)),
-        Place::Ram(why) => Ok(Image::Ram(why)),
+        Place::Disk(dir) => match tempfile::tempfile_in(&dir) {
+            Ok(f) => Image::File(f, dir),
+            Err(e) => Image::Ram(format!("no file could be made in {}: {e}", dir.display())),
+        },
+        Place::Ram(why) => Image::Ram(why),
     }
 }
 
@@ -136,7 +145,7 @@ mod tests {
     fn the_temporary_directory_gets_a_verdict() {
         // Whatever this machine's /tmp is, asking never fails and a file, when offered, is
         // writable and already unlinked (nothing to clean up).
-        if let Image::File(f, _) = image(1 << 20).expect("tempfile") {
+        if let Image::File(f, _) = image(1 << 20) {
             use std::os::unix::fs::FileExt;
             f.write_all_at(b"x", 0).expect("write");
             let mut b = [0u8; 1];

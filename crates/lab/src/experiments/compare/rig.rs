@@ -466,17 +466,28 @@ const PROBE_PAGES: u64 = 1 << 24;
 /// The device `w`'s database is loaded on once: a sparse unlinked file (`crate::scratch`), or a
 /// RAM disk where no disk has room for the kit's estimate; whether it is the RAM disk, and where
 /// it is in words.
-fn probe_device(w: &dyn Workload) -> anyhow::Result<(Box<dyn ftl::BlockDevice>, bool, String)> {
-    let image = crate::scratch::image(probe_estimate_bytes(w))?;
-    let said = image.describe();
-    Ok(match image {
-        crate::scratch::Image::File(file, _) => (
-            Box::new(storage::filedev::FileDevice::from_file(file, PROBE_PAGES)?),
-            false,
-            said,
-        ),
-        crate::scratch::Image::Ram(_) => (Box::new(MemDisk::new(PROBE_PAGES)), true, said),
-    })
+fn probe_device(w: &dyn Workload) -> (Box<dyn ftl::BlockDevice>, bool, String) {
+    let ram = |said: String| -> (Box<dyn ftl::BlockDevice>, bool, String) {
+        (Box::new(MemDisk::new(PROBE_PAGES)), true, said)
+    };
+    match crate::scratch::image(probe_estimate_bytes(w)) {
+        // Sized sparse; a file system that cannot hold a file of that size leaves it in RAM.
+        crate::scratch::Image::File(file, dir) => {
+            match storage::filedev::FileDevice::from_file(file, PROBE_PAGES) {
+                Ok(d) => (
+                    Box::new(d),
+                    false,
+                    crate::scratch::Image::describe_file(&dir),
+                ),
+                Err(e) => ram(format!(
+                    "in RAM (a {} GiB sparse file in {} was refused: {e})",
+                    (PROBE_PAGES * 4096) >> 30,
+                    dir.display()
+                )),
+            }
+        }
+        image @ crate::scratch::Image::Ram(_) => ram(image.describe()),
+    }
 }
 
 /// The loaded database's bytes, from the kit's estimate and an eighth for its growth.
@@ -515,7 +526,7 @@ pub fn size_rig(args: &Spec, w: &dyn Workload) -> anyhow::Result<(Rig, Probe)> {
     }
     // 4 KiB logical pages per DB page.
     let k = (args.page_bytes / 4096) as u64;
-    let (image, in_ram, image_at) = probe_device(w)?;
+    let (image, in_ram, image_at) = probe_device(w);
     let probe = BlockPageStore::new(image, args.page_bytes, Some(1024))?;
     let mut e = Engine::create(
         Box::new(probe),

@@ -42,8 +42,8 @@ pub enum Place {
 pub fn place(need_bytes: u64) -> Place {
     let dir = std::env::temp_dir();
     match fs_stats(&dir) {
-        Some((kind, free_bytes)) => decide(dir, kind, free_bytes, need_bytes),
-        None => Place::Ram(format!("{} cannot be examined", dir.display())),
+        Ok((kind, free_bytes)) => decide(dir, kind, free_bytes, need_bytes),
+        Err(e) => Place::Ram(format!("{} cannot be examined: {e}", dir.display())),
     }
 }
 
@@ -98,22 +98,32 @@ pub fn image(need_bytes: u64) -> Image {
     }
 }
 
-/// The file system's kind (`f_type`) and the bytes free to an unprivileged writer.
-fn fs_stats(dir: &Path) -> Option<(i64, u64)> {
+/// The bytes free to an unprivileged writer on `dir`'s file system (`statvfs`'s `f_bavail` in
+/// fragments): what `fs waf` and the image's room are judged by.
+pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    fs_stats(dir).map(|(_, free)| free)
+}
+
+/// The file system's kind (`f_type`) and `free_bytes`, from one `statfs`.
+fn fs_stats(dir: &Path) -> std::io::Result<(i64, u64)> {
     use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     // SAFETY: statfs reads a NUL-terminated path and writes one statfs struct into a zeroed
     // local that lives across the call.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(path.as_ptr(), &mut s) };
-    if r != 0 {
-        return None;
+    if unsafe { libc::statfs(path.as_ptr(), &mut s) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
+    // As statvfs: the fragment size, or the block size where the file system gives none.
     #[allow(clippy::unnecessary_cast)] // the field types differ between targets
-    Some((
-        s.f_type as i64,
-        (s.f_bavail as u64).saturating_mul(s.f_bsize as u64),
-    ))
+    let unit = if s.f_frsize > 0 {
+        s.f_frsize as u64
+    } else {
+        s.f_bsize as u64
+    };
+    #[allow(clippy::unnecessary_cast)]
+    Ok((s.f_type as i64, (s.f_bavail as u64).saturating_mul(unit)))
 }
 
 #[cfg(test)]

@@ -238,18 +238,7 @@ impl Marker for MountMeasurer<'_> {
 }
 
 fn free_bytes(dir: &Path) -> anyhow::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
-    // SAFETY: statvfs on a valid NUL-terminated path into a zeroed struct we own.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        bail!(
-            "statvfs {}: {}",
-            dir.display(),
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+    crate::scratch::free_bytes(dir).with_context(|| format!("statvfs {}", dir.display()))
 }
 
 fn rewrite_sequential(path: &Path, mib: u32, seed: u64) -> anyhow::Result<u64> {
